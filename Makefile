@@ -1,0 +1,63 @@
+# Front end for the CMake build. The two README commands are `make demo`
+# and `make test`; both install missing Debian packages first.
+BUILD    ?= build
+JOBS     ?= $(shell nproc)
+DEMO     ?= streaming_pipeline
+CMAKE    ?= cmake
+FUZZ_SECONDS ?= 30
+
+.PHONY: all deps build demo test asan tsan fuzz bench install clean format
+
+all: build
+
+deps:
+	@tools/deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: deps $(BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(BUILD) -j$(JOBS)
+
+demo: build
+	./$(BUILD)/examples/$(DEMO)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+# Sanitizer builds of the whole suite (what .ci/run runs).
+asan: deps
+	$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRK_SANITIZE=address,undefined -DRK_BUILD_BENCH=OFF
+	$(CMAKE) --build build-asan -j$(JOBS)
+	ctest --test-dir build-asan --output-on-failure -j$(JOBS)
+
+tsan: deps
+	$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DRK_SANITIZE=thread -DRK_BUILD_BENCH=OFF
+	$(CMAKE) --build build-tsan -j$(JOBS)
+	ctest --test-dir build-tsan --output-on-failure -j$(JOBS)
+
+# Each libFuzzer target for FUZZ_SECONDS, starting from its committed corpus
+# (copied, so the run does not grow the committed one).
+fuzz: deps
+	CC=clang CXX=clang++ $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DRK_BUILD_FUZZ=ON -DRK_BUILD_TESTS=OFF -DRK_BUILD_BENCH=OFF -DRK_BUILD_EXAMPLES=OFF
+	$(CMAKE) --build build-fuzz -j$(JOBS)
+	@set -e; for f in build-fuzz/fuzz/fuzz_*; do \
+	  n=$$(basename $$f); rm -rf build-fuzz/corpus-$$n; mkdir -p build-fuzz/corpus-$$n; \
+	  cp -r fuzz/corpus/$$n/. build-fuzz/corpus-$$n/ 2>/dev/null || true; \
+	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus-$$n; \
+	done
+
+# Benchmarks want an optimised build without sanitizers.
+bench: deps
+	$(CMAKE) -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DRK_BUILD_TESTS=OFF
+	$(CMAKE) --build build-bench -j$(JOBS) --target run_bench
+
+install: build
+	$(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz build-bench

@@ -1,0 +1,16 @@
+/*
+ * ringkernel/ringkernel.h - the umbrella header: everything public.
+ *
+ * ringkernel is a C11 library for GPU-native actors: persistent kernels
+ * (CPU threads, or CUDA kernels resident on the GPU) that exchange messages
+ * through lock-free ring-buffer queues. docs/architecture.md maps each
+ * header below to the subsystem under src/ that implements it.
+ */
+#ifndef RINGKERNEL_H
+#define RINGKERNEL_H
+
+#include "ringkernel/clock.h"
+#include "ringkernel/error.h"
+#include "ringkernel/version.h"
+
+#endif /* RINGKERNEL_H */
