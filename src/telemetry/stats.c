@@ -175,13 +175,22 @@ static void
 ob_json_string(outbuf *o, const char *s)
 {
     ob_printf(o, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            ob_printf(o, "\\%c", *p);
-        else if (*p < 0x20)
-            ob_printf(o, "\\u%04x", *p);
+    while (*s != '\0') {
+        /* Copy the longest run that needs no escaping in one call. */
+        size_t run = 0;
+        while (s[run] != '\0' && s[run] != '"' && s[run] != '\\'
+            && (unsigned char)s[run] >= 0x20)
+            run++;
+        if (run > 0) {
+            ob_printf(o, "%.*s", (int)run, s);
+            s += run;
+            continue;
+        }
+        if (*s == '"' || *s == '\\')
+            ob_printf(o, "\\%c", *s);
         else
-            ob_printf(o, "%c", *p);
+            ob_printf(o, "\\u%04x", (unsigned)(unsigned char)*s);
+        s++;
     }
     ob_printf(o, "\"");
 }
