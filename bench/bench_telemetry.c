@@ -11,6 +11,9 @@
  *   counter_add              rk__counter_add (relaxed fetch_add)
  *   clock_and_record         rk_now_ns() + rk__hist_record: the full cost
  *                            of timing one message
+ *   gated_off / gated_on     a batch loop of 64 "messages" whose recording
+ *                            is behind rk__telemetry_on(flag), the flag
+ *                            read once per batch (ns per message)
  *   snapshot_summary         rk__hist_summary of a populated histogram (us)
  *   stats_format_json        rk_stats_format_json of a small snapshot
  */
@@ -72,6 +75,33 @@ mw_thread(void *p)
     return NULL;
 }
 
+/* The flag lives in memory the compiler cannot see through, as a
+ * runtime's per-kernel "telemetry enabled" field would. */
+static volatile int telemetry_flag;
+
+static void
+gated_loop(rk__hist *h, uint64_t n, int on)
+{
+    telemetry_flag = on;
+    uint64_t acc = 0;
+    uint64_t t0 = bench_now_ns();
+    for (uint64_t b = 0; b < n; b += 64) {
+        int enabled = rk__telemetry_on(telemetry_flag);
+        for (uint64_t i = b; i < b + 64; i++) {
+            uint64_t v = values[i & (NVALUES - 1)];
+            acc += v; /* stands in for the message's own work */
+            if (enabled)
+                rk__hist_record(h, v);
+        }
+    }
+    uint64_t t1 = bench_now_ns();
+    char extra[64];
+    snprintf(extra, sizeof(extra), "\"batch\":64,\"acc\":%llu",
+        (unsigned long long)(acc & 0xff));
+    bench_emit("telemetry", on ? "gated_on" : "gated_off", "ringkernel",
+        (double)(t1 - t0) / (double)n, "ns", extra);
+}
+
 int
 main(void)
 {
@@ -127,6 +157,9 @@ main(void)
         prev = now;
     }
     emit_ns_per_op("clock_and_record", t0, bench_now_ns(), nc);
+
+    gated_loop(h, n, 0);
+    gated_loop(h, n, 1);
 
     /* Snapshots of a histogram holding every kind of value. */
     uint64_t ns_snap = (uint64_t)(20000.0 * scale) + 10;

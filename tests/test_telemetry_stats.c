@@ -297,6 +297,42 @@ test_print(void **state)
     free(mem);
 }
 
+/* Application code builds the same snapshot with the public API only. */
+static void
+test_public_builders(void **state)
+{
+    (void)state;
+    rk_histogram *h = NULL;
+    assert_int_equal(rk_histogram_create(&h), RK_OK);
+    uint64_t vals[] = { 1, 2, 3, 4, 11 };
+    for (size_t i = 0; i < 5; i++)
+        rk_histogram_record(h, vals[i]);
+    rk_latency_summary sum;
+    rk_histogram_summary(h, &sum);
+    rk_histogram_destroy(h);
+
+    rk_stats s;
+    rk_stats_init(&s, "worker", 1000);
+    assert_int_equal(
+        rk_stats_add_value(&s, &tstat_desc[TSTAT_PROCESSED], 10), RK_OK);
+    assert_int_equal(
+        rk_stats_add_value(&s, &tstat_desc[TSTAT_DEPTH], 3), RK_OK);
+    assert_int_equal(rk_stats_add_summary(&s, &handler_desc, &sum), RK_OK);
+    s.taken_ns = 1000 + UINT64_C(2000000000);
+    char buf[1024];
+    assert_int_equal(rk_stats_format_json(&s, buf, sizeof(buf), NULL), RK_OK);
+    assert_string_equal(buf, known_json);
+
+    assert_int_equal(rk_stats_add_value(NULL, &handler_desc, 1), RK_EINVAL);
+    assert_int_equal(rk_stats_add_value(&s, NULL, 1), RK_EINVAL);
+    assert_int_equal(rk_stats_add_summary(&s, &handler_desc, NULL), RK_EINVAL);
+    rk_stats_init(NULL, "x", 0); /* ignored */
+    while (s.ncounters < RK_STATS_MAX_COUNTERS)
+        assert_int_equal(rk_stats_add_value(&s, &handler_desc, 0), RK_OK);
+    assert_int_equal(rk_stats_add_value(&s, &handler_desc, 0), RK_ETOOBIG);
+    assert_int_equal(s.ncounters, RK_STATS_MAX_COUNTERS);
+}
+
 static void
 test_unit_names(void **state)
 {
@@ -332,6 +368,7 @@ main(void)
         cmocka_unit_test(test_format_json_escapes_and_empty),
         cmocka_unit_test(test_format_text),
         cmocka_unit_test(test_print),
+        cmocka_unit_test(test_public_builders),
         cmocka_unit_test(test_unit_names),
         cmocka_unit_test(test_telemetry_switch),
     };
