@@ -9,10 +9,15 @@
  * MALLOC variant. Each class has its own mutex on its own cache line, so
  * threads working in different classes do not contend.
  *
- * Counters are relaxed atomics: each is exact, none orders anything.
- * total_bytes is also the limit's reservation counter: a miss reserves its
- * block size with a CAS loop before allocating, so concurrent misses can
- * never push total past the limit together.
+ * The hot path (a hit, or a free into the cache) takes the class mutex
+ * once and touches no shared atomic: the per-class counters (free and
+ * in-use blocks, hits) live under that mutex and statistics sum them
+ * class by class. Pool-wide relaxed atomics count only what happens off
+ * the hot path: misses, limit failures and the uncached blocks. Each is
+ * exact; none orders anything. total_bytes is also the limit's
+ * reservation counter: a miss reserves its block size with a CAS loop
+ * before allocating, so concurrent misses can never pass the limit
+ * together.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,6 +40,8 @@ struct rk__pool_class {
     void **stack; /* free blocks; guarded by lock */
     size_t nfree;
     size_t cap;
+    uint64_t in_use; /* blocks of this class handed out; guarded by lock */
+    uint64_t hits;   /* guarded by lock */
 };
 
 struct rk_pool {
@@ -47,12 +54,9 @@ struct rk_pool {
     unsigned nclasses;
     rk_allocator alloc;
     bool has_alloc;
-    _Atomic uint64_t used_bytes;
-    _Atomic uint64_t free_bytes;
     _Atomic uint64_t total_bytes;
-    _Atomic uint64_t used_blocks;
-    _Atomic uint64_t free_blocks;
-    _Atomic uint64_t hits;
+    _Atomic uint64_t huge_bytes; /* uncached blocks in use */
+    _Atomic uint64_t huge_blocks;
     _Atomic uint64_t misses;
     _Atomic uint64_t limit_failures;
     struct rk__pool_class cls[];
@@ -217,10 +221,8 @@ fresh_block(rk_pool *p, size_t bsize, void **out)
             add(&p->limit_failures, 1);
             return rk__fail(RK_ELIMIT,
                 "%s pool: %zu more bytes would pass the limit "
-                "of %zu (%llu in use)",
-                rk_pool_kind_name(p->kind), bsize, p->limit,
-                (unsigned long long)atomic_load_explicit(
-                    &p->used_bytes, RELAXED));
+                "of %zu",
+                rk_pool_kind_name(p->kind), bsize, p->limit);
         }
     }
     rc = rk__mem_alloc(
@@ -236,7 +238,7 @@ fresh_block(rk_pool *p, size_t bsize, void **out)
 int
 rk_pool_alloc(rk_pool *pool, size_t size, void **out)
 {
-    struct rk__pool_class *c;
+    struct rk__pool_class *c = NULL;
     void *blk = NULL;
     size_t bsize;
     int ci, rc;
@@ -249,24 +251,30 @@ rk_pool_alloc(rk_pool *pool, size_t size, void **out)
     if (ci >= 0) {
         c = &pool->cls[ci];
         pthread_mutex_lock(&c->lock);
+        c->in_use++; /* taken back below if a miss fails */
         if (c->nfree > 0) {
             blk = c->stack[--c->nfree];
-            /* Inside the lock, so free_bytes never dips below the bytes
-             * actually cached (trim compares against it). */
-            sub(&pool->free_bytes, bsize);
-            sub(&pool->free_blocks, 1);
+            c->hits++;
         }
         pthread_mutex_unlock(&c->lock);
+        if (blk != NULL) {
+            *out = blk;
+            return RK_OK;
+        }
     }
-    if (blk != NULL) {
-        add(&pool->hits, 1);
-    } else {
-        rc = fresh_block(pool, bsize, &blk);
-        if (rc != RK_OK)
-            return rc;
+    rc = fresh_block(pool, bsize, &blk);
+    if (rc != RK_OK) {
+        if (c != NULL) {
+            pthread_mutex_lock(&c->lock);
+            c->in_use--;
+            pthread_mutex_unlock(&c->lock);
+        }
+        return rc;
     }
-    add(&pool->used_bytes, bsize);
-    add(&pool->used_blocks, 1);
+    if (c == NULL) {
+        add(&pool->huge_bytes, bsize);
+        add(&pool->huge_blocks, 1);
+    }
     *out = blk;
     return RK_OK;
 }
@@ -283,11 +291,13 @@ rk_pool_free(rk_pool *pool, void *ptr, size_t size)
         return;
     ci = class_of(pool, size);
     bsize = ci < 0 ? size : pool->min_block << ci;
-    sub(&pool->used_bytes, bsize);
-    sub(&pool->used_blocks, 1);
-    if (ci >= 0) {
+    if (ci < 0) {
+        sub(&pool->huge_bytes, bsize);
+        sub(&pool->huge_blocks, 1);
+    } else {
         c = &pool->cls[ci];
         pthread_mutex_lock(&c->lock);
+        c->in_use--;
         if (c->nfree == c->cap) {
             size_t ncap = c->cap ? c->cap * 2 : 16;
             void **ns = realloc(c->stack, ncap * sizeof(*ns));
@@ -298,8 +308,6 @@ rk_pool_free(rk_pool *pool, void *ptr, size_t size)
         }
         if (c->nfree < c->cap) {
             c->stack[c->nfree++] = ptr;
-            add(&pool->free_bytes, bsize);
-            add(&pool->free_blocks, 1);
             cached = true;
         }
         pthread_mutex_unlock(&c->lock);
@@ -309,22 +317,41 @@ rk_pool_free(rk_pool *pool, void *ptr, size_t size)
         release_block(pool, ptr, bsize);
 }
 
+/* Bytes cached on free lists, summed class by class. */
+static uint64_t
+cached_bytes(rk_pool *pool)
+{
+    uint64_t sum = 0;
+
+    for (unsigned i = 0; i < pool->nclasses; i++) {
+        struct rk__pool_class *c = &pool->cls[i];
+        pthread_mutex_lock(&c->lock);
+        sum += (uint64_t)c->nfree * (pool->min_block << i);
+        pthread_mutex_unlock(&c->lock);
+    }
+    return sum;
+}
+
 void
 rk_pool_trim(rk_pool *pool, size_t keep_bytes)
 {
+    uint64_t cached, excess;
+
     if (pool == NULL)
         return;
-    for (unsigned i = pool->nclasses; i-- > 0;) {
+    cached = cached_bytes(pool);
+    if (cached <= keep_bytes)
+        return;
+    excess = cached - keep_bytes;
+    /* Largest classes first: fewest calls into the backing allocator. */
+    for (unsigned i = pool->nclasses; i-- > 0 && excess > 0;) {
         struct rk__pool_class *c = &pool->cls[i];
         size_t bsize = pool->min_block << i;
 
         pthread_mutex_lock(&c->lock);
-        while (c->nfree > 0
-            && atomic_load_explicit(&pool->free_bytes, RELAXED) > keep_bytes) {
-            void *blk = c->stack[--c->nfree];
-            sub(&pool->free_bytes, bsize);
-            sub(&pool->free_blocks, 1);
-            release_block(pool, blk, bsize);
+        while (c->nfree > 0 && excess > 0) {
+            release_block(pool, c->stack[--c->nfree], bsize);
+            excess = excess > bsize ? excess - bsize : 0;
         }
         pthread_mutex_unlock(&c->lock);
     }
@@ -352,19 +379,27 @@ rk_pool_destroy(rk_pool *pool)
 void
 rk_pool_stats_get(const rk_pool *pool, rk_pool_stats *out)
 {
-    rk_pool *p = (rk_pool *)pool; /* atomic loads need a non-const object */
+    rk_pool *p = (rk_pool *)pool; /* locks and atomics need a mutable pool */
 
     if (out == NULL)
         return;
     memset(out, 0, sizeof(*out));
     if (p == NULL)
         return;
-    out->used_bytes = atomic_load_explicit(&p->used_bytes, RELAXED);
-    out->free_bytes = atomic_load_explicit(&p->free_bytes, RELAXED);
+    for (unsigned i = 0; i < p->nclasses; i++) {
+        struct rk__pool_class *c = &p->cls[i];
+        uint64_t bsize = p->min_block << i;
+        pthread_mutex_lock(&c->lock);
+        out->free_blocks += c->nfree;
+        out->free_bytes += c->nfree * bsize;
+        out->used_blocks += c->in_use;
+        out->used_bytes += c->in_use * bsize;
+        out->hits += c->hits;
+        pthread_mutex_unlock(&c->lock);
+    }
+    out->used_bytes += atomic_load_explicit(&p->huge_bytes, RELAXED);
+    out->used_blocks += atomic_load_explicit(&p->huge_blocks, RELAXED);
     out->total_bytes = atomic_load_explicit(&p->total_bytes, RELAXED);
-    out->used_blocks = atomic_load_explicit(&p->used_blocks, RELAXED);
-    out->free_blocks = atomic_load_explicit(&p->free_blocks, RELAXED);
-    out->hits = atomic_load_explicit(&p->hits, RELAXED);
     out->misses = atomic_load_explicit(&p->misses, RELAXED);
     out->limit_failures = atomic_load_explicit(&p->limit_failures, RELAXED);
 }
