@@ -9,9 +9,12 @@
 #ifndef RINGKERNEL_H
 #define RINGKERNEL_H
 
+#include "ringkernel/buffer.h"
 #include "ringkernel/clock.h"
+#include "ringkernel/device.h"
 #include "ringkernel/error.h"
 #include "ringkernel/telemetry.h"
+#include "ringkernel/pool.h"
 #include "ringkernel/version.h"
 
 #endif /* RINGKERNEL_H */

@@ -1,0 +1,130 @@
+/*
+ * ringkernel/pool.h - memory pools with size classes and statistics.
+ *
+ * A pool hands out blocks rounded up to a power-of-two size class and keeps
+ * freed blocks on a per-class free list for reuse, so steady-state
+ * allocation costs one lock and one pop instead of a trip to the system
+ * allocator (or to cuMemAlloc, which also synchronises the device).
+ *
+ * Variants (rk_pool_kind):
+ *   RK_POOL_HOST    ordinary host memory, cached per size class.
+ *   RK_POOL_PINNED  page-locked host memory mapped into the device's
+ *                   address space (cuMemHostAlloc); needs CUDA.
+ *   RK_POOL_DEVICE  GPU memory (cuMemAlloc); needs CUDA. Block pointers
+ *                   are device addresses and must not be dereferenced on
+ *                   the host.
+ *   RK_POOL_MALLOC  pass-through: every alloc/free goes straight to the
+ *                   allocator, nothing is cached, so ASan and valgrind see
+ *                   each block. Statistics and the limit still apply.
+ * CUDA variants fail to create with RK_ENODEV when no GPU is present.
+ *
+ * Statistics: used = bytes in blocks handed out (class-rounded), free =
+ * bytes cached on free lists, total = used + free = memory the pool holds
+ * from its backing allocator. hits = allocations served from a free list,
+ * misses = allocations that needed fresh memory.
+ *
+ * Limit: when cfg.limit is non-zero, total never exceeds it. An allocation
+ * that would go past it first releases cached blocks of other classes and
+ * retries; if it still does not fit it returns RK_ELIMIT (never aborts).
+ *
+ * Threads: every call is thread-safe (one mutex per size class, atomic
+ * counters). Statistics read while other threads allocate are each exact
+ * but not a consistent snapshot of one instant.
+ *
+ * Ownership: the caller owns the pool and every block it allocated until
+ * the block is passed back to rk_pool_free() with the size it asked for.
+ * rk_pool_destroy() releases cached blocks; blocks still outstanding then
+ * are the caller's leak.
+ */
+#ifndef RINGKERNEL_POOL_H
+#define RINGKERNEL_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum rk_pool_kind {
+    RK_POOL_HOST = 0,
+    RK_POOL_PINNED = 1,
+    RK_POOL_DEVICE = 2,
+    RK_POOL_MALLOC = 3
+} rk_pool_kind;
+
+/* "host", "pinned", "device", "malloc". Never NULL. */
+const char *rk_pool_kind_name(rk_pool_kind kind);
+
+/*
+ * Allocator hooks for the backing memory of RK_POOL_HOST and
+ * RK_POOL_MALLOC (CUDA variants always use the driver). alloc returns
+ * size bytes aligned to align (a power of two) or NULL; free receives the
+ * same size. NULL hooks mean aligned_alloc/free.
+ */
+typedef struct rk_allocator {
+    void *(*alloc)(void *ctx, size_t size, size_t align);
+    void (*free)(void *ctx, void *ptr, size_t size);
+    void *ctx;
+} rk_allocator;
+
+/* Zeroed fields mean the defaults shown. */
+typedef struct rk_pool_config {
+    rk_pool_kind kind; /* RK_POOL_HOST */
+    int device;        /* CUDA ordinal for PINNED/DEVICE (0) */
+    size_t limit;      /* max total bytes, 0 = unlimited */
+    size_t min_block;  /* smallest class, power of two (64) */
+    size_t max_block;  /* largest cached class, power of two (4 MiB);
+                          bigger requests are allocated and released
+                          directly but still counted */
+    const rk_allocator *allocator; /* NULL: aligned_alloc/free; copied */
+} rk_pool_config;
+
+typedef struct rk_pool_stats {
+    uint64_t used_bytes;
+    uint64_t free_bytes;
+    uint64_t total_bytes;
+    uint64_t used_blocks;
+    uint64_t free_blocks;
+    uint64_t hits;
+    uint64_t misses;
+    uint64_t limit_failures; /* allocations refused with RK_ELIMIT */
+} rk_pool_stats;
+
+typedef struct rk_pool rk_pool;
+
+/* Creates a pool. RK_EINVAL for a bad config, RK_ENODEV for a CUDA
+ * variant without a GPU, RK_ENOMEM. On success the caller owns *out. */
+int rk_pool_create(rk_pool **out, const rk_pool_config *cfg);
+
+/* Releases every cached block and the pool. NULL is ignored. */
+void rk_pool_destroy(rk_pool *pool);
+
+/* Allocates at least size (> 0) bytes, aligned to min(class size, 64) at
+ * least (device blocks: 256). RK_ELIMIT past the limit, RK_ENOMEM /
+ * RK_ECUDA when the backing allocator fails. */
+int rk_pool_alloc(rk_pool *pool, size_t size, void **out);
+
+/* Returns a block. size must be the size passed to rk_pool_alloc(). */
+void rk_pool_free(rk_pool *pool, void *ptr, size_t size);
+
+/* Releases cached blocks, largest classes first, until at most keep_bytes
+ * stay cached. Blocks in use are untouched. */
+void rk_pool_trim(rk_pool *pool, size_t keep_bytes);
+
+/* Releases every cached block (rk_pool_trim(pool, 0)). */
+void rk_pool_free_all(rk_pool *pool);
+
+void rk_pool_stats_get(const rk_pool *pool, rk_pool_stats *out);
+
+rk_pool_kind rk_pool_get_kind(const rk_pool *pool);
+
+/* The block size a request of size bytes occupies (its class size, or size
+ * itself above max_block). */
+size_t rk_pool_block_size(const rk_pool *pool, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RINGKERNEL_POOL_H */

@@ -1,0 +1,529 @@
+/*
+ * Lazily synchronised host/device buffer (see ringkernel/buffer.h and the
+ * state table in docs/memory.md).
+ *
+ * The public state is not stored; it is derived from four facts, which
+ * keeps every operation a small, checkable update:
+ *   host / dev          whether that side has memory,
+ *   host_ok / dev_ok    whether that side holds the current data.
+ * Neither current -> UNINITIALIZED; both -> SYNCHRONIZED; only the host ->
+ * HOST_DIRTY if the device side has memory, else HOST_ONLY; symmetrically
+ * for the device. A side that becomes current without any data to copy
+ * (first use) is zero-filled, so unwritten data always reads as zeros.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "device/cuda_driver.h"
+#include "memory/mem.h"
+#include "ringkernel/buffer.h"
+
+#define RK__BUF_ALIGN 64u
+
+struct rk_buffer {
+    rk_dtype dtype;
+    size_t elem;
+    size_t dims[3];
+    unsigned ndim;
+    size_t count;
+    size_t bytes;
+    rk_device_kind dev_kind; /* CPU or CUDA, never ANY */
+    int ordinal;
+    bool pinned;
+    rk_pool *host_pool;
+    rk_pool *dev_pool;
+    void *host;
+    void *dev;
+    bool host_ok;
+    bool dev_ok;
+    rk_buffer_stats stats;
+};
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[] = {
+    [RK_DTYPE_U8] = { "u8", 1 },
+    [RK_DTYPE_I8] = { "i8", 1 },
+    [RK_DTYPE_U16] = { "u16", 2 },
+    [RK_DTYPE_I16] = { "i16", 2 },
+    [RK_DTYPE_U32] = { "u32", 4 },
+    [RK_DTYPE_I32] = { "i32", 4 },
+    [RK_DTYPE_U64] = { "u64", 8 },
+    [RK_DTYPE_I64] = { "i64", 8 },
+    [RK_DTYPE_F32] = { "f32", 4 },
+    [RK_DTYPE_F64] = { "f64", 8 },
+    [RK_DTYPE_OPAQUE] = { "opaque", 0 },
+};
+
+size_t
+rk_dtype_size(rk_dtype t)
+{
+    return (unsigned)t < RK__ARRAY_LEN(dtypes) ? dtypes[t].size : 0;
+}
+
+const char *
+rk_dtype_name(rk_dtype t)
+{
+    return (unsigned)t < RK__ARRAY_LEN(dtypes) ? dtypes[t].name : "unknown";
+}
+
+const char *
+rk_buffer_state_name(rk_buffer_state s)
+{
+    static const char *const names[] = {
+        "UNINITIALIZED",
+        "HOST_ONLY",
+        "DEVICE_ONLY",
+        "SYNCHRONIZED",
+        "HOST_DIRTY",
+        "DEVICE_DIRTY",
+    };
+    return (unsigned)s < RK__ARRAY_LEN(names) ? names[s] : "UNKNOWN";
+}
+
+rk_buffer_state
+rk_buffer_get_state(const rk_buffer *b)
+{
+    if (b == NULL || (!b->host_ok && !b->dev_ok))
+        return RK_BUFFER_UNINITIALIZED;
+    if (b->host_ok && b->dev_ok)
+        return RK_BUFFER_SYNCHRONIZED;
+    if (b->host_ok)
+        return b->dev ? RK_BUFFER_HOST_DIRTY : RK_BUFFER_HOST_ONLY;
+    return b->host ? RK_BUFFER_DEVICE_DIRTY : RK_BUFFER_DEVICE_ONLY;
+}
+
+static bool
+cuda(const rk_buffer *b)
+{
+    return b->dev_kind == RK_DEVICE_CUDA;
+}
+
+static int
+check_pools(const rk_buffer_config *cfg, rk_device_kind kind)
+{
+    if (cfg->host_pool != NULL
+        && rk_pool_get_kind(cfg->host_pool) == RK_POOL_DEVICE)
+        return rk__fail(
+            RK_EINVAL, "rk_buffer_create: host_pool is a device pool");
+    if (cfg->device_pool != NULL
+        && (rk_pool_get_kind(cfg->device_pool) == RK_POOL_DEVICE)
+            != (kind == RK_DEVICE_CUDA))
+        return rk__fail(RK_EINVAL,
+            "rk_buffer_create: device_pool must be a device pool "
+            "exactly when the buffer is on a CUDA device");
+    return RK_OK;
+}
+
+int
+rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg)
+{
+    rk_buffer_config def = { 0 };
+    rk_device_kind kind;
+    size_t elem, count = 1;
+    unsigned ndim = 0;
+    rk_buffer *b;
+    int rc;
+
+    if (out == NULL)
+        return rk__fail(RK_EINVAL, "rk_buffer_create: out is NULL");
+    if (cfg == NULL)
+        cfg = &def;
+    if ((unsigned)cfg->dtype >= RK__ARRAY_LEN(dtypes))
+        return rk__fail(
+            RK_EINVAL, "rk_buffer_create: unknown dtype %d", (int)cfg->dtype);
+    elem = rk_dtype_size(cfg->dtype);
+    if (cfg->dtype == RK_DTYPE_OPAQUE)
+        elem = cfg->elem_size;
+    if (elem == 0 || (cfg->elem_size != 0 && cfg->elem_size != elem))
+        return rk__fail(RK_EINVAL,
+            "rk_buffer_create: elem_size %zu does not fit dtype %s",
+            cfg->elem_size, rk_dtype_name(cfg->dtype));
+    while (ndim < 3 && cfg->dims[ndim] != 0)
+        ndim++;
+    for (unsigned i = ndim; i < 3; i++)
+        if (cfg->dims[i] != 0)
+            return rk__fail(
+                RK_EINVAL, "rk_buffer_create: dims[%u] set after a zero", i);
+    if (ndim == 0)
+        return rk__fail(RK_EINVAL, "rk_buffer_create: dims[0] is 0");
+    for (unsigned i = 0; i < ndim; i++) {
+        if (count > SIZE_MAX / cfg->dims[i])
+            return rk__fail(RK_ETOOBIG, "rk_buffer_create: shape overflows");
+        count *= cfg->dims[i];
+    }
+    if (count > SIZE_MAX / elem)
+        return rk__fail(RK_ETOOBIG, "rk_buffer_create: size overflows");
+    kind = cfg->device;
+    if ((unsigned)kind > RK_DEVICE_ANY)
+        return rk__fail(RK_EINVAL, "rk_buffer_create: unknown device kind");
+    if (kind == RK_DEVICE_ANY)
+        kind = rk_cuda_probe(NULL) == RK_CUDA_AVAILABLE ? RK_DEVICE_CUDA
+                                                        : RK_DEVICE_CPU;
+    if (kind == RK_DEVICE_CUDA && (rc = rk__cuda_enter(cfg->ordinal, NULL)))
+        return rc;
+    if ((rc = check_pools(cfg, kind)) != RK_OK)
+        return rc;
+    b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return rk__fail(RK_ENOMEM, "rk_buffer_create");
+    b->dtype = cfg->dtype;
+    b->elem = elem;
+    b->ndim = ndim;
+    for (unsigned i = 0; i < 3; i++)
+        b->dims[i] = i < ndim ? cfg->dims[i] : 1;
+    b->count = count;
+    b->bytes = count * elem;
+    b->dev_kind = kind;
+    b->ordinal = kind == RK_DEVICE_CUDA ? cfg->ordinal : 0;
+    b->pinned = kind == RK_DEVICE_CUDA && (cfg->flags & RK_BUFFER_PINNED)
+        && cfg->host_pool == NULL;
+    b->host_pool = cfg->host_pool;
+    b->dev_pool = cfg->device_pool;
+    *out = b;
+    return RK_OK;
+}
+
+void
+rk_buffer_destroy(rk_buffer *b)
+{
+    if (b == NULL)
+        return;
+    if (b->host_pool)
+        rk_pool_free(b->host_pool, b->host, b->bytes);
+    else
+        rk__mem_release(b->pinned ? RK__MEM_PINNED : RK__MEM_HOST, b->ordinal,
+            NULL, b->host, b->bytes);
+    if (b->dev_pool)
+        rk_pool_free(b->dev_pool, b->dev, b->bytes);
+    else
+        rk__mem_release(cuda(b) ? RK__MEM_DEVICE : RK__MEM_HOST, b->ordinal,
+            NULL, b->dev, b->bytes);
+    free(b);
+}
+
+/* ------------------------------------------------ sides and transfers */
+
+static int
+alloc_host(rk_buffer *b)
+{
+    if (b->host != NULL)
+        return RK_OK;
+    if (b->host_pool != NULL)
+        return rk_pool_alloc(b->host_pool, b->bytes, &b->host);
+    return rk__mem_alloc(b->pinned ? RK__MEM_PINNED : RK__MEM_HOST, b->ordinal,
+        NULL, b->bytes, RK__BUF_ALIGN, &b->host);
+}
+
+static int
+alloc_dev(rk_buffer *b)
+{
+    if (b->dev != NULL)
+        return RK_OK;
+    if (b->dev_pool != NULL)
+        return rk_pool_alloc(b->dev_pool, b->bytes, &b->dev);
+    return rk__mem_alloc(cuda(b) ? RK__MEM_DEVICE : RK__MEM_HOST, b->ordinal,
+        NULL, b->bytes, RK__BUF_ALIGN, &b->dev);
+}
+
+/* Makes the host side current, copying from the device if needed. */
+static int
+sync_host(rk_buffer *b, void *stream)
+{
+    int rc = alloc_host(b);
+
+    if (rc != RK_OK)
+        return rc;
+    if (b->host_ok) {
+        b->stats.transfers_avoided++;
+        return RK_OK;
+    }
+    if (!b->dev_ok) {
+        memset(b->host, 0, b->bytes); /* first use: zeros */
+    } else {
+        if (cuda(b))
+            rc = rk__mem_d2h(b->ordinal, b->host, b->dev, b->bytes, stream);
+        else
+            memcpy(b->host, b->dev, b->bytes);
+        if (rc != RK_OK)
+            return rc;
+        b->stats.d2h_transfers++;
+        b->stats.d2h_bytes += b->bytes;
+    }
+    b->host_ok = true;
+    return RK_OK;
+}
+
+/* Makes the device side current, copying from the host if needed. */
+static int
+sync_dev(rk_buffer *b, void *stream)
+{
+    int rc = alloc_dev(b);
+
+    if (rc != RK_OK)
+        return rc;
+    if (b->dev_ok) {
+        b->stats.transfers_avoided++;
+        return RK_OK;
+    }
+    if (!b->host_ok) {
+        if (cuda(b))
+            rc = rk__mem_zero_device(b->ordinal, b->dev, b->bytes);
+        else
+            memset(b->dev, 0, b->bytes);
+    } else {
+        if (cuda(b))
+            rc = rk__mem_h2d(b->ordinal, b->dev, b->host, b->bytes, stream);
+        else
+            memcpy(b->dev, b->host, b->bytes);
+        if (rc == RK_OK) {
+            b->stats.h2d_transfers++;
+            b->stats.h2d_bytes += b->bytes;
+        }
+    }
+    if (rc != RK_OK)
+        return rc;
+    b->dev_ok = true;
+    return RK_OK;
+}
+
+/* Host becomes the only current copy (after a write there). */
+static void
+host_wins(rk_buffer *b)
+{
+    b->host_ok = true;
+    b->dev_ok = false;
+}
+
+static void
+dev_wins(rk_buffer *b)
+{
+    b->dev_ok = true;
+    b->host_ok = false;
+}
+
+/* ---------------------------------------------------------- operations */
+
+int
+rk_buffer_host(rk_buffer *b, rk_access mode, void **ptr)
+{
+    int rc;
+
+    if (b == NULL || ptr == NULL || (unsigned)mode > RK_ACCESS_DISCARD)
+        return rk__fail(RK_EINVAL, "rk_buffer_host: bad argument");
+    rc = mode == RK_ACCESS_DISCARD ? alloc_host(b) : sync_host(b, NULL);
+    if (rc != RK_OK)
+        return rc;
+    if (mode != RK_ACCESS_READ)
+        host_wins(b);
+    *ptr = b->host;
+    return RK_OK;
+}
+
+int
+rk_buffer_device(rk_buffer *b, rk_access mode, void **dptr)
+{
+    int rc;
+
+    if (b == NULL || dptr == NULL || (unsigned)mode > RK_ACCESS_DISCARD)
+        return rk__fail(RK_EINVAL, "rk_buffer_device: bad argument");
+    rc = mode == RK_ACCESS_DISCARD ? alloc_dev(b) : sync_dev(b, NULL);
+    if (rc != RK_OK)
+        return rc;
+    if (mode != RK_ACCESS_READ)
+        dev_wins(b);
+    *dptr = b->dev;
+    return RK_OK;
+}
+
+/* Shared body of the two mark-dirty calls: side is the side written. */
+static int
+mark_dirty(rk_buffer *b, bool dev, const char *what)
+{
+    if (b == NULL)
+        return rk__fail(RK_EINVAL, "%s: NULL", what);
+    if ((dev ? b->dev : b->host) == NULL)
+        return rk__fail(RK_ESTATE,
+            "%s: buffer is %s; the %s side has no memory to "
+            "have been written",
+            what, rk_buffer_state_name(rk_buffer_get_state(b)),
+            dev ? "device" : "host");
+    if (dev)
+        dev_wins(b);
+    else
+        host_wins(b);
+    return RK_OK;
+}
+
+int
+rk_buffer_mark_host_dirty(rk_buffer *b)
+{
+    return mark_dirty(b, false, "rk_buffer_mark_host_dirty");
+}
+
+int
+rk_buffer_mark_device_dirty(rk_buffer *b)
+{
+    return mark_dirty(b, true, "rk_buffer_mark_device_dirty");
+}
+
+int
+rk_buffer_ensure_host(rk_buffer *b, void *stream)
+{
+    if (b == NULL)
+        return rk__fail(RK_EINVAL, "rk_buffer_ensure_host: NULL");
+    return sync_host(b, stream);
+}
+
+int
+rk_buffer_ensure_device(rk_buffer *b, void *stream)
+{
+    if (b == NULL)
+        return rk__fail(RK_EINVAL, "rk_buffer_ensure_device: NULL");
+    return sync_dev(b, stream);
+}
+
+static int
+whole(const rk_buffer *b, const void *p, size_t bytes, const char *what)
+{
+    if (b == NULL || p == NULL)
+        return rk__fail(RK_EINVAL, "%s: NULL argument", what);
+    if (bytes != b->bytes)
+        return rk__fail(RK_EINVAL, "%s: %zu bytes given, the buffer holds %zu",
+            what, bytes, b->bytes);
+    return RK_OK;
+}
+
+int
+rk_buffer_copy_from(rk_buffer *b, const void *src, size_t bytes)
+{
+    int rc = whole(b, src, bytes, "rk_buffer_copy_from");
+
+    if (rc == RK_OK)
+        rc = alloc_host(b);
+    if (rc != RK_OK)
+        return rc;
+    memcpy(b->host, src, bytes);
+    host_wins(b);
+    return RK_OK;
+}
+
+int
+rk_buffer_copy_to(rk_buffer *b, void *dst, size_t bytes)
+{
+    int rc = whole(b, dst, bytes, "rk_buffer_copy_to");
+
+    if (rc == RK_OK)
+        rc = sync_host(b, NULL);
+    if (rc != RK_OK)
+        return rc;
+    memcpy(dst, b->host, bytes);
+    return RK_OK;
+}
+
+int
+rk_buffer_fill(rk_buffer *b, const void *elem)
+{
+    unsigned char *p;
+    int rc;
+
+    if (b == NULL || elem == NULL)
+        return rk__fail(RK_EINVAL, "rk_buffer_fill: NULL argument");
+    if ((rc = alloc_host(b)) != RK_OK)
+        return rc;
+    p = b->host;
+    for (size_t i = 0; i < b->count; i++)
+        memcpy(p + i * b->elem, elem, b->elem);
+    host_wins(b);
+    return RK_OK;
+}
+
+int
+rk_buffer_zeros(rk_buffer *b)
+{
+    int rc;
+
+    if (b == NULL)
+        return rk__fail(RK_EINVAL, "rk_buffer_zeros: NULL");
+    if ((rc = alloc_host(b)) != RK_OK)
+        return rc;
+    memset(b->host, 0, b->bytes);
+    host_wins(b);
+    return RK_OK;
+}
+
+void
+rk__buffer_sides(const rk_buffer *b, void **host, void **dev)
+{
+    *host = b->host;
+    *dev = b->dev;
+}
+
+void
+rk_buffer_stats_get(const rk_buffer *b, rk_buffer_stats *out)
+{
+    if (out == NULL)
+        return;
+    if (b == NULL)
+        memset(out, 0, sizeof(*out));
+    else
+        *out = b->stats;
+}
+
+void
+rk_buffer_stats_reset(rk_buffer *b)
+{
+    if (b != NULL)
+        memset(&b->stats, 0, sizeof(b->stats));
+}
+
+rk_dtype
+rk_buffer_dtype(const rk_buffer *b)
+{
+    return b ? b->dtype : RK_DTYPE_U8;
+}
+
+size_t
+rk_buffer_elem_size(const rk_buffer *b)
+{
+    return b ? b->elem : 0;
+}
+
+unsigned
+rk_buffer_ndim(const rk_buffer *b)
+{
+    return b ? b->ndim : 0;
+}
+
+size_t
+rk_buffer_dim(const rk_buffer *b, unsigned i)
+{
+    return b && i < 3 ? b->dims[i] : 1;
+}
+
+size_t
+rk_buffer_count(const rk_buffer *b)
+{
+    return b ? b->count : 0;
+}
+
+size_t
+rk_buffer_bytes(const rk_buffer *b)
+{
+    return b ? b->bytes : 0;
+}
+
+rk_device_kind
+rk_buffer_device_kind(const rk_buffer *b)
+{
+    return b ? b->dev_kind : RK_DEVICE_CPU;
+}
+
+bool
+rk_buffer_is_pinned(const rk_buffer *b)
+{
+    return b ? b->pinned : false;
+}

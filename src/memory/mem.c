@@ -1,0 +1,119 @@
+/* Raw allocation and copies per memory space (see mem.h). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "device/cuda_driver.h"
+#include "memory/mem.h"
+
+static size_t
+round_up(size_t n, size_t align)
+{
+    return (n + align - 1) & ~(align - 1);
+}
+
+int
+rk__mem_alloc(rk__mem_space space, int ordinal, const rk_allocator *a,
+    size_t size, size_t align, void **out)
+{
+    const struct rk__cuda_driver *drv;
+    int rc;
+
+    RK_ASSERT(size > 0 && rk__is_pow2(align));
+    if (space == RK__MEM_HOST) {
+        void *p;
+        if (a != NULL && a->alloc != NULL)
+            p = a->alloc(a->ctx, size, align);
+        else /* aligned_alloc wants a multiple of the alignment */
+            p = aligned_alloc(align, round_up(size, align));
+        if (p == NULL)
+            return rk__fail(RK_ENOMEM, "host allocation of %zu bytes", size);
+        *out = p;
+        return RK_OK;
+    }
+    rc = rk__cuda_enter(ordinal, &drv);
+    if (rc != RK_OK)
+        return rc;
+    if (space == RK__MEM_PINNED) {
+        return rk__cuda_check(
+            drv->cuMemHostAlloc(out, size,
+                RK__CU_MEMHOSTALLOC_PORTABLE | RK__CU_MEMHOSTALLOC_DEVICEMAP),
+            "cuMemHostAlloc");
+    } else {
+        rk__cu_dptr d = 0;
+        rc = rk__cuda_check(drv->cuMemAlloc(&d, size), "cuMemAlloc");
+        if (rc == RK_OK)
+            *out = (void *)(uintptr_t)d;
+        return rc;
+    }
+}
+
+void
+rk__mem_release(rk__mem_space space, int ordinal, const rk_allocator *a,
+    void *ptr, size_t size)
+{
+    const struct rk__cuda_driver *drv;
+
+    if (ptr == NULL)
+        return;
+    if (space == RK__MEM_HOST) {
+        if (a != NULL && a->free != NULL)
+            a->free(a->ctx, ptr, size);
+        else
+            free(ptr);
+        return;
+    }
+    /* Memory of this space was only ever obtained through a working
+     * driver, so entering the context cannot fail for lack of one. */
+    if (rk__cuda_enter(ordinal, &drv) != RK_OK)
+        return;
+    if (space == RK__MEM_PINNED)
+        (void)drv->cuMemFreeHost(ptr);
+    else
+        (void)drv->cuMemFree((rk__cu_dptr)(uintptr_t)ptr);
+}
+
+int
+rk__mem_h2d(int ordinal, void *dst, const void *src, size_t n, void *stream)
+{
+    const struct rk__cuda_driver *drv;
+    rk__cu_dptr d = (rk__cu_dptr)(uintptr_t)dst;
+    int rc = rk__cuda_enter(ordinal, &drv);
+
+    if (rc != RK_OK)
+        return rc;
+    if (stream == NULL)
+        return rk__cuda_check(drv->cuMemcpyHtoD(d, src, n), "cuMemcpyHtoD");
+    return rk__cuda_check(
+        drv->cuMemcpyHtoDAsync(d, src, n, (rk__cu_stream)stream),
+        "cuMemcpyHtoDAsync");
+}
+
+int
+rk__mem_d2h(int ordinal, void *dst, const void *src, size_t n, void *stream)
+{
+    const struct rk__cuda_driver *drv;
+    rk__cu_dptr s = (rk__cu_dptr)(uintptr_t)src;
+    int rc = rk__cuda_enter(ordinal, &drv);
+
+    if (rc != RK_OK)
+        return rc;
+    if (stream == NULL)
+        return rk__cuda_check(drv->cuMemcpyDtoH(dst, s, n), "cuMemcpyDtoH");
+    return rk__cuda_check(
+        drv->cuMemcpyDtoHAsync(dst, s, n, (rk__cu_stream)stream),
+        "cuMemcpyDtoHAsync");
+}
+
+int
+rk__mem_zero_device(int ordinal, void *dst, size_t n)
+{
+    const struct rk__cuda_driver *drv;
+    int rc = rk__cuda_enter(ordinal, &drv);
+
+    if (rc != RK_OK)
+        return rc;
+    return rk__cuda_check(
+        drv->cuMemsetD8((rk__cu_dptr)(uintptr_t)dst, 0, n), "cuMemsetD8");
+}

@@ -1,0 +1,51 @@
+/*
+ * src/memory/mem.h - raw allocation and copies per memory space.
+ *
+ * The one place that knows how to obtain and release each kind of memory
+ * (host through the allocator hooks, pinned host and device memory through
+ * the CUDA driver) and how to copy between host and a CUDA device. Pools
+ * and buffers build on it; the CUDA backend can too.
+ *
+ * Ownership: rk__mem_alloc() gives the caller the block; it goes back
+ * through rk__mem_release() with the same space, ordinal, allocator and
+ * size.
+ */
+#ifndef RK_SRC_MEMORY_MEM_H
+#define RK_SRC_MEMORY_MEM_H
+
+#include <stddef.h>
+
+#include "ringkernel/buffer.h"
+#include "ringkernel/pool.h"
+
+typedef enum rk__mem_space {
+    RK__MEM_HOST = 0,   /* allocator hooks (default aligned_alloc) */
+    RK__MEM_PINNED = 1, /* cuMemHostAlloc(PORTABLE | DEVICEMAP) */
+    RK__MEM_DEVICE = 2  /* cuMemAlloc; the pointer is a device address */
+} rk__mem_space;
+
+/* Allocates size bytes (> 0) aligned to align (power of two; device and
+ * pinned memory are always at least 256-aligned). a may be NULL. */
+int rk__mem_alloc(rk__mem_space space, int ordinal, const rk_allocator *a,
+    size_t size, size_t align, void **out);
+
+void rk__mem_release(rk__mem_space space, int ordinal, const rk_allocator *a,
+    void *ptr, size_t size);
+
+/* Host-to-device and device-to-host copies on a CUDA device. stream NULL:
+ * synchronous; otherwise a CUstream, and the copy is complete once the
+ * stream is. */
+int rk__mem_h2d(
+    int ordinal, void *dst, const void *src, size_t n, void *stream);
+
+int rk__mem_d2h(
+    int ordinal, void *dst, const void *src, size_t n, void *stream);
+
+/* Sets n bytes of device memory to zero (synchronous). */
+int rk__mem_zero_device(int ordinal, void *dst, size_t n);
+
+/* White-box access for tests: a buffer's raw host and device pointers
+ * (NULL where a side has no memory), without any synchronisation. */
+void rk__buffer_sides(const rk_buffer *buf, void **host, void **dev);
+
+#endif /* RK_SRC_MEMORY_MEM_H */

@@ -1,0 +1,329 @@
+/*
+ * The memory pool contract, run unchanged against every variant: host,
+ * host with caller allocator hooks, malloc pass-through, and the CUDA
+ * variants (pinned, device), which skip when no GPU is present.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "ringkernel/ringkernel.h"
+
+/* Counting allocator hooks: lets the contract check that every block the
+ * pool took from its backing allocator goes back. */
+struct counting {
+    size_t live_blocks;
+    size_t live_bytes;
+};
+
+static void *
+count_alloc(void *ctx, size_t size, size_t align)
+{
+    struct counting *c = ctx;
+    void *p = aligned_alloc(align, (size + align - 1) & ~(align - 1));
+    if (p != NULL) {
+        c->live_blocks++;
+        c->live_bytes += size;
+    }
+    return p;
+}
+
+static void
+count_free(void *ctx, void *ptr, size_t size)
+{
+    struct counting *c = ctx;
+    c->live_blocks--;
+    c->live_bytes -= size;
+    free(ptr);
+}
+
+struct variant {
+    const char *name;
+    rk_pool_kind kind;
+    bool hooks;
+    struct counting counts;
+    rk_allocator alloc;
+};
+
+static struct variant variants[] = {
+    { "host", RK_POOL_HOST, false, { 0, 0 }, { 0 } },
+    { "host+hooks", RK_POOL_HOST, true, { 0, 0 }, { 0 } },
+    { "malloc", RK_POOL_MALLOC, false, { 0, 0 }, { 0 } },
+    { "malloc+hooks", RK_POOL_MALLOC, true, { 0, 0 }, { 0 } },
+    { "pinned", RK_POOL_PINNED, false, { 0, 0 }, { 0 } },
+    { "device", RK_POOL_DEVICE, false, { 0, 0 }, { 0 } },
+};
+
+static bool
+caches(const struct variant *v)
+{
+    return v->kind != RK_POOL_MALLOC;
+}
+
+static bool
+host_visible(const struct variant *v)
+{
+    return v->kind != RK_POOL_DEVICE;
+}
+
+static rk_pool *
+make_pool(struct variant *v, size_t limit)
+{
+    rk_pool_config cfg = { .kind = v->kind,
+        .limit = limit,
+        .min_block = 64,
+        .max_block = 64 * 1024 };
+    rk_pool *p = NULL;
+    const char *why;
+
+    if ((v->kind == RK_POOL_PINNED || v->kind == RK_POOL_DEVICE)
+        && rk_cuda_probe(&why) != RK_CUDA_AVAILABLE) {
+        /* The no-GPU answer is part of the contract too. */
+        assert_int_equal(rk_pool_create(&p, &cfg), RK_ENODEV);
+        assert_true(strlen(rk_errdetail()) > 0);
+        print_message(
+            "%s pool: no CUDA device (%s); skipping\n", v->name, why);
+        skip();
+    }
+    if (v->hooks) {
+        memset(&v->counts, 0, sizeof(v->counts));
+        v->alloc.alloc = count_alloc;
+        v->alloc.free = count_free;
+        v->alloc.ctx = &v->counts;
+        cfg.allocator = &v->alloc;
+    }
+    assert_int_equal(rk_pool_create(&p, &cfg), RK_OK);
+    assert_int_equal(rk_pool_get_kind(p), v->kind);
+    return p;
+}
+
+static void
+destroy_pool(struct variant *v, rk_pool *p)
+{
+    rk_pool_destroy(p);
+    if (v->hooks) {
+        assert_int_equal(v->counts.live_blocks, 0);
+        assert_int_equal(v->counts.live_bytes, 0);
+    }
+}
+
+static void
+check_consistent(rk_pool *p)
+{
+    rk_pool_stats s;
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.total_bytes, s.used_bytes + s.free_bytes);
+}
+
+static void
+test_alloc_free_and_stats(void **state)
+{
+    struct variant *v = *state;
+    rk_pool *p = make_pool(v, 0);
+    static const size_t sizes[]
+        = { 1, 63, 64, 65, 1000, 4096, 65536, 65537, 200000 };
+    void *blk[RK__ARRAY_LEN(sizes)];
+    uint64_t want_used = 0;
+    rk_pool_stats s;
+
+    for (size_t i = 0; i < RK__ARRAY_LEN(sizes); i++) {
+        size_t bs = rk_pool_block_size(p, sizes[i]);
+        assert_true(bs >= sizes[i]);
+        if (caches(v) && sizes[i] <= 65536) /* a power-of-two class */
+            assert_true(rk__is_pow2(bs) && bs < 2 * sizes[i] + 64);
+        assert_int_equal(rk_pool_alloc(p, sizes[i], &blk[i]), RK_OK);
+        assert_non_null(blk[i]);
+        assert_int_equal(
+            (uintptr_t)blk[i] % (bs < 64 && rk__is_pow2(bs) ? bs : 64), 0);
+        if (host_visible(v))
+            memset(blk[i], (int)i + 1, sizes[i]);
+        want_used += bs;
+    }
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.used_bytes, want_used);
+    assert_int_equal(s.used_blocks, RK__ARRAY_LEN(sizes));
+    assert_int_equal(s.misses, RK__ARRAY_LEN(sizes));
+    assert_int_equal(s.hits, 0);
+    check_consistent(p);
+    /* Blocks do not overlap: each still holds its own pattern. */
+    if (host_visible(v))
+        for (size_t i = 0; i < RK__ARRAY_LEN(sizes); i++)
+            for (size_t j = 0; j < sizes[i]; j++)
+                assert_int_equal(((unsigned char *)blk[i])[j], i + 1);
+    for (size_t i = 0; i < RK__ARRAY_LEN(sizes); i++)
+        rk_pool_free(p, blk[i], sizes[i]);
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.used_bytes, 0);
+    assert_int_equal(s.used_blocks, 0);
+    check_consistent(p);
+    /* Only class-sized blocks are cached; the two above max_block and
+     * everything in the malloc variant went straight back. */
+    assert_int_equal(s.free_blocks, caches(v) ? RK__ARRAY_LEN(sizes) - 2 : 0);
+    destroy_pool(v, p);
+}
+
+static void
+test_reuse_hits_and_misses(void **state)
+{
+    struct variant *v = *state;
+    rk_pool *p = make_pool(v, 0);
+    rk_pool_stats s;
+    void *a, *b, *c;
+
+    assert_int_equal(rk_pool_alloc(p, 100, &a), RK_OK);
+    rk_pool_free(p, a, 100);
+    /* 120 rounds to the same 128-byte class as 100. */
+    assert_int_equal(rk_pool_alloc(p, 120, &b), RK_OK);
+    assert_int_equal(rk_pool_alloc(p, 100, &c), RK_OK);
+    rk_pool_stats_get(p, &s);
+    if (caches(v)) {
+        assert_ptr_equal(a, b);
+        assert_int_equal(s.hits, 1);
+        assert_int_equal(s.misses, 2);
+    } else {
+        assert_int_equal(s.hits, 0);
+        assert_int_equal(s.misses, 3);
+    }
+    assert_ptr_not_equal(b, c);
+    rk_pool_free(p, b, 120);
+    rk_pool_free(p, c, 100);
+    check_consistent(p);
+    destroy_pool(v, p);
+}
+
+static void
+test_limit_is_an_error_not_an_abort(void **state)
+{
+    struct variant *v = *state;
+    rk_pool *p = make_pool(v, 8192);
+    rk_pool_stats s;
+    void *a, *b, *c = NULL;
+
+    assert_int_equal(rk_pool_alloc(p, 4096, &a), RK_OK);
+    assert_int_equal(rk_pool_alloc(p, 4096, &b), RK_OK);
+    rk__clear_detail();
+    assert_int_equal(rk_pool_alloc(p, 64, &c), RK_ELIMIT);
+    assert_null(c);
+    assert_true(strstr(rk_errdetail(), "limit") != NULL);
+    assert_int_equal(rk_pool_alloc(p, 100000, &c), RK_ELIMIT);
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.limit_failures, 2);
+    assert_int_equal(s.total_bytes, 8192);
+    /* Returning a block makes room again; for caching variants the cached
+     * 4096-byte block is released to fit the 64-byte request. */
+    rk_pool_free(p, a, 4096);
+    assert_int_equal(rk_pool_alloc(p, 64, &c), RK_OK);
+    rk_pool_stats_get(p, &s);
+    assert_true(s.total_bytes <= 8192);
+    assert_int_equal(s.used_bytes, 4096 + 64);
+    check_consistent(p);
+    rk_pool_free(p, b, 4096);
+    rk_pool_free(p, c, 64);
+    destroy_pool(v, p);
+}
+
+static void
+test_trim_and_free_all(void **state)
+{
+    struct variant *v = *state;
+    rk_pool *p = make_pool(v, 0);
+    void *blk[12];
+    rk_pool_stats s;
+
+    for (int i = 0; i < 12; i++)
+        assert_int_equal(
+            rk_pool_alloc(p, (size_t)64 << (i % 6), &blk[i]), RK_OK);
+    for (int i = 0; i < 12; i++)
+        rk_pool_free(p, blk[i], (size_t)64 << (i % 6));
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.free_bytes,
+        caches(v) ? 2 * (64 + 128 + 256 + 512 + 1024 + 2048) : 0);
+    rk_pool_trim(p, 1000);
+    rk_pool_stats_get(p, &s);
+    assert_true(s.free_bytes <= 1000);
+    assert_int_equal(s.used_bytes, 0);
+    check_consistent(p);
+    rk_pool_free_all(p);
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.free_bytes, 0);
+    assert_int_equal(s.free_blocks, 0);
+    assert_int_equal(s.total_bytes, 0);
+    if (v->hooks)
+        assert_int_equal(v->counts.live_blocks, 0);
+    destroy_pool(v, p);
+}
+
+static void
+test_bad_input(void **state)
+{
+    struct variant *v = *state;
+    rk_pool *p = make_pool(v, 0);
+    rk_pool_config bad = { .kind = v->kind, .min_block = 48 };
+    rk_pool *q = NULL;
+    void *x = NULL;
+
+    assert_int_equal(rk_pool_alloc(p, 0, &x), RK_EINVAL);
+    assert_int_equal(rk_pool_alloc(p, 8, NULL), RK_EINVAL);
+    assert_int_equal(rk_pool_alloc(NULL, 8, &x), RK_EINVAL);
+    assert_int_equal(rk_pool_create(&q, &bad), RK_EINVAL);
+    bad.min_block = 1024;
+    bad.max_block = 512;
+    assert_int_equal(rk_pool_create(&q, &bad), RK_EINVAL);
+    bad.max_block = 0;
+    bad.kind = (rk_pool_kind)99;
+    assert_int_equal(rk_pool_create(&q, &bad), RK_EINVAL);
+    assert_null(q);
+    rk_pool_free(p, NULL, 8); /* ignored */
+    destroy_pool(v, p);
+}
+
+#define CONTRACT(fn, i) cmocka_unit_test_prestate(fn, &variants[i])
+#define CONTRACT_ALL(i)                                                       \
+    CONTRACT(test_alloc_free_and_stats, i),                                   \
+        CONTRACT(test_reuse_hits_and_misses, i),                              \
+        CONTRACT(test_limit_is_an_error_not_an_abort, i),                     \
+        CONTRACT(test_trim_and_free_all, i), CONTRACT(test_bad_input, i)
+
+static void
+test_defaults_and_names(void **state)
+{
+    rk_pool *p = NULL;
+    rk_pool_stats s;
+    void *x;
+    (void)state;
+
+    assert_int_equal(rk_pool_create(&p, NULL), RK_OK);
+    assert_int_equal(rk_pool_get_kind(p), RK_POOL_HOST);
+    assert_int_equal(rk_pool_block_size(p, 1), 64);
+    assert_int_equal(rk_pool_block_size(p, 4u << 20), 4u << 20);
+    assert_int_equal(rk_pool_block_size(p, (4u << 20) + 1), (4u << 20) + 1);
+    assert_int_equal(rk_pool_alloc(p, 1, &x), RK_OK);
+    rk_pool_free(p, x, 1);
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.free_blocks, 1);
+    rk_pool_destroy(p);
+    assert_string_equal(rk_pool_kind_name(RK_POOL_PINNED), "pinned");
+    assert_string_equal(rk_pool_kind_name((rk_pool_kind)42), "unknown");
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_and_names),
+        CONTRACT_ALL(0),
+        CONTRACT_ALL(1),
+        CONTRACT_ALL(2),
+        CONTRACT_ALL(3),
+        CONTRACT_ALL(4),
+        CONTRACT_ALL(5),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
