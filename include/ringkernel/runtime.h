@@ -27,6 +27,7 @@
 #include "ringkernel/error.h"
 #include "ringkernel/message.h"
 #include "ringkernel/queue.h"
+#include "ringkernel/telemetry.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -350,10 +351,11 @@ typedef struct rk_kernel_stats {
 int
 rk_kernel_stats_get(rk_runtime *rt, const char *id, rk_kernel_stats *out);
 
-/* Writes one human-readable line for the stats into buf. */
+/* The same figures as a telemetry snapshot (counters under their
+ * descriptor names plus the "latency_ns" summary), for rk_stats_print()
+ * and rk_stats_format_json(). */
 int
-rk_kernel_stats_format(const char *id, const rk_kernel_stats *s, char *buf,
-                       size_t cap);
+rk_kernel_telemetry(rk_runtime *rt, const char *id, rk_stats *out);
 
 /* ---------------------------------------------------------- actor side */
 
