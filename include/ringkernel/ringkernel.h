@@ -11,6 +11,7 @@
 
 #include "ringkernel/clock.h"
 #include "ringkernel/error.h"
+#include "ringkernel/queue.h"
 #include "ringkernel/telemetry.h"
 #include "ringkernel/version.h"
 

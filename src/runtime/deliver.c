@@ -154,8 +154,8 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id,
     rk__inst *inst;
     rk_msg_header h;
     uint32_t st;
-    size_t i;
-    int rc;
+    size_t i, wake_every;
+    int rc = RK_OK;
 
     if (sent != NULL)
         *sent = 0;
@@ -169,17 +169,20 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id,
         return rc;
     rk__header(&h, type_id, priority, stamp(k) ? rk_now_ns() : 0, 0);
     h.payload_len = (uint32_t)len;
+    wake_every = k->def.config.input_capacity / 2;
+    wake_every = wake_every == 0 ? 1 : wake_every > 32 ? 32 : wake_every;
     for (i = 0; i < n; i++) {
         struct rk_iov iov[2] = {{&h, sizeof(h)},
                                 {(const char *)base + i * len, len}};
         if (i != 0)
             h.message_id = rk_uuid_v7();
-        rc = rk_mqueue_sendv(inst->in, iov, 2, priority, RK_NO_WAIT);
-        if (rc == RK_EFULL) {
-            /* Wake the kernel before blocking on its full queue. */
+        /* Wake the kernel every wake_every messages, so that it drains
+         * while we fill and never sleeps on a queue we block on. (A
+         * RK_NO_WAIT probe would count a rejection for a message that
+         * then goes in.) */
+        if (i != 0 && i % wake_every == 0)
             rt->be->wake(inst->bi);
-            rc = rk_mqueue_sendv(inst->in, iov, 2, priority, timeout_ns);
-        }
+        rc = rk_mqueue_sendv(inst->in, iov, 2, priority, timeout_ns);
         if (rc != RK_OK)
             break;
     }
