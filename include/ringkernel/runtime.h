@@ -223,6 +223,12 @@ rk_kernel_deactivate(rk_runtime *rt, const char *id);
 int
 rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns);
 
+/* Waits until the kernel's current instance has ended on its own or by
+ * terminate (state TERMINATED or FAILED), without asking it to. RK_OK,
+ * RK_ETIMEDOUT, RK_ENOTLAUNCHED. */
+int
+rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns);
+
 int
 rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out);
 

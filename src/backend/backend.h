@@ -72,6 +72,8 @@ typedef struct rk__control {
     _Atomic int32_t exit_code;
 } rk__control;
 
+typedef struct rk__backend_inst rk__backend_inst;
+
 /* What launch() needs to start an instance. */
 typedef struct rk__backend_launch {
     const char *kernel_id;
@@ -79,11 +81,9 @@ typedef struct rk__backend_launch {
     uint32_t grid_size, block_size; /* GPU backends */
     /* CPU body: the runtime's kernel main loop. A GPU backend runs its
      * compiled device entry instead and ignores body/arg. */
-    void (*body)(struct rk__backend_inst *bi, void *arg);
+    void (*body)(rk__backend_inst *bi, void *arg);
     void *arg;
 } rk__backend_launch;
-
-typedef struct rk__backend_inst rk__backend_inst;
 
 typedef struct rk__backend_status {
     uint32_t ack;          /* last rk__control.ack seen */
@@ -114,6 +114,10 @@ typedef struct rk__backend {
     /* cmd = STOP and wake, then waits for EXITED until the deadline.
      * RK_OK or RK_ETIMEDOUT (the command stays posted; call again). */
     int (*terminate)(rk__backend_inst *bi, uint64_t deadline);
+
+    /* Waits, without posting anything, until the instance has EXITED or
+     * the deadline passes. RK_OK or RK_ETIMEDOUT. */
+    int (*wait_exit)(rk__backend_inst *bi, uint64_t deadline);
 
     /* New input is queued: wake the instance if it parked. Must be cheap
      * when it did not (a fence and one load on the CPU backend; nothing

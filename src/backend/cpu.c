@@ -107,6 +107,12 @@ cpu_terminate(rk__backend_inst *bi, uint64_t deadline)
     return cpu_wait_ack(bi, RK__ACK_EXITED, deadline);
 }
 
+static int
+cpu_wait_exit(rk__backend_inst *bi, uint64_t deadline)
+{
+    return cpu_wait_ack(bi, RK__ACK_EXITED, deadline);
+}
+
 /* The producer half of the parking handshake (see rk__control): the
  * seq_cst fence orders the caller's enqueue before the load of parked, and
  * pairs with the fence the body issues after publishing parked = 1. */
@@ -164,6 +170,7 @@ const rk__backend rk__backend_cpu = {
     .activate = cpu_activate,
     .deactivate = cpu_deactivate,
     .terminate = cpu_terminate,
+    .wait_exit = cpu_wait_exit,
     .wake = cpu_wake,
     .park = cpu_park,
     .report = cpu_report,

@@ -149,11 +149,18 @@ rk_runtime_destroy(rk_runtime *rt)
             st == RK_KERNEL_FAILED)
             continue;
         rc = rk_kernel_terminate(rt, k->id, rt->cfg.terminate_timeout_ns);
-        if (rc == RK_ETIMEDOUT)
+        if (rc == RK_ETIMEDOUT) {
+            /* Closing both queues unblocks an actor stuck sending; one
+             * stuck in its own code is waited for (joined) below. */
+            rk__inst *inst = atomic_load_explicit(&k->inst,
+                                                  memory_order_acquire);
             fprintf(stderr,
                     "ringkernel: kernel '%s' did not end within the "
-                    "terminate timeout; waiting for it\n",
+                    "terminate timeout; closing its queues and waiting\n",
                     k->id);
+            rk_mqueue_close(inst->in);
+            rk_mqueue_close(inst->out);
+        }
     }
     for (i = 0; i < rt->nkernels; i++) {
         rk__kernel *k = atomic_load_explicit(&rt->slots[i],
@@ -439,15 +446,6 @@ rk__kernel_ended(rk__kernel *k, bool failed)
     atomic_fetch_add_explicit(&k->gen, 1, memory_order_release);
 }
 
-static void
-join_instance(rk_runtime *rt, rk__inst *inst)
-{
-    if (inst != NULL && !inst->joined) {
-        rt->be->destroy(inst->bi);
-        inst->joined = true;
-    }
-}
-
 static int
 inst_create(rk__kernel *k, rk__inst **out)
 {
@@ -510,7 +508,8 @@ rk_kernel_launch(rk_runtime *rt, const char *id)
         goto out;
     old = atomic_load_explicit(&k->inst, memory_order_relaxed);
     if (old != NULL) {
-        join_instance(rt, old);
+        /* Its thread has exited; it is joined and freed with the runtime,
+         * so that lock-free readers of the old pointer stay safe. */
         old->retired_next = k->retired;
         k->retired = old;
     }
@@ -609,9 +608,7 @@ rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns)
     }
     inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
     rc = rt->be->terminate(inst->bi, rk__deadline(timeout_ns));
-    if (rc == RK_OK)
-        join_instance(rt, inst);
-    else
+    if (rc != RK_OK)
         rc = rk__fail(rc,
                       "kernel '%s' did not end in time; it stays "
                       "TERMINATING (call terminate again)",
@@ -619,6 +616,27 @@ rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns)
 out:
     pthread_mutex_unlock(&k->lock);
     return rc;
+}
+
+int
+rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns)
+{
+    rk__kernel *k;
+    rk__inst *inst;
+    int rc = RK_OK;
+
+    if ((k = kernel_for_op(rt, id, &rc)) == NULL)
+        return rc;
+    inst = atomic_load_explicit(&k->inst, memory_order_acquire);
+    if (inst == NULL)
+        return rk__fail(RK_ENOTLAUNCHED, "kernel '%s' has not been launched",
+                        k->id);
+    if (inst->joined)
+        return RK_OK; /* launch failed: nothing ran */
+    rc = rt->be->wait_exit(inst->bi, rk__deadline(timeout_ns));
+    if (rc != RK_OK)
+        return rk__fail(rc, "kernel '%s' is still running", k->id);
+    return RK_OK;
 }
 
 int
