@@ -11,6 +11,7 @@
 
 #include "ringkernel/clock.h"
 #include "ringkernel/error.h"
+#include "ringkernel/message.h"
 #include "ringkernel/version.h"
 
 #endif /* RINGKERNEL_H */
