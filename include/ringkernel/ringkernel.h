@@ -11,7 +11,9 @@
 
 #include "ringkernel/clock.h"
 #include "ringkernel/error.h"
+#include "ringkernel/message.h"
 #include "ringkernel/queue.h"
+#include "ringkernel/runtime.h"
 #include "ringkernel/telemetry.h"
 #include "ringkernel/version.h"
 
