@@ -43,8 +43,8 @@ static rk_runtime *
 make_rt(enum mode m, rk_inactive_policy pol)
 {
     rk_runtime *rt = NULL;
-    rk_runtime_config cfg = {.no_static_kernels = true};
-    rk_kernel_def def = {.id = "k", .actor = test_actor};
+    rk_runtime_config cfg = { .no_static_kernels = true };
+    rk_kernel_def def = { .id = "k", .actor = test_actor };
 
     def.config.user = (void *)(intptr_t)m;
     def.config.when_inactive = pol;
@@ -58,9 +58,9 @@ static rk_runtime *
 reach(rk_kernel_state s, rk_inactive_policy pol)
 {
     rk_runtime *rt = make_rt(s == RK_KERNEL_TERMINATING ? MODE_GATE
-                             : s == RK_KERNEL_FAILED    ? MODE_FAIL
+            : s == RK_KERNEL_FAILED                     ? MODE_FAIL
                                                         : MODE_ECHO,
-                             pol);
+        pol);
 
     rt_gate_init(&gate);
     if (s == RK_KERNEL_CREATED)
@@ -75,8 +75,7 @@ reach(rk_kernel_state s, rk_inactive_policy pol)
         break;
     case RK_KERNEL_TERMINATING:
         rt_gate_wait_for(&gate, 1); /* the actor is held in its own code */
-        assert_int_equal(rk_kernel_terminate(rt, "k", 1000000),
-                         RK_ETIMEDOUT);
+        assert_int_equal(rk_kernel_terminate(rt, "k", 1000000), RK_ETIMEDOUT);
         break;
     case RK_KERNEL_TERMINATED:
         assert_int_equal(rk_kernel_terminate(rt, "k", RT_LONG), RK_OK);
@@ -102,45 +101,54 @@ finish(rk_runtime *rt)
 
 /* ------------------------------------------------------- the table */
 
-enum op { OP_LAUNCH, OP_ACTIVATE, OP_DEACTIVATE, OP_TERMINATE, OP_SEND_QUEUE,
-          OP_SEND_REJECT, OP_COUNT };
+enum op {
+    OP_LAUNCH,
+    OP_ACTIVATE,
+    OP_DEACTIVATE,
+    OP_TERMINATE,
+    OP_SEND_QUEUE,
+    OP_SEND_REJECT,
+    OP_COUNT
+};
 
-static const char *const op_names[] = {"launch",         "activate",
-                                       "deactivate",     "terminate",
-                                       "send(queue)",    "send(reject)"};
+static const char *const op_names[] = { "launch", "activate", "deactivate",
+    "terminate", "send(queue)", "send(reject)" };
 
 typedef struct cell {
     int rc;
     rk_kernel_state after;
 } cell;
 
-#define C(r, s) {RK_##r, RK_KERNEL_##s}
+#define C(r, s)                                                               \
+    {                                                                         \
+        RK_##r, RK_KERNEL_##s                                                 \
+    }
 /* Rows: states in enum order; columns: enum op. docs/runtime.md. */
 static const cell table[RK__KERNEL_STATE_COUNT][OP_COUNT] = {
     /* CREATED */
-    {C(OK, LAUNCHED), C(ENOTLAUNCHED, CREATED), C(ENOTLAUNCHED, CREATED),
-     C(ENOTLAUNCHED, CREATED), C(ENOTLAUNCHED, CREATED),
-     C(ENOTLAUNCHED, CREATED)},
+    { C(OK, LAUNCHED), C(ENOTLAUNCHED, CREATED), C(ENOTLAUNCHED, CREATED),
+        C(ENOTLAUNCHED, CREATED), C(ENOTLAUNCHED, CREATED),
+        C(ENOTLAUNCHED, CREATED) },
     /* LAUNCHED */
-    {C(EALREADY, LAUNCHED), C(OK, ACTIVE), C(ENOTACTIVE, LAUNCHED),
-     C(OK, TERMINATED), C(OK, LAUNCHED), C(ENOTACTIVE, LAUNCHED)},
+    { C(EALREADY, LAUNCHED), C(OK, ACTIVE), C(ENOTACTIVE, LAUNCHED),
+        C(OK, TERMINATED), C(OK, LAUNCHED), C(ENOTACTIVE, LAUNCHED) },
     /* ACTIVE */
-    {C(EALREADY, ACTIVE), C(EALREADY, ACTIVE), C(OK, DEACTIVATED),
-     C(OK, TERMINATED), C(OK, ACTIVE), C(OK, ACTIVE)},
+    { C(EALREADY, ACTIVE), C(EALREADY, ACTIVE), C(OK, DEACTIVATED),
+        C(OK, TERMINATED), C(OK, ACTIVE), C(OK, ACTIVE) },
     /* DEACTIVATED */
-    {C(EALREADY, DEACTIVATED), C(OK, ACTIVE), C(EALREADY, DEACTIVATED),
-     C(OK, TERMINATED), C(OK, DEACTIVATED), C(ENOTACTIVE, DEACTIVATED)},
+    { C(EALREADY, DEACTIVATED), C(OK, ACTIVE), C(EALREADY, DEACTIVATED),
+        C(OK, TERMINATED), C(OK, DEACTIVATED), C(ENOTACTIVE, DEACTIVATED) },
     /* TERMINATING (terminate waits again; the actor is still held) */
-    {C(ETERMINATED, TERMINATING), C(ETERMINATED, TERMINATING),
-     C(ETERMINATED, TERMINATING), C(ETIMEDOUT, TERMINATING),
-     C(ETERMINATED, TERMINATING), C(ETERMINATED, TERMINATING)},
+    { C(ETERMINATED, TERMINATING), C(ETERMINATED, TERMINATING),
+        C(ETERMINATED, TERMINATING), C(ETIMEDOUT, TERMINATING),
+        C(ETERMINATED, TERMINATING), C(ETERMINATED, TERMINATING) },
     /* TERMINATED */
-    {C(OK, LAUNCHED), C(ETERMINATED, TERMINATED), C(ETERMINATED, TERMINATED),
-     C(EALREADY, TERMINATED), C(ETERMINATED, TERMINATED),
-     C(ETERMINATED, TERMINATED)},
+    { C(OK, LAUNCHED), C(ETERMINATED, TERMINATED), C(ETERMINATED, TERMINATED),
+        C(EALREADY, TERMINATED), C(ETERMINATED, TERMINATED),
+        C(ETERMINATED, TERMINATED) },
     /* FAILED */
-    {C(OK, LAUNCHED), C(EFAILED, FAILED), C(EFAILED, FAILED),
-     C(EFAILED, FAILED), C(EFAILED, FAILED), C(EFAILED, FAILED)},
+    { C(OK, LAUNCHED), C(EFAILED, FAILED), C(EFAILED, FAILED),
+        C(EFAILED, FAILED), C(EFAILED, FAILED), C(EFAILED, FAILED) },
 };
 #undef C
 
@@ -169,19 +177,18 @@ test_transition_table(void **state)
     (void)state;
     for (int s = 0; s < RK__KERNEL_STATE_COUNT; s++) {
         for (int o = 0; o < OP_COUNT; o++) {
-            rk_inactive_policy pol = o == OP_SEND_REJECT ? RK_INACTIVE_REJECT
-                                                         : RK_INACTIVE_QUEUE;
+            rk_inactive_policy pol
+                = o == OP_SEND_REJECT ? RK_INACTIVE_REJECT : RK_INACTIVE_QUEUE;
             rk_runtime *rt = reach((rk_kernel_state)s, pol);
             int rc = apply(rt, (enum op)o);
             const cell *want = &table[s][o];
 
             if (rc != want->rc || rt_state(rt, "k") != want->after)
                 fail_msg("%s on %s: got %s -> %s, want %s -> %s (%s)",
-                         op_names[o], rk_kernel_state_name((rk_kernel_state)s),
-                         rk_err_name(rc),
-                         rk_kernel_state_name(rt_state(rt, "k")),
-                         rk_err_name(want->rc),
-                         rk_kernel_state_name(want->after), rk_errdetail());
+                    op_names[o], rk_kernel_state_name((rk_kernel_state)s),
+                    rk_err_name(rc), rk_kernel_state_name(rt_state(rt, "k")),
+                    rk_err_name(want->rc), rk_kernel_state_name(want->after),
+                    rk_errdetail());
             /* A refused transition says what and where. */
             if (rc != RK_OK && rc != RK_ETIMEDOUT)
                 assert_non_null(strstr(rk_errdetail(), "'k'"));
@@ -204,14 +211,14 @@ test_deactivated_keeps_queue(void **state)
     (void)state;
     assert_int_equal(rk_kernel_lookup(rt, "k", &k), RK_OK);
     for (v = 0; v < 10; v++)
-        assert_int_equal(rk_send(rt, k, 0, &v, sizeof(v), 128, RK_NO_WAIT),
-                         RK_OK);
+        assert_int_equal(
+            rk_send(rt, k, 0, &v, sizeof(v), 128, RK_NO_WAIT), RK_OK);
     /* Paused at a safe point: nothing can have been processed. */
     assert_int_equal(rk_kernel_stats_get(rt, "k", &st), RK_OK);
     assert_int_equal(st.processed, 0);
     assert_int_equal(st.pending, 10);
     assert_int_equal(rk_recv(rt, k, NULL, &got, sizeof(got), &len, RK_NO_WAIT),
-                     RK_ETIMEDOUT);
+        RK_ETIMEDOUT);
     assert_int_equal(rk_kernel_activate(rt, "k"), RK_OK);
     for (v = 0; v < 10; v++) {
         assert_int_equal(
@@ -228,9 +235,8 @@ static void
 test_register_and_lookup(void **state)
 {
     rk_runtime *rt = make_rt(MODE_ECHO, RK_INACTIVE_QUEUE);
-    rk_kernel_def def = {.id = "k", .actor = test_actor};
-    rk_kernel_def bad = {.id = "both", .actor = test_actor,
-                         .handler = NULL};
+    rk_kernel_def def = { .id = "k", .actor = test_actor };
+    rk_kernel_def bad = { .id = "both", .actor = test_actor, .handler = NULL };
     rk_kernel k;
 
     (void)state;
@@ -245,8 +251,8 @@ test_register_and_lookup(void **state)
     assert_non_null(strstr(rk_errdetail(), "'k'"));
     assert_non_null(strstr(rk_errdetail(), "'other'"));
     assert_int_equal(rk_kernel_launch(rt, "missing"), RK_ENOTFOUND);
-    assert_int_equal(rk_send_id(rt, "missing", 0, NULL, 0, 0, 0),
-                     RK_ENOTFOUND);
+    assert_int_equal(
+        rk_send_id(rt, "missing", 0, NULL, 0, 0, 0), RK_ENOTFOUND);
     assert_non_null(strstr(rk_errdetail(), "'other'"));
     finish(rt);
 }
@@ -265,13 +271,13 @@ test_static_registration(void **state)
     assert_int_equal(rk_kernel_launch(rt, "static-echo"), RK_OK);
     assert_int_equal(rk_kernel_activate(rt, "static-echo"), RK_OK);
     assert_int_equal(rk_send(rt, k, 0, &v, sizeof(v), 128, RT_LONG), RK_OK);
-    assert_int_equal(rk_recv(rt, k, NULL, &got, sizeof(got), &len, RT_LONG),
-                     RK_OK);
+    assert_int_equal(
+        rk_recv(rt, k, NULL, &got, sizeof(got), &len, RT_LONG), RK_OK);
     assert_int_equal(got, 7);
     /* A second runtime gets its own copy; a duplicate there is refused. */
     {
         rk_runtime *rt2 = NULL;
-        rk_kernel_def dup = {.id = "static-echo", .actor = static_actor};
+        rk_kernel_def dup = { .id = "static-echo", .actor = static_actor };
         assert_int_equal(rk_runtime_create(&rt2, NULL), RK_OK);
         assert_int_equal(rk_runtime_register(rt2, &dup), RK_EEXIST);
         assert_int_equal(rt_state(rt2, "static-echo"), RK_KERNEL_CREATED);
@@ -292,33 +298,32 @@ test_stale_handle(void **state)
     assert_int_equal(rk_kernel_lookup(rt, "k", &old), RK_OK);
     assert_int_equal(rk_send(rt, old, 0, &v, sizeof(v), 128, RT_LONG), RK_OK);
     assert_int_equal(rk_kernel_terminate(rt, "k", RT_LONG), RK_OK);
-    assert_int_equal(rk_send(rt, old, 0, &v, sizeof(v), 128, RT_LONG),
-                     RK_ESTALE);
-    assert_int_equal(rk_recv(rt, old, NULL, &got, sizeof(got), &len, 0),
-                     RK_ESTALE);
+    assert_int_equal(
+        rk_send(rt, old, 0, &v, sizeof(v), 128, RT_LONG), RK_ESTALE);
+    assert_int_equal(
+        rk_recv(rt, old, NULL, &got, sizeof(got), &len, 0), RK_ESTALE);
     /* A fresh look-up still reads what the ended instance left. */
     assert_int_equal(rk_kernel_lookup(rt, "k", &fresh), RK_OK);
-    assert_int_equal(rk_recv(rt, fresh, NULL, &got, sizeof(got), &len, 0),
-                     RK_OK);
+    assert_int_equal(
+        rk_recv(rt, fresh, NULL, &got, sizeof(got), &len, 0), RK_OK);
     assert_int_equal(got, 1);
     /* Relaunched: the old handle stays stale, the fresh one works. */
     assert_int_equal(rk_kernel_launch(rt, "k"), RK_OK);
     assert_int_equal(rk_kernel_activate(rt, "k"), RK_OK);
-    assert_int_equal(rk_send(rt, old, 0, &v, sizeof(v), 128, RT_LONG),
-                     RK_ESTALE);
+    assert_int_equal(
+        rk_send(rt, old, 0, &v, sizeof(v), 128, RT_LONG), RK_ESTALE);
     v = 2;
-    assert_int_equal(rk_send(rt, fresh, 0, &v, sizeof(v), 128, RT_LONG),
-                     RK_OK);
-    assert_int_equal(rk_recv(rt, fresh, NULL, &got, sizeof(got), &len,
-                             RT_LONG),
-                     RK_OK);
+    assert_int_equal(
+        rk_send(rt, fresh, 0, &v, sizeof(v), 128, RT_LONG), RK_OK);
+    assert_int_equal(
+        rk_recv(rt, fresh, NULL, &got, sizeof(got), &len, RT_LONG), RK_OK);
     assert_int_equal(got, 2);
     /* Garbage handles are refused, not dereferenced. */
-    assert_int_equal(rk_send(rt, (rk_kernel){9999, 1}, 0, &v, sizeof(v), 0,
-                             0),
-                     RK_ESTALE);
     assert_int_equal(
-        rk_send(rt, (rk_kernel){0, 0}, 0, &v, sizeof(v), 0, 0), RK_ESTALE);
+        rk_send(rt, (rk_kernel) { 9999, 1 }, 0, &v, sizeof(v), 0, 0),
+        RK_ESTALE);
+    assert_int_equal(
+        rk_send(rt, (rk_kernel) { 0, 0 }, 0, &v, sizeof(v), 0, 0), RK_ESTALE);
     finish(rt);
 }
 
@@ -327,10 +332,9 @@ test_state_names(void **state)
 {
     (void)state;
     assert_string_equal(rk_kernel_state_name(RK_KERNEL_ACTIVE), "ACTIVE");
-    assert_string_equal(rk_kernel_state_name(RK_KERNEL_TERMINATING),
-                        "TERMINATING");
-    assert_string_equal(rk_kernel_state_name((rk_kernel_state)99),
-                        "UNKNOWN");
+    assert_string_equal(
+        rk_kernel_state_name(RK_KERNEL_TERMINATING), "TERMINATING");
+    assert_string_equal(rk_kernel_state_name((rk_kernel_state)99), "UNKNOWN");
     assert_string_equal(rk_err_name(RK_ENOTLAUNCHED), "RK_ENOTLAUNCHED");
 }
 

@@ -58,8 +58,7 @@ typedef enum rk_kernel_state {
 } rk_kernel_state;
 
 /* "ACTIVE" etc.; never NULL. */
-const char *
-rk_kernel_state_name(rk_kernel_state s);
+const char *rk_kernel_state_name(rk_kernel_state s);
 
 /*
  * A kernel handle: a small value resolved once from an id. It stays valid
@@ -107,11 +106,11 @@ typedef struct rk_kernel_config {
     rk_backpressure backpressure;  /* input queue policy (0: BLOCK) */
     bool priority_bands;           /* input queue orders by priority band */
     rk_inactive_policy when_inactive;
-    uint32_t batch;       /* handler style: messages per dequeue (0: 64) */
-    bool telemetry_off;   /* skip clock reads and the latency histogram */
-    uint32_t spin;        /* receive spins before parking (0: 2000) */
-    uint32_t grid_size;   /* GPU backend only */
-    uint32_t block_size;  /* GPU backend only */
+    uint32_t batch;      /* handler style: messages per dequeue (0: 64) */
+    bool telemetry_off;  /* skip clock reads and the latency histogram */
+    uint32_t spin;       /* receive spins before parking (0: 2000) */
+    uint32_t grid_size;  /* GPU backend only */
+    uint32_t block_size; /* GPU backend only */
     rk_supervision supervision;
     void *user; /* handed to the actor as rk_ctx_user() */
 } rk_kernel_config;
@@ -153,18 +152,15 @@ typedef struct rk_runtime_config {
 
 /* Creates a runtime (cfg NULL or zeroed: defaults) and registers every
  * RK_RING_KERNEL definition linked into the program. */
-int
-rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg);
+int rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg);
 
 /* Terminates every kernel gracefully (each with terminate_timeout_ns), then
  * frees everything. Handles become meaningless. NULL is a no-op. */
-void
-rk_runtime_destroy(rk_runtime *rt);
+void rk_runtime_destroy(rk_runtime *rt);
 
 /* Registers a kernel (state CREATED). The definition is copied. RK_EEXIST
  * for a duplicate id, RK_EINVAL for a bad definition. */
-int
-rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def);
+int rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def);
 
 /* Static registration, the C form of a @ring_kernel decorator:
  *
@@ -180,57 +176,50 @@ typedef struct rk_static_kernel {
 } rk_static_kernel;
 
 /* Adds a node to the global list (called by the macros at load time). */
-void
-rk_static_kernel_add(rk_static_kernel *node);
+void rk_static_kernel_add(rk_static_kernel *node);
 
 #define RK__STATIC_KERNEL(fn, kid, field, ...)                                \
-    static const rk_kernel_def rk__def_##fn = {                               \
-        .id = (kid), .field = (fn), .config = {__VA_ARGS__}};                 \
-    static rk_static_kernel rk__node_##fn = {&rk__def_##fn, 0};               \
+    static const rk_kernel_def rk__def_##fn                                   \
+        = { .id = (kid), .field = (fn), .config = { __VA_ARGS__ } };          \
+    static rk_static_kernel rk__node_##fn = { &rk__def_##fn, 0 };             \
     __attribute__((constructor)) static void rk__register_##fn(void)          \
     {                                                                         \
         rk_static_kernel_add(&rk__node_##fn);                                 \
     }                                                                         \
     struct rk__static_kernel_semicolon_##fn
 
-#define RK_RING_KERNEL(fn, kid, ...) RK__STATIC_KERNEL(fn, kid, actor, __VA_ARGS__)
+#define RK_RING_KERNEL(fn, kid, ...)                                          \
+    RK__STATIC_KERNEL(fn, kid, actor, __VA_ARGS__)
 #define RK_RING_HANDLER(fn, kid, ...)                                         \
     RK__STATIC_KERNEL(fn, kid, handler, __VA_ARGS__)
 
 /* Resolves id to a handle. RK_ENOTFOUND with rk_errdetail() listing the
  * ids that exist. */
-int
-rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out);
+int rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out);
 
 /* Lifecycle by id. Invalid transitions return RK_ENOTLAUNCHED, RK_EALREADY,
  * RK_ENOTACTIVE, RK_ETERMINATED or RK_EFAILED (see docs/runtime.md), with
  * a detail naming the state and the operation. */
-int
-rk_kernel_launch(rk_runtime *rt, const char *id);
-int
-rk_kernel_activate(rk_runtime *rt, const char *id);
+int rk_kernel_launch(rk_runtime *rt, const char *id);
+int rk_kernel_activate(rk_runtime *rt, const char *id);
 /* Pauses; returns once the kernel has stopped at a safe point (its next
  * receive or rk_should_terminate()), or RK_ETIMEDOUT after
  * control_timeout_ns (it is then DEACTIVATED and pauses when it gets
  * there). */
-int
-rk_kernel_deactivate(rk_runtime *rt, const char *id);
+int rk_kernel_deactivate(rk_runtime *rt, const char *id);
 /* Graceful stop: new sends are refused, queued input is still processed,
  * then the actor sees rk_should_terminate() and ends. Input left when the
  * kernel ends goes to the dead-letter queue (reason TERMINATED). Returns
  * RK_ETIMEDOUT if the kernel did not end in timeout_ns; it stays
  * TERMINATING and a later terminate call waits again. */
-int
-rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns);
+int rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns);
 
 /* Waits until the kernel's current instance has ended on its own or by
  * terminate (state TERMINATED or FAILED), without asking it to. RK_OK,
  * RK_ETIMEDOUT, RK_ENOTLAUNCHED. */
-int
-rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns);
+int rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns);
 
-int
-rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out);
+int rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out);
 
 /* ------------------------------------------------------------ messages */
 
@@ -245,58 +234,47 @@ typedef struct rk_msg_view {
 /* Host -> kernel input. type_id is the payload's message type (0:
  * untyped); a kernel with an input_type refuses any other with RK_ETYPE.
  * The payload is copied. */
-int
-rk_send(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *payload,
-        size_t len, uint8_t priority, int64_t timeout_ns);
+int rk_send(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *payload,
+    size_t len, uint8_t priority, int64_t timeout_ns);
 
 /* The same by id (one lookup per call). */
-int
-rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
-           const void *payload, size_t len, uint8_t priority,
-           int64_t timeout_ns);
+int rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
+    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns);
 
 /* Sends n payloads of len bytes each, laid out back to back at base, with
  * one wake-up at the end. *sent is how many went in (also on error). */
-int
-rk_send_batch(rk_runtime *rt, rk_kernel k, uint32_t type_id,
-              const void *base, size_t len, size_t n, uint8_t priority,
-              int64_t timeout_ns, size_t *sent);
+int rk_send_batch(rk_runtime *rt, rk_kernel k, uint32_t type_id,
+    const void *base, size_t len, size_t n, uint8_t priority,
+    int64_t timeout_ns, size_t *sent);
 
 /* Host <- kernel output. Copies the payload into buf (cap bytes) and the
  * header into *hdr (may be NULL). RK_ETIMEDOUT when nothing came. */
-int
-rk_recv(rk_runtime *rt, rk_kernel k, rk_msg_header *hdr, void *buf,
-        size_t cap, size_t *len, int64_t timeout_ns);
+int rk_recv(rk_runtime *rt, rk_kernel k, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns);
 
 /* Sends a request and waits for the output message whose correlation id
  * equals the request's id. Other output that arrives meanwhile is kept for
  * later rk_recv calls. */
-int
-rk_request(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *req,
-           size_t req_len, rk_msg_header *reply_hdr, void *reply,
-           size_t cap, size_t *reply_len, int64_t timeout_ns);
+int rk_request(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *req,
+    size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
+    size_t *reply_len, int64_t timeout_ns);
 
 /* ------------------------------------------------- routing and topics */
 
 /* Routes from's output into to's input: rk_ctx_send in from delivers to to
  * without passing through the host. RK_ETYPE when from's output type is
  * not to's input type. */
-int
-rk_connect(rk_runtime *rt, const char *from, const char *to);
-int
-rk_disconnect(rk_runtime *rt, const char *from);
+int rk_connect(rk_runtime *rt, const char *from, const char *to);
+int rk_disconnect(rk_runtime *rt, const char *from);
 
-int
-rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
-int
-rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
+int rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
+int rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
 
 /* Delivers a copy to every subscriber; *delivered (may be NULL) counts the
  * copies that went in. RK_OK when every subscriber took it. */
-int
-rk_publish(rk_runtime *rt, const char *topic, uint32_t type_id,
-           const void *payload, size_t len, uint8_t priority,
-           int64_t timeout_ns, size_t *delivered);
+int rk_publish(rk_runtime *rt, const char *topic, uint32_t type_id,
+    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns,
+    size_t *delivered);
 
 typedef struct rk_topic_stats {
     uint64_t published;   /* publish calls */
@@ -305,8 +283,7 @@ typedef struct rk_topic_stats {
     uint32_t subscribers; /* now */
 } rk_topic_stats;
 
-int
-rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out);
+int rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out);
 
 /* ----------------------------------------------------- dead letters */
 
@@ -325,9 +302,8 @@ typedef struct rk_dead_letter {
 } rk_dead_letter;
 
 /* Takes the oldest dead letter. RK_ETIMEDOUT when there is none. */
-int
-rk_dead_letter_recv(rk_runtime *rt, rk_dead_letter *out, void *buf,
-                    size_t cap, int64_t timeout_ns);
+int rk_dead_letter_recv(rk_runtime *rt, rk_dead_letter *out, void *buf,
+    size_t cap, int64_t timeout_ns);
 
 /* ----------------------------------------------------------- telemetry */
 
@@ -341,66 +317,56 @@ typedef struct rk_kernel_stats {
     uint64_t pending;       /* in the input queue or being handled */
     uint64_t errors;        /* actor or handler failures */
     uint64_t restarts;
-    uint64_t sent;          /* messages the kernel sent (any target) */
+    uint64_t sent; /* messages the kernel sent (any target) */
     uint64_t queue_depth;
     uint64_t queue_high_water;
-    uint64_t latency_count; /* latency samples (0 with telemetry off) */
+    uint64_t latency_count;  /* latency samples (0 with telemetry off) */
     uint64_t latency_p50_ns; /* send timestamp -> start of processing */
     uint64_t latency_p99_ns;
     uint64_t latency_p999_ns;
     uint64_t latency_max_ns;
-    uint64_t uptime_ns;     /* since the first activation of the instance */
-    double throughput;      /* processed per second of uptime */
+    uint64_t uptime_ns; /* since the first activation of the instance */
+    double throughput;  /* processed per second of uptime */
 } rk_kernel_stats;
 
 /* A consistent-enough snapshot (counters are read one by one, relaxed). */
-int
-rk_kernel_stats_get(rk_runtime *rt, const char *id, rk_kernel_stats *out);
+int rk_kernel_stats_get(rk_runtime *rt, const char *id, rk_kernel_stats *out);
 
 /* The same figures as a telemetry snapshot (counters under their
  * descriptor names plus the "latency_ns" summary), for rk_stats_print()
  * and rk_stats_format_json(). */
-int
-rk_kernel_telemetry(rk_runtime *rt, const char *id, rk_stats *out);
+int rk_kernel_telemetry(rk_runtime *rt, const char *id, rk_stats *out);
 
 /* ---------------------------------------------------------- actor side */
 
 /* True once terminate was requested and the input queue is empty. Also a
  * safe point: a deactivated kernel parks here until reactivated. */
-bool
-rk_should_terminate(rk_ctx *ctx);
+bool rk_should_terminate(rk_ctx *ctx);
 
 /* Takes the next input message (spinning briefly, then parking).
  * RK_ETIMEDOUT: nothing came; RK_ECLOSED: terminating and drained. The
  * view is valid until the next rk_ctx_recv. */
-int
-rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns);
+int rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns);
 
 /* To the kernel's output: its connected kernel if rk_connect routed it,
  * else the output queue the host reads. */
-int
-rk_ctx_send(rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len);
+int rk_ctx_send(
+    rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len);
 
 /* Like rk_ctx_send, with the correlation id set to req's id. */
-int
-rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
-             const void *payload, size_t len);
+int rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
+    const void *payload, size_t len);
 
 /* Kernel-to-kernel: into target's input. */
-int
-rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
-               const void *payload, size_t len);
+int rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
+    const void *payload, size_t len);
 
-int
-rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
-               const void *payload, size_t len);
+int rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
+    const void *payload, size_t len);
 
-void *
-rk_ctx_user(rk_ctx *ctx);
-const char *
-rk_ctx_kernel_id(rk_ctx *ctx);
-rk_runtime *
-rk_ctx_runtime(rk_ctx *ctx);
+void *rk_ctx_user(rk_ctx *ctx);
+const char *rk_ctx_kernel_id(rk_ctx *ctx);
+rk_runtime *rk_ctx_runtime(rk_ctx *ctx);
 
 #ifdef __cplusplus
 }

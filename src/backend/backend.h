@@ -30,19 +30,19 @@
 
 /* Commands the host writes into rk__control.cmd. */
 enum {
-    RK__CMD_HOLD = 0, /* LAUNCHED: exist, process nothing */
-    RK__CMD_RUN = 1,  /* ACTIVE */
+    RK__CMD_HOLD = 0,  /* LAUNCHED: exist, process nothing */
+    RK__CMD_RUN = 1,   /* ACTIVE */
     RK__CMD_PAUSE = 2, /* DEACTIVATED: park at the next safe point */
-    RK__CMD_STOP = 3  /* TERMINATING: drain, then end */
+    RK__CMD_STOP = 3   /* TERMINATING: drain, then end */
 };
 
 /* What the kernel reports in rk__control.ack. */
 enum {
-    RK__ACK_NONE = 0,    /* not yet started */
-    RK__ACK_HELD = 1,    /* waiting for the first RUN */
+    RK__ACK_NONE = 0, /* not yet started */
+    RK__ACK_HELD = 1, /* waiting for the first RUN */
     RK__ACK_RUNNING = 2,
-    RK__ACK_PAUSED = 3,  /* parked at a safe point */
-    RK__ACK_EXITED = 4   /* body returned; exit_code is valid */
+    RK__ACK_PAUSED = 3, /* parked at a safe point */
+    RK__ACK_EXITED = 4  /* body returned; exit_code is valid */
 };
 
 /*
@@ -65,6 +65,7 @@ typedef struct rk__control {
     /* host-written line */
     _Alignas(64) _Atomic uint32_t cmd;
     _Atomic uint32_t wake_seq;
+    _Atomic uint32_t activated; /* 1 once RUN was first posted */
     /* kernel-written line */
     _Alignas(64) _Atomic uint32_t ack;
     _Atomic uint32_t ack_seq;
@@ -86,9 +87,9 @@ typedef struct rk__backend_launch {
 } rk__backend_launch;
 
 typedef struct rk__backend_status {
-    uint32_t ack;          /* last rk__control.ack seen */
-    int32_t exit_code;     /* valid when ack == RK__ACK_EXITED */
-    uint64_t cpu_time_ns;  /* CPU time the instance consumed (0: unknown) */
+    uint32_t ack;         /* last rk__control.ack seen */
+    int32_t exit_code;    /* valid when ack == RK__ACK_EXITED */
+    uint64_t cpu_time_ns; /* CPU time the instance consumed (0: unknown) */
 } rk__backend_status;
 
 typedef struct rk__backend {

@@ -40,7 +40,7 @@ cpu_launch(const rk__backend_launch *spec, rk__backend_inst **out)
 
     if (bi == NULL)
         return rk__fail(RK_ENOMEM, "kernel '%s': no memory for its thread",
-                        spec->kernel_id);
+            spec->kernel_id);
     bi->c = spec->control;
     bi->body = spec->body;
     bi->arg = spec->arg;
@@ -48,10 +48,10 @@ cpu_launch(const rk__backend_launch *spec, rk__backend_inst **out)
     if (rc != 0) {
         free(bi);
         return rk__fail(RK_ENOMEM, "kernel '%s': pthread_create failed (%d)",
-                        spec->kernel_id, rc);
+            spec->kernel_id, rc);
     }
-    bi->have_cpu_clock = pthread_getcpuclockid(bi->thread, &bi->cpu_clock) ==
-                         0;
+    bi->have_cpu_clock
+        = pthread_getcpuclockid(bi->thread, &bi->cpu_clock) == 0;
     *out = bi;
     return RK_OK;
 }
@@ -73,16 +73,15 @@ cpu_wait_ack(rk__backend_inst *bi, uint32_t want, uint64_t deadline)
 {
     for (;;) {
         /* Acquire pairs with the release in cpu_report. */
-        uint32_t seq = atomic_load_explicit(&bi->c->ack_seq,
-                                            memory_order_acquire);
+        uint32_t seq
+            = atomic_load_explicit(&bi->c->ack_seq, memory_order_acquire);
         uint32_t ack = atomic_load_explicit(&bi->c->ack, memory_order_acquire);
 
         if (ack == want || ack == RK__ACK_EXITED)
             return RK_OK;
         if (rk__futex_wait(&bi->c->ack_seq, seq, deadline) == RK_ETIMEDOUT) {
             ack = atomic_load_explicit(&bi->c->ack, memory_order_acquire);
-            return ack == want || ack == RK__ACK_EXITED ? RK_OK
-                                                        : RK_ETIMEDOUT;
+            return ack == want || ack == RK__ACK_EXITED ? RK_OK : RK_ETIMEDOUT;
         }
     }
 }
@@ -90,6 +89,8 @@ cpu_wait_ack(rk__backend_inst *bi, uint32_t want, uint64_t deadline)
 static void
 cpu_activate(rk__backend_inst *bi)
 {
+    /* Release pairs with the body's acquire load when STOP overtook RUN. */
+    atomic_store_explicit(&bi->c->activated, 1, memory_order_release);
     cpu_command(bi, RK__CMD_RUN);
 }
 
@@ -147,13 +148,13 @@ cpu_query(rk__backend_inst *bi, rk__backend_status *out)
     struct timespec ts;
 
     out->ack = atomic_load_explicit(&bi->c->ack, memory_order_acquire);
-    out->exit_code = atomic_load_explicit(&bi->c->exit_code,
-                                          memory_order_relaxed);
+    out->exit_code
+        = atomic_load_explicit(&bi->c->exit_code, memory_order_relaxed);
     out->cpu_time_ns = 0;
-    if (out->ack != RK__ACK_EXITED && bi->have_cpu_clock &&
-        clock_gettime(bi->cpu_clock, &ts) == 0)
-        out->cpu_time_ns = (uint64_t)ts.tv_sec * 1000000000u +
-                           (uint64_t)ts.tv_nsec;
+    if (out->ack != RK__ACK_EXITED && bi->have_cpu_clock
+        && clock_gettime(bi->cpu_clock, &ts) == 0)
+        out->cpu_time_ns
+            = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void

@@ -10,12 +10,12 @@
 
 #include "runtime/internal.h"
 
-#define FRAME_ON_STACK 2048
+#define FRAME_ON_STACK   2048
 #define REQUEST_SLICE_NS INT64_C(1000000)
 
 void
-rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio,
-           uint64_t send_ns, uint32_t sender)
+rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio, uint64_t send_ns,
+    uint32_t sender)
 {
     memset(h, 0, sizeof(*h));
     h->magic = RK_MSG_MAGIC;
@@ -29,8 +29,7 @@ rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio,
 
 /* Why a send to k in state st is refused, or RK_OK to go ahead. */
 static int
-admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id,
-      size_t len)
+admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len)
 {
     const rk_kernel_config *c = &k->def.config;
     int err;
@@ -38,8 +37,8 @@ admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id,
     if (rk__likely(st == RK_KERNEL_ACTIVE)) {
         err = RK_OK;
     } else if (inst == NULL || st == RK_KERNEL_CREATED) {
-        return rk__fail(RK_ENOTLAUNCHED,
-                        "kernel '%s' has not been launched", k->id);
+        return rk__fail(
+            RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
     } else if (st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_DEACTIVATED) {
         err = c->when_inactive == RK_INACTIVE_QUEUE ? RK_OK : RK_ENOTACTIVE;
     } else if (st == RK_KERNEL_FAILED) {
@@ -50,23 +49,24 @@ admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id,
     if (err != RK_OK) {
         rk__counter_add(&inst->rejected, 1);
         return rk__fail(err, "kernel '%s' is %s", k->id,
-                        rk_kernel_state_name((rk_kernel_state)st));
+            rk_kernel_state_name((rk_kernel_state)st));
     }
     if (c->input_type != NULL && type_id != c->input_type->id) {
         const rk_msgtype *got = rk_msgtype_by_id(type_id);
         rk__counter_add(&inst->rejected, 1);
         return rk__fail(RK_ETYPE,
-                        "kernel '%s' takes %s (id %u), got %s (id %u)", k->id,
-                        c->input_type->name, c->input_type->id,
-                        got ? got->name : type_id ? "an unregistered type"
-                                                  : "an untyped message",
-                        type_id);
+            "kernel '%s' takes %s (id %u), got %s (id %u)", k->id,
+            c->input_type->name, c->input_type->id,
+            got           ? got->name
+                : type_id ? "an unregistered type"
+                          : "an untyped message",
+            type_id);
     }
     if (len > c->max_payload) {
         rk__counter_add(&inst->rejected, 1);
         return rk__fail(RK_EMSGSIZE,
-                        "kernel '%s': %zu-byte payload exceeds max_payload %u",
-                        k->id, len, c->max_payload);
+            "kernel '%s': %zu-byte payload exceeds max_payload %u", k->id, len,
+            c->max_payload);
     }
     return RK_OK;
 }
@@ -80,19 +80,18 @@ closed(rk__kernel *k, rk__inst *inst)
 
     rk__counter_add(&inst->rejected, 1);
     return rk__fail(st == RK_KERNEL_FAILED ? RK_EFAILED : RK_ETERMINATED,
-                    "kernel '%s' is %s", k->id,
-                    rk_kernel_state_name((rk_kernel_state)st));
+        "kernel '%s' is %s", k->id, rk_kernel_state_name((rk_kernel_state)st));
 }
 
 int
 rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
-            size_t len, int64_t timeout_ns)
+    size_t len, int64_t timeout_ns)
 {
     /* Acquire loads pair with the CAS on state and the release store of
      * inst in rk_kernel_launch. */
     uint32_t st = atomic_load_explicit(&k->state, memory_order_acquire);
     rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_acquire);
-    struct rk_iov iov[2] = {{h, sizeof(*h)}, {payload, len}};
+    struct rk_iov iov[2] = { { h, sizeof(*h) }, { payload, len } };
     int rc;
 
     if ((rc = admit(k, inst, st, h->type_id, len)) != RK_OK)
@@ -117,7 +116,7 @@ stamp(const rk__kernel *k)
 
 int
 rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,
-        size_t len, uint8_t priority, int64_t timeout_ns)
+    size_t len, uint8_t priority, int64_t timeout_ns)
 {
     rk__kernel *k;
     rk_msg_header h;
@@ -134,8 +133,7 @@ rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,
 
 int
 rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
-           const void *payload, size_t len, uint8_t priority,
-           int64_t timeout_ns)
+    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns)
 {
     rk_kernel kh;
     int rc;
@@ -146,9 +144,8 @@ rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
 }
 
 int
-rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id,
-              const void *base, size_t len, size_t n, uint8_t priority,
-              int64_t timeout_ns, size_t *sent)
+rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
+    size_t len, size_t n, uint8_t priority, int64_t timeout_ns, size_t *sent)
 {
     rk__kernel *k;
     rk__inst *inst;
@@ -172,8 +169,8 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id,
     wake_every = k->def.config.input_capacity / 2;
     wake_every = wake_every == 0 ? 1 : wake_every > 32 ? 32 : wake_every;
     for (i = 0; i < n; i++) {
-        struct rk_iov iov[2] = {{&h, sizeof(h)},
-                                {(const char *)base + i * len, len}};
+        struct rk_iov iov[2]
+            = { { &h, sizeof(h) }, { (const char *)base + i * len, len } };
         if (i != 0)
             h.message_id = rk_uuid_v7();
         /* Wake the kernel every wake_every messages, so that it drains
@@ -191,23 +188,23 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id,
         *sent = i;
     if (rc == RK_ECLOSED)
         return closed(k, inst);
-    return rc == RK_OK ? RK_OK
-                       : rk__fail(rc, "kernel '%s': %s", k->id,
-                                  rk_strerror(rc));
+    return rc == RK_OK
+        ? RK_OK
+        : rk__fail(rc, "kernel '%s': %s", k->id, rk_strerror(rc));
 }
 
 /* Copies a frame out to the caller. RK_EMSGSIZE if cap is too small. */
 static int
 copy_out(const unsigned char *frame, size_t flen, rk_msg_header *hdr,
-         void *buf, size_t cap, size_t *len)
+    void *buf, size_t cap, size_t *len)
 {
     size_t plen = flen - RK_MSG_HEADER_SIZE;
 
     if (len != NULL)
         *len = plen;
     if (plen > cap)
-        return rk__fail(RK_EMSGSIZE, "reply of %zu bytes, buffer of %zu",
-                        plen, cap);
+        return rk__fail(
+            RK_EMSGSIZE, "reply of %zu bytes, buffer of %zu", plen, cap);
     if (hdr != NULL)
         memcpy(hdr, frame, sizeof(*hdr));
     if (plen != 0)
@@ -248,8 +245,8 @@ stash_take(rk__inst *inst, const rk_uuid *corr)
     for (pp = &inst->stash_head; *pp != NULL; pp = &(*pp)->next) {
         rk__stash_item *s = *pp;
         const rk_msg_header *h = (const void *)s->frame;
-        if (corr == NULL ||
-            memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0) {
+        if (corr == NULL
+            || memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0) {
             *pp = s->next;
             if (inst->stash_tail == s)
                 inst->stash_tail = prev;
@@ -267,15 +264,15 @@ stash_take(rk__inst *inst, const rk_uuid *corr)
  * short slices and drops the lock in between so they can look too.
  */
 static int
-take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr,
-            void *buf, size_t cap, size_t *len, uint64_t deadline)
+take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, uint64_t deadline)
 {
     unsigned char stackframe[FRAME_ON_STACK];
     unsigned char *frame = stackframe;
     int rc;
 
-    if (inst->slot_size > sizeof(stackframe) &&
-        (frame = malloc(inst->slot_size)) == NULL)
+    if (inst->slot_size > sizeof(stackframe)
+        && (frame = malloc(inst->slot_size)) == NULL)
         return rk__fail(RK_ENOMEM, "no memory for a receive buffer");
     for (;;) {
         rk__stash_item *s = inst->stash_head ? stash_take(inst, corr) : NULL;
@@ -295,15 +292,14 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr,
             slice = RK_WAIT_FOREVER;
         else
             slice = deadline > now ? (int64_t)(deadline - now) : RK_NO_WAIT;
-        if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) >
-                1 &&
-            (slice == RK_WAIT_FOREVER || slice > REQUEST_SLICE_NS))
+        if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) > 1
+            && (slice == RK_WAIT_FOREVER || slice > REQUEST_SLICE_NS))
             slice = REQUEST_SLICE_NS;
         rc = rk_mqueue_recv(inst->out, frame, inst->slot_size, &flen, slice);
         if (rc == RK_OK) {
             const rk_msg_header *h = (const void *)frame;
-            if (corr == NULL ||
-                memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0) {
+            if (corr == NULL
+                || memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0) {
                 rc = copy_out(frame, flen, hdr, buf, cap, len);
                 if (rc == RK_EMSGSIZE)
                     stash_push(inst, frame, flen, true);
@@ -327,16 +323,16 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr,
 }
 
 static int
-recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr,
-            void *buf, size_t cap, size_t *len, int64_t timeout_ns)
+recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns)
 {
     rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     uint64_t deadline = rk__deadline(timeout_ns);
     int rc;
 
     if (inst == NULL)
-        return rk__fail(RK_ENOTLAUNCHED, "kernel '%s' has not been launched",
-                        k->id);
+        return rk__fail(
+            RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
     atomic_fetch_add_explicit(&inst->out_waiters, 1, memory_order_relaxed);
     pthread_mutex_lock(&inst->out_lock);
     rc = take_output(inst, corr, hdr, buf, cap, len, deadline);
@@ -349,7 +345,7 @@ recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr,
 
 int
 rk_recv(rk_runtime *rt, rk_kernel kh, rk_msg_header *hdr, void *buf,
-        size_t cap, size_t *len, int64_t timeout_ns)
+    size_t cap, size_t *len, int64_t timeout_ns)
 {
     rk__kernel *k;
     int rc;
@@ -363,8 +359,8 @@ rk_recv(rk_runtime *rt, rk_kernel kh, rk_msg_header *hdr, void *buf,
 
 int
 rk_request(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *req,
-           size_t req_len, rk_msg_header *reply_hdr, void *reply,
-           size_t cap, size_t *reply_len, int64_t timeout_ns)
+    size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
+    size_t *reply_len, int64_t timeout_ns)
 {
     rk__kernel *k;
     rk_msg_header h;
@@ -381,12 +377,11 @@ rk_request(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *req,
         return rc;
     if (timeout_ns > 0) {
         uint64_t used = rk_now_ns() - t0;
-        timeout_ns = used >= (uint64_t)timeout_ns
-                         ? RK_NO_WAIT
-                         : timeout_ns - (int64_t)used;
+        timeout_ns = used >= (uint64_t)timeout_ns ? RK_NO_WAIT
+                                                  : timeout_ns - (int64_t)used;
     }
-    return recv_output(k, &h.message_id, reply_hdr, reply, cap, reply_len,
-                       timeout_ns);
+    return recv_output(
+        k, &h.message_id, reply_hdr, reply, cap, reply_len, timeout_ns);
 }
 
 /* ------------------------------------------------------- routing */
@@ -408,16 +403,15 @@ rk_connect(rk_runtime *rt, const char *from, const char *to)
     it = b->def.config.input_type;
     if (it != NULL && ot != it)
         return rk__fail(RK_ETYPE,
-                        "cannot connect '%s' -> '%s': '%s' sends %s, '%s' "
-                        "takes %s",
-                        from, to, from, ot ? ot->name : "any type", to,
-                        it->name);
+            "cannot connect '%s' -> '%s': '%s' sends %s, '%s' "
+            "takes %s",
+            from, to, from, ot ? ot->name : "any type", to, it->name);
     pthread_mutex_lock(&a->lock);
     inst = atomic_load_explicit(&a->inst, memory_order_acquire);
     if (inst == NULL) {
         pthread_mutex_unlock(&a->lock);
-        return rk__fail(RK_ENOTLAUNCHED,
-                        "launch '%s' before connecting it", from);
+        return rk__fail(
+            RK_ENOTLAUNCHED, "launch '%s' before connecting it", from);
     }
     /* Release pairs with the acquire load in ctx_emit. */
     atomic_store_explicit(&inst->route, b, memory_order_release);
@@ -440,9 +434,9 @@ rk_disconnect(rk_runtime *rt, const char *from)
     if (inst != NULL)
         atomic_store_explicit(&inst->route, NULL, memory_order_release);
     pthread_mutex_unlock(&a->lock);
-    return inst ? RK_OK
-                : rk__fail(RK_ENOTLAUNCHED, "kernel '%s' is not launched",
-                           from);
+    return inst
+        ? RK_OK
+        : rk__fail(RK_ENOTLAUNCHED, "kernel '%s' is not launched", from);
 }
 
 /* --------------------------------------------------------- topics */
@@ -461,7 +455,7 @@ check_name(const char *what, const char *name)
 {
     if (name == NULL || name[0] == '\0' || strlen(name) > RK_ID_MAX)
         return rk__fail(RK_EINVAL, "%s: topic name empty or over %d bytes",
-                        what, RK_ID_MAX);
+            what, RK_ID_MAX);
     return RK_OK;
 }
 
@@ -498,7 +492,7 @@ rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
     for (uint32_t i = 0; i < t->nsubs; i++)
         if (t->subs[i] == k) {
             rc = rk__fail(RK_EEXIST, "kernel '%s' already subscribes to '%s'",
-                          kernel_id, topic);
+                kernel_id, topic);
             goto out;
         }
     if (t->nsubs == t->cap) {
@@ -532,12 +526,12 @@ rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
         return rk__not_found(rt, kernel_id);
     pthread_rwlock_wrlock(&rt->topics_lock);
     rc = rk__fail(RK_ENOTFOUND, "kernel '%s' does not subscribe to '%s'",
-                  kernel_id, topic);
+        kernel_id, topic);
     if ((t = topic_find(rt, topic)) != NULL) {
         for (uint32_t i = 0; i < t->nsubs; i++) {
             if (t->subs[i] == k) {
                 memmove(&t->subs[i], &t->subs[i + 1],
-                        (t->nsubs - i - 1) * sizeof(*t->subs));
+                    (t->nsubs - i - 1) * sizeof(*t->subs));
                 t->nsubs--;
                 rc = RK_OK;
                 rk__clear_detail();
@@ -551,8 +545,7 @@ rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
 
 int
 rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
-            const void *payload, size_t len, int64_t timeout_ns,
-            size_t *delivered)
+    const void *payload, size_t len, int64_t timeout_ns, size_t *delivered)
 {
     rk__topic *t;
     size_t ok = 0;
@@ -581,8 +574,8 @@ rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
 
 int
 rk_publish(rk_runtime *rt, const char *topic, uint32_t type_id,
-           const void *payload, size_t len, uint8_t priority,
-           int64_t timeout_ns, size_t *delivered)
+    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns,
+    size_t *delivered)
 {
     rk_msg_header h;
     int rc;
@@ -623,7 +616,7 @@ rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out)
 
 void
 rk__dead_letter(rk_runtime *rt, rk__inst *inst, rk_dead_reason reason,
-                int error, const void *frame, size_t len)
+    int error, const void *frame, size_t len)
 {
     rk__dead d;
     size_t plen = len > RK_MSG_HEADER_SIZE ? len - RK_MSG_HEADER_SIZE : 0;
@@ -649,16 +642,15 @@ rk__dead_letter(rk_runtime *rt, rk__inst *inst, rk_dead_reason reason,
         rt->dlq_count--;
         rt->dlq_overflow++;
     }
-    rt->dlq[(rt->dlq_head + rt->dlq_count) % rt->cfg.dead_letter_capacity] =
-        d;
+    rt->dlq[(rt->dlq_head + rt->dlq_count) % rt->cfg.dead_letter_capacity] = d;
     rt->dlq_count++;
     pthread_cond_signal(&rt->dlq_cond);
     pthread_mutex_unlock(&rt->dlq_lock);
 }
 
 int
-rk_dead_letter_recv(rk_runtime *rt, rk_dead_letter *out, void *buf,
-                    size_t cap, int64_t timeout_ns)
+rk_dead_letter_recv(rk_runtime *rt, rk_dead_letter *out, void *buf, size_t cap,
+    int64_t timeout_ns)
 {
     uint64_t deadline = rk__deadline(timeout_ns);
     rk__dead d;

@@ -92,7 +92,7 @@ typedef struct rk__kernel {
     uint32_t slot;
     rk_kernel_def def; /* def.id points at id */
     rk_runtime *rt;
-    pthread_mutex_t lock; /* serialises lifecycle operations */
+    pthread_mutex_t lock;   /* serialises lifecycle operations */
     _Atomic uint32_t state; /* rk_kernel_state; changed only by CAS */
     _Atomic uint32_t gen;   /* bumped when an instance ends */
     _Atomic(rk__inst *) inst;
@@ -131,44 +131,31 @@ struct rk_runtime {
 };
 
 /* ---- runtime.c */
-rk__kernel *
-rk__kernel_by_id(rk_runtime *rt, const char *id);
-int
-rk__not_found(rk_runtime *rt, const char *id);
+rk__kernel *rk__kernel_by_id(rk_runtime *rt, const char *id);
+int rk__not_found(rk_runtime *rt, const char *id);
 /* The kernel and instance a handle names, or RK_ESTALE. */
-int
-rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp);
+int rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp);
 /* Marks the instance ended: final state (TERMINATED or FAILED) and a new
  * generation. Called by the kernel thread as its body exits. */
-void
-rk__kernel_ended(rk__kernel *k, bool failed);
+void rk__kernel_ended(rk__kernel *k, bool failed);
 
 /* ---- kernel.c */
-void
-rk__kernel_body(rk__backend_inst *bi, void *arg);
-int
-rk__ctx_init(rk_ctx *ctx, rk__inst *inst, uint32_t batch);
-void
-rk__ctx_fini(rk_ctx *ctx);
+void rk__kernel_body(rk__backend_inst *bi, void *arg);
+int rk__ctx_init(rk_ctx *ctx, rk__inst *inst, uint32_t batch);
+void rk__ctx_fini(rk_ctx *ctx);
 
 /* ---- deliver.c */
 /* Puts one message (header h, payload) into k's input, applying the
  * state, type and backpressure rules. Updates k's counters. */
-int
-rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
-            size_t len, int64_t timeout_ns);
+int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
+    size_t len, int64_t timeout_ns);
 /* Fills a header for a new message. send_ns 0 leaves no timestamp. */
-void
-rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio,
-           uint64_t send_ns, uint32_t sender);
-void
-rk__dead_letter(rk_runtime *rt, rk__inst *inst, rk_dead_reason reason,
-                int error, const void *frame, size_t len);
-void
-rk__topics_remove_kernel(rk_runtime *rt, rk__kernel *k);
-int
-rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
-            const void *payload, size_t len, int64_t timeout_ns,
-            size_t *delivered);
+void rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio,
+    uint64_t send_ns, uint32_t sender);
+void rk__dead_letter(rk_runtime *rt, rk__inst *inst, rk_dead_reason reason,
+    int error, const void *frame, size_t len);
+void rk__topics_remove_kernel(rk_runtime *rt, rk__kernel *k);
+int rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns, size_t *delivered);
 
 #endif /* RK_SRC_RUNTIME_INTERNAL_H */

@@ -50,8 +50,7 @@ static uint32_t
 load_cmd(const rk_ctx *ctx)
 {
     /* Acquire pairs with the release store of cmd in the backend. */
-    return atomic_load_explicit(&ctx->inst->control.cmd,
-                                memory_order_acquire);
+    return atomic_load_explicit(&ctx->inst->control.cmd, memory_order_acquire);
 }
 
 /* Parks while cmd == c; returns the new command. */
@@ -64,8 +63,8 @@ wait_while(rk_ctx *ctx, uint32_t c)
         /* Acquire pairs with the release bump in the backend's command():
          * seq is read before cmd, so a command posted after this load
          * changes wake_seq and the park returns at once. */
-        uint32_t seq = atomic_load_explicit(&ctx->inst->control.wake_seq,
-                                            memory_order_acquire);
+        uint32_t seq = atomic_load_explicit(
+            &ctx->inst->control.wake_seq, memory_order_acquire);
         uint32_t now = load_cmd(ctx);
         if (now != c)
             return now;
@@ -119,7 +118,7 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         uint32_t c = safe_point(ctx), seq;
         size_t n = 0;
         int rc = rk_mqueue_recv_batch(inst->in, ctx->buf, stride_of(inst),
-                                      ctx->lens, ctx->batch, &n, RK_NO_WAIT);
+            ctx->lens, ctx->batch, &n, RK_NO_WAIT);
 
         if (rc == RK_OK && n > 0) {
             ctx->n = n;
@@ -143,8 +142,8 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
          * seq_cst store and fence pair with the fence in the backend's
          * wake(): either this re-check sees the message or the sender
          * sees parked and wakes us. */
-        seq = atomic_load_explicit(&inst->control.wake_seq,
-                                   memory_order_acquire);
+        seq = atomic_load_explicit(
+            &inst->control.wake_seq, memory_order_acquire);
         atomic_store_explicit(&inst->control.parked, 1, memory_order_seq_cst);
         atomic_thread_fence(memory_order_seq_cst);
         if (rk_mqueue_depth(inst->in) == 0 && load_cmd(ctx) == c)
@@ -169,16 +168,16 @@ take(rk_ctx *ctx, rk_msg_view *out)
     out->len = flen >= RK_MSG_HEADER_SIZE ? flen - RK_MSG_HEADER_SIZE : 0;
     if (rk__telemetry_on(inst->telemetry) && h->send_ns != 0) {
         uint64_t now = rk_now_ns();
-        rk__hist_record(&inst->latency, now > h->send_ns ? now - h->send_ns
-                                                          : 0);
+        rk__hist_record(
+            &inst->latency, now > h->send_ns ? now - h->send_ns : 0);
     }
 }
 
 bool
 rk_should_terminate(rk_ctx *ctx)
 {
-    return safe_point(ctx) == RK__CMD_STOP && ctx->pos == ctx->n &&
-           rk_mqueue_depth(ctx->inst->in) == 0;
+    return safe_point(ctx) == RK__CMD_STOP && ctx->pos == ctx->n
+        && rk_mqueue_depth(ctx->inst->in) == 0;
 }
 
 int
@@ -223,7 +222,7 @@ dead_letter_frame(rk_ctx *ctx, size_t i, rk_dead_reason why, int err)
     rk__inst *inst = ctx->inst;
 
     rk__dead_letter(inst->k->rt, inst, why, err,
-                    ctx->buf + i * stride_of(inst), ctx->lens[i]);
+        ctx->buf + i * stride_of(inst), ctx->lens[i]);
 }
 
 /* Everything still queued or prefetched goes to the dead-letter queue, so
@@ -239,9 +238,9 @@ drain_to_dead_letters(rk_ctx *ctx, rk_dead_reason why, int err)
             dead_letter_frame(ctx, ctx->pos++, why, err);
         size_t n = 0;
         if (rk_mqueue_recv_batch(inst->in, ctx->buf, stride_of(inst),
-                                 ctx->lens, ctx->batch, &n, RK_NO_WAIT) !=
-                RK_OK ||
-            n == 0)
+                ctx->lens, ctx->batch, &n, RK_NO_WAIT)
+                != RK_OK
+            || n == 0)
             break;
         ctx->n = n;
         ctx->pos = 0;
@@ -256,8 +255,8 @@ backoff_sleep(rk_ctx *ctx, int64_t ns)
     uint64_t deadline = rk__deadline(ns);
 
     for (;;) {
-        uint32_t seq = atomic_load_explicit(&inst->control.wake_seq,
-                                            memory_order_acquire);
+        uint32_t seq = atomic_load_explicit(
+            &inst->control.wake_seq, memory_order_acquire);
         if (load_cmd(ctx) == RK__CMD_STOP || rk_now_ns() >= deadline)
             return;
         inst->k->rt->be->park(ctx->bi, seq, deadline);
@@ -279,9 +278,13 @@ rk__kernel_body(rk__backend_inst *bi, void *arg)
 
     ctx->bi = bi;
     be->report(bi, RK__ACK_HELD);
-    if (wait_while(ctx, RK__CMD_HOLD) != RK__CMD_STOP) {
-        atomic_store_explicit(&inst->start_ns, rk_now_ns(),
-                              memory_order_relaxed);
+    /* A STOP that overtook the first RUN still drains: an activated
+     * kernel processes what was queued before terminate. */
+    if (wait_while(ctx, RK__CMD_HOLD) != RK__CMD_STOP
+        || atomic_load_explicit(
+            &inst->control.activated, memory_order_acquire)) {
+        atomic_store_explicit(
+            &inst->start_ns, rk_now_ns(), memory_order_relaxed);
         be->report(bi, RK__ACK_RUNNING);
         for (;;) {
             rc = k->def.actor ? k->def.actor(ctx) : handler_loop(ctx);
@@ -296,9 +299,9 @@ rk__kernel_body(rk__backend_inst *bi, void *arg)
                 dead_letter_frame(ctx, (size_t)ctx->cur, RK_DEAD_FAILED, rc);
                 ctx->cur = -1;
             }
-            if (sv->policy == RK_SUPERVISE_RESTART &&
-                restarts < sv->max_restarts &&
-                load_cmd(ctx) != RK__CMD_STOP) {
+            if (sv->policy == RK_SUPERVISE_RESTART
+                && restarts < sv->max_restarts
+                && load_cmd(ctx) != RK__CMD_STOP) {
                 restarts++;
                 rk__counter_add_sw(&inst->kc.restarts, 1);
                 backoff_sleep(ctx, backoff);
@@ -311,7 +314,7 @@ rk__kernel_body(rk__backend_inst *bi, void *arg)
         }
     }
     drain_to_dead_letters(ctx, failed ? RK_DEAD_ABANDONED : RK_DEAD_TERMINATED,
-                          failed ? rc : RK_OK);
+        failed ? rc : RK_OK);
     atomic_store_explicit(&inst->control.exit_code, rc, memory_order_relaxed);
     rk__kernel_ended(k, failed);
     be->report(bi, RK__ACK_EXITED);
@@ -330,12 +333,12 @@ ctx_emit(rk_ctx *ctx, rk_msg_header *h, const void *payload, size_t len)
     if (to != NULL) {
         rc = rk__deliver(to, h, payload, len, RK_WAIT_FOREVER);
     } else {
-        struct rk_iov iov[2] = {{h, sizeof(*h)}, {payload, len}};
+        struct rk_iov iov[2] = { { h, sizeof(*h) }, { payload, len } };
         if (len > inst->k->def.config.max_payload)
             return rk__fail(RK_EMSGSIZE,
-                            "kernel '%s': %zu-byte payload exceeds "
-                            "max_payload %u",
-                            inst->k->id, len, inst->k->def.config.max_payload);
+                "kernel '%s': %zu-byte payload exceeds "
+                "max_payload %u",
+                inst->k->id, len, inst->k->def.config.max_payload);
         rc = rk_mqueue_sendv(inst->out, iov, 2, h->priority, RK_WAIT_FOREVER);
     }
     if (rc == RK_OK)
@@ -347,9 +350,8 @@ static uint8_t
 ctx_priority(const rk_ctx *ctx)
 {
     if (ctx->cur >= 0) {
-        const rk_msg_header *h =
-            (const void *)(ctx->buf +
-                           (size_t)ctx->cur * stride_of(ctx->inst));
+        const rk_msg_header *h = (const void *)(ctx->buf
+            + (size_t)ctx->cur * stride_of(ctx->inst));
         return h->priority;
     }
     return RK_MSG_PRIORITY_DEFAULT;
@@ -361,9 +363,9 @@ ctx_header(rk_ctx *ctx, rk_msg_header *h, uint32_t type_id)
     rk__inst *inst = ctx->inst;
 
     rk__header(h, type_id, ctx_priority(ctx),
-               inst->telemetry ? rk_now_ns() : 0, inst->k->slot + 1);
-    if (inst->k->def.config.output_type != NULL &&
-        inst->k->def.config.output_type->id == type_id)
+        inst->telemetry ? rk_now_ns() : 0, inst->k->slot + 1);
+    if (inst->k->def.config.output_type != NULL
+        && inst->k->def.config.output_type->id == type_id)
         h->type_version = inst->k->def.config.output_type->version;
 }
 
@@ -381,12 +383,12 @@ rk_ctx_send(rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len)
 
 int
 rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
-             const void *payload, size_t len)
+    const void *payload, size_t len)
 {
     rk_msg_header h;
 
-    if (ctx == NULL || req == NULL || req->hdr == NULL ||
-        (payload == NULL && len != 0))
+    if (ctx == NULL || req == NULL || req->hdr == NULL
+        || (payload == NULL && len != 0))
         return rk__fail(RK_EINVAL, "rk_ctx_reply: NULL argument");
     ctx_header(ctx, &h, type_id);
     h.payload_len = (uint32_t)len;
@@ -397,7 +399,7 @@ rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
 
 int
 rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
-               const void *payload, size_t len)
+    const void *payload, size_t len)
 {
     rk__kernel *to;
     rk_msg_header h;
@@ -417,7 +419,7 @@ rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
 
 int
 rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
-               const void *payload, size_t len)
+    const void *payload, size_t len)
 {
     rk_msg_header h;
     size_t n = 0;
@@ -427,8 +429,8 @@ rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
         return rk__fail(RK_EINVAL, "rk_ctx_publish: NULL argument");
     ctx_header(ctx, &h, type_id);
     h.payload_len = (uint32_t)len;
-    rc = rk__publish(ctx->inst->k->rt, topic, &h, payload, len,
-                     RK_WAIT_FOREVER, &n);
+    rc = rk__publish(
+        ctx->inst->k->rt, topic, &h, payload, len, RK_WAIT_FOREVER, &n);
     rk__counter_add_sw(&ctx->inst->kc.sent, n);
     return rc;
 }

@@ -13,15 +13,20 @@
 #include "runtime/internal.h"
 
 #define DEFAULT_MAX_KERNELS 256u
-#define DEFAULT_DLQ 1024u
-#define DEFAULT_TIMEOUT_NS (5 * INT64_C(1000000000))
-#define DEFAULT_CAPACITY 1024u
+#define DEFAULT_DLQ         1024u
+#define DEFAULT_TIMEOUT_NS  (5 * INT64_C(1000000000))
+#define DEFAULT_CAPACITY    1024u
 #define DEFAULT_MAX_PAYLOAD 192u
-#define DEFAULT_BATCH 64u
+#define DEFAULT_BATCH       64u
 
 static const char *const state_names[] = {
-    "CREATED",     "LAUNCHED",   "ACTIVE", "DEACTIVATED",
-    "TERMINATING", "TERMINATED", "FAILED",
+    "CREATED",
+    "LAUNCHED",
+    "ACTIVE",
+    "DEACTIVATED",
+    "TERMINATING",
+    "TERMINATED",
+    "FAILED",
 };
 
 const char *
@@ -39,16 +44,15 @@ static _Atomic(rk_static_kernel *) static_head;
 void
 rk_static_kernel_add(rk_static_kernel *node)
 {
-    rk_static_kernel *head = atomic_load_explicit(&static_head,
-                                                  memory_order_relaxed);
+    rk_static_kernel *head
+        = atomic_load_explicit(&static_head, memory_order_relaxed);
 
     /* Release publishes node->def and node->next to the acquire load in
      * rk_runtime_create; constructors may run on any thread (dlopen). */
     do {
         node->next = head;
-    } while (!atomic_compare_exchange_weak_explicit(
-        &static_head, &head, node, memory_order_release,
-        memory_order_relaxed));
+    } while (!atomic_compare_exchange_weak_explicit(&static_head, &head, node,
+        memory_order_release, memory_order_relaxed));
 }
 
 /* ---------------------------------------------------------- runtime */
@@ -77,9 +81,10 @@ rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg)
         rt->cfg.control_timeout_ns = DEFAULT_TIMEOUT_NS;
     rt->be = &rk__backend_cpu;
     if (rt->be->abi_version != RK__BACKEND_ABI) {
+        const rk__backend *be = rt->be;
         free(rt);
         return rk__fail(RK_ENOTSUP, "backend '%s' has ABI %u, need %u",
-                        rt->be->name, rt->be->abi_version, RK__BACKEND_ABI);
+            be->name, be->abi_version, RK__BACKEND_ABI);
     }
     rt->slots = calloc(rt->cfg.max_kernels, sizeof(*rt->slots));
     rt->dlq = calloc(rt->cfg.dead_letter_capacity, sizeof(*rt->dlq));
@@ -140,31 +145,31 @@ rk_runtime_destroy(rk_runtime *rt)
     if (rt == NULL)
         return;
     for (i = 0; i < rt->nkernels; i++) {
-        rk__kernel *k = atomic_load_explicit(&rt->slots[i],
-                                             memory_order_relaxed);
+        rk__kernel *k
+            = atomic_load_explicit(&rt->slots[i], memory_order_relaxed);
         uint32_t st = atomic_load_explicit(&k->state, memory_order_acquire);
         int rc;
 
-        if (st == RK_KERNEL_CREATED || st == RK_KERNEL_TERMINATED ||
-            st == RK_KERNEL_FAILED)
+        if (st == RK_KERNEL_CREATED || st == RK_KERNEL_TERMINATED
+            || st == RK_KERNEL_FAILED)
             continue;
         rc = rk_kernel_terminate(rt, k->id, rt->cfg.terminate_timeout_ns);
         if (rc == RK_ETIMEDOUT) {
             /* Closing both queues unblocks an actor stuck sending; one
              * stuck in its own code is waited for (joined) below. */
-            rk__inst *inst = atomic_load_explicit(&k->inst,
-                                                  memory_order_acquire);
+            rk__inst *inst
+                = atomic_load_explicit(&k->inst, memory_order_acquire);
             fprintf(stderr,
-                    "ringkernel: kernel '%s' did not end within the "
-                    "terminate timeout; closing its queues and waiting\n",
-                    k->id);
+                "ringkernel: kernel '%s' did not end within the "
+                "terminate timeout; closing its queues and waiting\n",
+                k->id);
             rk_mqueue_close(inst->in);
             rk_mqueue_close(inst->out);
         }
     }
     for (i = 0; i < rt->nkernels; i++) {
-        rk__kernel *k = atomic_load_explicit(&rt->slots[i],
-                                             memory_order_relaxed);
+        rk__kernel *k
+            = atomic_load_explicit(&rt->slots[i], memory_order_relaxed);
         rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
         rk__inst *r, *next;
 
@@ -204,7 +209,7 @@ check_id(const char *what, const char *id)
     n = strlen(id);
     if (n > RK_ID_MAX)
         return rk__fail(RK_EINVAL, "%s: id '%.20s...' is %zu bytes (max %d)",
-                        what, id, n, RK_ID_MAX);
+            what, id, n, RK_ID_MAX);
     return RK_OK;
 }
 
@@ -219,8 +224,8 @@ rk__kernel_by_id(rk_runtime *rt, const char *id)
     n = rt->nkernels;
     pthread_mutex_unlock(&rt->reg_lock);
     for (i = 0; i < n; i++) {
-        rk__kernel *k = atomic_load_explicit(&rt->slots[i],
-                                             memory_order_acquire);
+        rk__kernel *k
+            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
         if (strcmp(k->id, id) == 0)
             return k;
     }
@@ -239,10 +244,10 @@ rk__not_found(rk_runtime *rt, const char *id)
     n = rt->nkernels;
     pthread_mutex_unlock(&rt->reg_lock);
     for (i = 0; i < n && off < sizeof(list) - 1; i++) {
-        rk__kernel *k = atomic_load_explicit(&rt->slots[i],
-                                             memory_order_acquire);
-        int w = snprintf(list + off, sizeof(list) - off, "%s'%s'",
-                         i ? ", " : "", k->id);
+        rk__kernel *k
+            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
+        int w = snprintf(
+            list + off, sizeof(list) - off, "%s'%s'", i ? ", " : "", k->id);
         if (w < 0)
             break;
         off += (size_t)w;
@@ -250,7 +255,7 @@ rk__not_found(rk_runtime *rt, const char *id)
     if (off >= sizeof(list) - 1)
         snprintf(list + sizeof(list) - 5, 5, "...");
     return rk__fail(RK_ENOTFOUND, "no kernel '%s'; kernels: %s",
-                    id ? id : "(null)", n ? list : "(none registered)");
+        id ? id : "(null)", n ? list : "(none registered)");
 }
 
 int
@@ -265,13 +270,11 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
         return rc;
     if ((def->actor == NULL) == (def->handler == NULL))
         return rk__fail(RK_EINVAL,
-                        "kernel '%s': set exactly one of actor and handler",
-                        def->id);
-    if ((unsigned)def->config.backpressure > RK_BP_DROP_NEW ||
-        (unsigned)def->config.when_inactive > RK_INACTIVE_REJECT ||
-        (unsigned)def->config.supervision.policy > RK_SUPERVISE_RESTART)
-        return rk__fail(RK_EINVAL, "kernel '%s': bad enum in config",
-                        def->id);
+            "kernel '%s': set exactly one of actor and handler", def->id);
+    if ((unsigned)def->config.backpressure > RK_BP_DROP_NEW
+        || (unsigned)def->config.when_inactive > RK_INACTIVE_REJECT
+        || (unsigned)def->config.supervision.policy > RK_SUPERVISE_RESTART)
+        return rk__fail(RK_EINVAL, "kernel '%s': bad enum in config", def->id);
     k = calloc(1, sizeof(*k));
     if (k == NULL)
         return rk__fail(RK_ENOMEM, "kernel '%s': no memory", def->id);
@@ -306,14 +309,14 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
 
     pthread_mutex_lock(&rt->reg_lock);
     for (uint32_t i = 0; i < rt->nkernels; i++) {
-        rk__kernel *o = atomic_load_explicit(&rt->slots[i],
-                                             memory_order_relaxed);
+        rk__kernel *o
+            = atomic_load_explicit(&rt->slots[i], memory_order_relaxed);
         if (strcmp(o->id, k->id) == 0) {
             pthread_mutex_unlock(&rt->reg_lock);
             pthread_mutex_destroy(&k->lock);
             free(k);
-            return rk__fail(RK_EEXIST, "a kernel '%s' is already registered",
-                            def->id);
+            return rk__fail(
+                RK_EEXIST, "a kernel '%s' is already registered", def->id);
         }
     }
     if (rt->nkernels == rt->cfg.max_kernels) {
@@ -321,7 +324,7 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
         pthread_mutex_destroy(&k->lock);
         free(k);
         return rk__fail(RK_ENOMEM, "kernel '%s': all %u kernel slots used",
-                        def->id, rt->cfg.max_kernels);
+            def->id, rt->cfg.max_kernels);
     }
     k->slot = rt->nkernels;
     /* Release publishes the kernel's fields to lock-free readers
@@ -361,12 +364,12 @@ rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp)
     if (rk__unlikely(k == NULL))
         return rk__fail(RK_ESTALE, "handle names no kernel");
     /* Acquire pairs with the release increment in rk__kernel_ended. */
-    if (rk__unlikely(atomic_load_explicit(&k->gen, memory_order_acquire) !=
-                     h.gen))
+    if (rk__unlikely(
+            atomic_load_explicit(&k->gen, memory_order_acquire) != h.gen))
         return rk__fail(RK_ESTALE,
-                        "handle to kernel '%s' is stale: the instance it "
-                        "named has ended",
-                        k->id);
+            "handle to kernel '%s' is stale: the instance it "
+            "named has ended",
+            k->id);
     *kp = k;
     return RK_OK;
 }
@@ -399,7 +402,7 @@ bad_transition(rk__kernel *k, uint32_t st, const char *op)
         break;
     }
     return rk__fail(err, "cannot %s kernel '%s': it is %s", op, k->id,
-                    rk_kernel_state_name((rk_kernel_state)st));
+        rk_kernel_state_name((rk_kernel_state)st));
 }
 
 static rk__kernel *
@@ -450,7 +453,7 @@ static int
 inst_create(rk__kernel *k, rk__inst **out)
 {
     const rk_kernel_config *c = &k->def.config;
-    rk_mqueue_config qin = {0}, qout = {0};
+    rk_mqueue_config qin = { 0 }, qout = { 0 };
     rk__inst *inst;
     int rc;
 
@@ -479,7 +482,7 @@ inst_create(rk__kernel *k, rk__inst **out)
         rk__ctx_fini(&inst->ctx);
         free(inst);
         return rk__fail(rc, "kernel '%s': cannot create its queues (%s)",
-                        k->id, rk_strerror(rc));
+            k->id, rk_strerror(rc));
     }
     pthread_mutex_init(&inst->out_lock, NULL);
     *out = inst;
@@ -490,7 +493,7 @@ int
 rk_kernel_launch(rk_runtime *rt, const char *id)
 {
     rk__kernel *k;
-    rk__inst *inst, *old;
+    rk__inst *inst = NULL, *old;
     rk__backend_launch spec;
     uint32_t st;
     int rc = RK_OK;
@@ -499,8 +502,8 @@ rk_kernel_launch(rk_runtime *rt, const char *id)
         return rc;
     pthread_mutex_lock(&k->lock);
     st = state_of(k);
-    if (st != RK_KERNEL_CREATED && st != RK_KERNEL_TERMINATED &&
-        st != RK_KERNEL_FAILED) {
+    if (st != RK_KERNEL_CREATED && st != RK_KERNEL_TERMINATED
+        && st != RK_KERNEL_FAILED) {
         rc = bad_transition(k, st, "launch");
         goto out;
     }
@@ -515,7 +518,7 @@ rk_kernel_launch(rk_runtime *rt, const char *id)
     }
     /* Release: senders that load inst with acquire see it initialised. */
     atomic_store_explicit(&k->inst, inst, memory_order_release);
-    spec = (rk__backend_launch){
+    spec = (rk__backend_launch) {
         .kernel_id = k->id,
         .control = &inst->control,
         .grid_size = k->def.config.grid_size,
@@ -547,8 +550,8 @@ rk_kernel_activate(rk_runtime *rt, const char *id)
         return rc;
     pthread_mutex_lock(&k->lock);
     st = state_of(k);
-    if ((st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_DEACTIVATED) &&
-        cas_state(k, &st, RK_KERNEL_ACTIVE))
+    if ((st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_DEACTIVATED)
+        && cas_state(k, &st, RK_KERNEL_ACTIVE))
         rt->be->activate(
             atomic_load_explicit(&k->inst, memory_order_relaxed)->bi);
     else
@@ -570,13 +573,13 @@ rk_kernel_deactivate(rk_runtime *rt, const char *id)
     st = state_of(k);
     if (st == RK_KERNEL_ACTIVE && cas_state(k, &st, RK_KERNEL_DEACTIVATED)) {
         rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
-        rc = rt->be->deactivate(inst->bi,
-                                rk__deadline(rt->cfg.control_timeout_ns));
+        rc = rt->be->deactivate(
+            inst->bi, rk__deadline(rt->cfg.control_timeout_ns));
         if (rc != RK_OK)
             rc = rk__fail(rc,
-                          "kernel '%s' is DEACTIVATED but has not reached a "
-                          "safe point yet (busy in its actor)",
-                          k->id);
+                "kernel '%s' is DEACTIVATED but has not reached a "
+                "safe point yet (busy in its actor)",
+                k->id);
     } else {
         rc = bad_transition(k, st, "deactivate");
     }
@@ -596,8 +599,8 @@ rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns)
         return rc;
     pthread_mutex_lock(&k->lock);
     st = state_of(k);
-    if (st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_ACTIVE ||
-        st == RK_KERNEL_DEACTIVATED) {
+    if (st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_ACTIVE
+        || st == RK_KERNEL_DEACTIVATED) {
         if (!cas_state(k, &st, RK_KERNEL_TERMINATING)) {
             rc = bad_transition(k, st, "terminate");
             goto out;
@@ -610,9 +613,9 @@ rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns)
     rc = rt->be->terminate(inst->bi, rk__deadline(timeout_ns));
     if (rc != RK_OK)
         rc = rk__fail(rc,
-                      "kernel '%s' did not end in time; it stays "
-                      "TERMINATING (call terminate again)",
-                      k->id);
+            "kernel '%s' did not end in time; it stays "
+            "TERMINATING (call terminate again)",
+            k->id);
 out:
     pthread_mutex_unlock(&k->lock);
     return rc;
@@ -629,8 +632,8 @@ rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns)
         return rc;
     inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     if (inst == NULL)
-        return rk__fail(RK_ENOTLAUNCHED, "kernel '%s' has not been launched",
-                        k->id);
+        return rk__fail(
+            RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
     if (inst->joined)
         return RK_OK; /* launch failed: nothing ran */
     rc = rt->be->wait_exit(inst->bi, rk__deadline(timeout_ns));
@@ -657,31 +660,30 @@ rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out)
 
 #define KSTATS(X)                                                             \
     X(offered, COUNTER, "messages_offered",                                   \
-      "sends attempted into the kernel's input")                              \
+        "sends attempted into the kernel's input")                            \
     X(processed, COUNTER, "messages_processed", "messages handled")           \
     X(dropped, COUNTER, "messages_dropped",                                   \
-      "messages dropped by the backpressure policy")                          \
+        "messages dropped by the backpressure policy")                        \
     X(rejected, COUNTER, "messages_rejected",                                 \
-      "sends refused (backpressure, state, type)")                            \
+        "sends refused (backpressure, state, type)")                          \
     X(dead_lettered, COUNTER, "messages_dead_lettered",                       \
-      "messages sent to the dead-letter queue")                               \
-    X(pending, GAUGE, "messages_pending",                                     \
-      "messages queued or being handled")                                     \
+        "messages sent to the dead-letter queue")                             \
+    X(pending, GAUGE, "messages_pending", "messages queued or being handled") \
     X(errors, COUNTER, "errors", "actor or handler failures")                 \
     X(restarts, COUNTER, "restarts", "supervisor restarts")                   \
     X(sent, COUNTER, "messages_sent", "messages the kernel sent")             \
     X(queue_depth, GAUGE, "queue_depth", "messages in the input queue")       \
     X(queue_high_water, GAUGE, "queue_high_water",                            \
-      "largest input queue depth seen")
+        "largest input queue depth seen")
 
 static const rk_stat_desc kstat_desc[] = {
-#define D(f, kind, name, desc) {name, desc, RK_STAT_##kind, RK_UNIT_MESSAGES},
+#define D(f, kind, name, desc)                                                \
+    { name, desc, RK_STAT_##kind, RK_UNIT_MESSAGES },
     KSTATS(D)
 #undef D
 };
-static const rk_stat_desc lat_desc = {
-    "latency_ns", "send timestamp to the start of processing", RK_STAT_GAUGE,
-    RK_UNIT_NS};
+static const rk_stat_desc lat_desc = { "latency_ns",
+    "send timestamp to the start of processing", RK_STAT_GAUGE, RK_UNIT_NS };
 
 static void
 fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
@@ -756,9 +758,8 @@ rk_kernel_telemetry(rk_runtime *rt, const char *id, rk_stats *out)
     KSTATS(V)
 #undef V
     rk__stats_begin(out, k->id,
-                    inst ? atomic_load_explicit(&inst->start_ns,
-                                                memory_order_relaxed)
-                         : 0);
+        inst ? atomic_load_explicit(&inst->start_ns, memory_order_relaxed)
+             : 0);
     rc = rk__stats_add_counters(out, kstat_desc, v, RK__ARRAY_LEN(v));
     if (rc == RK_OK && inst != NULL)
         rc = rk__stats_add_latency(out, &lat_desc, &inst->latency);
