@@ -52,6 +52,11 @@ extern "C" {
     X(EEXIST, "id already registered")                                        \
     X(ESTALE, "handle refers to a kernel that no longer exists")              \
     X(ESTATE, "operation invalid in the kernel's current state")              \
+    X(ENOTLAUNCHED, "kernel has not been launched")                           \
+    X(EALREADY, "kernel is already in the requested state")                   \
+    X(ENOTACTIVE, "kernel is not active")                                     \
+    X(ETERMINATED, "kernel is terminating or terminated")                     \
+    X(EFAILED, "kernel has failed and was stopped by its supervisor")         \
     /* devices and memory */                                                  \
     X(ENODEV, "no such device (no CUDA driver or no GPU)")                    \
     X(ECUDA, "CUDA driver call failed")                                       \

@@ -1,0 +1,375 @@
+/*
+ * ringkernel/runtime.h - the ring-kernel runtime: kernels, lifecycle,
+ * messaging, routing, supervision and per-kernel telemetry.
+ *
+ * A ring kernel is a persistent actor: an id, an actor function (or a
+ * per-message handler) and a configuration. The runtime owns every kernel
+ * and its queues; the host talks to kernels by id or through an
+ * rk_kernel handle resolved once. docs/runtime.md has the lifecycle
+ * transition table and the delivery guarantees.
+ *
+ * Ownership: the runtime copies every definition and id string it is given;
+ * the caller keeps ownership of its own buffers. Received messages are copied
+ * into caller buffers (host side) or into the kernel's context (actor side,
+ * valid until that kernel's next receive).
+ *
+ * Threads: every rk_runtime_* and host-side call is thread-safe. rk_ctx_*
+ * calls are for the kernel's own thread, with the rk_ctx it was given.
+ */
+#ifndef RINGKERNEL_RUNTIME_H
+#define RINGKERNEL_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringkernel/clock.h"
+#include "ringkernel/error.h"
+#include "ringkernel/message.h"
+#include "ringkernel/queue.h"
+#include "ringkernel/telemetry.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rk_runtime rk_runtime;
+typedef struct rk_ctx rk_ctx;
+
+/* Longest kernel id or topic name, in bytes, without the terminating NUL. */
+#define RK_ID_MAX 63
+
+/* ----------------------------------------------------------- lifecycle */
+
+/*
+ * CREATED -> LAUNCHED -> ACTIVE <-> DEACTIVATED -> TERMINATING -> TERMINATED,
+ * and FAILED when supervision gives up. TERMINATED and FAILED kernels can be
+ * launched again (a new instance). docs/runtime.md has the full table.
+ */
+typedef enum rk_kernel_state {
+    RK_KERNEL_CREATED = 0,
+    RK_KERNEL_LAUNCHED,
+    RK_KERNEL_ACTIVE,
+    RK_KERNEL_DEACTIVATED,
+    RK_KERNEL_TERMINATING,
+    RK_KERNEL_TERMINATED,
+    RK_KERNEL_FAILED,
+    RK__KERNEL_STATE_COUNT
+} rk_kernel_state;
+
+/* "ACTIVE" etc.; never NULL. */
+const char *rk_kernel_state_name(rk_kernel_state s);
+
+/*
+ * A kernel handle: a small value resolved once from an id. It stays valid
+ * while the kernel instance it was resolved for lives; once that instance
+ * has ended (TERMINATED or FAILED) every call through the handle returns
+ * RK_ESTALE. Handles are never dereferenced memory, so a stale one is safe.
+ */
+typedef struct rk_kernel {
+    uint32_t slot;
+    uint32_t gen;
+} rk_kernel;
+
+/* ----------------------------------------------------------- definition */
+
+/* What a send to a kernel that is LAUNCHED or DEACTIVATED (not ACTIVE)
+ * does. */
+typedef enum rk_inactive_policy {
+    RK_INACTIVE_QUEUE = 0, /* enqueue it; it is processed once active */
+    RK_INACTIVE_REJECT     /* refuse with RK_ENOTACTIVE (counted rejected) */
+} rk_inactive_policy;
+
+/* What happens when the actor returns an error or a handler fails. */
+typedef enum rk_restart_policy {
+    RK_SUPERVISE_STOP = 0, /* first failure: the kernel goes FAILED */
+    RK_SUPERVISE_RESTART   /* restart up to max_restarts times, backoff */
+} rk_restart_policy;
+
+typedef struct rk_supervision {
+    rk_restart_policy policy;
+    uint32_t max_restarts;  /* restarts allowed in all (0 with RESTART: 3) */
+    int64_t backoff_ns;     /* first backoff; doubles each time (0: 1 ms) */
+    int64_t backoff_max_ns; /* cap on the backoff (0: 1 s) */
+} rk_supervision;
+
+/*
+ * A kernel's configuration. Zeroed fields take the defaults noted.
+ * The GPU fields are kept for a GPU backend; the CPU backend ignores them.
+ */
+typedef struct rk_kernel_config {
+    const rk_msgtype *input_type;  /* NULL: accept any type */
+    const rk_msgtype *output_type; /* NULL: any */
+    uint32_t input_capacity;       /* input queue slots (0: 1024) */
+    uint32_t output_capacity;      /* output queue slots (0: 1024) */
+    uint32_t max_payload;          /* largest payload in bytes (0: 192) */
+    rk_backpressure backpressure;  /* input queue policy (0: BLOCK) */
+    bool priority_bands;           /* input queue orders by priority band */
+    rk_inactive_policy when_inactive;
+    uint32_t batch;      /* handler style: messages per dequeue (0: 64) */
+    bool telemetry_off;  /* skip clock reads and the latency histogram */
+    uint32_t spin;       /* receive spins before parking (0: 2000) */
+    uint32_t grid_size;  /* GPU backend only */
+    uint32_t block_size; /* GPU backend only */
+    rk_supervision supervision;
+    void *user; /* handed to the actor as rk_ctx_user() */
+} rk_kernel_config;
+
+/*
+ * The actor style: the runtime calls actor once per activation on the
+ * kernel's thread; it loops on rk_should_terminate() and rk_ctx_recv().
+ * Returning RK_OK ends the kernel (TERMINATED); returning an error triggers
+ * supervision.
+ */
+typedef int (*rk_actor_fn)(rk_ctx *ctx);
+
+struct rk_msg_view;
+
+/*
+ * The handler style: the runtime dequeues in batches and calls handler once
+ * per message. An error return sends that message to the dead-letter queue
+ * and triggers supervision.
+ */
+typedef int (*rk_handler_fn)(rk_ctx *ctx, const struct rk_msg_view *msg);
+
+/* A kernel definition. Exactly one of actor and handler is set. */
+typedef struct rk_kernel_def {
+    const char *id;
+    rk_actor_fn actor;
+    rk_handler_fn handler;
+    rk_kernel_config config;
+} rk_kernel_def;
+
+/* ------------------------------------------------------------- runtime */
+
+typedef struct rk_runtime_config {
+    uint32_t max_kernels;          /* kernel slots (0: 256) */
+    uint32_t dead_letter_capacity; /* dead letters kept (0: 1024) */
+    int64_t terminate_timeout_ns;  /* used by destroy (0: 5 s) */
+    int64_t control_timeout_ns;    /* deactivate acknowledgement (0: 5 s) */
+    bool no_static_kernels;        /* skip RK_RING_KERNEL definitions */
+} rk_runtime_config;
+
+/* Creates a runtime (cfg NULL or zeroed: defaults) and registers every
+ * RK_RING_KERNEL definition linked into the program. */
+int rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg);
+
+/* Terminates every kernel gracefully (each with terminate_timeout_ns), then
+ * frees everything. Handles become meaningless. NULL is a no-op. */
+void rk_runtime_destroy(rk_runtime *rt);
+
+/* Registers a kernel (state CREATED). The definition is copied. RK_EEXIST
+ * for a duplicate id, RK_EINVAL for a bad definition. */
+int rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def);
+
+/* Static registration, the C form of a @ring_kernel decorator:
+ *
+ *     static int echo(rk_ctx *ctx) { ... }
+ *     RK_RING_KERNEL(echo, "echo", .input_capacity = 256);
+ *
+ * defines the kernel "echo" with actor echo and the given config fields;
+ * every runtime created afterwards registers it. RK_RING_HANDLER is the
+ * same for a handler. */
+typedef struct rk_static_kernel {
+    const rk_kernel_def *def;
+    struct rk_static_kernel *next;
+} rk_static_kernel;
+
+/* Adds a node to the global list (called by the macros at load time). */
+void rk_static_kernel_add(rk_static_kernel *node);
+
+#define RK__STATIC_KERNEL(fn, kid, field, ...)                                \
+    static const rk_kernel_def rk__def_##fn                                   \
+        = { .id = (kid), .field = (fn), .config = { __VA_ARGS__ } };          \
+    static rk_static_kernel rk__node_##fn = { &rk__def_##fn, 0 };             \
+    __attribute__((constructor)) static void rk__register_##fn(void)          \
+    {                                                                         \
+        rk_static_kernel_add(&rk__node_##fn);                                 \
+    }                                                                         \
+    struct rk__static_kernel_semicolon_##fn
+
+#define RK_RING_KERNEL(fn, kid, ...)                                          \
+    RK__STATIC_KERNEL(fn, kid, actor, __VA_ARGS__)
+#define RK_RING_HANDLER(fn, kid, ...)                                         \
+    RK__STATIC_KERNEL(fn, kid, handler, __VA_ARGS__)
+
+/* Resolves id to a handle. RK_ENOTFOUND with rk_errdetail() listing the
+ * ids that exist. */
+int rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out);
+
+/* Lifecycle by id. Invalid transitions return RK_ENOTLAUNCHED, RK_EALREADY,
+ * RK_ENOTACTIVE, RK_ETERMINATED or RK_EFAILED (see docs/runtime.md), with
+ * a detail naming the state and the operation. */
+int rk_kernel_launch(rk_runtime *rt, const char *id);
+int rk_kernel_activate(rk_runtime *rt, const char *id);
+/* Pauses; returns once the kernel has stopped at a safe point (its next
+ * receive or rk_should_terminate()), or RK_ETIMEDOUT after
+ * control_timeout_ns (it is then DEACTIVATED and pauses when it gets
+ * there). */
+int rk_kernel_deactivate(rk_runtime *rt, const char *id);
+/* Graceful stop: new sends are refused, queued input is still processed,
+ * then the actor sees rk_should_terminate() and ends. Input left when the
+ * kernel ends goes to the dead-letter queue (reason TERMINATED). Returns
+ * RK_ETIMEDOUT if the kernel did not end in timeout_ns; it stays
+ * TERMINATING and a later terminate call waits again. */
+int rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns);
+
+/* Waits until the kernel's current instance has ended on its own or by
+ * terminate (state TERMINATED or FAILED), without asking it to. RK_OK,
+ * RK_ETIMEDOUT, RK_ENOTLAUNCHED. */
+int rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns);
+
+int rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out);
+
+/* ------------------------------------------------------------ messages */
+
+/* A received message as the actor sees it: header, payload and length.
+ * Valid until the kernel's next receive. */
+typedef struct rk_msg_view {
+    const rk_msg_header *hdr;
+    const void *data;
+    size_t len;
+} rk_msg_view;
+
+/* Host -> kernel input. type_id is the payload's message type (0:
+ * untyped); a kernel with an input_type refuses any other with RK_ETYPE.
+ * The payload is copied. */
+int rk_send(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *payload,
+    size_t len, uint8_t priority, int64_t timeout_ns);
+
+/* The same by id (one lookup per call). */
+int rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
+    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns);
+
+/* Sends n payloads of len bytes each, laid out back to back at base, with
+ * one wake-up at the end. *sent is how many went in (also on error). */
+int rk_send_batch(rk_runtime *rt, rk_kernel k, uint32_t type_id,
+    const void *base, size_t len, size_t n, uint8_t priority,
+    int64_t timeout_ns, size_t *sent);
+
+/* Host <- kernel output. Copies the payload into buf (cap bytes) and the
+ * header into *hdr (may be NULL). RK_ETIMEDOUT when nothing came. */
+int rk_recv(rk_runtime *rt, rk_kernel k, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns);
+
+/* Sends a request and waits for the output message whose correlation id
+ * equals the request's id. Other output that arrives meanwhile is kept for
+ * later rk_recv calls. */
+int rk_request(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *req,
+    size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
+    size_t *reply_len, int64_t timeout_ns);
+
+/* ------------------------------------------------- routing and topics */
+
+/* Routes from's output into to's input: rk_ctx_send in from delivers to to
+ * without passing through the host. RK_ETYPE when from's output type is
+ * not to's input type. */
+int rk_connect(rk_runtime *rt, const char *from, const char *to);
+int rk_disconnect(rk_runtime *rt, const char *from);
+
+int rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
+int rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
+
+/* Delivers a copy to every subscriber; *delivered (may be NULL) counts the
+ * copies that went in. RK_OK when every subscriber took it. */
+int rk_publish(rk_runtime *rt, const char *topic, uint32_t type_id,
+    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns,
+    size_t *delivered);
+
+typedef struct rk_topic_stats {
+    uint64_t published;   /* publish calls */
+    uint64_t delivered;   /* copies that went into a subscriber */
+    uint64_t failed;      /* copies a subscriber refused */
+    uint32_t subscribers; /* now */
+} rk_topic_stats;
+
+int rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out);
+
+/* ----------------------------------------------------- dead letters */
+
+typedef enum rk_dead_reason {
+    RK_DEAD_FAILED = 1, /* the message being handled when the kernel failed */
+    RK_DEAD_TERMINATED, /* still queued when the kernel terminated */
+    RK_DEAD_ABANDONED   /* still queued when supervision gave up */
+} rk_dead_reason;
+
+typedef struct rk_dead_letter {
+    char kernel_id[RK_ID_MAX + 1];
+    rk_dead_reason reason;
+    int error; /* the actor's or handler's error, else RK_OK */
+    rk_msg_header hdr;
+    size_t len; /* payload length (the copy is cut to cap) */
+} rk_dead_letter;
+
+/* Takes the oldest dead letter. RK_ETIMEDOUT when there is none. */
+int rk_dead_letter_recv(rk_runtime *rt, rk_dead_letter *out, void *buf,
+    size_t cap, int64_t timeout_ns);
+
+/* ----------------------------------------------------------- telemetry */
+
+typedef struct rk_kernel_stats {
+    rk_kernel_state state;
+    uint64_t offered;       /* sends attempted into the input */
+    uint64_t processed;     /* handled to completion */
+    uint64_t dropped;       /* dropped by the backpressure policy */
+    uint64_t rejected;      /* refused (backpressure, state, type) */
+    uint64_t dead_lettered; /* sent to the dead-letter queue */
+    uint64_t pending;       /* in the input queue or being handled */
+    uint64_t errors;        /* actor or handler failures */
+    uint64_t restarts;
+    uint64_t sent; /* messages the kernel sent (any target) */
+    uint64_t queue_depth;
+    uint64_t queue_high_water;
+    uint64_t latency_count;  /* latency samples (0 with telemetry off) */
+    uint64_t latency_p50_ns; /* send timestamp -> start of processing */
+    uint64_t latency_p99_ns;
+    uint64_t latency_p999_ns;
+    uint64_t latency_max_ns;
+    uint64_t uptime_ns; /* since the first activation of the instance */
+    double throughput;  /* processed per second of uptime */
+} rk_kernel_stats;
+
+/* A consistent-enough snapshot (counters are read one by one, relaxed). */
+int rk_kernel_stats_get(rk_runtime *rt, const char *id, rk_kernel_stats *out);
+
+/* The same figures as a telemetry snapshot (counters under their
+ * descriptor names plus the "latency_ns" summary), for rk_stats_print()
+ * and rk_stats_format_json(). */
+int rk_kernel_telemetry(rk_runtime *rt, const char *id, rk_stats *out);
+
+/* ---------------------------------------------------------- actor side */
+
+/* True once terminate was requested and the input queue is empty. Also a
+ * safe point: a deactivated kernel parks here until reactivated. */
+bool rk_should_terminate(rk_ctx *ctx);
+
+/* Takes the next input message (spinning briefly, then parking).
+ * RK_ETIMEDOUT: nothing came; RK_ECLOSED: terminating and drained. The
+ * view is valid until the next rk_ctx_recv. */
+int rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns);
+
+/* To the kernel's output: its connected kernel if rk_connect routed it,
+ * else the output queue the host reads. */
+int rk_ctx_send(
+    rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len);
+
+/* Like rk_ctx_send, with the correlation id set to req's id. */
+int rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
+    const void *payload, size_t len);
+
+/* Kernel-to-kernel: into target's input. */
+int rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
+    const void *payload, size_t len);
+
+int rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
+    const void *payload, size_t len);
+
+void *rk_ctx_user(rk_ctx *ctx);
+const char *rk_ctx_kernel_id(rk_ctx *ctx);
+rk_runtime *rk_ctx_runtime(rk_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RINGKERNEL_RUNTIME_H */

@@ -1,0 +1,684 @@
+/*
+ * src/runtime/deliver.c - moving messages: host send and receive,
+ * request/reply, kernel-to-kernel routes, topics and the dead-letter queue.
+ *
+ * Every path into a kernel goes through rk__deliver, which applies the
+ * target's state, type and size rules and then its input queue's
+ * backpressure policy, so the counters add up the same way whoever sent.
+ */
+#include <string.h>
+
+#include "runtime/internal.h"
+
+#define FRAME_ON_STACK   2048
+#define REQUEST_SLICE_NS INT64_C(1000000)
+
+void
+rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio, uint64_t send_ns,
+    uint32_t sender)
+{
+    memset(h, 0, sizeof(*h));
+    h->magic = RK_MSG_MAGIC;
+    h->version = RK_MSG_VERSION;
+    h->priority = prio;
+    h->type_id = type_id;
+    h->message_id = rk_uuid_v7();
+    h->send_ns = send_ns;
+    h->sender = sender;
+}
+
+/* Why a send to k in state st is refused, or RK_OK to go ahead. */
+static int
+admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len)
+{
+    const rk_kernel_config *c = &k->def.config;
+    int err;
+
+    if (rk__likely(st == RK_KERNEL_ACTIVE)) {
+        err = RK_OK;
+    } else if (inst == NULL || st == RK_KERNEL_CREATED) {
+        return rk__fail(
+            RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
+    } else if (st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_DEACTIVATED) {
+        err = c->when_inactive == RK_INACTIVE_QUEUE ? RK_OK : RK_ENOTACTIVE;
+    } else if (st == RK_KERNEL_FAILED) {
+        err = RK_EFAILED;
+    } else {
+        err = RK_ETERMINATED;
+    }
+    if (err != RK_OK) {
+        rk__counter_add(&inst->rejected, 1);
+        return rk__fail(err, "kernel '%s' is %s", k->id,
+            rk_kernel_state_name((rk_kernel_state)st));
+    }
+    if (c->input_type != NULL && type_id != c->input_type->id) {
+        const rk_msgtype *got = rk_msgtype_by_id(type_id);
+        rk__counter_add(&inst->rejected, 1);
+        return rk__fail(RK_ETYPE,
+            "kernel '%s' takes %s (id %u), got %s (id %u)", k->id,
+            c->input_type->name, c->input_type->id,
+            got           ? got->name
+                : type_id ? "an unregistered type"
+                          : "an untyped message",
+            type_id);
+    }
+    if (len > c->max_payload) {
+        rk__counter_add(&inst->rejected, 1);
+        return rk__fail(RK_EMSGSIZE,
+            "kernel '%s': %zu-byte payload exceeds max_payload %u", k->id, len,
+            c->max_payload);
+    }
+    return RK_OK;
+}
+
+/* A send the queue refused because it is closed: the kernel ended after
+ * admit() looked. The queue does not count it, so the runtime does. */
+static int
+closed(rk__kernel *k, rk__inst *inst)
+{
+    uint32_t st = atomic_load_explicit(&k->state, memory_order_acquire);
+
+    rk__counter_add(&inst->rejected, 1);
+    return rk__fail(st == RK_KERNEL_FAILED ? RK_EFAILED : RK_ETERMINATED,
+        "kernel '%s' is %s", k->id, rk_kernel_state_name((rk_kernel_state)st));
+}
+
+int
+rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
+    size_t len, int64_t timeout_ns)
+{
+    /* Acquire loads pair with the CAS on state and the release store of
+     * inst in rk_kernel_launch. */
+    uint32_t st = atomic_load_explicit(&k->state, memory_order_acquire);
+    rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_acquire);
+    struct rk_iov iov[2] = { { h, sizeof(*h) }, { payload, len } };
+    int rc;
+
+    if ((rc = admit(k, inst, st, h->type_id, len)) != RK_OK)
+        return rc;
+    rc = rk_mqueue_sendv(inst->in, iov, 2, h->priority, timeout_ns);
+    if (rk__likely(rc == RK_OK)) {
+        k->rt->be->wake(inst->bi);
+        return RK_OK;
+    }
+    if (rc == RK_ECLOSED)
+        return closed(k, inst);
+    return rk__fail(rc, "kernel '%s': %s", k->id, rk_strerror(rc));
+}
+
+/* ------------------------------------------------------- host side */
+
+static bool
+stamp(const rk__kernel *k)
+{
+    return !k->def.config.telemetry_off;
+}
+
+int
+rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,
+    size_t len, uint8_t priority, int64_t timeout_ns)
+{
+    rk__kernel *k;
+    rk_msg_header h;
+    int rc;
+
+    if (rk__unlikely(payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_send: payload is NULL");
+    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
+        return rc;
+    rk__header(&h, type_id, priority, stamp(k) ? rk_now_ns() : 0, 0);
+    h.payload_len = (uint32_t)len;
+    return rk__deliver(k, &h, payload, len, timeout_ns);
+}
+
+int
+rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
+    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns)
+{
+    rk_kernel kh;
+    int rc;
+
+    if ((rc = rk_kernel_lookup(rt, id, &kh)) != RK_OK)
+        return rc;
+    return rk_send(rt, kh, type_id, payload, len, priority, timeout_ns);
+}
+
+int
+rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
+    size_t len, size_t n, uint8_t priority, int64_t timeout_ns, size_t *sent)
+{
+    rk__kernel *k;
+    rk__inst *inst;
+    rk_msg_header h;
+    uint32_t st;
+    size_t i, wake_every;
+    int rc = RK_OK;
+
+    if (sent != NULL)
+        *sent = 0;
+    if (base == NULL && n != 0 && len != 0)
+        return rk__fail(RK_EINVAL, "rk_send_batch: base is NULL");
+    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
+        return rc;
+    st = atomic_load_explicit(&k->state, memory_order_acquire);
+    inst = atomic_load_explicit(&k->inst, memory_order_acquire);
+    if ((rc = admit(k, inst, st, type_id, len)) != RK_OK)
+        return rc;
+    rk__header(&h, type_id, priority, stamp(k) ? rk_now_ns() : 0, 0);
+    h.payload_len = (uint32_t)len;
+    wake_every = k->def.config.input_capacity / 2;
+    wake_every = wake_every == 0 ? 1 : wake_every > 32 ? 32 : wake_every;
+    for (i = 0; i < n; i++) {
+        struct rk_iov iov[2]
+            = { { &h, sizeof(h) }, { (const char *)base + i * len, len } };
+        if (i != 0)
+            h.message_id = rk_uuid_v7();
+        /* Wake the kernel every wake_every messages, so that it drains
+         * while we fill and never sleeps on a queue we block on. (A
+         * RK_NO_WAIT probe would count a rejection for a message that
+         * then goes in.) */
+        if (i != 0 && i % wake_every == 0)
+            rt->be->wake(inst->bi);
+        rc = rk_mqueue_sendv(inst->in, iov, 2, priority, timeout_ns);
+        if (rc != RK_OK)
+            break;
+    }
+    rt->be->wake(inst->bi);
+    if (sent != NULL)
+        *sent = i;
+    if (rc == RK_ECLOSED)
+        return closed(k, inst);
+    return rc == RK_OK
+        ? RK_OK
+        : rk__fail(rc, "kernel '%s': %s", k->id, rk_strerror(rc));
+}
+
+/* Copies a frame out to the caller. RK_EMSGSIZE if cap is too small. */
+static int
+copy_out(const unsigned char *frame, size_t flen, rk_msg_header *hdr,
+    void *buf, size_t cap, size_t *len)
+{
+    size_t plen = flen - RK_MSG_HEADER_SIZE;
+
+    if (len != NULL)
+        *len = plen;
+    if (plen > cap)
+        return rk__fail(
+            RK_EMSGSIZE, "reply of %zu bytes, buffer of %zu", plen, cap);
+    if (hdr != NULL)
+        memcpy(hdr, frame, sizeof(*hdr));
+    if (plen != 0)
+        memcpy(buf, frame + RK_MSG_HEADER_SIZE, plen);
+    return RK_OK;
+}
+
+static void
+stash_push(rk__inst *inst, const unsigned char *frame, size_t flen, bool front)
+{
+    rk__stash_item *s = malloc(sizeof(*s) + flen);
+
+    if (s == NULL)
+        return; /* out of memory: the message is lost, as with any copy */
+    s->len = flen;
+    memcpy(s->frame, frame, flen);
+    s->next = NULL;
+    if (front) {
+        s->next = inst->stash_head;
+        inst->stash_head = s;
+        if (inst->stash_tail == NULL)
+            inst->stash_tail = s;
+    } else {
+        if (inst->stash_tail != NULL)
+            inst->stash_tail->next = s;
+        else
+            inst->stash_head = s;
+        inst->stash_tail = s;
+    }
+}
+
+/* Removes and returns the first stashed frame matching corr (NULL: any). */
+static rk__stash_item *
+stash_take(rk__inst *inst, const rk_uuid *corr)
+{
+    rk__stash_item **pp, *prev = NULL;
+
+    for (pp = &inst->stash_head; *pp != NULL; pp = &(*pp)->next) {
+        rk__stash_item *s = *pp;
+        const rk_msg_header *h = (const void *)s->frame;
+        if (corr == NULL
+            || memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0) {
+            *pp = s->next;
+            if (inst->stash_tail == s)
+                inst->stash_tail = prev;
+            return s;
+        }
+        prev = s;
+    }
+    return NULL;
+}
+
+/*
+ * Takes one output message of inst: from the stash if one matches corr
+ * (NULL: any), else from the queue; a queue message that does not match
+ * is stashed. Called with out_lock held; with other waiters, it waits in
+ * short slices and drops the lock in between so they can look too.
+ */
+static int
+take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, uint64_t deadline)
+{
+    unsigned char stackframe[FRAME_ON_STACK];
+    unsigned char *frame = stackframe;
+    int rc;
+
+    if (inst->slot_size > sizeof(stackframe)
+        && (frame = malloc(inst->slot_size)) == NULL)
+        return rk__fail(RK_ENOMEM, "no memory for a receive buffer");
+    for (;;) {
+        rk__stash_item *s = inst->stash_head ? stash_take(inst, corr) : NULL;
+        uint64_t now;
+        int64_t slice;
+        size_t flen = 0;
+
+        if (s != NULL) {
+            rc = copy_out(s->frame, s->len, hdr, buf, cap, len);
+            if (rc == RK_EMSGSIZE)
+                stash_push(inst, s->frame, s->len, true);
+            free(s);
+            break;
+        }
+        now = rk_now_ns();
+        if (deadline == UINT64_MAX)
+            slice = RK_WAIT_FOREVER;
+        else
+            slice = deadline > now ? (int64_t)(deadline - now) : RK_NO_WAIT;
+        if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) > 1
+            && (slice == RK_WAIT_FOREVER || slice > REQUEST_SLICE_NS))
+            slice = REQUEST_SLICE_NS;
+        rc = rk_mqueue_recv(inst->out, frame, inst->slot_size, &flen, slice);
+        if (rc == RK_OK) {
+            const rk_msg_header *h = (const void *)frame;
+            if (corr == NULL
+                || memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0) {
+                rc = copy_out(frame, flen, hdr, buf, cap, len);
+                if (rc == RK_EMSGSIZE)
+                    stash_push(inst, frame, flen, true);
+                break;
+            }
+            stash_push(inst, frame, flen, false);
+            continue;
+        }
+        if (rc == RK_EEMPTY)
+            rc = RK_ETIMEDOUT;
+        if (rc != RK_ETIMEDOUT || rk_now_ns() >= deadline)
+            break;
+        /* Let another waiter look at the stash. */
+        pthread_mutex_unlock(&inst->out_lock);
+        sched_yield();
+        pthread_mutex_lock(&inst->out_lock);
+    }
+    if (frame != stackframe)
+        free(frame);
+    return rc;
+}
+
+static int
+recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns)
+{
+    rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_acquire);
+    uint64_t deadline = rk__deadline(timeout_ns);
+    int rc;
+
+    if (inst == NULL)
+        return rk__fail(
+            RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
+    atomic_fetch_add_explicit(&inst->out_waiters, 1, memory_order_relaxed);
+    pthread_mutex_lock(&inst->out_lock);
+    rc = take_output(inst, corr, hdr, buf, cap, len, deadline);
+    pthread_mutex_unlock(&inst->out_lock);
+    atomic_fetch_sub_explicit(&inst->out_waiters, 1, memory_order_relaxed);
+    if (rc == RK_ETIMEDOUT)
+        return rk__fail(rc, "no output from kernel '%s' in time", k->id);
+    return rc;
+}
+
+int
+rk_recv(rk_runtime *rt, rk_kernel kh, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns)
+{
+    rk__kernel *k;
+    int rc;
+
+    if (buf == NULL && cap != 0)
+        return rk__fail(RK_EINVAL, "rk_recv: buf is NULL");
+    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
+        return rc;
+    return recv_output(k, NULL, hdr, buf, cap, len, timeout_ns);
+}
+
+int
+rk_request(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *req,
+    size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
+    size_t *reply_len, int64_t timeout_ns)
+{
+    rk__kernel *k;
+    rk_msg_header h;
+    uint64_t t0 = rk_now_ns();
+    int rc;
+
+    if ((req == NULL && req_len != 0) || (reply == NULL && cap != 0))
+        return rk__fail(RK_EINVAL, "rk_request: NULL buffer");
+    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
+        return rc;
+    rk__header(&h, type_id, RK_MSG_PRIORITY_DEFAULT, stamp(k) ? t0 : 0, 0);
+    h.payload_len = (uint32_t)req_len;
+    if ((rc = rk__deliver(k, &h, req, req_len, timeout_ns)) != RK_OK)
+        return rc;
+    if (timeout_ns > 0) {
+        uint64_t used = rk_now_ns() - t0;
+        timeout_ns = used >= (uint64_t)timeout_ns ? RK_NO_WAIT
+                                                  : timeout_ns - (int64_t)used;
+    }
+    return recv_output(
+        k, &h.message_id, reply_hdr, reply, cap, reply_len, timeout_ns);
+}
+
+/* ------------------------------------------------------- routing */
+
+int
+rk_connect(rk_runtime *rt, const char *from, const char *to)
+{
+    rk__kernel *a, *b;
+    rk__inst *inst;
+    const rk_msgtype *ot, *it;
+
+    if (rt == NULL)
+        return rk__fail(RK_EINVAL, "runtime is NULL");
+    if ((a = rk__kernel_by_id(rt, from)) == NULL)
+        return rk__not_found(rt, from);
+    if ((b = rk__kernel_by_id(rt, to)) == NULL)
+        return rk__not_found(rt, to);
+    ot = a->def.config.output_type;
+    it = b->def.config.input_type;
+    if (it != NULL && ot != it)
+        return rk__fail(RK_ETYPE,
+            "cannot connect '%s' -> '%s': '%s' sends %s, '%s' "
+            "takes %s",
+            from, to, from, ot ? ot->name : "any type", to, it->name);
+    pthread_mutex_lock(&a->lock);
+    inst = atomic_load_explicit(&a->inst, memory_order_acquire);
+    if (inst == NULL) {
+        pthread_mutex_unlock(&a->lock);
+        return rk__fail(
+            RK_ENOTLAUNCHED, "launch '%s' before connecting it", from);
+    }
+    /* Release pairs with the acquire load in ctx_emit. */
+    atomic_store_explicit(&inst->route, b, memory_order_release);
+    pthread_mutex_unlock(&a->lock);
+    return RK_OK;
+}
+
+int
+rk_disconnect(rk_runtime *rt, const char *from)
+{
+    rk__kernel *a;
+    rk__inst *inst;
+
+    if (rt == NULL)
+        return rk__fail(RK_EINVAL, "runtime is NULL");
+    if ((a = rk__kernel_by_id(rt, from)) == NULL)
+        return rk__not_found(rt, from);
+    pthread_mutex_lock(&a->lock);
+    inst = atomic_load_explicit(&a->inst, memory_order_acquire);
+    if (inst != NULL)
+        atomic_store_explicit(&inst->route, NULL, memory_order_release);
+    pthread_mutex_unlock(&a->lock);
+    return inst
+        ? RK_OK
+        : rk__fail(RK_ENOTLAUNCHED, "kernel '%s' is not launched", from);
+}
+
+/* --------------------------------------------------------- topics */
+
+static rk__topic *
+topic_find(rk_runtime *rt, const char *name)
+{
+    for (uint32_t i = 0; i < rt->ntopics; i++)
+        if (strcmp(rt->topics[i].name, name) == 0)
+            return &rt->topics[i];
+    return NULL;
+}
+
+static int
+check_name(const char *what, const char *name)
+{
+    if (name == NULL || name[0] == '\0' || strlen(name) > RK_ID_MAX)
+        return rk__fail(RK_EINVAL, "%s: topic name empty or over %d bytes",
+            what, RK_ID_MAX);
+    return RK_OK;
+}
+
+int
+rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
+{
+    rk__kernel *k;
+    rk__topic *t;
+    int rc;
+
+    if (rt == NULL)
+        return rk__fail(RK_EINVAL, "runtime is NULL");
+    if ((rc = check_name("rk_subscribe", topic)) != RK_OK)
+        return rc;
+    if ((k = rk__kernel_by_id(rt, kernel_id)) == NULL)
+        return rk__not_found(rt, kernel_id);
+    pthread_rwlock_wrlock(&rt->topics_lock);
+    t = topic_find(rt, topic);
+    if (t == NULL) {
+        if (rt->ntopics == rt->topics_cap) {
+            uint32_t cap = rt->topics_cap ? rt->topics_cap * 2 : 8;
+            rk__topic *nt = realloc(rt->topics, cap * sizeof(*nt));
+            if (nt == NULL) {
+                rc = rk__fail(RK_ENOMEM, "no memory for topic '%s'", topic);
+                goto out;
+            }
+            rt->topics = nt;
+            rt->topics_cap = cap;
+        }
+        t = &rt->topics[rt->ntopics++];
+        memset(t, 0, sizeof(*t));
+        strcpy(t->name, topic);
+    }
+    for (uint32_t i = 0; i < t->nsubs; i++)
+        if (t->subs[i] == k) {
+            rc = rk__fail(RK_EEXIST, "kernel '%s' already subscribes to '%s'",
+                kernel_id, topic);
+            goto out;
+        }
+    if (t->nsubs == t->cap) {
+        uint32_t cap = t->cap ? t->cap * 2 : 4;
+        rk__kernel **ns = realloc(t->subs, cap * sizeof(*ns));
+        if (ns == NULL) {
+            rc = rk__fail(RK_ENOMEM, "no memory for topic '%s'", topic);
+            goto out;
+        }
+        t->subs = ns;
+        t->cap = cap;
+    }
+    t->subs[t->nsubs++] = k;
+out:
+    pthread_rwlock_unlock(&rt->topics_lock);
+    return rc;
+}
+
+int
+rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
+{
+    rk__kernel *k;
+    rk__topic *t;
+    int rc;
+
+    if (rt == NULL)
+        return rk__fail(RK_EINVAL, "runtime is NULL");
+    if ((rc = check_name("rk_unsubscribe", topic)) != RK_OK)
+        return rc;
+    if ((k = rk__kernel_by_id(rt, kernel_id)) == NULL)
+        return rk__not_found(rt, kernel_id);
+    pthread_rwlock_wrlock(&rt->topics_lock);
+    rc = rk__fail(RK_ENOTFOUND, "kernel '%s' does not subscribe to '%s'",
+        kernel_id, topic);
+    if ((t = topic_find(rt, topic)) != NULL) {
+        for (uint32_t i = 0; i < t->nsubs; i++) {
+            if (t->subs[i] == k) {
+                memmove(&t->subs[i], &t->subs[i + 1],
+                    (t->nsubs - i - 1) * sizeof(*t->subs));
+                t->nsubs--;
+                rc = RK_OK;
+                rk__clear_detail();
+                break;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&rt->topics_lock);
+    return rc;
+}
+
+int
+rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns, size_t *delivered)
+{
+    rk__topic *t;
+    size_t ok = 0;
+    int first = RK_OK;
+
+    pthread_rwlock_rdlock(&rt->topics_lock);
+    t = topic_find(rt, topic);
+    if (t != NULL) {
+        rk__counter_add(&t->published, 1);
+        for (uint32_t i = 0; i < t->nsubs; i++) {
+            int rc = rk__deliver(t->subs[i], h, payload, len, timeout_ns);
+            if (rc == RK_OK) {
+                ok++;
+            } else if (first == RK_OK) {
+                first = rc;
+            }
+        }
+        rk__counter_add(&t->delivered, ok);
+        rk__counter_add(&t->failed, t->nsubs - ok);
+    }
+    pthread_rwlock_unlock(&rt->topics_lock);
+    if (delivered != NULL)
+        *delivered = ok;
+    return first;
+}
+
+int
+rk_publish(rk_runtime *rt, const char *topic, uint32_t type_id,
+    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns,
+    size_t *delivered)
+{
+    rk_msg_header h;
+    int rc;
+
+    if (delivered != NULL)
+        *delivered = 0;
+    if (rt == NULL || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_publish: NULL argument");
+    if ((rc = check_name("rk_publish", topic)) != RK_OK)
+        return rc;
+    rk__header(&h, type_id, priority, rk_now_ns(), 0);
+    h.payload_len = (uint32_t)len;
+    return rk__publish(rt, topic, &h, payload, len, timeout_ns, delivered);
+}
+
+int
+rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out)
+{
+    rk__topic *t;
+    int rc = RK_OK;
+
+    if (rt == NULL || topic == NULL || out == NULL)
+        return rk__fail(RK_EINVAL, "rk_topic_stats_get: NULL argument");
+    pthread_rwlock_rdlock(&rt->topics_lock);
+    if ((t = topic_find(rt, topic)) != NULL) {
+        out->published = rk__counter_get(&t->published);
+        out->delivered = rk__counter_get(&t->delivered);
+        out->failed = rk__counter_get(&t->failed);
+        out->subscribers = t->nsubs;
+    } else {
+        rc = rk__fail(RK_ENOTFOUND, "no topic '%s'", topic);
+    }
+    pthread_rwlock_unlock(&rt->topics_lock);
+    return rc;
+}
+
+/* ---------------------------------------------------- dead letters */
+
+void
+rk__dead_letter(rk_runtime *rt, rk__inst *inst, rk_dead_reason reason,
+    int error, const void *frame, size_t len)
+{
+    rk__dead d;
+    size_t plen = len > RK_MSG_HEADER_SIZE ? len - RK_MSG_HEADER_SIZE : 0;
+
+    memset(&d, 0, sizeof(d));
+    strcpy(d.dl.kernel_id, inst->k->id);
+    d.dl.reason = reason;
+    d.dl.error = error;
+    memcpy(&d.dl.hdr, frame, len < sizeof(d.dl.hdr) ? len : sizeof(d.dl.hdr));
+    d.dl.len = plen;
+    d.payload = plen ? malloc(plen) : NULL;
+    if (d.payload != NULL)
+        memcpy(d.payload, (const char *)frame + RK_MSG_HEADER_SIZE, plen);
+    else
+        d.dl.len = 0; /* out of memory: keep the header at least */
+    rk__counter_add_sw(&inst->kc.dead_lettered, 1);
+
+    pthread_mutex_lock(&rt->dlq_lock);
+    if (rt->dlq_count == rt->cfg.dead_letter_capacity) {
+        /* Full: the oldest goes (counted), the newest is kept. */
+        free(rt->dlq[rt->dlq_head].payload);
+        rt->dlq_head = (rt->dlq_head + 1) % rt->cfg.dead_letter_capacity;
+        rt->dlq_count--;
+        rt->dlq_overflow++;
+    }
+    rt->dlq[(rt->dlq_head + rt->dlq_count) % rt->cfg.dead_letter_capacity] = d;
+    rt->dlq_count++;
+    pthread_cond_signal(&rt->dlq_cond);
+    pthread_mutex_unlock(&rt->dlq_lock);
+}
+
+int
+rk_dead_letter_recv(rk_runtime *rt, rk_dead_letter *out, void *buf, size_t cap,
+    int64_t timeout_ns)
+{
+    uint64_t deadline = rk__deadline(timeout_ns);
+    rk__dead d;
+
+    if (rt == NULL || out == NULL || (buf == NULL && cap != 0))
+        return rk__fail(RK_EINVAL, "rk_dead_letter_recv: NULL argument");
+    pthread_mutex_lock(&rt->dlq_lock);
+    while (rt->dlq_count == 0) {
+        struct timespec ts;
+        if (rk_now_ns() >= deadline) {
+            pthread_mutex_unlock(&rt->dlq_lock);
+            return rk__fail(RK_ETIMEDOUT, "no dead letters");
+        }
+        if (deadline == UINT64_MAX) {
+            pthread_cond_wait(&rt->dlq_cond, &rt->dlq_lock);
+            continue;
+        }
+        ts.tv_sec = (time_t)(deadline / 1000000000u);
+        ts.tv_nsec = (long)(deadline % 1000000000u);
+        pthread_cond_timedwait(&rt->dlq_cond, &rt->dlq_lock, &ts);
+    }
+    d = rt->dlq[rt->dlq_head];
+    rt->dlq_head = (rt->dlq_head + 1) % rt->cfg.dead_letter_capacity;
+    rt->dlq_count--;
+    pthread_mutex_unlock(&rt->dlq_lock);
+    *out = d.dl;
+    if (d.payload != NULL && cap != 0)
+        memcpy(buf, d.payload, d.dl.len < cap ? d.dl.len : cap);
+    free(d.payload);
+    return RK_OK;
+}

@@ -1,0 +1,161 @@
+/*
+ * src/runtime/internal.h - the runtime's private structures.
+ *
+ * Object graph: an rk_runtime owns a fixed table of kernel slots
+ * (rk__kernel, never freed before the runtime), each kernel owns its
+ * current instance (rk__inst: control block, queues, backend instance,
+ * counters) and the instances it ran before (kept until the runtime is
+ * destroyed, so a thread still holding a stale pointer touches closed
+ * queues, never freed memory). The runtime also owns the topic table and
+ * the dead-letter queue.
+ *
+ * Locks, outermost first: rt->topics_lock (rwlock), k->lock (lifecycle of
+ * one kernel), inst->out_lock (the output queue's single consumer),
+ * rt->dlq_lock. No lock is held while calling an actor or handler.
+ */
+#ifndef RK_SRC_RUNTIME_INTERNAL_H
+#define RK_SRC_RUNTIME_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "backend/backend.h"
+#include "common/common.h"
+#include "ringkernel/message.h"
+#include "ringkernel/queue.h"
+#include "ringkernel/runtime.h"
+#include "telemetry/histogram.h"
+#include "telemetry/stats.h"
+
+/* Counters the kernel thread writes (single writer, relaxed). */
+typedef struct rk__kcounters {
+    rk__counter processed;
+    rk__counter dead_lettered;
+    rk__counter errors;
+    rk__counter restarts;
+    rk__counter sent;
+} rk__kcounters;
+
+/* The actor's context: lives in the instance, used only by its thread. */
+struct rk_ctx {
+    struct rk__inst *inst;
+    rk__backend_inst *bi;
+    /* Prefetched input: n messages of slot bytes each in buf; pos is the
+     * next to hand out, cur the one in flight (-1: none). */
+    unsigned char *buf;
+    size_t *lens;
+    size_t n, pos;
+    long cur;
+    rk_msg_header cur_hdr;
+    uint32_t batch;
+};
+
+typedef struct rk__stash_item {
+    struct rk__stash_item *next;
+    size_t len;
+    unsigned char frame[]; /* header + payload */
+} rk__stash_item;
+
+typedef struct rk__inst {
+    rk__control control; /* first: 64-byte aligned lines */
+    struct rk__kernel *k;
+    rk_mqueue *in;
+    rk_mqueue *out;
+    rk__backend_inst *bi;
+    size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
+    bool telemetry;
+    bool joined;
+
+    _Atomic(struct rk__kernel *) route; /* rk_connect target or NULL */
+    _Atomic uint64_t start_ns;          /* first activation, 0 before */
+
+    /* Counters written by senders (any thread). */
+    _Alignas(64) rk__counter rejected; /* refused before the queue */
+    rk__counter deliver_failed;        /* route sends that failed */
+
+    /* Counters written by the kernel thread. */
+    _Alignas(64) rk__kcounters kc;
+    rk__hist latency;
+
+    /* Host side of the output queue (one consumer at a time). */
+    pthread_mutex_t out_lock;
+    _Atomic uint32_t out_waiters;
+    rk__stash_item *stash_head, *stash_tail; /* under out_lock */
+
+    rk_ctx ctx;
+    struct rk__inst *retired_next;
+} rk__inst;
+
+typedef struct rk__kernel {
+    char id[RK_ID_MAX + 1];
+    uint32_t slot;
+    rk_kernel_def def; /* def.id points at id */
+    rk_runtime *rt;
+    pthread_mutex_t lock;   /* serialises lifecycle operations */
+    _Atomic uint32_t state; /* rk_kernel_state; changed only by CAS */
+    _Atomic uint32_t gen;   /* bumped when an instance ends */
+    _Atomic(rk__inst *) inst;
+    rk__inst *retired; /* earlier instances, under lock */
+} rk__kernel;
+
+typedef struct rk__topic {
+    char name[RK_ID_MAX + 1];
+    rk__kernel **subs;
+    uint32_t nsubs, cap;
+    rk__counter published, delivered, failed;
+} rk__topic;
+
+typedef struct rk__dead {
+    rk_dead_letter dl;
+    unsigned char *payload;
+} rk__dead;
+
+struct rk_runtime {
+    rk_runtime_config cfg;
+    const rk__backend *be;
+
+    pthread_mutex_t reg_lock; /* registration (slot allocation) */
+    uint32_t nkernels;
+    _Atomic(rk__kernel *) *slots;
+
+    pthread_rwlock_t topics_lock;
+    rk__topic *topics;
+    uint32_t ntopics, topics_cap;
+
+    pthread_mutex_t dlq_lock;
+    pthread_cond_t dlq_cond;
+    rk__dead *dlq; /* ring of dead_letter_capacity */
+    uint32_t dlq_head, dlq_count;
+    uint64_t dlq_overflow;
+};
+
+/* ---- runtime.c */
+rk__kernel *rk__kernel_by_id(rk_runtime *rt, const char *id);
+int rk__not_found(rk_runtime *rt, const char *id);
+/* The kernel and instance a handle names, or RK_ESTALE. */
+int rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp);
+/* Marks the instance ended: final state (TERMINATED or FAILED) and a new
+ * generation. Called by the kernel thread as its body exits. */
+void rk__kernel_ended(rk__kernel *k, bool failed);
+
+/* ---- kernel.c */
+void rk__kernel_body(rk__backend_inst *bi, void *arg);
+int rk__ctx_init(rk_ctx *ctx, rk__inst *inst, uint32_t batch);
+void rk__ctx_fini(rk_ctx *ctx);
+
+/* ---- deliver.c */
+/* Puts one message (header h, payload) into k's input, applying the
+ * state, type and backpressure rules. Updates k's counters. */
+int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
+    size_t len, int64_t timeout_ns);
+/* Fills a header for a new message. send_ns 0 leaves no timestamp. */
+void rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio,
+    uint64_t send_ns, uint32_t sender);
+void rk__dead_letter(rk_runtime *rt, rk__inst *inst, rk_dead_reason reason,
+    int error, const void *frame, size_t len);
+void rk__topics_remove_kernel(rk_runtime *rt, rk__kernel *k);
+int rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns, size_t *delivered);
+
+#endif /* RK_SRC_RUNTIME_INTERNAL_H */

@@ -1,0 +1,454 @@
+/*
+ * src/runtime/kernel.c - the kernel side: the body every instance runs on
+ * its backend thread, supervision, and the rk_ctx API actors use.
+ *
+ * Input is taken in batches (rk_mqueue_recv_batch) into the context and
+ * handed out one message at a time, so actor-style and handler-style
+ * kernels both pay the queue's costs once per batch. A message handed out
+ * is "in flight" until the next receive (processed) or until the actor
+ * fails (dead-lettered). Before every hand-out the kernel passes a safe
+ * point: it reads cmd and parks there while DEACTIVATED.
+ */
+#include <string.h>
+
+#include "runtime/internal.h"
+
+#define STRIDE_ALIGN 64
+
+static size_t
+stride_of(const rk__inst *inst)
+{
+    return (inst->slot_size + STRIDE_ALIGN - 1) & ~(size_t)(STRIDE_ALIGN - 1);
+}
+
+int
+rk__ctx_init(rk_ctx *ctx, rk__inst *inst, uint32_t batch)
+{
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->inst = inst;
+    ctx->batch = batch;
+    ctx->cur = -1;
+    ctx->buf = aligned_alloc(STRIDE_ALIGN, stride_of(inst) * batch);
+    ctx->lens = calloc(batch, sizeof(*ctx->lens));
+    if (ctx->buf == NULL || ctx->lens == NULL) {
+        rk__ctx_fini(ctx);
+        return RK_ENOMEM;
+    }
+    return RK_OK;
+}
+
+void
+rk__ctx_fini(rk_ctx *ctx)
+{
+    free(ctx->buf);
+    free(ctx->lens);
+    ctx->buf = NULL;
+    ctx->lens = NULL;
+}
+
+static uint32_t
+load_cmd(const rk_ctx *ctx)
+{
+    /* Acquire pairs with the release store of cmd in the backend. */
+    return atomic_load_explicit(&ctx->inst->control.cmd, memory_order_acquire);
+}
+
+/* Parks while cmd == c; returns the new command. */
+static uint32_t
+wait_while(rk_ctx *ctx, uint32_t c)
+{
+    const rk__backend *be = ctx->inst->k->rt->be;
+
+    for (;;) {
+        /* Acquire pairs with the release bump in the backend's command():
+         * seq is read before cmd, so a command posted after this load
+         * changes wake_seq and the park returns at once. */
+        uint32_t seq = atomic_load_explicit(
+            &ctx->inst->control.wake_seq, memory_order_acquire);
+        uint32_t now = load_cmd(ctx);
+        if (now != c)
+            return now;
+        be->park(ctx->bi, seq, UINT64_MAX);
+    }
+}
+
+/* The safe point: parks while DEACTIVATED. Returns the command in force. */
+static uint32_t
+safe_point(rk_ctx *ctx)
+{
+    uint32_t c = load_cmd(ctx);
+
+    if (rk__unlikely(c == RK__CMD_PAUSE)) {
+        const rk__backend *be = ctx->inst->k->rt->be;
+        be->report(ctx->bi, RK__ACK_PAUSED);
+        c = wait_while(ctx, RK__CMD_PAUSE);
+        be->report(ctx->bi, RK__ACK_RUNNING);
+    }
+    return c;
+}
+
+/* The message in flight is done. */
+static void
+complete_current(rk_ctx *ctx)
+{
+    if (ctx->cur >= 0) {
+        rk__counter_add_sw(&ctx->inst->kc.processed, 1);
+        ctx->cur = -1;
+    }
+}
+
+/*
+ * Makes sure a prefetched message is waiting at ctx->pos: spins, then
+ * parks (see rk__control for the handshake with senders). RK_OK,
+ * RK_ETIMEDOUT, or RK_ECLOSED once terminating and drained.
+ */
+static int
+fetch(rk_ctx *ctx, int64_t timeout_ns)
+{
+    rk__inst *inst = ctx->inst;
+    const rk__backend *be = inst->k->rt->be;
+    uint32_t spin = inst->k->def.config.spin, spins = 0;
+    uint64_t deadline = 0;
+
+    if (ctx->pos < ctx->n) {
+        (void)safe_point(ctx);
+        return RK_OK;
+    }
+    for (;;) {
+        uint32_t c = safe_point(ctx), seq;
+        size_t n = 0;
+        int rc = rk_mqueue_recv_batch(inst->in, ctx->buf, stride_of(inst),
+            ctx->lens, ctx->batch, &n, RK_NO_WAIT);
+
+        if (rc == RK_OK && n > 0) {
+            ctx->n = n;
+            ctx->pos = 0;
+            return RK_OK;
+        }
+        if (rc == RK_ECLOSED || c == RK__CMD_STOP)
+            return RK_ECLOSED;
+        if (timeout_ns == RK_NO_WAIT)
+            return RK_ETIMEDOUT;
+        if (spins < spin) {
+            spins++;
+            rk__cpu_relax();
+            continue;
+        }
+        if (deadline == 0)
+            deadline = rk__deadline(timeout_ns);
+        if (deadline != UINT64_MAX && rk_now_ns() >= deadline)
+            return RK_ETIMEDOUT;
+        /* Park: read wake_seq, publish parked, re-check, sleep. The
+         * seq_cst store and fence pair with the fence in the backend's
+         * wake(): either this re-check sees the message or the sender
+         * sees parked and wakes us. */
+        seq = atomic_load_explicit(
+            &inst->control.wake_seq, memory_order_acquire);
+        atomic_store_explicit(&inst->control.parked, 1, memory_order_seq_cst);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (rk_mqueue_depth(inst->in) == 0 && load_cmd(ctx) == c)
+            be->park(ctx->bi, seq, deadline);
+        atomic_store_explicit(&inst->control.parked, 0, memory_order_relaxed);
+        spins = spin / 2;
+    }
+}
+
+/* Hands out the message at pos as the one in flight. */
+static void
+take(rk_ctx *ctx, rk_msg_view *out)
+{
+    rk__inst *inst = ctx->inst;
+    unsigned char *frame = ctx->buf + (size_t)ctx->pos * stride_of(inst);
+    const rk_msg_header *h = (const rk_msg_header *)(void *)frame;
+    size_t flen = ctx->lens[ctx->pos];
+
+    ctx->cur = (long)ctx->pos++;
+    out->hdr = h;
+    out->data = frame + RK_MSG_HEADER_SIZE;
+    out->len = flen >= RK_MSG_HEADER_SIZE ? flen - RK_MSG_HEADER_SIZE : 0;
+    if (rk__telemetry_on(inst->telemetry) && h->send_ns != 0) {
+        uint64_t now = rk_now_ns();
+        rk__hist_record(
+            &inst->latency, now > h->send_ns ? now - h->send_ns : 0);
+    }
+}
+
+bool
+rk_should_terminate(rk_ctx *ctx)
+{
+    return safe_point(ctx) == RK__CMD_STOP && ctx->pos == ctx->n
+        && rk_mqueue_depth(ctx->inst->in) == 0;
+}
+
+int
+rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns)
+{
+    int rc;
+
+    if (ctx == NULL || out == NULL)
+        return rk__fail(RK_EINVAL, "rk_ctx_recv: NULL argument");
+    complete_current(ctx);
+    rc = fetch(ctx, timeout_ns);
+    if (rc != RK_OK)
+        return rc;
+    take(ctx, out);
+    return RK_OK;
+}
+
+static int
+handler_loop(rk_ctx *ctx)
+{
+    rk_handler_fn fn = ctx->inst->k->def.handler;
+    rk_msg_view v;
+    int rc;
+
+    for (;;) {
+        complete_current(ctx);
+        rc = fetch(ctx, RK_WAIT_FOREVER);
+        if (rc == RK_ECLOSED)
+            return RK_OK;
+        if (rc != RK_OK)
+            return rc;
+        take(ctx, &v);
+        rc = fn(ctx, &v);
+        if (rc != RK_OK)
+            return rc;
+    }
+}
+
+static void
+dead_letter_frame(rk_ctx *ctx, size_t i, rk_dead_reason why, int err)
+{
+    rk__inst *inst = ctx->inst;
+
+    rk__dead_letter(inst->k->rt, inst, why, err,
+        ctx->buf + i * stride_of(inst), ctx->lens[i]);
+}
+
+/* Everything still queued or prefetched goes to the dead-letter queue, so
+ * no message is ever lost silently. */
+static void
+drain_to_dead_letters(rk_ctx *ctx, rk_dead_reason why, int err)
+{
+    rk__inst *inst = ctx->inst;
+
+    rk_mqueue_close(inst->in);
+    for (;;) {
+        while (ctx->pos < ctx->n)
+            dead_letter_frame(ctx, ctx->pos++, why, err);
+        size_t n = 0;
+        if (rk_mqueue_recv_batch(inst->in, ctx->buf, stride_of(inst),
+                ctx->lens, ctx->batch, &n, RK_NO_WAIT)
+                != RK_OK
+            || n == 0)
+            break;
+        ctx->n = n;
+        ctx->pos = 0;
+    }
+}
+
+/* Sleeps for the restart backoff; a STOP cuts it short. */
+static void
+backoff_sleep(rk_ctx *ctx, int64_t ns)
+{
+    rk__inst *inst = ctx->inst;
+    uint64_t deadline = rk__deadline(ns);
+
+    for (;;) {
+        uint32_t seq = atomic_load_explicit(
+            &inst->control.wake_seq, memory_order_acquire);
+        if (load_cmd(ctx) == RK__CMD_STOP || rk_now_ns() >= deadline)
+            return;
+        inst->k->rt->be->park(ctx->bi, seq, deadline);
+    }
+}
+
+void
+rk__kernel_body(rk__backend_inst *bi, void *arg)
+{
+    rk__inst *inst = arg;
+    rk__kernel *k = inst->k;
+    const rk__backend *be = k->rt->be;
+    const rk_supervision *sv = &k->def.config.supervision;
+    rk_ctx *ctx = &inst->ctx;
+    int64_t backoff = sv->backoff_ns;
+    uint32_t restarts = 0;
+    bool failed = false;
+    int rc = RK_OK;
+
+    ctx->bi = bi;
+    be->report(bi, RK__ACK_HELD);
+    /* A STOP that overtook the first RUN still drains: an activated
+     * kernel processes what was queued before terminate. */
+    if (wait_while(ctx, RK__CMD_HOLD) != RK__CMD_STOP
+        || atomic_load_explicit(
+            &inst->control.activated, memory_order_acquire)) {
+        atomic_store_explicit(
+            &inst->start_ns, rk_now_ns(), memory_order_relaxed);
+        be->report(bi, RK__ACK_RUNNING);
+        for (;;) {
+            rc = k->def.actor ? k->def.actor(ctx) : handler_loop(ctx);
+            if (rc == RK_ECLOSED && load_cmd(ctx) == RK__CMD_STOP)
+                rc = RK_OK; /* "terminating and drained" passed back up */
+            if (rc == RK_OK) {
+                complete_current(ctx);
+                break;
+            }
+            rk__counter_add_sw(&inst->kc.errors, 1);
+            if (ctx->cur >= 0) {
+                dead_letter_frame(ctx, (size_t)ctx->cur, RK_DEAD_FAILED, rc);
+                ctx->cur = -1;
+            }
+            if (sv->policy == RK_SUPERVISE_RESTART
+                && restarts < sv->max_restarts
+                && load_cmd(ctx) != RK__CMD_STOP) {
+                restarts++;
+                rk__counter_add_sw(&inst->kc.restarts, 1);
+                backoff_sleep(ctx, backoff);
+                backoff = backoff > sv->backoff_max_ns / 2 ? sv->backoff_max_ns
+                                                           : backoff * 2;
+                continue;
+            }
+            failed = true;
+            break;
+        }
+    }
+    drain_to_dead_letters(ctx, failed ? RK_DEAD_ABANDONED : RK_DEAD_TERMINATED,
+        failed ? rc : RK_OK);
+    atomic_store_explicit(&inst->control.exit_code, rc, memory_order_relaxed);
+    rk__kernel_ended(k, failed);
+    be->report(bi, RK__ACK_EXITED);
+}
+
+/* ------------------------------------------------------ sending */
+
+static int
+ctx_emit(rk_ctx *ctx, rk_msg_header *h, const void *payload, size_t len)
+{
+    rk__inst *inst = ctx->inst;
+    /* Acquire pairs with the release store in rk_connect. */
+    rk__kernel *to = atomic_load_explicit(&inst->route, memory_order_acquire);
+    int rc;
+
+    if (to != NULL) {
+        rc = rk__deliver(to, h, payload, len, RK_WAIT_FOREVER);
+    } else {
+        struct rk_iov iov[2] = { { h, sizeof(*h) }, { payload, len } };
+        if (len > inst->k->def.config.max_payload)
+            return rk__fail(RK_EMSGSIZE,
+                "kernel '%s': %zu-byte payload exceeds "
+                "max_payload %u",
+                inst->k->id, len, inst->k->def.config.max_payload);
+        rc = rk_mqueue_sendv(inst->out, iov, 2, h->priority, RK_WAIT_FOREVER);
+    }
+    if (rc == RK_OK)
+        rk__counter_add_sw(&inst->kc.sent, 1);
+    return rc;
+}
+
+static uint8_t
+ctx_priority(const rk_ctx *ctx)
+{
+    if (ctx->cur >= 0) {
+        const rk_msg_header *h = (const void *)(ctx->buf
+            + (size_t)ctx->cur * stride_of(ctx->inst));
+        return h->priority;
+    }
+    return RK_MSG_PRIORITY_DEFAULT;
+}
+
+static void
+ctx_header(rk_ctx *ctx, rk_msg_header *h, uint32_t type_id)
+{
+    rk__inst *inst = ctx->inst;
+
+    rk__header(h, type_id, ctx_priority(ctx),
+        inst->telemetry ? rk_now_ns() : 0, inst->k->slot + 1);
+    if (inst->k->def.config.output_type != NULL
+        && inst->k->def.config.output_type->id == type_id)
+        h->type_version = inst->k->def.config.output_type->version;
+}
+
+int
+rk_ctx_send(rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len)
+{
+    rk_msg_header h;
+
+    if (ctx == NULL || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_ctx_send: NULL argument");
+    ctx_header(ctx, &h, type_id);
+    h.payload_len = (uint32_t)len;
+    return ctx_emit(ctx, &h, payload, len);
+}
+
+int
+rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
+    const void *payload, size_t len)
+{
+    rk_msg_header h;
+
+    if (ctx == NULL || req == NULL || req->hdr == NULL
+        || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_ctx_reply: NULL argument");
+    ctx_header(ctx, &h, type_id);
+    h.payload_len = (uint32_t)len;
+    h.priority = req->hdr->priority;
+    rk_msg_reply(&h, req->hdr);
+    return ctx_emit(ctx, &h, payload, len);
+}
+
+int
+rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
+    const void *payload, size_t len)
+{
+    rk__kernel *to;
+    rk_msg_header h;
+    int rc;
+
+    if (ctx == NULL || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_ctx_send_to: NULL argument");
+    if ((rc = rk__resolve(ctx->inst->k->rt, target, &to)) != RK_OK)
+        return rc;
+    ctx_header(ctx, &h, type_id);
+    h.payload_len = (uint32_t)len;
+    rc = rk__deliver(to, &h, payload, len, RK_WAIT_FOREVER);
+    if (rc == RK_OK)
+        rk__counter_add_sw(&ctx->inst->kc.sent, 1);
+    return rc;
+}
+
+int
+rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
+    const void *payload, size_t len)
+{
+    rk_msg_header h;
+    size_t n = 0;
+    int rc;
+
+    if (ctx == NULL || topic == NULL || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_ctx_publish: NULL argument");
+    ctx_header(ctx, &h, type_id);
+    h.payload_len = (uint32_t)len;
+    rc = rk__publish(
+        ctx->inst->k->rt, topic, &h, payload, len, RK_WAIT_FOREVER, &n);
+    rk__counter_add_sw(&ctx->inst->kc.sent, n);
+    return rc;
+}
+
+void *
+rk_ctx_user(rk_ctx *ctx)
+{
+    return ctx ? ctx->inst->k->def.config.user : NULL;
+}
+
+const char *
+rk_ctx_kernel_id(rk_ctx *ctx)
+{
+    return ctx ? ctx->inst->k->id : NULL;
+}
+
+rk_runtime *
+rk_ctx_runtime(rk_ctx *ctx)
+{
+    return ctx ? ctx->inst->k->rt : NULL;
+}

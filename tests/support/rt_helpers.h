@@ -1,0 +1,106 @@
+/*
+ * tests/support/rt_helpers.h - shared pieces of the runtime tests.
+ *
+ * Header-only (static inline), so each test program takes what it uses.
+ */
+#ifndef RK_TEST_RT_HELPERS_H
+#define RK_TEST_RT_HELPERS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ringkernel/runtime.h"
+
+/* Sanitizer builds run the stress loops shorter. */
+#ifdef RK_DEBUG
+#define RT_SCALE 1
+#else
+#define RT_SCALE 4
+#endif
+
+#define RT_LONG (30 * INT64_C(1000000000)) /* "forever" with a backstop */
+
+/* A one-shot gate a test opens to release an actor it is holding. */
+typedef struct rt_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool open;
+    int waiting;
+} rt_gate;
+
+static inline void
+rt_gate_init(rt_gate *g)
+{
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->open = false;
+    g->waiting = 0;
+}
+
+static inline void
+rt_gate_fini(rt_gate *g)
+{
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+}
+
+static inline void
+rt_gate_pass(rt_gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->waiting++;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Blocks until n threads wait at the gate. */
+static inline void
+rt_gate_wait_for(rt_gate *g, int n)
+{
+    pthread_mutex_lock(&g->mu);
+    while (g->waiting < n)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static inline void
+rt_gate_open(rt_gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* An echo actor: replies to every message with the same type and bytes. */
+static inline int
+rt_echo_actor(rk_ctx *ctx)
+{
+    rk_msg_view m;
+
+    while (!rk_should_terminate(ctx)) {
+        int rc = rk_ctx_recv(ctx, &m, RK_WAIT_FOREVER);
+        if (rc == RK_ECLOSED)
+            break;
+        if (rc != RK_OK)
+            return rc;
+        rc = rk_ctx_reply(ctx, &m, m.hdr->type_id, m.data, m.len);
+        if (rc != RK_OK)
+            return rc;
+    }
+    return RK_OK;
+}
+
+static inline rk_kernel_state
+rt_state(rk_runtime *rt, const char *id)
+{
+    rk_kernel_state s = RK__KERNEL_STATE_COUNT;
+    (void)rk_kernel_state_get(rt, id, &s);
+    return s;
+}
+
+#endif /* RK_TEST_RT_HELPERS_H */
