@@ -362,20 +362,6 @@ out:
     return fails;
 }
 
-static void
-print_kernel_stats(rk_runtime *rt, const char *id)
-{
-    rk_kernel_stats s;
-
-    if (rk_kernel_stats_get(rt, id, &s) != RK_OK)
-        return;
-    printf("  %-10s %-10s processed %-6" PRIu64 " sent %-6" PRIu64
-           " errors %" PRIu64 "  queue high water %" PRIu64
-           "  latency p50 %" PRIu64 " ns p99 %" PRIu64 " ns\n",
-        id, rk_kernel_state_name(s.state), s.processed, s.sent, s.errors,
-        s.queue_high_water, s.latency_p50_ns, s.latency_p99_ns);
-}
-
 int
 main(void)
 {
@@ -407,7 +393,13 @@ main(void)
         fails += request_buffers(rt, k, buffer_sizes[i], i == 0, &seed);
 
     printf("telemetry:\n");
-    print_kernel_stats(rt, "vector_add");
+    {
+        /* The runtime's telemetry snapshot, in the telemetry layer's
+         * text form. */
+        rk_stats st;
+        if (rk_kernel_telemetry(rt, "vector_add", &st) == RK_OK)
+            rk_stats_print(stdout, &st, 0);
+    }
     rc = rk_kernel_terminate(rt, "vector_add", TIMEOUT_NS);
     if (rc != RK_OK) {
         printf("terminate: %s\n", rk_strerror(rc));
