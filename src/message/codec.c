@@ -98,18 +98,51 @@ obj_type_name(const msgpack_object *o)
 
 struct wbuf {
     char *p;
-    size_t len, cap;
+    size_t len, room; /* room: bytes left at p + len; 0 when measuring */
+    size_t cap;
 };
 
-/* msgpack write callback: copy while it fits, always count. */
+/* Out of line: copying past the room, or measuring only. */
+static void
+wbuf_slow(struct wbuf *w, size_t n)
+{
+    w->len += n;
+    w->room = 0;
+}
+
+/*
+ * msgpack write callback. msgpack-c calls it once per tag and once per
+ * body, mostly with 1-9 bytes, so small copies avoid the memcpy call.
+ */
 static int
 wbuf_write(void *data, const char *buf, size_t n)
 {
     struct wbuf *w = data;
+    char *d;
 
-    if (w->p != NULL && n != 0 && w->len <= w->cap && n <= w->cap - w->len)
-        memcpy(w->p + w->len, buf, n);
+    if (rk__unlikely(n > w->room)) {
+        wbuf_slow(w, n);
+        return 0;
+    }
+    d = w->p + w->len;
+    if (n <= 8) {
+        if (n >= 4) {
+            memcpy(d, buf, 4);
+            memcpy(d + n - 4, buf + n - 4, 4);
+        } else if (n >= 2) {
+            memcpy(d, buf, 2);
+            memcpy(d + n - 2, buf + n - 2, 2);
+        } else if (n == 1) {
+            d[0] = buf[0];
+        }
+    } else if (n <= 16) {
+        memcpy(d, buf, 8);
+        memcpy(d + n - 8, buf + n - 8, 8);
+    } else {
+        memcpy(d, buf, n);
+    }
     w->len += n;
+    w->room -= n;
     return 0;
 }
 
@@ -308,7 +341,7 @@ int
 rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
     void *buf, size_t cap, size_t *len)
 {
-    struct wbuf w = { buf, 0, buf ? cap : 0 };
+    struct wbuf w = { buf, 0, buf ? cap : 0, cap };
     msgpack_packer pk;
     int rc;
 
