@@ -725,6 +725,51 @@ store_num(unsigned kind, void *dst, const struct num *n)
 
 /* ------------------------------------------------------------ decode */
 
+/* Strict UTF-8 as Python's decoder takes it: no overlong forms, no
+ * surrogates, nothing above U+10FFFF. */
+static int
+utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        unsigned c = s[i];
+        size_t k;
+        unsigned lo = 0x80, hi = 0xbf;
+
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            k = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            k = 2;
+            if (c == 0xe0)
+                lo = 0xa0;
+            else if (c == 0xed)
+                hi = 0x9f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            k = 3;
+            if (c == 0xf0)
+                lo = 0x90;
+            else if (c == 0xf4)
+                hi = 0x8f;
+        } else {
+            return 0;
+        }
+        if (k > n - i - 1)
+            return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xc0) != 0x80)
+                return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
 struct dctx {
     const rk_msgtype *t; /* for error details */
     unsigned flags;
@@ -896,6 +941,9 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
         if (sz > f->count)
             return FAIL_FIELD(RK_ETOOBIG, t, f, "length %u exceeds maximum %u",
                 sz, f->count);
+        if (is_str && !utf8_valid((const unsigned char *)src, sz))
+            return FAIL_FIELD(
+                RK_EFIELDTYPE, t, f, "%s", "string is not valid UTF-8");
         if (sz == 0 && !is_str)
             return RK_OK;
         mem = malloc(sz + (size_t)is_str);
