@@ -15,6 +15,7 @@
 #include "ringkernel/error.h"
 #include "ringkernel/telemetry.h"
 #include "ringkernel/pool.h"
+#include "ringkernel/message.h"
 #include "ringkernel/version.h"
 
 #endif /* RINGKERNEL_H */

@@ -1,0 +1,1209 @@
+/*
+ * src/message/codec.c - typed messages <-> msgpack maps (through msgpack-c).
+ *
+ * Encoding packs with a msgpack_packer whose write callback copies into the
+ * caller's buffer, so nothing is allocated. Decoding first runs a bounded
+ * structural scan of the frame (prescan), because msgpack-c allocates an
+ * array's element table from the declared count before it has seen the
+ * elements: a 5-byte frame could otherwise ask for gigabytes. After the
+ * scan every declared count is at most the frame length. msgpack_unpack()
+ * then builds the object tree in a per-thread zone that is cleared, not
+ * freed, after each call, and the tree is matched against the type's field
+ * table (length + memcmp, starting at the field after the previous match,
+ * which is the right one for frames we or the reference wrote).
+ */
+#include <float.h>
+#include <msgpack.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "message_internal.h"
+#include "ringkernel/message.h"
+
+/* ------------------------------------------------------------- kinds */
+
+struct kind_info {
+    const char *dtype;   /* numpy dtype name */
+    const char *typestr; /* numpy typestr without the byte-order char */
+    uint8_t size;
+};
+
+static const struct kind_info kinds[] = {
+    [RK_FK_BOOL] = { "bool", "b1", 1 },
+    [RK_FK_INT8] = { "int8", "i1", 1 },
+    [RK_FK_INT16] = { "int16", "i2", 2 },
+    [RK_FK_INT32] = { "int32", "i4", 4 },
+    [RK_FK_INT64] = { "int64", "i8", 8 },
+    [RK_FK_UINT8] = { "uint8", "u1", 1 },
+    [RK_FK_UINT16] = { "uint16", "u2", 2 },
+    [RK_FK_UINT32] = { "uint32", "u4", 4 },
+    [RK_FK_UINT64] = { "uint64", "u8", 8 },
+    [RK_FK_FLOAT] = { "float32", "f4", 4 },
+    [RK_FK_DOUBLE] = { "float64", "f8", 8 },
+};
+
+static int
+str_eq(const char *p, size_t n, const char *lit)
+{
+    return strlen(lit) == n && memcmp(p, lit, n) == 0;
+}
+
+#define KEY_EQ(o, lit)                                                        \
+    ((o)->type == MSGPACK_OBJECT_STR && (o)->via.str.size == sizeof(lit) - 1  \
+        && memcmp((o)->via.str.ptr, lit, sizeof(lit) - 1) == 0)
+
+/* dtype name ("float32") or typestr ("<f4", "|u1", "=i8") -> kind */
+static int
+parse_dtype(const char *p, size_t n)
+{
+    for (int k = 0; k <= RK_FK_DOUBLE; k++) {
+        if (str_eq(p, n, kinds[k].dtype))
+            return k;
+        if (n == 3 && (p[0] == '<' || p[0] == '|' || p[0] == '=')
+            && memcmp(p + 1, kinds[k].typestr, 2) == 0)
+            return k;
+    }
+    return -1;
+}
+
+static const char *
+obj_type_name(const msgpack_object *o)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL:
+        return "nil";
+    case MSGPACK_OBJECT_BOOLEAN:
+        return "bool";
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        return "int";
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        return "float";
+    case MSGPACK_OBJECT_STR:
+        return "str";
+    case MSGPACK_OBJECT_BIN:
+        return "bin";
+    case MSGPACK_OBJECT_ARRAY:
+        return "array";
+    case MSGPACK_OBJECT_MAP:
+        return "map";
+    default:
+        return "ext";
+    }
+}
+
+/* ------------------------------------------------------------ encode */
+
+struct wbuf {
+    char *p;
+    size_t len, room; /* room: bytes left at p + len; 0 when measuring */
+    size_t cap;
+};
+
+/* Out of line: copying past the room, or measuring only. */
+static void
+wbuf_slow(struct wbuf *w, size_t n)
+{
+    w->len += n;
+    w->room = 0;
+}
+
+/*
+ * msgpack write callback. msgpack-c calls it once per tag and once per
+ * body, mostly with 1-9 bytes, so small copies avoid the memcpy call.
+ */
+static int
+wbuf_write(void *data, const char *buf, size_t n)
+{
+    struct wbuf *w = data;
+    char *d;
+
+    if (rk__unlikely(n > w->room)) {
+        wbuf_slow(w, n);
+        return 0;
+    }
+    d = w->p + w->len;
+    if (n <= 8) {
+        if (n >= 4) {
+            memcpy(d, buf, 4);
+            memcpy(d + n - 4, buf + n - 4, 4);
+        } else if (n >= 2) {
+            memcpy(d, buf, 2);
+            memcpy(d + n - 2, buf + n - 2, 2);
+        } else if (n == 1) {
+            d[0] = buf[0];
+        }
+    } else if (n <= 16) {
+        memcpy(d, buf, 8);
+        memcpy(d + n - 8, buf + n - 8, 8);
+    } else {
+        memcpy(d, buf, n);
+    }
+    w->len += n;
+    w->room -= n;
+    return 0;
+}
+
+static void
+pack_lit(msgpack_packer *pk, const char *s, size_t n)
+{
+    msgpack_pack_str(pk, n);
+    msgpack_pack_str_body(pk, s, n);
+}
+
+#define PACK_KEY(pk, lit) pack_lit(pk, lit, sizeof(lit) - 1)
+
+static void
+pack_uuid(msgpack_packer *pk, const rk_uuid *u)
+{
+    msgpack_pack_map(pk, 1);
+    PACK_KEY(pk, "__uuid_bin__");
+    msgpack_pack_bin(pk, 16);
+    msgpack_pack_bin_body(pk, u->b, 16);
+}
+
+static void
+pack_scalar(msgpack_packer *pk, unsigned kind, const void *p)
+{
+    switch (kind) {
+    case RK_FK_BOOL:
+        if (*(const bool *)p)
+            msgpack_pack_true(pk);
+        else
+            msgpack_pack_false(pk);
+        break;
+    case RK_FK_INT8:
+        msgpack_pack_int64(pk, *(const int8_t *)p);
+        break;
+    case RK_FK_INT16:
+        msgpack_pack_int64(pk, *(const int16_t *)p);
+        break;
+    case RK_FK_INT32:
+        msgpack_pack_int64(pk, *(const int32_t *)p);
+        break;
+    case RK_FK_INT64:
+        msgpack_pack_int64(pk, *(const int64_t *)p);
+        break;
+    case RK_FK_UINT8:
+        msgpack_pack_uint64(pk, *(const uint8_t *)p);
+        break;
+    case RK_FK_UINT16:
+        msgpack_pack_uint64(pk, *(const uint16_t *)p);
+        break;
+    case RK_FK_UINT32:
+        msgpack_pack_uint64(pk, *(const uint32_t *)p);
+        break;
+    case RK_FK_UINT64:
+        msgpack_pack_uint64(pk, *(const uint64_t *)p);
+        break;
+    case RK_FK_FLOAT:
+        /* Python floats are float64; widening is exact. */
+        msgpack_pack_double(pk, (double)*(const float *)p);
+        break;
+    default:
+        msgpack_pack_double(pk, *(const double *)p);
+        break;
+    }
+}
+
+/* Numeric arrays go out in numpy's form: {"__ndarray__": raw LE bytes,
+ * "dtype": name, "shape": [n]}. */
+static void
+pack_ndarray(msgpack_packer *pk, unsigned kind, const void *p, uint32_t n)
+{
+    const struct kind_info *ki = &kinds[kind];
+
+    msgpack_pack_map(pk, 3);
+    PACK_KEY(pk, "__ndarray__");
+    msgpack_pack_bin(pk, (size_t)n * ki->size);
+    msgpack_pack_bin_body(pk, p, (size_t)n * ki->size);
+    PACK_KEY(pk, "dtype");
+    pack_lit(pk, ki->dtype, strlen(ki->dtype));
+    PACK_KEY(pk, "shape");
+    msgpack_pack_array(pk, 1);
+    msgpack_pack_uint32(pk, n);
+}
+
+/* The {ptr, len} head shared by rk_str, rk_bytes and rk_vla_*; accessed
+ * with memcpy so no struct type is punned. */
+struct var_head {
+    void *ptr;
+    uint32_t len;
+};
+
+_Static_assert(offsetof(rk_str, len) == offsetof(struct var_head, len)
+        && offsetof(rk_vla_f64, len) == offsetof(struct var_head, len),
+    "variable-length heads share one layout");
+
+static struct var_head
+get_var(const char *p)
+{
+    struct var_head v;
+
+    memcpy(&v.ptr, p + offsetof(struct var_head, ptr), sizeof(v.ptr));
+    memcpy(&v.len, p + offsetof(struct var_head, len), sizeof(v.len));
+    return v;
+}
+
+static void
+set_var(char *p, void *ptr, uint32_t len)
+{
+    memcpy(p + offsetof(struct var_head, ptr), &ptr, sizeof(ptr));
+    memcpy(p + offsetof(struct var_head, len), &len, sizeof(len));
+}
+
+static int
+check_var(const rk_msgtype *t, const rk_msgfield *f, const struct var_head *v)
+{
+    if (rk__unlikely(v->len > f->count))
+        return rk__fail(RK_ETOOBIG, "%s.%s: length %u exceeds maximum %u",
+            t->name, f->name, v->len, f->count);
+    if (rk__unlikely(v->ptr == NULL && v->len != 0))
+        return rk__fail(RK_EINVAL, "%s.%s: NULL pointer with length %u",
+            t->name, f->name, v->len);
+    return RK_OK;
+}
+
+static int
+encode_obj(msgpack_packer *pk, const rk_msgtype *t, const rk_msg_header *h,
+    const char *base, int top, int depth)
+{
+    const rk_msgfield *f = t->fields();
+    int rc;
+
+    if (depth > RK__MSG_MAX_DEPTH)
+        return rk__fail(RK_EENCODE, "%s: types nest too deeply", t->name);
+    msgpack_pack_map(pk, t->nfields + 1u + (top ? 3u : 0u));
+    PACK_KEY(pk, "__type__");
+    pack_lit(pk, t->name, strlen(t->name));
+    if (top) {
+        rk_uuid fresh;
+        const rk_uuid *mid = h ? &h->message_id : &fresh;
+
+        if (h == NULL)
+            fresh = rk_uuid_v7();
+        PACK_KEY(pk, "message_id");
+        pack_uuid(pk, mid);
+        PACK_KEY(pk, "priority");
+        msgpack_pack_uint32(pk, h ? h->priority : RK_MSG_PRIORITY_DEFAULT);
+        PACK_KEY(pk, "correlation_id");
+        if (h == NULL || rk_uuid_is_nil(&h->correlation_id))
+            msgpack_pack_nil(pk);
+        else
+            pack_uuid(pk, &h->correlation_id);
+    }
+    for (unsigned i = 0; i < t->nfields; i++) {
+        const char *p = base + f[i].offset;
+        struct var_head vh = { NULL, 0 };
+        const struct var_head *v = &vh;
+
+        if (f[i].cls >= RK_FC_VLA && f[i].cls <= RK_FC_STRING)
+            vh = get_var(p);
+
+        pack_lit(pk, f[i].name, f[i].name_len);
+        switch (f[i].cls) {
+        case RK_FC_SCALAR:
+            pack_scalar(pk, f[i].kind, p);
+            break;
+        case RK_FC_ARRAY:
+            pack_ndarray(pk, f[i].kind, p, f[i].count);
+            break;
+        case RK_FC_VLA:
+            if ((rc = check_var(t, &f[i], v)) != RK_OK)
+                return rc;
+            pack_ndarray(pk, f[i].kind, v->ptr, v->len);
+            break;
+        case RK_FC_BYTES:
+            if ((rc = check_var(t, &f[i], v)) != RK_OK)
+                return rc;
+            msgpack_pack_bin(pk, v->len);
+            msgpack_pack_bin_body(pk, v->ptr, v->len);
+            break;
+        case RK_FC_STRING:
+            if ((rc = check_var(t, &f[i], v)) != RK_OK)
+                return rc;
+            msgpack_pack_str(pk, v->len);
+            msgpack_pack_str_body(pk, v->ptr, v->len);
+            break;
+        default:
+            rc = encode_obj(pk, f[i].nested, NULL, p, 0, depth + 1);
+            if (rc != RK_OK)
+                return rc;
+            break;
+        }
+    }
+    return RK_OK;
+}
+
+int
+rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
+    void *buf, size_t cap, size_t *len)
+{
+    struct wbuf w = { buf, 0, buf ? cap : 0, cap };
+    msgpack_packer pk;
+    int rc;
+
+    if (t == NULL || obj == NULL || len == NULL)
+        return rk__fail(RK_EINVAL, "rk_msg_encode: NULL argument");
+    msgpack_packer_init(&pk, &w, wbuf_write);
+    rc = encode_obj(&pk, t, h, obj, 1, 0);
+    if (rc != RK_OK)
+        return rc;
+    *len = w.len;
+    if (buf != NULL && w.len > cap)
+        return rk__fail(RK_EMSGSIZE, "%s encodes to %zu bytes, buffer has %zu",
+            t->name, w.len, cap);
+    return RK_OK;
+}
+
+/* ------------------------------------------------------------ prescan */
+
+static uint64_t
+load_be(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+
+    for (size_t i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/*
+ * Walks the frame without building anything: every object must lie inside
+ * buf[0..len), and a container may not declare more elements than bytes
+ * remain (each element takes at least one). Exactly one object, no
+ * trailing bytes.
+ */
+static int
+prescan(const uint8_t *p, size_t len)
+{
+    size_t off = 0;
+    uint64_t need = 1; /* objects still to read */
+
+    while (need > 0) {
+        uint64_t skip = 0, items = 0;
+        size_t hl = 0;  /* big-endian length bytes after the tag */
+        int len_is = 0; /* 1: skip = length, 2: items, 3: 2*items */
+        uint8_t b;
+
+        if (off >= len)
+            return rk__fail(RK_ETRUNCATED, "frame ends at byte %zu", off);
+        b = p[off++];
+        need--;
+        if (b <= 0x7f || b >= 0xe0) {
+            /* fixint */
+        } else if (b <= 0x8f) {
+            items = 2u * (b & 0x0fu);
+        } else if (b <= 0x9f) {
+            items = b & 0x0fu;
+        } else if (b <= 0xbf) {
+            skip = b & 0x1fu;
+        } else {
+            switch (b) {
+            case 0xc0:
+            case 0xc2:
+            case 0xc3:
+                break;
+            case 0xc4:
+            case 0xd9:
+                hl = 1;
+                len_is = 1;
+                break;
+            case 0xc5:
+            case 0xda:
+                hl = 2;
+                len_is = 1;
+                break;
+            case 0xc6:
+            case 0xdb:
+                hl = 4;
+                len_is = 1;
+                break;
+            case 0xc7:
+                hl = 1;
+                len_is = 1;
+                skip = 1;
+                break;
+            case 0xc8:
+                hl = 2;
+                len_is = 1;
+                skip = 1;
+                break;
+            case 0xc9:
+                hl = 4;
+                len_is = 1;
+                skip = 1;
+                break;
+            case 0xca:
+            case 0xce:
+            case 0xd2:
+                skip = 4;
+                break;
+            case 0xcb:
+            case 0xcf:
+            case 0xd3:
+                skip = 8;
+                break;
+            case 0xcc:
+            case 0xd0:
+                skip = 1;
+                break;
+            case 0xcd:
+            case 0xd1:
+                skip = 2;
+                break;
+            case 0xd4:
+                skip = 2;
+                break;
+            case 0xd5:
+                skip = 3;
+                break;
+            case 0xd6:
+                skip = 5;
+                break;
+            case 0xd7:
+                skip = 9;
+                break;
+            case 0xd8:
+                skip = 17;
+                break;
+            case 0xdc:
+                hl = 2;
+                len_is = 2;
+                break;
+            case 0xdd:
+                hl = 4;
+                len_is = 2;
+                break;
+            case 0xde:
+                hl = 2;
+                len_is = 3;
+                break;
+            case 0xdf:
+                hl = 4;
+                len_is = 3;
+                break;
+            default:
+                return rk__fail(RK_EDECODE,
+                    "byte 0x%02x at %zu is not msgpack", b, off - 1);
+            }
+        }
+        if (hl != 0) {
+            uint64_t n;
+
+            if (hl > len - off)
+                return rk__fail(RK_ETRUNCATED, "frame ends in a length");
+            n = load_be(p + off, hl);
+            off += hl;
+            if (len_is == 1)
+                skip += n;
+            else
+                items = len_is == 2 ? n : 2 * n;
+        }
+        if (skip > len - off)
+            return rk__fail(RK_ETRUNCATED,
+                "object at %zu needs %llu bytes, %zu left", off,
+                (unsigned long long)skip, len - off);
+        off += (size_t)skip;
+        need += items;
+        if (need > len - off)
+            return rk__fail(RK_ETRUNCATED,
+                "frame declares %llu more objects in %zu bytes",
+                (unsigned long long)need, len - off);
+    }
+    if (off != len)
+        return rk__fail(
+            RK_EDECODE, "%zu trailing bytes after the message", len - off);
+    return RK_OK;
+}
+
+/* ----------------------------------------------------------- numbers */
+
+enum { NUM_BOOL, NUM_INT, NUM_UINT, NUM_FLOAT };
+
+struct num {
+    int tag;
+    union {
+        bool b;
+        int64_t i; /* NUM_INT: always negative */
+        uint64_t u;
+        double d;
+    } v;
+};
+
+static int
+obj_num(const msgpack_object *o, struct num *n)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_BOOLEAN:
+        n->tag = NUM_BOOL;
+        n->v.b = o->via.boolean;
+        return 0;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        n->tag = NUM_UINT;
+        n->v.u = o->via.u64;
+        return 0;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        n->tag = NUM_INT;
+        n->v.i = o->via.i64;
+        return 0;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        n->tag = NUM_FLOAT;
+        n->v.d = o->via.f64;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* One element of kind at unaligned p. */
+static void
+load_num(unsigned kind, const unsigned char *p, struct num *n)
+{
+    union {
+        int8_t i8;
+        int16_t i16;
+        int32_t i32;
+        int64_t i64;
+        uint8_t u8;
+        uint16_t u16;
+        uint32_t u32;
+        uint64_t u64;
+        float f;
+        double d;
+    } x;
+    int64_t s = 0;
+
+    memcpy(&x, p, kinds[kind].size);
+    switch (kind) {
+    case RK_FK_BOOL:
+        n->tag = NUM_BOOL;
+        n->v.b = x.u8 != 0;
+        return;
+    case RK_FK_INT8:
+        s = x.i8;
+        break;
+    case RK_FK_INT16:
+        s = x.i16;
+        break;
+    case RK_FK_INT32:
+        s = x.i32;
+        break;
+    case RK_FK_INT64:
+        s = x.i64;
+        break;
+    case RK_FK_UINT8:
+        n->tag = NUM_UINT;
+        n->v.u = x.u8;
+        return;
+    case RK_FK_UINT16:
+        n->tag = NUM_UINT;
+        n->v.u = x.u16;
+        return;
+    case RK_FK_UINT32:
+        n->tag = NUM_UINT;
+        n->v.u = x.u32;
+        return;
+    case RK_FK_UINT64:
+        n->tag = NUM_UINT;
+        n->v.u = x.u64;
+        return;
+    case RK_FK_FLOAT:
+        n->tag = NUM_FLOAT;
+        n->v.d = x.f;
+        return;
+    default:
+        n->tag = NUM_FLOAT;
+        n->v.d = x.d;
+        return;
+    }
+    if (s < 0) {
+        n->tag = NUM_INT;
+        n->v.i = s;
+    } else {
+        n->tag = NUM_UINT;
+        n->v.u = (uint64_t)s;
+    }
+}
+
+/* Stores n as kind at dst. NULL on success, else why not. */
+static const char *
+store_num(unsigned kind, void *dst, const struct num *n)
+{
+    int64_t lo = 0;
+    uint64_t hi = 0;
+
+    if (kind == RK_FK_BOOL) {
+        if (n->tag != NUM_BOOL)
+            return "expected bool";
+        *(bool *)dst = n->v.b;
+        return NULL;
+    }
+    if (n->tag == NUM_BOOL)
+        return "expected a number, got bool";
+    if (kind == RK_FK_FLOAT || kind == RK_FK_DOUBLE) {
+        double d = n->tag == NUM_FLOAT ? n->v.d
+            : n->tag == NUM_INT        ? (double)n->v.i
+                                       : (double)n->v.u;
+
+        if (kind == RK_FK_DOUBLE) {
+            *(double *)dst = d;
+            return NULL;
+        }
+        if (d > FLT_MAX || d < -FLT_MAX) {
+            if (d == d && d - d == d - d) /* finite */
+                return "value out of float32 range";
+        }
+        *(float *)dst = (float)d;
+        return NULL;
+    }
+    if (n->tag == NUM_FLOAT)
+        return "expected an integer, got float";
+    switch (kind) {
+    case RK_FK_INT8:
+        lo = INT8_MIN;
+        hi = INT8_MAX;
+        break;
+    case RK_FK_INT16:
+        lo = INT16_MIN;
+        hi = INT16_MAX;
+        break;
+    case RK_FK_INT32:
+        lo = INT32_MIN;
+        hi = INT32_MAX;
+        break;
+    case RK_FK_INT64:
+        lo = INT64_MIN;
+        hi = INT64_MAX;
+        break;
+    case RK_FK_UINT8:
+        hi = UINT8_MAX;
+        break;
+    case RK_FK_UINT16:
+        hi = UINT16_MAX;
+        break;
+    case RK_FK_UINT32:
+        hi = UINT32_MAX;
+        break;
+    default:
+        hi = UINT64_MAX;
+        break;
+    }
+    if (n->tag == NUM_INT ? n->v.i < lo : n->v.u > hi)
+        return "integer out of range";
+    switch (kind) {
+    case RK_FK_INT8:
+        *(int8_t *)dst = (int8_t)n->v.i;
+        break;
+    case RK_FK_INT16:
+        *(int16_t *)dst = (int16_t)n->v.i;
+        break;
+    case RK_FK_INT32:
+        *(int32_t *)dst = (int32_t)n->v.i;
+        break;
+    case RK_FK_INT64:
+        *(int64_t *)dst = n->v.i;
+        break;
+    case RK_FK_UINT8:
+        *(uint8_t *)dst = (uint8_t)n->v.u;
+        break;
+    case RK_FK_UINT16:
+        *(uint16_t *)dst = (uint16_t)n->v.u;
+        break;
+    case RK_FK_UINT32:
+        *(uint32_t *)dst = (uint32_t)n->v.u;
+        break;
+    default:
+        *(uint64_t *)dst = n->v.u;
+        break;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ decode */
+
+/* Strict UTF-8 as Python's decoder takes it: no overlong forms, no
+ * surrogates, nothing above U+10FFFF. */
+static int
+utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        unsigned c = s[i];
+        size_t k;
+        unsigned lo = 0x80, hi = 0xbf;
+
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            k = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            k = 2;
+            if (c == 0xe0)
+                lo = 0xa0;
+            else if (c == 0xed)
+                hi = 0x9f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            k = 3;
+            if (c == 0xf0)
+                lo = 0x90;
+            else if (c == 0xf4)
+                hi = 0x8f;
+        } else {
+            return 0;
+        }
+        if (k > n - i - 1)
+            return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xc0) != 0x80)
+                return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+struct dctx {
+    const rk_msgtype *t; /* for error details */
+    unsigned flags;
+};
+
+#define FAIL_FIELD(err, t, f, fmt, ...)                                       \
+    rk__fail(err, "%s.%s: " fmt, (t)->name, (f)->name, __VA_ARGS__)
+
+/* An array value in either form: ndarray map or list. Sets *n, and either
+ * *raw and *raw_kind (ndarray) or *list. */
+struct arr_src {
+    uint64_t n;
+    const unsigned char *raw;
+    int raw_kind;
+    const msgpack_object *list;
+};
+
+static int
+array_source(const rk_msgtype *t, const rk_msgfield *f,
+    const msgpack_object *o, struct arr_src *a)
+{
+    const msgpack_object *data = NULL, *dtype = NULL, *shape = NULL;
+
+    if (o->type == MSGPACK_OBJECT_ARRAY) {
+        a->n = o->via.array.size;
+        a->list = o->via.array.ptr;
+        a->raw = NULL;
+        return RK_OK;
+    }
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return FAIL_FIELD(RK_EFIELDTYPE, t, f, "expected an array, got %s",
+            obj_type_name(o));
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+        const msgpack_object_kv *kv = &o->via.map.ptr[i];
+
+        if (KEY_EQ(&kv->key, "__ndarray__"))
+            data = &kv->val;
+        else if (KEY_EQ(&kv->key, "dtype"))
+            dtype = &kv->val;
+        else if (KEY_EQ(&kv->key, "shape"))
+            shape = &kv->val;
+    }
+    if (data == NULL || data->type != MSGPACK_OBJECT_BIN || dtype == NULL
+        || dtype->type != MSGPACK_OBJECT_STR || shape == NULL
+        || shape->type != MSGPACK_OBJECT_ARRAY)
+        return FAIL_FIELD(RK_EFIELDTYPE, t, f, "%s",
+            "expected an ndarray map (__ndarray__ bin, dtype "
+            "str, shape array)");
+    a->raw_kind = parse_dtype(dtype->via.str.ptr, dtype->via.str.size);
+    if (a->raw_kind < 0)
+        return FAIL_FIELD(RK_EFIELDTYPE, t, f, "unsupported dtype '%.*s'",
+            (int)dtype->via.str.size, dtype->via.str.ptr);
+    a->n = 1;
+    for (uint32_t i = 0; i < shape->via.array.size; i++) {
+        const msgpack_object *d = &shape->via.array.ptr[i];
+
+        if (d->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+            return FAIL_FIELD(
+                RK_EFIELDTYPE, t, f, "%s", "shape holds a non-integer");
+        /* Bounded by the bin size check below; avoid overflow first. */
+        if (d->via.u64 > UINT32_MAX || a->n * d->via.u64 > UINT32_MAX)
+            return FAIL_FIELD(RK_ETOOBIG, t, f, "%s", "shape too large");
+        a->n *= d->via.u64;
+    }
+    if (a->n * kinds[a->raw_kind].size != data->via.bin.size)
+        return FAIL_FIELD(RK_EDECODE, t, f,
+            "ndarray has %u bytes, shape and dtype say %llu",
+            data->via.bin.size,
+            (unsigned long long)(a->n * kinds[a->raw_kind].size));
+    a->raw = (const unsigned char *)data->via.bin.ptr;
+    a->list = NULL;
+    return RK_OK;
+}
+
+/* Fills n elements of f's kind at dst from a. */
+static int
+array_fill(const rk_msgtype *t, const rk_msgfield *f, const struct arr_src *a,
+    unsigned char *dst)
+{
+    size_t es = f->elem_size;
+    struct num n;
+    const char *why;
+
+    if (a->raw != NULL && a->raw_kind == f->kind) {
+        if (f->kind == RK_FK_BOOL) {
+            for (uint64_t i = 0; i < a->n; i++)
+                if (a->raw[i] > 1)
+                    return FAIL_FIELD(RK_EFIELDTYPE, t, f,
+                        "bool element %llu is %u", (unsigned long long)i,
+                        a->raw[i]);
+        }
+        memcpy(dst, a->raw, (size_t)a->n * es);
+        return RK_OK;
+    }
+    for (uint64_t i = 0; i < a->n; i++) {
+        if (a->raw != NULL) {
+            load_num((unsigned)a->raw_kind,
+                a->raw + i * kinds[a->raw_kind].size, &n);
+        } else if (obj_num(&a->list[i], &n) != 0) {
+            return FAIL_FIELD(RK_EFIELDTYPE, t, f,
+                "element %llu: expected %s, got %s", (unsigned long long)i,
+                kinds[f->kind].dtype, obj_type_name(&a->list[i]));
+        }
+        why = store_num(f->kind, dst + i * es, &n);
+        if (why != NULL)
+            return FAIL_FIELD(RK_EFIELDTYPE, t, f, "element %llu: %s",
+                (unsigned long long)i, why);
+    }
+    return RK_OK;
+}
+
+static int decode_map(const struct dctx *c, const rk_msgtype *t,
+    const msgpack_object *o, char *base, rk_msg_header *hdr, int depth);
+
+static int
+decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
+    const msgpack_object *o, char *base, int depth)
+{
+    char *p = base + f->offset;
+    void *mem;
+    struct arr_src a;
+    struct num n;
+    const char *why;
+    int rc;
+
+    switch (f->cls) {
+    case RK_FC_SCALAR:
+        if (obj_num(o, &n) != 0)
+            return FAIL_FIELD(RK_EFIELDTYPE, t, f, "expected %s, got %s",
+                kinds[f->kind].dtype, obj_type_name(o));
+        why = store_num(f->kind, p, &n);
+        if (why != NULL)
+            return FAIL_FIELD(RK_EFIELDTYPE, t, f, "%s", why);
+        return RK_OK;
+    case RK_FC_ARRAY:
+        if ((rc = array_source(t, f, o, &a)) != RK_OK)
+            return rc;
+        if (a.n != f->count)
+            return FAIL_FIELD(RK_EFIELDTYPE, t, f,
+                "expected %u elements, got %llu", f->count,
+                (unsigned long long)a.n);
+        return array_fill(t, f, &a, (unsigned char *)p);
+    case RK_FC_VLA:
+        if ((rc = array_source(t, f, o, &a)) != RK_OK)
+            return rc;
+        if (a.n > f->count)
+            return FAIL_FIELD(RK_ETOOBIG, t, f,
+                "%llu elements exceed maximum %u", (unsigned long long)a.n,
+                f->count);
+        if (a.n == 0)
+            return RK_OK;
+        mem = malloc((size_t)a.n * f->elem_size);
+        if (mem == NULL)
+            return rk__fail(
+                RK_ENOMEM, "%s.%s: out of memory", t->name, f->name);
+        set_var(p, mem, (uint32_t)a.n); /* owned by obj from here on */
+        return array_fill(t, f, &a, mem);
+    case RK_FC_BYTES:
+    case RK_FC_STRING: {
+        int is_str = f->cls == RK_FC_STRING;
+        msgpack_object_type want
+            = is_str ? MSGPACK_OBJECT_STR : MSGPACK_OBJECT_BIN;
+        uint32_t sz = is_str ? o->via.str.size : o->via.bin.size;
+        const char *src = is_str ? o->via.str.ptr : o->via.bin.ptr;
+
+        if (o->type != want)
+            return FAIL_FIELD(RK_EFIELDTYPE, t, f, "expected %s, got %s",
+                is_str ? "str" : "bin", obj_type_name(o));
+        if (sz > f->count)
+            return FAIL_FIELD(RK_ETOOBIG, t, f, "length %u exceeds maximum %u",
+                sz, f->count);
+        if (is_str && !utf8_valid((const unsigned char *)src, sz))
+            return FAIL_FIELD(
+                RK_EFIELDTYPE, t, f, "%s", "string is not valid UTF-8");
+        if (sz == 0 && !is_str)
+            return RK_OK;
+        mem = malloc(sz + (size_t)is_str);
+        if (mem == NULL)
+            return rk__fail(
+                RK_ENOMEM, "%s.%s: out of memory", t->name, f->name);
+        memcpy(mem, src, sz);
+        if (is_str)
+            ((char *)mem)[sz] = '\0';
+        set_var(p, mem, sz);
+        return RK_OK;
+    }
+    default:
+        if (o->type != MSGPACK_OBJECT_MAP)
+            return FAIL_FIELD(RK_EFIELDTYPE, t, f, "expected a %s map, got %s",
+                f->nested->name, obj_type_name(o));
+        return decode_map(c, f->nested, o, p, NULL, depth + 1);
+    }
+}
+
+/* message_id / correlation_id in any form the reference accepts. */
+static int
+decode_uuid(
+    const rk_msgtype *t, const char *key, const msgpack_object *o, rk_uuid *u)
+{
+    const msgpack_object *v = o;
+
+    if (o->type == MSGPACK_OBJECT_NIL) {
+        memset(u, 0, sizeof(*u));
+        return RK_OK;
+    }
+    if (o->type == MSGPACK_OBJECT_MAP && o->via.map.size == 1) {
+        const msgpack_object_kv *kv = &o->via.map.ptr[0];
+
+        if (KEY_EQ(&kv->key, "__uuid_bin__")
+            && kv->val.type == MSGPACK_OBJECT_BIN)
+            v = &kv->val;
+        else if (KEY_EQ(&kv->key, "__uuid__")
+            && kv->val.type == MSGPACK_OBJECT_STR)
+            v = &kv->val;
+    }
+    if (v->type == MSGPACK_OBJECT_BIN && v->via.bin.size == 16) {
+        memcpy(u->b, v->via.bin.ptr, 16);
+        return RK_OK;
+    }
+    if (v->type == MSGPACK_OBJECT_STR) {
+        if (rk_uuid_parse(v->via.str.ptr, v->via.str.size, u) == RK_OK)
+            return RK_OK;
+        return rk__fail(
+            RK_EFIELDTYPE, "%s.%s: malformed uuid string", t->name, key);
+    }
+    return rk__fail(RK_EFIELDTYPE, "%s.%s: expected a uuid, got %s", t->name,
+        key, obj_type_name(o));
+}
+
+static int
+decode_map(const struct dctx *c, const rk_msgtype *t, const msgpack_object *o,
+    char *base, rk_msg_header *hdr, int depth)
+{
+    const rk_msgfield *f = t->fields();
+    uint64_t seen = 0, all;
+    unsigned hint = 0;
+    int rc;
+
+    if (depth > RK__MSG_MAX_DEPTH)
+        return rk__fail(RK_EDECODE, "%s: types nest too deeply", t->name);
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+        const msgpack_object *k = &o->via.map.ptr[i].key;
+        const msgpack_object *val = &o->via.map.ptr[i].val;
+        unsigned idx = t->nfields;
+
+        if (k->type == MSGPACK_OBJECT_STR) {
+            uint32_t kl = k->via.str.size;
+            const char *kp = k->via.str.ptr;
+
+            if (hint < t->nfields && f[hint].name_len == kl
+                && memcmp(f[hint].name, kp, kl) == 0) {
+                idx = hint;
+            } else {
+                for (unsigned j = 0; j < t->nfields; j++) {
+                    if (f[j].name_len == kl
+                        && memcmp(f[j].name, kp, kl) == 0) {
+                        idx = j;
+                        break;
+                    }
+                }
+            }
+        }
+        if (idx < t->nfields) {
+            if (seen & (UINT64_C(1) << idx))
+                return rk__fail(
+                    RK_EDECODE, "%s.%s: duplicate key", t->name, f[idx].name);
+            rc = decode_field(c, t, &f[idx], val, base, depth);
+            if (rc != RK_OK)
+                return rc;
+            seen |= UINT64_C(1) << idx;
+            hint = idx + 1;
+        } else if (KEY_EQ(k, "__type__")) {
+            if (val->type != MSGPACK_OBJECT_STR)
+                return rk__fail(RK_EFIELDTYPE,
+                    "%s.__type__: expected str, "
+                    "got %s",
+                    t->name, obj_type_name(val));
+            if (!str_eq(val->via.str.ptr, val->via.str.size, t->name))
+                return rk__fail(RK_ETYPE, "expected %s, got %.*s", t->name,
+                    (int)val->via.str.size, val->via.str.ptr);
+        } else if (KEY_EQ(k, "message_id")) {
+            rk_uuid u;
+
+            if ((rc = decode_uuid(t, "message_id", val, &u)) != RK_OK)
+                return rc;
+            if (hdr != NULL)
+                hdr->message_id = u;
+        } else if (KEY_EQ(k, "correlation_id")) {
+            rk_uuid u;
+
+            if ((rc = decode_uuid(t, "correlation_id", val, &u)) != RK_OK)
+                return rc;
+            if (hdr != NULL)
+                hdr->correlation_id = u;
+        } else if (KEY_EQ(k, "priority")) {
+            if (val->type != MSGPACK_OBJECT_POSITIVE_INTEGER
+                || val->via.u64 > 255)
+                return rk__fail(RK_EFIELDTYPE,
+                    "%s.priority: expected an int 0-255", t->name);
+            if (hdr != NULL)
+                hdr->priority = (uint8_t)val->via.u64;
+        } else if (c->flags & RK_MSG_STRICT) {
+            if (k->type == MSGPACK_OBJECT_STR)
+                return rk__fail(RK_EFIELDUNKNOWN, "%s: unknown field '%.*s'",
+                    t->name, (int)k->via.str.size, k->via.str.ptr);
+            return rk__fail(RK_EFIELDUNKNOWN, "%s: unknown %s key", t->name,
+                obj_type_name(k));
+        }
+    }
+    all = t->nfields == 64 ? UINT64_MAX : (UINT64_C(1) << t->nfields) - 1;
+    if (seen != all) {
+        for (unsigned j = 0; j < t->nfields; j++)
+            if (!(seen & (UINT64_C(1) << j)))
+                return rk__fail(
+                    RK_EFIELDMISSING, "%s.%s: missing", t->name, f[j].name);
+    }
+    return RK_OK;
+}
+
+/* One reusable zone per thread; freed when the thread exits. */
+static pthread_key_t zone_key;
+static pthread_once_t zone_once = PTHREAD_ONCE_INIT;
+
+static void
+zone_free(void *z)
+{
+    msgpack_zone_free(z);
+}
+
+static void
+zone_key_init(void)
+{
+    if (pthread_key_create(&zone_key, zone_free) != 0)
+        rk__panic(__FILE__, __LINE__, "pthread_key_create");
+}
+
+static msgpack_zone *
+thread_zone(void)
+{
+    msgpack_zone *z;
+
+    pthread_once(&zone_once, zone_key_init);
+    z = pthread_getspecific(zone_key);
+    if (rk__unlikely(z == NULL)) {
+        z = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+        if (z != NULL && pthread_setspecific(zone_key, z) != 0) {
+            msgpack_zone_free(z);
+            z = NULL;
+        }
+    }
+    return z;
+}
+
+int
+rk_msg_decode(const rk_msgtype *t, const void *buf, size_t len, void *obj,
+    rk_msg_header *h_out, unsigned flags)
+{
+    struct dctx c = { t, flags };
+    rk_msg_header h;
+    msgpack_zone *z;
+    msgpack_object root;
+    size_t off = 0;
+    int rc;
+
+    if (t == NULL || obj == NULL || (buf == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_msg_decode: NULL argument");
+    memset(obj, 0, t->size);
+    if ((rc = prescan(buf, len)) != RK_OK)
+        return rc;
+    if ((z = thread_zone()) == NULL)
+        return rk__fail(RK_ENOMEM, "no memory for a msgpack zone");
+    switch (msgpack_unpack(buf, len, &off, z, &root)) {
+    case MSGPACK_UNPACK_SUCCESS:
+        break;
+    case MSGPACK_UNPACK_EXTRA_BYTES: /* prescan rules this out */
+    case MSGPACK_UNPACK_PARSE_ERROR:
+        msgpack_zone_clear(z);
+        return rk__fail(RK_EDECODE,
+            "%s: malformed msgpack (or nested too "
+            "deeply)",
+            t->name);
+    case MSGPACK_UNPACK_NOMEM_ERROR:
+        msgpack_zone_clear(z);
+        return rk__fail(RK_ENOMEM, "%s: out of memory unpacking", t->name);
+    default:
+        msgpack_zone_clear(z);
+        return rk__fail(RK_ETRUNCATED, "%s: frame is truncated", t->name);
+    }
+    if (root.type != MSGPACK_OBJECT_MAP) {
+        msgpack_zone_clear(z);
+        return rk__fail(RK_EDECODE, "%s: message is a %s, not a map", t->name,
+            obj_type_name(&root));
+    }
+    memset(&h.message_id, 0, sizeof(h.message_id));
+    memset(&h.correlation_id, 0, sizeof(h.correlation_id));
+    h.priority = RK_MSG_PRIORITY_DEFAULT;
+    rc = decode_map(&c, t, &root, obj, &h, 0);
+    msgpack_zone_clear(z);
+    if (rc != RK_OK) {
+        rk_msg_free(t, obj);
+        memset(obj, 0, t->size);
+        return rc;
+    }
+    if (h_out != NULL) {
+        h_out->message_id = h.message_id;
+        h_out->correlation_id = h.correlation_id;
+        h_out->priority = h.priority;
+    }
+    return RK_OK;
+}
+
+static void
+free_obj(const rk_msgtype *t, char *base, int depth)
+{
+    const rk_msgfield *f;
+
+    if (t->fixed_size != 0 || depth > RK__MSG_MAX_DEPTH)
+        return;
+    f = t->fields();
+    for (unsigned i = 0; i < t->nfields; i++) {
+        char *p = base + f[i].offset;
+
+        if (f[i].cls == RK_FC_NESTED) {
+            free_obj(f[i].nested, p, depth + 1);
+        } else if (f[i].cls >= RK_FC_VLA) {
+            free(get_var(p).ptr);
+            set_var(p, NULL, 0);
+        }
+    }
+}
+
+void
+rk_msg_free(const rk_msgtype *t, void *obj)
+{
+    if (t != NULL && obj != NULL)
+        free_obj(t, obj, 0);
+}

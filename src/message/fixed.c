@@ -1,0 +1,164 @@
+/*
+ * src/message/fixed.c - the fixed-layout form, layout fingerprints and
+ * descriptor checks.
+ */
+#include <string.h>
+
+#include "common/common.h"
+#include "message_internal.h"
+#include "ringkernel/message.h"
+
+static size_t
+kind_size(unsigned kind)
+{
+    switch (kind) {
+    case RK_FK_BOOL:
+    case RK_FK_INT8:
+    case RK_FK_UINT8:
+        return 1;
+    case RK_FK_INT16:
+    case RK_FK_UINT16:
+        return 2;
+    case RK_FK_INT32:
+    case RK_FK_UINT32:
+    case RK_FK_FLOAT:
+        return 4;
+    case RK_FK_INT64:
+    case RK_FK_UINT64:
+    case RK_FK_DOUBLE:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+static const char *const reserved_keys[]
+    = { "__type__", "message_id", "correlation_id", "priority" };
+
+int
+rk__msgtype_validate(const rk_msgtype *t, int depth)
+{
+    const rk_msgfield *f;
+
+    if (depth > RK__MSG_MAX_DEPTH)
+        return rk__fail(
+            RK_EINVAL, "message types nest deeper than %d", RK__MSG_MAX_DEPTH);
+    if (t->name == NULL || t->name[0] == '\0' || t->id == 0)
+        return rk__fail(RK_EINVAL, "type needs a name and a non-zero id");
+    if (t->nfields == 0 || t->nfields > RK_MSG_MAX_FIELDS || !t->fields)
+        return rk__fail(RK_EINVAL, "type %s has %u fields (1..%d allowed)",
+            t->name, t->nfields, RK_MSG_MAX_FIELDS);
+    f = t->fields();
+    for (unsigned i = 0; i < t->nfields; i++) {
+        for (size_t r = 0; r < RK__ARRAY_LEN(reserved_keys); r++)
+            if (strcmp(f[i].name, reserved_keys[r]) == 0)
+                return rk__fail(RK_EINVAL, "%s.%s: reserved field name",
+                    t->name, f[i].name);
+        for (unsigned j = 0; j < i; j++)
+            if (strcmp(f[i].name, f[j].name) == 0)
+                return rk__fail(RK_EINVAL, "%s.%s: duplicate field name",
+                    t->name, f[i].name);
+        if (f[i].cls > RK_FC_NESTED)
+            return rk__fail(
+                RK_EINVAL, "%s.%s: bad field class", t->name, f[i].name);
+        if (f[i].cls == RK_FC_NESTED) {
+            int rc;
+
+            if (f[i].nested == NULL)
+                return rk__fail(
+                    RK_EINVAL, "%s.%s: no nested type", t->name, f[i].name);
+            rc = rk__msgtype_validate(f[i].nested, depth + 1);
+            if (rc != RK_OK)
+                return rc;
+        } else if (f[i].cls <= RK_FC_VLA
+            && kind_size(f[i].kind) != f[i].elem_size) {
+            return rk__fail(
+                RK_EINVAL, "%s.%s: bad element kind", t->name, f[i].name);
+        }
+    }
+    return RK_OK;
+}
+
+int
+rk_msg_fixed_write(const rk_msgtype *t, const void *obj, void *dst, size_t cap)
+{
+    if (rk__unlikely(t->fixed_size == 0))
+        return rk__fail(RK_ENOTSUP, "%s has variable-length fields", t->name);
+    if (rk__unlikely(cap < t->fixed_size))
+        return rk__fail(RK_EMSGSIZE, "%s needs %u bytes, slot has %zu",
+            t->name, t->fixed_size, cap);
+    memcpy(dst, obj, t->fixed_size);
+    return RK_OK;
+}
+
+/* Checks every bool byte of a fixed form at base is 0 or 1. */
+static int
+check_bools(const rk_msgtype *t, const unsigned char *base)
+{
+    const rk_msgfield *f = t->fields();
+
+    for (unsigned i = 0; i < t->nfields; i++) {
+        if (f[i].cls == RK_FC_NESTED) {
+            int rc = check_bools(f[i].nested, base + f[i].offset);
+            if (rc != RK_OK)
+                return rc;
+        } else if (f[i].kind == RK_FK_BOOL) {
+            uint32_t n = f[i].cls == RK_FC_ARRAY ? f[i].count : 1;
+
+            for (uint32_t k = 0; k < n; k++)
+                if (base[f[i].offset + k] > 1)
+                    return rk__fail(RK_EDECODE,
+                        "%s.%s: bool byte is %u, not 0 or 1", t->name,
+                        f[i].name, base[f[i].offset + k]);
+        }
+    }
+    return RK_OK;
+}
+
+int
+rk_msg_fixed_read(const rk_msgtype *t, const void *src, size_t len, void *obj)
+{
+    int rc;
+
+    if (rk__unlikely(t->fixed_size == 0))
+        return rk__fail(RK_ENOTSUP, "%s has variable-length fields", t->name);
+    if (rk__unlikely(len != t->fixed_size)) {
+        memset(obj, 0, t->size);
+        return rk__fail(len < t->fixed_size ? RK_ETRUNCATED : RK_EDECODE,
+            "%s fixed form is %u bytes, got %zu", t->name, t->fixed_size, len);
+    }
+    /* Check the bytes before they become _Bool values in obj. */
+    if (t->nbools != 0 && (rc = check_bools(t, src)) != RK_OK) {
+        memset(obj, 0, t->size);
+        return rc;
+    }
+    memcpy(obj, src, t->fixed_size);
+    return RK_OK;
+}
+
+static uint64_t
+layout_hash(const rk_msgtype *t, uint64_t h, int depth)
+{
+    const rk_msgfield *f = t->fields();
+
+    if (depth > RK__MSG_MAX_DEPTH)
+        return h;
+    h = rk__fnv1a(h, t->name, strlen(t->name) + 1);
+    h = rk__fnv1a(h, &t->size, sizeof(t->size));
+    for (unsigned i = 0; i < t->nfields; i++) {
+        uint32_t v[5]
+            = { f[i].cls, f[i].kind, f[i].elem_size, f[i].offset, f[i].count };
+
+        h = rk__fnv1a(h, f[i].name, f[i].name_len + 1);
+        h = rk__fnv1a(h, v, sizeof(v));
+        if (f[i].cls == RK_FC_NESTED)
+            h = layout_hash(f[i].nested, h, depth + 1);
+    }
+    return h;
+}
+
+uint64_t
+rk_msgtype_layout_hash(const rk_msgtype *t)
+{
+    return layout_hash(t, UINT64_C(0xcbf29ce484222325), 0);
+}
