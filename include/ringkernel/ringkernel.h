@@ -16,6 +16,7 @@
 #include "ringkernel/telemetry.h"
 #include "ringkernel/pool.h"
 #include "ringkernel/message.h"
+#include "ringkernel/queue.h"
 #include "ringkernel/version.h"
 
 #endif /* RINGKERNEL_H */

@@ -1,0 +1,326 @@
+/*
+ * ringkernel/queue.h - lock-free bounded queues: the message hot path.
+ *
+ * Three layers, fastest first:
+ *
+ *   rk_spsc   single producer, single consumer ring of fixed-size slots.
+ *             Built on ring_proto.h (the host/GPU protocol); hot paths are
+ *             static inline and the caller owns all storage. try_ calls
+ *             never wait; there is no blocking variant (use rk_mqueue).
+ *   rk_mpsc   many producers, one consumer; rk_mpmc many of both. Vyukov's
+ *             bounded queue: a sequence number per slot, one CAS per
+ *             operation on the contended side(s).
+ *   rk_mqueue the blocking message queue used as a kernel inbox: many
+ *             producers (or one, on a fast path), one consumer, optional
+ *             four priority bands, a backpressure policy, counters, and
+ *             futex parking after a short adaptive spin.
+ *
+ * Capacities are powers of two (at least 2 for rk_mpsc, rk_mpmc and
+ * rk_mqueue, whose per-slot sequence numbers need two slots). Slots hold up to
+ * slot_size bytes; rk_spsc, rk_mpsc and rk_mpmc copy exactly slot_size bytes
+ * per element, rk_mqueue keeps the length of each message. See docs/queues.md
+ * for the design.
+ */
+#ifndef RINGKERNEL_QUEUE_H
+#define RINGKERNEL_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ringkernel/clock.h"
+#include "ringkernel/error.h"
+#include "ringkernel/ring_proto.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ================================================================ common */
+
+typedef enum rk_backpressure {
+    RK_BP_BLOCK = 0,   /* wait for room up to the send timeout */
+    RK_BP_REJECT,      /* fail at once with RK_EREJECTED */
+    RK_BP_DROP_OLDEST, /* evict the oldest message of the same band */
+    RK_BP_DROP_NEW     /* discard the new message: RK_EDROPPED */
+} rk_backpressure;
+
+typedef enum rk_band {
+    RK_BAND_LOW = 0, /* priority < 64 */
+    RK_BAND_NORMAL,  /* 64..159 */
+    RK_BAND_HIGH,    /* 160..223 */
+    RK_BAND_SYSTEM   /* >= 224 */
+} rk_band;
+
+#define RK_BAND_COUNT 4
+
+/* The band of a 0-255 message priority. */
+rk_band rk_priority_band(uint8_t priority);
+
+/* A snapshot of a queue's counters. Exact when the queue is quiescent;
+ * while it is in use each field is a recent value (they are read one by
+ * one with relaxed loads). */
+typedef struct rk_queue_stats {
+    uint64_t enqueued;   /* messages admitted into the queue */
+    uint64_t dequeued;   /* messages received */
+    uint64_t dropped;    /* messages lost to DROP_OLDEST or DROP_NEW */
+    uint64_t rejected;   /* sends refused: REJECT, or BLOCK giving up */
+    uint64_t depth;      /* messages in the queue now */
+    uint64_t high_water; /* largest depth seen by a sender */
+    uint64_t evicted;    /* the part of dropped evicted by DROP_OLDEST */
+} rk_queue_stats;
+/* Invariant: enqueued == dequeued + evicted + depth. Under DROP_OLDEST
+ * dropped == evicted; under DROP_NEW evicted == 0 and dropped counts the
+ * discarded incoming messages, which were never enqueued. */
+
+/* ================================================================ SPSC */
+
+/*
+ * A single-producer single-consumer ring. The struct is public so that it
+ * can live in caller memory and its hot paths can inline; treat its fields
+ * as private. Exactly one thread may produce and one thread may consume at
+ * a time (they may be the same thread).
+ */
+typedef struct rk_spsc {
+    rk_ring_ctrl ctrl;                  /* shared indices (3 lines) */
+    RK_PROTO_ALIGN64 rk_ring_side prod; /* producer-private line */
+    RK_PROTO_ALIGN64 rk_ring_side cons; /* consumer-private line */
+    RK_PROTO_ALIGN64 void *owned;       /* buffer rk_spsc_create owns */
+} rk_spsc;
+
+/* Bytes of slot storage rk_spsc_init needs: capacity * slot_size, or 0 if
+ * that overflows. */
+size_t rk_spsc_buffer_size(uint32_t capacity, uint32_t slot_size);
+
+/*
+ * Initialises q over caller-owned storage of rk_spsc_buffer_size() bytes
+ * (64-byte alignment recommended). The caller keeps ownership of q and
+ * buffer; both must outlive the queue. RK_EINVAL for a NULL pointer, a
+ * capacity that is zero or not a power of two (or above 2^31), or a zero
+ * slot_size.
+ */
+int rk_spsc_init(
+    rk_spsc *q, void *buffer, uint32_t capacity, uint32_t slot_size);
+
+/* Allocates a queue and its storage; rk_spsc_destroy frees both. */
+int rk_spsc_create(rk_spsc **out, uint32_t capacity, uint32_t slot_size);
+void rk_spsc_destroy(rk_spsc *q);
+
+/* Copies one slot. An 8-byte slot (a pointer or handle) gets a fixed-size
+ * copy the compiler turns into one move; the branch is predictable. GCC
+ * may warn about the 8-byte path when it sees an element smaller than
+ * that, on a path the branch never takes: silenced here. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wstringop-overread"
+#endif
+static inline void
+rk__slot_copy(void *dst, const void *src, uint32_t n)
+{
+    if (n == 8)
+        memcpy(dst, src, 8);
+    else
+        memcpy(dst, src, n);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+/* Producer: copies slot_size bytes from elem. RK_EFULL if no room. */
+static inline int
+rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
+{
+    rk_ring_side *s = &q->prod;
+    if (rk_ring_prod_space(&q->ctrl, s, 1) == 0)
+        return RK_EFULL;
+    /* Everything is read before the copy: the copy's byte stores may alias
+     * any field, and re-reading after them stalls the pipeline. */
+    uint64_t pos = s->pos + 1;
+    uint32_t size = s->slot_size;
+    unsigned char *slot = rk_ring_slot(s, pos - 1);
+    s->pos = pos;
+    rk__slot_copy(slot, elem, size);
+    rk_ring_publish_tail(&q->ctrl, pos);
+    return RK_OK;
+}
+
+/* Consumer: copies slot_size bytes into elem. RK_EEMPTY if none. */
+static inline int
+rk_spsc_try_dequeue(rk_spsc *q, void *elem)
+{
+    rk_ring_side *s = &q->cons;
+    if (rk_ring_cons_avail(&q->ctrl, s, 1) == 0)
+        return RK_EEMPTY;
+    uint64_t pos = s->pos + 1;
+    uint32_t size = s->slot_size;
+    const unsigned char *slot = rk_ring_slot(s, pos - 1);
+    s->pos = pos;
+    rk__slot_copy(elem, slot, size);
+    rk_ring_release_head(&q->ctrl, pos);
+    return RK_OK;
+}
+
+/* Producer: enqueues up to n elements from the contiguous array elems
+ * (n * slot_size bytes) with one index publication. Returns how many. */
+uint32_t rk_spsc_enqueue_batch(rk_spsc *q, const void *elems, uint32_t n);
+
+/* Consumer: dequeues up to n elements into elems. Returns how many. */
+uint32_t rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n);
+
+/* Producer, zero copy: the next free slot (slot_size writable bytes) or
+ * NULL when full. Write the message there, then rk_spsc_commit(). A
+ * reserve without a commit is simply repeated by the next reserve. */
+static inline void *
+rk_spsc_reserve(rk_spsc *q)
+{
+    if (rk_ring_prod_space(&q->ctrl, &q->prod, 1) == 0)
+        return NULL;
+    return rk_ring_slot(&q->prod, q->prod.pos);
+}
+
+static inline void
+rk_spsc_commit(rk_spsc *q)
+{
+    rk_ring_prod_publish(&q->ctrl, &q->prod, 1);
+}
+
+/* Consumer, zero copy: the oldest message in place, or NULL when empty.
+ * The pointer is valid until rk_spsc_release(). */
+static inline const void *
+rk_spsc_peek(rk_spsc *q)
+{
+    if (rk_ring_cons_avail(&q->ctrl, &q->cons, 1) == 0)
+        return NULL;
+    return rk_ring_slot(&q->cons, q->cons.pos);
+}
+
+static inline void
+rk_spsc_release(rk_spsc *q)
+{
+    rk_ring_cons_release(&q->ctrl, &q->cons, 1);
+}
+
+/* Messages in the ring (approximate while both sides run). */
+size_t rk_spsc_depth(const rk_spsc *q);
+
+/* ================================================================ MPSC/MPMC
+ */
+
+/*
+ * Bounded queues of fixed-size elements on Vyukov's design. Handles are
+ * opaque and allocated by _create; no operation allocates afterwards.
+ * rk_mpsc: any number of producer threads, one consumer thread at a time.
+ * rk_mpmc: any number of both. try_ calls never wait (a producer that has
+ * claimed a slot but not yet written it can make the next slot look empty
+ * to a consumer for that short time).
+ */
+typedef struct rk_mpsc rk_mpsc;
+typedef struct rk_mpmc rk_mpmc;
+
+int rk_mpsc_create(rk_mpsc **out, uint32_t capacity, uint32_t slot_size);
+void rk_mpsc_destroy(rk_mpsc *q);
+int rk_mpsc_try_enqueue(rk_mpsc *q, const void *elem); /* RK_OK / RK_EFULL */
+int rk_mpsc_try_dequeue(rk_mpsc *q, void *elem);       /* RK_OK / RK_EEMPTY */
+uint32_t rk_mpsc_enqueue_batch(rk_mpsc *q, const void *elems, uint32_t n);
+uint32_t rk_mpsc_dequeue_batch(rk_mpsc *q, void *elems, uint32_t n);
+/* Zero copy: claims a slot (NULL when full) and returns its address; the
+ * caller writes slot_size bytes and passes the ticket to commit. Every
+ * successful reserve must be committed, or the consumer stalls there. */
+void *rk_mpsc_reserve(rk_mpsc *q, uint64_t *ticket);
+void rk_mpsc_commit(rk_mpsc *q, uint64_t ticket);
+size_t rk_mpsc_depth(const rk_mpsc *q);
+
+int rk_mpmc_create(rk_mpmc **out, uint32_t capacity, uint32_t slot_size);
+void rk_mpmc_destroy(rk_mpmc *q);
+int rk_mpmc_try_enqueue(rk_mpmc *q, const void *elem);
+int rk_mpmc_try_dequeue(rk_mpmc *q, void *elem);
+uint32_t rk_mpmc_enqueue_batch(rk_mpmc *q, const void *elems, uint32_t n);
+uint32_t rk_mpmc_dequeue_batch(rk_mpmc *q, void *elems, uint32_t n);
+void *rk_mpmc_reserve(rk_mpmc *q, uint64_t *ticket);
+void rk_mpmc_commit(rk_mpmc *q, uint64_t ticket);
+size_t rk_mpmc_depth(const rk_mpmc *q);
+
+/* ================================================================ mqueue */
+
+/*
+ * rk_mqueue: the blocking message queue used as a kernel inbox or outbox.
+ * Any number of sender threads (or exactly one with single_producer), one
+ * receiver thread at a time. Messages are byte strings of at most
+ * slot_size bytes, copied in and out.
+ *
+ * Priority bands (priority_bands = true): four rings of `capacity` slots
+ * each; recv takes the oldest message of the highest non-empty band.
+ * Without bands priority is ignored and the queue is one FIFO.
+ *
+ * Send results: RK_OK (admitted; under DROP_OLDEST possibly after evicting
+ * the oldest message of its band), RK_EREJECTED (REJECT, full),
+ * RK_EDROPPED (DROP_NEW, full: the message was discarded and counted),
+ * RK_EFULL (BLOCK with RK_NO_WAIT, full), RK_ETIMEDOUT (BLOCK, still full
+ * at the timeout), RK_ECLOSED, RK_EMSGSIZE, RK_EINVAL. The queue copies the
+ * message; the caller keeps its buffer in every case.
+ *
+ * Recv results: RK_OK, RK_EEMPTY (RK_NO_WAIT and empty), RK_ETIMEDOUT,
+ * RK_ECLOSED (closed and drained), RK_EMSGSIZE (cap too small: the message
+ * stays queued and *len says how big it is), RK_EINVAL.
+ *
+ * Timeouts are relative nanoseconds, or RK_NO_WAIT / RK_WAIT_FOREVER.
+ */
+typedef struct rk_mqueue rk_mqueue;
+
+typedef struct rk_mqueue_config {
+    uint32_t capacity;  /* slots (per band when bands are on); pow2;
+                           0 = default 1024 */
+    uint32_t slot_size; /* max message bytes per slot; 0 = default 256 */
+    rk_backpressure backpressure;
+    bool priority_bands;
+    bool single_producer; /* promise of one producer thread: SPSC fast path */
+} rk_mqueue_config;
+
+#define RK_MQUEUE_DEFAULT_CAPACITY  1024u
+#define RK_MQUEUE_DEFAULT_SLOT_SIZE 256u
+
+/* Creates a queue (NULL cfg = defaults). The caller owns *out and frees it
+ * with rk_mqueue_destroy, after every other thread has stopped using it. */
+int rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg);
+void rk_mqueue_destroy(rk_mqueue *q);
+
+int rk_mqueue_send(rk_mqueue *q, const void *msg, size_t len, uint8_t priority,
+    int64_t timeout_ns);
+
+/* Gather send: the iov pieces, concatenated, form one message in one slot
+ * (e.g. header + payload without an intermediate copy). */
+struct rk_iov {
+    const void *base;
+    size_t len;
+};
+int rk_mqueue_sendv(rk_mqueue *q, const struct rk_iov *iov, int iovcnt,
+    uint8_t priority, int64_t timeout_ns);
+
+/* Receives one message into buf (cap bytes); *len gets its length. */
+int rk_mqueue_recv(
+    rk_mqueue *q, void *buf, size_t cap, size_t *len, int64_t timeout_ns);
+
+/* Waits (up to the timeout) for at least one message, then takes up to max
+ * without waiting more: message i goes to (char *)bufs + i * stride (at
+ * most stride bytes) and its length to lens[i]; *n gets the count. A
+ * message longer than stride stops the batch (RK_EMSGSIZE only if it is the
+ * first). */
+int rk_mqueue_recv_batch(rk_mqueue *q, void *bufs, size_t stride, size_t *lens,
+    size_t max, size_t *n, int64_t timeout_ns);
+
+/* Closes the queue and wakes every waiter. Later sends fail RK_ECLOSED;
+ * receives drain what is left, then return RK_ECLOSED. Idempotent. */
+void rk_mqueue_close(rk_mqueue *q);
+bool rk_mqueue_is_closed(const rk_mqueue *q);
+
+void rk_mqueue_stats(const rk_mqueue *q, rk_queue_stats *out);
+size_t rk_mqueue_depth(const rk_mqueue *q);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RINGKERNEL_QUEUE_H */

@@ -1,0 +1,551 @@
+/*
+ * src/queue/mqueue.c - rk_mqueue: the blocking kernel inbox.
+ *
+ * One vring (vring.h) per priority band; a sender claims a slot in its
+ * band, copies the message, counts it and publishes it; the receiver probes
+ * the bands from SYSTEM down to LOW (four loads of slot sequence words that
+ * stay in its cache while the bands are idle) and takes the first ready
+ * message. Waiting is an eventcount per direction (see struct mq_park and
+ * docs/queues.md, "Parking").
+ */
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "common/futex.h"
+#include "queue/vring.h"
+#include "ringkernel/queue.h"
+
+/* Adaptive spin before parking: attempts between these bounds, doubled
+ * after a spin that succeeded, halved after one that ended in a park. */
+#define MQ_SPIN_MIN 8u
+#define MQ_SPIN_MAX 512u
+
+/*
+ * An eventcount. A waiter reads seq (the key), announces itself in
+ * waiters, issues a seq_cst fence, re-checks its condition and only then
+ * sleeps on seq == key. A notifier changes the state, issues a seq_cst
+ * fence and, only if it sees a waiter, bumps seq and wakes. The two fences
+ * order the waiter's announcement against the notifier's state change:
+ * either the waiter's re-check sees the change or the notifier sees the
+ * waiter, whose key then predates the bump, so futex_wait cannot sleep.
+ */
+typedef struct mq_park {
+    _Alignas(RK_CACHELINE) _Atomic uint32_t seq;
+    _Atomic uint32_t waiters;
+    _Atomic uint32_t spin; /* current adaptive spin budget */
+} mq_park;
+
+struct rk_mqueue {
+    rk__vring bands[RK_BAND_COUNT];
+    /* Read-mostly line. */
+    _Alignas(RK_CACHELINE) uint32_t nbands;
+    uint32_t capacity;
+    uint32_t slot_size;
+    rk_backpressure bp;
+    bool sp; /* single producer: no CAS on tail, no RMW on counters */
+    bool mc; /* DROP_OLDEST: senders take from the head too, so CAS it */
+    _Atomic uint32_t closed;
+    /* Senders' counters. */
+    _Alignas(RK_CACHELINE) _Atomic uint64_t enqueued;
+    _Atomic uint64_t dropped;
+    _Atomic uint64_t evicted;
+    _Atomic uint64_t rejected;
+    _Atomic uint64_t high_water;
+    _Atomic uint64_t removed_hint; /* stale dequeued + evicted */
+    /* Receiver's counter. */
+    _Alignas(RK_CACHELINE) _Atomic uint64_t dequeued;
+    mq_park notempty; /* the receiver waits here */
+    mq_park notfull;  /* BLOCK senders wait here */
+};
+
+rk_band
+rk_priority_band(uint8_t priority)
+{
+    if (priority >= 224)
+        return RK_BAND_SYSTEM;
+    if (priority >= 160)
+        return RK_BAND_HIGH;
+    if (priority >= 64)
+        return RK_BAND_NORMAL;
+    return RK_BAND_LOW;
+}
+
+/* ---------------------------------------------------------------- parking */
+
+static void
+park_init(mq_park *p)
+{
+    atomic_init(&p->seq, 0);
+    atomic_init(&p->waiters, 0);
+    atomic_init(&p->spin, 64);
+}
+
+/* Called after the state change a waiter may be waiting for. */
+static inline void
+park_notify(mq_park *p)
+{
+    /* Pairs with the fence in park_wait: see struct mq_park. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (rk__unlikely(
+            atomic_load_explicit(&p->waiters, memory_order_relaxed) != 0)) {
+        /* Release pairs with the waiter's acquire load of its key. */
+        atomic_fetch_add_explicit(&p->seq, 1, memory_order_release);
+        rk__futex_wake(&p->seq, INT32_MAX);
+    }
+}
+
+static void
+park_wake_all(mq_park *p)
+{
+    /* Release pairs with the waiter's acquire load of its key. */
+    atomic_fetch_add_explicit(&p->seq, 1, memory_order_release);
+    rk__futex_wake(&p->seq, INT32_MAX);
+}
+
+typedef int (*mq_attempt)(rk_mqueue *q, void *ctx);
+
+/*
+ * Runs attempt until it returns something other than `again`: at once,
+ * then through an adaptive spin, then parked on p until notified, closed
+ * (attempt reports RK_ECLOSED itself) or the timeout. Returns attempt's
+ * result, `again` for RK_NO_WAIT, or RK_ETIMEDOUT.
+ */
+static int
+park_wait(rk_mqueue *q, mq_park *p, mq_attempt attempt, void *ctx, int again,
+    int64_t timeout_ns)
+{
+    int rc = attempt(q, ctx);
+    if (rc != again || timeout_ns == RK_NO_WAIT)
+        return rc;
+    uint64_t deadline = rk__deadline(timeout_ns);
+
+    uint32_t spin = atomic_load_explicit(&p->spin, memory_order_relaxed);
+    for (uint32_t i = 0; i < spin; i++) {
+        rk__cpu_relax();
+        rk__cpu_relax();
+        rc = attempt(q, ctx);
+        if (rc != again) {
+            if (spin < MQ_SPIN_MAX)
+                atomic_store_explicit(
+                    &p->spin, spin * 2, memory_order_relaxed);
+            return rc;
+        }
+    }
+    if (spin > MQ_SPIN_MIN)
+        atomic_store_explicit(&p->spin, spin / 2, memory_order_relaxed);
+
+    for (;;) {
+        /* Acquire pairs with the release bump in park_notify/close: a key
+         * read after a bump also sees the state that bump announced. */
+        uint32_t key = atomic_load_explicit(&p->seq, memory_order_acquire);
+        atomic_fetch_add_explicit(&p->waiters, 1, memory_order_relaxed);
+        /* Pairs with the fence in park_notify (Dekker: announce, then
+         * re-check; change, then look for waiters). */
+        atomic_thread_fence(memory_order_seq_cst);
+        rc = attempt(q, ctx);
+        if (rc != again) {
+            atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
+            return rc;
+        }
+        int w = rk__futex_wait(&p->seq, key, deadline);
+        atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
+        if (w == RK_ETIMEDOUT) {
+            rc = attempt(q, ctx);
+            return rc == again ? RK_ETIMEDOUT : rc;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- counters */
+
+/* Adds n to a counter. Counters with one writer (the single producer, the
+ * receiver) skip the RMW. */
+static inline uint64_t
+count_add(_Atomic uint64_t *c, uint64_t n, bool one_writer)
+{
+    if (one_writer) {
+        uint64_t v = atomic_load_explicit(c, memory_order_relaxed) + n;
+        atomic_store_explicit(c, v, memory_order_relaxed);
+        return v;
+    }
+    return atomic_fetch_add_explicit(c, n, memory_order_relaxed) + n;
+}
+
+/*
+ * Raises high_water after a send that made the queue `total` messages
+ * long by the senders' count. The removed count lives on the receiver's
+ * line, so it is re-read only when the stale hint says this send might be
+ * a new high: while the queue stays below its mark, no line is pulled.
+ */
+static inline void
+note_depth(rk_mqueue *q, uint64_t total)
+{
+    uint64_t hw = atomic_load_explicit(&q->high_water, memory_order_relaxed);
+    uint64_t hint
+        = atomic_load_explicit(&q->removed_hint, memory_order_relaxed);
+    if (total <= hint || total - hint <= hw)
+        return;
+    uint64_t removed = atomic_load_explicit(&q->dequeued, memory_order_relaxed)
+        + atomic_load_explicit(&q->evicted, memory_order_relaxed);
+    atomic_store_explicit(&q->removed_hint, removed, memory_order_relaxed);
+    if (total <= removed)
+        return;
+    uint64_t depth = total - removed;
+    uint64_t limit = (uint64_t)q->capacity * q->nbands;
+    if (depth > limit)
+        depth = limit; /* a send overlapping a receive counts both */
+    while (depth > hw
+        && !atomic_compare_exchange_weak_explicit(&q->high_water, &hw, depth,
+            memory_order_relaxed, memory_order_relaxed)) { }
+}
+
+/* ---------------------------------------------------------------- create */
+
+int
+rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg)
+{
+    if (out == NULL)
+        return rk__fail(RK_EINVAL, "rk_mqueue_create: NULL out");
+    *out = NULL;
+    rk_mqueue_config c = { 0 };
+    if (cfg != NULL)
+        c = *cfg;
+    if (c.capacity == 0)
+        c.capacity = RK_MQUEUE_DEFAULT_CAPACITY;
+    if (c.slot_size == 0)
+        c.slot_size = RK_MQUEUE_DEFAULT_SLOT_SIZE;
+    if ((unsigned)c.backpressure > RK_BP_DROP_NEW)
+        return rk__fail(RK_EINVAL, "rk_mqueue: unknown backpressure %d",
+            (int)c.backpressure);
+    int rc = rk__queue_check_geometry(c.capacity, c.slot_size, "rk_mqueue");
+    if (rc != RK_OK)
+        return rc;
+
+    rk_mqueue *q = aligned_alloc(RK_CACHELINE, sizeof(*q));
+    if (q == NULL)
+        return rk__fail(RK_ENOMEM, "rk_mqueue: queue");
+    memset(q, 0, sizeof(*q));
+    q->nbands = c.priority_bands ? RK_BAND_COUNT : 1;
+    q->capacity = c.capacity;
+    q->slot_size = c.slot_size;
+    q->bp = c.backpressure;
+    q->sp = c.single_producer;
+    q->mc = c.backpressure == RK_BP_DROP_OLDEST;
+    for (uint32_t b = 0; b < q->nbands; b++) {
+        rc = rk__vring_init(
+            &q->bands[b], c.capacity, c.slot_size, "rk_mqueue");
+        if (rc != RK_OK) {
+            while (b-- > 0)
+                rk__vring_fini(&q->bands[b]);
+            free(q);
+            return rc;
+        }
+    }
+    atomic_init(&q->closed, 0);
+    atomic_init(&q->enqueued, 0);
+    atomic_init(&q->dropped, 0);
+    atomic_init(&q->evicted, 0);
+    atomic_init(&q->rejected, 0);
+    atomic_init(&q->high_water, 0);
+    atomic_init(&q->removed_hint, 0);
+    atomic_init(&q->dequeued, 0);
+    park_init(&q->notempty);
+    park_init(&q->notfull);
+    *out = q;
+    return RK_OK;
+}
+
+void
+rk_mqueue_destroy(rk_mqueue *q)
+{
+    if (q == NULL)
+        return;
+    for (uint32_t b = 0; b < q->nbands; b++)
+        rk__vring_fini(&q->bands[b]);
+    free(q);
+}
+
+/* ---------------------------------------------------------------- send */
+
+typedef struct send_ctx {
+    const struct rk_iov *iov;
+    int iovcnt;
+    uint32_t len;
+    rk__vring *band;
+} send_ctx;
+
+/* Evicts the oldest message of r (DROP_OLDEST). False if r had nothing
+ * ready to evict (a concurrent receive or eviction made room, or the head
+ * slot's sender is still writing it). */
+static bool
+evict_oldest(rk_mqueue *q, rk__vring *r)
+{
+    uint64_t pos;
+    if (!rk__vring_take_mc(r, &pos))
+        return false;
+    rk__vring_free(r, pos);
+    atomic_fetch_add_explicit(&q->evicted, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&q->dropped, 1, memory_order_relaxed);
+    return true;
+}
+
+/* One send attempt: RK_OK, RK_EFULL or RK_ECLOSED. */
+static int
+send_attempt(rk_mqueue *q, void *arg)
+{
+    send_ctx *c = arg;
+    rk__vring *r = c->band;
+    uint64_t pos;
+
+    /* Acquire pairs with the seq_cst store in rk_mqueue_close. */
+    if (atomic_load_explicit(&q->closed, memory_order_acquire))
+        return RK_ECLOSED;
+    while (
+        !(q->sp ? rk__vring_claim_sp(r, &pos) : rk__vring_claim_mp(r, &pos))) {
+        if (q->bp != RK_BP_DROP_OLDEST)
+            return RK_EFULL;
+        if (!evict_oldest(q, r))
+            rk__cpu_relax();
+    }
+    rk__vslot *s = rk__vring_slot(r, pos);
+    unsigned char *dst = rk__vslot_data(s);
+    for (int i = 0; i < c->iovcnt; i++) {
+        if (c->iov[i].len == 0)
+            continue;
+        memcpy(dst, c->iov[i].base, c->iov[i].len);
+        dst += c->iov[i].len;
+    }
+    atomic_store_explicit(&s->len, c->len, memory_order_relaxed);
+    /* Counted before it is published, so dequeued never passes enqueued. */
+    uint64_t total = count_add(&q->enqueued, 1, q->sp);
+    rk__vring_publish(r, pos);
+    note_depth(q, total);
+    park_notify(&q->notempty);
+    return RK_OK;
+}
+
+int
+rk_mqueue_sendv(rk_mqueue *q, const struct rk_iov *iov, int iovcnt,
+    uint8_t priority, int64_t timeout_ns)
+{
+    if (q == NULL || iovcnt < 0 || (iov == NULL && iovcnt > 0))
+        return rk__fail(RK_EINVAL, "rk_mqueue_sendv: %s",
+            q == NULL ? "NULL queue" : "bad iov");
+    size_t len = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].base == NULL && iov[i].len > 0)
+            return rk__fail(RK_EINVAL, "rk_mqueue_sendv: iov[%d] is NULL", i);
+        if (iov[i].len > q->slot_size || len + iov[i].len > q->slot_size)
+            return rk__fail(RK_EMSGSIZE,
+                "rk_mqueue_send: message exceeds slot_size %u", q->slot_size);
+        len += iov[i].len;
+    }
+    send_ctx c = { iov, iovcnt, (uint32_t)len,
+        &q->bands[q->nbands == 1 ? 0 : rk_priority_band(priority)] };
+    int rc;
+    if (q->bp == RK_BP_BLOCK)
+        rc = park_wait(q, &q->notfull, send_attempt, &c, RK_EFULL, timeout_ns);
+    else
+        rc = send_attempt(q, &c);
+    switch (rc) {
+    case RK_EFULL:
+    case RK_ETIMEDOUT:
+        if (q->bp == RK_BP_DROP_NEW) {
+            atomic_fetch_add_explicit(&q->dropped, 1, memory_order_relaxed);
+            return RK_EDROPPED;
+        }
+        atomic_fetch_add_explicit(&q->rejected, 1, memory_order_relaxed);
+        return q->bp == RK_BP_REJECT ? RK_EREJECTED : rc;
+    default:
+        return rc;
+    }
+}
+
+int
+rk_mqueue_send(rk_mqueue *q, const void *msg, size_t len, uint8_t priority,
+    int64_t timeout_ns)
+{
+    if (msg == NULL && len > 0)
+        return rk__fail(RK_EINVAL, "rk_mqueue_send: NULL message");
+    struct rk_iov iov = { msg, len };
+    return rk_mqueue_sendv(q, &iov, 1, priority, timeout_ns);
+}
+
+/* ---------------------------------------------------------------- recv */
+
+typedef struct recv_ctx {
+    unsigned char *bufs;
+    size_t stride;
+    size_t *lens;
+    size_t max;
+    size_t n;
+} recv_ctx;
+
+/*
+ * Takes the oldest message of band r into buf. RK_OK, RK_EEMPTY, or
+ * RK_EMSGSIZE (left in place, *len set). With evicting senders (mc) the
+ * head is claimed by CAS; the length is read before the claim, and a
+ * successful claim proves it was this message's (rewriting the slot would
+ * need the head to move past pos first).
+ */
+static int
+take_one(
+    rk_mqueue *q, rk__vring *r, unsigned char *buf, size_t cap, size_t *len)
+{
+    uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+    rk__vslot *s;
+    uint32_t l;
+    for (;;) {
+        s = rk__vring_slot(r, pos);
+        /* Acquire pairs with rk__vring_publish: payload and len visible. */
+        uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+        if (seq != pos + 1) {
+            if (!q->mc || (int64_t)(seq - (pos + 1)) < 0)
+                return RK_EEMPTY;
+            pos = atomic_load_explicit(&r->head, memory_order_relaxed);
+            continue; /* an evictor moved the head */
+        }
+        l = atomic_load_explicit(&s->len, memory_order_relaxed);
+        if (l > cap) {
+            *len = l;
+            return RK_EMSGSIZE;
+        }
+        if (!q->mc) {
+            atomic_store_explicit(&r->head, pos + 1, memory_order_relaxed);
+            break;
+        }
+        /* Relaxed: arbitration against evictors only. */
+        if (atomic_compare_exchange_weak_explicit(&r->head, &pos, pos + 1,
+                memory_order_relaxed, memory_order_relaxed))
+            break;
+    }
+    memcpy(buf, rk__vslot_data(s), l);
+    *len = l;
+    rk__vring_free(r, pos);
+    return RK_OK;
+}
+
+/* Takes up to c->max messages, highest band first; RK_EEMPTY if none. */
+static int
+recv_some(rk_mqueue *q, recv_ctx *c)
+{
+    int rc = RK_OK;
+    while (c->n < c->max) {
+        rc = RK_EEMPTY;
+        for (uint32_t b = q->nbands; b-- > 0;) {
+            rc = take_one(q, &q->bands[b], c->bufs + c->n * c->stride,
+                c->stride, &c->lens[c->n]);
+            if (rc != RK_EEMPTY)
+                break;
+        }
+        if (rc != RK_OK)
+            break;
+        c->n++;
+    }
+    if (c->n == 0)
+        return rc;
+    count_add(&q->dequeued, c->n, true);
+    if (q->bp == RK_BP_BLOCK)
+        park_notify(&q->notfull);
+    return RK_OK;
+}
+
+static int
+recv_attempt(rk_mqueue *q, void *arg)
+{
+    recv_ctx *c = arg;
+    int rc = recv_some(q, c);
+    /* Acquire pairs with the seq_cst store in rk_mqueue_close: every send
+     * that finished before the close is visible to the retry. */
+    if (rc == RK_EEMPTY
+        && atomic_load_explicit(&q->closed, memory_order_acquire)) {
+        rc = recv_some(q, c);
+        if (rc == RK_EEMPTY)
+            rc = RK_ECLOSED;
+    }
+    return rc;
+}
+
+int
+rk_mqueue_recv_batch(rk_mqueue *q, void *bufs, size_t stride, size_t *lens,
+    size_t max, size_t *n, int64_t timeout_ns)
+{
+    if (n != NULL)
+        *n = 0;
+    if (q == NULL || bufs == NULL || lens == NULL || n == NULL || max == 0)
+        return rk__fail(RK_EINVAL, "rk_mqueue_recv_batch: %s",
+            q == NULL      ? "NULL queue"
+                : max == 0 ? "max is 0"
+                           : "NULL buffer");
+    recv_ctx c = { bufs, stride, lens, max, 0 };
+    int rc
+        = park_wait(q, &q->notempty, recv_attempt, &c, RK_EEMPTY, timeout_ns);
+    *n = c.n;
+    return rc;
+}
+
+int
+rk_mqueue_recv(
+    rk_mqueue *q, void *buf, size_t cap, size_t *len, int64_t timeout_ns)
+{
+    size_t n, l = 0;
+    if (q == NULL || (buf == NULL && cap > 0))
+        return rk__fail(RK_EINVAL, "rk_mqueue_recv: NULL %s",
+            q == NULL ? "queue" : "buffer");
+    unsigned char dummy;
+    int rc = rk_mqueue_recv_batch(
+        q, buf ? buf : &dummy, cap, &l, 1, &n, timeout_ns);
+    if (len != NULL && (rc == RK_OK || rc == RK_EMSGSIZE))
+        *len = l;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- misc */
+
+void
+rk_mqueue_close(rk_mqueue *q)
+{
+    if (q == NULL)
+        return;
+    /* seq_cst pairs with the acquire loads of closed in the attempts. */
+    atomic_store_explicit(&q->closed, 1, memory_order_seq_cst);
+    park_wake_all(&q->notempty);
+    park_wake_all(&q->notfull);
+}
+
+bool
+rk_mqueue_is_closed(const rk_mqueue *q)
+{
+    return q != NULL
+        && atomic_load_explicit(&q->closed, memory_order_acquire) != 0;
+}
+
+void
+rk_mqueue_stats(const rk_mqueue *q, rk_queue_stats *out)
+{
+    if (q == NULL || out == NULL)
+        return;
+    /* Removals first: each was counted after its enqueue, so reading them
+     * before enqueued keeps depth from going negative in practice. */
+    out->dequeued = atomic_load_explicit(&q->dequeued, memory_order_relaxed);
+    out->evicted = atomic_load_explicit(&q->evicted, memory_order_relaxed);
+    out->dropped = atomic_load_explicit(&q->dropped, memory_order_relaxed);
+    out->rejected = atomic_load_explicit(&q->rejected, memory_order_relaxed);
+    out->enqueued = atomic_load_explicit(&q->enqueued, memory_order_relaxed);
+    out->high_water
+        = atomic_load_explicit(&q->high_water, memory_order_relaxed);
+    uint64_t out_count = out->dequeued + out->evicted;
+    out->depth = out->enqueued > out_count ? out->enqueued - out_count : 0;
+}
+
+size_t
+rk_mqueue_depth(const rk_mqueue *q)
+{
+    rk_queue_stats s;
+    if (q == NULL)
+        return 0;
+    rk_mqueue_stats(q, &s);
+    return (size_t)s.depth;
+}

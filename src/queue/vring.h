@@ -1,0 +1,196 @@
+/*
+ * src/queue/vring.h - the bounded multi-producer/multi-consumer ring engine
+ * behind rk_mpsc, rk_mpmc and each band of rk_mqueue.
+ *
+ * Dmitry Vyukov's design: every slot carries a 64-bit sequence number.
+ * For position pos (a free-running counter) and capacity cap:
+ *   seq == pos        the slot is free for the producer of pos;
+ *   seq == pos + 1    the slot holds the message of pos;
+ *   seq == pos + cap  the consumer of pos is done; free for pos + cap.
+ * Producers claim a position by advancing tail (CAS, or a plain store with
+ * one producer), write the slot and publish seq = pos + 1 with release.
+ * Consumers claim by advancing head (CAS with several consumers or
+ * evictors, plain store with one), read the slot and release seq =
+ * pos + cap. Producers and consumers never touch each other's index: they
+ * meet only on the slot's sequence word.
+ */
+#ifndef RK_SRC_QUEUE_VRING_H
+#define RK_SRC_QUEUE_VRING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+/* Slot header; the payload follows at offset RK__VSLOT_HDR. */
+typedef struct rk__vslot {
+    _Atomic uint64_t seq;
+    /* Message length (rk_mqueue). Atomic because an evicting producer or a
+     * second consumer may read it before winning the claim; the winner's
+     * claim makes the value it read the right one (see mqueue.c). */
+    _Atomic uint32_t len;
+    uint32_t pad;
+} rk__vslot;
+
+#define RK__VSLOT_HDR ((uint32_t)sizeof(rk__vslot))
+
+typedef struct rk__vring {
+    _Alignas(RK_CACHELINE) _Atomic uint64_t tail; /* producers' line */
+    _Alignas(RK_CACHELINE) _Atomic uint64_t head; /* consumers' line */
+    /* Read-only after init: shared by both sides without bouncing. */
+    _Alignas(RK_CACHELINE) unsigned char *slots;
+    uint64_t mask;
+    uint32_t slot_size; /* payload bytes */
+    uint32_t stride;    /* bytes from one slot to the next */
+} rk__vring;
+
+/* Allocates and initialises r's slots. RK_EINVAL / RK_ENOMEM. */
+int rk__vring_init(
+    rk__vring *r, uint32_t capacity, uint32_t slot_size, const char *what);
+void rk__vring_fini(rk__vring *r);
+
+/* No queue's slot array may exceed this (1 TiB). */
+#define RK__QUEUE_MAX_BYTES (UINT64_C(1) << 40)
+
+/* Validates a (capacity, slot_size) pair for any queue. */
+int rk__queue_check_geometry(
+    uint32_t capacity, uint32_t slot_size, const char *what);
+
+static inline rk__vslot *
+rk__vring_slot(const rk__vring *r, uint64_t pos)
+{
+    return (rk__vslot *)(r->slots + (pos & r->mask) * r->stride);
+}
+
+static inline unsigned char *
+rk__vslot_data(rk__vslot *s)
+{
+    return (unsigned char *)s + RK__VSLOT_HDR;
+}
+
+/* Producer claim with several producers: true and *pos on success, false
+ * when the ring is full. */
+static inline bool
+rk__vring_claim_mp(rk__vring *r, uint64_t *pos)
+{
+    uint64_t p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    for (;;) {
+        rk__vslot *s = rk__vring_slot(r, p);
+        /* Acquire pairs with the consumer's release of seq in
+         * rk__vring_free: its reads of the slot are done before we write. */
+        uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+        int64_t diff = (int64_t)(seq - p);
+        if (diff == 0) {
+            /* Relaxed: the CAS only arbitrates between producers; the slot
+             * contents are ordered by the seq release/acquire. */
+            if (atomic_compare_exchange_weak_explicit(&r->tail, &p, p + 1,
+                    memory_order_relaxed, memory_order_relaxed)) {
+                *pos = p;
+                return true;
+            }
+        } else if (diff < 0) {
+            return false; /* the slot still holds the message of p - cap */
+        } else {
+            p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+        }
+    }
+}
+
+/* Producer claim with one producer: no RMW. */
+static inline bool
+rk__vring_claim_sp(rk__vring *r, uint64_t *pos)
+{
+    uint64_t p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    rk__vslot *s = rk__vring_slot(r, p);
+    /* Acquire pairs with the consumer's release in rk__vring_free. */
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != p)
+        return false;
+    atomic_store_explicit(&r->tail, p + 1, memory_order_relaxed);
+    *pos = p;
+    return true;
+}
+
+/* Producer: the slot of pos is written; make it visible. */
+static inline void
+rk__vring_publish(rk__vring *r, uint64_t pos)
+{
+    /* Release pairs with the consumer's acquire of seq in
+     * rk__vring_take_*: the payload and len are visible first. */
+    atomic_store_explicit(
+        &rk__vring_slot(r, pos)->seq, pos + 1, memory_order_release);
+}
+
+/* Consumer claim with one consumer (and no evictors): no RMW. The caller
+ * reads the slot, then calls rk__vring_free. */
+static inline bool
+rk__vring_take_sc(rk__vring *r, uint64_t *pos)
+{
+    uint64_t p = atomic_load_explicit(&r->head, memory_order_relaxed);
+    rk__vslot *s = rk__vring_slot(r, p);
+    /* Acquire pairs with the producer's release in rk__vring_publish. */
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != p + 1)
+        return false;
+    atomic_store_explicit(&r->head, p + 1, memory_order_relaxed);
+    *pos = p;
+    return true;
+}
+
+/* Consumer claim with several consumers or evicting producers. */
+static inline bool
+rk__vring_take_mc(rk__vring *r, uint64_t *pos)
+{
+    uint64_t p = atomic_load_explicit(&r->head, memory_order_relaxed);
+    for (;;) {
+        rk__vslot *s = rk__vring_slot(r, p);
+        /* Acquire pairs with the producer's release in rk__vring_publish. */
+        uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+        int64_t diff = (int64_t)(seq - (p + 1));
+        if (diff == 0) {
+            /* Relaxed: arbitration only, as in claim_mp. */
+            if (atomic_compare_exchange_weak_explicit(&r->head, &p, p + 1,
+                    memory_order_relaxed, memory_order_relaxed)) {
+                *pos = p;
+                return true;
+            }
+        } else if (diff < 0) {
+            return false; /* empty (or its producer is still writing) */
+        } else {
+            p = atomic_load_explicit(&r->head, memory_order_relaxed);
+        }
+    }
+}
+
+/* Consumer: done with the slot of pos; hand it to the producer of
+ * pos + cap. */
+static inline void
+rk__vring_free(rk__vring *r, uint64_t pos)
+{
+    /* Release pairs with the producer's acquire in rk__vring_claim_*: our
+     * reads of the payload happen before it is overwritten. */
+    atomic_store_explicit(
+        &rk__vring_slot(r, pos)->seq, pos + r->mask + 1, memory_order_release);
+}
+
+/* Whether the slot at the consumer's head holds a message (a cheap
+ * emptiness probe that reads no producer line). */
+static inline bool
+rk__vring_ready(const rk__vring *r)
+{
+    uint64_t p = atomic_load_explicit(&r->head, memory_order_relaxed);
+    /* Acquire pairs with rk__vring_publish. */
+    return atomic_load_explicit(
+               &rk__vring_slot(r, p)->seq, memory_order_acquire)
+        == p + 1;
+}
+
+/* Messages claimed and not yet taken (approximate under concurrency). */
+static inline uint64_t
+rk__vring_depth(const rk__vring *r)
+{
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    return t > h ? t - h : 0;
+}
+
+#endif /* RK_SRC_QUEUE_VRING_H */
