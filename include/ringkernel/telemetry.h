@@ -144,6 +144,22 @@ typedef struct rk_stats {
     rk_stat_latency latency[RK_STATS_MAX_LATENCIES];
 } rk_stats;
 
+/*
+ * Building a snapshot by hand (the runtime fills its own from the live
+ * counters; these are for application code, e.g. to print an rk_histogram
+ * with the formatters below). rk_stats_init empties *s, copies label
+ * (truncated to RK_STATS_LABEL_MAX - 1 bytes; NULL means "") and sets
+ * start_ns and taken_ns = rk_now_ns(). The add functions append one entry
+ * that points at desc (borrowed: it must outlive s) and return RK_OK,
+ * RK_ETOOBIG when s is full, or RK_EINVAL for a NULL argument.
+ */
+void rk_stats_init(rk_stats *s, const char *label, uint64_t start_ns);
+
+int rk_stats_add_value(rk_stats *s, const rk_stat_desc *desc, uint64_t value);
+
+int rk_stats_add_summary(
+    rk_stats *s, const rk_stat_desc *desc, const rk_latency_summary *sum);
+
 /* The counter called name in s, or NULL if there is none. */
 const rk_stat_value *rk_stats_find(const rk_stats *s, const char *name);
 

@@ -60,8 +60,9 @@ rk__hist_snapshot(const rk__hist *h, rk__hist_snap *out)
     /*
      * With writers running, min/max/sum may have been read before or after
      * records that the buckets did or did not include. Keep the snapshot
-     * self-consistent where it matters for percentiles: min and max must
-     * bracket the occupied buckets.
+     * self-consistent where it matters for percentiles: with no writer the
+     * minimum lies in the lowest occupied bucket and the maximum in the
+     * highest, so make that true here too.
      */
     if (n > 0) {
         size_t lo = 0, hi = RK__HIST_BUCKETS - 1;
@@ -70,11 +71,12 @@ rk__hist_snapshot(const rk__hist *h, rk__hist_snap *out)
         while (out->bucket[hi] == 0)
             hi--;
         uint64_t lo_min = rk__hist_bucket_low(lo);
-        uint64_t hi_max
-            = rk__hist_bucket_low(hi) + (rk__hist_bucket_width(hi) - 1);
-        if (out->min < lo_min || out->min > hi_max)
+        uint64_t lo_max = lo_min + (rk__hist_bucket_width(lo) - 1);
+        uint64_t hi_min = rk__hist_bucket_low(hi);
+        uint64_t hi_max = hi_min + (rk__hist_bucket_width(hi) - 1);
+        if (out->min < lo_min || out->min > lo_max)
             out->min = lo_min;
-        if (out->max > hi_max || out->max < out->min)
+        if (out->max < hi_min || out->max > hi_max)
             out->max = hi_max;
     }
 }

@@ -29,17 +29,48 @@ rk_stat_unit_name(rk_stat_unit unit)
 /* ------------------------------------------------------------ snapshots */
 
 void
-rk__stats_begin(rk_stats *out, const char *label, uint64_t start_ns)
+rk_stats_init(rk_stats *s, const char *label, uint64_t start_ns)
 {
-    memset(out, 0, sizeof(*out));
+    if (s == NULL)
+        return;
+    memset(s, 0, sizeof(*s));
     if (label != NULL) {
         size_t n = strlen(label);
-        if (n >= sizeof(out->label))
-            n = sizeof(out->label) - 1;
-        memcpy(out->label, label, n);
+        if (n >= sizeof(s->label))
+            n = sizeof(s->label) - 1;
+        memcpy(s->label, label, n);
     }
-    out->start_ns = start_ns;
-    out->taken_ns = rk_now_ns();
+    s->start_ns = start_ns;
+    s->taken_ns = rk_now_ns();
+}
+
+void
+rk__stats_begin(rk_stats *out, const char *label, uint64_t start_ns)
+{
+    rk_stats_init(out, label, start_ns);
+}
+
+int
+rk_stats_add_value(rk_stats *s, const rk_stat_desc *desc, uint64_t value)
+{
+    if (s == NULL || desc == NULL)
+        return rk__fail(RK_EINVAL, "rk_stats_add_value: NULL argument");
+    if (s->ncounters >= RK_STATS_MAX_COUNTERS)
+        return rk__fail(RK_ETOOBIG, "rk_stats: more than %d counters",
+            RK_STATS_MAX_COUNTERS);
+    s->counter[s->ncounters].desc = desc;
+    s->counter[s->ncounters].value = value;
+    s->ncounters++;
+    return RK_OK;
+}
+
+int
+rk_stats_add_summary(
+    rk_stats *s, const rk_stat_desc *desc, const rk_latency_summary *sum)
+{
+    if (s == NULL || desc == NULL || sum == NULL)
+        return rk__fail(RK_EINVAL, "rk_stats_add_summary: NULL argument");
+    return rk__stats_add_summary(s, desc, sum);
 }
 
 int
@@ -175,13 +206,22 @@ static void
 ob_json_string(outbuf *o, const char *s)
 {
     ob_printf(o, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            ob_printf(o, "\\%c", *p);
-        else if (*p < 0x20)
-            ob_printf(o, "\\u%04x", *p);
+    while (*s != '\0') {
+        /* Copy the longest run that needs no escaping in one call. */
+        size_t run = 0;
+        while (s[run] != '\0' && s[run] != '"' && s[run] != '\\'
+            && (unsigned char)s[run] >= 0x20)
+            run++;
+        if (run > 0) {
+            ob_printf(o, "%.*s", (int)run, s);
+            s += run;
+            continue;
+        }
+        if (*s == '"' || *s == '\\')
+            ob_printf(o, "\\%c", *s);
         else
-            ob_printf(o, "%c", *p);
+            ob_printf(o, "\\u%04x", (unsigned)(unsigned char)*s);
+        s++;
     }
     ob_printf(o, "\"");
 }

@@ -1,0 +1,354 @@
+/*
+ * bench/bench_queue.c - the queue layer against Concurrency Kit's ck_ring.
+ *
+ * Suite "queue". For ringkernel (rk_spsc, rk_mpsc, rk_mqueue) and ck_ring
+ * (SPSC and MPSC rings of pointers) in the same run:
+ *   *_same_thread      one enqueue + one dequeue on one thread (ns)
+ *   *_pingpong_p50/p99 cross-thread round trip over two rings (ns)
+ *   *_oneway[_batch]   one producer thread to one consumer thread (msgs/s)
+ * Elements are 8 bytes (ck_ring stores a pointer). Threads are pinned to
+ * two distinct CPUs when the process may use two. RK_BENCH_SCALE scales the
+ * iteration counts.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench.h"
+#include "ck_ref.h"
+#include "ringkernel/queue.h"
+
+#define SUITE "queue"
+#define RING  1024u
+#define BATCH 32u
+
+static int cpu_main, cpu_peer;
+static size_t n_ops, n_rtt, n_flow;
+
+/* Keeps the compiler from discarding a result. */
+static volatile uint64_t sink;
+
+static void
+emit(const char *name, const char *impl, double v, const char *unit)
+{
+    char extra[64];
+    snprintf(extra, sizeof(extra), "\"elem_bytes\":8,\"cpus\":[%d,%d]",
+        cpu_main, cpu_peer);
+    bench_emit(SUITE, name, impl, v, unit, extra);
+}
+
+/* ---------------------------------------------------------- same thread */
+
+static void
+same_thread(void)
+{
+    uint64_t t0, sum = 0, v;
+
+    rk_spsc *s;
+    if (rk_spsc_create(&s, RING, 8) != RK_OK)
+        abort();
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n_ops; i++) {
+        uint64_t m = i; /* &i would pin the loop counter to memory */
+        rk_spsc_try_enqueue(s, &m);
+        rk_spsc_try_dequeue(s, &v);
+        sum += v;
+    }
+    emit("spsc_same_thread", "ringkernel",
+        (double)(bench_now_ns() - t0) / (double)n_ops, "ns");
+    rk_spsc_destroy(s);
+
+    rk_mpsc *m;
+    if (rk_mpsc_create(&m, RING, 8) != RK_OK)
+        abort();
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n_ops; i++) {
+        uint64_t e = i;
+        rk_mpsc_try_enqueue(m, &e);
+        rk_mpsc_try_dequeue(m, &v);
+        sum += v;
+    }
+    emit("mpsc_same_thread", "ringkernel",
+        (double)(bench_now_ns() - t0) / (double)n_ops, "ns");
+    rk_mpsc_destroy(m);
+
+    rk_mqueue *q;
+    rk_mqueue_config cfg = { RING, 8, RK_BP_REJECT, false, false };
+    if (rk_mqueue_create(&q, &cfg) != RK_OK)
+        abort();
+    size_t len;
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n_ops / 4; i++) {
+        rk_mqueue_send(q, &i, 8, 0, RK_NO_WAIT);
+        rk_mqueue_recv(q, &v, 8, &len, RK_NO_WAIT);
+        sum += v;
+    }
+    emit("mqueue_same_thread", "ringkernel",
+        (double)(bench_now_ns() - t0) / (double)(n_ops / 4), "ns");
+    rk_mqueue_destroy(q);
+
+#ifdef RK_HAVE_CK
+    ck_ring_t r;
+    ck_ring_buffer_t *buf = aligned_alloc(64, RING * sizeof(*buf));
+    void *p = NULL;
+    ck_ring_init(&r, RING);
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n_ops; i++) {
+        ck_ring_enqueue_spsc(&r, buf, (void *)(uintptr_t)i);
+        ck_ring_dequeue_spsc(&r, buf, &p);
+        sum += (uintptr_t)p;
+    }
+    emit("spsc_same_thread", "ck_ring",
+        (double)(bench_now_ns() - t0) / (double)n_ops, "ns");
+    ck_ring_init(&r, RING);
+    t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n_ops; i++) {
+        ck_ring_enqueue_mpsc(&r, buf, (void *)(uintptr_t)i);
+        ck_ring_dequeue_mpsc(&r, buf, &p);
+        sum += (uintptr_t)p;
+    }
+    emit("mpsc_same_thread", "ck_ring",
+        (double)(bench_now_ns() - t0) / (double)n_ops, "ns");
+    free(buf);
+#endif
+    sink = sum;
+}
+
+/* ---------------------------------------------------------- ping-pong */
+
+typedef struct rk_pp {
+    rk_spsc *ab, *ba;
+    rk_mqueue *qab, *qba;
+    size_t rounds;
+} rk_pp;
+
+static void *
+rk_echo(void *arg)
+{
+    rk_pp *p = arg;
+    ck_ref_pin(cpu_peer);
+    uint64_t v;
+    for (size_t i = 0; i < p->rounds; i++) {
+        while (rk_spsc_try_dequeue(p->ab, &v) != RK_OK)
+            ;
+        while (rk_spsc_try_enqueue(p->ba, &v) != RK_OK)
+            ;
+    }
+    return NULL;
+}
+
+static void *
+mq_echo(void *arg)
+{
+    rk_pp *p = arg;
+    ck_ref_pin(cpu_peer);
+    uint64_t v;
+    size_t len;
+    for (size_t i = 0; i < p->rounds; i++) {
+        if (rk_mqueue_recv(p->qab, &v, 8, &len, RK_WAIT_FOREVER) != RK_OK
+            || rk_mqueue_send(p->qba, &v, 8, 0, RK_WAIT_FOREVER) != RK_OK)
+            abort();
+    }
+    return NULL;
+}
+
+static void
+emit_rtt(const char *prefix, const char *impl, uint64_t *rtt)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "%s_pingpong_p50", prefix);
+    emit(name, impl, (double)bench_percentile(rtt, n_rtt, 50), "ns");
+    snprintf(name, sizeof(name), "%s_pingpong_p99", prefix);
+    emit(name, impl, (double)bench_percentile(rtt, n_rtt, 99), "ns");
+}
+
+static void
+pingpong(void)
+{
+    uint64_t *rtt = malloc(n_rtt * sizeof(*rtt));
+    if (rtt == NULL)
+        abort();
+    rk_pp p = { NULL, NULL, NULL, NULL, n_rtt };
+    if (rk_spsc_create(&p.ab, RING, 8) || rk_spsc_create(&p.ba, RING, 8))
+        abort();
+    ck_ref_pin(cpu_main);
+    pthread_t t;
+    pthread_create(&t, NULL, rk_echo, &p);
+    for (size_t i = 0; i < n_rtt; i++) {
+        uint64_t t0 = bench_now_ns(), v = i;
+        while (rk_spsc_try_enqueue(p.ab, &v) != RK_OK)
+            ;
+        while (rk_spsc_try_dequeue(p.ba, &v) != RK_OK)
+            ;
+        rtt[i] = bench_now_ns() - t0;
+    }
+    pthread_join(t, NULL);
+    emit_rtt("spsc", "ringkernel", rtt);
+    rk_spsc_destroy(p.ab);
+    rk_spsc_destroy(p.ba);
+
+    /* The blocking inbox, parking allowed: what a kernel round trip pays. */
+    rk_mqueue_config cfg = { 64, 8, RK_BP_BLOCK, false, true };
+    if (rk_mqueue_create(&p.qab, &cfg) || rk_mqueue_create(&p.qba, &cfg))
+        abort();
+    p.rounds = n_rtt / 4;
+    pthread_create(&t, NULL, mq_echo, &p);
+    for (size_t i = 0; i < p.rounds; i++) {
+        uint64_t t0 = bench_now_ns(), v = i;
+        size_t len;
+        rk_mqueue_send(p.qab, &v, 8, 0, RK_WAIT_FOREVER);
+        rk_mqueue_recv(p.qba, &v, 8, &len, RK_WAIT_FOREVER);
+        rtt[i] = bench_now_ns() - t0;
+    }
+    pthread_join(t, NULL);
+    size_t keep = n_rtt;
+    n_rtt = p.rounds;
+    emit_rtt("mqueue", "ringkernel", rtt);
+    n_rtt = keep;
+    rk_mqueue_destroy(p.qab);
+    rk_mqueue_destroy(p.qba);
+
+#ifdef RK_HAVE_CK
+    if (ck_ref_pingpong_run(rtt, n_rtt, cpu_main, cpu_peer) == 0)
+        emit_rtt("spsc", "ck_ring", rtt);
+#endif
+    free(rtt);
+}
+
+/* ---------------------------------------------------------- one way */
+
+typedef struct flow {
+    int kind; /* 0 rk_spsc, 1 rk_spsc batch, 2 rk_mpsc, 3 ck spsc, 4 ck mpsc */
+    rk_spsc *s;
+    rk_mpsc *m;
+#ifdef RK_HAVE_CK
+    ck_ring_t r;
+    ck_ring_buffer_t *buf;
+#endif
+    _Atomic int go;
+} flow;
+
+static void *
+flow_producer(void *arg)
+{
+    flow *f = arg;
+    ck_ref_pin(cpu_peer);
+    while (!atomic_load_explicit(&f->go, memory_order_acquire))
+        ;
+    uint64_t b[BATCH];
+    for (uint64_t i = 1; i <= n_flow;) {
+        switch (f->kind) {
+        case 0:
+            i += rk_spsc_try_enqueue(f->s, &i) == RK_OK;
+            break;
+        case 1: {
+            uint32_t k
+                = n_flow - i + 1 < BATCH ? (uint32_t)(n_flow - i + 1) : BATCH;
+            for (uint32_t j = 0; j < k; j++)
+                b[j] = i + j;
+            i += rk_spsc_enqueue_batch(f->s, b, k);
+            break;
+        }
+        case 2:
+            i += rk_mpsc_try_enqueue(f->m, &i) == RK_OK;
+            break;
+#ifdef RK_HAVE_CK
+        case 3:
+            i += ck_ring_enqueue_spsc(&f->r, f->buf, (void *)(uintptr_t)i);
+            break;
+        case 4:
+            i += ck_ring_enqueue_mpsc(&f->r, f->buf, (void *)(uintptr_t)i);
+            break;
+#endif
+        }
+    }
+    return NULL;
+}
+
+static void
+one_way(int kind, const char *name, const char *impl)
+{
+    flow f = { .kind = kind };
+    if (kind <= 1 && rk_spsc_create(&f.s, RING, 8) != RK_OK)
+        abort();
+    if (kind == 2 && rk_mpsc_create(&f.m, RING, 8) != RK_OK)
+        abort();
+#ifdef RK_HAVE_CK
+    f.buf = aligned_alloc(64, RING * sizeof(*f.buf));
+    ck_ring_init(&f.r, RING);
+#endif
+    atomic_init(&f.go, 0);
+    ck_ref_pin(cpu_main);
+    pthread_t t;
+    pthread_create(&t, NULL, flow_producer, &f);
+    uint64_t t0 = bench_now_ns(), sum = 0, got = 0, b[BATCH];
+    atomic_store_explicit(&f.go, 1, memory_order_release);
+    while (got < n_flow) {
+        uint64_t v = 0;
+        int ok = 0;
+        switch (kind) {
+        case 0:
+            ok = rk_spsc_try_dequeue(f.s, &v) == RK_OK;
+            break;
+        case 1: {
+            uint32_t k = rk_spsc_dequeue_batch(f.s, b, BATCH);
+            for (uint32_t j = 0; j < k; j++)
+                sum += b[j];
+            got += k;
+            continue;
+        }
+        case 2:
+            ok = rk_mpsc_try_dequeue(f.m, &v) == RK_OK;
+            break;
+#ifdef RK_HAVE_CK
+        case 3:
+        case 4: {
+            void *p = NULL;
+            ok = kind == 3 ? ck_ring_dequeue_spsc(&f.r, f.buf, &p)
+                           : ck_ring_dequeue_mpsc(&f.r, f.buf, &p);
+            v = (uintptr_t)p;
+            break;
+        }
+#endif
+        }
+        sum += v;
+        got += (uint64_t)ok;
+    }
+    double secs = (double)(bench_now_ns() - t0) / 1e9;
+    pthread_join(t, NULL);
+    if (sum != n_flow * (n_flow + 1) / 2)
+        fprintf(stderr, "bench_queue: %s/%s lost messages\n", name, impl);
+    emit(name, impl, (double)n_flow / secs, "msgs/s");
+    rk_spsc_destroy(f.s);
+    rk_mpsc_destroy(f.m);
+#ifdef RK_HAVE_CK
+    free(f.buf);
+#endif
+}
+
+int
+main(void)
+{
+    double sc = bench_scale();
+    n_ops = (size_t)(20e6 * sc) + 1000;
+    n_rtt = (size_t)(200e3 * sc) + 1000;
+    n_flow = (size_t)(20e6 * sc) + 1000;
+    cpu_main = ck_ref_cpu(0);
+    cpu_peer = ck_ref_cpu(1);
+    fprintf(stderr, "bench_queue: CPUs %d and %d\n", cpu_main, cpu_peer);
+
+    same_thread();
+    pingpong();
+    one_way(0, "spsc_oneway", "ringkernel");
+    one_way(1, "spsc_oneway_batch", "ringkernel");
+    one_way(2, "mpsc_oneway", "ringkernel");
+#ifdef RK_HAVE_CK
+    one_way(3, "spsc_oneway", "ck_ring");
+    /* ck_ring has no batch calls: its batched figure is single calls. */
+    one_way(3, "spsc_oneway_batch", "ck_ring");
+    one_way(4, "mpsc_oneway", "ck_ring");
+#endif
+    return 0;
+}
