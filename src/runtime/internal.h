@@ -65,7 +65,6 @@ typedef struct rk__inst {
     rk__backend_inst *bi;
     size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
     bool telemetry;
-    bool joined;
 
     _Atomic(struct rk__kernel *) route; /* rk_connect target or NULL */
     _Atomic uint64_t start_ns;          /* first activation, 0 before */
