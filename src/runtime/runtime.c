@@ -79,6 +79,8 @@ rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg)
         rt->cfg.terminate_timeout_ns = DEFAULT_TIMEOUT_NS;
     if (rt->cfg.control_timeout_ns <= 0)
         rt->cfg.control_timeout_ns = DEFAULT_TIMEOUT_NS;
+    if (rt->cfg.host_spin_ns == 0)
+        rt->cfg.host_spin_ns = 20000;
     rt->be = &rk__backend_cpu;
     if (rt->be->abi_version != RK__BACKEND_ABI) {
         const rk__backend *be = rt->be;
@@ -485,6 +487,7 @@ inst_create(rk__kernel *k, rk__inst **out)
             k->id, rk_strerror(rc));
     }
     pthread_mutex_init(&inst->out_lock, NULL);
+    atomic_init(&inst->host_spin, k->rt->cfg.host_spin_ns);
     *out = inst;
     return RK_OK;
 }
