@@ -133,11 +133,17 @@ rk__slot_copy(void *dst, const void *src, uint32_t n)
 static inline int
 rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 {
-    if (rk_ring_prod_space(&q->ctrl, &q->prod, 1) == 0)
+    rk_ring_side *s = &q->prod;
+    if (rk_ring_prod_space(&q->ctrl, s, 1) == 0)
         return RK_EFULL;
-    rk__slot_copy(
-        rk_ring_slot(&q->prod, q->prod.pos), elem, q->prod.slot_size);
-    rk_ring_prod_publish(&q->ctrl, &q->prod, 1);
+    /* Everything is read before the copy: the copy's byte stores may alias
+     * any field, and re-reading after them stalls the pipeline. */
+    uint64_t pos = s->pos + 1;
+    uint32_t size = s->slot_size;
+    unsigned char *slot = rk_ring_slot(s, pos - 1);
+    s->pos = pos;
+    rk__slot_copy(slot, elem, size);
+    rk_ring_publish_tail(&q->ctrl, pos);
     return RK_OK;
 }
 
@@ -145,11 +151,15 @@ rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 static inline int
 rk_spsc_try_dequeue(rk_spsc *q, void *elem)
 {
-    if (rk_ring_cons_avail(&q->ctrl, &q->cons, 1) == 0)
+    rk_ring_side *s = &q->cons;
+    if (rk_ring_cons_avail(&q->ctrl, s, 1) == 0)
         return RK_EEMPTY;
-    rk__slot_copy(
-        elem, rk_ring_slot(&q->cons, q->cons.pos), q->cons.slot_size);
-    rk_ring_cons_release(&q->ctrl, &q->cons, 1);
+    uint64_t pos = s->pos + 1;
+    uint32_t size = s->slot_size;
+    const unsigned char *slot = rk_ring_slot(s, pos - 1);
+    s->pos = pos;
+    rk__slot_copy(elem, slot, size);
+    rk_ring_release_head(&q->ctrl, pos);
     return RK_OK;
 }
 

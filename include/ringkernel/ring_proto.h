@@ -236,15 +236,24 @@ rk_ring_prod_space(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
     return free_slots < want ? (rk_proto_u32)free_slots : want;
 }
 
+/* Makes every position below tail visible to the consumer. tail is the
+ * producer's s->pos after its writes; callers that advanced s->pos before
+ * copying (so no field is re-read after the copy) publish with this. */
+RK_PROTO_FN void
+rk_ring_publish_tail(rk_ring_ctrl *c, rk_proto_u64 tail)
+{
+    /* Release pairs with the consumer's acquire load of tail in
+     * rk_ring_cons_avail: the slot contents are visible before the new
+     * tail is. */
+    rk_ring_store_release(&c->tail, tail);
+}
+
 /* Publishes n written slots (n <= the last rk_ring_prod_space result). */
 RK_PROTO_FN void
 rk_ring_prod_publish(rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 n)
 {
     s->pos += n;
-    /* Release pairs with the consumer's acquire load of tail in
-     * rk_ring_cons_avail: the slot contents are visible before the new
-     * tail is. */
-    rk_ring_store_release(&c->tail, s->pos);
+    rk_ring_publish_tail(c, s->pos);
 }
 
 /* ---------------------------------------------------------- consumer */
@@ -264,15 +273,23 @@ rk_ring_cons_avail(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
     return avail < want ? (rk_proto_u32)avail : want;
 }
 
+/* Hands every position below head back to the producer (head is the
+ * consumer's s->pos after its reads). */
+RK_PROTO_FN void
+rk_ring_release_head(rk_ring_ctrl *c, rk_proto_u64 head)
+{
+    /* Release pairs with the producer's acquire load of head in
+     * rk_ring_prod_space: our reads of these slots happen before the
+     * producer may overwrite them. */
+    rk_ring_store_release(&c->head, head);
+}
+
 /* Hands n read slots back to the producer. */
 RK_PROTO_FN void
 rk_ring_cons_release(rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 n)
 {
     s->pos += n;
-    /* Release pairs with the producer's acquire load of head in
-     * rk_ring_prod_space: our reads of these slots happen before the
-     * producer may overwrite them. */
-    rk_ring_store_release(&c->head, s->pos);
+    rk_ring_release_head(c, s->pos);
 }
 
 #endif /* RINGKERNEL_RING_PROTO_H */
