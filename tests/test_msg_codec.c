@@ -600,6 +600,13 @@ put_str65(msgpack_packer *pk)
     msgpack_pack_str(pk, 65);
     msgpack_pack_str_body(pk, s, 65);
 }
+static const char *utf8_case;
+static void
+put_utf8_case(msgpack_packer *pk)
+{
+    msgpack_pack_str(pk, strlen(utf8_case));
+    msgpack_pack_str_body(pk, utf8_case, strlen(utf8_case));
+}
 static void
 put_bin3(msgpack_packer *pk)
 {
@@ -697,6 +704,24 @@ test_errors_fields(void **state)
     assert_int_equal(dec_all_with("label", put_str65, 0), RK_ETOOBIG);
     assert_detail_has("AllTypes.label");
     assert_int_equal(dec_all_with("label", put_bin3, 0), RK_EFIELDTYPE);
+    {
+        /* Python's decoder refuses these; so do we. */
+        static const char *const bad[] = { "\xc3", "\xc0\x80", "\xed\xa0\x80",
+            "\xf4\x90\x80\x80", "a\xff", "\xe2\x82" };
+        static const char *const good[] = { "\xc3\xa9", "\xe2\x82\xac",
+            "\xf0\x9f\x98\x80", "\xef\xbf\xbf" };
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            utf8_case = bad[i];
+            assert_int_equal(
+                dec_all_with("label", put_utf8_case, 0), RK_EFIELDTYPE);
+            assert_detail_has("UTF-8");
+        }
+        for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+            utf8_case = good[i];
+            assert_int_equal(dec_all_with("label", put_utf8_case, 0), RK_OK);
+        }
+    }
     assert_int_equal(dec_all_with("blob", put_str65, 0), RK_EFIELDTYPE);
     assert_detail_has("AllTypes.blob");
     assert_int_equal(dec_all_with("blob", put_bin3, 0), RK_OK);

@@ -98,18 +98,51 @@ obj_type_name(const msgpack_object *o)
 
 struct wbuf {
     char *p;
-    size_t len, cap;
+    size_t len, room; /* room: bytes left at p + len; 0 when measuring */
+    size_t cap;
 };
 
-/* msgpack write callback: copy while it fits, always count. */
+/* Out of line: copying past the room, or measuring only. */
+static void
+wbuf_slow(struct wbuf *w, size_t n)
+{
+    w->len += n;
+    w->room = 0;
+}
+
+/*
+ * msgpack write callback. msgpack-c calls it once per tag and once per
+ * body, mostly with 1-9 bytes, so small copies avoid the memcpy call.
+ */
 static int
 wbuf_write(void *data, const char *buf, size_t n)
 {
     struct wbuf *w = data;
+    char *d;
 
-    if (w->p != NULL && n != 0 && w->len <= w->cap && n <= w->cap - w->len)
-        memcpy(w->p + w->len, buf, n);
+    if (rk__unlikely(n > w->room)) {
+        wbuf_slow(w, n);
+        return 0;
+    }
+    d = w->p + w->len;
+    if (n <= 8) {
+        if (n >= 4) {
+            memcpy(d, buf, 4);
+            memcpy(d + n - 4, buf + n - 4, 4);
+        } else if (n >= 2) {
+            memcpy(d, buf, 2);
+            memcpy(d + n - 2, buf + n - 2, 2);
+        } else if (n == 1) {
+            d[0] = buf[0];
+        }
+    } else if (n <= 16) {
+        memcpy(d, buf, 8);
+        memcpy(d + n - 8, buf + n - 8, 8);
+    } else {
+        memcpy(d, buf, n);
+    }
     w->len += n;
+    w->room -= n;
     return 0;
 }
 
@@ -308,7 +341,7 @@ int
 rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
     void *buf, size_t cap, size_t *len)
 {
-    struct wbuf w = { buf, 0, buf ? cap : 0 };
+    struct wbuf w = { buf, 0, buf ? cap : 0, cap };
     msgpack_packer pk;
     int rc;
 
@@ -692,6 +725,51 @@ store_num(unsigned kind, void *dst, const struct num *n)
 
 /* ------------------------------------------------------------ decode */
 
+/* Strict UTF-8 as Python's decoder takes it: no overlong forms, no
+ * surrogates, nothing above U+10FFFF. */
+static int
+utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        unsigned c = s[i];
+        size_t k;
+        unsigned lo = 0x80, hi = 0xbf;
+
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            k = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            k = 2;
+            if (c == 0xe0)
+                lo = 0xa0;
+            else if (c == 0xed)
+                hi = 0x9f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            k = 3;
+            if (c == 0xf0)
+                lo = 0x90;
+            else if (c == 0xf4)
+                hi = 0x8f;
+        } else {
+            return 0;
+        }
+        if (k > n - i - 1)
+            return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xc0) != 0x80)
+                return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
 struct dctx {
     const rk_msgtype *t; /* for error details */
     unsigned flags;
@@ -863,6 +941,9 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
         if (sz > f->count)
             return FAIL_FIELD(RK_ETOOBIG, t, f, "length %u exceeds maximum %u",
                 sz, f->count);
+        if (is_str && !utf8_valid((const unsigned char *)src, sz))
+            return FAIL_FIELD(
+                RK_EFIELDTYPE, t, f, "%s", "string is not valid UTF-8");
         if (sz == 0 && !is_str)
             return RK_OK;
         mem = malloc(sz + (size_t)is_str);
