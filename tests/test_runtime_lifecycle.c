@@ -46,6 +46,7 @@ make_rt(enum mode m, rk_inactive_policy pol)
     rk_runtime_config cfg = { .no_static_kernels = true };
     rk_kernel_def def = { .id = "k", .actor = test_actor };
 
+    rt_gate_init(&gate);
     def.config.user = (void *)(intptr_t)m;
     def.config.when_inactive = pol;
     assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
@@ -62,7 +63,6 @@ reach(rk_kernel_state s, rk_inactive_policy pol)
                                                         : MODE_ECHO,
         pol);
 
-    rt_gate_init(&gate);
     if (s == RK_KERNEL_CREATED)
         goto done;
     assert_int_equal(rk_kernel_launch(rt, "k"), RK_OK);

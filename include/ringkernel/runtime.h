@@ -148,6 +148,8 @@ typedef struct rk_runtime_config {
     int64_t terminate_timeout_ns;  /* used by destroy (0: 5 s) */
     int64_t control_timeout_ns;    /* deactivate acknowledgement (0: 5 s) */
     bool no_static_kernels;        /* skip RK_RING_KERNEL definitions */
+    int64_t host_spin_ns; /* host receives spin this long before parking
+                             (0: 20 us; negative: never spin) */
 } rk_runtime_config;
 
 /* Creates a runtime (cfg NULL or zeroed: defaults) and registers every
@@ -325,8 +327,9 @@ typedef struct rk_kernel_stats {
     uint64_t latency_p99_ns;
     uint64_t latency_p999_ns;
     uint64_t latency_max_ns;
-    uint64_t uptime_ns; /* since the first activation of the instance */
-    double throughput;  /* processed per second of uptime */
+    uint64_t uptime_ns;   /* since the first activation of the instance */
+    double throughput;    /* processed per second of uptime */
+    uint64_t cpu_time_ns; /* CPU time of the kernel thread (0: n/a) */
 } rk_kernel_stats;
 
 /* A consistent-enough snapshot (counters are read one by one, relaxed). */

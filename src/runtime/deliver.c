@@ -6,12 +6,46 @@
  * target's state, type and size rules and then its input queue's
  * backpressure policy, so the counters add up the same way whoever sent.
  */
+#include <sched.h>
 #include <string.h>
 
 #include "runtime/internal.h"
 
 #define FRAME_ON_STACK   2048
 #define REQUEST_SLICE_NS INT64_C(1000000)
+
+/*
+ * Message ids. rk_uuid_v7() costs a clock read and a random draw; the
+ * runtime takes one every ID_BLOCK ids per thread and numbers the block in
+ * its low 32 (random) bits. The (time, counter) prefix of every base is
+ * unique on its thread, so ids stay unique and increase on each thread;
+ * across threads they are as unique as v7 counters seeded at random.
+ */
+#define ID_BLOCK 4096u
+
+static _Thread_local struct {
+    rk_uuid base;
+    uint32_t next;
+} id_gen = { { { 0 } }, ID_BLOCK };
+
+rk_uuid
+rk__next_id(void)
+{
+    rk_uuid u;
+    uint32_t n;
+
+    if (rk__unlikely(id_gen.next == ID_BLOCK)) {
+        id_gen.base = rk_uuid_v7();
+        id_gen.next = 0;
+    }
+    u = id_gen.base;
+    n = id_gen.next++;
+    u.b[12] = (uint8_t)(n >> 24);
+    u.b[13] = (uint8_t)(n >> 16);
+    u.b[14] = (uint8_t)(n >> 8);
+    u.b[15] = (uint8_t)n;
+    return u;
+}
 
 void
 rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio, uint64_t send_ns,
@@ -22,7 +56,7 @@ rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio, uint64_t send_ns,
     h->version = RK_MSG_VERSION;
     h->priority = prio;
     h->type_id = type_id;
-    h->message_id = rk_uuid_v7();
+    h->message_id = rk__next_id();
     h->send_ns = send_ns;
     h->sender = sender;
 }
@@ -172,7 +206,7 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
         struct rk_iov iov[2]
             = { { &h, sizeof(h) }, { (const char *)base + i * len, len } };
         if (i != 0)
-            h.message_id = rk_uuid_v7();
+            h.message_id = rk__next_id();
         /* Wake the kernel every wake_every messages, so that it drains
          * while we fill and never sleeps on a queue we block on. (A
          * RK_NO_WAIT probe would count a rejection for a message that
@@ -258,6 +292,57 @@ stash_take(rk__inst *inst, const rk_uuid *corr)
 }
 
 /*
+ * Receives from the output queue, spinning first: a reply usually comes
+ * within a microsecond or two, and parking costs several (a futex wait
+ * and a wake-up on each side). The spin is adaptive, like the queue's own:
+ * its length (at most host_spin_ns) doubles when spinning found the reply
+ * and halves when it did not. Every SPIN_CHECK tries it also yields, so a
+ * kernel thread waiting for this CPU gets it.
+ */
+#define SPIN_CHECK 64
+#ifndef RK__SPIN_YIELD
+#define RK__SPIN_YIELD 1024
+#endif
+#define SPIN_MIN_NS 1000
+
+static int
+spin_recv(rk__inst *inst, unsigned char *frame, size_t *flen, int64_t slice)
+{
+    int64_t max = inst->k->rt->cfg.host_spin_ns;
+    int64_t budget
+        = atomic_load_explicit(&inst->host_spin, memory_order_relaxed);
+    uint64_t until = 0;
+    int rc;
+
+    if (slice != RK_NO_WAIT && max > 0) {
+        for (uint32_t i = 1;; i++) {
+            rc = rk_mqueue_recv(
+                inst->out, frame, inst->slot_size, flen, RK_NO_WAIT);
+            if (rc != RK_EEMPTY) {
+                if (budget < max)
+                    atomic_store_explicit(
+                        &inst->host_spin, budget * 2, memory_order_relaxed);
+                return rc;
+            }
+            rk__cpu_relax();
+            if (i % SPIN_CHECK == 0) {
+                uint64_t now = rk_now_ns();
+                if (until == 0)
+                    until = now + (uint64_t)budget;
+                else if (now >= until)
+                    break;
+                if (i % RK__SPIN_YIELD == 0)
+                    sched_yield();
+            }
+        }
+        if (budget > SPIN_MIN_NS)
+            atomic_store_explicit(
+                &inst->host_spin, budget / 2, memory_order_relaxed);
+    }
+    return rk_mqueue_recv(inst->out, frame, inst->slot_size, flen, slice);
+}
+
+/*
  * Takes one output message of inst: from the stash if one matches corr
  * (NULL: any), else from the queue; a queue message that does not match
  * is stashed. Called with out_lock held; with other waiters, it waits in
@@ -295,7 +380,7 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
         if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) > 1
             && (slice == RK_WAIT_FOREVER || slice > REQUEST_SLICE_NS))
             slice = REQUEST_SLICE_NS;
-        rc = rk_mqueue_recv(inst->out, frame, inst->slot_size, &flen, slice);
+        rc = spin_recv(inst, frame, &flen, slice);
         if (rc == RK_OK) {
             const rk_msg_header *h = (const void *)frame;
             if (corr == NULL

@@ -47,7 +47,7 @@ struct rk_ctx {
     size_t *lens;
     size_t n, pos;
     long cur;
-    rk_msg_header cur_hdr;
+    uint64_t fetch_ns; /* when the batch was taken (telemetry on) */
     uint32_t batch;
 };
 
@@ -65,7 +65,6 @@ typedef struct rk__inst {
     rk__backend_inst *bi;
     size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
     bool telemetry;
-    bool joined;
 
     _Atomic(struct rk__kernel *) route; /* rk_connect target or NULL */
     _Atomic uint64_t start_ns;          /* first activation, 0 before */
@@ -81,6 +80,7 @@ typedef struct rk__inst {
     /* Host side of the output queue (one consumer at a time). */
     pthread_mutex_t out_lock;
     _Atomic uint32_t out_waiters;
+    _Atomic int64_t host_spin;               /* adaptive receive spin, ns */
     rk__stash_item *stash_head, *stash_tail; /* under out_lock */
 
     rk_ctx ctx;
@@ -149,6 +149,8 @@ void rk__ctx_fini(rk_ctx *ctx);
  * state, type and backpressure rules. Updates k's counters. */
 int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns);
+/* A fresh message id (UUID v7 based, cheap; see deliver.c). */
+rk_uuid rk__next_id(void);
 /* Fills a header for a new message. send_ns 0 leaves no timestamp. */
 void rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio,
     uint64_t send_ns, uint32_t sender);

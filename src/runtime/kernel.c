@@ -9,11 +9,15 @@
  * fails (dead-lettered). Before every hand-out the kernel passes a safe
  * point: it reads cmd and parks there while DEACTIVATED.
  */
+#include <sched.h>
 #include <string.h>
 
 #include "runtime/internal.h"
 
 #define STRIDE_ALIGN 64
+#ifndef RK__SPIN_YIELD
+#define RK__SPIN_YIELD 1024
+#endif
 
 static size_t
 stride_of(const rk__inst *inst)
@@ -123,6 +127,9 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         if (rc == RK_OK && n > 0) {
             ctx->n = n;
             ctx->pos = 0;
+            /* One clock read per batch: latency is send -> dequeue. */
+            if (rk__telemetry_on(inst->telemetry))
+                ctx->fetch_ns = rk_now_ns();
             return RK_OK;
         }
         if (rc == RK_ECLOSED || c == RK__CMD_STOP)
@@ -130,8 +137,12 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         if (timeout_ns == RK_NO_WAIT)
             return RK_ETIMEDOUT;
         if (spins < spin) {
-            spins++;
-            rk__cpu_relax();
+            /* Spin, but yield now and then: on a busy machine the sender
+             * may be waiting for this very CPU. */
+            if (++spins % RK__SPIN_YIELD == 0)
+                sched_yield();
+            else
+                rk__cpu_relax();
             continue;
         }
         if (deadline == 0)

@@ -79,6 +79,8 @@ rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg)
         rt->cfg.terminate_timeout_ns = DEFAULT_TIMEOUT_NS;
     if (rt->cfg.control_timeout_ns <= 0)
         rt->cfg.control_timeout_ns = DEFAULT_TIMEOUT_NS;
+    if (rt->cfg.host_spin_ns == 0)
+        rt->cfg.host_spin_ns = 20000;
     rt->be = &rk__backend_cpu;
     if (rt->be->abi_version != RK__BACKEND_ABI) {
         const rk__backend *be = rt->be;
@@ -124,7 +126,7 @@ inst_free(rk_runtime *rt, rk__inst *inst)
 {
     rk__stash_item *s, *next;
 
-    if (!inst->joined && inst->bi != NULL)
+    if (inst->bi != NULL)
         rt->be->destroy(inst->bi);
     for (s = inst->stash_head; s != NULL; s = next) {
         next = s->next;
@@ -485,6 +487,7 @@ inst_create(rk__kernel *k, rk__inst **out)
             k->id, rk_strerror(rc));
     }
     pthread_mutex_init(&inst->out_lock, NULL);
+    atomic_init(&inst->host_spin, k->rt->cfg.host_spin_ns);
     *out = inst;
     return RK_OK;
 }
@@ -509,15 +512,6 @@ rk_kernel_launch(rk_runtime *rt, const char *id)
     }
     if ((rc = inst_create(k, &inst)) != RK_OK)
         goto out;
-    old = atomic_load_explicit(&k->inst, memory_order_relaxed);
-    if (old != NULL) {
-        /* Its thread has exited; it is joined and freed with the runtime,
-         * so that lock-free readers of the old pointer stay safe. */
-        old->retired_next = k->retired;
-        k->retired = old;
-    }
-    /* Release: senders that load inst with acquire see it initialised. */
-    atomic_store_explicit(&k->inst, inst, memory_order_release);
     spec = (rk__backend_launch) {
         .kernel_id = k->id,
         .control = &inst->control,
@@ -528,10 +522,19 @@ rk_kernel_launch(rk_runtime *rt, const char *id)
     };
     rc = rt->be->launch(&spec, &inst->bi);
     if (rc != RK_OK) {
-        inst->joined = true; /* no thread to join */
-        rk__kernel_ended(k, true);
+        inst_free(rt, inst); /* never published, no thread */
         goto out;
     }
+    old = atomic_load_explicit(&k->inst, memory_order_relaxed);
+    if (old != NULL) {
+        /* Its thread has exited; it is joined and freed with the runtime,
+         * so that lock-free readers of the old pointer stay safe. */
+        old->retired_next = k->retired;
+        k->retired = old;
+    }
+    /* Release: readers that load inst with acquire see it initialised,
+     * bi included. */
+    atomic_store_explicit(&k->inst, inst, memory_order_release);
     if (!cas_state(k, &st, RK_KERNEL_LAUNCHED))
         RK_ASSERT(0 && "state changed under the kernel lock");
 out:
@@ -634,8 +637,6 @@ rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns)
     if (inst == NULL)
         return rk__fail(
             RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
-    if (inst->joined)
-        return RK_OK; /* launch failed: nothing ran */
     rc = rt->be->wait_exit(inst->bi, rk__deadline(timeout_ns));
     if (rc != RK_OK)
         return rk__fail(rc, "kernel '%s' is still running", k->id);
@@ -721,6 +722,11 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
     start = atomic_load_explicit(&inst->start_ns, memory_order_relaxed);
     s->uptime_ns = start != 0 && now > start ? now - start : 0;
     s->throughput = rk_rate_per_sec(s->processed, s->uptime_ns);
+    {
+        rk__backend_status bs;
+        k->rt->be->query(inst->bi, &bs);
+        s->cpu_time_ns = bs.cpu_time_ns;
+    }
 }
 
 int

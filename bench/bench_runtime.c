@@ -1,0 +1,325 @@
+/*
+ * bench/bench_runtime.c - the ring-kernel runtime on the CPU backend
+ * (suite "runtime"; impl "ringkernel", and "ck_ring" for the floor).
+ *
+ * Results, one JSON line each:
+ *   pingpong_rtt_p50/_p99/_mean  host -> echo actor -> host through
+ *                                rk_send + rk_recv (ns); the same rows for
+ *                                impl "ck_ring": two pinned threads and two
+ *                                ck_ring SPSC rings (bench/ck_ref.h)
+ *   request_rtt_p50/_p99         the same through rk_request (correlation)
+ *   oneway_throughput            64-byte payloads, one rk_send each, to a
+ *                                counting handler (msgs/s)
+ *   oneway_batched_throughput    the same with rk_send_batch (256 per call);
+ *                                extra "telemetry":"on"/"off"
+ *   pipeline3_throughput         host -> A -> B -> C, K2K routed, batched
+ *   idle_cpu_percent             CPU time an active, idle kernel thread
+ *                                used over an idle period, as % of it
+ * RK_BENCH_SCALE scales the iteration counts.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+#include "ck_ref.h"
+#include "ringkernel/ringkernel.h"
+
+#define SUITE   "runtime"
+#define PAYLOAD 64
+#define BATCH   256
+
+static double scale;
+
+static size_t
+scaled(double n)
+{
+    double v = n * scale;
+    return v < 10 ? 10 : (size_t)v;
+}
+
+static void
+check(int rc, const char *what)
+{
+    if (rc != RK_OK) {
+        fprintf(stderr, "bench_runtime: %s: %s (%s)\n", what, rk_err_name(rc),
+            rk_errdetail());
+        exit(1);
+    }
+}
+
+/* ------------------------------------------------------------ kernels */
+
+static int echo_cpu = -1;
+
+static int
+echo_actor(rk_ctx *ctx)
+{
+    rk_msg_view m;
+    int rc;
+
+    ck_ref_pin(echo_cpu);
+    while ((rc = rk_ctx_recv(ctx, &m, RK_WAIT_FOREVER)) == RK_OK)
+        if ((rc = rk_ctx_reply(ctx, &m, m.hdr->type_id, m.data, m.len))
+            != RK_OK)
+            return rc;
+    return rc;
+}
+
+/* Counts messages; at `target` it tells the host (a one-byte output). */
+typedef struct counter {
+    uint64_t seen, target;
+} counter;
+
+static int
+count_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    counter *c = rk_ctx_user(ctx);
+
+    (void)m;
+    if (++c->seen == c->target) {
+        uint8_t done = 1;
+        return rk_ctx_send(ctx, 0, &done, 1);
+    }
+    return RK_OK;
+}
+
+static int
+pass_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    return rk_ctx_send(ctx, m->hdr->type_id, m->data, m->len);
+}
+
+static rk_kernel
+start(rk_runtime *rt, const rk_kernel_def *def)
+{
+    rk_kernel k;
+
+    check(rk_runtime_register(rt, def), "register");
+    check(rk_kernel_launch(rt, def->id), "launch");
+    check(rk_kernel_activate(rt, def->id), "activate");
+    check(rk_kernel_lookup(rt, def->id, &k), "lookup");
+    return k;
+}
+
+static rk_runtime *
+new_rt(void)
+{
+    rk_runtime *rt;
+    rk_runtime_config cfg = { .no_static_kernels = true };
+
+    check(rk_runtime_create(&rt, &cfg), "create");
+    return rt;
+}
+
+/* ---------------------------------------------------------- round trip */
+
+static void
+emit_rtt(const char *name, const char *impl, uint64_t *v, size_t n,
+    const char *extra)
+{
+    char nm[64];
+    double mean = 0;
+
+    for (size_t i = 0; i < n; i++)
+        mean += (double)v[i];
+    mean /= (double)n;
+    snprintf(nm, sizeof(nm), "%s_p50", name);
+    bench_emit(
+        SUITE, nm, impl, (double)bench_percentile(v, n, 50), "ns", extra);
+    snprintf(nm, sizeof(nm), "%s_p99", name);
+    bench_emit(
+        SUITE, nm, impl, (double)bench_percentile(v, n, 99), "ns", extra);
+    snprintf(nm, sizeof(nm), "%s_mean", name);
+    bench_emit(SUITE, nm, impl, mean, "ns", extra);
+}
+
+static void
+bench_ck_floor(size_t n)
+{
+#ifdef RK_HAVE_CK
+    uint64_t *v = calloc(n, sizeof(*v));
+    if (v != NULL
+        && ck_ref_pingpong_run(v, n, ck_ref_cpu(0), ck_ref_cpu(1)) == 0)
+        emit_rtt("pingpong_rtt", "ck_ring", v, n, NULL);
+    free(v);
+#else
+    (void)n;
+    fprintf(stderr, "bench_runtime: built without ck, no ck_ring floor\n");
+#endif
+}
+
+static void
+bench_rtt(size_t n, bool telemetry, bool request)
+{
+    rk_runtime *rt = new_rt();
+    rk_kernel_def def = { .id = "echo", .actor = echo_actor };
+    uint64_t *v = calloc(n, sizeof(*v));
+    unsigned char msg[PAYLOAD] = { 0 }, back[PAYLOAD];
+    size_t len;
+    rk_kernel k;
+    char extra[64];
+
+    def.config.telemetry_off = !telemetry;
+    echo_cpu = ck_ref_cpu(1);
+    ck_ref_pin(ck_ref_cpu(0));
+    k = start(rt, &def);
+    for (size_t i = 0; i < n + n / 10; i++) {
+        uint64_t t0 = bench_now_ns();
+        if (request) {
+            check(rk_request(rt, k, 0, msg, sizeof(msg), NULL, back,
+                      sizeof(back), &len, RK_WAIT_FOREVER),
+                "request");
+        } else {
+            check(rk_send(rt, k, 0, msg, sizeof(msg), 128, RK_WAIT_FOREVER),
+                "send");
+            check(rk_recv(
+                      rt, k, NULL, back, sizeof(back), &len, RK_WAIT_FOREVER),
+                "recv");
+        }
+        if (i >= n / 10) /* the first tenth warms up */
+            v[i - n / 10] = bench_now_ns() - t0;
+    }
+    snprintf(extra, sizeof(extra), "\"payload\":%d,\"telemetry\":\"%s\"",
+        PAYLOAD, telemetry ? "on" : "off");
+    emit_rtt(
+        request ? "request_rtt" : "pingpong_rtt", "ringkernel", v, n, extra);
+    free(v);
+    rk_runtime_destroy(rt);
+}
+
+/* ---------------------------------------------------------- throughput */
+
+/* Sends n 64-byte payloads into k (batched or not), waits for the `done`
+ * output of kernel d, returns msgs/s. */
+static double
+pump(rk_runtime *rt, rk_kernel k, rk_kernel d, size_t n, bool batched)
+{
+    static unsigned char msgs[BATCH][PAYLOAD];
+    uint8_t done;
+    size_t len, sent;
+    uint64_t t0 = bench_now_ns(), t1;
+
+    for (size_t i = 0; i < n;) {
+        if (batched) {
+            size_t want = n - i < BATCH ? n - i : BATCH;
+            check(rk_send_batch(rt, k, 0, msgs, PAYLOAD, want, 128,
+                      RK_WAIT_FOREVER, &sent),
+                "send_batch");
+            i += sent;
+        } else {
+            check(rk_send(rt, k, 0, msgs[0], PAYLOAD, 128, RK_WAIT_FOREVER),
+                "send");
+            i++;
+        }
+    }
+    check(rk_recv(rt, d, NULL, &done, 1, &len, RK_WAIT_FOREVER), "done");
+    t1 = bench_now_ns();
+    return (double)n * 1e9 / (double)(t1 - t0);
+}
+
+static void
+bench_oneway(size_t n, bool batched, bool telemetry)
+{
+    rk_runtime *rt = new_rt();
+    counter c = { 0, n };
+    rk_kernel_def def = { .id = "sink", .handler = count_handler };
+    char extra[96];
+    rk_kernel k;
+    double rate;
+
+    def.config.user = &c;
+    def.config.telemetry_off = !telemetry;
+    def.config.input_capacity = 4096;
+    def.config.batch = 256;
+    def.config.max_payload = PAYLOAD;
+    k = start(rt, &def);
+    rate = pump(rt, k, k, n, batched);
+    snprintf(extra, sizeof(extra),
+        "\"payload\":%d,\"telemetry\":\"%s\",\"n\":%zu", PAYLOAD,
+        telemetry ? "on" : "off", n);
+    bench_emit(SUITE,
+        batched ? "oneway_batched_throughput" : "oneway_throughput",
+        "ringkernel", rate, "msgs/s", extra);
+    rk_runtime_destroy(rt);
+}
+
+static void
+bench_pipeline(size_t n)
+{
+    rk_runtime *rt = new_rt();
+    counter c = { 0, n };
+    rk_kernel_def a = { .id = "a", .handler = pass_handler };
+    rk_kernel_def b = { .id = "b", .handler = pass_handler };
+    rk_kernel_def d = { .id = "c", .handler = count_handler };
+    rk_kernel ka, kc;
+    char extra[64];
+
+    a.config.input_capacity = b.config.input_capacity = 4096;
+    d.config.input_capacity = 4096;
+    a.config.max_payload = b.config.max_payload = PAYLOAD;
+    d.config.max_payload = PAYLOAD;
+    d.config.user = &c;
+    ka = start(rt, &a);
+    (void)start(rt, &b);
+    kc = start(rt, &d);
+    check(rk_connect(rt, "a", "b"), "connect");
+    check(rk_connect(rt, "b", "c"), "connect");
+    snprintf(extra, sizeof(extra), "\"payload\":%d,\"n\":%zu", PAYLOAD, n);
+    bench_emit(SUITE, "pipeline3_throughput", "ringkernel",
+        pump(rt, ka, kc, n, true), "msgs/s", extra);
+    rk_runtime_destroy(rt);
+}
+
+/* -------------------------------------------------------------- idle */
+
+static void
+bench_idle(double seconds)
+{
+    rk_runtime *rt = new_rt();
+    rk_kernel_def def = { .id = "idle", .actor = echo_actor };
+    rk_kernel_stats s0, s1;
+    unsigned char msg[8] = { 0 };
+    size_t len;
+    rk_kernel k;
+    struct timespec ts;
+    uint64_t t0, t1;
+    char extra[64];
+
+    echo_cpu = -1;
+    k = start(rt, &def);
+    /* One round trip so the kernel has run, then let it go idle. */
+    check(rk_send(rt, k, 0, msg, sizeof(msg), 128, RK_WAIT_FOREVER), "send");
+    check(
+        rk_recv(rt, k, NULL, msg, sizeof(msg), &len, RK_WAIT_FOREVER), "recv");
+    check(rk_kernel_stats_get(rt, "idle", &s0), "stats");
+    t0 = bench_now_ns();
+    ts.tv_sec = (time_t)seconds;
+    ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
+    nanosleep(&ts, NULL);
+    check(rk_kernel_stats_get(rt, "idle", &s1), "stats");
+    t1 = bench_now_ns();
+    snprintf(extra, sizeof(extra), "\"idle_ns\":%llu,\"cpu_ns\":%llu",
+        (unsigned long long)(t1 - t0),
+        (unsigned long long)(s1.cpu_time_ns - s0.cpu_time_ns));
+    bench_emit(SUITE, "idle_cpu_percent", "ringkernel",
+        100.0 * (double)(s1.cpu_time_ns - s0.cpu_time_ns) / (double)(t1 - t0),
+        "%", extra);
+    rk_runtime_destroy(rt);
+}
+
+int
+main(void)
+{
+    scale = bench_scale();
+    bench_ck_floor(scaled(200000));
+    bench_rtt(scaled(200000), true, false);
+    bench_rtt(scaled(200000), false, false);
+    bench_rtt(scaled(100000), true, true);
+    bench_oneway(scaled(2000000), false, true);
+    bench_oneway(scaled(10000000), true, true);
+    bench_oneway(scaled(10000000), true, false);
+    bench_pipeline(scaled(3000000));
+    bench_idle(scale < 1 ? 0.2 : 1.0);
+    return 0;
+}
