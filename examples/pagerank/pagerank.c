@@ -20,6 +20,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,14 +28,16 @@
 
 #include "ringkernel/ringkernel.h"
 
-#define EDGE_BATCH  56
-#define RANK_BATCH  48
-#define MAX_PAYLOAD 512
-#define TIMEOUT_NS  (30 * INT64_C(1000000000))
-#define DAMPING     0.85
-#define TOLERANCE   1e-13 /* L1 change between iterations */
-#define MAX_ITER    1000
-#define REL_TOL     1e-9 /* actor vs host, per node */
+#define EDGE_BATCH   56
+#define RANK_BATCH   48
+#define DEGREE_BATCH 112
+#define PARTS        4 /* partition actors in the partitioned solver */
+#define MAX_PAYLOAD  512
+#define TIMEOUT_NS   (30 * INT64_C(1000000000))
+#define DAMPING      0.85
+#define TOLERANCE    1e-13 /* L1 change between iterations */
+#define MAX_ITER     1000
+#define REL_TOL      1e-9 /* actor vs host, per node */
 
 /* ------------------------------------------------------ message types */
 
@@ -68,6 +71,37 @@ RK_MSGTYPE_DECLARE(pr_ranks, RANKS_FIELDS);
 RK_MSGTYPE_DEFINE(pr_ranks, "PageRankRanks", 2004, RANKS_FIELDS);
 RK_MSGTYPE_DECLARE(pr_done, DONE_FIELDS);
 RK_MSGTYPE_DEFINE(pr_done, "PageRankDone", 2005, DONE_FIELDS);
+
+/* The partitioned solver's own messages. */
+#define SETUP_FIELDS(X)                                                       \
+    X(part, RK_UINT32)                                                        \
+    X(parts, RK_UINT32)                                                       \
+    X(nodes, RK_UINT32)                                                       \
+    X(lo, RK_UINT32)                                                          \
+    X(hi, RK_UINT32)
+#define DEGREES_FIELDS(X)                                                     \
+    X(offset, RK_UINT32)                                                      \
+    X(count, RK_UINT32)                                                       \
+    X(deg, RK_ARRAY(RK_UINT32, DEGREE_BATCH))
+#define SHARES_FIELDS(X)                                                      \
+    X(iter, RK_UINT32)                                                        \
+    X(offset, RK_UINT32)                                                      \
+    X(count, RK_UINT32)                                                       \
+    X(share, RK_ARRAY(RK_DOUBLE, RANK_BATCH))
+#define STEP_FIELDS(X)                                                        \
+    X(iter, RK_UINT32)                                                        \
+    X(from, RK_UINT32)                                                        \
+    X(residual, RK_DOUBLE)                                                    \
+    X(dangling, RK_DOUBLE)
+
+RK_MSGTYPE_DECLARE(pt_setup, SETUP_FIELDS);
+RK_MSGTYPE_DEFINE(pt_setup, "PartitionSetup", 2006, SETUP_FIELDS);
+RK_MSGTYPE_DECLARE(pt_degrees, DEGREES_FIELDS);
+RK_MSGTYPE_DEFINE(pt_degrees, "PartitionDegrees", 2007, DEGREES_FIELDS);
+RK_MSGTYPE_DECLARE(pt_shares, SHARES_FIELDS);
+RK_MSGTYPE_DEFINE(pt_shares, "PartitionShares", 2008, SHARES_FIELDS);
+RK_MSGTYPE_DECLARE(pt_step, STEP_FIELDS);
+RK_MSGTYPE_DEFINE(pt_step, "PartitionStep", 2009, STEP_FIELDS);
 
 /* An edge list that grows as batches arrive. */
 typedef struct edge_list {
@@ -271,6 +305,302 @@ pagerank_actor(rk_ctx *ctx)
     return rc == RK_ECLOSED ? RK_OK : rc;
 }
 
+/* ------------------------------------------------- partitioned actors */
+
+/*
+ * The same computation split over PARTS actors "part0".."part3", each
+ * owning the node range [lo, hi) and the in-edges of those nodes. They
+ * talk to each other directly (rk_ctx_send_to, kernel to kernel), in
+ * bulk-synchronous steps: in step k every partition broadcasts
+ *
+ *   PartitionShares  the share rank[u] / outdeg[u] of each of its nodes
+ *                    (0 for dangling nodes), in slices, then
+ *   PartitionStep    its part of the step-k residual and dangling rank.
+ *
+ * Messages from one sender arrive in order, so a partition has all of
+ * step k once it holds a PartitionStep k from every other partition. It
+ * then knows the global residual (summed in partition order, so every
+ * partition takes the same decision to stop) and computes its ranks of
+ * step k + 1 by pulling over its in-edges. A partition can be at most one
+ * step ahead of another (step k + 1 needs everyone's step k), so two share
+ * vectors, by step parity, are enough, and the queues never hold more than
+ * two steps of messages: nobody blocks on a full queue, so the
+ * all-to-all sends cannot deadlock (capacity is checked at set-up).
+ */
+typedef struct part {
+    uint32_t id, parts, n, lo, hi;
+    int error;
+    edge_list in;     /* in-edges of [lo, hi) */
+    uint32_t *deg;    /* out-degrees of [lo, hi) */
+    double *rank;     /* ranks of [lo, hi) at step cur */
+    double *share[2]; /* all n shares, by step parity */
+    double resid[2][PARTS], dang[2][PARTS];
+    uint32_t steps_in[2]; /* PartitionStep messages held, by parity */
+    size_t *in_start;     /* CSR of in, by destination - lo */
+    uint32_t *in_src;
+    pr_solve solve;
+    bool running;
+    uint32_t cur;
+    rk_kernel peer[PARTS];
+} part;
+
+static void
+part_free(part *p)
+{
+    edges_free(&p->in);
+    free(p->deg);
+    free(p->rank);
+    free(p->share[0]);
+    free(p->share[1]);
+    free(p->in_start);
+    free(p->in_src);
+    memset(p, 0, sizeof(*p));
+}
+
+static int
+part_setup(rk_ctx *ctx, part *p, const rk_msg_view *m)
+{
+    pt_setup su;
+    uint32_t per_step;
+    int rc;
+
+    part_free(p);
+    if ((rc = rk_msg_fixed_read(&pt_setup_msgtype, m->data, m->len, &su))
+        != RK_OK)
+        return rc;
+    if (su.parts != PARTS || su.part >= PARTS || su.lo > su.hi
+        || su.hi > su.nodes || su.nodes == 0)
+        return RK_EINVAL;
+    /* Two steps of shares and step messages from every peer must fit in
+     * our input queue (see above). */
+    per_step = (su.nodes / PARTS + RANK_BATCH) / RANK_BATCH + 1;
+    if (2 * (PARTS - 1) * per_step > 1024)
+        return RK_ETOOBIG;
+    p->id = su.part;
+    p->parts = su.parts;
+    p->n = su.nodes;
+    p->lo = su.lo;
+    p->hi = su.hi;
+    p->deg = calloc((size_t)(su.hi - su.lo) + 1, sizeof(*p->deg));
+    p->rank = calloc((size_t)(su.hi - su.lo) + 1, sizeof(*p->rank));
+    p->share[0] = calloc(su.nodes, sizeof(double));
+    p->share[1] = calloc(su.nodes, sizeof(double));
+    if (!p->deg || !p->rank || !p->share[0] || !p->share[1])
+        return RK_ENOMEM;
+    for (uint32_t i = 0; i < PARTS; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "part%u", i);
+        if ((rc = rk_kernel_lookup(rk_ctx_runtime(ctx), id, &p->peer[i]))
+            != RK_OK)
+            return rc;
+    }
+    return RK_OK;
+}
+
+static void
+part_edges(part *p, const rk_msg_view *m)
+{
+    pr_edges b;
+    int rc;
+
+    if ((rc = rk_msg_fixed_read(&pr_edges_msgtype, m->data, m->len, &b))
+            != RK_OK
+        || b.count > EDGE_BATCH) {
+        p->error = rc != RK_OK ? rc : RK_EINVAL;
+        return;
+    }
+    for (uint32_t i = 0; i < b.count && p->error == RK_OK; i++)
+        if (b.src[i] >= p->n || b.dst[i] < p->lo || b.dst[i] >= p->hi)
+            p->error = RK_EINVAL;
+        else
+            p->error = edges_push(&p->in, b.src[i], b.dst[i]);
+}
+
+static void
+part_degrees(part *p, const rk_msg_view *m)
+{
+    pt_degrees d;
+
+    if (rk_msg_fixed_read(&pt_degrees_msgtype, m->data, m->len, &d) != RK_OK
+        || d.count > DEGREE_BATCH || d.offset > p->hi - p->lo
+        || d.count > p->hi - p->lo - d.offset) {
+        p->error = RK_EINVAL;
+        return;
+    }
+    memcpy(p->deg + d.offset, d.deg, d.count * sizeof(uint32_t));
+}
+
+/* Sets our shares of the current step and broadcasts them with our
+ * residual part. */
+static int
+part_broadcast(rk_ctx *ctx, part *p, double residual)
+{
+    double *share = p->share[p->cur % 2], dangling = 0.0;
+    pt_step st;
+    int rc;
+
+    for (uint32_t v = p->lo; v < p->hi; v++) {
+        uint32_t d = p->deg[v - p->lo];
+        share[v] = d ? p->rank[v - p->lo] / d : 0.0;
+        dangling += d ? 0.0 : p->rank[v - p->lo];
+    }
+    p->resid[p->cur % 2][p->id] = residual;
+    p->dang[p->cur % 2][p->id] = dangling;
+    st = (pt_step) { p->cur, p->id, residual, dangling };
+    for (uint32_t q = 0; q < PARTS; q++) {
+        if (q == p->id)
+            continue;
+        for (uint32_t off = p->lo; off < p->hi; off += RANK_BATCH) {
+            pt_shares sh = { .iter = p->cur, .offset = off };
+            sh.count = p->hi - off < RANK_BATCH ? p->hi - off : RANK_BATCH;
+            memcpy(sh.share, share + off, sh.count * sizeof(double));
+            if ((rc = rk_ctx_send_to(
+                     ctx, p->peer[q], pt_shares_msgtype.id, &sh, sizeof(sh)))
+                != RK_OK)
+                return rc;
+        }
+        if ((rc = rk_ctx_send_to(
+                 ctx, p->peer[q], pt_step_msgtype.id, &st, sizeof(st)))
+            != RK_OK)
+            return rc;
+    }
+    return RK_OK;
+}
+
+/* Our ranks and a PageRankDone to the host (our output queue). */
+static int
+part_report(rk_ctx *ctx, part *p, double residual)
+{
+    pr_done done = { p->error, p->cur, p->hi - p->lo, p->in.len, residual };
+    int rc;
+
+    for (uint32_t off = p->lo; off < p->hi; off += RANK_BATCH) {
+        pr_ranks r = { .offset = off };
+        r.count = p->hi - off < RANK_BATCH ? p->hi - off : RANK_BATCH;
+        memcpy(r.rank, p->rank + (off - p->lo), r.count * sizeof(double));
+        if ((rc = rk_ctx_send(ctx, pr_ranks_msgtype.id, &r, sizeof(r)))
+            != RK_OK)
+            return rc;
+    }
+    return rk_ctx_send(ctx, pr_done_msgtype.id, &done, sizeof(done));
+}
+
+/* Runs as many steps as the messages held allow. */
+static int
+part_advance(rk_ctx *ctx, part *p)
+{
+    while (p->running && p->steps_in[p->cur % 2] == PARTS - 1) {
+        uint32_t k = p->cur % 2, nown = p->hi - p->lo;
+        double residual = 0.0, dangling = 0.0, delta = 0.0;
+        for (uint32_t q = 0; q < PARTS; q++) {
+            residual += p->resid[k][q];
+            dangling += p->dang[k][q];
+        }
+        p->steps_in[k] = 0;
+        if (p->cur > 0
+            && (residual < p->solve.tolerance
+                || p->cur >= p->solve.max_iter)) {
+            p->running = false;
+            return part_report(ctx, p, residual);
+        }
+        /* Step cur + 1 for our nodes, pulling over in-edges. */
+        double base = (1.0 - p->solve.damping) / p->n
+            + p->solve.damping * dangling / p->n;
+        for (uint32_t v = 0; v < nown; v++) {
+            double sum = 0.0;
+            for (size_t j = p->in_start[v]; j < p->in_start[v + 1]; j++)
+                sum += p->share[k][p->in_src[j]];
+            double r = base + p->solve.damping * sum;
+            delta += fabs(r - p->rank[v]);
+            p->rank[v] = r;
+        }
+        p->cur++;
+        int rc = part_broadcast(ctx, p, delta);
+        if (rc != RK_OK)
+            return rc;
+    }
+    return RK_OK;
+}
+
+static int
+part_start(rk_ctx *ctx, part *p, const rk_msg_view *m)
+{
+    uint32_t nown = p->hi - p->lo;
+    int rc;
+
+    if ((rc = rk_msg_fixed_read(&pr_solve_msgtype, m->data, m->len, &p->solve))
+        != RK_OK)
+        return rc;
+    if (p->share[0] == NULL) /* no (valid) set-up: report, take no part */
+        return part_report(ctx, p, INFINITY);
+    p->in_start = calloc((size_t)nown + 1, sizeof(*p->in_start));
+    p->in_src = malloc((p->in.len ? p->in.len : 1) * sizeof(*p->in_src));
+    if (p->in_start == NULL || p->in_src == NULL)
+        return RK_ENOMEM;
+    for (size_t i = 0; i < p->in.len; i++)
+        p->in_start[p->in.dst[i] - p->lo + 1]++;
+    for (uint32_t v = 0; v < nown; v++)
+        p->in_start[v + 1] += p->in_start[v];
+    for (size_t i = 0; i < p->in.len; i++)
+        p->in_src[p->in_start[p->in.dst[i] - p->lo]++] = p->in.src[i];
+    for (uint32_t v = nown; v > 0; v--)
+        p->in_start[v] = p->in_start[v - 1];
+    p->in_start[0] = 0;
+    for (uint32_t v = 0; v < nown; v++)
+        p->rank[v] = 1.0 / p->n;
+    p->cur = 0;
+    p->running = true;
+    /* Step 0 has no residual yet; INFINITY keeps anyone from stopping. */
+    if ((rc = part_broadcast(ctx, p, INFINITY)) != RK_OK)
+        return rc;
+    return part_advance(ctx, p);
+}
+
+static int
+partition_actor(rk_ctx *ctx)
+{
+    part p = { 0 };
+    rk_msg_view m;
+    int rc;
+
+    while ((rc = rk_ctx_recv(ctx, &m, RK_WAIT_FOREVER)) == RK_OK) {
+        uint32_t type = m.hdr->type_id;
+        if (type == pt_setup_msgtype.id) {
+            p.error = part_setup(ctx, &p, &m);
+        } else if (type == pr_edges_msgtype.id) {
+            part_edges(&p, &m);
+        } else if (type == pt_degrees_msgtype.id) {
+            part_degrees(&p, &m);
+        } else if (type == pr_solve_msgtype.id) {
+            rc = part_start(ctx, &p, &m);
+        } else if (type == pt_shares_msgtype.id && p.share[0] != NULL) {
+            /* Shares may come before our own Solve: peers can start
+             * first. They are stored by step parity. */
+            pt_shares sh;
+            if (rk_msg_fixed_read(&pt_shares_msgtype, m.data, m.len, &sh)
+                    == RK_OK
+                && sh.count <= RANK_BATCH && sh.offset <= p.n
+                && sh.count <= p.n - sh.offset)
+                memcpy(p.share[sh.iter % 2] + sh.offset, sh.share,
+                    sh.count * sizeof(double));
+        } else if (type == pt_step_msgtype.id) {
+            pt_step st;
+            if (rk_msg_fixed_read(&pt_step_msgtype, m.data, m.len, &st)
+                    == RK_OK
+                && st.from < PARTS) {
+                p.resid[st.iter % 2][st.from] = st.residual;
+                p.dang[st.iter % 2][st.from] = st.dangling;
+                p.steps_in[st.iter % 2]++;
+                rc = part_advance(ctx, &p);
+            }
+        }
+        if (rc != RK_OK)
+            break;
+    }
+    part_free(&p);
+    return rc == RK_ECLOSED ? RK_OK : rc;
+}
+
 /* ------------------------------------------------------------- the host */
 
 /* The reference: pull-style power iteration over in-edges, written
@@ -331,38 +661,45 @@ out:
     return rank;
 }
 
-/* Sends the graph, asks for a solve and collects the streamed ranks into
- * rank[0..n). Returns RK_OK with *done filled, or an error. */
+/* Sends the edges of e whose destination is in [lo, hi), in batches,
+ * all in one rk_send_batch() call with one wake-up: the queue's
+ * backpressure paces the host while the kernel catches up. */
 static int
-actor_pagerank(rk_runtime *rt, rk_kernel k, uint32_t n, const edge_list *e,
-    double *rank, pr_done *done)
+send_edges(
+    rk_runtime *rt, rk_kernel k, const edge_list *e, uint32_t lo, uint32_t hi)
 {
-    pr_reset reset = { n };
-    pr_solve solve = { DAMPING, TOLERANCE, MAX_ITER };
-    size_t nb = (e->len + EDGE_BATCH - 1) / EDGE_BATCH, sent = 0, got = 0;
+    size_t nb = (e->len + EDGE_BATCH - 1) / EDGE_BATCH, used = 0, sent = 0;
     pr_edges *batches = calloc(nb ? nb : 1, sizeof(*batches));
     int rc;
 
     if (batches == NULL)
         return RK_ENOMEM;
     for (size_t i = 0; i < e->len; i++) {
-        pr_edges *b = &batches[i / EDGE_BATCH];
+        if (e->dst[i] < lo || e->dst[i] >= hi)
+            continue;
+        pr_edges *b = &batches[used];
         b->src[b->count] = e->src[i];
         b->dst[b->count] = e->dst[i];
-        b->count++;
+        if (++b->count == EDGE_BATCH)
+            used++;
     }
-    rc = rk_send(rt, k, pr_reset_msgtype.id, &reset, sizeof(reset),
-        RK_MSG_PRIORITY_DEFAULT, TIMEOUT_NS);
-    /* All edge batches in one call, with one wake-up: the queue's
-     * backpressure paces us while the actor catches up. */
-    if (rc == RK_OK)
-        rc = rk_send_batch(rt, k, pr_edges_msgtype.id, batches,
-            sizeof(*batches), nb, RK_MSG_PRIORITY_DEFAULT, TIMEOUT_NS, &sent);
+    used += used < nb && batches[used].count > 0;
+    rc = rk_send_batch(rt, k, pr_edges_msgtype.id, batches, sizeof(*batches),
+        used, RK_MSG_PRIORITY_DEFAULT, TIMEOUT_NS, &sent);
     free(batches);
-    if (rc == RK_OK)
-        rc = rk_send(rt, k, pr_solve_msgtype.id, &solve, sizeof(solve),
-            RK_MSG_PRIORITY_DEFAULT, TIMEOUT_NS);
-    while (rc == RK_OK) {
+    return rc;
+}
+
+/* Reads PageRankRanks slices from k's output into rank[0..n) until the
+ * PageRankDone, which goes to *done. */
+static int
+collect_ranks(
+    rk_runtime *rt, rk_kernel k, uint32_t n, double *rank, pr_done *done)
+{
+    uint64_t got = 0;
+    int rc;
+
+    for (;;) {
         union {
             pr_ranks r;
             pr_done d;
@@ -371,22 +708,102 @@ actor_pagerank(rk_runtime *rt, rk_kernel k, uint32_t n, const edge_list *e,
         size_t len;
         if ((rc = rk_recv(rt, k, &h, &u, sizeof(u), &len, TIMEOUT_NS))
             != RK_OK)
-            break;
+            return rc;
         if (h.type_id == pr_done_msgtype.id) {
             rc = rk_msg_fixed_read(&pr_done_msgtype, &u, len, done);
-            if (rc == RK_OK && done->status == RK_OK && got != n)
+            if (rc == RK_OK && done->status == RK_OK && got != done->nodes)
                 rc = RK_EINTERNAL; /* ranks missing */
-            break;
+            return rc;
         }
         if (h.type_id != pr_ranks_msgtype.id
-            || (rc = rk_msg_fixed_read(&pr_ranks_msgtype, &u, len, &u.r))
-                != RK_OK)
-            return RK_EDECODE;
-        if (u.r.count > RANK_BATCH || u.r.offset > n
+            || rk_msg_fixed_read(&pr_ranks_msgtype, &u, len, &u.r) != RK_OK
+            || u.r.count > RANK_BATCH || u.r.offset > n
             || u.r.count > n - u.r.offset)
             return RK_EDECODE;
         memcpy(rank + u.r.offset, u.r.rank, u.r.count * sizeof(double));
         got += u.r.count;
+    }
+}
+
+/* Sends the graph to the single actor, asks for a solve and collects the
+ * streamed ranks into rank[0..n). */
+static int
+actor_pagerank(rk_runtime *rt, rk_kernel k, uint32_t n, const edge_list *e,
+    double *rank, pr_done *done)
+{
+    pr_reset reset = { n };
+    pr_solve solve = { DAMPING, TOLERANCE, MAX_ITER };
+    int rc;
+
+    rc = rk_send(rt, k, pr_reset_msgtype.id, &reset, sizeof(reset),
+        RK_MSG_PRIORITY_DEFAULT, TIMEOUT_NS);
+    if (rc == RK_OK)
+        rc = send_edges(rt, k, e, 0, UINT32_MAX);
+    if (rc == RK_OK)
+        rc = rk_send(rt, k, pr_solve_msgtype.id, &solve, sizeof(solve),
+            RK_MSG_PRIORITY_DEFAULT, TIMEOUT_NS);
+    if (rc == RK_OK)
+        rc = collect_ranks(rt, k, n, rank, done);
+    return rc;
+}
+
+/* The partitioned solve: node ranges, in-edges and out-degrees to each
+ * partition, then Solve to all; each streams back its own ranks. */
+static int
+partitioned_pagerank(rk_runtime *rt, const rk_kernel *parts, uint32_t n,
+    const edge_list *e, double *rank, pr_done *done)
+{
+    pr_solve solve = { DAMPING, TOLERANCE, MAX_ITER };
+    uint32_t *outdeg = calloc(n, sizeof(*outdeg));
+    size_t nb = n / DEGREE_BATCH + 1, sent;
+    pt_degrees *deg = calloc(nb, sizeof(*deg));
+    int rc = RK_OK;
+
+    if (outdeg == NULL || deg == NULL)
+        rc = RK_ENOMEM;
+    for (size_t i = 0; rc == RK_OK && i < e->len; i++)
+        outdeg[e->src[i]]++;
+    for (uint32_t q = 0; rc == RK_OK && q < PARTS; q++) {
+        uint32_t lo = (uint32_t)((uint64_t)n * q / PARTS);
+        uint32_t hi = (uint32_t)((uint64_t)n * (q + 1) / PARTS);
+        pt_setup su = { q, PARTS, n, lo, hi };
+        size_t used = 0;
+        for (uint32_t off = lo; off < hi; off += DEGREE_BATCH, used++) {
+            deg[used].offset = off - lo;
+            deg[used].count
+                = hi - off < DEGREE_BATCH ? hi - off : DEGREE_BATCH;
+            memcpy(deg[used].deg, outdeg + off,
+                deg[used].count * sizeof(uint32_t));
+        }
+        rc = rk_send(rt, parts[q], pt_setup_msgtype.id, &su, sizeof(su),
+            RK_MSG_PRIORITY_DEFAULT, TIMEOUT_NS);
+        if (rc == RK_OK)
+            rc = send_edges(rt, parts[q], e, lo, hi);
+        if (rc == RK_OK)
+            rc = rk_send_batch(rt, parts[q], pt_degrees_msgtype.id, deg,
+                sizeof(*deg), used, RK_MSG_PRIORITY_DEFAULT, TIMEOUT_NS,
+                &sent);
+    }
+    free(outdeg);
+    free(deg);
+    /* Only now the solves: every partition already holds its set-up when
+     * the first shares from a peer arrive. */
+    for (uint32_t q = 0; rc == RK_OK && q < PARTS; q++)
+        rc = rk_send(rt, parts[q], pr_solve_msgtype.id, &solve, sizeof(solve),
+            RK_MSG_PRIORITY_DEFAULT, TIMEOUT_NS);
+    memset(done, 0, sizeof(*done));
+    for (uint32_t q = 0; rc == RK_OK && q < PARTS; q++) {
+        pr_done d;
+        if ((rc = collect_ranks(rt, parts[q], n, rank, &d)) != RK_OK)
+            break;
+        /* All partitions must have stopped at the same step. */
+        if (q > 0 && d.iterations != done->iterations)
+            rc = RK_EINTERNAL;
+        done->status = done->status ? done->status : d.status;
+        done->iterations = d.iterations;
+        done->residual = d.residual;
+        done->nodes += d.nodes;
+        done->edges += d.edges;
     }
     return rc;
 }
@@ -421,8 +838,8 @@ generate_graph(uint32_t n, uint64_t seed, edge_list *e)
 /* Runs one graph through the actor and the host; expect (may be NULL)
  * holds closed-form ranks. Returns the number of failed checks. */
 static int
-check_graph(rk_runtime *rt, rk_kernel k, const char *name, uint32_t n,
-    const edge_list *e, const double *expect)
+check_graph(rk_runtime *rt, rk_kernel k, const rk_kernel *parts,
+    const char *name, uint32_t n, const edge_list *e, const double *expect)
 {
     double *got = calloc(n, sizeof(*got)), *ref;
     pr_done done = { 0 };
@@ -435,7 +852,10 @@ check_graph(rk_runtime *rt, rk_kernel k, const char *name, uint32_t n,
         free(got);
         return 1;
     }
-    rc = actor_pagerank(rt, k, n, e, got, &done);
+    if (parts != NULL)
+        rc = partitioned_pagerank(rt, parts, n, e, got, &done);
+    else
+        rc = actor_pagerank(rt, k, n, e, got, &done);
     if (rc == RK_OK)
         rc = done.status;
     if (rc != RK_OK) {
@@ -483,38 +903,72 @@ check_graph(rk_runtime *rt, rk_kernel k, const char *name, uint32_t n,
     return fails;
 }
 
+/* Starts a kernel and returns its handle. */
+static int
+start_kernel(rk_runtime *rt, const rk_kernel_def *def, rk_kernel *out)
+{
+    int rc = rk_runtime_register(rt, def);
+
+    if (rc == RK_OK)
+        rc = rk_kernel_launch(rt, def->id);
+    if (rc == RK_OK)
+        rc = rk_kernel_activate(rt, def->id);
+    if (rc == RK_OK)
+        rc = rk_kernel_lookup(rt, def->id, out);
+    return rc;
+}
+
+/* One graph through both solvers. */
+static int
+check_both(rk_runtime *rt, rk_kernel k, const rk_kernel *parts,
+    const char *name, uint32_t n, const edge_list *e, const double *expect)
+{
+    char label[32];
+    int fails = check_graph(rt, k, NULL, name, n, e, expect);
+
+    snprintf(label, sizeof(label), "%s/%d", name, PARTS);
+    return fails + check_graph(rt, k, parts, label, n, e, expect);
+}
+
 int
 main(void)
 {
+    static const char *const part_ids[PARTS]
+        = { "part0", "part1", "part2", "part3" };
     rk_kernel_def def = { .id = "pagerank", .actor = pagerank_actor };
     rk_runtime_config rcfg = { .no_static_kernels = true };
     rk_runtime *rt = NULL;
     edge_list e = { 0 };
-    rk_kernel k;
+    rk_kernel k, parts[PARTS];
     int rc, fails = 0;
 
     def.config.max_payload = MAX_PAYLOAD;
     def.config.input_capacity = 256;
-    if ((rc = rk_runtime_create(&rt, &rcfg)) != RK_OK
-        || (rc = rk_runtime_register(rt, &def)) != RK_OK
-        || (rc = rk_kernel_launch(rt, "pagerank")) != RK_OK
-        || (rc = rk_kernel_activate(rt, "pagerank")) != RK_OK
-        || (rc = rk_kernel_lookup(rt, "pagerank", &k)) != RK_OK) {
+    if ((rc = rk_runtime_create(&rt, &rcfg)) == RK_OK)
+        rc = start_kernel(rt, &def, &k);
+    for (int q = 0; q < PARTS && rc == RK_OK; q++) {
+        rk_kernel_def pd = { .id = part_ids[q], .actor = partition_actor };
+        pd.config.max_payload = MAX_PAYLOAD;
+        pd.config.input_capacity = 1024;
+        rc = start_kernel(rt, &pd, &parts[q]);
+    }
+    if (rc != RK_OK) {
         fprintf(stderr, "pagerank: start: %s (%s)\n", rk_strerror(rc),
             rk_errdetail());
         rk_runtime_destroy(rt);
         return 2;
     }
     printf("pagerank: damping %.2f, tolerance %.0e (L1), check %.0e "
-           "relative\n",
-        DAMPING, TOLERANCE, REL_TOL);
+           "relative; one actor, then %d partition actors (name/%d)\n",
+        DAMPING, TOLERANCE, REL_TOL, PARTS, PARTS);
 
     /* A 4-cycle: by symmetry every node has rank 1/4. */
     {
         static const double quarter[4] = { 0.25, 0.25, 0.25, 0.25 };
         for (uint32_t v = 0; v < 4 && rc == RK_OK; v++)
             rc = edges_push(&e, v, (v + 1) % 4);
-        fails += rc != RK_OK || check_graph(rt, k, "cycle4", 4, &e, quarter);
+        fails += rc != RK_OK
+            || check_both(rt, k, parts, "cycle4", 4, &e, quarter);
         edges_free(&e);
     }
     /* 0 -> 1 with node 1 dangling. Solving r0 = (1-d)/2 + d r1/2 and
@@ -522,12 +976,12 @@ main(void)
     {
         static const double pair[2] = { 20.0 / 57.0, 37.0 / 57.0 };
         fails += edges_push(&e, 0, 1) != RK_OK
-            || check_graph(rt, k, "dangling2", 2, &e, pair);
+            || check_both(rt, k, parts, "dangling2", 2, &e, pair);
         edges_free(&e);
     }
     /* A generated graph. */
     fails += generate_graph(10000, UINT64_C(0x5EED5EED), &e) != RK_OK
-        || check_graph(rt, k, "random10k", 10000, &e, NULL);
+        || check_both(rt, k, parts, "random10k", 10000, &e, NULL);
     edges_free(&e);
     /* A bad edge (endpoint out of range) must come back as an error. */
     {
@@ -549,10 +1003,21 @@ main(void)
         if (rk_kernel_telemetry(rt, "pagerank", &st) == RK_OK)
             rk_stats_print(stdout, &st, 0);
     }
+    for (int q = 0; q < PARTS; q++) {
+        rk_kernel_stats ks;
+        if (rk_kernel_stats_get(rt, part_ids[q], &ks) == RK_OK)
+            printf("%s: processed %" PRIu64 " sent %" PRIu64
+                   " (K2K and to the host), queue high water %" PRIu64
+                   ", latency p50 %" PRIu64 " ns\n",
+                part_ids[q], ks.processed, ks.sent, ks.queue_high_water,
+                ks.latency_p50_ns);
+    }
     if ((rc = rk_kernel_terminate(rt, "pagerank", TIMEOUT_NS)) != RK_OK) {
         printf("terminate: %s\n", rk_strerror(rc));
         fails++;
     }
+    for (int q = 0; q < PARTS; q++)
+        fails += rk_kernel_terminate(rt, part_ids[q], TIMEOUT_NS) != RK_OK;
     rk_runtime_destroy(rt);
     printf(
         "pagerank: %s (%d failed checks)\n", fails ? "FAILED" : "OK", fails);
