@@ -12,11 +12,13 @@
  *   actor -> host   PageRankRanks {offset, count, rank[]}  (many)
  *                   PageRankDone  {status, iterations, residual, ...}
  *
- * The actor iterates push-style over a CSR of out-edges; the host checks
- * the ranks against an independent pull-style power iteration over
- * in-edges (so the two sum in different orders) to 1e-9 relative, on two
- * tiny graphs whose ranks are known in closed form and on a generated
- * 10,000-node graph. Exit status 0 means every check passed.
+ * The actor iterates push-style over a CSR of out-edges. Every graph is
+ * then solved again by four partition actors that exchange rank shares
+ * kernel to kernel (see "partitioned actors" below). The host checks both
+ * against an independent pull-style power iteration over in-edges (so
+ * they sum in different orders) to 1e-9 relative, on two tiny graphs
+ * whose ranks are known in closed form and on a generated 10,000-node
+ * graph. Exit status 0 means every check passed.
  */
 #include <inttypes.h>
 #include <math.h>
