@@ -50,7 +50,9 @@ check(int rc, const char *what)
 
 /* ------------------------------------------------------------ kernels */
 
-static int echo_cpu = -1;
+/* CPUs picked once, before anything pins the main thread (ck_ref_cpu
+ * reads the calling thread's affinity). */
+static int main_cpu = -1, echo_cpu = -1, kernel_cpu = -1;
 
 static int
 echo_actor(rk_ctx *ctx)
@@ -139,8 +141,7 @@ bench_ck_floor(size_t n)
 {
 #ifdef RK_HAVE_CK
     uint64_t *v = calloc(n, sizeof(*v));
-    if (v != NULL
-        && ck_ref_pingpong_run(v, n, ck_ref_cpu(0), ck_ref_cpu(1)) == 0)
+    if (v != NULL && ck_ref_pingpong_run(v, n, main_cpu, kernel_cpu) == 0)
         emit_rtt("pingpong_rtt", "ck_ring", v, n, NULL);
     free(v);
 #else
@@ -161,8 +162,8 @@ bench_rtt(size_t n, bool telemetry, bool request)
     char extra[64];
 
     def.config.telemetry_off = !telemetry;
-    echo_cpu = ck_ref_cpu(1);
-    ck_ref_pin(ck_ref_cpu(0));
+    echo_cpu = kernel_cpu;
+    ck_ref_pin(main_cpu);
     k = start(rt, &def);
     for (size_t i = 0; i < n + n / 10; i++) {
         uint64_t t0 = bench_now_ns();
@@ -312,6 +313,8 @@ int
 main(void)
 {
     scale = bench_scale();
+    main_cpu = ck_ref_cpu(0);
+    kernel_cpu = ck_ref_cpu(1);
     bench_ck_floor(scaled(200000));
     bench_rtt(scaled(200000), true, false);
     bench_rtt(scaled(200000), false, false);

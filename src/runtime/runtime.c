@@ -473,6 +473,7 @@ inst_create(rk__kernel *k, rk__inst **out)
     qout.capacity = c->output_capacity;
     qout.slot_size = (uint32_t)inst->slot_size;
     qout.backpressure = RK_BP_BLOCK;
+    qout.single_producer = true; /* only the kernel thread sends */
     rc = rk_mqueue_create(&inst->in, &qin);
     if (rc == RK_OK)
         rc = rk_mqueue_create(&inst->out, &qout);
