@@ -47,7 +47,8 @@ struct rk_ctx {
     size_t *lens;
     size_t n, pos;
     long cur;
-    uint64_t fetch_ns; /* when the batch was taken (telemetry on) */
+    uint64_t fetch_ns; /* when the batch was taken; 0: not sampled */
+    uint32_t small_fetches;
     uint32_t batch;
 };
 
