@@ -336,6 +336,53 @@ test_pipeline(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* Routes belong to kernels: set before launch, kept across a relaunch. */
+static int
+recv_in_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    rk_msg_view other;
+    int rc = rk_ctx_recv(ctx, &other, RK_NO_WAIT); /* not allowed here */
+    return rk_ctx_send(ctx, 0, &rc, sizeof(rc)) == RK_OK && m != NULL
+        ? RK_OK
+        : RK_EINTERNAL;
+}
+
+static void
+test_route_lifetime(void **state)
+{
+    rk_runtime *rt = new_rt();
+    rk_kernel_def a = { .id = "a", .handler = add_one };
+    rk_kernel_def b = { .id = "b", .handler = recv_in_handler };
+    uint64_t v = 1;
+    int got = 0;
+    size_t len;
+
+    (void)state;
+    assert_int_equal(rk_runtime_register(rt, &a), RK_OK);
+    assert_int_equal(rk_runtime_register(rt, &b), RK_OK);
+    assert_int_equal(rk_connect(rt, "a", "b"), RK_OK);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(rk_kernel_launch(rt, "a"), RK_OK);
+        assert_int_equal(rk_kernel_activate(rt, "a"), RK_OK);
+        if (round == 0) {
+            assert_int_equal(rk_kernel_launch(rt, "b"), RK_OK);
+            assert_int_equal(rk_kernel_activate(rt, "b"), RK_OK);
+        }
+        assert_int_equal(
+            rk_send_id(rt, "a", 0, &v, sizeof(v), 128, RT_LONG), RK_OK);
+        assert_int_equal(
+            rk_recv_id(rt, "b", NULL, &got, sizeof(got), &len, RT_LONG),
+            RK_OK);
+        /* b got a's output through the route, and a handler may not
+         * receive by itself. */
+        assert_int_equal(got, RK_EINVAL);
+        assert_int_equal(rk_kernel_terminate(rt, "a", RT_LONG), RK_OK);
+    }
+    assert_int_equal(rk_recv_id(rt, "ghost", NULL, &got, sizeof(got), &len, 0),
+        RK_ENOTFOUND);
+    rk_runtime_destroy(rt);
+}
+
 /* send_to: a router picks the target by the value's parity. */
 static int
 router(rk_ctx *ctx, const rk_msg_view *m)
@@ -459,6 +506,7 @@ main(void)
         cmocka_unit_test(test_handler_batch),
         cmocka_unit_test(test_priority_bands),
         cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_route_lifetime),
         cmocka_unit_test(test_send_to),
         cmocka_unit_test(test_pubsub),
     };

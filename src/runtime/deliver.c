@@ -443,6 +443,18 @@ rk_recv(rk_runtime *rt, rk_kernel kh, rk_msg_header *hdr, void *buf,
 }
 
 int
+rk_recv_id(rk_runtime *rt, const char *id, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns)
+{
+    rk_kernel kh;
+    int rc;
+
+    if ((rc = rk_kernel_lookup(rt, id, &kh)) != RK_OK)
+        return rc;
+    return rk_recv(rt, kh, hdr, buf, cap, len, timeout_ns);
+}
+
+int
 rk_request(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *req,
     size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
     size_t *reply_len, int64_t timeout_ns)
@@ -475,7 +487,6 @@ int
 rk_connect(rk_runtime *rt, const char *from, const char *to)
 {
     rk__kernel *a, *b;
-    rk__inst *inst;
     const rk_msgtype *ot, *it;
 
     if (rt == NULL)
@@ -491,16 +502,9 @@ rk_connect(rk_runtime *rt, const char *from, const char *to)
             "cannot connect '%s' -> '%s': '%s' sends %s, '%s' "
             "takes %s",
             from, to, from, ot ? ot->name : "any type", to, it->name);
-    pthread_mutex_lock(&a->lock);
-    inst = atomic_load_explicit(&a->inst, memory_order_acquire);
-    if (inst == NULL) {
-        pthread_mutex_unlock(&a->lock);
-        return rk__fail(
-            RK_ENOTLAUNCHED, "launch '%s' before connecting it", from);
-    }
-    /* Release pairs with the acquire load in ctx_emit. */
-    atomic_store_explicit(&inst->route, b, memory_order_release);
-    pthread_mutex_unlock(&a->lock);
+    /* Release pairs with the acquire load in ctx_emit. The route belongs
+     * to the kernel, so it outlives relaunches. */
+    atomic_store_explicit(&a->route, b, memory_order_release);
     return RK_OK;
 }
 
@@ -508,20 +512,13 @@ int
 rk_disconnect(rk_runtime *rt, const char *from)
 {
     rk__kernel *a;
-    rk__inst *inst;
 
     if (rt == NULL)
         return rk__fail(RK_EINVAL, "runtime is NULL");
     if ((a = rk__kernel_by_id(rt, from)) == NULL)
         return rk__not_found(rt, from);
-    pthread_mutex_lock(&a->lock);
-    inst = atomic_load_explicit(&a->inst, memory_order_acquire);
-    if (inst != NULL)
-        atomic_store_explicit(&inst->route, NULL, memory_order_release);
-    pthread_mutex_unlock(&a->lock);
-    return inst
-        ? RK_OK
-        : rk__fail(RK_ENOTLAUNCHED, "kernel '%s' is not launched", from);
+    atomic_store_explicit(&a->route, NULL, memory_order_release);
+    return RK_OK;
 }
 
 /* --------------------------------------------------------- topics */

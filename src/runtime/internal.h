@@ -49,6 +49,7 @@ struct rk_ctx {
     long cur;
     uint64_t fetch_ns; /* when the batch was taken; 0: not sampled */
     uint32_t small_fetches;
+    bool in_handler; /* the runtime owns the receive loop */
     uint32_t batch;
 };
 
@@ -67,12 +68,10 @@ typedef struct rk__inst {
     size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
     bool telemetry;
 
-    _Atomic(struct rk__kernel *) route; /* rk_connect target or NULL */
-    _Atomic uint64_t start_ns;          /* first activation, 0 before */
+    _Atomic uint64_t start_ns; /* first activation, 0 before */
 
     /* Counters written by senders (any thread). */
     _Alignas(64) rk__counter rejected; /* refused before the queue */
-    rk__counter deliver_failed;        /* route sends that failed */
 
     /* Counters written by the kernel thread. */
     _Alignas(64) rk__kcounters kc;
@@ -97,7 +96,8 @@ typedef struct rk__kernel {
     _Atomic uint32_t state; /* rk_kernel_state; changed only by CAS */
     _Atomic uint32_t gen;   /* bumped when an instance ends */
     _Atomic(rk__inst *) inst;
-    rk__inst *retired; /* earlier instances, under lock */
+    _Atomic(struct rk__kernel *) route; /* rk_connect target or NULL */
+    rk__inst *retired;                  /* earlier instances, under lock */
 } rk__kernel;
 
 typedef struct rk__topic {

@@ -205,6 +205,10 @@ rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns)
 
     if (ctx == NULL || out == NULL)
         return rk__fail(RK_EINVAL, "rk_ctx_recv: NULL argument");
+    if (ctx->in_handler)
+        return rk__fail(RK_EINVAL,
+            "rk_ctx_recv: kernel '%s' is a handler; the runtime receives",
+            ctx->inst->k->id);
     complete_current(ctx);
     rc = fetch(ctx, timeout_ns);
     if (rc != RK_OK)
@@ -220,6 +224,7 @@ handler_loop(rk_ctx *ctx)
     rk_msg_view v;
     int rc;
 
+    ctx->in_handler = true;
     for (;;) {
         complete_current(ctx);
         rc = fetch(ctx, RK_WAIT_FOREVER);
@@ -345,7 +350,8 @@ ctx_emit(rk_ctx *ctx, rk_msg_header *h, const void *payload, size_t len)
 {
     rk__inst *inst = ctx->inst;
     /* Acquire pairs with the release store in rk_connect. */
-    rk__kernel *to = atomic_load_explicit(&inst->route, memory_order_acquire);
+    rk__kernel *to
+        = atomic_load_explicit(&inst->k->route, memory_order_acquire);
     int rc;
 
     if (to != NULL) {
