@@ -25,6 +25,7 @@
 #include "ringkernel/message.h"
 #include "ringkernel/queue.h"
 #include "ringkernel/runtime.h"
+#include "runtime/outq.h"
 #include "telemetry/histogram.h"
 #include "telemetry/stats.h"
 
@@ -63,7 +64,7 @@ typedef struct rk__inst {
     rk__control control; /* first: 64-byte aligned lines */
     struct rk__kernel *k;
     rk_mqueue *in;
-    rk_mqueue *out;
+    rk__outq out;
     rk__backend_inst *bi;
     size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
     bool telemetry;

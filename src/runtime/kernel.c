@@ -357,13 +357,12 @@ ctx_emit(rk_ctx *ctx, rk_msg_header *h, const void *payload, size_t len)
     if (to != NULL) {
         rc = rk__deliver(to, h, payload, len, RK_WAIT_FOREVER);
     } else {
-        struct rk_iov iov[2] = { { h, sizeof(*h) }, { payload, len } };
         if (len > inst->k->def.config.max_payload)
             return rk__fail(RK_EMSGSIZE,
                 "kernel '%s': %zu-byte payload exceeds "
                 "max_payload %u",
                 inst->k->id, len, inst->k->def.config.max_payload);
-        rc = rk_mqueue_sendv(inst->out, iov, 2, h->priority, RK_WAIT_FOREVER);
+        rc = rk__outq_send(&inst->out, h, sizeof(*h), payload, len);
     }
     if (rc == RK_OK)
         rk__counter_add_sw(&inst->kc.sent, 1);
