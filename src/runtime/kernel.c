@@ -135,7 +135,7 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
             ctx->fetch_ns = 0;
             if (rk__telemetry_on(inst->telemetry)
                 && (n >= SAMPLE_SMALL
-                    || ++ctx->small_fetches % SAMPLE_SMALL == 0))
+                    || ctx->small_fetches++ % SAMPLE_SMALL == 0))
                 ctx->fetch_ns = rk_now_ns();
             return RK_OK;
         }
