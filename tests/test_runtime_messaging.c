@@ -83,6 +83,61 @@ test_round_trip_and_timeout(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* Reports each receive timeout as an output message. */
+static int
+timeout_actor(rk_ctx *ctx)
+{
+    rk_msg_view m;
+    int rc;
+
+    while (!rk_should_terminate(ctx)) {
+        rc = rk_ctx_recv(ctx, &m, 1000000);
+        if (rc == RK_ETIMEDOUT) {
+            if ((rc = rk_ctx_send(ctx, 0, &rc, sizeof(rc))) != RK_OK)
+                return rc;
+            continue;
+        }
+        if (rc == RK_ECLOSED)
+            break;
+        if (rc != RK_OK)
+            return rc;
+    }
+    return RK_OK;
+}
+
+static void
+test_timeouts(void **state)
+{
+    rk_runtime *rt = new_rt();
+    rk_kernel_def def = { .id = "t", .actor = timeout_actor };
+    rk_kernel_stats st;
+    rk_kernel k;
+    int got = 0;
+    size_t len;
+    uint64_t v = 0;
+
+    (void)state;
+    def.config.input_capacity = 2;
+    k = start(rt, &def);
+    /* Nothing is sent: the actor's receive times out and says so. */
+    assert_int_equal(
+        rk_recv(rt, k, NULL, &got, sizeof(got), &len, RT_LONG), RK_OK);
+    assert_int_equal(got, RK_ETIMEDOUT);
+    /* Paused with a full BLOCK queue: a send times out, counted. */
+    assert_int_equal(rk_kernel_deactivate(rt, "t"), RK_OK);
+    assert_int_equal(rk_send(rt, k, 0, &v, sizeof(v), 128, RT_LONG), RK_OK);
+    assert_int_equal(rk_send(rt, k, 0, &v, sizeof(v), 128, RT_LONG), RK_OK);
+    assert_int_equal(
+        rk_send(rt, k, 0, &v, sizeof(v), 128, 1000000), RK_ETIMEDOUT);
+    assert_int_equal(
+        rk_send(rt, k, 0, &v, sizeof(v), 128, RK_NO_WAIT), RK_EFULL);
+    assert_int_equal(rk_kernel_stats_get(rt, "t", &st), RK_OK);
+    assert_int_equal(st.rejected, 2);
+    assert_int_equal(st.pending, 2);
+    assert_int_equal(st.offered, 4);
+    rk_runtime_destroy(rt);
+}
+
 /* Replies to pings, and also emits an unrelated "noise" output first. */
 static int
 noisy_server(rk_ctx *ctx)
@@ -501,6 +556,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_and_timeout),
+        cmocka_unit_test(test_timeouts),
         cmocka_unit_test(test_request_reply),
         cmocka_unit_test(test_wrong_type),
         cmocka_unit_test(test_handler_batch),
