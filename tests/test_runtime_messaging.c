@@ -347,6 +347,9 @@ test_pipeline(void **state)
     const uint64_t n = 2000;
 
     (void)state;
+    /* b and c are fed by one route each: the single-producer fast path. */
+    b.config.single_producer = true;
+    c.config.single_producer = true;
     ka = start(rt, &a);
     (void)start(rt, &b);
     kc = start(rt, &c);

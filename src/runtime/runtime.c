@@ -470,6 +470,7 @@ inst_create(rk__kernel *k, rk__inst **out)
     qin.slot_size = (uint32_t)inst->slot_size;
     qin.backpressure = c->backpressure;
     qin.priority_bands = c->priority_bands;
+    qin.single_producer = c->single_producer;
     rc = rk_mqueue_create(&inst->in, &qin);
     if (rc == RK_OK) {
         rc = rk__outq_init(&inst->out, c->output_capacity, inst->slot_size);
