@@ -11,7 +11,9 @@
  *   oneway_throughput            64-byte payloads, one rk_send each, to a
  *                                counting handler (msgs/s)
  *   oneway_batched_throughput    the same with rk_send_batch (256 per call);
- *                                extra "telemetry":"on"/"off"
+ *                                extra "telemetry":"on"/"off", and
+ *                                "producers":"single" for a kernel
+ *                                configured single_producer
  *   pipeline3_throughput         host -> A -> B -> C, K2K routed, batched
  *   idle_cpu_percent             CPU time an active, idle kernel thread
  *                                used over an idle period, as % of it
@@ -50,7 +52,9 @@ check(int rc, const char *what)
 
 /* ------------------------------------------------------------ kernels */
 
-static int echo_cpu = -1;
+/* CPUs picked once, before anything pins the main thread (ck_ref_cpu
+ * reads the calling thread's affinity). */
+static int main_cpu = -1, echo_cpu = -1, kernel_cpu = -1;
 
 static int
 echo_actor(rk_ctx *ctx)
@@ -139,8 +143,7 @@ bench_ck_floor(size_t n)
 {
 #ifdef RK_HAVE_CK
     uint64_t *v = calloc(n, sizeof(*v));
-    if (v != NULL
-        && ck_ref_pingpong_run(v, n, ck_ref_cpu(0), ck_ref_cpu(1)) == 0)
+    if (v != NULL && ck_ref_pingpong_run(v, n, main_cpu, kernel_cpu) == 0)
         emit_rtt("pingpong_rtt", "ck_ring", v, n, NULL);
     free(v);
 #else
@@ -161,8 +164,8 @@ bench_rtt(size_t n, bool telemetry, bool request)
     char extra[64];
 
     def.config.telemetry_off = !telemetry;
-    echo_cpu = ck_ref_cpu(1);
-    ck_ref_pin(ck_ref_cpu(0));
+    echo_cpu = kernel_cpu;
+    ck_ref_pin(main_cpu);
     k = start(rt, &def);
     for (size_t i = 0; i < n + n / 10; i++) {
         uint64_t t0 = bench_now_ns();
@@ -219,12 +222,12 @@ pump(rk_runtime *rt, rk_kernel k, rk_kernel d, size_t n, bool batched)
 }
 
 static void
-bench_oneway(size_t n, bool batched, bool telemetry)
+bench_oneway(size_t n, bool batched, bool telemetry, bool sp)
 {
     rk_runtime *rt = new_rt();
     counter c = { 0, n };
     rk_kernel_def def = { .id = "sink", .handler = count_handler };
-    char extra[96];
+    char extra[128];
     rk_kernel k;
     double rate;
 
@@ -233,11 +236,13 @@ bench_oneway(size_t n, bool batched, bool telemetry)
     def.config.input_capacity = 4096;
     def.config.batch = 256;
     def.config.max_payload = PAYLOAD;
+    def.config.single_producer = sp;
     k = start(rt, &def);
     rate = pump(rt, k, k, n, batched);
     snprintf(extra, sizeof(extra),
-        "\"payload\":%d,\"telemetry\":\"%s\",\"n\":%zu", PAYLOAD,
-        telemetry ? "on" : "off", n);
+        "\"payload\":%d,\"telemetry\":\"%s\",\"producers\":\"%s\","
+        "\"n\":%zu",
+        PAYLOAD, telemetry ? "on" : "off", sp ? "single" : "multi", n);
     bench_emit(SUITE,
         batched ? "oneway_batched_throughput" : "oneway_throughput",
         "ringkernel", rate, "msgs/s", extra);
@@ -312,13 +317,17 @@ int
 main(void)
 {
     scale = bench_scale();
+    main_cpu = ck_ref_cpu(0);
+    kernel_cpu = ck_ref_cpu(1);
     bench_ck_floor(scaled(200000));
     bench_rtt(scaled(200000), true, false);
     bench_rtt(scaled(200000), false, false);
     bench_rtt(scaled(100000), true, true);
-    bench_oneway(scaled(2000000), false, true);
-    bench_oneway(scaled(10000000), true, true);
-    bench_oneway(scaled(10000000), true, false);
+    bench_oneway(scaled(2000000), false, true, false);
+    bench_oneway(scaled(10000000), true, true, false);
+    bench_oneway(scaled(10000000), true, false, false);
+    bench_oneway(scaled(10000000), true, true, true);
+    bench_oneway(scaled(10000000), true, false, true);
     bench_pipeline(scaled(3000000));
     bench_idle(scale < 1 ? 0.2 : 1.0);
     return 0;

@@ -105,6 +105,9 @@ typedef struct rk_kernel_config {
     uint32_t max_payload;          /* largest payload in bytes (0: 192) */
     rk_backpressure backpressure;  /* input queue policy (0: BLOCK) */
     bool priority_bands;           /* input queue orders by priority band */
+    bool single_producer; /* promise: exactly one thread ever sends to this
+                             kernel (host, route or publisher); input
+                             queue takes its SPSC fast path */
     rk_inactive_policy when_inactive;
     uint32_t batch;      /* handler style: messages per dequeue (0: 64) */
     bool telemetry_off;  /* skip clock reads and the latency histogram */
@@ -254,6 +257,10 @@ int rk_send_batch(rk_runtime *rt, rk_kernel k, uint32_t type_id,
 int rk_recv(rk_runtime *rt, rk_kernel k, rk_msg_header *hdr, void *buf,
     size_t cap, size_t *len, int64_t timeout_ns);
 
+/* The same by id (one lookup per call). */
+int rk_recv_id(rk_runtime *rt, const char *id, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns);
+
 /* Sends a request and waits for the output message whose correlation id
  * equals the request's id. Other output that arrives meanwhile is kept for
  * later rk_recv calls. */
@@ -264,8 +271,10 @@ int rk_request(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *req,
 /* ------------------------------------------------- routing and topics */
 
 /* Routes from's output into to's input: rk_ctx_send in from delivers to to
- * without passing through the host. RK_ETYPE when from's output type is
- * not to's input type. */
+ * without passing through the host. The route belongs to the kernels (it
+ * may be set before launch and survives relaunches). RK_ETYPE when from's
+ * output type is not to's input type. rk_disconnect restores the output
+ * queue the host reads. */
 int rk_connect(rk_runtime *rt, const char *from, const char *to);
 int rk_disconnect(rk_runtime *rt, const char *from);
 
@@ -346,7 +355,8 @@ int rk_kernel_telemetry(rk_runtime *rt, const char *id, rk_stats *out);
  * safe point: a deactivated kernel parks here until reactivated. */
 bool rk_should_terminate(rk_ctx *ctx);
 
-/* Takes the next input message (spinning briefly, then parking).
+/* Takes the next input message (spinning briefly, then parking). Actor
+ * style only (RK_EINVAL from a handler, whose messages the runtime takes).
  * RK_ETIMEDOUT: nothing came; RK_ECLOSED: terminating and drained. The
  * view is valid until the next rk_ctx_recv. */
 int rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns);

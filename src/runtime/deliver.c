@@ -292,57 +292,6 @@ stash_take(rk__inst *inst, const rk_uuid *corr)
 }
 
 /*
- * Receives from the output queue, spinning first: a reply usually comes
- * within a microsecond or two, and parking costs several (a futex wait
- * and a wake-up on each side). The spin is adaptive, like the queue's own:
- * its length (at most host_spin_ns) doubles when spinning found the reply
- * and halves when it did not. Every SPIN_CHECK tries it also yields, so a
- * kernel thread waiting for this CPU gets it.
- */
-#define SPIN_CHECK 64
-#ifndef RK__SPIN_YIELD
-#define RK__SPIN_YIELD 1024
-#endif
-#define SPIN_MIN_NS 1000
-
-static int
-spin_recv(rk__inst *inst, unsigned char *frame, size_t *flen, int64_t slice)
-{
-    int64_t max = inst->k->rt->cfg.host_spin_ns;
-    int64_t budget
-        = atomic_load_explicit(&inst->host_spin, memory_order_relaxed);
-    uint64_t until = 0;
-    int rc;
-
-    if (slice != RK_NO_WAIT && max > 0) {
-        for (uint32_t i = 1;; i++) {
-            rc = rk_mqueue_recv(
-                inst->out, frame, inst->slot_size, flen, RK_NO_WAIT);
-            if (rc != RK_EEMPTY) {
-                if (budget < max)
-                    atomic_store_explicit(
-                        &inst->host_spin, budget * 2, memory_order_relaxed);
-                return rc;
-            }
-            rk__cpu_relax();
-            if (i % SPIN_CHECK == 0) {
-                uint64_t now = rk_now_ns();
-                if (until == 0)
-                    until = now + (uint64_t)budget;
-                else if (now >= until)
-                    break;
-                if (i % RK__SPIN_YIELD == 0)
-                    sched_yield();
-            }
-        }
-        if (budget > SPIN_MIN_NS)
-            atomic_store_explicit(
-                &inst->host_spin, budget / 2, memory_order_relaxed);
-    }
-    return rk_mqueue_recv(inst->out, frame, inst->slot_size, flen, slice);
-}
-
-/*
  * Takes one output message of inst: from the stash if one matches corr
  * (NULL: any), else from the queue; a queue message that does not match
  * is stashed. Called with out_lock held; with other waiters, it waits in
@@ -350,7 +299,7 @@ spin_recv(rk__inst *inst, unsigned char *frame, size_t *flen, int64_t slice)
  */
 static int
 take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
-    size_t cap, size_t *len, uint64_t deadline)
+    size_t cap, size_t *len, uint64_t deadline, int64_t spin_ns)
 {
     unsigned char stackframe[FRAME_ON_STACK];
     unsigned char *frame = stackframe;
@@ -361,8 +310,7 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
         return rk__fail(RK_ENOMEM, "no memory for a receive buffer");
     for (;;) {
         rk__stash_item *s = inst->stash_head ? stash_take(inst, corr) : NULL;
-        uint64_t now;
-        int64_t slice;
+        uint64_t slice_end;
         size_t flen = 0;
 
         if (s != NULL) {
@@ -372,15 +320,12 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
             free(s);
             break;
         }
-        now = rk_now_ns();
-        if (deadline == UINT64_MAX)
-            slice = RK_WAIT_FOREVER;
-        else
-            slice = deadline > now ? (int64_t)(deadline - now) : RK_NO_WAIT;
+        /* With other waiters, wait in slices (see above). */
+        slice_end = deadline;
         if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) > 1
-            && (slice == RK_WAIT_FOREVER || slice > REQUEST_SLICE_NS))
-            slice = REQUEST_SLICE_NS;
-        rc = spin_recv(inst, frame, &flen, slice);
+            && (slice_end - rk_now_ns()) > (uint64_t)REQUEST_SLICE_NS)
+            slice_end = rk_now_ns() + (uint64_t)REQUEST_SLICE_NS;
+        rc = rk__outq_recv(&inst->out, frame, &flen, spin_ns, slice_end);
         if (rc == RK_OK) {
             const rk_msg_header *h = (const void *)frame;
             if (corr == NULL
@@ -393,8 +338,6 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
             stash_push(inst, frame, flen, false);
             continue;
         }
-        if (rc == RK_EEMPTY)
-            rc = RK_ETIMEDOUT;
         if (rc != RK_ETIMEDOUT || rk_now_ns() >= deadline)
             break;
         /* Let another waiter look at the stash. */
@@ -405,6 +348,12 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
     if (frame != stackframe)
         free(frame);
     return rc;
+}
+
+static int64_t
+rt_spin(const rk__kernel *k)
+{
+    return k->rt->cfg.host_spin_ns > 0 ? k->rt->cfg.host_spin_ns : 0;
 }
 
 static int
@@ -420,7 +369,10 @@ recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
             RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
     atomic_fetch_add_explicit(&inst->out_waiters, 1, memory_order_relaxed);
     pthread_mutex_lock(&inst->out_lock);
-    rc = take_output(inst, corr, hdr, buf, cap, len, deadline);
+    /* Spin before parking unless the caller asked not to wait: a reply
+     * usually comes within a microsecond or two, parking costs several. */
+    rc = take_output(inst, corr, hdr, buf, cap, len, deadline,
+        timeout_ns == RK_NO_WAIT ? 0 : rt_spin(k));
     pthread_mutex_unlock(&inst->out_lock);
     atomic_fetch_sub_explicit(&inst->out_waiters, 1, memory_order_relaxed);
     if (rc == RK_ETIMEDOUT)
@@ -440,6 +392,18 @@ rk_recv(rk_runtime *rt, rk_kernel kh, rk_msg_header *hdr, void *buf,
     if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
         return rc;
     return recv_output(k, NULL, hdr, buf, cap, len, timeout_ns);
+}
+
+int
+rk_recv_id(rk_runtime *rt, const char *id, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns)
+{
+    rk_kernel kh;
+    int rc;
+
+    if ((rc = rk_kernel_lookup(rt, id, &kh)) != RK_OK)
+        return rc;
+    return rk_recv(rt, kh, hdr, buf, cap, len, timeout_ns);
 }
 
 int
@@ -475,7 +439,6 @@ int
 rk_connect(rk_runtime *rt, const char *from, const char *to)
 {
     rk__kernel *a, *b;
-    rk__inst *inst;
     const rk_msgtype *ot, *it;
 
     if (rt == NULL)
@@ -491,16 +454,9 @@ rk_connect(rk_runtime *rt, const char *from, const char *to)
             "cannot connect '%s' -> '%s': '%s' sends %s, '%s' "
             "takes %s",
             from, to, from, ot ? ot->name : "any type", to, it->name);
-    pthread_mutex_lock(&a->lock);
-    inst = atomic_load_explicit(&a->inst, memory_order_acquire);
-    if (inst == NULL) {
-        pthread_mutex_unlock(&a->lock);
-        return rk__fail(
-            RK_ENOTLAUNCHED, "launch '%s' before connecting it", from);
-    }
-    /* Release pairs with the acquire load in ctx_emit. */
-    atomic_store_explicit(&inst->route, b, memory_order_release);
-    pthread_mutex_unlock(&a->lock);
+    /* Release pairs with the acquire load in ctx_emit. The route belongs
+     * to the kernel, so it outlives relaunches. */
+    atomic_store_explicit(&a->route, b, memory_order_release);
     return RK_OK;
 }
 
@@ -508,20 +464,13 @@ int
 rk_disconnect(rk_runtime *rt, const char *from)
 {
     rk__kernel *a;
-    rk__inst *inst;
 
     if (rt == NULL)
         return rk__fail(RK_EINVAL, "runtime is NULL");
     if ((a = rk__kernel_by_id(rt, from)) == NULL)
         return rk__not_found(rt, from);
-    pthread_mutex_lock(&a->lock);
-    inst = atomic_load_explicit(&a->inst, memory_order_acquire);
-    if (inst != NULL)
-        atomic_store_explicit(&inst->route, NULL, memory_order_release);
-    pthread_mutex_unlock(&a->lock);
-    return inst
-        ? RK_OK
-        : rk__fail(RK_ENOTLAUNCHED, "kernel '%s' is not launched", from);
+    atomic_store_explicit(&a->route, NULL, memory_order_release);
+    return RK_OK;
 }
 
 /* --------------------------------------------------------- topics */

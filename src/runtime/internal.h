@@ -25,6 +25,7 @@
 #include "ringkernel/message.h"
 #include "ringkernel/queue.h"
 #include "ringkernel/runtime.h"
+#include "runtime/outq.h"
 #include "telemetry/histogram.h"
 #include "telemetry/stats.h"
 
@@ -47,7 +48,9 @@ struct rk_ctx {
     size_t *lens;
     size_t n, pos;
     long cur;
-    uint64_t fetch_ns; /* when the batch was taken (telemetry on) */
+    uint64_t fetch_ns; /* when the batch was taken; 0: not sampled */
+    uint32_t small_fetches;
+    bool in_handler; /* the runtime owns the receive loop */
     uint32_t batch;
 };
 
@@ -61,17 +64,15 @@ typedef struct rk__inst {
     rk__control control; /* first: 64-byte aligned lines */
     struct rk__kernel *k;
     rk_mqueue *in;
-    rk_mqueue *out;
+    rk__outq out;
     rk__backend_inst *bi;
     size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
     bool telemetry;
 
-    _Atomic(struct rk__kernel *) route; /* rk_connect target or NULL */
-    _Atomic uint64_t start_ns;          /* first activation, 0 before */
+    _Atomic uint64_t start_ns; /* first activation, 0 before */
 
     /* Counters written by senders (any thread). */
     _Alignas(64) rk__counter rejected; /* refused before the queue */
-    rk__counter deliver_failed;        /* route sends that failed */
 
     /* Counters written by the kernel thread. */
     _Alignas(64) rk__kcounters kc;
@@ -96,7 +97,8 @@ typedef struct rk__kernel {
     _Atomic uint32_t state; /* rk_kernel_state; changed only by CAS */
     _Atomic uint32_t gen;   /* bumped when an instance ends */
     _Atomic(rk__inst *) inst;
-    rk__inst *retired; /* earlier instances, under lock */
+    _Atomic(struct rk__kernel *) route; /* rk_connect target or NULL */
+    rk__inst *retired;                  /* earlier instances, under lock */
 } rk__kernel;
 
 typedef struct rk__topic {

@@ -133,7 +133,7 @@ inst_free(rk_runtime *rt, rk__inst *inst)
         free(s);
     }
     rk_mqueue_destroy(inst->in);
-    rk_mqueue_destroy(inst->out);
+    rk__outq_fini(&inst->out);
     rk__ctx_fini(&inst->ctx);
     pthread_mutex_destroy(&inst->out_lock);
     free(inst);
@@ -166,7 +166,7 @@ rk_runtime_destroy(rk_runtime *rt)
                 "terminate timeout; closing its queues and waiting\n",
                 k->id);
             rk_mqueue_close(inst->in);
-            rk_mqueue_close(inst->out);
+            rk__outq_close(&inst->out);
         }
     }
     for (i = 0; i < rt->nkernels; i++) {
@@ -455,7 +455,7 @@ static int
 inst_create(rk__kernel *k, rk__inst **out)
 {
     const rk_kernel_config *c = &k->def.config;
-    rk_mqueue_config qin = { 0 }, qout = { 0 };
+    rk_mqueue_config qin = { 0 };
     rk__inst *inst;
     int rc;
 
@@ -470,24 +470,27 @@ inst_create(rk__kernel *k, rk__inst **out)
     qin.slot_size = (uint32_t)inst->slot_size;
     qin.backpressure = c->backpressure;
     qin.priority_bands = c->priority_bands;
-    qout.capacity = c->output_capacity;
-    qout.slot_size = (uint32_t)inst->slot_size;
-    qout.backpressure = RK_BP_BLOCK;
+    qin.single_producer = c->single_producer;
     rc = rk_mqueue_create(&inst->in, &qin);
-    if (rc == RK_OK)
-        rc = rk_mqueue_create(&inst->out, &qout);
-    if (rc == RK_OK)
-        rc = rk__ctx_init(&inst->ctx, inst, c->batch);
-    if (rc != RK_OK) {
+    if (rc == RK_OK) {
+        rc = rk__outq_init(&inst->out, c->output_capacity, inst->slot_size);
+        if (rc != RK_OK)
+            rk_mqueue_destroy(inst->in);
+    }
+    if (rc == RK_OK
+        && (rc = rk__ctx_init(&inst->ctx, inst, c->batch)) != RK_OK) {
         rk_mqueue_destroy(inst->in);
-        rk_mqueue_destroy(inst->out);
+        rk__outq_fini(&inst->out);
+    }
+    if (rc != RK_OK) {
         rk__ctx_fini(&inst->ctx);
         free(inst);
-        return rk__fail(rc, "kernel '%s': cannot create its queues (%s)",
+        return rk__fail(rc,
+            "kernel '%s': cannot create its queues (%s; capacities must be "
+            "powers of two)",
             k->id, rk_strerror(rc));
     }
     pthread_mutex_init(&inst->out_lock, NULL);
-    atomic_init(&inst->host_spin, k->rt->cfg.host_spin_ns);
     *out = inst;
     return RK_OK;
 }
