@@ -395,6 +395,10 @@ start_pipeline(rk_runtime *rt, stream_cfg *sc, detector_state *ds, tally *t)
     defs[0].config.user = sc;
     defs[1].config.user = ds;
     defs[1].config.input_capacity = 4096;
+    /* Only the source's route feeds the detector, and only the detector's
+     * the alerter: their input queues can take the SPSC fast path. */
+    defs[1].config.single_producer = true;
+    defs[2].config.single_producer = true;
     defs[3].config.user = t;
     defs[3].config.priority_bands = true;
     for (int i = 0; i < 4 && rc == RK_OK; i++)
