@@ -253,9 +253,15 @@ consumer(void *arg)
         for (uint32_t i = 0; i < n; i++)
             consume_one(c, buf[i]);
         if (n == 0) {
-            if (atomic_load(&c->sh->producers_left) == 0
-                && o->deq(c->sh->q, buf) == RK_EEMPTY)
-                break;
+            /* Once every producer is done, everything is published: drain
+             * until empty. (The item a final probe takes must be consumed,
+             * not discarded.) */
+            if (atomic_load(&c->sh->producers_left) == 0) {
+                if (o->deq(c->sh->q, buf) == RK_EEMPTY)
+                    break;
+                consume_one(c, buf[0]);
+                continue;
+            }
             rk__cpu_relax();
         }
     }
