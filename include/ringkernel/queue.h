@@ -107,10 +107,11 @@ int rk_spsc_init(
 int rk_spsc_create(rk_spsc **out, uint32_t capacity, uint32_t slot_size);
 void rk_spsc_destroy(rk_spsc *q);
 
-/* Copies one slot. An 8-byte slot (a pointer or handle) gets a fixed-size
- * copy the compiler turns into one move; the branch is predictable. GCC
- * may warn about the 8-byte path when it sees an element smaller than
- * that, on a path the branch never takes: silenced here. */
+/* Copies one slot to or from position pos. An 8-byte slot (a pointer or
+ * handle) takes a path whose address is a shift and whose copy is one
+ * move; the branch on the slot size is predictable. GCC may warn about the
+ * 8-byte copy when it sees an element smaller than that, on a path the
+ * branch never takes: silenced here. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Warray-bounds"
@@ -118,32 +119,54 @@ void rk_spsc_destroy(rk_spsc *q);
 #pragma GCC diagnostic ignored "-Wstringop-overread"
 #endif
 static inline void
-rk__slot_copy(void *dst, const void *src, uint32_t n)
+rk__slot_put(unsigned char *base, uint64_t idx, uint32_t size, const void *src)
 {
-    if (n == 8)
-        memcpy(dst, src, 8);
+    if (size == 8)
+        memcpy(base + (idx << 3), src, 8);
     else
-        memcpy(dst, src, n);
+        memcpy(base + idx * size, src, size);
+}
+
+static inline void
+rk__slot_get(const unsigned char *base, uint64_t idx, uint32_t size, void *dst)
+{
+    if (size == 8)
+        memcpy(dst, base + (idx << 3), 8);
+    else
+        memcpy(dst, base + idx * size, size);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+/*
+ * Own index: rk_spsc is a host queue, so each side reads its own position
+ * back from its shared index word (relaxed: it is the only writer, and the
+ * line is in its own cache) instead of also keeping it in rk_ring_side.pos,
+ * which rk_spsc leaves unused after attach. That saves one store per
+ * operation; the shared layout and the acquire/release pairs are those of
+ * ring_proto.h. A GPU side, which must not read its own word over PCIe,
+ * uses the rk_ring_* functions with its private pos instead.
+ *
+ * The single-element paths read every private field before the refresh in
+ * prod_space_at / cons_avail_at: that is an acquire load, after which the
+ * compiler would re-read fields still in memory, and the slot copy may alias
+ * them.
+ */
 
 /* Producer: copies slot_size bytes from elem. RK_EFULL if no room. */
 static inline int
 rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 {
     rk_ring_side *s = &q->prod;
-    if (rk_ring_prod_space(&q->ctrl, s, 1) == 0)
-        return RK_EFULL;
-    /* Everything is read before the copy: the copy's byte stores may alias
-     * any field, and re-reading after them stalls the pipeline. */
-    uint64_t pos = s->pos + 1;
+    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.tail); /* own index */
+    uint64_t mask = s->mask;
     uint32_t size = s->slot_size;
-    unsigned char *slot = rk_ring_slot(s, pos - 1);
-    s->pos = pos;
-    rk__slot_copy(slot, elem, size);
-    rk_ring_publish_tail(&q->ctrl, pos);
+    unsigned char *base = s->base;
+    if (rk_ring_prod_space_at(&q->ctrl, s, pos, 1) == 0)
+        return RK_EFULL;
+    rk__slot_put(base, pos & mask, size, elem);
+    rk_ring_publish_tail(&q->ctrl, pos + 1);
     return RK_OK;
 }
 
@@ -152,14 +175,14 @@ static inline int
 rk_spsc_try_dequeue(rk_spsc *q, void *elem)
 {
     rk_ring_side *s = &q->cons;
-    if (rk_ring_cons_avail(&q->ctrl, s, 1) == 0)
-        return RK_EEMPTY;
-    uint64_t pos = s->pos + 1;
+    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head); /* own index */
+    uint64_t mask = s->mask;
     uint32_t size = s->slot_size;
-    const unsigned char *slot = rk_ring_slot(s, pos - 1);
-    s->pos = pos;
-    rk__slot_copy(elem, slot, size);
-    rk_ring_release_head(&q->ctrl, pos);
+    const unsigned char *base = s->base;
+    if (rk_ring_cons_avail_at(&q->ctrl, s, pos, 1) == 0)
+        return RK_EEMPTY;
+    rk__slot_get(base, pos & mask, size, elem);
+    rk_ring_release_head(&q->ctrl, pos + 1);
     return RK_OK;
 }
 
@@ -176,15 +199,16 @@ uint32_t rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n);
 static inline void *
 rk_spsc_reserve(rk_spsc *q)
 {
-    if (rk_ring_prod_space(&q->ctrl, &q->prod, 1) == 0)
+    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.tail); /* own index */
+    if (rk_ring_prod_space_at(&q->ctrl, &q->prod, pos, 1) == 0)
         return NULL;
-    return rk_ring_slot(&q->prod, q->prod.pos);
+    return rk_ring_slot(&q->prod, pos);
 }
 
 static inline void
 rk_spsc_commit(rk_spsc *q)
 {
-    rk_ring_prod_publish(&q->ctrl, &q->prod, 1);
+    rk_ring_publish_tail(&q->ctrl, rk_ring_load_relaxed(&q->ctrl.tail) + 1);
 }
 
 /* Consumer, zero copy: the oldest message in place, or NULL when empty.
@@ -192,15 +216,16 @@ rk_spsc_commit(rk_spsc *q)
 static inline const void *
 rk_spsc_peek(rk_spsc *q)
 {
-    if (rk_ring_cons_avail(&q->ctrl, &q->cons, 1) == 0)
+    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head); /* own index */
+    if (rk_ring_cons_avail_at(&q->ctrl, &q->cons, pos, 1) == 0)
         return NULL;
-    return rk_ring_slot(&q->cons, q->cons.pos);
+    return rk_ring_slot(&q->cons, pos);
 }
 
 static inline void
 rk_spsc_release(rk_spsc *q)
 {
-    rk_ring_cons_release(&q->ctrl, &q->cons, 1);
+    rk_ring_release_head(&q->ctrl, rk_ring_load_relaxed(&q->ctrl.head) + 1);
 }
 
 /* Messages in the ring (approximate while both sides run). */

@@ -217,23 +217,34 @@ rk_ring_slot(const rk_ring_side *s, rk_proto_u64 pos)
 /* ---------------------------------------------------------- producer */
 
 /*
- * How many of the next `want` slots the producer may write: min(want, free
- * slots). Re-reads the consumer's head only when the cached copy says
- * there is not enough room.
+ * How many of the next `want` slots a producer whose own index is `pos`
+ * may write: min(want, free slots). Re-reads the consumer's head only when
+ * the cached copy says there is not enough room. Taking pos as an argument
+ * lets a host producer pass the value it read back from its own shared
+ * word (see rk_spsc in queue.h); a GPU passes s->pos, kept in registers.
  */
 RK_PROTO_FN rk_proto_u32
-rk_ring_prod_space(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
+rk_ring_prod_space_at(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u64 pos,
+    rk_proto_u32 want)
 {
     rk_proto_u64 cap = (rk_proto_u64)s->mask + 1;
-    rk_proto_u64 free_slots = cap - (s->pos - s->peer);
+    rk_proto_u64 free_slots = cap - (pos - s->peer);
     if (free_slots < want) {
         /* Acquire pairs with the consumer's release store of head in
          * rk_ring_cons_release: its reads of the freed slots are done
          * before we overwrite them. */
-        s->peer = rk_ring_load_acquire(&c->head);
-        free_slots = cap - (s->pos - s->peer);
+        rk_proto_u64 peer = rk_ring_load_acquire(&c->head);
+        s->peer = peer;
+        free_slots = cap - (pos - peer);
     }
     return free_slots < want ? (rk_proto_u32)free_slots : want;
+}
+
+/* rk_ring_prod_space_at with the side's private own index. */
+RK_PROTO_FN rk_proto_u32
+rk_ring_prod_space(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
+{
+    return rk_ring_prod_space_at(c, s, s->pos, want);
 }
 
 /* Makes every position below tail visible to the consumer. tail is the
@@ -258,19 +269,29 @@ rk_ring_prod_publish(rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 n)
 
 /* ---------------------------------------------------------- consumer */
 
-/* How many of the next `want` slots hold messages: min(want, available).
- * Re-reads the producer's tail only when the cached copy says empty. */
+/* How many of the next `want` slots hold messages for a consumer whose
+ * own index is `pos`: min(want, available). Re-reads the producer's tail
+ * only when the cached copy says empty. */
 RK_PROTO_FN rk_proto_u32
-rk_ring_cons_avail(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
+rk_ring_cons_avail_at(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u64 pos,
+    rk_proto_u32 want)
 {
-    rk_proto_u64 avail = s->peer - s->pos;
+    rk_proto_u64 avail = s->peer - pos;
     if (avail < want) {
         /* Acquire pairs with the producer's release store of tail in
          * rk_ring_prod_publish: the slots below tail are fully written. */
-        s->peer = rk_ring_load_acquire(&c->tail);
-        avail = s->peer - s->pos;
+        rk_proto_u64 peer = rk_ring_load_acquire(&c->tail);
+        s->peer = peer;
+        avail = peer - pos;
     }
     return avail < want ? (rk_proto_u32)avail : want;
+}
+
+/* rk_ring_cons_avail_at with the side's private own index. */
+RK_PROTO_FN rk_proto_u32
+rk_ring_cons_avail(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
+{
+    return rk_ring_cons_avail_at(c, s, s->pos, want);
 }
 
 /* Hands every position below head back to the producer (head is the
