@@ -96,35 +96,40 @@ obj_type_name(const msgpack_object *o)
 
 /* ------------------------------------------------------------ encode */
 
+/* The caller's buffer: bytes go to cur while they fit before end; once
+ * one write does not fit, end is pulled to cur and every later write only
+ * counts into over, so the total (cur - start + over) is still exact. */
 struct wbuf {
-    char *p;
-    size_t len, room; /* room: bytes left at p + len; 0 when measuring */
-    size_t cap;
+    char *cur, *end;
+    char *start;
+    size_t over;
 };
 
 /* Out of line: copying past the room, or measuring only. */
 static void
 wbuf_slow(struct wbuf *w, size_t n)
 {
-    w->len += n;
-    w->room = 0;
+    w->over += n;
+    w->end = w->cur;
 }
 
 /*
  * msgpack write callback. msgpack-c calls it once per tag and once per
- * body, mostly with 1-9 bytes, so small copies avoid the memcpy call.
+ * body, mostly with 1-9 bytes, so small copies avoid the memcpy call. The
+ * cursor is advanced before the copy so no field is re-read after the
+ * copy's stores (which may alias it).
  */
 static int
 wbuf_write(void *data, const char *buf, size_t n)
 {
     struct wbuf *w = data;
-    char *d;
+    char *d = w->cur;
 
-    if (rk__unlikely(n > w->room)) {
+    if (rk__unlikely(n > (size_t)(w->end - d))) {
         wbuf_slow(w, n);
         return 0;
     }
-    d = w->p + w->len;
+    w->cur = d + n;
     if (n <= 8) {
         if (n >= 4) {
             memcpy(d, buf, 4);
@@ -141,8 +146,6 @@ wbuf_write(void *data, const char *buf, size_t n)
     } else {
         memcpy(d, buf, n);
     }
-    w->len += n;
-    w->room -= n;
     return 0;
 }
 
@@ -341,8 +344,11 @@ int
 rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
     void *buf, size_t cap, size_t *len)
 {
-    struct wbuf w = { buf, 0, buf ? cap : 0, cap };
+    char none[1]; /* measuring only: an empty buffer that is not NULL */
+    char *start = buf != NULL ? buf : none;
+    struct wbuf w = { start, start + (buf != NULL ? cap : 0), start, 0 };
     msgpack_packer pk;
+    size_t total;
     int rc;
 
     if (t == NULL || obj == NULL || len == NULL)
@@ -351,10 +357,11 @@ rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
     rc = encode_obj(&pk, t, h, obj, 1, 0);
     if (rc != RK_OK)
         return rc;
-    *len = w.len;
-    if (buf != NULL && w.len > cap)
+    total = (size_t)(w.cur - w.start) + w.over;
+    *len = total;
+    if (buf != NULL && total > cap)
         return rk__fail(RK_EMSGSIZE, "%s encodes to %zu bytes, buffer has %zu",
-            t->name, w.len, cap);
+            t->name, total, cap);
     return RK_OK;
 }
 
