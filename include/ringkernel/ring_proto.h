@@ -31,7 +31,10 @@
  *   consumer: wait until head < tail (tail read with acquire), read
  *             slot[head & mask], store head + 1 with release.
  * Each side caches the other side's index and re-reads it only when the
- * cached value says full (producer) or empty (consumer).
+ * cached value says full (producer) or empty (consumer). A side keeps its
+ * own index in rk_ring_side.pos (a GPU must), or, on the host, may read
+ * it back from its own shared word and use the *_at functions (rk_spsc
+ * does; see docs/queues.md).
  */
 #ifndef RINGKERNEL_RING_PROTO_H
 #define RINGKERNEL_RING_PROTO_H
