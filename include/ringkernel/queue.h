@@ -140,18 +140,13 @@ rk__slot_get(const unsigned char *base, uint64_t idx, uint32_t size, void *dst)
 #endif
 
 /*
- * Own index: rk_spsc is a host queue, so each side reads its own position
- * back from its shared index word (relaxed: it is the only writer, and the
- * line is in its own cache) instead of also keeping it in rk_ring_side.pos,
- * which rk_spsc leaves unused after attach. That saves one store per
- * operation; the shared layout and the acquire/release pairs are those of
- * ring_proto.h. A GPU side, which must not read its own word over PCIe,
- * uses the rk_ring_* functions with its private pos instead.
- *
- * The single-element paths read every private field before the refresh in
- * prod_space_at / cons_avail_at: that is an acquire load, after which the
- * compiler would re-read fields still in memory, and the slot copy may alias
- * them.
+ * The single-element paths read every private field before the refresh
+ * inside rk_ring_prod_space / rk_ring_cons_avail: that is an acquire load,
+ * after which the compiler would re-read fields still in memory, and the
+ * slot copy may alias them. Each side keeps its own index privately and
+ * publishes it (reading it back from the shared word instead saves a store
+ * in a same-thread loop but measured ~15% slower in the cross-thread
+ * ping-pong, see docs/benchmarks.md).
  */
 
 /* Producer: copies slot_size bytes from elem. RK_EFULL if no room. */
@@ -159,12 +154,13 @@ static inline int
 rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 {
     rk_ring_side *s = &q->prod;
-    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.tail); /* own index */
+    uint64_t pos = s->pos;
     uint64_t mask = s->mask;
     uint32_t size = s->slot_size;
     unsigned char *base = s->base;
-    if (rk_ring_prod_space_at(&q->ctrl, s, pos, 1) == 0)
+    if (rk_ring_prod_space(&q->ctrl, s, 1) == 0)
         return RK_EFULL;
+    s->pos = pos + 1;
     rk__slot_put(base, pos & mask, size, elem);
     rk_ring_publish_tail(&q->ctrl, pos + 1);
     return RK_OK;
@@ -175,12 +171,13 @@ static inline int
 rk_spsc_try_dequeue(rk_spsc *q, void *elem)
 {
     rk_ring_side *s = &q->cons;
-    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head); /* own index */
+    uint64_t pos = s->pos;
     uint64_t mask = s->mask;
     uint32_t size = s->slot_size;
     const unsigned char *base = s->base;
-    if (rk_ring_cons_avail_at(&q->ctrl, s, pos, 1) == 0)
+    if (rk_ring_cons_avail(&q->ctrl, s, 1) == 0)
         return RK_EEMPTY;
+    s->pos = pos + 1;
     rk__slot_get(base, pos & mask, size, elem);
     rk_ring_release_head(&q->ctrl, pos + 1);
     return RK_OK;
@@ -199,16 +196,15 @@ uint32_t rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n);
 static inline void *
 rk_spsc_reserve(rk_spsc *q)
 {
-    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.tail); /* own index */
-    if (rk_ring_prod_space_at(&q->ctrl, &q->prod, pos, 1) == 0)
+    if (rk_ring_prod_space(&q->ctrl, &q->prod, 1) == 0)
         return NULL;
-    return rk_ring_slot(&q->prod, pos);
+    return rk_ring_slot(&q->prod, q->prod.pos);
 }
 
 static inline void
 rk_spsc_commit(rk_spsc *q)
 {
-    rk_ring_publish_tail(&q->ctrl, rk_ring_load_relaxed(&q->ctrl.tail) + 1);
+    rk_ring_prod_publish(&q->ctrl, &q->prod, 1);
 }
 
 /* Consumer, zero copy: the oldest message in place, or NULL when empty.
@@ -216,16 +212,15 @@ rk_spsc_commit(rk_spsc *q)
 static inline const void *
 rk_spsc_peek(rk_spsc *q)
 {
-    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head); /* own index */
-    if (rk_ring_cons_avail_at(&q->ctrl, &q->cons, pos, 1) == 0)
+    if (rk_ring_cons_avail(&q->ctrl, &q->cons, 1) == 0)
         return NULL;
-    return rk_ring_slot(&q->cons, pos);
+    return rk_ring_slot(&q->cons, q->cons.pos);
 }
 
 static inline void
 rk_spsc_release(rk_spsc *q)
 {
-    rk_ring_release_head(&q->ctrl, rk_ring_load_relaxed(&q->ctrl.head) + 1);
+    rk_ring_cons_release(&q->ctrl, &q->cons, 1);
 }
 
 /* Messages in the ring (approximate while both sides run). */

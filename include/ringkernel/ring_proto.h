@@ -31,10 +31,7 @@
  *   consumer: wait until head < tail (tail read with acquire), read
  *             slot[head & mask], store head + 1 with release.
  * Each side caches the other side's index and re-reads it only when the
- * cached value says full (producer) or empty (consumer). A side keeps its
- * own index in rk_ring_side.pos (a GPU must), or, on the host, may read
- * it back from its own shared word and use the *_at functions (rk_spsc
- * does; see docs/queues.md).
+ * cached value says full (producer) or empty (consumer).
  */
 #ifndef RINGKERNEL_RING_PROTO_H
 #define RINGKERNEL_RING_PROTO_H
@@ -220,16 +217,16 @@ rk_ring_slot(const rk_ring_side *s, rk_proto_u64 pos)
 /* ---------------------------------------------------------- producer */
 
 /*
- * How many of the next `want` slots a producer whose own index is `pos`
- * may write: min(want, free slots). Re-reads the consumer's head only when
- * the cached copy says there is not enough room. Taking pos as an argument
- * lets a host producer pass the value it read back from its own shared
- * word (see rk_spsc in queue.h); a GPU passes s->pos, kept in registers.
+ * How many of the next `want` slots the producer may write: min(want, free
+ * slots). Re-reads the consumer's head only when the cached copy says
+ * there is not enough room.
  */
 RK_PROTO_FN rk_proto_u32
-rk_ring_prod_space_at(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u64 pos,
-    rk_proto_u32 want)
+rk_ring_prod_space(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
 {
+    /* Private fields are read before the acquire load: after it the
+     * compiler must re-read anything still in memory. */
+    rk_proto_u64 pos = s->pos;
     rk_proto_u64 cap = (rk_proto_u64)s->mask + 1;
     rk_proto_u64 free_slots = cap - (pos - s->peer);
     if (free_slots < want) {
@@ -241,13 +238,6 @@ rk_ring_prod_space_at(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u64 pos,
         free_slots = cap - (pos - peer);
     }
     return free_slots < want ? (rk_proto_u32)free_slots : want;
-}
-
-/* rk_ring_prod_space_at with the side's private own index. */
-RK_PROTO_FN rk_proto_u32
-rk_ring_prod_space(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
-{
-    return rk_ring_prod_space_at(c, s, s->pos, want);
 }
 
 /* Makes every position below tail visible to the consumer. tail is the
@@ -272,13 +262,12 @@ rk_ring_prod_publish(rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 n)
 
 /* ---------------------------------------------------------- consumer */
 
-/* How many of the next `want` slots hold messages for a consumer whose
- * own index is `pos`: min(want, available). Re-reads the producer's tail
- * only when the cached copy says empty. */
+/* How many of the next `want` slots hold messages: min(want, available).
+ * Re-reads the producer's tail only when the cached copy says empty. */
 RK_PROTO_FN rk_proto_u32
-rk_ring_cons_avail_at(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u64 pos,
-    rk_proto_u32 want)
+rk_ring_cons_avail(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
 {
+    rk_proto_u64 pos = s->pos; /* read before the acquire, as above */
     rk_proto_u64 avail = s->peer - pos;
     if (avail < want) {
         /* Acquire pairs with the producer's release store of tail in
@@ -288,13 +277,6 @@ rk_ring_cons_avail_at(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u64 pos,
         avail = peer - pos;
     }
     return avail < want ? (rk_proto_u32)avail : want;
-}
-
-/* rk_ring_cons_avail_at with the side's private own index. */
-RK_PROTO_FN rk_proto_u32
-rk_ring_cons_avail(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
-{
-    return rk_ring_cons_avail_at(c, s, s->pos, want);
 }
 
 /* Hands every position below head back to the producer (head is the

@@ -93,24 +93,21 @@ rk_spsc_destroy(rk_spsc *q)
     free(q);
 }
 
-/* The batch paths, like the inline ones, take their own index from the
- * shared word (see "Own index" in queue.h). */
 uint32_t
 rk_spsc_enqueue_batch(rk_spsc *q, const void *elems, uint32_t n)
 {
     rk_ring_side *s = &q->prod;
-    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.tail); /* own index */
-    uint32_t k = rk_ring_prod_space_at(&q->ctrl, s, pos, n);
+    uint32_t k = rk_ring_prod_space(&q->ctrl, s, n);
     const unsigned char *src = elems;
     /* Copy in at most two runs: up to the end of the array, then from 0. */
-    uint64_t first = s->mask + 1 - (pos & s->mask);
+    uint64_t first = s->mask + 1 - (s->pos & s->mask);
     uint32_t run = k < first ? k : (uint32_t)first;
-    memcpy(rk_ring_slot(s, pos), src, (size_t)run * s->slot_size);
+    memcpy(rk_ring_slot(s, s->pos), src, (size_t)run * s->slot_size);
     if (k > run)
         memcpy(s->base, src + (size_t)run * s->slot_size,
             (size_t)(k - run) * s->slot_size);
     if (k > 0)
-        rk_ring_publish_tail(&q->ctrl, pos + k);
+        rk_ring_prod_publish(&q->ctrl, s, k);
     return k;
 }
 
@@ -118,17 +115,16 @@ uint32_t
 rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n)
 {
     rk_ring_side *s = &q->cons;
-    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head); /* own index */
-    uint32_t k = rk_ring_cons_avail_at(&q->ctrl, s, pos, n);
+    uint32_t k = rk_ring_cons_avail(&q->ctrl, s, n);
     unsigned char *dst = elems;
-    uint64_t first = s->mask + 1 - (pos & s->mask);
+    uint64_t first = s->mask + 1 - (s->pos & s->mask);
     uint32_t run = k < first ? k : (uint32_t)first;
-    memcpy(dst, rk_ring_slot(s, pos), (size_t)run * s->slot_size);
+    memcpy(dst, rk_ring_slot(s, s->pos), (size_t)run * s->slot_size);
     if (k > run)
         memcpy(dst + (size_t)run * s->slot_size, s->base,
             (size_t)(k - run) * s->slot_size);
     if (k > 0)
-        rk_ring_release_head(&q->ctrl, pos + k);
+        rk_ring_cons_release(&q->ctrl, s, k);
     return k;
 }
 
