@@ -132,11 +132,16 @@ do_header(void *arg)
     sink += h.message_id.b[15];
 }
 
+/* `bench_msg NAME` runs only the case NAME (e.g. for callgrind). */
+static const char *only;
+
 static void
 run_case(const char *name, struct codec_case *c, size_t iters)
 {
     char extra[64];
 
+    if (only != NULL && strcmp(only, name) != 0)
+        return;
     rk_msg_header_init(&c->h, c->t->id, 128);
     rk_msg_encode(c->t, &c->h, c->obj, frame, sizeof(frame), &c->len);
     if (rk_msg_decode(c->t, frame, c->len, c->out, NULL, 0) != RK_OK) {
@@ -164,7 +169,7 @@ run_case(const char *name, struct codec_case *c, size_t iters)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
     size_t iters = (size_t)(200000 * bench_scale());
     static rkt_m64 m64, m64o;
@@ -176,6 +181,7 @@ main(void)
 
     if (iters < 100)
         iters = 100;
+    only = argc > 1 ? argv[1] : NULL;
     m64.seq = 1;
     for (int i = 0; i < 14; i++)
         m64.data[i] = (float)i * 0.25f;
@@ -216,6 +222,8 @@ main(void)
         .t = &rkt_mixed_msgtype, .obj = &mx, .out = &mxo
     };
     run_case("msgpack_256B_mixed", &c, iters);
+    if (only != NULL)
+        return sink == 42 ? 1 : 0;
     bench_emit("message", "uuid_v7", "rk_uuid_v7",
         measure(do_uuid, NULL, iters), "ns", NULL);
     bench_emit("message", "header_init", "rk_msg_header_init",

@@ -107,10 +107,11 @@ int rk_spsc_init(
 int rk_spsc_create(rk_spsc **out, uint32_t capacity, uint32_t slot_size);
 void rk_spsc_destroy(rk_spsc *q);
 
-/* Copies one slot. An 8-byte slot (a pointer or handle) gets a fixed-size
- * copy the compiler turns into one move; the branch is predictable. GCC
- * may warn about the 8-byte path when it sees an element smaller than
- * that, on a path the branch never takes: silenced here. */
+/* Copies one slot to or from position pos. An 8-byte slot (a pointer or
+ * handle) takes a path whose address is a shift and whose copy is one
+ * move; the branch on the slot size is predictable. GCC may warn about the
+ * 8-byte copy when it sees an element smaller than that, on a path the
+ * branch never takes: silenced here. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Warray-bounds"
@@ -118,32 +119,50 @@ void rk_spsc_destroy(rk_spsc *q);
 #pragma GCC diagnostic ignored "-Wstringop-overread"
 #endif
 static inline void
-rk__slot_copy(void *dst, const void *src, uint32_t n)
+rk__slot_put(unsigned char *base, uint64_t idx, uint32_t size, const void *src)
 {
-    if (n == 8)
-        memcpy(dst, src, 8);
+    if (size == 8)
+        memcpy(base + (idx << 3), src, 8);
     else
-        memcpy(dst, src, n);
+        memcpy(base + idx * size, src, size);
+}
+
+static inline void
+rk__slot_get(const unsigned char *base, uint64_t idx, uint32_t size, void *dst)
+{
+    if (size == 8)
+        memcpy(dst, base + (idx << 3), 8);
+    else
+        memcpy(dst, base + idx * size, size);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+/*
+ * The single-element paths read every private field before the refresh
+ * inside rk_ring_prod_space / rk_ring_cons_avail: that is an acquire load,
+ * after which the compiler would re-read fields still in memory, and the
+ * slot copy may alias them. Each side keeps its own index privately and
+ * publishes it (reading it back from the shared word instead saves a store
+ * in a same-thread loop but measured ~15% slower in the cross-thread
+ * ping-pong, see docs/benchmarks.md).
+ */
 
 /* Producer: copies slot_size bytes from elem. RK_EFULL if no room. */
 static inline int
 rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 {
     rk_ring_side *s = &q->prod;
+    uint64_t pos = s->pos;
+    uint64_t mask = s->mask;
+    uint32_t size = s->slot_size;
+    unsigned char *base = s->base;
     if (rk_ring_prod_space(&q->ctrl, s, 1) == 0)
         return RK_EFULL;
-    /* Everything is read before the copy: the copy's byte stores may alias
-     * any field, and re-reading after them stalls the pipeline. */
-    uint64_t pos = s->pos + 1;
-    uint32_t size = s->slot_size;
-    unsigned char *slot = rk_ring_slot(s, pos - 1);
-    s->pos = pos;
-    rk__slot_copy(slot, elem, size);
-    rk_ring_publish_tail(&q->ctrl, pos);
+    s->pos = pos + 1;
+    rk__slot_put(base, pos & mask, size, elem);
+    rk_ring_publish_tail(&q->ctrl, pos + 1);
     return RK_OK;
 }
 
@@ -152,14 +171,15 @@ static inline int
 rk_spsc_try_dequeue(rk_spsc *q, void *elem)
 {
     rk_ring_side *s = &q->cons;
+    uint64_t pos = s->pos;
+    uint64_t mask = s->mask;
+    uint32_t size = s->slot_size;
+    const unsigned char *base = s->base;
     if (rk_ring_cons_avail(&q->ctrl, s, 1) == 0)
         return RK_EEMPTY;
-    uint64_t pos = s->pos + 1;
-    uint32_t size = s->slot_size;
-    const unsigned char *slot = rk_ring_slot(s, pos - 1);
-    s->pos = pos;
-    rk__slot_copy(elem, slot, size);
-    rk_ring_release_head(&q->ctrl, pos);
+    s->pos = pos + 1;
+    rk__slot_get(base, pos & mask, size, elem);
+    rk_ring_release_head(&q->ctrl, pos + 1);
     return RK_OK;
 }
 

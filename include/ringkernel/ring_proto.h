@@ -224,14 +224,18 @@ rk_ring_slot(const rk_ring_side *s, rk_proto_u64 pos)
 RK_PROTO_FN rk_proto_u32
 rk_ring_prod_space(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
 {
+    /* Private fields are read before the acquire load: after it the
+     * compiler must re-read anything still in memory. */
+    rk_proto_u64 pos = s->pos;
     rk_proto_u64 cap = (rk_proto_u64)s->mask + 1;
-    rk_proto_u64 free_slots = cap - (s->pos - s->peer);
+    rk_proto_u64 free_slots = cap - (pos - s->peer);
     if (free_slots < want) {
         /* Acquire pairs with the consumer's release store of head in
          * rk_ring_cons_release: its reads of the freed slots are done
          * before we overwrite them. */
-        s->peer = rk_ring_load_acquire(&c->head);
-        free_slots = cap - (s->pos - s->peer);
+        rk_proto_u64 peer = rk_ring_load_acquire(&c->head);
+        s->peer = peer;
+        free_slots = cap - (pos - peer);
     }
     return free_slots < want ? (rk_proto_u32)free_slots : want;
 }
@@ -263,12 +267,14 @@ rk_ring_prod_publish(rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 n)
 RK_PROTO_FN rk_proto_u32
 rk_ring_cons_avail(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
 {
-    rk_proto_u64 avail = s->peer - s->pos;
+    rk_proto_u64 pos = s->pos; /* read before the acquire, as above */
+    rk_proto_u64 avail = s->peer - pos;
     if (avail < want) {
         /* Acquire pairs with the producer's release store of tail in
          * rk_ring_prod_publish: the slots below tail are fully written. */
-        s->peer = rk_ring_load_acquire(&c->tail);
-        avail = s->peer - s->pos;
+        rk_proto_u64 peer = rk_ring_load_acquire(&c->tail);
+        s->peer = peer;
+        avail = peer - pos;
     }
     return avail < want ? (rk_proto_u32)avail : want;
 }

@@ -96,35 +96,40 @@ obj_type_name(const msgpack_object *o)
 
 /* ------------------------------------------------------------ encode */
 
+/* The caller's buffer: bytes go to cur while they fit before end; once
+ * one write does not fit, end is pulled to cur and every later write only
+ * counts into over, so the total (cur - start + over) is still exact. */
 struct wbuf {
-    char *p;
-    size_t len, room; /* room: bytes left at p + len; 0 when measuring */
-    size_t cap;
+    char *cur, *end;
+    char *start;
+    size_t over;
 };
 
 /* Out of line: copying past the room, or measuring only. */
 static void
 wbuf_slow(struct wbuf *w, size_t n)
 {
-    w->len += n;
-    w->room = 0;
+    w->over += n;
+    w->end = w->cur;
 }
 
 /*
  * msgpack write callback. msgpack-c calls it once per tag and once per
- * body, mostly with 1-9 bytes, so small copies avoid the memcpy call.
+ * body, mostly with 1-9 bytes, so small copies avoid the memcpy call. The
+ * cursor is advanced before the copy so no field is re-read after the
+ * copy's stores (which may alias it).
  */
 static int
 wbuf_write(void *data, const char *buf, size_t n)
 {
     struct wbuf *w = data;
-    char *d;
+    char *d = w->cur;
 
-    if (rk__unlikely(n > w->room)) {
+    if (rk__unlikely(n > (size_t)(w->end - d))) {
         wbuf_slow(w, n);
         return 0;
     }
-    d = w->p + w->len;
+    w->cur = d + n;
     if (n <= 8) {
         if (n >= 4) {
             memcpy(d, buf, 4);
@@ -141,8 +146,6 @@ wbuf_write(void *data, const char *buf, size_t n)
     } else {
         memcpy(d, buf, n);
     }
-    w->len += n;
-    w->room -= n;
     return 0;
 }
 
@@ -341,8 +344,11 @@ int
 rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
     void *buf, size_t cap, size_t *len)
 {
-    struct wbuf w = { buf, 0, buf ? cap : 0, cap };
+    char none[1]; /* measuring only: an empty buffer that is not NULL */
+    char *start = buf != NULL ? buf : none;
+    struct wbuf w = { start, start + (buf != NULL ? cap : 0), start, 0 };
     msgpack_packer pk;
+    size_t total;
     int rc;
 
     if (t == NULL || obj == NULL || len == NULL)
@@ -351,10 +357,11 @@ rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
     rc = encode_obj(&pk, t, h, obj, 1, 0);
     if (rc != RK_OK)
         return rc;
-    *len = w.len;
-    if (buf != NULL && w.len > cap)
+    total = (size_t)(w.cur - w.start) + w.over;
+    *len = total;
+    if (buf != NULL && total > cap)
         return rk__fail(RK_EMSGSIZE, "%s encodes to %zu bytes, buffer has %zu",
-            t->name, w.len, cap);
+            t->name, total, cap);
     return RK_OK;
 }
 
@@ -371,10 +378,61 @@ load_be(const uint8_t *p, size_t n)
 }
 
 /*
+ * What each first byte of a msgpack object means to the scan: skip fixed
+ * payload bytes, items contained objects (a map counts keys and values),
+ * hl big-endian length bytes after the tag, mode what that length is
+ * (TAG_SKIP: more payload bytes, TAG_ITEMS: objects, TAG_PAIRS: key/value
+ * pairs), TAG_BAD: not msgpack (0xc1). Generated from the msgpack spec;
+ * test_msg_* and fuzz_msg_decode cover every row.
+ */
+enum { TAG_FIXED, TAG_SKIP, TAG_ITEMS, TAG_PAIRS, TAG_BAD };
+
+struct tag_info {
+    uint8_t skip, items, hl, mode;
+};
+
+/* clang-format off */
+static const struct tag_info tags[256] = {
+    /* 0x00 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x08 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x10 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x18 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x20 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x28 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x30 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x38 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x40 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x48 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x50 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x58 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x60 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x68 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x70 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x78 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0x80 */ { 0, 0, 0, 0 }, { 0, 2, 0, 0 }, { 0, 4, 0, 0 }, { 0, 6, 0, 0 }, { 0, 8, 0, 0 }, { 0, 10, 0, 0 }, { 0, 12, 0, 0 }, { 0, 14, 0, 0 },
+    /* 0x88 */ { 0, 16, 0, 0 }, { 0, 18, 0, 0 }, { 0, 20, 0, 0 }, { 0, 22, 0, 0 }, { 0, 24, 0, 0 }, { 0, 26, 0, 0 }, { 0, 28, 0, 0 }, { 0, 30, 0, 0 },
+    /* 0x90 */ { 0, 0, 0, 0 }, { 0, 1, 0, 0 }, { 0, 2, 0, 0 }, { 0, 3, 0, 0 }, { 0, 4, 0, 0 }, { 0, 5, 0, 0 }, { 0, 6, 0, 0 }, { 0, 7, 0, 0 },
+    /* 0x98 */ { 0, 8, 0, 0 }, { 0, 9, 0, 0 }, { 0, 10, 0, 0 }, { 0, 11, 0, 0 }, { 0, 12, 0, 0 }, { 0, 13, 0, 0 }, { 0, 14, 0, 0 }, { 0, 15, 0, 0 },
+    /* 0xa0 */ { 0, 0, 0, 0 }, { 1, 0, 0, 0 }, { 2, 0, 0, 0 }, { 3, 0, 0, 0 }, { 4, 0, 0, 0 }, { 5, 0, 0, 0 }, { 6, 0, 0, 0 }, { 7, 0, 0, 0 },
+    /* 0xa8 */ { 8, 0, 0, 0 }, { 9, 0, 0, 0 }, { 10, 0, 0, 0 }, { 11, 0, 0, 0 }, { 12, 0, 0, 0 }, { 13, 0, 0, 0 }, { 14, 0, 0, 0 }, { 15, 0, 0, 0 },
+    /* 0xb0 */ { 16, 0, 0, 0 }, { 17, 0, 0, 0 }, { 18, 0, 0, 0 }, { 19, 0, 0, 0 }, { 20, 0, 0, 0 }, { 21, 0, 0, 0 }, { 22, 0, 0, 0 }, { 23, 0, 0, 0 },
+    /* 0xb8 */ { 24, 0, 0, 0 }, { 25, 0, 0, 0 }, { 26, 0, 0, 0 }, { 27, 0, 0, 0 }, { 28, 0, 0, 0 }, { 29, 0, 0, 0 }, { 30, 0, 0, 0 }, { 31, 0, 0, 0 },
+    /* 0xc0 */ { 0, 0, 0, 0 }, { 0, 0, 0, 4 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 1, 1 }, { 0, 0, 2, 1 }, { 0, 0, 4, 1 }, { 1, 0, 1, 1 },
+    /* 0xc8 */ { 1, 0, 2, 1 }, { 1, 0, 4, 1 }, { 4, 0, 0, 0 }, { 8, 0, 0, 0 }, { 1, 0, 0, 0 }, { 2, 0, 0, 0 }, { 4, 0, 0, 0 }, { 8, 0, 0, 0 },
+    /* 0xd0 */ { 1, 0, 0, 0 }, { 2, 0, 0, 0 }, { 4, 0, 0, 0 }, { 8, 0, 0, 0 }, { 2, 0, 0, 0 }, { 3, 0, 0, 0 }, { 5, 0, 0, 0 }, { 9, 0, 0, 0 },
+    /* 0xd8 */ { 17, 0, 0, 0 }, { 0, 0, 1, 1 }, { 0, 0, 2, 1 }, { 0, 0, 4, 1 }, { 0, 0, 2, 2 }, { 0, 0, 4, 2 }, { 0, 0, 2, 3 }, { 0, 0, 4, 3 },
+    /* 0xe0 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0xe8 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0xf0 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+    /* 0xf8 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+};
+/* clang-format on */
+
+/*
  * Walks the frame without building anything: every object must lie inside
  * buf[0..len), and a container may not declare more elements than bytes
  * remain (each element takes at least one). Exactly one object, no
- * trailing bytes.
+ * trailing bytes. One table look-up per object.
  */
 static int
 prescan(const uint8_t *p, size_t len)
@@ -383,124 +441,31 @@ prescan(const uint8_t *p, size_t len)
     uint64_t need = 1; /* objects still to read */
 
     while (need > 0) {
-        uint64_t skip = 0, items = 0;
-        size_t hl = 0;  /* big-endian length bytes after the tag */
-        int len_is = 0; /* 1: skip = length, 2: items, 3: 2*items */
+        const struct tag_info *e;
+        uint64_t skip, items;
         uint8_t b;
 
         if (off >= len)
             return rk__fail(RK_ETRUNCATED, "frame ends at byte %zu", off);
         b = p[off++];
         need--;
-        if (b <= 0x7f || b >= 0xe0) {
-            /* fixint */
-        } else if (b <= 0x8f) {
-            items = 2u * (b & 0x0fu);
-        } else if (b <= 0x9f) {
-            items = b & 0x0fu;
-        } else if (b <= 0xbf) {
-            skip = b & 0x1fu;
-        } else {
-            switch (b) {
-            case 0xc0:
-            case 0xc2:
-            case 0xc3:
-                break;
-            case 0xc4:
-            case 0xd9:
-                hl = 1;
-                len_is = 1;
-                break;
-            case 0xc5:
-            case 0xda:
-                hl = 2;
-                len_is = 1;
-                break;
-            case 0xc6:
-            case 0xdb:
-                hl = 4;
-                len_is = 1;
-                break;
-            case 0xc7:
-                hl = 1;
-                len_is = 1;
-                skip = 1;
-                break;
-            case 0xc8:
-                hl = 2;
-                len_is = 1;
-                skip = 1;
-                break;
-            case 0xc9:
-                hl = 4;
-                len_is = 1;
-                skip = 1;
-                break;
-            case 0xca:
-            case 0xce:
-            case 0xd2:
-                skip = 4;
-                break;
-            case 0xcb:
-            case 0xcf:
-            case 0xd3:
-                skip = 8;
-                break;
-            case 0xcc:
-            case 0xd0:
-                skip = 1;
-                break;
-            case 0xcd:
-            case 0xd1:
-                skip = 2;
-                break;
-            case 0xd4:
-                skip = 2;
-                break;
-            case 0xd5:
-                skip = 3;
-                break;
-            case 0xd6:
-                skip = 5;
-                break;
-            case 0xd7:
-                skip = 9;
-                break;
-            case 0xd8:
-                skip = 17;
-                break;
-            case 0xdc:
-                hl = 2;
-                len_is = 2;
-                break;
-            case 0xdd:
-                hl = 4;
-                len_is = 2;
-                break;
-            case 0xde:
-                hl = 2;
-                len_is = 3;
-                break;
-            case 0xdf:
-                hl = 4;
-                len_is = 3;
-                break;
-            default:
-                return rk__fail(RK_EDECODE,
-                    "byte 0x%02x at %zu is not msgpack", b, off - 1);
-            }
-        }
-        if (hl != 0) {
+        e = &tags[b];
+        skip = e->skip;
+        items = e->items;
+        if (e->mode != TAG_FIXED) {
             uint64_t n;
 
-            if (hl > len - off)
+            if (rk__unlikely(e->mode == TAG_BAD))
+                return rk__fail(RK_EDECODE,
+                    "byte 0x%02x at %zu is not msgpack", b, off - 1);
+            if (e->hl > len - off)
                 return rk__fail(RK_ETRUNCATED, "frame ends in a length");
-            n = load_be(p + off, hl);
-            off += hl;
-            if (len_is == 1)
+            n = load_be(p + off, e->hl);
+            off += e->hl;
+            if (e->mode == TAG_SKIP)
                 skip += n;
             else
-                items = len_is == 2 ? n : 2 * n;
+                items = e->mode == TAG_ITEMS ? n : 2 * n;
         }
         if (skip > len - off)
             return rk__fail(RK_ETRUNCATED,
