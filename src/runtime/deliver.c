@@ -125,12 +125,12 @@ rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
      * inst in rk_kernel_launch. */
     uint32_t st = atomic_load_explicit(&k->state, memory_order_acquire);
     rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_acquire);
-    struct rk_iov iov[2] = { { h, sizeof(*h) }, { payload, len } };
     int rc;
 
     if ((rc = admit(k, inst, st, h->type_id, len)) != RK_OK)
         return rc;
-    rc = rk_mqueue_sendv(inst->in, iov, 2, h->priority, timeout_ns);
+    rc = rk__inq_send(
+        &inst->in, h, sizeof(*h), payload, len, h->priority, timeout_ns);
     if (rk__likely(rc == RK_OK)) {
         k->rt->be->wake(inst->bi);
         return RK_OK;
@@ -203,8 +203,6 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     wake_every = k->def.config.input_capacity / 2;
     wake_every = wake_every == 0 ? 1 : wake_every > 32 ? 32 : wake_every;
     for (i = 0; i < n; i++) {
-        struct rk_iov iov[2]
-            = { { &h, sizeof(h) }, { (const char *)base + i * len, len } };
         if (i != 0)
             h.message_id = rk__next_id();
         /* Wake the kernel every wake_every messages, so that it drains
@@ -213,7 +211,8 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
          * then goes in.) */
         if (i != 0 && i % wake_every == 0)
             rt->be->wake(inst->bi);
-        rc = rk_mqueue_sendv(inst->in, iov, 2, priority, timeout_ns);
+        rc = rk__inq_send(&inst->in, &h, sizeof(h),
+            (const char *)base + i * len, len, priority, timeout_ns);
         if (rc != RK_OK)
             break;
     }

@@ -2,7 +2,7 @@
  * src/runtime/kernel.c - the kernel side: the body every instance runs on
  * its backend thread, supervision, and the rk_ctx API actors use.
  *
- * Input is taken in batches (rk_mqueue_recv_batch) into the context and
+ * Input is taken in batches (rk__inq_recv_batch) into the context and
  * handed out one message at a time, so actor-style and handler-style
  * kernels both pay the queue's costs once per batch. A message handed out
  * is "in flight" until the next receive (processed) or until the actor
@@ -122,8 +122,8 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
     for (;;) {
         uint32_t c = safe_point(ctx), seq;
         size_t n = 0;
-        int rc = rk_mqueue_recv_batch(inst->in, ctx->buf, stride_of(inst),
-            ctx->lens, ctx->batch, &n, RK_NO_WAIT);
+        int rc = rk__inq_recv_batch(
+            &inst->in, ctx->buf, stride_of(inst), ctx->lens, ctx->batch, &n);
 
         if (rc == RK_OK && n > 0) {
             ctx->n = n;
@@ -163,8 +163,8 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         seq = atomic_load_explicit(
             &inst->control.wake_seq, memory_order_acquire);
         atomic_store_explicit(&inst->control.parked, 1, memory_order_seq_cst);
-        atomic_thread_fence(memory_order_seq_cst);
-        if (rk_mqueue_depth(inst->in) == 0 && load_cmd(ctx) == c)
+        rk__heavy_barrier();
+        if (rk__inq_depth(&inst->in) == 0 && load_cmd(ctx) == c)
             be->park(ctx->bi, seq, deadline);
         atomic_store_explicit(&inst->control.parked, 0, memory_order_relaxed);
         spins = spin / 2;
@@ -195,7 +195,7 @@ bool
 rk_should_terminate(rk_ctx *ctx)
 {
     return safe_point(ctx) == RK__CMD_STOP && ctx->pos == ctx->n
-        && rk_mqueue_depth(ctx->inst->in) == 0;
+        && rk__inq_depth(&ctx->inst->in) == 0;
 }
 
 int
@@ -255,13 +255,13 @@ drain_to_dead_letters(rk_ctx *ctx, rk_dead_reason why, int err)
 {
     rk__inst *inst = ctx->inst;
 
-    rk_mqueue_close(inst->in);
+    rk__inq_close(&inst->in);
     for (;;) {
         while (ctx->pos < ctx->n)
             dead_letter_frame(ctx, ctx->pos++, why, err);
         size_t n = 0;
-        if (rk_mqueue_recv_batch(inst->in, ctx->buf, stride_of(inst),
-                ctx->lens, ctx->batch, &n, RK_NO_WAIT)
+        if (rk__inq_recv_batch(&inst->in, ctx->buf, stride_of(inst), ctx->lens,
+                ctx->batch, &n)
                 != RK_OK
             || n == 0)
             break;
