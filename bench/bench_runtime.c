@@ -270,12 +270,16 @@ bench_pipeline(size_t n)
     a.config.max_payload = b.config.max_payload = PAYLOAD;
     d.config.max_payload = PAYLOAD;
     d.config.user = &c;
+    /* Each stage has one producer (the host, then one upstream kernel). */
+    a.config.single_producer = b.config.single_producer = true;
+    d.config.single_producer = true;
     ka = start(rt, &a);
     (void)start(rt, &b);
     kc = start(rt, &d);
     check(rk_connect(rt, "a", "b"), "connect");
     check(rk_connect(rt, "b", "c"), "connect");
-    snprintf(extra, sizeof(extra), "\"payload\":%d,\"n\":%zu", PAYLOAD, n);
+    snprintf(extra, sizeof(extra),
+        "\"payload\":%d,\"producers\":\"single\",\"n\":%zu", PAYLOAD, n);
     bench_emit(SUITE, "pipeline3_throughput", "ringkernel",
         pump(rt, ka, kc, n, true), "msgs/s", extra);
     rk_runtime_destroy(rt);

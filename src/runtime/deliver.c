@@ -177,6 +177,13 @@ rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
     return rk_send(rt, kh, type_id, payload, len, priority, timeout_ns);
 }
 
+static void
+batch_wake(void *arg)
+{
+    rk__inst *inst = arg;
+    inst->k->rt->be->wake(inst->bi);
+}
+
 int
 rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     size_t len, size_t n, uint8_t priority, int64_t timeout_ns, size_t *sent)
@@ -200,6 +207,12 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
         return rc;
     rk__header(&h, type_id, priority, stamp(k) ? rk_now_ns() : 0, 0);
     h.payload_len = (uint32_t)len;
+    if (inst->in.lane != NULL) {
+        /* Single producer: whole runs of slots per index store. */
+        rc = rk__inq_send_many(
+            &inst->in, &h, base, len, n, timeout_ns, &i, batch_wake, inst);
+        goto done;
+    }
     wake_every = k->def.config.input_capacity / 2;
     wake_every = wake_every == 0 ? 1 : wake_every > 32 ? 32 : wake_every;
     for (i = 0; i < n; i++) {
@@ -217,6 +230,7 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
             break;
     }
     rt->be->wake(inst->bi);
+done:
     if (sent != NULL)
         *sent = i;
     if (rc == RK_ECLOSED)

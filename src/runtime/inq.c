@@ -14,6 +14,7 @@
 #include "common/futex.h"
 #include "ringkernel/message.h"
 #include "runtime/inq.h"
+#include "runtime/internal.h"
 
 int
 rk__inq_init(rk__inq *q, const rk_mqueue_config *cfg)
@@ -66,42 +67,98 @@ lane_wait_room(rk__inq *q, uint64_t deadline)
     atomic_store_explicit(&q->prod_parked, 0, memory_order_relaxed);
 }
 
+static int lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline);
+
 static int
 lane_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
     size_t len, int64_t timeout_ns)
 {
     unsigned char *slot;
-    uint64_t deadline = 0, total;
+    uint64_t deadline = 0;
 
     for (;;) {
         if (is_closed(q))
             return RK_ECLOSED;
         if ((slot = rk_spsc_reserve(q->lane)) != NULL)
             break;
-        if (q->bp == RK_BP_DROP_NEW) {
-            bump(&q->dropped, 1);
-            return RK_EDROPPED;
-        }
-        if (q->bp == RK_BP_REJECT || timeout_ns == RK_NO_WAIT) {
-            bump(&q->rejected, 1);
-            return q->bp == RK_BP_REJECT ? RK_EREJECTED : RK_EFULL;
-        }
-        if (deadline == 0)
-            deadline = rk__deadline(timeout_ns);
-        if (rk_now_ns() >= deadline) {
-            bump(&q->rejected, 1);
-            return RK_ETIMEDOUT;
-        }
-        lane_wait_room(q, deadline);
+        int rc = lane_full(q, timeout_ns, &deadline);
+        if (rc != RK_OK)
+            return rc;
     }
     memcpy(slot, hdr, hlen);
     if (len != 0)
         memcpy(slot + hlen, payload, len);
     /* Counted before it is published, so dequeued never passes it. */
-    total = atomic_load_explicit(&q->enqueued, memory_order_relaxed) + 1;
-    atomic_store_explicit(&q->enqueued, total, memory_order_relaxed);
+    bump(&q->enqueued, 1);
     rk_spsc_commit(q->lane);
     return RK_OK;
+}
+
+/* A full lane: applies the backpressure policy. RK_OK means there may be
+ * room now (BLOCK waited); anything else is the result for the message. */
+static int
+lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline)
+{
+    if (q->bp == RK_BP_DROP_NEW) {
+        bump(&q->dropped, 1);
+        return RK_EDROPPED;
+    }
+    if (q->bp == RK_BP_REJECT || timeout_ns == RK_NO_WAIT) {
+        bump(&q->rejected, 1);
+        return q->bp == RK_BP_REJECT ? RK_EREJECTED : RK_EFULL;
+    }
+    if (*deadline == 0)
+        *deadline = rk__deadline(timeout_ns);
+    if (rk_now_ns() >= *deadline) {
+        bump(&q->rejected, 1);
+        return RK_ETIMEDOUT;
+    }
+    lane_wait_room(q, *deadline);
+    return RK_OK;
+}
+
+int
+rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
+    size_t n, int64_t timeout_ns, size_t *sent, void (*wake)(void *),
+    void *warg)
+{
+    rk_spsc *l = q->lane;
+    const unsigned char *src = base;
+    uint64_t deadline = 0;
+    size_t i = 0;
+    int rc = RK_OK;
+
+    RK_ASSERT(l != NULL && sizeof(*h) + len <= q->slot_size);
+    while (i < n) {
+        uint32_t want = n - i > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - i);
+        uint32_t k;
+
+        if (is_closed(q)) {
+            rc = RK_ECLOSED;
+            break;
+        }
+        k = rk_ring_prod_space(&l->ctrl, &l->prod, want);
+        if (k == 0) {
+            wake(warg); /* let the kernel drain what is there */
+            if ((rc = lane_full(q, timeout_ns, &deadline)) != RK_OK)
+                break;
+            continue;
+        }
+        /* Write a run of frames, then publish them with one tail store. */
+        for (uint32_t j = 0; j < k; j++, i++) {
+            unsigned char *slot = rk_ring_slot(&l->prod, l->prod.pos + j);
+            if (i != 0)
+                h->message_id = rk__next_id();
+            memcpy(slot, h, sizeof(*h));
+            if (len != 0)
+                memcpy(slot + sizeof(*h), src + i * len, len);
+        }
+        bump(&q->enqueued, k); /* before publishing, as in lane_send */
+        rk_ring_prod_publish(&l->ctrl, &l->prod, k);
+        wake(warg);
+    }
+    *sent = i;
+    return rc;
 }
 
 int

@@ -54,6 +54,16 @@ void rk__inq_fini(rk__inq *q);
 int rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
     size_t len, uint8_t priority, int64_t timeout_ns);
 
+/* Lane only (q->lane != NULL): sends n frames, each h with a fresh message
+ * id (the first keeps h's) followed by payload i of len bytes at base, and
+ * publishes every run of free slots with one index store, calling wake(warg)
+ * after each. Stops at the first message that does not go in; *sent counts
+ * those that did. Results as rk__inq_send for that message. */
+struct rk_msg_header;
+int rk__inq_send_many(rk__inq *q, struct rk_msg_header *h, const void *base,
+    size_t len, size_t n, int64_t timeout_ns, size_t *sent,
+    void (*wake)(void *), void *warg);
+
 /* Takes up to max frames without waiting: frame i to bufs + i * stride,
  * its length to lens[i]. RK_OK with *n >= 1, RK_EEMPTY, or RK_ECLOSED
  * (closed and drained). */

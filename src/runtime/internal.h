@@ -51,7 +51,8 @@ struct rk_ctx {
     long cur;
     uint64_t fetch_ns; /* when the batch was taken; 0: not sampled */
     uint32_t small_fetches;
-    bool in_handler; /* the runtime owns the receive loop */
+    uint64_t run_v, run_n; /* a run of equal latencies not yet recorded */
+    bool in_handler;       /* the runtime owns the receive loop */
     uint32_t batch;
 };
 
