@@ -117,6 +117,20 @@ closed(rk__kernel *k, rk__inst *inst)
         "kernel '%s' is %s", k->id, rk_kernel_state_name((rk_kernel_state)st));
 }
 
+/* A send the input queue refused: names the kernel. Backpressure results
+ * leave no detail of their own; RK_EINVAL and RK_EMSGSIZE do, and it is
+ * kept. */
+static int
+queue_fail(const rk__kernel *k, int rc)
+{
+    char why[256];
+
+    if (rc != RK_EINVAL && rc != RK_EMSGSIZE)
+        return rk__fail(rc, "kernel '%s': %s", k->id, rk_strerror(rc));
+    snprintf(why, sizeof(why), "%s", rk_errdetail());
+    return rk__fail(rc, "kernel '%s': %s", k->id, why);
+}
+
 int
 rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns)
@@ -137,7 +151,7 @@ rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     }
     if (rc == RK_ECLOSED)
         return closed(k, inst);
-    return rk__fail(rc, "kernel '%s': %s", k->id, rk_strerror(rc));
+    return queue_fail(k, rc);
 }
 
 /* ------------------------------------------------------- host side */
@@ -235,9 +249,7 @@ done:
         *sent = i;
     if (rc == RK_ECLOSED)
         return closed(k, inst);
-    return rc == RK_OK
-        ? RK_OK
-        : rk__fail(rc, "kernel '%s': %s", k->id, rk_strerror(rc));
+    return rc == RK_OK ? RK_OK : queue_fail(k, rc);
 }
 
 /* Copies a frame out to the caller. RK_EMSGSIZE if cap is too small. */

@@ -69,20 +69,49 @@ lane_wait_room(rk__inq *q, uint64_t deadline)
 
 static int lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline);
 
+/*
+ * A lane has one producer at a time. Each send (or batch) takes the
+ * producer role with an exchange and gives it back with a release store,
+ * so successive producers on different threads see each other's ring
+ * state (acquire/release), and a second, concurrent one is refused
+ * (RK_EINVAL) instead of corrupting the ring. On one thread the flag's
+ * line stays in its cache: an uncontended exchange and a store.
+ */
 static int
-lane_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
+lane_enter(rk__inq *q)
+{
+    /* Acquire pairs with the release store in lane_leave. */
+    if (rk__likely(
+            atomic_exchange_explicit(&q->busy, 1, memory_order_acquire) == 0))
+        return RK_OK;
+    /* Not the producer: the counters are the producer's to bump. */
+    atomic_fetch_add_explicit(&q->misuse, 1, memory_order_relaxed);
+    return rk__fail(RK_EINVAL,
+        "the kernel promised a single producer (single_producer), but two "
+        "threads sent to it at once");
+}
+
+static void
+lane_leave(rk__inq *q)
+{
+    /* Release pairs with the acquire exchange in lane_enter. */
+    atomic_store_explicit(&q->busy, 0, memory_order_release);
+}
+
+static int
+lane_send_locked(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
     size_t len, int64_t timeout_ns)
 {
     unsigned char *slot;
     uint64_t deadline = 0;
+    int rc;
 
     for (;;) {
         if (is_closed(q))
             return RK_ECLOSED;
         if ((slot = rk_spsc_reserve(q->lane)) != NULL)
             break;
-        int rc = lane_full(q, timeout_ns, &deadline);
-        if (rc != RK_OK)
+        if ((rc = lane_full(q, timeout_ns, &deadline)) != RK_OK)
             return rc;
     }
     memcpy(slot, hdr, hlen);
@@ -117,6 +146,19 @@ lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline)
     return RK_OK;
 }
 
+static int
+lane_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
+    size_t len, int64_t timeout_ns)
+{
+    int rc = lane_enter(q);
+
+    if (rc != RK_OK)
+        return rc;
+    rc = lane_send_locked(q, hdr, hlen, payload, len, timeout_ns);
+    lane_leave(q);
+    return rc;
+}
+
 int
 rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
     size_t n, int64_t timeout_ns, size_t *sent, void (*wake)(void *),
@@ -129,6 +171,9 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
     int rc = RK_OK;
 
     RK_ASSERT(l != NULL && sizeof(*h) + len <= q->slot_size);
+    *sent = 0;
+    if (n != 0 && (rc = lane_enter(q)) != RK_OK)
+        return rc;
     while (i < n) {
         uint32_t want = n - i > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - i);
         uint32_t k;
@@ -157,6 +202,8 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
         rk_ring_prod_publish(&l->ctrl, &l->prod, k);
         wake(warg);
     }
+    if (n != 0)
+        lane_leave(q);
     *sent = i;
     return rc;
 }
@@ -257,7 +304,8 @@ rk__inq_stats(const rk__inq *q, rk_queue_stats *out)
     deq = atomic_load_explicit(&q->dequeued, memory_order_relaxed);
     out->dequeued = deq;
     out->dropped = atomic_load_explicit(&q->dropped, memory_order_relaxed);
-    out->rejected = atomic_load_explicit(&q->rejected, memory_order_relaxed);
+    out->rejected = atomic_load_explicit(&q->rejected, memory_order_relaxed)
+        + atomic_load_explicit(&q->misuse, memory_order_relaxed);
     out->enqueued = atomic_load_explicit(&q->enqueued, memory_order_relaxed);
     out->high_water
         = atomic_load_explicit(&q->high_water, memory_order_relaxed);

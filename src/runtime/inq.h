@@ -32,6 +32,8 @@ typedef struct rk__inq {
     rk_backpressure bp;
     /* Lane: producer-written counters (single writer). */
     _Alignas(64) _Atomic uint64_t enqueued;
+    _Atomic uint32_t busy;   /* a producer is in a send */
+    _Atomic uint64_t misuse; /* sends from other threads, refused */
     _Atomic uint64_t dropped;
     _Atomic uint64_t rejected;
     /* Lane: the producer parks here when full. Its own line: the
