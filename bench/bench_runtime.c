@@ -4,7 +4,10 @@
  *
  * Results, one JSON line each:
  *   pingpong_rtt_p50/_p99/_mean  host -> echo actor -> host through
- *                                rk_send + rk_recv (ns); the same rows for
+ *                                rk_send + rk_recv (ns), with the kernel's
+ *                                input a general MPSC queue ("producers":
+ *                                "multi") or single_producer ("single",
+ *                                the SPSC lane); the same rows for
  *                                impl "ck_ring": two pinned threads and two
  *                                ck_ring SPSC rings (bench/ck_ref.h)
  *   request_rtt_p50/_p99         the same through rk_request (correlation)
@@ -153,7 +156,7 @@ bench_ck_floor(size_t n)
 }
 
 static void
-bench_rtt(size_t n, bool telemetry, bool request)
+bench_rtt(size_t n, bool telemetry, bool request, bool sp)
 {
     rk_runtime *rt = new_rt();
     rk_kernel_def def = { .id = "echo", .actor = echo_actor };
@@ -161,9 +164,10 @@ bench_rtt(size_t n, bool telemetry, bool request)
     unsigned char msg[PAYLOAD] = { 0 }, back[PAYLOAD];
     size_t len;
     rk_kernel k;
-    char extra[64];
+    char extra[96];
 
     def.config.telemetry_off = !telemetry;
+    def.config.single_producer = sp; /* only this thread sends */
     echo_cpu = kernel_cpu;
     ck_ref_pin(main_cpu);
     k = start(rt, &def);
@@ -183,8 +187,9 @@ bench_rtt(size_t n, bool telemetry, bool request)
         if (i >= n / 10) /* the first tenth warms up */
             v[i - n / 10] = bench_now_ns() - t0;
     }
-    snprintf(extra, sizeof(extra), "\"payload\":%d,\"telemetry\":\"%s\"",
-        PAYLOAD, telemetry ? "on" : "off");
+    snprintf(extra, sizeof(extra),
+        "\"payload\":%d,\"telemetry\":\"%s\",\"producers\":\"%s\"", PAYLOAD,
+        telemetry ? "on" : "off", sp ? "single" : "multi");
     emit_rtt(
         request ? "request_rtt" : "pingpong_rtt", "ringkernel", v, n, extra);
     free(v);
@@ -265,12 +270,16 @@ bench_pipeline(size_t n)
     a.config.max_payload = b.config.max_payload = PAYLOAD;
     d.config.max_payload = PAYLOAD;
     d.config.user = &c;
+    /* Each stage has one producer (the host, then one upstream kernel). */
+    a.config.single_producer = b.config.single_producer = true;
+    d.config.single_producer = true;
     ka = start(rt, &a);
     (void)start(rt, &b);
     kc = start(rt, &d);
     check(rk_connect(rt, "a", "b"), "connect");
     check(rk_connect(rt, "b", "c"), "connect");
-    snprintf(extra, sizeof(extra), "\"payload\":%d,\"n\":%zu", PAYLOAD, n);
+    snprintf(extra, sizeof(extra),
+        "\"payload\":%d,\"producers\":\"single\",\"n\":%zu", PAYLOAD, n);
     bench_emit(SUITE, "pipeline3_throughput", "ringkernel",
         pump(rt, ka, kc, n, true), "msgs/s", extra);
     rk_runtime_destroy(rt);
@@ -320,9 +329,11 @@ main(void)
     main_cpu = ck_ref_cpu(0);
     kernel_cpu = ck_ref_cpu(1);
     bench_ck_floor(scaled(200000));
-    bench_rtt(scaled(200000), true, false);
-    bench_rtt(scaled(200000), false, false);
-    bench_rtt(scaled(100000), true, true);
+    bench_rtt(scaled(200000), true, false, false);
+    bench_rtt(scaled(200000), false, false, false);
+    bench_rtt(scaled(200000), true, false, true);
+    bench_rtt(scaled(200000), false, false, true);
+    bench_rtt(scaled(100000), true, true, false);
     bench_oneway(scaled(2000000), false, true, false);
     bench_oneway(scaled(10000000), true, true, false);
     bench_oneway(scaled(10000000), true, false, false);

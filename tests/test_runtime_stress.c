@@ -69,6 +69,21 @@ typedef struct tally {
     uint64_t attempts, ok, dropped, rejected, other;
 } tally;
 
+/* Files one send result the way the runtime's counters do. */
+static void
+tally_add(tally *t, int rc)
+{
+    t->attempts++;
+    if (rc == RK_OK)
+        t->ok++;
+    else if (rc == RK_EDROPPED)
+        t->dropped++;
+    else if (rc == RK_EREJECTED || rc == RK_ETIMEDOUT || rc == RK_EFULL)
+        t->rejected++;
+    else
+        t->other++;
+}
+
 typedef struct producer {
     pthread_t thread;
     rk_runtime *rt;
@@ -89,17 +104,7 @@ produce(void *arg)
         int64_t timeout = (r >> 16) % 4 == 0 ? RK_NO_WAIT : 200000;
         uint64_t v = i + 1;
         int rc = rk_send(p->rt, p->k[ki], 0, &v, sizeof(v), prio, timeout);
-        tally *t = &p->t[ki];
-
-        t->attempts++;
-        if (rc == RK_OK)
-            t->ok++;
-        else if (rc == RK_EDROPPED)
-            t->dropped++;
-        else if (rc == RK_EREJECTED || rc == RK_ETIMEDOUT || rc == RK_EFULL)
-            t->rejected++;
-        else
-            t->other++;
+        tally_add(&p->t[ki], rc);
     }
     return NULL;
 }
@@ -217,11 +222,85 @@ test_conservation(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* The single-producer lane: one producer thread per kernel, every policy
+ * the lane supports, small queues; the same books must balance. */
+typedef struct lane_producer {
+    pthread_t thread;
+    rk_runtime *rt;
+    rk_kernel k;
+    unsigned seed;
+    tally t;
+} lane_producer;
+
+static void *
+lane_produce(void *arg)
+{
+    lane_producer *p = arg;
+
+    for (uint64_t i = 0; i < PER_PRODUCER; i++) {
+        unsigned r = (unsigned)rand_r(&p->seed);
+        int64_t timeout = r % 4 == 0 ? RK_NO_WAIT : 100000;
+        uint64_t v = i + 1;
+        int rc = rk_send(p->rt, p->k, 0, &v, sizeof(v), 128, timeout);
+
+        tally_add(&p->t, rc);
+    }
+    return NULL;
+}
+
+static void
+test_conservation_lane(void **state)
+{
+    static const char *const lids[] = { "block", "reject", "dropnew" };
+    static const rk_backpressure bps[]
+        = { RK_BP_BLOCK, RK_BP_REJECT, RK_BP_DROP_NEW };
+    rk_runtime *rt = NULL;
+    rk_runtime_config cfg = { .no_static_kernels = true };
+    lane_producer prod[3];
+
+    (void)state;
+    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
+    memset(prod, 0, sizeof(prod));
+    for (int i = 0; i < 3; i++) {
+        rk_kernel_def def = { .id = lids[i], .handler = count_handler };
+        def.config.input_capacity = 8;
+        def.config.batch = 4;
+        def.config.single_producer = true;
+        def.config.backpressure = bps[i];
+        assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+        assert_int_equal(rk_kernel_launch(rt, lids[i]), RK_OK);
+        assert_int_equal(rk_kernel_activate(rt, lids[i]), RK_OK);
+        prod[i].rt = rt;
+        prod[i].seed = 99u + (unsigned)i;
+        assert_int_equal(rk_kernel_lookup(rt, lids[i], &prod[i].k), RK_OK);
+        assert_int_equal(
+            pthread_create(&prod[i].thread, NULL, lane_produce, &prod[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        rk_kernel_stats st;
+        assert_int_equal(pthread_join(prod[i].thread, NULL), 0);
+        assert_int_equal(rk_kernel_terminate(rt, lids[i], RT_LONG), RK_OK);
+        assert_int_equal(rk_kernel_stats_get(rt, lids[i], &st), RK_OK);
+        assert_int_equal(prod[i].t.other, 0);
+        assert_int_equal(st.offered, prod[i].t.attempts);
+        assert_int_equal(st.offered,
+            st.processed + st.dropped + st.rejected + st.dead_lettered
+                + st.pending);
+        assert_int_equal(st.pending, 0);
+        assert_int_equal(st.processed, prod[i].t.ok);
+        assert_int_equal(st.dropped, prod[i].t.dropped);
+        assert_int_equal(st.rejected, prod[i].t.rejected);
+        assert_true(st.queue_high_water <= 8);
+    }
+    rk_runtime_destroy(rt);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conservation),
+        cmocka_unit_test(test_conservation_lane),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -105,9 +105,11 @@ typedef struct rk_kernel_config {
     uint32_t max_payload;          /* largest payload in bytes (0: 192) */
     rk_backpressure backpressure;  /* input queue policy (0: BLOCK) */
     bool priority_bands;           /* input queue orders by priority band */
-    bool single_producer; /* promise: exactly one thread ever sends to this
-                             kernel (host, route or publisher); input
-                             queue takes its SPSC fast path */
+    bool single_producer; /* promise: never two threads sending to this
+                             kernel at once (host threads in turn, or one
+                             upstream route); the input becomes an SPSC
+                             lane (not with bands or DROP_OLDEST). A
+                             concurrent second sender gets RK_EINVAL. */
     rk_inactive_policy when_inactive;
     uint32_t batch;      /* handler style: messages per dequeue (0: 64) */
     bool telemetry_off;  /* skip clock reads and the latency histogram */

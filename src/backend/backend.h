@@ -24,6 +24,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "backend/barrier.h"
+
 /* Bump when an entry's meaning or the control block layout changes. A
  * backend built for another version is refused (RK_ENOTSUP). */
 #define RK__BACKEND_ABI 1

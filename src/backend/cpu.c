@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "backend/barrier.h"
 #include "common/common.h"
 #include "common/futex.h"
 
@@ -120,7 +121,7 @@ cpu_wait_exit(rk__backend_inst *bi, uint64_t deadline)
 static void
 cpu_wake(rk__backend_inst *bi)
 {
-    atomic_thread_fence(memory_order_seq_cst);
+    rk__light_barrier();
     if (atomic_load_explicit(&bi->c->parked, memory_order_relaxed)) {
         atomic_fetch_add_explicit(&bi->c->wake_seq, 1, memory_order_release);
         rk__futex_wake(&bi->c->wake_seq, 1);

@@ -117,6 +117,20 @@ closed(rk__kernel *k, rk__inst *inst)
         "kernel '%s' is %s", k->id, rk_kernel_state_name((rk_kernel_state)st));
 }
 
+/* A send the input queue refused: names the kernel. Backpressure results
+ * leave no detail of their own; RK_EINVAL and RK_EMSGSIZE do, and it is
+ * kept. */
+static int
+queue_fail(const rk__kernel *k, int rc)
+{
+    char why[256];
+
+    if (rc != RK_EINVAL && rc != RK_EMSGSIZE)
+        return rk__fail(rc, "kernel '%s': %s", k->id, rk_strerror(rc));
+    snprintf(why, sizeof(why), "%s", rk_errdetail());
+    return rk__fail(rc, "kernel '%s': %s", k->id, why);
+}
+
 int
 rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns)
@@ -125,19 +139,19 @@ rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
      * inst in rk_kernel_launch. */
     uint32_t st = atomic_load_explicit(&k->state, memory_order_acquire);
     rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_acquire);
-    struct rk_iov iov[2] = { { h, sizeof(*h) }, { payload, len } };
     int rc;
 
     if ((rc = admit(k, inst, st, h->type_id, len)) != RK_OK)
         return rc;
-    rc = rk_mqueue_sendv(inst->in, iov, 2, h->priority, timeout_ns);
+    rc = rk__inq_send(
+        &inst->in, h, sizeof(*h), payload, len, h->priority, timeout_ns);
     if (rk__likely(rc == RK_OK)) {
         k->rt->be->wake(inst->bi);
         return RK_OK;
     }
     if (rc == RK_ECLOSED)
         return closed(k, inst);
-    return rk__fail(rc, "kernel '%s': %s", k->id, rk_strerror(rc));
+    return queue_fail(k, rc);
 }
 
 /* ------------------------------------------------------- host side */
@@ -177,6 +191,13 @@ rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
     return rk_send(rt, kh, type_id, payload, len, priority, timeout_ns);
 }
 
+static void
+batch_wake(void *arg)
+{
+    rk__inst *inst = arg;
+    inst->k->rt->be->wake(inst->bi);
+}
+
 int
 rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     size_t len, size_t n, uint8_t priority, int64_t timeout_ns, size_t *sent)
@@ -200,11 +221,15 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
         return rc;
     rk__header(&h, type_id, priority, stamp(k) ? rk_now_ns() : 0, 0);
     h.payload_len = (uint32_t)len;
+    if (inst->in.lane != NULL) {
+        /* Single producer: whole runs of slots per index store. */
+        rc = rk__inq_send_many(
+            &inst->in, &h, base, len, n, timeout_ns, &i, batch_wake, inst);
+        goto done;
+    }
     wake_every = k->def.config.input_capacity / 2;
     wake_every = wake_every == 0 ? 1 : wake_every > 32 ? 32 : wake_every;
     for (i = 0; i < n; i++) {
-        struct rk_iov iov[2]
-            = { { &h, sizeof(h) }, { (const char *)base + i * len, len } };
         if (i != 0)
             h.message_id = rk__next_id();
         /* Wake the kernel every wake_every messages, so that it drains
@@ -213,18 +238,18 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
          * then goes in.) */
         if (i != 0 && i % wake_every == 0)
             rt->be->wake(inst->bi);
-        rc = rk_mqueue_sendv(inst->in, iov, 2, priority, timeout_ns);
+        rc = rk__inq_send(&inst->in, &h, sizeof(h),
+            (const char *)base + i * len, len, priority, timeout_ns);
         if (rc != RK_OK)
             break;
     }
     rt->be->wake(inst->bi);
+done:
     if (sent != NULL)
         *sent = i;
     if (rc == RK_ECLOSED)
         return closed(k, inst);
-    return rc == RK_OK
-        ? RK_OK
-        : rk__fail(rc, "kernel '%s': %s", k->id, rk_strerror(rc));
+    return rc == RK_OK ? RK_OK : queue_fail(k, rc);
 }
 
 /* Copies a frame out to the caller. RK_EMSGSIZE if cap is too small. */

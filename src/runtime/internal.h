@@ -25,6 +25,7 @@
 #include "ringkernel/message.h"
 #include "ringkernel/queue.h"
 #include "ringkernel/runtime.h"
+#include "runtime/inq.h"
 #include "runtime/outq.h"
 #include "telemetry/histogram.h"
 #include "telemetry/stats.h"
@@ -50,7 +51,8 @@ struct rk_ctx {
     long cur;
     uint64_t fetch_ns; /* when the batch was taken; 0: not sampled */
     uint32_t small_fetches;
-    bool in_handler; /* the runtime owns the receive loop */
+    uint64_t run_v, run_n; /* a run of equal latencies not yet recorded */
+    bool in_handler;       /* the runtime owns the receive loop */
     uint32_t batch;
 };
 
@@ -63,7 +65,7 @@ typedef struct rk__stash_item {
 typedef struct rk__inst {
     rk__control control; /* first: 64-byte aligned lines */
     struct rk__kernel *k;
-    rk_mqueue *in;
+    rk__inq in;
     rk__outq out;
     rk__backend_inst *bi;
     size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
@@ -78,14 +80,15 @@ typedef struct rk__inst {
     _Alignas(64) rk__kcounters kc;
     rk__hist latency;
 
-    /* Host side of the output queue (one consumer at a time). */
-    pthread_mutex_t out_lock;
+    /* Host side of the output queue (one consumer at a time). On its own
+     * lines: the host writes them per receive, the kernel never. */
+    _Alignas(64) pthread_mutex_t out_lock;
     _Atomic uint32_t out_waiters;
     _Atomic int64_t host_spin;               /* adaptive receive spin, ns */
     rk__stash_item *stash_head, *stash_tail; /* under out_lock */
 
-    rk_ctx ctx;
-    struct rk__inst *retired_next;
+    _Alignas(64) rk_ctx ctx; /* the kernel thread's, per message */
+    _Alignas(64) struct rk__inst *retired_next;
 } rk__inst;
 
 typedef struct rk__kernel {

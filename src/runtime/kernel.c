@@ -2,7 +2,7 @@
  * src/runtime/kernel.c - the kernel side: the body every instance runs on
  * its backend thread, supervision, and the rk_ctx API actors use.
  *
- * Input is taken in batches (rk_mqueue_recv_batch) into the context and
+ * Input is taken in batches (rk__inq_recv_batch) into the context and
  * handed out one message at a time, so actor-style and handler-style
  * kernels both pay the queue's costs once per batch. A message handed out
  * is "in flight" until the next receive (processed) or until the actor
@@ -103,6 +103,44 @@ complete_current(rk_ctx *ctx)
 }
 
 /*
+ * Records n equal latency values. The single-writer form of
+ * rk__hist_record (telemetry/histogram.h) with a count: same fields, same
+ * relaxed load-and-store updates, only the kernel thread writes.
+ */
+static void
+hist_record_n(rk__hist *h, uint64_t v, uint64_t n)
+{
+#if RK_TELEMETRY
+    _Atomic uint64_t *b = &h->bucket[rk__hist_index(v)];
+    uint64_t clamped = v < RK_HISTOGRAM_MAX_NS ? v : RK_HISTOGRAM_MAX_NS;
+
+    atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + n,
+        memory_order_relaxed);
+    atomic_store_explicit(&h->sum,
+        atomic_load_explicit(&h->sum, memory_order_relaxed) + clamped * n,
+        memory_order_relaxed);
+    if (v > atomic_load_explicit(&h->max, memory_order_relaxed))
+        atomic_store_explicit(&h->max, v, memory_order_relaxed);
+    if (~v > atomic_load_explicit(&h->min_c, memory_order_relaxed))
+        atomic_store_explicit(&h->min_c, ~v, memory_order_relaxed);
+#else
+    (void)h;
+    (void)v;
+    (void)n;
+#endif
+}
+
+/* Records the pending run of equal latencies. */
+static void
+lat_flush(rk_ctx *ctx)
+{
+    if (ctx->run_n != 0) {
+        hist_record_n(&ctx->inst->latency, ctx->run_v, ctx->run_n);
+        ctx->run_n = 0;
+    }
+}
+
+/*
  * Makes sure a prefetched message is waiting at ctx->pos: spins, then
  * parks (see rk__control for the handshake with senders). RK_OK,
  * RK_ETIMEDOUT, or RK_ECLOSED once terminating and drained.
@@ -119,11 +157,12 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         (void)safe_point(ctx);
         return RK_OK;
     }
+    lat_flush(ctx);
     for (;;) {
         uint32_t c = safe_point(ctx), seq;
         size_t n = 0;
-        int rc = rk_mqueue_recv_batch(inst->in, ctx->buf, stride_of(inst),
-            ctx->lens, ctx->batch, &n, RK_NO_WAIT);
+        int rc = rk__inq_recv_batch(
+            &inst->in, ctx->buf, stride_of(inst), ctx->lens, ctx->batch, &n);
 
         if (rc == RK_OK && n > 0) {
             ctx->n = n;
@@ -163,8 +202,8 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         seq = atomic_load_explicit(
             &inst->control.wake_seq, memory_order_acquire);
         atomic_store_explicit(&inst->control.parked, 1, memory_order_seq_cst);
-        atomic_thread_fence(memory_order_seq_cst);
-        if (rk_mqueue_depth(inst->in) == 0 && load_cmd(ctx) == c)
+        rk__heavy_barrier();
+        if (rk__inq_depth(&inst->in) == 0 && load_cmd(ctx) == c)
             be->park(ctx->bi, seq, deadline);
         atomic_store_explicit(&inst->control.parked, 0, memory_order_relaxed);
         spins = spin / 2;
@@ -185,9 +224,17 @@ take(rk_ctx *ctx, rk_msg_view *out)
     out->data = frame + RK_MSG_HEADER_SIZE;
     out->len = flen >= RK_MSG_HEADER_SIZE ? flen - RK_MSG_HEADER_SIZE : 0;
     if (ctx->fetch_ns != 0 && h->send_ns != 0) {
-        uint64_t now = ctx->fetch_ns;
-        rk__hist_record(
-            &inst->latency, now > h->send_ns ? now - h->send_ns : 0);
+        uint64_t v
+            = ctx->fetch_ns > h->send_ns ? ctx->fetch_ns - h->send_ns : 0;
+        /* A batch sent at one instant and taken at one instant has one
+         * latency value: count runs and record each run once. */
+        if (v == ctx->run_v && ctx->run_n != 0) {
+            ctx->run_n++;
+        } else {
+            lat_flush(ctx);
+            ctx->run_v = v;
+            ctx->run_n = 1;
+        }
     }
 }
 
@@ -195,7 +242,7 @@ bool
 rk_should_terminate(rk_ctx *ctx)
 {
     return safe_point(ctx) == RK__CMD_STOP && ctx->pos == ctx->n
-        && rk_mqueue_depth(ctx->inst->in) == 0;
+        && rk__inq_depth(&ctx->inst->in) == 0;
 }
 
 int
@@ -255,13 +302,13 @@ drain_to_dead_letters(rk_ctx *ctx, rk_dead_reason why, int err)
 {
     rk__inst *inst = ctx->inst;
 
-    rk_mqueue_close(inst->in);
+    rk__inq_close(&inst->in);
     for (;;) {
         while (ctx->pos < ctx->n)
             dead_letter_frame(ctx, ctx->pos++, why, err);
         size_t n = 0;
-        if (rk_mqueue_recv_batch(inst->in, ctx->buf, stride_of(inst),
-                ctx->lens, ctx->batch, &n, RK_NO_WAIT)
+        if (rk__inq_recv_batch(&inst->in, ctx->buf, stride_of(inst), ctx->lens,
+                ctx->batch, &n)
                 != RK_OK
             || n == 0)
             break;
@@ -336,6 +383,7 @@ rk__kernel_body(rk__backend_inst *bi, void *arg)
             break;
         }
     }
+    lat_flush(ctx);
     drain_to_dead_letters(ctx, failed ? RK_DEAD_ABANDONED : RK_DEAD_TERMINATED,
         failed ? rc : RK_OK);
     atomic_store_explicit(&inst->control.exit_code, rc, memory_order_relaxed);

@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <string.h>
 
+#include "backend/barrier.h"
 #include "common/common.h"
 #include "common/futex.h"
 #include "ringkernel/message.h"
@@ -39,7 +40,7 @@ notify(_Atomic uint32_t *parked, _Atomic uint32_t *seq)
 {
     /* Pairs with the fence in park(): orders our ring update before the
      * load of parked. */
-    atomic_thread_fence(memory_order_seq_cst);
+    rk__light_barrier();
     if (atomic_load_explicit(parked, memory_order_relaxed)) {
         /* Release pairs with the acquire load of seq in park(). */
         atomic_fetch_add_explicit(seq, 1, memory_order_release);
@@ -58,7 +59,7 @@ park(rk__outq *q, _Atomic uint32_t *parked, _Atomic uint32_t *seq,
     int rc = RK_OK;
 
     atomic_store_explicit(parked, 1, memory_order_seq_cst);
-    atomic_thread_fence(memory_order_seq_cst);
+    rk__heavy_barrier();
     if (!ready(q) && !atomic_load_explicit(&q->closed, memory_order_acquire))
         rc = rk__futex_wait(seq, s, deadline);
     atomic_store_explicit(parked, 0, memory_order_relaxed);

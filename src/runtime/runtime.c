@@ -81,6 +81,7 @@ rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg)
         rt->cfg.control_timeout_ns = DEFAULT_TIMEOUT_NS;
     if (rt->cfg.host_spin_ns == 0)
         rt->cfg.host_spin_ns = 20000;
+    rk__barrier_init();
     rt->be = &rk__backend_cpu;
     if (rt->be->abi_version != RK__BACKEND_ABI) {
         const rk__backend *be = rt->be;
@@ -132,7 +133,7 @@ inst_free(rk_runtime *rt, rk__inst *inst)
         next = s->next;
         free(s);
     }
-    rk_mqueue_destroy(inst->in);
+    rk__inq_fini(&inst->in);
     rk__outq_fini(&inst->out);
     rk__ctx_fini(&inst->ctx);
     pthread_mutex_destroy(&inst->out_lock);
@@ -165,7 +166,7 @@ rk_runtime_destroy(rk_runtime *rt)
                 "ringkernel: kernel '%s' did not end within the "
                 "terminate timeout; closing its queues and waiting\n",
                 k->id);
-            rk_mqueue_close(inst->in);
+            rk__inq_close(&inst->in);
             rk__outq_close(&inst->out);
         }
     }
@@ -471,15 +472,15 @@ inst_create(rk__kernel *k, rk__inst **out)
     qin.backpressure = c->backpressure;
     qin.priority_bands = c->priority_bands;
     qin.single_producer = c->single_producer;
-    rc = rk_mqueue_create(&inst->in, &qin);
+    rc = rk__inq_init(&inst->in, &qin);
     if (rc == RK_OK) {
         rc = rk__outq_init(&inst->out, c->output_capacity, inst->slot_size);
         if (rc != RK_OK)
-            rk_mqueue_destroy(inst->in);
+            rk__inq_fini(&inst->in);
     }
     if (rc == RK_OK
         && (rc = rk__ctx_init(&inst->ctx, inst, c->batch)) != RK_OK) {
-        rk_mqueue_destroy(inst->in);
+        rk__inq_fini(&inst->in);
         rk__outq_fini(&inst->out);
     }
     if (rc != RK_OK) {
@@ -700,7 +701,7 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
     s->state = (rk_kernel_state)state_of(k);
     if (inst == NULL)
         return;
-    rk_mqueue_stats(inst->in, &q);
+    rk__inq_stats(&inst->in, &q);
     s->processed = rk__counter_get(&inst->kc.processed);
     s->dead_lettered = rk__counter_get(&inst->kc.dead_lettered);
     s->errors = rk__counter_get(&inst->kc.errors);

@@ -1,0 +1,313 @@
+/*
+ * src/runtime/inq.c - the input queue (see inq.h).
+ *
+ * The lane's producer waits for room (BLOCK) with the parking handshake of
+ * outq.c: read prod_seq, publish prod_parked, seq_cst fence, re-check,
+ * sleep; the consumer, after freeing slots, issues a seq_cst fence and
+ * wakes it only if it sees prod_parked. The consumer never waits here: the
+ * kernel parks on its control block (backend.h), which senders wake.
+ */
+#include <string.h>
+
+#include "backend/barrier.h"
+#include "common/common.h"
+#include "common/futex.h"
+#include "ringkernel/message.h"
+#include "runtime/inq.h"
+#include "runtime/internal.h"
+
+int
+rk__inq_init(rk__inq *q, const rk_mqueue_config *cfg)
+{
+    memset(q, 0, sizeof(*q));
+    q->slot_size = cfg->slot_size;
+    q->bp = cfg->backpressure;
+    if (cfg->single_producer && !cfg->priority_bands
+        && cfg->backpressure != RK_BP_DROP_OLDEST)
+        return rk_spsc_create(&q->lane, cfg->capacity, cfg->slot_size);
+    return rk_mqueue_create(&q->mq, cfg);
+}
+
+void
+rk__inq_fini(rk__inq *q)
+{
+    rk_mqueue_destroy(q->mq);
+    rk_spsc_destroy(q->lane);
+    q->mq = NULL;
+    q->lane = NULL;
+}
+
+/* Single-writer counter bump (the lane has one producer, one consumer). */
+static void
+bump(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+        memory_order_relaxed);
+}
+
+static bool
+is_closed(const rk__inq *q)
+{
+    /* Acquire pairs with the seq_cst store in rk__inq_close. */
+    return atomic_load_explicit(&q->closed, memory_order_acquire) != 0;
+}
+
+/* Waits for room in the lane until deadline. */
+static void
+lane_wait_room(rk__inq *q, uint64_t deadline)
+{
+    /* Acquire pairs with the release bump in lane_notify/close. */
+    uint32_t s = atomic_load_explicit(&q->prod_seq, memory_order_acquire);
+
+    atomic_store_explicit(&q->prod_parked, 1, memory_order_seq_cst);
+    /* Pairs with the fence in lane_notify. */
+    rk__heavy_barrier();
+    if (rk_spsc_reserve(q->lane) == NULL && !is_closed(q))
+        (void)rk__futex_wait(&q->prod_seq, s, deadline);
+    atomic_store_explicit(&q->prod_parked, 0, memory_order_relaxed);
+}
+
+static int lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline);
+
+/*
+ * A lane has one producer at a time. Each send (or batch) takes the
+ * producer role with an exchange and gives it back with a release store,
+ * so successive producers on different threads see each other's ring
+ * state (acquire/release), and a second, concurrent one is refused
+ * (RK_EINVAL) instead of corrupting the ring. On one thread the flag's
+ * line stays in its cache: an uncontended exchange and a store.
+ */
+static int
+lane_enter(rk__inq *q)
+{
+    /* Acquire pairs with the release store in lane_leave. */
+    if (rk__likely(
+            atomic_exchange_explicit(&q->busy, 1, memory_order_acquire) == 0))
+        return RK_OK;
+    /* Not the producer: the counters are the producer's to bump. */
+    atomic_fetch_add_explicit(&q->misuse, 1, memory_order_relaxed);
+    return rk__fail(RK_EINVAL,
+        "the kernel promised a single producer (single_producer), but two "
+        "threads sent to it at once");
+}
+
+static void
+lane_leave(rk__inq *q)
+{
+    /* Release pairs with the acquire exchange in lane_enter. */
+    atomic_store_explicit(&q->busy, 0, memory_order_release);
+}
+
+static int
+lane_send_locked(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
+    size_t len, int64_t timeout_ns)
+{
+    unsigned char *slot;
+    uint64_t deadline = 0;
+    int rc;
+
+    for (;;) {
+        if (is_closed(q))
+            return RK_ECLOSED;
+        if ((slot = rk_spsc_reserve(q->lane)) != NULL)
+            break;
+        if ((rc = lane_full(q, timeout_ns, &deadline)) != RK_OK)
+            return rc;
+    }
+    memcpy(slot, hdr, hlen);
+    if (len != 0)
+        memcpy(slot + hlen, payload, len);
+    /* Counted before it is published, so dequeued never passes it. */
+    bump(&q->enqueued, 1);
+    rk_spsc_commit(q->lane);
+    return RK_OK;
+}
+
+/* A full lane: applies the backpressure policy. RK_OK means there may be
+ * room now (BLOCK waited); anything else is the result for the message. */
+static int
+lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline)
+{
+    if (q->bp == RK_BP_DROP_NEW) {
+        bump(&q->dropped, 1);
+        return RK_EDROPPED;
+    }
+    if (q->bp == RK_BP_REJECT || timeout_ns == RK_NO_WAIT) {
+        bump(&q->rejected, 1);
+        return q->bp == RK_BP_REJECT ? RK_EREJECTED : RK_EFULL;
+    }
+    if (*deadline == 0)
+        *deadline = rk__deadline(timeout_ns);
+    if (rk_now_ns() >= *deadline) {
+        bump(&q->rejected, 1);
+        return RK_ETIMEDOUT;
+    }
+    lane_wait_room(q, *deadline);
+    return RK_OK;
+}
+
+static int
+lane_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
+    size_t len, int64_t timeout_ns)
+{
+    int rc = lane_enter(q);
+
+    if (rc != RK_OK)
+        return rc;
+    rc = lane_send_locked(q, hdr, hlen, payload, len, timeout_ns);
+    lane_leave(q);
+    return rc;
+}
+
+int
+rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
+    size_t n, int64_t timeout_ns, size_t *sent, void (*wake)(void *),
+    void *warg)
+{
+    rk_spsc *l = q->lane;
+    const unsigned char *src = base;
+    uint64_t deadline = 0;
+    size_t i = 0;
+    int rc = RK_OK;
+
+    RK_ASSERT(l != NULL && sizeof(*h) + len <= q->slot_size);
+    *sent = 0;
+    if (n != 0 && (rc = lane_enter(q)) != RK_OK)
+        return rc;
+    while (i < n) {
+        uint32_t want = n - i > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - i);
+        uint32_t k;
+
+        if (is_closed(q)) {
+            rc = RK_ECLOSED;
+            break;
+        }
+        k = rk_ring_prod_space(&l->ctrl, &l->prod, want);
+        if (k == 0) {
+            wake(warg); /* let the kernel drain what is there */
+            if ((rc = lane_full(q, timeout_ns, &deadline)) != RK_OK)
+                break;
+            continue;
+        }
+        /* Write a run of frames, then publish them with one tail store. */
+        for (uint32_t j = 0; j < k; j++, i++) {
+            unsigned char *slot = rk_ring_slot(&l->prod, l->prod.pos + j);
+            if (i != 0)
+                h->message_id = rk__next_id();
+            memcpy(slot, h, sizeof(*h));
+            if (len != 0)
+                memcpy(slot + sizeof(*h), src + i * len, len);
+        }
+        bump(&q->enqueued, k); /* before publishing, as in lane_send */
+        rk_ring_prod_publish(&l->ctrl, &l->prod, k);
+        wake(warg);
+    }
+    if (n != 0)
+        lane_leave(q);
+    *sent = i;
+    return rc;
+}
+
+int
+rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
+    size_t len, uint8_t priority, int64_t timeout_ns)
+{
+    if (q->mq != NULL) {
+        struct rk_iov iov[2] = { { hdr, hlen }, { payload, len } };
+        return rk_mqueue_sendv(q->mq, iov, 2, priority, timeout_ns);
+    }
+    if (hlen + len > q->slot_size)
+        return rk__fail(
+            RK_EMSGSIZE, "message exceeds slot_size %zu", q->slot_size);
+    return lane_send(q, hdr, hlen, payload, len, timeout_ns);
+}
+
+int
+rk__inq_recv_batch(
+    rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max, size_t *n)
+{
+    rk_spsc *l = q->lane;
+    uint32_t k, avail;
+
+    if (q->mq != NULL)
+        return rk_mqueue_recv_batch(
+            q->mq, bufs, stride, lens, max, n, RK_NO_WAIT);
+    *n = 0;
+    /* The whole backlog, for the high-water mark (the consumer keeps it:
+     * a producer would have to read the consumer's line each send). */
+    avail = rk_ring_cons_avail(&l->ctrl, &l->cons, UINT32_MAX);
+    k = avail < max ? avail : (uint32_t)max;
+    if (avail > atomic_load_explicit(&q->high_water, memory_order_relaxed))
+        atomic_store_explicit(&q->high_water, avail, memory_order_relaxed);
+    if (k == 0)
+        return is_closed(q) && rk_ring_cons_avail(&l->ctrl, &l->cons, 1) == 0
+            ? RK_ECLOSED
+            : RK_EEMPTY;
+    for (uint32_t i = 0; i < k; i++) {
+        const unsigned char *slot = rk_ring_slot(&l->cons, l->cons.pos + i);
+        uint32_t plen;
+        memcpy(
+            &plen, slot + offsetof(rk_msg_header, payload_len), sizeof(plen));
+        lens[i] = RK_MSG_HEADER_SIZE + (size_t)plen;
+        RK_ASSERT(lens[i] <= stride && lens[i] <= q->slot_size);
+        memcpy((unsigned char *)bufs + (size_t)i * stride, slot, lens[i]);
+    }
+    rk_ring_cons_release(&l->ctrl, &l->cons, k);
+    atomic_store_explicit(&q->dequeued,
+        atomic_load_explicit(&q->dequeued, memory_order_relaxed) + k,
+        memory_order_relaxed);
+    if (q->bp == RK_BP_BLOCK) {
+        /* Pairs with the fence in lane_wait_room: our head store is
+         * ordered before the load of prod_parked. */
+        rk__light_barrier();
+        if (atomic_load_explicit(&q->prod_parked, memory_order_relaxed)) {
+            /* Release pairs with the acquire load of prod_seq. */
+            atomic_fetch_add_explicit(&q->prod_seq, 1, memory_order_release);
+            rk__futex_wake(&q->prod_seq, INT32_MAX);
+        }
+    }
+    *n = k;
+    return RK_OK;
+}
+
+size_t
+rk__inq_depth(const rk__inq *q)
+{
+    return q->mq != NULL ? rk_mqueue_depth(q->mq) : rk_spsc_depth(q->lane);
+}
+
+void
+rk__inq_close(rk__inq *q)
+{
+    if (q->mq != NULL) {
+        rk_mqueue_close(q->mq);
+        return;
+    }
+    /* seq_cst pairs with the acquire loads in is_closed; the bump wakes a
+     * producer waiting for room. */
+    atomic_store_explicit(&q->closed, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&q->prod_seq, 1, memory_order_release);
+    rk__futex_wake(&q->prod_seq, INT32_MAX);
+}
+
+void
+rk__inq_stats(const rk__inq *q, rk_queue_stats *out)
+{
+    uint64_t deq;
+
+    if (q->mq != NULL) {
+        rk_mqueue_stats(q->mq, out);
+        return;
+    }
+    memset(out, 0, sizeof(*out));
+    /* Removals first, so depth does not go negative in practice. */
+    deq = atomic_load_explicit(&q->dequeued, memory_order_relaxed);
+    out->dequeued = deq;
+    out->dropped = atomic_load_explicit(&q->dropped, memory_order_relaxed);
+    out->rejected = atomic_load_explicit(&q->rejected, memory_order_relaxed)
+        + atomic_load_explicit(&q->misuse, memory_order_relaxed);
+    out->enqueued = atomic_load_explicit(&q->enqueued, memory_order_relaxed);
+    out->high_water
+        = atomic_load_explicit(&q->high_water, memory_order_relaxed);
+    out->depth = out->enqueued > deq ? out->enqueued - deq : 0;
+}
