@@ -45,7 +45,7 @@ fuzz: deps
 	  n=$$(basename $$f); rm -rf build-fuzz/corpus-$$n; mkdir -p build-fuzz/corpus-$$n; \
 	  cp -r fuzz/corpus/$$n/. build-fuzz/corpus-$$n/ 2>/dev/null || true; \
 	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus-$$n; \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus-$$n; \
 	done
 
 # Benchmarks want an optimised build without sanitizers.
