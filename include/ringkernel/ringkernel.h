@@ -14,10 +14,10 @@
 #include "ringkernel/device.h"
 #include "ringkernel/error.h"
 #include "ringkernel/message.h"
+#include "ringkernel/pool.h"
 #include "ringkernel/queue.h"
 #include "ringkernel/runtime.h"
 #include "ringkernel/telemetry.h"
-#include "ringkernel/pool.h"
 #include "ringkernel/version.h"
 
 #endif /* RINGKERNEL_H */
