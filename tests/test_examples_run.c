@@ -66,34 +66,33 @@ run_example(const char *name)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-static void
-test_vector_add(void **state)
-{
-    (void)state;
-    run_example("vector_add");
-}
+#define EXAMPLE_TEST(name)                                                    \
+    static void test_##name(void **state)                                     \
+    {                                                                         \
+        (void)state;                                                          \
+        run_example(#name);                                                   \
+    }
 
-static void
-test_pagerank(void **state)
-{
-    (void)state;
-    run_example("pagerank");
-}
-
-static void
-test_anomaly_detection(void **state)
-{
-    (void)state;
-    run_example("anomaly_detection");
-}
+/* Every example checks its own results and exits non-zero on a mismatch. */
+EXAMPLE_TEST(quickstart)
+EXAMPLE_TEST(streaming_pipeline)
+EXAMPLE_TEST(vector_add)
+EXAMPLE_TEST(pagerank)
+EXAMPLE_TEST(anomaly_detection)
+EXAMPLE_TEST(queue_demo)
+EXAMPLE_TEST(device_query)
 
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quickstart),
+        cmocka_unit_test(test_streaming_pipeline),
         cmocka_unit_test(test_vector_add),
         cmocka_unit_test(test_pagerank),
         cmocka_unit_test(test_anomaly_detection),
+        cmocka_unit_test(test_queue_demo),
+        cmocka_unit_test(test_device_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
