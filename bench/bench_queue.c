@@ -25,6 +25,9 @@
 #define RING  1024u
 #define BATCH 32u
 
+/* The typed SPSC view for 8-byte elements (rk_u64q_try_enqueue, ...). */
+RK_SPSC_TYPED(rk_u64q, uint64_t)
+
 static int cpu_main, cpu_peer;
 static size_t n_ops, n_rtt, n_flow;
 
@@ -64,6 +67,19 @@ rk_spsc_loop(rk_spsc *s, size_t n)
     return sum;
 }
 
+/* The same loop through the typed view: the element passes by value. */
+__attribute__((noinline)) static uint64_t
+rk_spsc_typed_loop(rk_spsc *s, size_t n)
+{
+    uint64_t sum = 0, v = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        rk_u64q_try_enqueue(s, i);
+        rk_u64q_try_dequeue(s, &v);
+        sum += v;
+    }
+    return sum;
+}
+
 #ifdef RK_HAVE_CK
 __attribute__((noinline)) static uint64_t
 ck_spsc_loop(ck_ring_t *r, ck_ring_buffer_t *buf, size_t n)
@@ -90,6 +106,14 @@ same_thread(void)
     t0 = bench_now_ns();
     sum += rk_spsc_loop(s, n_ops);
     emit("spsc_same_thread", "ringkernel",
+        (double)(bench_now_ns() - t0) / (double)n_ops, "ns");
+    rk_spsc_destroy(s);
+
+    if (rk_u64q_create(&s, RING) != RK_OK)
+        abort();
+    t0 = bench_now_ns();
+    sum += rk_spsc_typed_loop(s, n_ops);
+    emit("spsc_same_thread", "ringkernel_typed",
         (double)(bench_now_ns() - t0) / (double)n_ops, "ns");
     rk_spsc_destroy(s);
 
@@ -249,7 +273,8 @@ pingpong(void)
 /* ---------------------------------------------------------- one way */
 
 typedef struct flow {
-    int kind; /* 0 rk_spsc, 1 rk_spsc batch, 2 rk_mpsc, 3 ck spsc, 4 ck mpsc */
+    int kind; /* 0 rk_spsc, 1 rk_spsc batch, 2 rk_mpsc, 3 ck spsc, 4 ck mpsc,
+                5 typed rk_spsc, 6 typed rk_spsc batch */
     rk_spsc *s;
     rk_mpsc *m;
 #ifdef RK_HAVE_CK
@@ -283,6 +308,17 @@ flow_producer(void *arg)
         case 2:
             i += rk_mpsc_try_enqueue(f->m, &i) == RK_OK;
             break;
+        case 5:
+            i += rk_u64q_try_enqueue(f->s, i) == RK_OK;
+            break;
+        case 6: {
+            uint32_t k
+                = n_flow - i + 1 < BATCH ? (uint32_t)(n_flow - i + 1) : BATCH;
+            for (uint32_t j = 0; j < k; j++)
+                b[j] = i + j;
+            i += rk_u64q_enqueue_batch(f->s, b, k);
+            break;
+        }
 #ifdef RK_HAVE_CK
         case 3:
             i += ck_ring_enqueue_spsc(&f->r, f->buf, (void *)(uintptr_t)i);
@@ -300,7 +336,7 @@ static void
 one_way(int kind, const char *name, const char *impl)
 {
     flow f = { .kind = kind };
-    if (kind <= 1 && rk_spsc_create(&f.s, RING, 8) != RK_OK)
+    if ((kind <= 1 || kind >= 5) && rk_spsc_create(&f.s, RING, 8) != RK_OK)
         abort();
     if (kind == 2 && rk_mpsc_create(&f.m, RING, 8) != RK_OK)
         abort();
@@ -331,6 +367,16 @@ one_way(int kind, const char *name, const char *impl)
         case 2:
             ok = rk_mpsc_try_dequeue(f.m, &v) == RK_OK;
             break;
+        case 5:
+            ok = rk_u64q_try_dequeue(f.s, &v) == RK_OK;
+            break;
+        case 6: {
+            uint32_t k = rk_u64q_dequeue_batch(f.s, b, BATCH);
+            for (uint32_t j = 0; j < k; j++)
+                sum += b[j];
+            got += k;
+            continue;
+        }
 #ifdef RK_HAVE_CK
         case 3:
         case 4: {
@@ -376,6 +422,8 @@ main(int argc, char **argv)
     pingpong();
     one_way(0, "spsc_oneway", "ringkernel");
     one_way(1, "spsc_oneway_batch", "ringkernel");
+    one_way(5, "spsc_oneway", "ringkernel_typed");
+    one_way(6, "spsc_oneway_batch", "ringkernel_typed");
     one_way(2, "mpsc_oneway", "ringkernel");
 #ifdef RK_HAVE_CK
     one_way(3, "spsc_oneway", "ck_ring");

@@ -226,6 +226,135 @@ rk_spsc_release(rk_spsc *q)
 /* Messages in the ring (approximate while both sides run). */
 size_t rk_spsc_depth(const rk_spsc *q);
 
+/* ---------------------------------------------------------- typed SPSC */
+
+/*
+ * RK_SPSC_TYPED(name, T) generates a typed view of rk_spsc for one element
+ * type T, in the manner of Concurrency Kit's CK_RING_PROTOTYPE: the slot
+ * stride is sizeof(T), a compile-time constant, and elements are passed by
+ * value and stored with a plain typed assignment, so nothing goes through
+ * memcpy or the stack and the slot size is never loaded or tested. The queue
+ * object, its memory layout and the ring_proto.h protocol (and so every
+ * acquire/release pair) are exactly those of rk_spsc: a typed producer and
+ * an untyped consumer, or the reverse, may share one queue, provided its
+ * slot_size is sizeof(T). Generated (all static inline):
+ *
+ *   int name_init(rk_spsc *q, T *buffer, uint32_t capacity);
+ *       rk_spsc_init with slot_size sizeof(T); RK_EINVAL also for a buffer
+ *       not aligned for T.
+ *   int name_create(rk_spsc **out, uint32_t capacity);
+ *   int name_check(const rk_spsc *q);
+ *       RK_OK if q (e.g. created elsewhere with rk_spsc_init) has
+ *       slot_size == sizeof(T) and slots aligned for T, else RK_EINVAL.
+ *       Call it once when adopting a queue; the hot paths do not check.
+ *   int name_try_enqueue(rk_spsc *q, T v);       RK_OK / RK_EFULL
+ *   int name_try_dequeue(rk_spsc *q, T *out);    RK_OK / RK_EEMPTY
+ *   uint32_t name_enqueue_batch(rk_spsc *q, const T *v, uint32_t n);
+ *   uint32_t name_dequeue_batch(rk_spsc *q, T *out, uint32_t n);
+ *       up to n elements with one index publication; return how many.
+ *
+ * Same threading rules as rk_spsc (one producer, one consumer). The caller
+ * owns q and the buffer as for rk_spsc_init.
+ */
+#ifdef __cplusplus
+#define RK__ALIGNOF(T) alignof(T)
+#else
+#define RK__ALIGNOF(T) _Alignof(T)
+#endif
+
+/* Out of line, for name_check: RK_EINVAL (with a detail) unless q's slots
+ * are `size` bytes at addresses aligned to `align`. */
+int rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align);
+
+#define RK_SPSC_TYPED(name, T)                                                \
+    static inline int name##_check(const rk_spsc *q)                          \
+    {                                                                         \
+        return rk_spsc_check_slot(q, sizeof(T), RK__ALIGNOF(T));              \
+    }                                                                         \
+                                                                              \
+    static inline int name##_init(rk_spsc *q, T *buffer, uint32_t capacity)   \
+    {                                                                         \
+        int rc = rk_spsc_init(q, buffer, capacity, (uint32_t)sizeof(T));      \
+        return rc != RK_OK ? rc : name##_check(q);                            \
+    }                                                                         \
+                                                                              \
+    static inline int name##_create(rk_spsc **out, uint32_t capacity)         \
+    {                                                                         \
+        /* 64-byte aligned storage: aligned for any T up to that. */          \
+        int rc = rk_spsc_create(out, capacity, (uint32_t)sizeof(T));          \
+        if (rc == RK_OK && (rc = name##_check(*out)) != RK_OK) {              \
+            rk_spsc_destroy(*out);                                            \
+            *out = NULL;                                                      \
+        }                                                                     \
+        return rc;                                                            \
+    }                                                                         \
+                                                                              \
+    /* As rk_spsc_try_enqueue: private fields read before the acquire         \
+     * refresh in rk_ring_prod_space; publication pairs as there. */          \
+    static inline int name##_try_enqueue(rk_spsc *q, T v)                     \
+    {                                                                         \
+        rk_ring_side *s = &q->prod;                                           \
+        uint64_t pos = s->pos;                                                \
+        uint64_t mask = s->mask;                                              \
+        T *base = (T *)(void *)s->base;                                       \
+        if (rk_ring_prod_space(&q->ctrl, s, 1) == 0)                          \
+            return RK_EFULL;                                                  \
+        s->pos = pos + 1;                                                     \
+        base[pos & mask] = v;                                                 \
+        /* Release: pairs with the consumer's acquire of tail. */             \
+        rk_ring_publish_tail(&q->ctrl, pos + 1);                              \
+        return RK_OK;                                                         \
+    }                                                                         \
+                                                                              \
+    static inline int name##_try_dequeue(rk_spsc *q, T *out)                  \
+    {                                                                         \
+        rk_ring_side *s = &q->cons;                                           \
+        uint64_t pos = s->pos;                                                \
+        uint64_t mask = s->mask;                                              \
+        const T *base = (const T *)(const void *)s->base;                     \
+        if (rk_ring_cons_avail(&q->ctrl, s, 1) == 0)                          \
+            return RK_EEMPTY;                                                 \
+        s->pos = pos + 1;                                                     \
+        *out = base[pos & mask];                                              \
+        /* Release: pairs with the producer's acquire of head. */             \
+        rk_ring_release_head(&q->ctrl, pos + 1);                              \
+        return RK_OK;                                                         \
+    }                                                                         \
+                                                                              \
+    static inline uint32_t name##_enqueue_batch(                              \
+        rk_spsc *q, const T *v, uint32_t n)                                   \
+    {                                                                         \
+        rk_ring_side *s = &q->prod;                                           \
+        uint64_t pos = s->pos;                                                \
+        uint64_t mask = s->mask;                                              \
+        T *base = (T *)(void *)s->base;                                       \
+        uint32_t k = rk_ring_prod_space(&q->ctrl, s, n);                      \
+        if (k == 0)                                                           \
+            return 0;                                                         \
+        s->pos = pos + k;                                                     \
+        for (uint32_t i = 0; i < k; i++)                                      \
+            base[(pos + i) & mask] = v[i];                                    \
+        rk_ring_publish_tail(&q->ctrl, pos + k); /* release, as above */      \
+        return k;                                                             \
+    }                                                                         \
+                                                                              \
+    static inline uint32_t name##_dequeue_batch(                              \
+        rk_spsc *q, T *out, uint32_t n)                                       \
+    {                                                                         \
+        rk_ring_side *s = &q->cons;                                           \
+        uint64_t pos = s->pos;                                                \
+        uint64_t mask = s->mask;                                              \
+        const T *base = (const T *)(const void *)s->base;                     \
+        uint32_t k = rk_ring_cons_avail(&q->ctrl, s, n);                      \
+        if (k == 0)                                                           \
+            return 0;                                                         \
+        s->pos = pos + k;                                                     \
+        for (uint32_t i = 0; i < k; i++)                                      \
+            out[i] = base[(pos + i) & mask];                                  \
+        rk_ring_release_head(&q->ctrl, pos + k); /* release, as above */      \
+        return k;                                                             \
+    }
+
 /* ================================================================ MPSC/MPMC
  */
 

@@ -128,6 +128,23 @@ rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n)
     return k;
 }
 
+int
+rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align)
+{
+    if (q == NULL)
+        return rk__fail(RK_EINVAL, "rk_spsc_check_slot: NULL queue");
+    if (q->ctrl.magic != RK_RING_MAGIC)
+        return rk__fail(RK_EINVAL, "rk_spsc_check_slot: not initialised");
+    if (q->ctrl.slot_size != size)
+        return rk__fail(RK_EINVAL,
+            "rk_spsc: slot_size %u is not the element size %zu",
+            q->ctrl.slot_size, size);
+    if (align != 0 && (uintptr_t)q->prod.base % align != 0)
+        return rk__fail(
+            RK_EINVAL, "rk_spsc: slot array not aligned to %zu bytes", align);
+    return RK_OK;
+}
+
 size_t
 rk_spsc_depth(const rk_spsc *q)
 {
