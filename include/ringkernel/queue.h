@@ -80,7 +80,9 @@ typedef struct rk_queue_stats {
  * A single-producer single-consumer ring. The struct is public so that it
  * can live in caller memory and its hot paths can inline; treat its fields
  * as private. Exactly one thread may produce and one thread may consume at
- * a time (they may be the same thread).
+ * a time (they may be the same thread). The static inline calls below
+ * (try_enqueue/dequeue, reserve/commit, peek/release) check nothing, as in
+ * ck: q and elem must not be NULL. The out-of-line calls check q.
  */
 typedef struct rk_spsc {
     rk_ring_ctrl ctrl;                  /* shared indices (3 lines) */
@@ -225,6 +227,11 @@ rk_spsc_release(rk_spsc *q)
 
 /* Messages in the ring (approximate while both sides run). */
 size_t rk_spsc_depth(const rk_spsc *q);
+/* Counters: enqueued = the tail position, dequeued = the head, depth =
+ * their difference (read head first, so never negative). rejected and
+ * high_water are not kept (they would cost the inline hot paths a store)
+ * and read 0, as do dropped and evicted. A NULL q zeroes *out. */
+void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
 
 /* ================================================================ MPSC/MPMC
  */
@@ -233,7 +240,9 @@ size_t rk_spsc_depth(const rk_spsc *q);
  * Bounded queues of fixed-size elements on Vyukov's design. Handles are
  * opaque and allocated by _create; no operation allocates afterwards.
  * rk_mpsc: any number of producer threads, one consumer thread at a time.
- * rk_mpmc: any number of both. try_ calls never wait (a producer that has
+ * rk_mpmc: any number of both. Every call checks its pointers: a NULL
+ * queue or element gives RK_EINVAL (0 / NULL from the calls that return
+ * counts or slots) with a detail. try_ calls never wait (a producer that has
  * claimed a slot but not yet written it can make the next slot look empty
  * to a consumer for that short time).
  */
@@ -252,6 +261,13 @@ uint32_t rk_mpsc_dequeue_batch(rk_mpsc *q, void *elems, uint32_t n);
 void *rk_mpsc_reserve(rk_mpsc *q, uint64_t *ticket);
 void rk_mpsc_commit(rk_mpsc *q, uint64_t ticket);
 size_t rk_mpsc_depth(const rk_mpsc *q);
+/* Counters: enqueued and dequeued are the tail and head positions
+ * (enqueued includes reserved slots not yet committed), depth their
+ * difference; rejected counts elements refused for lack of room (a failed
+ * try_enqueue or reserve, the shortfall of a batch); high_water is the
+ * largest depth a producer saw (approximate while several run); dropped
+ * and evicted are 0. A NULL q zeroes *out. */
+void rk_mpsc_stats(const rk_mpsc *q, rk_queue_stats *out);
 
 int rk_mpmc_create(rk_mpmc **out, uint32_t capacity, uint32_t slot_size);
 void rk_mpmc_destroy(rk_mpmc *q);
@@ -262,6 +278,7 @@ uint32_t rk_mpmc_dequeue_batch(rk_mpmc *q, void *elems, uint32_t n);
 void *rk_mpmc_reserve(rk_mpmc *q, uint64_t *ticket);
 void rk_mpmc_commit(rk_mpmc *q, uint64_t ticket);
 size_t rk_mpmc_depth(const rk_mpmc *q);
+void rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out); /* as rk_mpsc */
 
 /* ================================================================ mqueue */
 

@@ -53,8 +53,7 @@ struct rk_mqueue {
     _Atomic uint64_t dropped;
     _Atomic uint64_t evicted;
     _Atomic uint64_t rejected;
-    _Atomic uint64_t high_water;
-    _Atomic uint64_t removed_hint; /* stale dequeued + evicted */
+    rk__hwmark hw; /* removals: dequeued + evicted */
     /* Receiver's counter. */
     _Alignas(RK_CACHELINE) _Atomic uint64_t dequeued;
     mq_park notempty; /* the receiver waits here */
@@ -174,32 +173,16 @@ count_add(_Atomic uint64_t *c, uint64_t n, bool one_writer)
     return atomic_fetch_add_explicit(c, n, memory_order_relaxed) + n;
 }
 
-/*
- * Raises high_water after a send that made the queue `total` messages
- * long by the senders' count. The removed count lives on the receiver's
- * line, so it is re-read only when the stale hint says this send might be
- * a new high: while the queue stays below its mark, no line is pulled.
- */
+/* Raises the high-water mark after a send that made the queue `total`
+ * messages long by the senders' count (see rk__hwmark). */
 static inline void
 note_depth(rk_mqueue *q, uint64_t total)
 {
-    uint64_t hw = atomic_load_explicit(&q->high_water, memory_order_relaxed);
-    uint64_t hint
-        = atomic_load_explicit(&q->removed_hint, memory_order_relaxed);
-    if (total <= hint || total - hint <= hw)
+    if (!rk__hw_maybe(&q->hw, total))
         return;
     uint64_t removed = atomic_load_explicit(&q->dequeued, memory_order_relaxed)
         + atomic_load_explicit(&q->evicted, memory_order_relaxed);
-    atomic_store_explicit(&q->removed_hint, removed, memory_order_relaxed);
-    if (total <= removed)
-        return;
-    uint64_t depth = total - removed;
-    uint64_t limit = (uint64_t)q->capacity * q->nbands;
-    if (depth > limit)
-        depth = limit; /* a send overlapping a receive counts both */
-    while (depth > hw
-        && !atomic_compare_exchange_weak_explicit(&q->high_water, &hw, depth,
-            memory_order_relaxed, memory_order_relaxed)) { }
+    rk__hw_raise(&q->hw, total, removed, (uint64_t)q->capacity * q->nbands);
 }
 
 /* ---------------------------------------------------------------- create */
@@ -249,8 +232,8 @@ rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg)
     atomic_init(&q->dropped, 0);
     atomic_init(&q->evicted, 0);
     atomic_init(&q->rejected, 0);
-    atomic_init(&q->high_water, 0);
-    atomic_init(&q->removed_hint, 0);
+    atomic_init(&q->hw.high_water, 0);
+    atomic_init(&q->hw.removed_hint, 0);
     atomic_init(&q->dequeued, 0);
     park_init(&q->notempty);
     park_init(&q->notfull);
@@ -697,7 +680,7 @@ rk_mqueue_stats(const rk_mqueue *q, rk_queue_stats *out)
     out->rejected = atomic_load_explicit(&q->rejected, memory_order_relaxed);
     out->enqueued = atomic_load_explicit(&q->enqueued, memory_order_relaxed);
     out->high_water
-        = atomic_load_explicit(&q->high_water, memory_order_relaxed);
+        = atomic_load_explicit(&q->hw.high_water, memory_order_relaxed);
     uint64_t out_count = out->dequeued + out->evicted;
     out->depth = out->enqueued > out_count ? out->enqueued - out_count : 0;
 }

@@ -250,6 +250,44 @@ rk__vring_depth(const rk__vring *r)
     return t > h ? t - h : 0;
 }
 
+/*
+ * A high-water mark kept by senders (rk_mqueue, rk_mpsc, rk_mpmc). After a
+ * send that brought the admissions to `total`, rk__hw_maybe says whether
+ * it might be a new high by a stale hint of the removal count; only then
+ * does the sender read the real count (on the consumer's line) and call
+ * rk__hw_raise. While the queue stays below its mark no line is pulled.
+ * Approximate under concurrency: a send overlapping a receive may count
+ * both (hence the limit), and concurrent senders race benignly.
+ */
+typedef struct rk__hwmark {
+    _Atomic uint64_t high_water;
+    _Atomic uint64_t removed_hint; /* a stale removal count */
+} rk__hwmark;
+
+static inline bool
+rk__hw_maybe(rk__hwmark *m, uint64_t total)
+{
+    uint64_t hw = atomic_load_explicit(&m->high_water, memory_order_relaxed);
+    uint64_t hint
+        = atomic_load_explicit(&m->removed_hint, memory_order_relaxed);
+    return total > hint && total - hint > hw;
+}
+
+static inline void
+rk__hw_raise(rk__hwmark *m, uint64_t total, uint64_t removed, uint64_t limit)
+{
+    atomic_store_explicit(&m->removed_hint, removed, memory_order_relaxed);
+    if (total <= removed)
+        return;
+    uint64_t depth = total - removed;
+    if (depth > limit)
+        depth = limit;
+    uint64_t hw = atomic_load_explicit(&m->high_water, memory_order_relaxed);
+    while (depth > hw
+        && !atomic_compare_exchange_weak_explicit(&m->high_water, &hw, depth,
+            memory_order_relaxed, memory_order_relaxed)) { }
+}
+
 /* Internal views of an rk_mqueue for the queue tests (mqueue.c): band b's
  * ring, and how many threads are parked (or about to park) as senders
  * (senders = true) or as the receiver. */
