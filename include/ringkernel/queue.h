@@ -80,7 +80,9 @@ typedef struct rk_queue_stats {
  * A single-producer single-consumer ring. The struct is public so that it
  * can live in caller memory and its hot paths can inline; treat its fields
  * as private. Exactly one thread may produce and one thread may consume at
- * a time (they may be the same thread).
+ * a time (they may be the same thread). The static inline calls below
+ * (try_enqueue/dequeue, reserve/commit, peek/release) check nothing, as in
+ * ck: q and elem must not be NULL. The out-of-line calls check q.
  */
 typedef struct rk_spsc {
     rk_ring_ctrl ctrl;                  /* shared indices (3 lines) */
@@ -225,6 +227,11 @@ rk_spsc_release(rk_spsc *q)
 
 /* Messages in the ring (approximate while both sides run). */
 size_t rk_spsc_depth(const rk_spsc *q);
+/* Counters: enqueued = the tail position, dequeued = the head, depth =
+ * their difference (read head first, so never negative). rejected and
+ * high_water are not kept (they would cost the inline hot paths a store)
+ * and read 0, as do dropped and evicted. A NULL q zeroes *out. */
+void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
 
 /* ---------------------------------------------------------- typed SPSC */
 
@@ -362,7 +369,9 @@ int rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align);
  * Bounded queues of fixed-size elements on Vyukov's design. Handles are
  * opaque and allocated by _create; no operation allocates afterwards.
  * rk_mpsc: any number of producer threads, one consumer thread at a time.
- * rk_mpmc: any number of both. try_ calls never wait (a producer that has
+ * rk_mpmc: any number of both. Every call checks its pointers: a NULL
+ * queue or element gives RK_EINVAL (0 / NULL from the calls that return
+ * counts or slots) with a detail. try_ calls never wait (a producer that has
  * claimed a slot but not yet written it can make the next slot look empty
  * to a consumer for that short time).
  */
@@ -381,6 +390,13 @@ uint32_t rk_mpsc_dequeue_batch(rk_mpsc *q, void *elems, uint32_t n);
 void *rk_mpsc_reserve(rk_mpsc *q, uint64_t *ticket);
 void rk_mpsc_commit(rk_mpsc *q, uint64_t ticket);
 size_t rk_mpsc_depth(const rk_mpsc *q);
+/* Counters: enqueued and dequeued are the tail and head positions
+ * (enqueued includes reserved slots not yet committed), depth their
+ * difference; rejected counts elements refused for lack of room (a failed
+ * try_enqueue or reserve, the shortfall of a batch); high_water is the
+ * largest depth a producer saw (approximate while several run); dropped
+ * and evicted are 0. A NULL q zeroes *out. */
+void rk_mpsc_stats(const rk_mpsc *q, rk_queue_stats *out);
 
 int rk_mpmc_create(rk_mpmc **out, uint32_t capacity, uint32_t slot_size);
 void rk_mpmc_destroy(rk_mpmc *q);
@@ -391,6 +407,7 @@ uint32_t rk_mpmc_dequeue_batch(rk_mpmc *q, void *elems, uint32_t n);
 void *rk_mpmc_reserve(rk_mpmc *q, uint64_t *ticket);
 void rk_mpmc_commit(rk_mpmc *q, uint64_t ticket);
 size_t rk_mpmc_depth(const rk_mpmc *q);
+void rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out); /* as rk_mpsc */
 
 /* ================================================================ mqueue */
 
@@ -408,8 +425,11 @@ size_t rk_mpmc_depth(const rk_mpmc *q);
  * the oldest message of its band), RK_EREJECTED (REJECT, full),
  * RK_EDROPPED (DROP_NEW, full: the message was discarded and counted),
  * RK_EFULL (BLOCK with RK_NO_WAIT, full), RK_ETIMEDOUT (BLOCK, still full
- * at the timeout), RK_ECLOSED, RK_EMSGSIZE, RK_EINVAL. The queue copies the
- * message; the caller keeps its buffer in every case.
+ * at the timeout), RK_ECLOSED, RK_EMSGSIZE, RK_EINVAL. DROP_OLDEST waits
+ * only when nothing can be evicted because the band's oldest slot is still
+ * being written by another sender: it yields to it, and gives up like BLOCK
+ * (RK_EFULL for RK_NO_WAIT, RK_ETIMEDOUT; counted rejected). The queue copies
+ * the message; the caller keeps its buffer in every case.
  *
  * Recv results: RK_OK, RK_EEMPTY (RK_NO_WAIT and empty), RK_ETIMEDOUT,
  * RK_ECLOSED (closed and drained), RK_EMSGSIZE (cap too small: the message
@@ -447,6 +467,23 @@ struct rk_iov {
 };
 int rk_mqueue_sendv(rk_mqueue *q, const struct rk_iov *iov, int iovcnt,
     uint8_t priority, int64_t timeout_ns);
+
+/*
+ * Batch send of n messages to the band of priority: message i is lens[i]
+ * bytes (stride bytes when lens is NULL) at (const char *)msgs + i * stride.
+ * Free consecutive slots are claimed together (one tail update for the
+ * run) and the messages are published in order; each message meets the
+ * backpressure policy as rk_mqueue_send would, with one timeout for the
+ * whole batch. *sent (may be NULL) gets how many were admitted, always the
+ * first *sent of the batch. Returns RK_OK when all n were admitted, else
+ * what the first refused message got: RK_EREJECTED / RK_EDROPPED (the rest
+ * are counted rejected / dropped), RK_EFULL / RK_ETIMEDOUT (BLOCK, the rest
+ * counted rejected), RK_ECLOSED; RK_EINVAL (NULL, or a length above
+ * stride) and RK_EMSGSIZE are checked before anything is sent.
+ */
+int rk_mqueue_send_batch(rk_mqueue *q, const void *msgs, size_t stride,
+    const size_t *lens, size_t n, uint8_t priority, int64_t timeout_ns,
+    size_t *sent);
 
 /* Receives one message into buf (cap bytes); *len gets its length. */
 int rk_mqueue_recv(

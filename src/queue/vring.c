@@ -54,43 +54,6 @@ rk__vring_fini(rk__vring *r)
 
 /* ---------------------------------------------------------------- batch */
 
-/*
- * Claims up to n consecutive positions for producers with one CAS: counts
- * the free slots from tail, then advances tail over them. Slots become free
- * in position order only with one consumer; with several, counting stops
- * at the first busy slot, which is still correct.
- */
-static uint32_t
-vring_claim_batch_mp(rk__vring *r, uint32_t n, uint64_t *first)
-{
-    uint64_t p = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    for (;;) {
-        uint32_t k = 0;
-        while (k < n) {
-            /* Acquire pairs with rk__vring_free (slot reads done). */
-            uint64_t seq = atomic_load_explicit(
-                &rk__vring_slot(r, p + k)->seq, memory_order_acquire);
-            if (seq != p + k)
-                break;
-            k++;
-        }
-        if (k == 0) {
-            uint64_t seq = atomic_load_explicit(
-                &rk__vring_slot(r, p)->seq, memory_order_relaxed);
-            if ((int64_t)(seq - p) < 0)
-                return 0; /* full */
-            p = atomic_load_explicit(&r->tail, memory_order_relaxed);
-            continue; /* another producer moved past p */
-        }
-        /* Relaxed: arbitration between producers only. */
-        if (atomic_compare_exchange_weak_explicit(&r->tail, &p, p + k,
-                memory_order_relaxed, memory_order_relaxed)) {
-            *first = p;
-            return k;
-        }
-    }
-}
-
 /* Takes up to n consecutive ready positions (several consumers: CAS). */
 static uint32_t
 vring_take_batch(rk__vring *r, uint32_t n, uint64_t *first, bool mc)
@@ -128,25 +91,93 @@ vring_take_batch(rk__vring *r, uint32_t n, uint64_t *first, bool mc)
     }
 }
 
-static uint32_t
-vring_enqueue_batch(rk__vring *r, const void *elems, uint32_t n)
+/* ---------------------------------------------------------------- queues */
+
+/*
+ * rk_mpsc and rk_mpmc share one layout: the ring, then the counters that
+ * are not positions (enqueued = tail and dequeued = head come for free).
+ * The counter line is read by producers on every enqueue (the high-water
+ * test) and written only on a failure or a possible new high.
+ */
+typedef struct vqueue {
+    rk__vring r;
+    _Alignas(RK_CACHELINE) _Atomic uint64_t rejected; /* failed enqueues */
+    rk__hwmark hw;                                    /* removals: head */
+} vqueue;
+
+struct rk_mpsc {
+    vqueue v;
+};
+struct rk_mpmc {
+    vqueue v;
+};
+
+/* The handle's queue, or NULL (with a detail) for a NULL handle. */
+#define VQ(q, what) ((q) != NULL ? &(q)->v : vq_null(what))
+
+static vqueue *
+vq_null(const char *what)
 {
+    rk__fail(RK_EINVAL, "%s: NULL queue", what);
+    return NULL;
+}
+
+/* A producer claimed up to position total - 1: track the high water. */
+static inline void
+vq_note(vqueue *v, uint64_t total)
+{
+    if (rk__hw_maybe(&v->hw, total))
+        rk__hw_raise(&v->hw, total,
+            atomic_load_explicit(&v->r.head, memory_order_relaxed),
+            v->r.mask + 1);
+}
+
+static void
+vq_refused(vqueue *v, uint64_t n)
+{
+    atomic_fetch_add_explicit(&v->rejected, n, memory_order_relaxed);
+}
+
+/* Whether a batch call has work: a queue, n > 0 and a buffer. */
+static bool
+vq_batch_ok(const vqueue *v, const void *elems, uint32_t n, const char *what)
+{
+    if (v == NULL || n == 0)
+        return false;
+    if (elems == NULL)
+        return rk__fail(RK_EINVAL, "%s: NULL elements", what) == RK_OK;
+    return true;
+}
+
+static uint32_t
+vq_enqueue_batch(vqueue *v, const void *elems, uint32_t n, const char *what)
+{
+    if (!vq_batch_ok(v, elems, n, what))
+        return 0;
+    rk__vring *r = &v->r;
     uint64_t p;
-    uint32_t k = n ? vring_claim_batch_mp(r, n, &p) : 0;
+    uint32_t k = rk__vring_claim_batch_mp(r, n, &p);
     const unsigned char *src = elems;
     for (uint32_t i = 0; i < k; i++)
         memcpy(rk__vslot_data(rk__vring_slot(r, p + i)),
             src + (size_t)i * r->slot_size, r->slot_size);
     for (uint32_t i = 0; i < k; i++)
         rk__vring_publish(r, p + i);
+    if (k > 0)
+        vq_note(v, p + k);
+    if (k < n)
+        vq_refused(v, n - k);
     return k;
 }
 
 static uint32_t
-vring_dequeue_batch(rk__vring *r, void *elems, uint32_t n, bool mc)
+vq_dequeue_batch(vqueue *v, void *elems, uint32_t n, bool mc, const char *what)
 {
+    if (!vq_batch_ok(v, elems, n, what))
+        return 0;
+    rk__vring *r = &v->r;
     uint64_t p;
-    uint32_t k = n ? vring_take_batch(r, n, &p, mc) : 0;
+    uint32_t k = vring_take_batch(r, n, &p, mc);
     unsigned char *dst = elems;
     for (uint32_t i = 0; i < k; i++) {
         memcpy(dst + (size_t)i * r->slot_size,
@@ -156,117 +187,178 @@ vring_dequeue_batch(rk__vring *r, void *elems, uint32_t n, bool mc)
     return k;
 }
 
-/* ---------------------------------------------------------------- MPSC */
-
-struct rk_mpsc {
-    rk__vring r;
-};
-struct rk_mpmc {
-    rk__vring r;
-};
-
 /* Allocates the wrapper and its ring; both queue kinds share this. */
 static int
-vring_create(void **out, size_t size, uint32_t capacity, uint32_t slot_size,
-    const char *what)
+vq_create(void **out, uint32_t capacity, uint32_t slot_size, const char *what)
 {
     if (out == NULL)
         return rk__fail(RK_EINVAL, "%s: NULL out", what);
     *out = NULL;
-    rk__vring *r = aligned_alloc(RK_CACHELINE, size);
-    if (r == NULL)
+    vqueue *v = aligned_alloc(RK_CACHELINE, sizeof(*v));
+    if (v == NULL)
         return rk__fail(RK_ENOMEM, "%s: queue", what);
-    int rc = rk__vring_init(r, capacity, slot_size, what);
+    int rc = rk__vring_init(&v->r, capacity, slot_size, what);
     if (rc != RK_OK) {
-        free(r);
+        free(v);
         return rc;
     }
-    *out = r;
+    atomic_init(&v->rejected, 0);
+    atomic_init(&v->hw.high_water, 0);
+    atomic_init(&v->hw.removed_hint, 0);
+    *out = v;
     return RK_OK;
+}
+
+static void
+vq_destroy(vqueue *v)
+{
+    if (v == NULL)
+        return;
+    rk__vring_fini(&v->r);
+    free(v);
 }
 
 static void *
-vring_reserve(rk__vring *r, uint64_t *ticket)
+vq_reserve(vqueue *v, uint64_t *ticket, const char *what)
 {
     uint64_t p;
-    if (ticket == NULL || !rk__vring_claim_mp(r, &p))
+    if (v == NULL)
         return NULL;
+    if (ticket == NULL) {
+        rk__fail(RK_EINVAL, "%s: NULL ticket", what);
+        return NULL;
+    }
+    if (!rk__vring_claim_mp(&v->r, &p)) {
+        vq_refused(v, 1);
+        return NULL;
+    }
+    vq_note(v, p + 1);
     *ticket = p;
-    return rk__vslot_data(rk__vring_slot(r, p));
+    return rk__vslot_data(rk__vring_slot(&v->r, p));
+}
+
+static void
+vq_commit(vqueue *v, uint64_t ticket)
+{
+    if (v != NULL)
+        rk__vring_publish(&v->r, ticket);
 }
 
 static int
-vring_try_enqueue(rk__vring *r, const void *elem)
+vq_try_enqueue(vqueue *v, const void *elem, const char *what)
 {
     uint64_t p;
-    if (!rk__vring_claim_mp(r, &p))
+    if (v == NULL || elem == NULL)
+        return v == NULL ? RK_EINVAL
+                         : rk__fail(RK_EINVAL, "%s: NULL element", what);
+    if (!rk__vring_claim_mp(&v->r, &p)) {
+        vq_refused(v, 1);
         return RK_EFULL;
-    memcpy(rk__vslot_data(rk__vring_slot(r, p)), elem, r->slot_size);
-    rk__vring_publish(r, p);
+    }
+    memcpy(rk__vslot_data(rk__vring_slot(&v->r, p)), elem, v->r.slot_size);
+    rk__vring_publish(&v->r, p);
+    vq_note(v, p + 1);
     return RK_OK;
 }
+
+static int
+vq_try_dequeue(vqueue *v, void *elem, bool mc, const char *what)
+{
+    uint64_t p;
+    if (v == NULL || elem == NULL)
+        return v == NULL ? RK_EINVAL
+                         : rk__fail(RK_EINVAL, "%s: NULL element", what);
+    if (!(mc ? rk__vring_take_mc(&v->r, &p) : rk__vring_take_sc(&v->r, &p)))
+        return RK_EEMPTY;
+    memcpy(elem, rk__vslot_data(rk__vring_slot(&v->r, p)), v->r.slot_size);
+    rk__vring_free(&v->r, p);
+    return RK_OK;
+}
+
+static size_t
+vq_depth(const vqueue *v)
+{
+    return v == NULL ? 0 : (size_t)rk__vring_depth(&v->r);
+}
+
+static void
+vq_stats(const vqueue *v, rk_queue_stats *out)
+{
+    if (out == NULL)
+        return;
+    memset(out, 0, sizeof(*out));
+    if (v == NULL)
+        return;
+    /* Head first: it never passes tail, so depth stays >= 0. */
+    out->dequeued = atomic_load_explicit(&v->r.head, memory_order_relaxed);
+    out->enqueued = atomic_load_explicit(&v->r.tail, memory_order_relaxed);
+    out->rejected = atomic_load_explicit(&v->rejected, memory_order_relaxed);
+    out->high_water
+        = atomic_load_explicit(&v->hw.high_water, memory_order_relaxed);
+    out->depth
+        = out->enqueued > out->dequeued ? out->enqueued - out->dequeued : 0;
+}
+
+/* ---------------------------------------------------------------- MPSC */
 
 int
 rk_mpsc_create(rk_mpsc **out, uint32_t capacity, uint32_t slot_size)
 {
-    return vring_create(
-        (void **)out, sizeof(rk_mpsc), capacity, slot_size, "rk_mpsc");
+    return vq_create((void **)out, capacity, slot_size, "rk_mpsc");
 }
 
 void
 rk_mpsc_destroy(rk_mpsc *q)
 {
-    if (q == NULL)
-        return;
-    rk__vring_fini(&q->r);
-    free(q);
+    vq_destroy(q != NULL ? &q->v : NULL);
 }
 
 int
 rk_mpsc_try_enqueue(rk_mpsc *q, const void *elem)
 {
-    return vring_try_enqueue(&q->r, elem);
+    return vq_try_enqueue(VQ(q, "rk_mpsc"), elem, "rk_mpsc");
 }
 
 int
 rk_mpsc_try_dequeue(rk_mpsc *q, void *elem)
 {
-    uint64_t p;
-    if (!rk__vring_take_sc(&q->r, &p))
-        return RK_EEMPTY;
-    memcpy(elem, rk__vslot_data(rk__vring_slot(&q->r, p)), q->r.slot_size);
-    rk__vring_free(&q->r, p);
-    return RK_OK;
+    return vq_try_dequeue(VQ(q, "rk_mpsc"), elem, false, "rk_mpsc");
 }
 
 uint32_t
 rk_mpsc_enqueue_batch(rk_mpsc *q, const void *elems, uint32_t n)
 {
-    return vring_enqueue_batch(&q->r, elems, n);
+    return vq_enqueue_batch(VQ(q, "rk_mpsc"), elems, n, "rk_mpsc");
 }
 
 uint32_t
 rk_mpsc_dequeue_batch(rk_mpsc *q, void *elems, uint32_t n)
 {
-    return vring_dequeue_batch(&q->r, elems, n, false);
+    return vq_dequeue_batch(VQ(q, "rk_mpsc"), elems, n, false, "rk_mpsc");
 }
 
 void *
 rk_mpsc_reserve(rk_mpsc *q, uint64_t *ticket)
 {
-    return vring_reserve(&q->r, ticket);
+    return vq_reserve(VQ(q, "rk_mpsc"), ticket, "rk_mpsc");
 }
 
 void
 rk_mpsc_commit(rk_mpsc *q, uint64_t ticket)
 {
-    rk__vring_publish(&q->r, ticket);
+    vq_commit(VQ(q, "rk_mpsc"), ticket);
 }
 
 size_t
 rk_mpsc_depth(const rk_mpsc *q)
 {
-    return (size_t)rk__vring_depth(&q->r);
+    return vq_depth(q != NULL ? &q->v : NULL);
+}
+
+void
+rk_mpsc_stats(const rk_mpsc *q, rk_queue_stats *out)
+{
+    vq_stats(q != NULL ? &q->v : NULL, out);
 }
 
 /* ---------------------------------------------------------------- MPMC */
@@ -274,62 +366,59 @@ rk_mpsc_depth(const rk_mpsc *q)
 int
 rk_mpmc_create(rk_mpmc **out, uint32_t capacity, uint32_t slot_size)
 {
-    return vring_create(
-        (void **)out, sizeof(rk_mpmc), capacity, slot_size, "rk_mpmc");
+    return vq_create((void **)out, capacity, slot_size, "rk_mpmc");
 }
 
 void
 rk_mpmc_destroy(rk_mpmc *q)
 {
-    if (q == NULL)
-        return;
-    rk__vring_fini(&q->r);
-    free(q);
+    vq_destroy(q != NULL ? &q->v : NULL);
 }
 
 int
 rk_mpmc_try_enqueue(rk_mpmc *q, const void *elem)
 {
-    return vring_try_enqueue(&q->r, elem);
+    return vq_try_enqueue(VQ(q, "rk_mpmc"), elem, "rk_mpmc");
 }
 
 int
 rk_mpmc_try_dequeue(rk_mpmc *q, void *elem)
 {
-    uint64_t p;
-    if (!rk__vring_take_mc(&q->r, &p))
-        return RK_EEMPTY;
-    memcpy(elem, rk__vslot_data(rk__vring_slot(&q->r, p)), q->r.slot_size);
-    rk__vring_free(&q->r, p);
-    return RK_OK;
+    return vq_try_dequeue(VQ(q, "rk_mpmc"), elem, true, "rk_mpmc");
 }
 
 uint32_t
 rk_mpmc_enqueue_batch(rk_mpmc *q, const void *elems, uint32_t n)
 {
-    return vring_enqueue_batch(&q->r, elems, n);
+    return vq_enqueue_batch(VQ(q, "rk_mpmc"), elems, n, "rk_mpmc");
 }
 
 uint32_t
 rk_mpmc_dequeue_batch(rk_mpmc *q, void *elems, uint32_t n)
 {
-    return vring_dequeue_batch(&q->r, elems, n, true);
+    return vq_dequeue_batch(VQ(q, "rk_mpmc"), elems, n, true, "rk_mpmc");
 }
 
 void *
 rk_mpmc_reserve(rk_mpmc *q, uint64_t *ticket)
 {
-    return vring_reserve(&q->r, ticket);
+    return vq_reserve(VQ(q, "rk_mpmc"), ticket, "rk_mpmc");
 }
 
 void
 rk_mpmc_commit(rk_mpmc *q, uint64_t ticket)
 {
-    rk__vring_publish(&q->r, ticket);
+    vq_commit(VQ(q, "rk_mpmc"), ticket);
 }
 
 size_t
 rk_mpmc_depth(const rk_mpmc *q)
 {
-    return (size_t)rk__vring_depth(&q->r);
+    return vq_depth(q != NULL ? &q->v : NULL);
+}
+
+void
+rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out)
+{
+    vq_stats(q != NULL ? &q->v : NULL, out);
 }
