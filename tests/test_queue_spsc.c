@@ -41,6 +41,14 @@ test_bad_arguments(void **state)
         rk_spsc_create(&qp, UINT32_C(1) << 31, UINT32_MAX), RK_EINVAL);
     assert_int_equal(rk_spsc_buffer_size(8, 16), 128);
     rk_spsc_destroy(NULL);
+    /* The out-of-line calls take NULL and empty batches without touching
+     * memory (the inline hot paths, like ck's, do not check). */
+    assert_int_equal(rk_spsc_init(&q, buf, 8, 8), RK_OK);
+    assert_int_equal(rk_spsc_enqueue_batch(NULL, buf, 1), 0);
+    assert_int_equal(rk_spsc_enqueue_batch(&q, NULL, 0), 0);
+    assert_int_equal(rk_spsc_dequeue_batch(&q, NULL, 4), 0);
+    assert_int_equal(rk_spsc_depth(NULL), 0);
+    assert_int_equal(rk_spsc_depth(&q), 0);
 }
 
 static void

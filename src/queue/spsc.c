@@ -96,6 +96,8 @@ rk_spsc_destroy(rk_spsc *q)
 uint32_t
 rk_spsc_enqueue_batch(rk_spsc *q, const void *elems, uint32_t n)
 {
+    if (q == NULL || elems == NULL || n == 0)
+        return 0; /* nothing to move; memcpy must not see NULL */
     rk_ring_side *s = &q->prod;
     uint32_t k = rk_ring_prod_space(&q->ctrl, s, n);
     const unsigned char *src = elems;
@@ -114,6 +116,8 @@ rk_spsc_enqueue_batch(rk_spsc *q, const void *elems, uint32_t n)
 uint32_t
 rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n)
 {
+    if (q == NULL || elems == NULL || n == 0)
+        return 0;
     rk_ring_side *s = &q->cons;
     uint32_t k = rk_ring_cons_avail(&q->ctrl, s, n);
     unsigned char *dst = elems;
@@ -148,6 +152,8 @@ rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align)
 size_t
 rk_spsc_depth(const rk_spsc *q)
 {
+    if (q == NULL)
+        return 0;
     uint64_t h = rk_ring_load_relaxed(&q->ctrl.head);
     uint64_t t = rk_ring_load_relaxed(&q->ctrl.tail);
     return t > h ? (size_t)(t - h) : 0;
