@@ -43,6 +43,31 @@ test_shapes_and_types(void **state)
     assert_int_equal(rk_buffer_create(&b, &cfg), RK_EINVAL);
     cfg.dims[1] = SIZE_MAX / 2;
     assert_int_equal(rk_buffer_create(&b, &cfg), RK_ETOOBIG);
+    {
+        /* Byte sizes above PTRDIFF_MAX are refused at creation; one used
+         * to be accepted and then crashed rk_buffer_host(). */
+        rk_buffer_config big = { .dtype = RK_DTYPE_U8 };
+
+        big.dims[0] = SIZE_MAX - 7;
+        assert_int_equal(rk_buffer_create(&b, &big), RK_ETOOBIG);
+        assert_true(strlen(rk_errdetail()) > 0);
+        big.dims[0] = (size_t)PTRDIFF_MAX + 1;
+        assert_int_equal(rk_buffer_create(&b, &big), RK_ETOOBIG);
+        big.dtype = RK_DTYPE_U16;
+        big.dims[0] = (size_t)PTRDIFF_MAX / 2 + 1;
+        assert_int_equal(rk_buffer_create(&b, &big), RK_ETOOBIG);
+        big.dims[0] = (size_t)PTRDIFF_MAX / 4;
+        big.dims[1] = 2;
+        big.dims[2] = 2; /* bytes fit size_t, not PTRDIFF_MAX */
+        assert_int_equal(rk_buffer_create(&b, &big), RK_ETOOBIG);
+        /* The largest size is accepted (memory comes on first use). */
+        big.dtype = RK_DTYPE_U8;
+        big.dims[0] = PTRDIFF_MAX;
+        big.dims[1] = big.dims[2] = 0;
+        assert_int_equal(rk_buffer_create(&b, &big), RK_OK);
+        assert_int_equal(rk_buffer_bytes(b), (size_t)PTRDIFF_MAX);
+        rk_buffer_destroy(b);
+    }
     cfg.dims[1] = 3;
     cfg.dims[2] = 0;
     cfg.elem_size = 4; /* contradicts f64 */

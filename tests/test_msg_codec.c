@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -841,6 +842,154 @@ test_encode_errors(void **state)
     assert_int_equal(len, need);
 }
 
+/* --------------------------------------------- malformed descriptors */
+
+/* A hand-built type of n one-byte fields f0..f<n-1>: RK_MSGTYPE_DEFINE
+ * refuses more than RK_MSG_MAX_FIELDS at compile time, but encode and
+ * decode also take descriptors that never went through it. */
+#define WIDE_MAX (RK_MSG_MAX_FIELDS + 1)
+static rk_msgfield wide_f[WIDE_MAX];
+static char wide_names[WIDE_MAX][4];
+
+static const rk_msgfield *
+wide_fields(void)
+{
+    return wide_f;
+}
+
+static rk_msgtype
+wide_type(unsigned n)
+{
+    rk_msgtype t
+        = { "Wide", 0x6565, 1, (uint16_t)n, WIDE_MAX, 0, 0, wide_fields };
+
+    for (unsigned i = 0; i < WIDE_MAX; i++) {
+        snprintf(wide_names[i], sizeof(wide_names[i]), "f%u", i);
+        wide_f[i] = (rk_msgfield) { .name = wide_names[i],
+            .name_len = (uint32_t)strlen(wide_names[i]),
+            .cls = RK_FC_SCALAR,
+            .kind = RK_FK_UINT8,
+            .elem_size = 1,
+            .offset = i };
+    }
+    return t;
+}
+
+/* {"__type__": "Wide", "f0": 1, ..., "f<n-1>": n} */
+static void
+wide_frame(struct fb *f, unsigned n)
+{
+    fb_init(f);
+    msgpack_pack_map(&f->pk, n + 1);
+    fb_str(f, "__type__");
+    fb_str(f, "Wide");
+    for (unsigned i = 0; i < n; i++) {
+        fb_str(f, wide_names[i]);
+        msgpack_pack_uint8(&f->pk, (uint8_t)(i + 1));
+    }
+}
+
+static void
+test_field_count_limit(void **state)
+{
+    unsigned char obj[WIDE_MAX], buf[1024];
+    rk_msgtype t = wide_type(RK_MSG_MAX_FIELDS);
+    struct fb f;
+    size_t len;
+
+    (void)state;
+    /* 64 fields is the limit and works, all of them tracked. */
+    for (unsigned i = 0; i < WIDE_MAX; i++)
+        obj[i] = (unsigned char)(i + 1);
+    assert_int_equal(
+        rk_msg_encode(&t, NULL, obj, buf, sizeof(buf), &len), RK_OK);
+    memset(obj, 0xff, sizeof(obj));
+    assert_int_equal(rk_msg_decode(&t, buf, len, obj, NULL, 0), RK_OK);
+    for (unsigned i = 0; i < RK_MSG_MAX_FIELDS; i++)
+        assert_int_equal(obj[i], i + 1);
+    wide_frame(&f, RK_MSG_MAX_FIELDS - 1); /* the last one missing */
+    assert_int_equal(rk_msg_decode(&t, f.sb.data, f.sb.size, obj, NULL, 0),
+        RK_EFIELDMISSING);
+    assert_detail_has("Wide.f63");
+    msgpack_sbuffer_destroy(&f.sb);
+
+    /* 65 fields: refused by encode and decode (the decode mask would have
+     * shifted by 64), as by the registry. */
+    t = wide_type(WIDE_MAX);
+    assert_int_equal(
+        rk_msg_encode(&t, NULL, obj, buf, sizeof(buf), &len), RK_EINVAL);
+    assert_detail_has("Wide");
+    wide_frame(&f, WIDE_MAX);
+    memset(obj, 0xff, sizeof(obj));
+    assert_int_equal(
+        rk_msg_decode(&t, f.sb.data, f.sb.size, obj, NULL, 0), RK_EINVAL);
+    for (unsigned i = 0; i < WIDE_MAX; i++)
+        assert_int_equal(obj[i], 0); /* zeroed on failure, as documented */
+    msgpack_sbuffer_destroy(&f.sb);
+    assert_int_equal(rk_msgtype_register(&t), RK_EINVAL);
+}
+
+/* A field named like an envelope key would be written twice. */
+#define RESV_FIELDS(X) X(x, RK_INT32) X(message_id, RK_UINT8)
+RK_MSGTYPE_DECLARE(resv, RESV_FIELDS);
+RK_MSGTYPE_DEFINE(resv, "Resv", 0x7001, RESV_FIELDS);
+#define RESV_OUTER_FIELDS(X) X(inner, RK_NESTED(resv)) X(y, RK_INT32)
+RK_MSGTYPE_DECLARE(resv_outer, RESV_OUTER_FIELDS);
+RK_MSGTYPE_DEFINE(resv_outer, "ResvOuter", 0x7002, RESV_OUTER_FIELDS);
+
+static void
+test_reserved_field_names(void **state)
+{
+    resv r = { 5, 6 };
+    resv_outer o = { { 5, 6 }, 7 };
+    unsigned char buf[256];
+    struct fb f;
+    size_t len;
+
+    (void)state;
+    assert_int_equal(
+        rk_msg_encode(&resv_msgtype, NULL, &r, buf, sizeof(buf), &len),
+        RK_EINVAL);
+    assert_detail_has("Resv.message_id");
+    assert_int_equal(
+        rk_msg_encode(&resv_outer_msgtype, NULL, &o, buf, sizeof(buf), &len),
+        RK_EINVAL);
+    assert_detail_has("Resv.message_id");
+
+    fb_init(&f);
+    msgpack_pack_map(&f.pk, 3);
+    fb_str(&f, "__type__");
+    fb_str(&f, "Resv");
+    fb_str(&f, "x");
+    msgpack_pack_int32(&f.pk, 5);
+    fb_str(&f, "message_id");
+    msgpack_pack_uint8(&f.pk, 6);
+    assert_int_equal(
+        rk_msg_decode(&resv_msgtype, f.sb.data, f.sb.size, &r, NULL, 0),
+        RK_EINVAL);
+    assert_int_equal(r.x, 0);
+    msgpack_sbuffer_destroy(&f.sb);
+
+    fb_init(&f);
+    msgpack_pack_map(&f.pk, 3);
+    fb_str(&f, "__type__");
+    fb_str(&f, "ResvOuter");
+    fb_str(&f, "y");
+    msgpack_pack_int32(&f.pk, 7);
+    fb_str(&f, "inner");
+    msgpack_pack_map(&f.pk, 1);
+    fb_str(&f, "x");
+    msgpack_pack_int32(&f.pk, 5);
+    assert_int_equal(
+        rk_msg_decode(&resv_outer_msgtype, f.sb.data, f.sb.size, &o, NULL, 0),
+        RK_EINVAL);
+    assert_detail_has("Resv.message_id");
+    assert_int_equal(o.y, 0);
+    msgpack_sbuffer_destroy(&f.sb);
+    assert_int_equal(rk_msgtype_register(&resv_msgtype), RK_EINVAL);
+    assert_int_equal(rk_msgtype_register(&resv_outer_msgtype), RK_EINVAL);
+}
+
 int
 main(void)
 {
@@ -856,6 +1005,8 @@ main(void)
         cmocka_unit_test(test_truncated_and_corrupt),
         cmocka_unit_test(test_huge_declared_counts),
         cmocka_unit_test(test_encode_errors),
+        cmocka_unit_test(test_field_count_limit),
+        cmocka_unit_test(test_reserved_field_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -128,9 +128,17 @@ test_uuid_text(void **state)
     }
     rk_uuid_format(&u, text);
     assert_string_equal(text, forms[0]);
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        /* A failed parse leaves *out exactly as it was, even when the bad
+         * character comes after many good digits. */
+        rk_uuid before;
+
+        memset(&u, 0xa5, sizeof(u));
+        before = u;
         assert_int_equal(
             rk_uuid_parse(bad[i], strlen(bad[i]), &u), RK_EDECODE);
+        assert_memory_equal(u.b, before.b, 16);
+    }
     for (int i = 0; i < 100; i++) {
         rk_uuid a = rk_uuid_v7(), b;
 

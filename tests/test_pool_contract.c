@@ -280,6 +280,25 @@ test_bad_input(void **state)
     bad.kind = (rk_pool_kind)99;
     assert_int_equal(rk_pool_create(&q, &bad), RK_EINVAL);
     assert_null(q);
+    /* Absurd class bounds: a shift past the top bit used to be UB. */
+    bad.kind = v->kind;
+    bad.min_block = 64;
+    bad.max_block = (size_t)1 << (sizeof(size_t) * 8 - 1);
+    assert_int_equal(rk_pool_create(&q, &bad), RK_EINVAL);
+    bad.min_block = bad.max_block;
+    assert_int_equal(rk_pool_create(&q, &bad), RK_EINVAL);
+    assert_null(q);
+    /* Sizes no object can have fail cleanly and reserve nothing; they
+     * used to wrap to a tiny block reported as success. */
+    assert_int_equal(rk_pool_alloc(p, SIZE_MAX - 8, &x), RK_ENOMEM);
+    assert_int_equal(rk_pool_alloc(p, SIZE_MAX, &x), RK_ENOMEM);
+    assert_int_equal(rk_pool_alloc(p, (size_t)PTRDIFF_MAX + 1, &x), RK_ENOMEM);
+    assert_true(strlen(rk_errdetail()) > 0);
+    assert_null(x);
+    rk_pool_stats s;
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.total_bytes, 0);
+    assert_int_equal(s.used_blocks, 0);
     rk_pool_free(p, NULL, 8); /* ignored */
     destroy_pool(v, p);
 }
@@ -313,11 +332,84 @@ test_defaults_and_names(void **state)
     assert_string_equal(rk_pool_kind_name((rk_pool_kind)42), "unknown");
 }
 
+/* Hooks that hand out one static byte for any size: lets a test push the
+ * pool's byte total to its range without real memory. */
+static unsigned char fake_block[64];
+
+static void *
+fake_alloc(void *ctx, size_t size, size_t align)
+{
+    (void)ctx;
+    (void)size;
+    (void)align;
+    return fake_block;
+}
+
+static void
+fake_free(void *ctx, void *ptr, size_t size)
+{
+    (void)ctx;
+    (void)size;
+    assert_ptr_equal(ptr, fake_block);
+}
+
+static void
+test_total_cannot_wrap(void **state)
+{
+    rk_allocator a = { .alloc = fake_alloc, .free = fake_free };
+    rk_pool_config cfg = { .kind = RK_POOL_MALLOC, .allocator = &a };
+    size_t big = PTRDIFF_MAX;
+    rk_pool *p = NULL;
+    rk_pool_stats s;
+    void *x = NULL, *y = NULL, *z = NULL;
+    (void)state;
+
+    assert_int_equal(rk_pool_create(&p, &cfg), RK_OK);
+    assert_int_equal(rk_pool_alloc(p, big, &x), RK_OK);
+    assert_int_equal(rk_pool_alloc(p, big, &y), RK_OK);
+    /* A third would take the unlimited total past 2^64. */
+    assert_int_equal(rk_pool_alloc(p, big, &z), RK_ENOMEM);
+    assert_null(z);
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.total_bytes, (uint64_t)big * 2);
+    assert_int_equal(s.used_bytes, (uint64_t)big * 2);
+    assert_int_equal(s.limit_failures, 0);
+    rk_pool_free(p, x, big);
+    rk_pool_free(p, y, big);
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.total_bytes, 0);
+    rk_pool_destroy(p);
+}
+
+/* The largest allowed class bound creates a pool with one class per power
+ * of two, and class sizes stay exact up to it. */
+static void
+test_largest_max_block(void **state)
+{
+    size_t top = (size_t)PTRDIFF_MAX / 2 + 1;
+    rk_pool_config cfg
+        = { .kind = RK_POOL_HOST, .min_block = 64, .max_block = top };
+    rk_pool *p = NULL;
+    (void)state;
+
+    assert_int_equal(rk_pool_create(&p, &cfg), RK_OK);
+    assert_int_equal(rk_pool_block_size(p, top), top);
+    assert_int_equal(rk_pool_block_size(p, top / 2 + 1), top);
+    assert_int_equal(rk_pool_block_size(p, top + 1), top + 1);
+    rk_pool_destroy(p);
+    cfg.min_block = top;
+    assert_int_equal(rk_pool_create(&p, &cfg), RK_OK);
+    assert_int_equal(rk_pool_block_size(p, 1), top);
+    rk_pool_destroy(p);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_names),
+        cmocka_unit_test(test_total_cannot_wrap),
+        cmocka_unit_test(test_largest_max_block),
         CONTRACT_ALL(0),
         CONTRACT_ALL(1),
         CONTRACT_ALL(2),

@@ -118,7 +118,7 @@ typedef struct rk_buffer rk_buffer;
 /* Creates a buffer in RK_BUFFER_UNINITIALIZED; memory is allocated on
  * first use of each side. RK_EINVAL for a bad shape/type/pool, RK_ENODEV
  * for a CUDA device that is not there, RK_ETOOBIG when the byte size
- * overflows. The caller owns *out. */
+ * overflows or exceeds PTRDIFF_MAX. The caller owns *out. */
 int rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg);
 
 /* Frees both sides. NULL is ignored. */

@@ -72,7 +72,8 @@ void rk_uuid_format(const rk_uuid *u, char out[RK_UUID_STRLEN + 1]);
 /*
  * Parses the forms Python's uuid.UUID(str) accepts: 32 hex digits, hyphens
  * anywhere, optional "urn:uuid:" prefix, optional braces. s need not be NUL
- * terminated. RK_EDECODE (detail says why) on anything else.
+ * terminated. RK_EDECODE (detail says why) on anything else; *out is
+ * written only on success.
  */
 int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
 
@@ -340,6 +341,12 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
 
 #define RK__COUNT1(name, spec) +1
 
+#ifdef __cplusplus
+#define RK__STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define RK__STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 /* descriptor entries; rk__self is a block-scope typedef of the struct */
 #define RK__FENTRY(name, spec) RK__FIELD(RK__FENTRY_I, name, spec)
 #define RK__FENTRY_I(name, c, k, t, n, x)                                     \
@@ -394,9 +401,14 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
  * RK_MSGTYPE_DEFINE(T, name, id, FIELDS): the descriptor, in exactly one
  * .c file. name is the wire "__type__" string, id a non-zero uint32 unique
  * among registered types. RK_MSGTYPE_DEFINE_V adds a layout version
- * (default 1) to bump when a fixed-layout type changes.
+ * (default 1) to bump when a fixed-layout type changes. More than
+ * RK_MSG_MAX_FIELDS fields fail to compile; reserved field names
+ * (__type__, message_id, correlation_id, priority) are refused at run time
+ * by rk_msgtype_register(), rk_msg_encode() and rk_msg_decode().
  */
 #define RK_MSGTYPE_DEFINE_V(T, tname, tid, tversion, FIELDS)                  \
+    RK__STATIC_ASSERT((0 FIELDS(RK__COUNT1)) <= RK_MSG_MAX_FIELDS,            \
+        "message type " #T " has more than RK_MSG_MAX_FIELDS fields");        \
     static const rk_msgfield *T##__rk_fields(void)                            \
     {                                                                         \
         typedef T rk__self;                                                   \
@@ -431,7 +443,9 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
  * count. buf NULL (with cap 0) only measures. RK_EMSGSIZE if cap is too
  * small, RK_ETOOBIG if a variable-length field exceeds its maximum,
  * RK_EINVAL on a NULL pointer with a non-zero length (detail names the
- * field). The caller keeps ownership of everything.
+ * field) or a malformed descriptor (more than RK_MSG_MAX_FIELDS fields, a
+ * reserved field name; checked here too, as t need not be registered).
+ * The caller keeps ownership of everything.
  */
 int rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
     void *buf, size_t cap, size_t *len);
@@ -446,7 +460,8 @@ int rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
  * RK_EDECODE (not msgpack, not a map, trailing bytes), RK_EFIELDMISSING,
  * RK_EFIELDTYPE (wrong type, out-of-range number, wrong array length),
  * RK_EFIELDUNKNOWN (strict only), RK_ETOOBIG (above a field's maximum),
- * RK_ETYPE ("__type__" names another type), RK_ENOMEM.
+ * RK_ETYPE ("__type__" names another type), RK_ENOMEM, RK_EINVAL (a
+ * malformed descriptor, as for rk_msg_encode()).
  *
  * Ownership: on success the variable-length fields of obj (rk_str,
  * rk_bytes, rk_vla_*, also inside nested fields) point to fresh malloc'd

@@ -74,9 +74,10 @@ typedef struct rk_pool_config {
     int device;        /* CUDA ordinal for PINNED/DEVICE (0) */
     size_t limit;      /* max total bytes, 0 = unlimited */
     size_t min_block;  /* smallest class, power of two (64) */
-    size_t max_block;  /* largest cached class, power of two (4 MiB);
-                          bigger requests are allocated and released
-                          directly but still counted */
+    size_t max_block;  /* largest cached class, power of two (4 MiB),
+                          at most PTRDIFF_MAX / 2 + 1; bigger requests
+                          are allocated and released directly but still
+                          counted */
     const rk_allocator *allocator; /* NULL: aligned_alloc/free; copied */
 } rk_pool_config;
 
@@ -102,7 +103,8 @@ void rk_pool_destroy(rk_pool *pool);
 
 /* Allocates at least size (> 0) bytes, aligned to min(class size, 64) at
  * least (device blocks: 256). RK_ELIMIT past the limit, RK_ENOMEM /
- * RK_ECUDA when the backing allocator fails. */
+ * RK_ECUDA when the backing allocator fails, RK_ENOMEM for a size above
+ * PTRDIFF_MAX or one that would overflow the pool's byte total. */
 int rk_pool_alloc(rk_pool *pool, size_t size, void **out);
 
 /* Returns a block. size must be the size passed to rk_pool_alloc(). */

@@ -11,6 +11,7 @@
  * for the device. A side that becomes current without any data to copy
  * (first use) is zero-filled, so unwritten data always reads as zeros.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,8 +156,12 @@ rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg)
             return rk__fail(RK_ETOOBIG, "rk_buffer_create: shape overflows");
         count *= cfg->dims[i];
     }
-    if (count > SIZE_MAX / elem)
-        return rk__fail(RK_ETOOBIG, "rk_buffer_create: size overflows");
+    /* No object may be larger than PTRDIFF_MAX bytes. */
+    if (count > PTRDIFF_MAX / elem)
+        return rk__fail(RK_ETOOBIG,
+            "rk_buffer_create: %zu elements of %zu bytes is more than "
+            "PTRDIFF_MAX bytes",
+            count, elem);
     kind = cfg->device;
     if ((unsigned)kind > RK_DEVICE_ANY)
         return rk__fail(RK_EINVAL, "rk_buffer_create: unknown device kind");

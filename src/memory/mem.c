@@ -1,4 +1,5 @@
 /* Raw allocation and copies per memory space (see mem.h). */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "device/cuda_driver.h"
 #include "memory/mem.h"
 
+/* n <= PTRDIFF_MAX and align <= 256, so the sum cannot wrap. */
 static size_t
 round_up(size_t n, size_t align)
 {
@@ -21,6 +23,13 @@ rk__mem_alloc(rk__mem_space space, int ordinal, const rk_allocator *a,
     int rc;
 
     RK_ASSERT(size > 0 && rk__is_pow2(align));
+    /* No object may be larger than PTRDIFF_MAX, and the check also keeps
+     * round_up() below from wrapping to a tiny size. */
+    if (size > PTRDIFF_MAX)
+        return rk__fail(RK_ENOMEM,
+            "allocation of %zu bytes is larger than "
+            "any object can be",
+            size);
     if (space == RK__MEM_HOST) {
         void *p;
         if (a != NULL && a->alloc != NULL)

@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,9 @@
 #define RK__POOL_DEFAULT_MAX (4u << 20)
 #define RK__POOL_HOST_ALIGN  64u
 #define RK__POOL_CUDA_ALIGN  256u
+/* Largest cached class: the largest power of two no object size exceeds
+ * (PTRDIFF_MAX), so every class size and shift stays in range. */
+#define RK__POOL_MAX_CLASS ((size_t)PTRDIFF_MAX / 2 + 1)
 
 struct rk__pool_class {
     _Alignas(RK_CACHELINE) pthread_mutex_t lock;
@@ -149,11 +153,12 @@ rk_pool_create(rk_pool **out, const rk_pool_config *cfg)
     if ((unsigned)cfg->kind > RK_POOL_MALLOC)
         return rk__fail(
             RK_EINVAL, "rk_pool_create: unknown kind %d", (int)cfg->kind);
-    if (!rk__is_pow2(minb) || !rk__is_pow2(maxb) || maxb < minb)
+    if (!rk__is_pow2(minb) || !rk__is_pow2(maxb) || maxb < minb
+        || maxb > RK__POOL_MAX_CLASS)
         return rk__fail(RK_EINVAL,
             "rk_pool_create: min_block %zu and max_block %zu "
-            "must be powers of two with min <= max",
-            minb, maxb);
+            "must be powers of two with min <= max <= %zu",
+            minb, maxb, RK__POOL_MAX_CLASS);
     if (cfg->allocator != NULL
         && (cfg->allocator->alloc == NULL) != (cfg->allocator->free == NULL))
         return rk__fail(
@@ -163,8 +168,13 @@ rk_pool_create(rk_pool **out, const rk_pool_config *cfg)
         if (rc != RK_OK)
             return rc; /* RK_ENODEV with the driver's reason */
     }
-    while ((minb << n) <= maxb)
+    /* One class per power of two from minb to maxb; b never passes maxb,
+     * so no shift goes out of range. */
+    for (size_t b = minb;; b <<= 1) {
         n++;
+        if (b == maxb)
+            break;
+    }
     p = calloc(1, sizeof(*p) + n * sizeof(p->cls[0]));
     if (p == NULL)
         return rk__fail(RK_ENOMEM, "rk_pool_create");
@@ -187,14 +197,16 @@ rk_pool_create(rk_pool **out, const rk_pool_config *cfg)
     return RK_OK;
 }
 
-/* Reserves bsize bytes of the limit. */
+/* Reserves bsize bytes of the limit. Without a limit the counter's own
+ * range is the limit, so total_bytes can never wrap. */
 static bool
 reserve(rk_pool *p, size_t bsize)
 {
     uint64_t cur = atomic_load_explicit(&p->total_bytes, RELAXED);
+    uint64_t lim = p->limit != 0 ? p->limit : UINT64_MAX;
 
     do {
-        if (p->limit != 0 && (cur > p->limit || bsize > p->limit - cur))
+        if (cur > lim || bsize > lim - cur)
             return false;
     } while (!atomic_compare_exchange_weak_explicit(
         &p->total_bytes, &cur, cur + bsize, RELAXED, RELAXED));
@@ -218,6 +230,10 @@ fresh_block(rk_pool *p, size_t bsize, void **out)
     if (!reserve(p, bsize)) {
         rk_pool_free_all(p);
         if (!reserve(p, bsize)) {
+            if (p->limit == 0)
+                return rk__fail(RK_ENOMEM,
+                    "%s pool: %zu more bytes would overflow its total",
+                    rk_pool_kind_name(p->kind), bsize);
             add(&p->limit_failures, 1);
             return rk__fail(RK_ELIMIT,
                 "%s pool: %zu more bytes would pass the limit "
@@ -246,6 +262,9 @@ rk_pool_alloc(rk_pool *pool, size_t size, void **out)
     if (pool == NULL || out == NULL || size == 0)
         return rk__fail(RK_EINVAL, "rk_pool_alloc: %s",
             size == 0 ? "size is 0" : "NULL argument");
+    if (size > PTRDIFF_MAX) /* before reserving any of the limit */
+        return rk__fail(RK_ENOMEM,
+            "rk_pool_alloc: %zu bytes is larger than any object can be", size);
     ci = class_of(pool, size);
     bsize = ci < 0 ? size : pool->min_block << ci;
     if (ci >= 0) {

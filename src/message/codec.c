@@ -273,11 +273,16 @@ static int
 encode_obj(msgpack_packer *pk, const rk_msgtype *t, const rk_msg_header *h,
     const char *base, int top, int depth)
 {
-    const rk_msgfield *f = t->fields();
+    const rk_msgfield *f;
     int rc;
 
     if (depth > RK__MSG_MAX_DEPTH)
         return rk__fail(RK_EENCODE, "%s: types nest too deeply", t->name);
+    /* Unregistered types get here too: a reserved key would be written
+     * twice. */
+    if (rk__unlikely((rc = rk__msgtype_check_fields(t)) != RK_OK))
+        return rc;
+    f = t->fields();
     msgpack_pack_map(pk, t->nfields + 1u + (top ? 3u : 0u));
     PACK_KEY(pk, "__type__");
     pack_lit(pk, t->name, strlen(t->name));
@@ -968,13 +973,18 @@ static int
 decode_map(const struct dctx *c, const rk_msgtype *t, const msgpack_object *o,
     char *base, rk_msg_header *hdr, int depth)
 {
-    const rk_msgfield *f = t->fields();
+    const rk_msgfield *f;
     uint64_t seen = 0, all;
     unsigned hint = 0;
     int rc;
 
     if (depth > RK__MSG_MAX_DEPTH)
         return rk__fail(RK_EDECODE, "%s: types nest too deeply", t->name);
+    /* Unregistered types get here too: seen holds at most 64 fields.
+     * rk_msg_decode() checked the top-level type already. */
+    if (depth > 0 && rk__unlikely((rc = rk__msgtype_check_fields(t)) != RK_OK))
+        return rc;
+    f = t->fields();
     for (uint32_t i = 0; i < o->via.map.size; i++) {
         const msgpack_object *k = &o->via.map.ptr[i].key;
         const msgpack_object *val = &o->via.map.ptr[i].val;
@@ -1102,6 +1112,8 @@ rk_msg_decode(const rk_msgtype *t, const void *buf, size_t len, void *obj,
     if (t == NULL || obj == NULL || (buf == NULL && len != 0))
         return rk__fail(RK_EINVAL, "rk_msg_decode: NULL argument");
     memset(obj, 0, t->size);
+    if (rk__unlikely((rc = rk__msgtype_check_fields(t)) != RK_OK))
+        return rc;
     if ((rc = prescan(buf, len)) != RK_OK)
         return rc;
     if ((z = thread_zone()) == NULL)
@@ -1151,7 +1163,8 @@ free_obj(const rk_msgtype *t, char *base, int depth)
 {
     const rk_msgfield *f;
 
-    if (t->fixed_size != 0 || depth > RK__MSG_MAX_DEPTH)
+    /* A malformed nested type stopped decode before it wrote anything. */
+    if (t->fixed_size != 0 || depth > RK__MSG_MAX_DEPTH || t->fields == NULL)
         return;
     f = t->fields();
     for (unsigned i = 0; i < t->nfields; i++) {

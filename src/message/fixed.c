@@ -2,6 +2,7 @@
  * src/message/fixed.c - the fixed-layout form, layout fingerprints and
  * descriptor checks.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "common/common.h"
@@ -32,28 +33,61 @@ kind_size(unsigned kind)
     }
 }
 
-static const char *const reserved_keys[]
-    = { "__type__", "message_id", "correlation_id", "priority" };
+/* True if the wire key k (n bytes) is one the envelope writes itself. */
+static bool
+reserved_key(const char *k, size_t n)
+{
+    switch (n) {
+    case 8:
+        return memcmp(k, "__type__", 8) == 0 || memcmp(k, "priority", 8) == 0;
+    case 10:
+        return memcmp(k, "message_id", 10) == 0;
+    case 14:
+        return memcmp(k, "correlation_id", 14) == 0;
+    default:
+        return false;
+    }
+}
+
+int
+rk__msgtype_check_fields(const rk_msgtype *t)
+{
+    const rk_msgfield *f;
+    const char *name = t->name != NULL ? t->name : "(unnamed)";
+
+    if (t->nfields == 0 || t->nfields > RK_MSG_MAX_FIELDS || !t->fields)
+        return rk__fail(RK_EINVAL,
+            "type %s has %u fields (1..%d allowed) or no field table", name,
+            t->nfields, RK_MSG_MAX_FIELDS);
+    f = t->fields();
+    for (unsigned i = 0; i < t->nfields; i++) {
+        if (f[i].name == NULL)
+            return rk__fail(RK_EINVAL, "%s: field %u has no name", name, i);
+        if (reserved_key(f[i].name, f[i].name_len))
+            return rk__fail(
+                RK_EINVAL, "%s.%s: reserved field name", name, f[i].name);
+    }
+    return RK_OK;
+}
 
 int
 rk__msgtype_validate(const rk_msgtype *t, int depth)
 {
     const rk_msgfield *f;
+    int rc;
 
     if (depth > RK__MSG_MAX_DEPTH)
         return rk__fail(
             RK_EINVAL, "message types nest deeper than %d", RK__MSG_MAX_DEPTH);
     if (t->name == NULL || t->name[0] == '\0' || t->id == 0)
         return rk__fail(RK_EINVAL, "type needs a name and a non-zero id");
-    if (t->nfields == 0 || t->nfields > RK_MSG_MAX_FIELDS || !t->fields)
-        return rk__fail(RK_EINVAL, "type %s has %u fields (1..%d allowed)",
-            t->name, t->nfields, RK_MSG_MAX_FIELDS);
+    if ((rc = rk__msgtype_check_fields(t)) != RK_OK)
+        return rc;
     f = t->fields();
     for (unsigned i = 0; i < t->nfields; i++) {
-        for (size_t r = 0; r < RK__ARRAY_LEN(reserved_keys); r++)
-            if (strcmp(f[i].name, reserved_keys[r]) == 0)
-                return rk__fail(RK_EINVAL, "%s.%s: reserved field name",
-                    t->name, f[i].name);
+        if (strlen(f[i].name) != f[i].name_len)
+            return rk__fail(RK_EINVAL, "%s.%s: name_len is %u", t->name,
+                f[i].name, f[i].name_len);
         for (unsigned j = 0; j < i; j++)
             if (strcmp(f[i].name, f[j].name) == 0)
                 return rk__fail(RK_EINVAL, "%s.%s: duplicate field name",
@@ -62,8 +96,6 @@ rk__msgtype_validate(const rk_msgtype *t, int depth)
             return rk__fail(
                 RK_EINVAL, "%s.%s: bad field class", t->name, f[i].name);
         if (f[i].cls == RK_FC_NESTED) {
-            int rc;
-
             if (f[i].nested == NULL)
                 return rk__fail(
                     RK_EINVAL, "%s.%s: no nested type", t->name, f[i].name);

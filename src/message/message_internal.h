@@ -26,6 +26,13 @@ rk__fnv1a(uint64_t h, const void *p, size_t n)
  * detail on a malformed one. */
 int rk__msgtype_validate(const rk_msgtype *t, int depth);
 
+/* The part of rk__msgtype_validate() that encode and decode repeat on
+ * every type they walk, since they accept unregistered types: a field
+ * table, 1..RK_MSG_MAX_FIELDS fields (decode tracks them in a 64-bit
+ * mask) and no field whose wire key is a reserved envelope key. O(fields)
+ * length compares, no string scans. RK_EINVAL with a detail. */
+int rk__msgtype_check_fields(const rk_msgtype *t);
+
 /* Deepest nesting of message types accepted. */
 #define RK__MSG_MAX_DEPTH 16
 

@@ -173,6 +173,7 @@ rk_uuid_parse(const char *s, size_t len, rk_uuid *out)
 {
     char buf[UUID_TEXT_MAX];
     size_t n = len, lo = 0, hi, w = 0;
+    rk_uuid u; /* *out is written only on success */
 
     if (s == NULL || out == NULL)
         return rk__fail(RK_EINVAL, "rk_uuid_parse: NULL argument");
@@ -197,14 +198,15 @@ rk_uuid_parse(const char *s, size_t len, rk_uuid *out)
         if (hv < 0)
             return rk__fail(RK_EDECODE, "uuid text has a non-hex character");
         if (w % 2 == 0) {
-            out->b[w / 2] = (uint8_t)(hv << 4);
+            u.b[w / 2] = (uint8_t)(hv << 4);
         } else {
             lv = hv;
-            out->b[w / 2] = (uint8_t)(out->b[w / 2] | lv);
+            u.b[w / 2] = (uint8_t)(u.b[w / 2] | lv);
         }
         w++;
     }
     if (w != 32)
         return rk__fail(RK_EDECODE, "uuid text has %zu hex digits, not 32", w);
+    *out = u;
     return RK_OK;
 }
