@@ -28,22 +28,31 @@ static _Thread_local struct {
     uint32_t next;
 } id_gen = { { { 0 } }, ID_BLOCK };
 
-rk_uuid
-rk__next_id(void)
+uint32_t
+rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq)
 {
-    rk_uuid u;
-    uint32_t n;
+    uint32_t got;
 
     if (rk__unlikely(id_gen.next == ID_BLOCK)) {
         id_gen.base = rk_uuid_v7();
         id_gen.next = 0;
     }
-    u = id_gen.base;
-    n = id_gen.next++;
-    u.b[12] = (uint8_t)(n >> 24);
-    u.b[13] = (uint8_t)(n >> 16);
-    u.b[14] = (uint8_t)(n >> 8);
-    u.b[15] = (uint8_t)n;
+    got = ID_BLOCK - id_gen.next;
+    got = want < got ? want : got;
+    *first = id_gen.base;
+    *seq = id_gen.next;
+    rk__id_put(&first->b[12], id_gen.next);
+    id_gen.next += got;
+    return got;
+}
+
+rk_uuid
+rk__next_id(void)
+{
+    rk_uuid u;
+    uint32_t seq;
+
+    (void)rk__id_run(1, &u, &seq);
     return u;
 }
 

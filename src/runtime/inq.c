@@ -168,6 +168,7 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
     const unsigned char *src = base;
     uint64_t deadline = 0;
     size_t i = 0;
+    uint32_t id_i = 0, id_n = 0, seq = 0;
     int rc = RK_OK;
 
     RK_ASSERT(l != NULL && sizeof(*h) + len <= q->slot_size);
@@ -189,12 +190,18 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
                 break;
             continue;
         }
-        /* Write a run of frames, then publish them with one tail store. */
-        for (uint32_t j = 0; j < k; j++, i++) {
+        /* Write a run of frames, then publish them with one tail store.
+         * Ids come in runs: the header is copied as it is and only the
+         * id's counter bytes are patched per frame. */
+        for (uint32_t j = 0; j < k; j++, i++, id_i++) {
             unsigned char *slot = rk_ring_slot(&l->prod, l->prod.pos + j);
-            if (i != 0)
-                h->message_id = rk__next_id();
+            if (id_i == id_n) {
+                id_n = rk__id_run(k - j, &h->message_id, &seq);
+                id_i = 0;
+            }
             memcpy(slot, h, sizeof(*h));
+            rk__id_put(
+                slot + offsetof(rk_msg_header, message_id) + 12, seq + id_i);
             if (len != 0)
                 memcpy(slot + sizeof(*h), src + i * len, len);
         }
@@ -223,39 +230,54 @@ rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
 }
 
 int
-rk__inq_recv_batch(
-    rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max, size_t *n)
+rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
+    rk__inq_batch *out)
 {
     rk_spsc *l = q->lane;
-    uint32_t k, avail;
+    uint32_t k, avail, run;
 
-    if (q->mq != NULL)
+    out->n = 0;
+    if (q->mq != NULL) {
+        out->frames = bufs;
+        out->stride = stride;
+        out->in_place = false;
         return rk_mqueue_recv_batch(
-            q->mq, bufs, stride, lens, max, n, RK_NO_WAIT);
-    *n = 0;
+            q->mq, bufs, stride, lens, max, &out->n, RK_NO_WAIT);
+    }
     /* The whole backlog, for the high-water mark (the consumer keeps it:
      * a producer would have to read the consumer's line each send). */
     avail = rk_ring_cons_avail(&l->ctrl, &l->cons, UINT32_MAX);
-    k = avail < max ? avail : (uint32_t)max;
     if (avail > atomic_load_explicit(&q->high_water, memory_order_relaxed))
         atomic_store_explicit(&q->high_water, avail, memory_order_relaxed);
-    if (k == 0)
+    if (avail == 0)
         return is_closed(q) && rk_ring_cons_avail(&l->ctrl, &l->cons, 1) == 0
             ? RK_ECLOSED
             : RK_EEMPTY;
-    for (uint32_t i = 0; i < k; i++) {
-        const unsigned char *slot = rk_ring_slot(&l->cons, l->cons.pos + i);
-        uint32_t plen;
-        memcpy(
-            &plen, slot + offsetof(rk_msg_header, payload_len), sizeof(plen));
-        lens[i] = RK_MSG_HEADER_SIZE + (size_t)plen;
-        RK_ASSERT(lens[i] <= stride && lens[i] <= q->slot_size);
-        memcpy((unsigned char *)bufs + (size_t)i * stride, slot, lens[i]);
-    }
-    rk_ring_cons_release(&l->ctrl, &l->cons, k);
+    /* In place: the frames stay in their slots (no copy) until
+     * rk__inq_release. One contiguous run, so stop at the ring's end. */
+    run = l->cons.mask + 1 - (uint32_t)(l->cons.pos & l->cons.mask);
+    k = avail < max ? avail : (uint32_t)max;
+    k = k < run ? k : run;
+    out->frames = rk_ring_slot(&l->cons, l->cons.pos);
+    out->stride = l->cons.slot_size;
+    out->in_place = true;
+    out->n = k;
+    /* Counted when taken, as the general queue does: the books (stats
+     * depth) treat a held batch as dequeued and pending in the kernel. */
     atomic_store_explicit(&q->dequeued,
         atomic_load_explicit(&q->dequeued, memory_order_relaxed) + k,
         memory_order_relaxed);
+    return RK_OK;
+}
+
+void
+rk__inq_release(rk__inq *q, size_t n)
+{
+    rk_spsc *l = q->lane;
+
+    if (l == NULL || n == 0)
+        return;
+    rk_ring_cons_release(&l->ctrl, &l->cons, (uint32_t)n);
     if (q->bp == RK_BP_BLOCK) {
         /* Pairs with the fence in lane_wait_room: our head store is
          * ordered before the load of prod_parked. */
@@ -266,8 +288,6 @@ rk__inq_recv_batch(
             rk__futex_wake(&q->prod_seq, INT32_MAX);
         }
     }
-    *n = k;
-    return RK_OK;
 }
 
 size_t
