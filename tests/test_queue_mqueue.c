@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "queue/vring.h"
 #include "ringkernel/queue.h"
 
 #ifdef RK_DEBUG
@@ -244,6 +245,141 @@ test_drop_oldest(void **state)
         expect_stats(q, 7, 4, 3, 0, 3, 4);
         rk_mqueue_destroy(q);
     }
+}
+
+/* DROP_OLDEST on a full band whose oldest slot is claimed but not yet
+ * published (its sender is mid-copy): nothing can be evicted, and the send
+ * must give up at its timeout instead of spinning forever. */
+static void
+test_drop_oldest_stuck_head_times_out(void **state)
+{
+    (void)state;
+    for (int sp = 0; sp < 2; sp++) {
+        rk_mqueue *q = make(2, 4, RK_BP_DROP_OLDEST, false, sp);
+        rk__vring *r = rk__mqueue_band(q, 0);
+        uint64_t pos = 99;
+        /* A "sender" that claimed position 0 and stalls. */
+        assert_true(rk__vring_claim_mp(r, &pos));
+        assert_int_equal(pos, 0);
+        send_u32(q, 1, 0, RK_OK); /* position 1: the band is now full */
+        uint32_t v = 2;
+        assert_int_equal(rk_mqueue_send(q, &v, 4, 0, RK_NO_WAIT), RK_EFULL);
+        assert_int_equal(rk_mqueue_send(q, &v, 4, 0, 1000000), RK_ETIMEDOUT);
+        size_t sent = 9;
+        assert_int_equal(
+            rk_mqueue_send_batch(q, &v, 4, NULL, 1, 0, RK_NO_WAIT, &sent),
+            RK_EFULL);
+        assert_int_equal(sent, 0);
+        expect_stats(q, 1, 0, 0, 3, 0, 1);
+        /* The stalled sender finishes: now the oldest can be evicted. */
+        uint32_t zero = 0;
+        memcpy(rk__vslot_data(rk__vring_slot(r, pos)), &zero, 4);
+        atomic_store_explicit(
+            &rk__vring_slot(r, pos)->len, 4, memory_order_relaxed);
+        rk__vring_publish(r, pos);
+        send_u32(q, 2, 0, RK_OK); /* evicts the message of position 0 */
+        assert_int_equal(recv_u32(q), 1);
+        assert_int_equal(recv_u32(q), 2);
+        rk_mqueue_destroy(q);
+    }
+}
+
+/* Batch send: order, counters and the per-message policy. */
+static void
+test_send_batch(void **state)
+{
+    (void)state;
+    uint32_t in[6] = { 10, 11, 12, 13, 14, 15 };
+    size_t sent = 99;
+    for (int sp = 0; sp < 2; sp++) {
+        /* REJECT: 4 fit, the other 2 are rejected one by one. */
+        rk_mqueue *q = make(4, 8, RK_BP_REJECT, true, sp);
+        assert_int_equal(
+            rk_mqueue_send_batch(q, in, 4, NULL, 6, 200, RK_NO_WAIT, &sent),
+            RK_EREJECTED);
+        assert_int_equal(sent, 4);
+        expect_stats(q, 4, 0, 0, 2, 0, 4);
+        send_u32(q, 7, 0, RK_OK); /* another band still has room */
+        for (uint32_t i = 0; i < 4; i++)
+            assert_int_equal(recv_u32(q), in[i]);
+        assert_int_equal(recv_u32(q), 7);
+        /* Wraps around the ring, with room for all. */
+        assert_int_equal(
+            rk_mqueue_send_batch(q, in + 2, 4, NULL, 3, 200, 0, &sent), RK_OK);
+        assert_int_equal(sent, 3);
+        for (uint32_t i = 2; i < 5; i++)
+            assert_int_equal(recv_u32(q), in[i]);
+        expect_stats(q, 8, 8, 0, 2, 0, 5); /* 4 + the other band */
+        rk_mqueue_destroy(q);
+
+        /* DROP_NEW with lengths: 2 of 3 fit after 2 singles. */
+        q = make(4, 8, RK_BP_DROP_NEW, false, sp);
+        send_u32(q, 1, 0, RK_OK);
+        send_u32(q, 2, 0, RK_OK);
+        unsigned char msgs[3][8] = { "a", "bcd", "efgh" };
+        size_t lens[3] = { 1, 3, 4 };
+        assert_int_equal(
+            rk_mqueue_send_batch(q, msgs, 8, lens, 3, 0, 0, &sent),
+            RK_EDROPPED);
+        assert_int_equal(sent, 2);
+        expect_stats(q, 4, 0, 1, 0, 0, 4);
+        assert_int_equal(recv_u32(q), 1);
+        assert_int_equal(recv_u32(q), 2);
+        unsigned char buf[8];
+        size_t len;
+        assert_int_equal(rk_mqueue_recv(q, buf, 8, &len, 0), RK_OK);
+        assert_int_equal(len, 1);
+        assert_memory_equal(buf, "a", 1);
+        assert_int_equal(rk_mqueue_recv(q, buf, 8, &len, 0), RK_OK);
+        assert_int_equal(len, 3);
+        assert_memory_equal(buf, "bcd", 3);
+        expect_stats(q, 4, 4, 1, 0, 0, 4);
+        rk_mqueue_destroy(q);
+
+        /* DROP_OLDEST: all admitted, the oldest evicted. */
+        q = make(4, 4, RK_BP_DROP_OLDEST, false, sp);
+        assert_int_equal(
+            rk_mqueue_send_batch(q, in, 4, NULL, 6, 0, 0, &sent), RK_OK);
+        assert_int_equal(sent, 6);
+        expect_stats(q, 6, 0, 2, 0, 2, 4);
+        for (uint32_t i = 2; i < 6; i++)
+            assert_int_equal(recv_u32(q), in[i]);
+        rk_mqueue_destroy(q);
+
+        /* BLOCK: 4 admitted, then the rest times out (counted rejected);
+         * RK_NO_WAIT gives RK_EFULL. */
+        q = make(4, 4, RK_BP_BLOCK, false, sp);
+        assert_int_equal(
+            rk_mqueue_send_batch(q, in, 4, NULL, 6, 0, 1000000, &sent),
+            RK_ETIMEDOUT);
+        assert_int_equal(sent, 4);
+        assert_int_equal(
+            rk_mqueue_send_batch(q, in, 4, NULL, 2, 0, RK_NO_WAIT, &sent),
+            RK_EFULL);
+        assert_int_equal(sent, 0);
+        expect_stats(q, 4, 0, 0, 4, 0, 4);
+        rk_mqueue_close(q);
+        assert_int_equal(
+            rk_mqueue_send_batch(q, in, 4, NULL, 2, 0, 0, &sent), RK_ECLOSED);
+        rk_mqueue_destroy(q);
+    }
+    /* Bad arguments: nothing is sent. */
+    rk_mqueue *q = make(4, 4, RK_BP_REJECT, false, false);
+    size_t big[2] = { 4, 5 };
+    unsigned char m[16] = { 0 };
+    assert_int_equal(
+        rk_mqueue_send_batch(NULL, m, 4, NULL, 1, 0, 0, &sent), RK_EINVAL);
+    assert_int_equal(
+        rk_mqueue_send_batch(q, NULL, 4, NULL, 1, 0, 0, &sent), RK_EINVAL);
+    assert_int_equal(
+        rk_mqueue_send_batch(q, m, 4, big, 2, 0, 0, &sent), RK_EINVAL);
+    assert_int_equal(
+        rk_mqueue_send_batch(q, m, 8, big, 2, 0, 0, &sent), RK_EMSGSIZE);
+    assert_int_equal(sent, 0);
+    assert_int_equal(
+        rk_mqueue_send_batch(q, m, 4, NULL, 0, 0, 0, NULL), RK_OK);
+    expect_stats(q, 0, 0, 0, 0, 0, 0);
+    rk_mqueue_destroy(q);
 }
 
 static void
@@ -626,6 +762,8 @@ main(void)
         cmocka_unit_test(test_drop_new),
         cmocka_unit_test(test_drop_oldest),
         cmocka_unit_test(test_drop_oldest_is_per_band),
+        cmocka_unit_test(test_drop_oldest_stuck_head_times_out),
+        cmocka_unit_test(test_send_batch),
         cmocka_unit_test(test_block_timeouts),
         cmocka_unit_test(test_msgsize_and_gather),
         cmocka_unit_test(test_recv_batch),

@@ -279,8 +279,11 @@ size_t rk_mpmc_depth(const rk_mpmc *q);
  * the oldest message of its band), RK_EREJECTED (REJECT, full),
  * RK_EDROPPED (DROP_NEW, full: the message was discarded and counted),
  * RK_EFULL (BLOCK with RK_NO_WAIT, full), RK_ETIMEDOUT (BLOCK, still full
- * at the timeout), RK_ECLOSED, RK_EMSGSIZE, RK_EINVAL. The queue copies the
- * message; the caller keeps its buffer in every case.
+ * at the timeout), RK_ECLOSED, RK_EMSGSIZE, RK_EINVAL. DROP_OLDEST waits
+ * only when nothing can be evicted because the band's oldest slot is still
+ * being written by another sender: it yields to it, and gives up like BLOCK
+ * (RK_EFULL for RK_NO_WAIT, RK_ETIMEDOUT; counted rejected). The queue copies
+ * the message; the caller keeps its buffer in every case.
  *
  * Recv results: RK_OK, RK_EEMPTY (RK_NO_WAIT and empty), RK_ETIMEDOUT,
  * RK_ECLOSED (closed and drained), RK_EMSGSIZE (cap too small: the message
@@ -318,6 +321,23 @@ struct rk_iov {
 };
 int rk_mqueue_sendv(rk_mqueue *q, const struct rk_iov *iov, int iovcnt,
     uint8_t priority, int64_t timeout_ns);
+
+/*
+ * Batch send of n messages to the band of priority: message i is lens[i]
+ * bytes (stride bytes when lens is NULL) at (const char *)msgs + i * stride.
+ * Free consecutive slots are claimed together (one tail update for the
+ * run) and the messages are published in order; each message meets the
+ * backpressure policy as rk_mqueue_send would, with one timeout for the
+ * whole batch. *sent (may be NULL) gets how many were admitted, always the
+ * first *sent of the batch. Returns RK_OK when all n were admitted, else
+ * what the first refused message got: RK_EREJECTED / RK_EDROPPED (the rest
+ * are counted rejected / dropped), RK_EFULL / RK_ETIMEDOUT (BLOCK, the rest
+ * counted rejected), RK_ECLOSED; RK_EINVAL (NULL, or a length above
+ * stride) and RK_EMSGSIZE are checked before anything is sent.
+ */
+int rk_mqueue_send_batch(rk_mqueue *q, const void *msgs, size_t stride,
+    const size_t *lens, size_t n, uint8_t priority, int64_t timeout_ns,
+    size_t *sent);
 
 /* Receives one message into buf (cap bytes); *len gets its length. */
 int rk_mqueue_recv(

@@ -8,6 +8,7 @@
  * message. Waiting is an eventcount per direction (see struct mq_park and
  * docs/queues.md, "Parking").
  */
+#include <sched.h>
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,11 +270,24 @@ rk_mqueue_destroy(rk_mqueue *q)
 
 /* ---------------------------------------------------------------- send */
 
+/*
+ * What one send call delivers: n messages (one for send/sendv) into one
+ * band. Message i is the iov gather (iov != NULL, n == 1) or lens[i] bytes
+ * (stride bytes when lens is NULL) at msgs + i * stride. done counts the
+ * messages admitted so far, always a prefix.
+ */
 typedef struct send_ctx {
     const struct rk_iov *iov;
     int iovcnt;
-    uint32_t len;
+    uint32_t len; /* the iov message's length */
+    const unsigned char *msgs;
+    size_t stride;
+    const size_t *lens;
+    size_t n;
+    size_t done;
     rk__vring *band;
+    int64_t timeout_ns;
+    uint64_t deadline; /* 0 until needed */
 } send_ctx;
 
 /* Evicts the oldest message of r (DROP_OLDEST). False if r had nothing
@@ -291,39 +305,166 @@ evict_oldest(rk_mqueue *q, rk__vring *r)
     return true;
 }
 
-/* One send attempt: RK_OK, RK_EFULL or RK_ECLOSED. */
+static inline bool
+claim_one(rk_mqueue *q, rk__vring *r, uint64_t *pos)
+{
+    return q->sp ? rk__vring_claim_sp(r, pos) : rk__vring_claim_mp(r, pos);
+}
+
+static uint64_t
+send_deadline(send_ctx *c)
+{
+    if (c->deadline == 0)
+        c->deadline = rk__deadline(c->timeout_ns);
+    return c->deadline;
+}
+
+/*
+ * DROP_OLDEST on a full band: evicts until a slot can be claimed. The band
+ * can be full with nothing evictable when its head slot is claimed by a
+ * sender that has not published it yet (preempted mid-copy, say): then no
+ * spinning helps until that sender runs. After MQ_EVICT_SPIN rounds the
+ * sender yields the CPU between tries and gives up at its timeout like a
+ * BLOCK sender: RK_EFULL for RK_NO_WAIT, RK_ETIMEDOUT after it; the caller
+ * counts it rejected. The deadline starts at the first yield.
+ */
+#define MQ_EVICT_SPIN 64u
+
+static int
+claim_evicting(rk_mqueue *q, send_ctx *c, uint64_t *pos)
+{
+    rk__vring *r = c->band;
+    for (uint32_t round = 0;; round++) {
+        if (!evict_oldest(q, r)) {
+            if (round < MQ_EVICT_SPIN) {
+                rk__cpu_relax();
+            } else {
+                if (c->timeout_ns == RK_NO_WAIT)
+                    return RK_EFULL;
+                if (rk_now_ns() >= send_deadline(c))
+                    return RK_ETIMEDOUT;
+                /* Acquire pairs with the seq_cst store in rk_mqueue_close. */
+                if (atomic_load_explicit(&q->closed, memory_order_acquire))
+                    return RK_ECLOSED;
+                sched_yield();
+            }
+        }
+        if (claim_one(q, r, pos))
+            return RK_OK;
+    }
+}
+
+/* Copies message i of c into dst; returns its length. */
+static uint32_t
+copy_msg(const send_ctx *c, size_t i, unsigned char *dst)
+{
+    if (c->iov != NULL) {
+        for (int j = 0; j < c->iovcnt; j++) {
+            if (c->iov[j].len == 0)
+                continue;
+            memcpy(dst, c->iov[j].base, c->iov[j].len);
+            dst += c->iov[j].len;
+        }
+        return c->len;
+    }
+    size_t len = c->lens != NULL ? c->lens[i] : c->stride;
+    if (len > 0)
+        memcpy(dst, c->msgs + i * c->stride, len);
+    return (uint32_t)len;
+}
+
+/*
+ * One send attempt: admits the next message(s) of c into consecutive slots
+ * claimed at once (as many as are free, up to what is left), or one after
+ * evicting under DROP_OLDEST. RK_OK if it admitted any, else RK_EFULL,
+ * RK_ETIMEDOUT (DROP_OLDEST stuck, see claim_evicting) or RK_ECLOSED.
+ */
 static int
 send_attempt(rk_mqueue *q, void *arg)
 {
     send_ctx *c = arg;
     rk__vring *r = c->band;
-    uint64_t pos;
+    uint64_t pos = 0;
+    uint32_t k;
 
     /* Acquire pairs with the seq_cst store in rk_mqueue_close. */
     if (atomic_load_explicit(&q->closed, memory_order_acquire))
         return RK_ECLOSED;
-    while (
-        !(q->sp ? rk__vring_claim_sp(r, &pos) : rk__vring_claim_mp(r, &pos))) {
+    size_t want = c->n - c->done;
+    if (want == 1) {
+        k = claim_one(q, r, &pos) ? 1 : 0;
+    } else {
+        uint32_t w = want > UINT32_MAX ? UINT32_MAX : (uint32_t)want;
+        k = q->sp ? rk__vring_claim_batch_sp(r, w, &pos)
+                  : rk__vring_claim_batch_mp(r, w, &pos);
+    }
+    if (k == 0) {
         if (q->bp != RK_BP_DROP_OLDEST)
             return RK_EFULL;
-        if (!evict_oldest(q, r))
-            rk__cpu_relax();
+        int rc = claim_evicting(q, c, &pos);
+        if (rc != RK_OK)
+            return rc;
+        k = 1;
     }
-    rk__vslot *s = rk__vring_slot(r, pos);
-    unsigned char *dst = rk__vslot_data(s);
-    for (int i = 0; i < c->iovcnt; i++) {
-        if (c->iov[i].len == 0)
-            continue;
-        memcpy(dst, c->iov[i].base, c->iov[i].len);
-        dst += c->iov[i].len;
+    for (uint32_t i = 0; i < k; i++) {
+        rk__vslot *s = rk__vring_slot(r, pos + i);
+        uint32_t len = copy_msg(c, c->done + i, rk__vslot_data(s));
+        atomic_store_explicit(&s->len, len, memory_order_relaxed);
     }
-    atomic_store_explicit(&s->len, c->len, memory_order_relaxed);
     /* Counted before it is published, so dequeued never passes enqueued. */
-    uint64_t total = count_add(&q->enqueued, 1, q->sp);
-    rk__vring_publish(r, pos);
+    uint64_t total = count_add(&q->enqueued, k, q->sp);
+    for (uint32_t i = 0; i < k; i++)
+        rk__vring_publish(r, pos + i);
+    c->done += k;
     note_depth(q, total);
     park_notify(&q->notempty);
     return RK_OK;
+}
+
+/* The timeout left for the next wait of a BLOCK batch. */
+static int64_t
+send_time_left(send_ctx *c)
+{
+    if (c->done == 0 || c->timeout_ns <= 0)
+        return c->timeout_ns; /* first wait, RK_NO_WAIT or RK_WAIT_FOREVER */
+    uint64_t now = rk_now_ns(), end = send_deadline(c);
+    return now >= end ? RK_NO_WAIT : (int64_t)(end - now);
+}
+
+/* Sends everything in c under the queue's policy and counts what is
+ * refused: every message not admitted counts once as rejected (or as
+ * dropped under DROP_NEW), except after a close. */
+static int
+send_run(rk_mqueue *q, send_ctx *c)
+{
+    int rc;
+    if (q->bp == RK_BP_BLOCK && c->n > 1 && c->timeout_ns > 0)
+        send_deadline(c); /* one timeout for the whole batch */
+    do {
+        if (q->bp == RK_BP_BLOCK) {
+            int64_t left = send_time_left(c);
+            rc = park_wait(q, &q->notfull, send_attempt, c, RK_EFULL, left);
+            if (rc == RK_EFULL && c->timeout_ns > 0)
+                rc = RK_ETIMEDOUT; /* a batch whose time ran out */
+        } else {
+            rc = send_attempt(q, c);
+        }
+    } while (rc == RK_OK && c->done < c->n);
+    if (rc != RK_EFULL && rc != RK_ETIMEDOUT)
+        return rc;
+    uint64_t refused = (uint64_t)(c->n - c->done);
+    if (q->bp == RK_BP_DROP_NEW) {
+        atomic_fetch_add_explicit(&q->dropped, refused, memory_order_relaxed);
+        return RK_EDROPPED;
+    }
+    atomic_fetch_add_explicit(&q->rejected, refused, memory_order_relaxed);
+    return q->bp == RK_BP_REJECT ? RK_EREJECTED : rc;
+}
+
+static rk__vring *
+band_of(rk_mqueue *q, uint8_t priority)
+{
+    return &q->bands[q->nbands == 1 ? 0 : rk_priority_band(priority)];
 }
 
 int
@@ -342,25 +483,14 @@ rk_mqueue_sendv(rk_mqueue *q, const struct rk_iov *iov, int iovcnt,
                 "rk_mqueue_send: message exceeds slot_size %u", q->slot_size);
         len += iov[i].len;
     }
-    send_ctx c = { iov, iovcnt, (uint32_t)len,
-        &q->bands[q->nbands == 1 ? 0 : rk_priority_band(priority)] };
-    int rc;
-    if (q->bp == RK_BP_BLOCK)
-        rc = park_wait(q, &q->notfull, send_attempt, &c, RK_EFULL, timeout_ns);
-    else
-        rc = send_attempt(q, &c);
-    switch (rc) {
-    case RK_EFULL:
-    case RK_ETIMEDOUT:
-        if (q->bp == RK_BP_DROP_NEW) {
-            atomic_fetch_add_explicit(&q->dropped, 1, memory_order_relaxed);
-            return RK_EDROPPED;
-        }
-        atomic_fetch_add_explicit(&q->rejected, 1, memory_order_relaxed);
-        return q->bp == RK_BP_REJECT ? RK_EREJECTED : rc;
-    default:
-        return rc;
-    }
+    static const struct rk_iov none = { NULL, 0 };
+    send_ctx c = { .iov = iovcnt > 0 ? iov : &none,
+        .iovcnt = iovcnt,
+        .len = (uint32_t)len,
+        .n = 1,
+        .band = band_of(q, priority),
+        .timeout_ns = timeout_ns };
+    return send_run(q, &c);
 }
 
 int
@@ -371,6 +501,38 @@ rk_mqueue_send(rk_mqueue *q, const void *msg, size_t len, uint8_t priority,
         return rk__fail(RK_EINVAL, "rk_mqueue_send: NULL message");
     struct rk_iov iov = { msg, len };
     return rk_mqueue_sendv(q, &iov, 1, priority, timeout_ns);
+}
+
+int
+rk_mqueue_send_batch(rk_mqueue *q, const void *msgs, size_t stride,
+    const size_t *lens, size_t n, uint8_t priority, int64_t timeout_ns,
+    size_t *sent)
+{
+    if (sent != NULL)
+        *sent = 0;
+    if (q == NULL || (msgs == NULL && n > 0))
+        return rk__fail(RK_EINVAL, "rk_mqueue_send_batch: NULL %s",
+            q == NULL ? "queue" : "messages");
+    for (size_t i = 0; i < n; i++) {
+        size_t len = lens != NULL ? lens[i] : stride;
+        if (len > stride || len > q->slot_size)
+            return rk__fail(len > stride ? RK_EINVAL : RK_EMSGSIZE,
+                "rk_mqueue_send_batch: message %zu is %zu bytes (stride %zu, "
+                "slot_size %u)",
+                i, len, stride, q->slot_size);
+    }
+    if (n == 0)
+        return RK_OK;
+    send_ctx c = { .msgs = msgs,
+        .stride = stride,
+        .lens = lens,
+        .n = n,
+        .band = band_of(q, priority),
+        .timeout_ns = timeout_ns };
+    int rc = send_run(q, &c);
+    if (sent != NULL)
+        *sent = c.done;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- recv */
@@ -548,4 +710,17 @@ rk_mqueue_depth(const rk_mqueue *q)
         return 0;
     rk_mqueue_stats(q, &s);
     return (size_t)s.depth;
+}
+
+rk__vring *
+rk__mqueue_band(rk_mqueue *q, unsigned b)
+{
+    return b < q->nbands ? &q->bands[b] : NULL;
+}
+
+uint32_t
+rk__mqueue_waiters(const rk_mqueue *q, bool senders)
+{
+    const mq_park *p = senders ? &q->notfull : &q->notempty;
+    return atomic_load_explicit(&p->waiters, memory_order_relaxed);
 }

@@ -54,43 +54,6 @@ rk__vring_fini(rk__vring *r)
 
 /* ---------------------------------------------------------------- batch */
 
-/*
- * Claims up to n consecutive positions for producers with one CAS: counts
- * the free slots from tail, then advances tail over them. Slots become free
- * in position order only with one consumer; with several, counting stops
- * at the first busy slot, which is still correct.
- */
-static uint32_t
-vring_claim_batch_mp(rk__vring *r, uint32_t n, uint64_t *first)
-{
-    uint64_t p = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    for (;;) {
-        uint32_t k = 0;
-        while (k < n) {
-            /* Acquire pairs with rk__vring_free (slot reads done). */
-            uint64_t seq = atomic_load_explicit(
-                &rk__vring_slot(r, p + k)->seq, memory_order_acquire);
-            if (seq != p + k)
-                break;
-            k++;
-        }
-        if (k == 0) {
-            uint64_t seq = atomic_load_explicit(
-                &rk__vring_slot(r, p)->seq, memory_order_relaxed);
-            if ((int64_t)(seq - p) < 0)
-                return 0; /* full */
-            p = atomic_load_explicit(&r->tail, memory_order_relaxed);
-            continue; /* another producer moved past p */
-        }
-        /* Relaxed: arbitration between producers only. */
-        if (atomic_compare_exchange_weak_explicit(&r->tail, &p, p + k,
-                memory_order_relaxed, memory_order_relaxed)) {
-            *first = p;
-            return k;
-        }
-    }
-}
-
 /* Takes up to n consecutive ready positions (several consumers: CAS). */
 static uint32_t
 vring_take_batch(rk__vring *r, uint32_t n, uint64_t *first, bool mc)
@@ -132,7 +95,7 @@ static uint32_t
 vring_enqueue_batch(rk__vring *r, const void *elems, uint32_t n)
 {
     uint64_t p;
-    uint32_t k = n ? vring_claim_batch_mp(r, n, &p) : 0;
+    uint32_t k = n ? rk__vring_claim_batch_mp(r, n, &p) : 0;
     const unsigned char *src = elems;
     for (uint32_t i = 0; i < k; i++)
         memcpy(rk__vslot_data(rk__vring_slot(r, p + i)),

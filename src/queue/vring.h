@@ -111,6 +111,63 @@ rk__vring_claim_sp(rk__vring *r, uint64_t *pos)
     return true;
 }
 
+/*
+ * Claims up to n consecutive positions for producers with one CAS: counts
+ * the free slots from tail, then advances tail over them. Slots become free
+ * in position order only with one consumer; with several, counting stops
+ * at the first busy slot, which is still correct.
+ */
+static inline uint32_t
+rk__vring_claim_batch_mp(rk__vring *r, uint32_t n, uint64_t *first)
+{
+    uint64_t p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    for (;;) {
+        uint32_t k = 0;
+        while (k < n) {
+            /* Acquire pairs with rk__vring_free (slot reads done). */
+            uint64_t seq = atomic_load_explicit(
+                &rk__vring_slot(r, p + k)->seq, memory_order_acquire);
+            if (seq != p + k)
+                break;
+            k++;
+        }
+        if (k == 0) {
+            uint64_t seq = atomic_load_explicit(
+                &rk__vring_slot(r, p)->seq, memory_order_relaxed);
+            if ((int64_t)(seq - p) < 0)
+                return 0; /* full */
+            p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+            continue; /* another producer moved past p */
+        }
+        /* Relaxed: arbitration between producers only. */
+        if (atomic_compare_exchange_weak_explicit(&r->tail, &p, p + k,
+                memory_order_relaxed, memory_order_relaxed)) {
+            *first = p;
+            return k;
+        }
+    }
+}
+
+/* The same with one producer: no RMW. Counts the free slots from tail
+ * (they free in position order only with one consumer; the count stops at
+ * the first busy slot either way). */
+static inline uint32_t
+rk__vring_claim_batch_sp(rk__vring *r, uint32_t n, uint64_t *first)
+{
+    uint64_t p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint32_t k = 0;
+    /* Acquire pairs with rk__vring_free (slot reads done). */
+    while (k < n
+        && atomic_load_explicit(
+               &rk__vring_slot(r, p + k)->seq, memory_order_acquire)
+            == p + k)
+        k++;
+    if (k > 0)
+        atomic_store_explicit(&r->tail, p + k, memory_order_relaxed);
+    *first = p;
+    return k;
+}
+
 /* Producer: the slot of pos is written; make it visible. */
 static inline void
 rk__vring_publish(rk__vring *r, uint64_t pos)
@@ -192,5 +249,12 @@ rk__vring_depth(const rk__vring *r)
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
     return t > h ? t - h : 0;
 }
+
+/* Internal views of an rk_mqueue for the queue tests (mqueue.c): band b's
+ * ring, and how many threads are parked (or about to park) as senders
+ * (senders = true) or as the receiver. */
+struct rk_mqueue;
+rk__vring *rk__mqueue_band(struct rk_mqueue *q, unsigned b);
+uint32_t rk__mqueue_waiters(const struct rk_mqueue *q, bool senders);
 
 #endif /* RK_SRC_QUEUE_VRING_H */
