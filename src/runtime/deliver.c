@@ -46,6 +46,28 @@ rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq)
     return got;
 }
 
+void
+rk__fill_frames(unsigned char *dst, size_t stride, rk_msg_header *h,
+    const unsigned char *src, size_t len, size_t n)
+{
+    uint32_t seq = 0, left = 0;
+
+    for (size_t i = 0; i < n; i++, dst += stride, src += len, left--) {
+        /* Ids come in runs: the header is copied as it is and only the
+         * id's counter bytes are patched per frame. */
+        if (left == 0)
+            left = rk__id_run(
+                n - i > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - i),
+                &h->message_id, &seq);
+        else
+            seq++;
+        memcpy(dst, h, sizeof(*h));
+        rk__id_put(dst + offsetof(rk_msg_header, message_id) + 12, seq);
+        if (len != 0)
+            memcpy(dst + sizeof(*h), src, len);
+    }
+}
+
 rk_uuid
 rk__next_id(void)
 {
@@ -215,7 +237,8 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     rk__inst *inst;
     rk_msg_header h;
     uint32_t st;
-    size_t i, wake_every;
+    size_t i, wake_every, stride;
+    unsigned char stage[FRAME_ON_STACK * 2], *big = NULL;
     int rc = RK_OK;
 
     if (sent != NULL)
@@ -236,23 +259,41 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
             &inst->in, &h, base, len, n, timeout_ns, &i, batch_wake, inst);
         goto done;
     }
+    /* General queue: frames are staged in chunks of wake_every and sent
+     * with one claim per run of free slots. The kernel is woken after each
+     * chunk, so that it drains while we fill and never sleeps on a queue
+     * we block on (a chunk never exceeds half the capacity). The queue
+     * counts the rest of a chunk as refused with the first refused message,
+     * so only BLOCK (where that takes a timeout) sends chunks; the other
+     * policies send one message per call and stop at the first refusal. */
     wake_every = k->def.config.input_capacity / 2;
     wake_every = wake_every == 0 ? 1 : wake_every > 32 ? 32 : wake_every;
-    for (i = 0; i < n; i++) {
-        if (i != 0)
-            h.message_id = rk__next_id();
-        /* Wake the kernel every wake_every messages, so that it drains
-         * while we fill and never sleeps on a queue we block on. (A
-         * RK_NO_WAIT probe would count a rejection for a message that
-         * then goes in.) */
-        if (i != 0 && i % wake_every == 0)
-            rt->be->wake(inst->bi);
-        rc = rk__inq_send(&inst->in, &h, sizeof(h),
-            (const char *)base + i * len, len, priority, timeout_ns);
+    if (inst->in.bp != RK_BP_BLOCK)
+        wake_every = 1;
+    stride = sizeof(h) + len;
+    if (stride * wake_every > sizeof(stage)) {
+        wake_every = sizeof(stage) / stride;
+        if (wake_every == 0) {
+            big = malloc(stride);
+            if (big == NULL)
+                return rk__fail(RK_ENOMEM, "no memory for a send buffer");
+            wake_every = 1;
+        }
+    }
+    for (i = 0; i < n;) {
+        size_t m = n - i < wake_every ? n - i : wake_every, got = 0;
+        unsigned char *buf = big != NULL ? big : stage;
+
+        rk__fill_frames(
+            buf, stride, &h, (const unsigned char *)base + i * len, len, m);
+        rc = rk_mqueue_send_batch(
+            inst->in.mq, buf, stride, NULL, m, priority, timeout_ns, &got);
+        i += got;
+        rt->be->wake(inst->bi);
         if (rc != RK_OK)
             break;
     }
-    rt->be->wake(inst->bi);
+    free(big);
 done:
     if (sent != NULL)
         *sent = i;

@@ -168,7 +168,6 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
     const unsigned char *src = base;
     uint64_t deadline = 0;
     size_t i = 0;
-    uint32_t id_i = 0, id_n = 0, seq = 0;
     int rc = RK_OK;
 
     RK_ASSERT(l != NULL && sizeof(*h) + len <= q->slot_size);
@@ -190,20 +189,18 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
                 break;
             continue;
         }
-        /* Write a run of frames, then publish them with one tail store.
-         * Ids come in runs: the header is copied as it is and only the
-         * id's counter bytes are patched per frame. */
-        for (uint32_t j = 0; j < k; j++, i++, id_i++) {
-            unsigned char *slot = rk_ring_slot(&l->prod, l->prod.pos + j);
-            if (id_i == id_n) {
-                id_n = rk__id_run(k - j, &h->message_id, &seq);
-                id_i = 0;
-            }
-            memcpy(slot, h, sizeof(*h));
-            rk__id_put(
-                slot + offsetof(rk_msg_header, message_id) + 12, seq + id_i);
-            if (len != 0)
-                memcpy(slot + sizeof(*h), src + i * len, len);
+        /* Write a run of frames (in up to two pieces where the ring
+         * wraps), then publish them with one tail store. */
+        {
+            uint32_t to_end
+                = l->prod.mask + 1 - (uint32_t)(l->prod.pos & l->prod.mask);
+            uint32_t k1 = k < to_end ? k : to_end;
+            rk__fill_frames(rk_ring_slot(&l->prod, l->prod.pos),
+                l->prod.slot_size, h, src + i * len, len, k1);
+            if (k1 < k)
+                rk__fill_frames(rk_ring_slot(&l->prod, l->prod.pos + k1),
+                    l->prod.slot_size, h, src + (i + k1) * len, len, k - k1);
+            i += k;
         }
         bump(&q->enqueued, k); /* before publishing, as in lane_send */
         rk_ring_prod_publish(&l->ctrl, &l->prod, k);

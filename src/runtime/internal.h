@@ -169,6 +169,12 @@ rk_uuid rk__next_id(void);
  * rk__id_put(&id.b[12], *seq + i). Batch senders stamp a run per copy. */
 uint32_t rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq);
 
+/* Writes n frames at dst, stride bytes apart: *h with a fresh id each
+ * (h->message_id is left as the last one's), then payload i, len bytes at
+ * src + i * len. */
+void rk__fill_frames(unsigned char *dst, size_t stride, rk_msg_header *h,
+    const unsigned char *src, size_t len, size_t n);
+
 static inline void
 rk__id_put(uint8_t *low4, uint32_t n)
 {
