@@ -397,7 +397,7 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
         }
         /* With other waiters, wait in slices (see above). */
         slice_end = deadline;
-        if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) > 1
+        if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) > 0
             && (slice_end - rk_now_ns()) > (uint64_t)REQUEST_SLICE_NS)
             slice_end = rk_now_ns() + (uint64_t)REQUEST_SLICE_NS;
         rc = rk__outq_recv(&inst->out, frame, &flen, spin_ns, slice_end);
@@ -442,14 +442,20 @@ recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
     if (inst == NULL)
         return rk__fail(
             RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
-    atomic_fetch_add_explicit(&inst->out_waiters, 1, memory_order_relaxed);
-    pthread_mutex_lock(&inst->out_lock);
+    /* out_waiters counts the receivers blocked on out_lock, so that the
+     * holder waits in slices while others want to look. The usual lone
+     * receiver takes the lock at the first try and never touches it (two
+     * read-modify-writes less per receive). */
+    if (pthread_mutex_trylock(&inst->out_lock) != 0) {
+        atomic_fetch_add_explicit(&inst->out_waiters, 1, memory_order_relaxed);
+        pthread_mutex_lock(&inst->out_lock);
+        atomic_fetch_sub_explicit(&inst->out_waiters, 1, memory_order_relaxed);
+    }
     /* Spin before parking unless the caller asked not to wait: a reply
      * usually comes within a microsecond or two, parking costs several. */
     rc = take_output(inst, corr, hdr, buf, cap, len, deadline,
         timeout_ns == RK_NO_WAIT ? 0 : rt_spin(k));
     pthread_mutex_unlock(&inst->out_lock);
-    atomic_fetch_sub_explicit(&inst->out_waiters, 1, memory_order_relaxed);
     if (rc == RK_ETIMEDOUT)
         return rk__fail(rc, "no output from kernel '%s' in time", k->id);
     return rc;
