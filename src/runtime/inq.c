@@ -228,7 +228,7 @@ rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
 
 int
 rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
-    rk__inq_batch *out)
+    bool lend, rk__inq_batch *out)
 {
     rk_spsc *l = q->lane;
     uint32_t k, avail, run;
@@ -250,20 +250,38 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
         return is_closed(q) && rk_ring_cons_avail(&l->ctrl, &l->cons, 1) == 0
             ? RK_ECLOSED
             : RK_EEMPTY;
-    /* In place: the frames stay in their slots (no copy) until
-     * rk__inq_release. One contiguous run, so stop at the ring's end. */
-    run = l->cons.mask + 1 - (uint32_t)(l->cons.pos & l->cons.mask);
     k = avail < max ? avail : (uint32_t)max;
-    k = k < run ? k : run;
-    out->frames = rk_ring_slot(&l->cons, l->cons.pos);
-    out->stride = l->cons.slot_size;
-    out->in_place = true;
+    if (!lend) {
+        for (uint32_t i = 0; i < k; i++) {
+            const unsigned char *slot
+                = rk_ring_slot(&l->cons, l->cons.pos + i);
+            uint32_t plen;
+            memcpy(&plen, slot + offsetof(rk_msg_header, payload_len),
+                sizeof(plen));
+            lens[i] = RK_MSG_HEADER_SIZE + (size_t)plen;
+            RK_ASSERT(lens[i] <= stride && lens[i] <= q->slot_size);
+            memcpy((unsigned char *)bufs + (size_t)i * stride, slot, lens[i]);
+        }
+        out->frames = bufs;
+        out->stride = stride;
+        out->in_place = false;
+    } else {
+        /* In place: the frames stay in their slots (no copy) until
+         * rk__inq_release. One contiguous run: stop at the ring's end. */
+        run = l->cons.mask + 1 - (uint32_t)(l->cons.pos & l->cons.mask);
+        k = k < run ? k : run;
+        out->frames = rk_ring_slot(&l->cons, l->cons.pos);
+        out->stride = l->cons.slot_size;
+        out->in_place = true;
+    }
     out->n = k;
     /* Counted when taken, as the general queue does: the books (stats
      * depth) treat a held batch as dequeued and pending in the kernel. */
     atomic_store_explicit(&q->dequeued,
         atomic_load_explicit(&q->dequeued, memory_order_relaxed) + k,
         memory_order_relaxed);
+    if (!lend)
+        rk__inq_release(q, k);
     return RK_OK;
 }
 

@@ -179,8 +179,12 @@ next_batch(rk_ctx *ctx)
     int rc;
 
     release_held(ctx);
-    rc = rk__inq_take(
-        &inst->in, ctx->buf, stride_of(inst), ctx->lens, ctx->batch, &b);
+    /* Only handlers borrow lane slots: the runtime owns their loop, so
+     * nothing is held at a safe point. An actor may pause (or wait in
+     * rk_should_terminate) while its last view is still in use, and held
+     * slots would then shrink its input's room, so actors get copies. */
+    rc = rk__inq_take(&inst->in, ctx->buf, stride_of(inst), ctx->lens,
+        ctx->batch, ctx->in_handler, &b);
     if (rc != RK_OK || b.n == 0)
         return rc == RK_OK ? RK_EEMPTY : rc;
     ctx->frames = b.frames;
@@ -210,6 +214,9 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         return RK_OK;
     }
     lat_flush(ctx);
+    /* Nothing is in flight: give the lane its slots back before the safe
+     * point, so a paused kernel holds none of its input's room. */
+    release_held(ctx);
     for (;;) {
         uint32_t c = safe_point(ctx), seq;
         int rc = next_batch(ctx);
