@@ -23,7 +23,9 @@
  * RK_BENCH_SCALE scales the iteration counts.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -147,12 +149,161 @@ bench_ck_floor(size_t n)
 #ifdef RK_HAVE_CK
     uint64_t *v = calloc(n, sizeof(*v));
     if (v != NULL && ck_ref_pingpong_run(v, n, main_cpu, kernel_cpu) == 0)
-        emit_rtt("pingpong_rtt", "ck_ring", v, n, NULL);
+        emit_rtt("pingpong_rtt", "ck_ring", v, n, "\"frame\":8");
     free(v);
 #else
     (void)n;
     fprintf(stderr, "bench_runtime: built without ck, no ck_ring floor\n");
 #endif
+}
+
+/*
+ * The same-frame-size floor: a ck_ring ping-pong that carries a 128-byte
+ * frame (a 64-byte header and the 64-byte payload) by value each way, as
+ * the runtime does, instead of an 8-byte pointer.
+ */
+#define FRAME (64 + PAYLOAD)
+
+typedef struct frame128 {
+    _Alignas(64) unsigned char b[FRAME];
+} frame128;
+
+#ifdef RK_HAVE_CK
+CK_RING_PROTOTYPE(frame128, frame128)
+
+typedef struct ck_frames {
+    ck_ring_t ab, ba;
+    frame128 *buf_ab, *buf_ba;
+    size_t rounds;
+} ck_frames;
+
+static void *
+ck_frame_echo(void *arg)
+{
+    ck_frames *p = arg;
+    frame128 f;
+
+    ck_ref_pin(kernel_cpu);
+    for (size_t i = 0; i < p->rounds; i++) {
+        while (!ck_ring_dequeue_spsc_frame128(&p->ab, p->buf_ab, &f))
+            ;
+        while (!ck_ring_enqueue_spsc_frame128(&p->ba, p->buf_ba, &f))
+            ;
+    }
+    return NULL;
+}
+
+static void
+bench_ck_frames(size_t n)
+{
+    ck_frames p = { .rounds = n + n / 10 };
+    uint64_t *v = calloc(n, sizeof(*v));
+    frame128 f;
+    pthread_t t;
+
+    memset(&f, 0, sizeof(f));
+    p.buf_ab = aligned_alloc(64, CK_REF_RING_SIZE * sizeof(frame128));
+    p.buf_ba = aligned_alloc(64, CK_REF_RING_SIZE * sizeof(frame128));
+    if (v == NULL || p.buf_ab == NULL || p.buf_ba == NULL)
+        goto out;
+    ck_ring_init(&p.ab, CK_REF_RING_SIZE);
+    ck_ring_init(&p.ba, CK_REF_RING_SIZE);
+    ck_ref_pin(main_cpu);
+    if (pthread_create(&t, NULL, ck_frame_echo, &p) != 0)
+        goto out;
+    for (size_t i = 0; i < p.rounds; i++) {
+        uint64_t t0 = bench_now_ns();
+        f.b[0] = (unsigned char)i;
+        while (!ck_ring_enqueue_spsc_frame128(&p.ab, p.buf_ab, &f))
+            ;
+        while (!ck_ring_dequeue_spsc_frame128(&p.ba, p.buf_ba, &f))
+            ;
+        if (i >= n / 10)
+            v[i - n / 10] = bench_now_ns() - t0;
+    }
+    pthread_join(t, NULL);
+    emit_rtt("pingpong_rtt", "ck_ring", v, n, "\"frame\":128");
+out:
+    free(v);
+    free(p.buf_ab);
+    free(p.buf_ba);
+}
+#endif
+
+/*
+ * The copy floor for one-way batched 128-byte frames: two threads, a ring
+ * of 128-byte slots, the producer copies BATCH frames in and publishes them
+ * with one index store, the consumer copies whatever is there out and
+ * hands it back with one store. No ids, no counters, no parking: what two
+ * copies per message and the cross-core line transfers cost on this
+ * machine. impl "raw_copy".
+ */
+#define RAW_SLOTS 4096u
+
+typedef struct raw_ring {
+    _Alignas(64) _Atomic uint64_t tail;
+    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) frame128 *slots;
+    uint64_t n;
+} raw_ring;
+
+static void *
+raw_consumer(void *arg)
+{
+    raw_ring *r = arg;
+    static frame128 out[BATCH];
+    uint64_t pos = 0, sum = 0;
+
+    ck_ref_pin(kernel_cpu);
+    while (pos < r->n) {
+        /* Acquire pairs with the producer's release store of tail. */
+        uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+        uint64_t k = t - pos > BATCH ? BATCH : t - pos;
+        for (uint64_t i = 0; i < k; i++)
+            memcpy(&out[i], &r->slots[(pos + i) % RAW_SLOTS], FRAME);
+        for (uint64_t i = 0; i < k; i++)
+            sum += out[i].b[0];
+        pos += k;
+        /* Release pairs with the producer's acquire load of head. */
+        atomic_store_explicit(&r->head, pos, memory_order_release);
+    }
+    return (void *)(uintptr_t)sum;
+}
+
+static void
+bench_raw_copy(size_t n)
+{
+    raw_ring r = { .n = n };
+    static frame128 src[BATCH];
+    uint64_t pos = 0, t0, t1;
+    pthread_t t;
+    char extra[64];
+
+    r.slots = aligned_alloc(64, RAW_SLOTS * sizeof(frame128));
+    if (r.slots == NULL)
+        return;
+    ck_ref_pin(main_cpu);
+    if (pthread_create(&t, NULL, raw_consumer, &r) != 0) {
+        free(r.slots);
+        return;
+    }
+    t0 = bench_now_ns();
+    while (pos < n) {
+        uint64_t h = atomic_load_explicit(&r.head, memory_order_acquire);
+        uint64_t room = RAW_SLOTS - (pos - h), k = n - pos;
+        k = k > BATCH ? BATCH : k;
+        k = k > room ? room : k;
+        for (uint64_t i = 0; i < k; i++)
+            memcpy(&r.slots[(pos + i) % RAW_SLOTS], &src[i], FRAME);
+        pos += k;
+        atomic_store_explicit(&r.tail, pos, memory_order_release);
+    }
+    pthread_join(t, NULL);
+    t1 = bench_now_ns();
+    snprintf(extra, sizeof(extra), "\"frame\":%d,\"n\":%zu", FRAME, n);
+    bench_emit(SUITE, "oneway_batched_throughput", "raw_copy",
+        (double)n * 1e9 / (double)(t1 - t0), "msgs/s", extra);
+    free(r.slots);
 }
 
 static void
@@ -322,24 +473,52 @@ bench_idle(double seconds)
     rk_runtime_destroy(rt);
 }
 
+/* RK_BENCH_ONLY=word runs only the cases whose tag contains word (for
+ * callgrind: "rtt_sp", "batched_sp", ...). */
+static bool
+want(const char *tag)
+{
+    const char *only = getenv("RK_BENCH_ONLY");
+    return only == NULL || only[0] == '\0' || strstr(tag, only) != NULL;
+}
+
 int
 main(void)
 {
     scale = bench_scale();
     main_cpu = ck_ref_cpu(0);
     kernel_cpu = ck_ref_cpu(1);
-    bench_ck_floor(scaled(200000));
-    bench_rtt(scaled(200000), true, false, false);
-    bench_rtt(scaled(200000), false, false, false);
-    bench_rtt(scaled(200000), true, false, true);
-    bench_rtt(scaled(200000), false, false, true);
-    bench_rtt(scaled(100000), true, true, false);
-    bench_oneway(scaled(2000000), false, true, false);
-    bench_oneway(scaled(10000000), true, true, false);
-    bench_oneway(scaled(10000000), true, false, false);
-    bench_oneway(scaled(10000000), true, true, true);
-    bench_oneway(scaled(10000000), true, false, true);
-    bench_pipeline(scaled(3000000));
-    bench_idle(scale < 1 ? 0.2 : 1.0);
+    if (want("floor_ck"))
+        bench_ck_floor(scaled(200000));
+#ifdef RK_HAVE_CK
+    if (want("floor_ck128"))
+        bench_ck_frames(scaled(200000));
+#endif
+    if (want("rtt_mp_tel"))
+        bench_rtt(scaled(200000), true, false, false);
+    if (want("rtt_mp_notel"))
+        bench_rtt(scaled(200000), false, false, false);
+    if (want("rtt_sp_tel"))
+        bench_rtt(scaled(200000), true, false, true);
+    if (want("rtt_sp_notel"))
+        bench_rtt(scaled(200000), false, false, true);
+    if (want("request"))
+        bench_rtt(scaled(100000), true, true, false);
+    if (want("oneway_single"))
+        bench_oneway(scaled(2000000), false, true, false);
+    if (want("floor_raw_copy"))
+        bench_raw_copy(scaled(10000000));
+    if (want("batched_mp_tel"))
+        bench_oneway(scaled(10000000), true, true, false);
+    if (want("batched_mp_notel"))
+        bench_oneway(scaled(10000000), true, false, false);
+    if (want("batched_sp_tel"))
+        bench_oneway(scaled(10000000), true, true, true);
+    if (want("batched_sp_notel"))
+        bench_oneway(scaled(10000000), true, false, true);
+    if (want("pipeline"))
+        bench_pipeline(scaled(3000000));
+    if (want("idle"))
+        bench_idle(scale < 1 ? 0.2 : 1.0);
     return 0;
 }

@@ -28,22 +28,53 @@ static _Thread_local struct {
     uint32_t next;
 } id_gen = { { { 0 } }, ID_BLOCK };
 
-rk_uuid
-rk__next_id(void)
+uint32_t
+rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq)
 {
-    rk_uuid u;
-    uint32_t n;
+    uint32_t got;
 
     if (rk__unlikely(id_gen.next == ID_BLOCK)) {
         id_gen.base = rk_uuid_v7();
         id_gen.next = 0;
     }
-    u = id_gen.base;
-    n = id_gen.next++;
-    u.b[12] = (uint8_t)(n >> 24);
-    u.b[13] = (uint8_t)(n >> 16);
-    u.b[14] = (uint8_t)(n >> 8);
-    u.b[15] = (uint8_t)n;
+    got = ID_BLOCK - id_gen.next;
+    got = want < got ? want : got;
+    *first = id_gen.base;
+    *seq = id_gen.next;
+    rk__id_put(&first->b[12], id_gen.next);
+    id_gen.next += got;
+    return got;
+}
+
+void
+rk__fill_frames(unsigned char *dst, size_t stride, rk_msg_header *h,
+    const unsigned char *src, size_t len, size_t n)
+{
+    uint32_t seq = 0, left = 0;
+
+    for (size_t i = 0; i < n; i++, dst += stride, src += len, left--) {
+        /* Ids come in runs: the header is copied as it is and only the
+         * id's counter bytes are patched per frame. */
+        if (left == 0)
+            left = rk__id_run(
+                n - i > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - i),
+                &h->message_id, &seq);
+        else
+            seq++;
+        memcpy(dst, h, sizeof(*h));
+        rk__id_put(dst + offsetof(rk_msg_header, message_id) + 12, seq);
+        if (len != 0)
+            memcpy(dst + sizeof(*h), src, len);
+    }
+}
+
+rk_uuid
+rk__next_id(void)
+{
+    rk_uuid u;
+    uint32_t seq;
+
+    (void)rk__id_run(1, &u, &seq);
     return u;
 }
 
@@ -206,7 +237,8 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     rk__inst *inst;
     rk_msg_header h;
     uint32_t st;
-    size_t i, wake_every;
+    size_t i, wake_every, stride;
+    unsigned char stage[FRAME_ON_STACK * 2], *big = NULL;
     int rc = RK_OK;
 
     if (sent != NULL)
@@ -227,23 +259,41 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
             &inst->in, &h, base, len, n, timeout_ns, &i, batch_wake, inst);
         goto done;
     }
+    /* General queue: frames are staged in chunks of wake_every and sent
+     * with one claim per run of free slots. The kernel is woken after each
+     * chunk, so that it drains while we fill and never sleeps on a queue
+     * we block on (a chunk never exceeds half the capacity). The queue
+     * counts the rest of a chunk as refused with the first refused message,
+     * so only BLOCK (where that takes a timeout) sends chunks; the other
+     * policies send one message per call and stop at the first refusal. */
     wake_every = k->def.config.input_capacity / 2;
     wake_every = wake_every == 0 ? 1 : wake_every > 32 ? 32 : wake_every;
-    for (i = 0; i < n; i++) {
-        if (i != 0)
-            h.message_id = rk__next_id();
-        /* Wake the kernel every wake_every messages, so that it drains
-         * while we fill and never sleeps on a queue we block on. (A
-         * RK_NO_WAIT probe would count a rejection for a message that
-         * then goes in.) */
-        if (i != 0 && i % wake_every == 0)
-            rt->be->wake(inst->bi);
-        rc = rk__inq_send(&inst->in, &h, sizeof(h),
-            (const char *)base + i * len, len, priority, timeout_ns);
+    if (inst->in.bp != RK_BP_BLOCK)
+        wake_every = 1;
+    stride = sizeof(h) + len;
+    if (stride * wake_every > sizeof(stage)) {
+        wake_every = sizeof(stage) / stride;
+        if (wake_every == 0) {
+            big = malloc(stride);
+            if (big == NULL)
+                return rk__fail(RK_ENOMEM, "no memory for a send buffer");
+            wake_every = 1;
+        }
+    }
+    for (i = 0; i < n;) {
+        size_t m = n - i < wake_every ? n - i : wake_every, got = 0;
+        unsigned char *buf = big != NULL ? big : stage;
+
+        rk__fill_frames(
+            buf, stride, &h, (const unsigned char *)base + i * len, len, m);
+        rc = rk_mqueue_send_batch(
+            inst->in.mq, buf, stride, NULL, m, priority, timeout_ns, &got);
+        i += got;
+        rt->be->wake(inst->bi);
         if (rc != RK_OK)
             break;
     }
-    rt->be->wake(inst->bi);
+    free(big);
 done:
     if (sent != NULL)
         *sent = i;
@@ -347,7 +397,7 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
         }
         /* With other waiters, wait in slices (see above). */
         slice_end = deadline;
-        if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) > 1
+        if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) > 0
             && (slice_end - rk_now_ns()) > (uint64_t)REQUEST_SLICE_NS)
             slice_end = rk_now_ns() + (uint64_t)REQUEST_SLICE_NS;
         rc = rk__outq_recv(&inst->out, frame, &flen, spin_ns, slice_end);
@@ -392,14 +442,20 @@ recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
     if (inst == NULL)
         return rk__fail(
             RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
-    atomic_fetch_add_explicit(&inst->out_waiters, 1, memory_order_relaxed);
-    pthread_mutex_lock(&inst->out_lock);
+    /* out_waiters counts the receivers blocked on out_lock, so that the
+     * holder waits in slices while others want to look. The usual lone
+     * receiver takes the lock at the first try and never touches it (two
+     * read-modify-writes less per receive). */
+    if (pthread_mutex_trylock(&inst->out_lock) != 0) {
+        atomic_fetch_add_explicit(&inst->out_waiters, 1, memory_order_relaxed);
+        pthread_mutex_lock(&inst->out_lock);
+        atomic_fetch_sub_explicit(&inst->out_waiters, 1, memory_order_relaxed);
+    }
     /* Spin before parking unless the caller asked not to wait: a reply
      * usually comes within a microsecond or two, parking costs several. */
     rc = take_output(inst, corr, hdr, buf, cap, len, deadline,
         timeout_ns == RK_NO_WAIT ? 0 : rt_spin(k));
     pthread_mutex_unlock(&inst->out_lock);
-    atomic_fetch_sub_explicit(&inst->out_waiters, 1, memory_order_relaxed);
     if (rc == RK_ETIMEDOUT)
         return rk__fail(rc, "no output from kernel '%s' in time", k->id);
     return rc;

@@ -189,14 +189,18 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
                 break;
             continue;
         }
-        /* Write a run of frames, then publish them with one tail store. */
-        for (uint32_t j = 0; j < k; j++, i++) {
-            unsigned char *slot = rk_ring_slot(&l->prod, l->prod.pos + j);
-            if (i != 0)
-                h->message_id = rk__next_id();
-            memcpy(slot, h, sizeof(*h));
-            if (len != 0)
-                memcpy(slot + sizeof(*h), src + i * len, len);
+        /* Write a run of frames (in up to two pieces where the ring
+         * wraps), then publish them with one tail store. */
+        {
+            uint32_t to_end
+                = l->prod.mask + 1 - (uint32_t)(l->prod.pos & l->prod.mask);
+            uint32_t k1 = k < to_end ? k : to_end;
+            rk__fill_frames(rk_ring_slot(&l->prod, l->prod.pos),
+                l->prod.slot_size, h, src + i * len, len, k1);
+            if (k1 < k)
+                rk__fill_frames(rk_ring_slot(&l->prod, l->prod.pos + k1),
+                    l->prod.slot_size, h, src + (i + k1) * len, len, k - k1);
+            i += k;
         }
         bump(&q->enqueued, k); /* before publishing, as in lane_send */
         rk_ring_prod_publish(&l->ctrl, &l->prod, k);
@@ -223,39 +227,72 @@ rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
 }
 
 int
-rk__inq_recv_batch(
-    rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max, size_t *n)
+rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
+    bool lend, rk__inq_batch *out)
 {
     rk_spsc *l = q->lane;
-    uint32_t k, avail;
+    uint32_t k, avail, run;
 
-    if (q->mq != NULL)
+    out->n = 0;
+    if (q->mq != NULL) {
+        out->frames = bufs;
+        out->stride = stride;
+        out->in_place = false;
         return rk_mqueue_recv_batch(
-            q->mq, bufs, stride, lens, max, n, RK_NO_WAIT);
-    *n = 0;
+            q->mq, bufs, stride, lens, max, &out->n, RK_NO_WAIT);
+    }
     /* The whole backlog, for the high-water mark (the consumer keeps it:
      * a producer would have to read the consumer's line each send). */
     avail = rk_ring_cons_avail(&l->ctrl, &l->cons, UINT32_MAX);
-    k = avail < max ? avail : (uint32_t)max;
     if (avail > atomic_load_explicit(&q->high_water, memory_order_relaxed))
         atomic_store_explicit(&q->high_water, avail, memory_order_relaxed);
-    if (k == 0)
+    if (avail == 0)
         return is_closed(q) && rk_ring_cons_avail(&l->ctrl, &l->cons, 1) == 0
             ? RK_ECLOSED
             : RK_EEMPTY;
-    for (uint32_t i = 0; i < k; i++) {
-        const unsigned char *slot = rk_ring_slot(&l->cons, l->cons.pos + i);
-        uint32_t plen;
-        memcpy(
-            &plen, slot + offsetof(rk_msg_header, payload_len), sizeof(plen));
-        lens[i] = RK_MSG_HEADER_SIZE + (size_t)plen;
-        RK_ASSERT(lens[i] <= stride && lens[i] <= q->slot_size);
-        memcpy((unsigned char *)bufs + (size_t)i * stride, slot, lens[i]);
+    k = avail < max ? avail : (uint32_t)max;
+    if (!lend) {
+        for (uint32_t i = 0; i < k; i++) {
+            const unsigned char *slot
+                = rk_ring_slot(&l->cons, l->cons.pos + i);
+            uint32_t plen;
+            memcpy(&plen, slot + offsetof(rk_msg_header, payload_len),
+                sizeof(plen));
+            lens[i] = RK_MSG_HEADER_SIZE + (size_t)plen;
+            RK_ASSERT(lens[i] <= stride && lens[i] <= q->slot_size);
+            memcpy((unsigned char *)bufs + (size_t)i * stride, slot, lens[i]);
+        }
+        out->frames = bufs;
+        out->stride = stride;
+        out->in_place = false;
+    } else {
+        /* In place: the frames stay in their slots (no copy) until
+         * rk__inq_release. One contiguous run: stop at the ring's end. */
+        run = l->cons.mask + 1 - (uint32_t)(l->cons.pos & l->cons.mask);
+        k = k < run ? k : run;
+        out->frames = rk_ring_slot(&l->cons, l->cons.pos);
+        out->stride = l->cons.slot_size;
+        out->in_place = true;
     }
-    rk_ring_cons_release(&l->ctrl, &l->cons, k);
+    out->n = k;
+    /* Counted when taken, as the general queue does: the books (stats
+     * depth) treat a held batch as dequeued and pending in the kernel. */
     atomic_store_explicit(&q->dequeued,
         atomic_load_explicit(&q->dequeued, memory_order_relaxed) + k,
         memory_order_relaxed);
+    if (!lend)
+        rk__inq_release(q, k);
+    return RK_OK;
+}
+
+void
+rk__inq_release(rk__inq *q, size_t n)
+{
+    rk_spsc *l = q->lane;
+
+    if (l == NULL || n == 0)
+        return;
+    rk_ring_cons_release(&l->ctrl, &l->cons, (uint32_t)n);
     if (q->bp == RK_BP_BLOCK) {
         /* Pairs with the fence in lane_wait_room: our head store is
          * ordered before the load of prod_parked. */
@@ -266,8 +303,6 @@ rk__inq_recv_batch(
             rk__futex_wake(&q->prod_seq, INT32_MAX);
         }
     }
-    *n = k;
-    return RK_OK;
 }
 
 size_t

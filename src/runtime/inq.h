@@ -57,7 +57,8 @@ int rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
     size_t len, uint8_t priority, int64_t timeout_ns);
 
 /* Lane only (q->lane != NULL): sends n frames, each h with a fresh message
- * id (the first keeps h's) followed by payload i of len bytes at base, and
+ * id (h->message_id is overwritten) followed by payload i of len bytes at
+ * base, and
  * publishes every run of free slots with one index store, calling wake(warg)
  * after each. Stops at the first message that does not go in; *sent counts
  * those that did. Results as rk__inq_send for that message. */
@@ -66,11 +67,27 @@ int rk__inq_send_many(rk__inq *q, struct rk_msg_header *h, const void *base,
     size_t len, size_t n, int64_t timeout_ns, size_t *sent,
     void (*wake)(void *), void *warg);
 
-/* Takes up to max frames without waiting: frame i to bufs + i * stride,
- * its length to lens[i]. RK_OK with *n >= 1, RK_EEMPTY, or RK_ECLOSED
- * (closed and drained). */
-int rk__inq_recv_batch(rk__inq *q, void *bufs, size_t stride, size_t *lens,
-    size_t max, size_t *n);
+/* A batch taken by rk__inq_take: frame i starts at frames + i * stride. */
+typedef struct rk__inq_batch {
+    const unsigned char *frames;
+    size_t stride;
+    size_t n;
+    bool in_place; /* frames are the lane's slots; lens[] is not filled */
+} rk__inq_batch;
+
+/* Takes up to max frames without waiting. The general queue, and a lane
+ * unless lend, copy frame i to bufs + i * stride and its length to
+ * lens[i]. A lane with lend copies nothing: the batch is a contiguous run
+ * of its own slots (each frame's length is in its header), which stay the
+ * caller's until rk__inq_release(q, n).
+ * RK_OK with out->n >= 1, RK_EEMPTY, or RK_ECLOSED (closed and drained). */
+int rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens,
+    size_t max, bool lend, rk__inq_batch *out);
+
+/* Hands an in-place batch's n slots back to the producer (no-op for the
+ * general queue, whose take already freed them). rk__inq_depth counts
+ * held slots until then; rk__inq_stats counts them dequeued at the take. */
+void rk__inq_release(rk__inq *q, size_t n);
 
 size_t rk__inq_depth(const rk__inq *q);
 void rk__inq_close(rk__inq *q);

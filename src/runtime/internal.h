@@ -43,11 +43,18 @@ typedef struct rk__kcounters {
 struct rk_ctx {
     struct rk__inst *inst;
     rk__backend_inst *bi;
-    /* Prefetched input: n messages of slot bytes each in buf; pos is the
-     * next to hand out, cur the one in flight (-1: none). */
+    /* Prefetched input: n frames, frame i at frames + i * stride; pos is
+     * the next to hand out, cur the one in flight (-1: none). A general
+     * queue copies them into buf (lengths in lens); a lane lends its own
+     * slots (in_place, lengths in the headers), held until the next
+     * batch is taken. */
     unsigned char *buf;
     size_t *lens;
+    const unsigned char *frames;
+    size_t stride;
     size_t n, pos;
+    size_t held; /* lane slots to release before the next take */
+    bool in_place;
     long cur;
     uint64_t fetch_ns; /* when the batch was taken; 0: not sampled */
     uint32_t small_fetches;
@@ -156,6 +163,26 @@ int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns);
 /* A fresh message id (UUID v7 based, cheap; see deliver.c). */
 rk_uuid rk__next_id(void);
+/* Reserves up to want (>= 1) consecutive ids of this thread and returns
+ * how many. They share *first but for its last 4 bytes, a big-endian
+ * counter that is *seq for the first: id i of the run is *first with
+ * rk__id_put(&id.b[12], *seq + i). Batch senders stamp a run per copy. */
+uint32_t rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq);
+
+/* Writes n frames at dst, stride bytes apart: *h with a fresh id each
+ * (h->message_id is left as the last one's), then payload i, len bytes at
+ * src + i * len. */
+void rk__fill_frames(unsigned char *dst, size_t stride, rk_msg_header *h,
+    const unsigned char *src, size_t len, size_t n);
+
+static inline void
+rk__id_put(uint8_t *low4, uint32_t n)
+{
+    low4[0] = (uint8_t)(n >> 24);
+    low4[1] = (uint8_t)(n >> 16);
+    low4[2] = (uint8_t)(n >> 8);
+    low4[3] = (uint8_t)n;
+}
 /* Fills a header for a new message. send_ns 0 leaves no timestamp. */
 void rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio,
     uint64_t send_ns, uint32_t sender);

@@ -140,6 +140,62 @@ lat_flush(rk_ctx *ctx)
     }
 }
 
+static const unsigned char *
+frame_at(const rk_ctx *ctx, size_t i)
+{
+    return ctx->frames + i * ctx->stride;
+}
+
+static size_t
+frame_len(const rk_ctx *ctx, size_t i)
+{
+    uint32_t plen;
+
+    if (!ctx->in_place)
+        return ctx->lens[i];
+    memcpy(&plen, frame_at(ctx, i) + offsetof(rk_msg_header, payload_len),
+        sizeof(plen));
+    /* The lane's producer refused frames over the slot size. */
+    RK_ASSERT(RK_MSG_HEADER_SIZE + (size_t)plen <= ctx->stride);
+    return RK_MSG_HEADER_SIZE + (size_t)plen;
+}
+
+/* Gives the lane slots of the last batch back (nothing is in flight). */
+static void
+release_held(rk_ctx *ctx)
+{
+    if (ctx->held != 0) {
+        rk__inq_release(&ctx->inst->in, ctx->held);
+        ctx->held = 0;
+    }
+}
+
+/* Takes the next batch without waiting (results as rk__inq_take). */
+static int
+next_batch(rk_ctx *ctx)
+{
+    rk__inst *inst = ctx->inst;
+    rk__inq_batch b;
+    int rc;
+
+    release_held(ctx);
+    /* Only handlers borrow lane slots: the runtime owns their loop, so
+     * nothing is held at a safe point. An actor may pause (or wait in
+     * rk_should_terminate) while its last view is still in use, and held
+     * slots would then shrink its input's room, so actors get copies. */
+    rc = rk__inq_take(&inst->in, ctx->buf, stride_of(inst), ctx->lens,
+        ctx->batch, ctx->in_handler, &b);
+    if (rc != RK_OK || b.n == 0)
+        return rc == RK_OK ? RK_EEMPTY : rc;
+    ctx->frames = b.frames;
+    ctx->stride = b.stride;
+    ctx->in_place = b.in_place;
+    ctx->held = b.in_place ? b.n : 0;
+    ctx->n = b.n;
+    ctx->pos = 0;
+    return RK_OK;
+}
+
 /*
  * Makes sure a prefetched message is waiting at ctx->pos: spins, then
  * parks (see rk__control for the handshake with senders). RK_OK,
@@ -158,15 +214,15 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         return RK_OK;
     }
     lat_flush(ctx);
+    /* Nothing is in flight: give the lane its slots back before the safe
+     * point, so a paused kernel holds none of its input's room. */
+    release_held(ctx);
     for (;;) {
         uint32_t c = safe_point(ctx), seq;
-        size_t n = 0;
-        int rc = rk__inq_recv_batch(
-            &inst->in, ctx->buf, stride_of(inst), ctx->lens, ctx->batch, &n);
+        int rc = next_batch(ctx);
 
-        if (rc == RK_OK && n > 0) {
-            ctx->n = n;
-            ctx->pos = 0;
+        if (rc == RK_OK) {
+            size_t n = ctx->n;
             /* One clock read per batch: latency is send -> dequeue. A
              * kernel that keeps up takes tiny batches, where a clock read
              * each would dominate, so small batches are sampled: one in
@@ -214,10 +270,9 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
 static void
 take(rk_ctx *ctx, rk_msg_view *out)
 {
-    rk__inst *inst = ctx->inst;
-    unsigned char *frame = ctx->buf + (size_t)ctx->pos * stride_of(inst);
-    const rk_msg_header *h = (const rk_msg_header *)(void *)frame;
-    size_t flen = ctx->lens[ctx->pos];
+    const unsigned char *frame = frame_at(ctx, ctx->pos);
+    const rk_msg_header *h = (const rk_msg_header *)(const void *)frame;
+    size_t flen = frame_len(ctx, ctx->pos);
 
     ctx->cur = (long)ctx->pos++;
     out->hdr = h;
@@ -241,8 +296,10 @@ take(rk_ctx *ctx, rk_msg_view *out)
 bool
 rk_should_terminate(rk_ctx *ctx)
 {
+    /* Held lane slots count in the depth but were handed out already
+     * (the view of the last one may still be in use, so no release). */
     return safe_point(ctx) == RK__CMD_STOP && ctx->pos == ctx->n
-        && rk__inq_depth(&ctx->inst->in) == 0;
+        && rk__inq_depth(&ctx->inst->in) == ctx->held;
 }
 
 int
@@ -291,8 +348,8 @@ dead_letter_frame(rk_ctx *ctx, size_t i, rk_dead_reason why, int err)
 {
     rk__inst *inst = ctx->inst;
 
-    rk__dead_letter(inst->k->rt, inst, why, err,
-        ctx->buf + i * stride_of(inst), ctx->lens[i]);
+    rk__dead_letter(
+        inst->k->rt, inst, why, err, frame_at(ctx, i), frame_len(ctx, i));
 }
 
 /* Everything still queued or prefetched goes to the dead-letter queue, so
@@ -306,14 +363,8 @@ drain_to_dead_letters(rk_ctx *ctx, rk_dead_reason why, int err)
     for (;;) {
         while (ctx->pos < ctx->n)
             dead_letter_frame(ctx, ctx->pos++, why, err);
-        size_t n = 0;
-        if (rk__inq_recv_batch(&inst->in, ctx->buf, stride_of(inst), ctx->lens,
-                ctx->batch, &n)
-                != RK_OK
-            || n == 0)
+        if (next_batch(ctx) != RK_OK)
             break;
-        ctx->n = n;
-        ctx->pos = 0;
     }
 }
 
@@ -421,8 +472,7 @@ static uint8_t
 ctx_priority(const rk_ctx *ctx)
 {
     if (ctx->cur >= 0) {
-        const rk_msg_header *h = (const void *)(ctx->buf
-            + (size_t)ctx->cur * stride_of(ctx->inst));
+        const rk_msg_header *h = (const void *)frame_at(ctx, (size_t)ctx->cur);
         return h->priority;
     }
     return RK_MSG_PRIORITY_DEFAULT;
