@@ -316,6 +316,48 @@ test_priority_bands(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* A handler that sends at the priority carried in its input's byte:
+ * 0 means "inherit", anything else is set explicitly. */
+static int
+prio_forward(rk_ctx *ctx, const rk_msg_view *m)
+{
+    uint8_t want = *(const uint8_t *)m->data;
+    /* Out-of-range values are refused (the kernel would fail otherwise,
+     * and the host's receive would find nothing). */
+    if (rk_ctx_set_priority(ctx, 256) != RK_EINVAL
+        || rk_ctx_set_priority(ctx, -2) != RK_EINVAL)
+        return RK_EINTERNAL;
+    int rc = rk_ctx_set_priority(
+        ctx, want == 0 ? RK_CTX_PRIORITY_INHERIT : (int)want);
+    if (rc != RK_OK)
+        return rc;
+    return rk_ctx_send(ctx, 0, m->data, m->len);
+}
+
+/* rk_ctx_set_priority: explicit priorities, back to inheriting, and bad
+ * values refused. */
+static void
+test_ctx_set_priority(void **state)
+{
+    rk_runtime *rt = new_rt();
+    rk_kernel_def def = { .id = "prio", .handler = prio_forward };
+    rk_kernel k = start(rt, &def);
+    static const uint8_t set[] = { 240, 0, 12, 0 }; /* 0: inherit */
+    rk_msg_header h;
+    uint8_t b;
+    size_t len;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(set); i++) {
+        assert_int_equal(rk_send(rt, k, 0, &set[i], 1, 77, RT_LONG), RK_OK);
+        assert_int_equal(rk_recv(rt, k, &h, &b, 1, &len, RT_LONG), RK_OK);
+        assert_int_equal(b, set[i]);
+        assert_int_equal(h.priority, set[i] == 0 ? 77 : set[i]);
+    }
+    assert_int_equal(rk_ctx_set_priority(NULL, 1), RK_EINVAL);
+    rk_runtime_destroy(rt);
+}
+
 /* ------------------------------------------------------ K2K pipeline */
 
 static int
@@ -647,6 +689,7 @@ main(void)
         cmocka_unit_test(test_wrong_type),
         cmocka_unit_test(test_handler_batch),
         cmocka_unit_test(test_priority_bands),
+        cmocka_unit_test(test_ctx_set_priority),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_route_lifetime),
         cmocka_unit_test(test_single_producer_lane),

@@ -274,21 +274,20 @@ detector_handler(rk_ctx *ctx, const rk_msg_view *m)
 static int
 alerter_handler(rk_ctx *ctx, const rk_msg_view *m)
 {
-    rk_runtime *rt = rk_ctx_runtime(ctx);
     char buf[256];
     size_t len;
     anomaly a;
     int rc;
 
-    /*
-     * rk_ctx_publish() stamps the priority of the message being handled
-     * (normal, inherited from the readings), and the runtime has no
-     * actor-side call that takes a priority. The host-side rk_publish()
-     * is thread-safe and does, so the alerter uses it for its alerts.
-     */
-    if (m->hdr->type_id == stream_end_msgtype.id)
-        return rk_publish(rt, "alerts", stream_end_msgtype.id, m->data, m->len,
-            PRIO_HIGH, TIMEOUT_NS, NULL);
+    /* Alerts go out above the readings' normal priority: HIGH, or SYSTEM
+     * for critical ones, so a subscriber with priority bands takes them
+     * first. */
+    if (m->hdr->type_id == stream_end_msgtype.id) {
+        if ((rc = rk_ctx_set_priority(ctx, PRIO_HIGH)) != RK_OK)
+            return rc;
+        return rk_ctx_publish(
+            ctx, "alerts", stream_end_msgtype.id, m->data, m->len);
+    }
     if ((rc = rk_msg_fixed_read(&anomaly_msgtype, m->data, m->len, &a))
         != RK_OK)
         return rc;
@@ -296,8 +295,10 @@ alerter_handler(rk_ctx *ctx, const rk_msg_view *m)
     if ((rc = rk_msg_encode(&alert_msgtype, NULL, &al, buf, sizeof(buf), &len))
         != RK_OK)
         return rc;
-    return rk_publish(rt, "alerts", alert_msgtype.id, buf, len,
-        al.critical ? PRIO_SYSTEM : PRIO_HIGH, TIMEOUT_NS, NULL);
+    if ((rc = rk_ctx_set_priority(ctx, al.critical ? PRIO_SYSTEM : PRIO_HIGH))
+        != RK_OK)
+        return rc;
+    return rk_ctx_publish(ctx, "alerts", alert_msgtype.id, buf, len);
 }
 
 /* What the counter saw; the host reads it after terminating the counter. */

@@ -376,8 +376,20 @@ int rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
 int rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
     const void *payload, size_t len);
 
+/* To every subscriber of topic; the fan-out is counted in the topic's
+ * stats and in this kernel's messages_sent. */
 int rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
     const void *payload, size_t len);
+
+/*
+ * Priority of what this kernel sends from now on (rk_ctx_send, send_to,
+ * publish; rk_ctx_reply always answers at the request's priority).
+ * RK_CTX_PRIORITY_INHERIT, the default, gives each message the priority of
+ * the input message being handled (RK_MSG_PRIORITY_DEFAULT when none is).
+ * RK_EINVAL for a value outside 0..255 and RK_CTX_PRIORITY_INHERIT.
+ */
+#define RK_CTX_PRIORITY_INHERIT (-1)
+int rk_ctx_set_priority(rk_ctx *ctx, int priority);
 
 void *rk_ctx_user(rk_ctx *ctx);
 const char *rk_ctx_kernel_id(rk_ctx *ctx);

@@ -61,6 +61,7 @@ struct rk_ctx {
     uint64_t run_v, run_n; /* a run of equal latencies not yet recorded */
     bool in_handler;       /* the runtime owns the receive loop */
     uint32_t batch;
+    int priority; /* rk_ctx_set_priority; RK_CTX_PRIORITY_INHERIT */
 };
 
 typedef struct rk__stash_item {

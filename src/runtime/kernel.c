@@ -33,6 +33,7 @@ rk__ctx_init(rk_ctx *ctx, rk__inst *inst, uint32_t batch)
     ctx->inst = inst;
     ctx->batch = batch;
     ctx->cur = -1;
+    ctx->priority = RK_CTX_PRIORITY_INHERIT;
     ctx->buf = aligned_alloc(STRIDE_ALIGN, stride_of(inst) * batch);
     ctx->lens = calloc(batch, sizeof(*ctx->lens));
     if (ctx->buf == NULL || ctx->lens == NULL) {
@@ -471,6 +472,8 @@ ctx_emit(rk_ctx *ctx, rk_msg_header *h, const void *payload, size_t len)
 static uint8_t
 ctx_priority(const rk_ctx *ctx)
 {
+    if (ctx->priority != RK_CTX_PRIORITY_INHERIT)
+        return (uint8_t)ctx->priority;
     if (ctx->cur >= 0) {
         const rk_msg_header *h = (const void *)frame_at(ctx, (size_t)ctx->cur);
         return h->priority;
@@ -554,6 +557,20 @@ rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
         ctx->inst->k->rt, topic, &h, payload, len, RK_WAIT_FOREVER, &n);
     rk__counter_add_sw(&ctx->inst->kc.sent, n);
     return rc;
+}
+
+int
+rk_ctx_set_priority(rk_ctx *ctx, int priority)
+{
+    if (ctx == NULL
+        || (priority != RK_CTX_PRIORITY_INHERIT
+            && (priority < 0 || priority > 255)))
+        return rk__fail(RK_EINVAL,
+            "rk_ctx_set_priority: %d is not 0..255 or "
+            "RK_CTX_PRIORITY_INHERIT",
+            priority);
+    ctx->priority = priority;
+    return RK_OK;
 }
 
 void *
