@@ -18,10 +18,20 @@
 #include "queue/vring.h"
 #include "ringkernel/queue.h"
 
-/* Adaptive spin before parking: attempts between these bounds, doubled
- * after a spin that succeeded, halved after one that ended in a park. */
-#define MQ_SPIN_MIN 8u
-#define MQ_SPIN_MAX 512u
+/*
+ * Adaptive spin before parking, measured in time rather than iterations
+ * (a PAUSE costs 10 to 140 cycles depending on the CPU, and more under a
+ * hypervisor). A spin that succeeds raises the budget to twice what it
+ * needed; one that ends in a park lowers it by a quarter. The floor stays
+ * above a futex wake-up's latency: with a shorter budget a ping-pong in
+ * which one side has parked settles into both sides parking on every
+ * message, because each spinner gives up before the sleeper is back.
+ * An idle receiver still parks within MQ_SPIN_MAX_NS.
+ */
+#define MQ_SPIN_MIN_NS  20000u
+#define MQ_SPIN_INIT_NS 50000u
+#define MQ_SPIN_MAX_NS  200000u
+#define MQ_SPIN_CHECK   32u /* attempts between clock reads */
 
 /*
  * An eventcount. A waiter reads seq (the key), announces itself in
@@ -35,7 +45,7 @@
 typedef struct mq_park {
     _Alignas(RK_CACHELINE) _Atomic uint32_t seq;
     _Atomic uint32_t waiters;
-    _Atomic uint32_t spin; /* current adaptive spin budget */
+    _Atomic uint32_t spin_ns; /* current adaptive spin budget */
 } mq_park;
 
 struct rk_mqueue {
@@ -79,7 +89,7 @@ park_init(mq_park *p)
 {
     atomic_init(&p->seq, 0);
     atomic_init(&p->waiters, 0);
-    atomic_init(&p->spin, 64);
+    atomic_init(&p->spin_ns, MQ_SPIN_INIT_NS);
 }
 
 /* Called after the state change a waiter may be waiting for. */
@@ -121,20 +131,32 @@ park_wait(rk_mqueue *q, mq_park *p, mq_attempt attempt, void *ctx, int again,
         return rc;
     uint64_t deadline = rk__deadline(timeout_ns);
 
-    uint32_t spin = atomic_load_explicit(&p->spin, memory_order_relaxed);
-    for (uint32_t i = 0; i < spin; i++) {
-        rk__cpu_relax();
+    /* The budget is a hint shared by this side's callers: relaxed. */
+    uint32_t budget = atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
+    uint64_t start = rk_now_ns();
+    for (uint32_t i = 1;; i++) {
         rk__cpu_relax();
         rc = attempt(q, ctx);
         if (rc != again) {
-            if (spin < MQ_SPIN_MAX)
-                atomic_store_explicit(
-                    &p->spin, spin * 2, memory_order_relaxed);
+            uint64_t want = 2 * (rk_now_ns() - start);
+            if (want > budget) {
+                uint32_t b = want > MQ_SPIN_MAX_NS ? MQ_SPIN_MAX_NS
+                                                   : (uint32_t)want;
+                atomic_store_explicit(&p->spin_ns, b, memory_order_relaxed);
+            }
             return rc;
         }
+        if (i % MQ_SPIN_CHECK == 0) {
+            uint64_t now = rk_now_ns();
+            if (now - start >= budget || now >= deadline)
+                break;
+        }
     }
-    if (spin > MQ_SPIN_MIN)
-        atomic_store_explicit(&p->spin, spin / 2, memory_order_relaxed);
+    if (budget > MQ_SPIN_MIN_NS) {
+        uint32_t b = budget - budget / 4;
+        atomic_store_explicit(&p->spin_ns,
+            b < MQ_SPIN_MIN_NS ? MQ_SPIN_MIN_NS : b, memory_order_relaxed);
+    }
 
     for (;;) {
         /* Acquire pairs with the release bump in park_notify/close: a key
