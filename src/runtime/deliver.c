@@ -46,25 +46,39 @@ rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq)
     return got;
 }
 
+/* k frames of one id run (ids seq, seq + 1, ...). Inlined per payload
+ * size, so the common sizes copy with a few vector moves, no call. */
+static inline void
+fill_run(unsigned char *dst, size_t stride, const rk_msg_header *h,
+    const unsigned char *src, size_t len, uint32_t seq, uint32_t k)
+{
+    for (uint32_t j = 0; j < k; j++, dst += stride, src += len) {
+        /* The header is copied as it is and only the id's counter bytes
+         * are patched per frame. */
+        memcpy(dst, h, sizeof(*h));
+        rk__id_put(dst + offsetof(rk_msg_header, message_id) + 12, seq + j);
+        if (len != 0)
+            memcpy(dst + sizeof(*h), src, len);
+    }
+}
+
 void
 rk__fill_frames(unsigned char *dst, size_t stride, rk_msg_header *h,
     const unsigned char *src, size_t len, size_t n)
 {
-    uint32_t seq = 0, left = 0;
-
-    for (size_t i = 0; i < n; i++, dst += stride, src += len, left--) {
-        /* Ids come in runs: the header is copied as it is and only the
-         * id's counter bytes are patched per frame. */
-        if (left == 0)
-            left = rk__id_run(
-                n - i > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - i),
+    while (n != 0) {
+        uint32_t seq,
+            k = rk__id_run(n > UINT32_MAX ? UINT32_MAX : (uint32_t)n,
                 &h->message_id, &seq);
+        if (len == 64)
+            fill_run(dst, stride, h, src, 64, seq, k);
+        else if (len == 32)
+            fill_run(dst, stride, h, src, 32, seq, k);
         else
-            seq++;
-        memcpy(dst, h, sizeof(*h));
-        rk__id_put(dst + offsetof(rk_msg_header, message_id) + 12, seq);
-        if (len != 0)
-            memcpy(dst + sizeof(*h), src, len);
+            fill_run(dst, stride, h, src, len, seq, k);
+        dst += (size_t)k * stride;
+        src += (size_t)k * len;
+        n -= k;
     }
 }
 

@@ -62,6 +62,7 @@ struct rk_ctx {
     bool in_handler;       /* the runtime owns the receive loop */
     uint32_t batch;
     int priority; /* rk_ctx_set_priority; RK_CTX_PRIORITY_INHERIT */
+    void *user;   /* def.config.user, for rk_ctx_user */
 };
 
 typedef struct rk__stash_item {

@@ -34,6 +34,7 @@ rk__ctx_init(rk_ctx *ctx, rk__inst *inst, uint32_t batch)
     ctx->batch = batch;
     ctx->cur = -1;
     ctx->priority = RK_CTX_PRIORITY_INHERIT;
+    ctx->user = inst->k->def.config.user;
     ctx->buf = aligned_alloc(STRIDE_ALIGN, stride_of(inst) * batch);
     ctx->lens = calloc(batch, sizeof(*ctx->lens));
     if (ctx->buf == NULL || ctx->lens == NULL) {
@@ -206,14 +207,16 @@ static int
 fetch(rk_ctx *ctx, int64_t timeout_ns)
 {
     rk__inst *inst = ctx->inst;
-    const rk__backend *be = inst->k->rt->be;
-    uint32_t spin = inst->k->def.config.spin, spins = 0;
+    const rk__backend *be;
+    uint32_t spin, spins = 0;
     uint64_t deadline = 0;
 
     if (ctx->pos < ctx->n) {
         (void)safe_point(ctx);
         return RK_OK;
     }
+    be = inst->k->rt->be;
+    spin = inst->k->def.config.spin;
     lat_flush(ctx);
     /* Nothing is in flight: give the lane its slots back before the safe
      * point, so a paused kernel holds none of its input's room. */
@@ -322,11 +325,88 @@ rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns)
     return RK_OK;
 }
 
+/* Records the latencies of the n handed-out frames at f (send -> take,
+ * as take() does for an actor), merging runs of equal values. Frames of
+ * one send batch share send_ns, so the common step is one compare. */
+static void
+lat_batch(rk_ctx *ctx, const unsigned char *f, size_t stride, size_t n)
+{
+    uint64_t fetch = ctx->fetch_ns, last = 0;
+    uint64_t run_v = ctx->run_v, run_n = ctx->run_n;
+
+    if (fetch == 0)
+        return;
+    for (size_t i = 0; i < n; i++, f += stride) {
+        uint64_t s = ((const rk_msg_header *)(const void *)f)->send_ns, v;
+        if (s == last) {
+            run_n += s != 0; /* same value as the last one's */
+            continue;
+        }
+        last = s;
+        if (s == 0)
+            continue;
+        v = fetch > s ? fetch - s : 0;
+        if (v == run_v && run_n != 0) {
+            run_n++;
+        } else {
+            if (run_n != 0)
+                hist_record_n(&ctx->inst->latency, run_v, run_n);
+            run_v = v;
+            run_n = 1;
+        }
+    }
+    ctx->run_v = run_v;
+    ctx->run_n = run_n;
+}
+
+/*
+ * Runs the handler over the rest of the prefetched batch (fetch passed the
+ * safe point of the first). The per-message work is the safe point, the
+ * view and the call; the processed counter and the latencies are booked
+ * once per batch. On a failure the failing message stays in flight
+ * (ctx->cur) for the caller to dead-letter; those before it count.
+ */
+static int
+handle_batch(rk_ctx *ctx, rk_handler_fn fn)
+{
+    size_t start = ctx->pos, n = ctx->n, stride = ctx->stride, i;
+    const unsigned char *f = frame_at(ctx, start);
+    bool in_place = ctx->in_place;
+    rk_msg_view v;
+    int rc = RK_OK;
+
+    for (i = start; i < n; i++, f += stride) {
+        if (i != start)
+            (void)safe_point(ctx);
+        ctx->cur = (long)i;
+        ctx->pos = i + 1;
+        v.hdr = (const rk_msg_header *)(const void *)f;
+        v.data = f + RK_MSG_HEADER_SIZE;
+        if (in_place) {
+            /* A lane frame: its length is in its header (frame_len). */
+            uint32_t plen;
+            memcpy(
+                &plen, f + offsetof(rk_msg_header, payload_len), sizeof(plen));
+            v.len = plen;
+            RK_ASSERT(RK_MSG_HEADER_SIZE + v.len <= stride);
+        } else {
+            size_t flen = ctx->lens[i];
+            v.len = flen >= RK_MSG_HEADER_SIZE ? flen - RK_MSG_HEADER_SIZE : 0;
+        }
+        if ((rc = fn(ctx, &v)) != RK_OK)
+            break;
+    }
+    lat_batch(ctx, frame_at(ctx, start), stride, (i < n ? i + 1 : n) - start);
+    rk__counter_add_sw(&ctx->inst->kc.processed, i - start);
+    if (rc == RK_OK)
+        ctx->cur = -1;
+    return rc;
+}
+
 static int
 handler_loop(rk_ctx *ctx)
 {
     rk_handler_fn fn = ctx->inst->k->def.handler;
-    rk_msg_view v;
     int rc;
 
     ctx->in_handler = true;
@@ -337,9 +417,7 @@ handler_loop(rk_ctx *ctx)
             return RK_OK;
         if (rc != RK_OK)
             return rc;
-        take(ctx, &v);
-        rc = fn(ctx, &v);
-        if (rc != RK_OK)
+        if ((rc = handle_batch(ctx, fn)) != RK_OK)
             return rc;
     }
 }
@@ -576,7 +654,7 @@ rk_ctx_set_priority(rk_ctx *ctx, int priority)
 void *
 rk_ctx_user(rk_ctx *ctx)
 {
-    return ctx ? ctx->inst->k->def.config.user : NULL;
+    return ctx ? ctx->user : NULL;
 }
 
 const char *
