@@ -143,51 +143,33 @@ rk__slot_get(const unsigned char *base, uint64_t idx, uint32_t size, void *dst)
 #endif
 
 /*
- * Private state on the host. The single-element calls (typed and untyped)
- * keep no private copy of their own index: they read it back from the
- * shared word with a relaxed load (only that side ever stores it) and
- * never store s->pos. The calls that go through ring_proto.h's s->pos
- * (reserve/commit, peek/release, the untyped batches), and code that
- * drives q->prod / q->cons through ring_proto.h between them (the runtime's
- * inbox), first reload it from the shared word (rk__spsc_sync_*), so every
- * call may be mixed on one queue. The cached peer index (s->peer) is
- * refreshed by all of them; every advance of a side is checked against a
- * value no newer than it, so the free/available arithmetic stays in range.
+ * Private state on the host. The producer keeps its index privately in
+ * prod.pos and stores it as well as the shared tail: reading it back from
+ * tail, a line the consumer polls, put a cache miss on the critical path of
+ * every cross-thread round trip (ping-pong p50 +30% measured, see
+ * docs/benchmarks.md). The consumer's single-element calls (typed and
+ * untyped) keep no private copy: they read their index back from the
+ * shared head with a relaxed load (only the consumer stores it; the
+ * producer reads head only when its cache says full) and never store
+ * cons.pos. Consumer calls that go through ring_proto.h's cons.pos
+ * (peek/release, the untyped batch) reload it first (rk__spsc_sync_cons),
+ * so every call may be mixed on one queue. The cached peer indices
+ * (prod.peer, cons.peer) are refreshed by every call; every advance of a
+ * side is checked against a value no newer than the cached one, so the
+ * free/available arithmetic stays in range.
  *
  * The single-element paths read every field they need before the refresh
  * (an acquire load, after which the compiler would re-read fields still in
  * memory, and the slot copy may alias them).
  */
 static inline uint64_t
-rk__spsc_sync_prod(rk_spsc *q)
-{
-    return q->prod.pos = rk_ring_load_relaxed(&q->ctrl.tail);
-}
-
-static inline uint64_t
 rk__spsc_sync_cons(rk_spsc *q)
 {
     return q->cons.pos = rk_ring_load_relaxed(&q->ctrl.head);
 }
 
-/* rk_ring_prod_space / rk_ring_cons_avail with the own index passed in
- * (read from the shared word) instead of taken from s->pos. */
-static inline uint32_t
-rk__spsc_space_at(rk_spsc *q, uint64_t pos, uint32_t want)
-{
-    uint64_t cap = (uint64_t)q->prod.mask + 1;
-    uint64_t free_slots = cap - (pos - q->prod.peer);
-    if (free_slots < want) {
-        /* Acquire pairs with the consumer's release store of head
-         * (rk_ring_release_head): its reads of the freed slots are done
-         * before we overwrite them. */
-        uint64_t peer = rk_ring_load_acquire(&q->ctrl.head);
-        q->prod.peer = peer;
-        free_slots = cap - (pos - peer);
-    }
-    return free_slots < want ? (uint32_t)free_slots : want;
-}
-
+/* rk_ring_cons_avail with the own index passed in (read from the shared
+ * word) instead of taken from s->pos. */
 static inline uint32_t
 rk__spsc_avail_at(rk_spsc *q, uint64_t pos, uint32_t want)
 {
@@ -206,12 +188,14 @@ rk__spsc_avail_at(rk_spsc *q, uint64_t pos, uint32_t want)
 static inline int
 rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 {
-    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.tail); /* own index */
-    uint64_t mask = q->prod.mask;
-    uint32_t size = q->prod.slot_size;
-    unsigned char *base = q->prod.base;
-    if (rk__spsc_space_at(q, pos, 1) == 0)
+    rk_ring_side *s = &q->prod;
+    uint64_t pos = s->pos; /* private: see above */
+    uint64_t mask = s->mask;
+    uint32_t size = s->slot_size;
+    unsigned char *base = s->base;
+    if (rk_ring_prod_space(&q->ctrl, s, 1) == 0)
         return RK_EFULL;
+    s->pos = pos + 1;
     rk__slot_put(base, pos & mask, size, elem);
     rk_ring_publish_tail(&q->ctrl, pos + 1); /* release, see there */
     return RK_OK;
@@ -245,7 +229,6 @@ uint32_t rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n);
 static inline void *
 rk_spsc_reserve(rk_spsc *q)
 {
-    rk__spsc_sync_prod(q);
     if (rk_ring_prod_space(&q->ctrl, &q->prod, 1) == 0)
         return NULL;
     return rk_ring_slot(&q->prod, q->prod.pos);
@@ -254,7 +237,6 @@ rk_spsc_reserve(rk_spsc *q)
 static inline void
 rk_spsc_commit(rk_spsc *q)
 {
-    rk__spsc_sync_prod(q);
     rk_ring_prod_publish(&q->ctrl, &q->prod, 1);
 }
 
@@ -380,11 +362,12 @@ rk__spsc_refresh_tail(rk_spsc *q, uint64_t pos)
     /* capacity, with one compare; both caches are only ever behind.      */  \
     static inline int name##_try_enqueue(rk_spsc *q, T v)                     \
     {                                                                         \
-        uint64_t pos = rk_ring_load_relaxed(&q->ctrl.tail);                   \
+        uint64_t pos = q->prod.pos;                                           \
         uint64_t mask = q->prod.mask;                                         \
         T *base = (T *)(void *)q->prod.base;                                  \
         if (pos >= q->prod_limit && rk__spsc_refresh_limit(q, pos) == 0)      \
             return RK_EFULL;                                                  \
+        q->prod.pos = pos + 1;                                                \
         base[pos & mask] = v;                                                 \
         /* Release: pairs with the consumer's acquire of tail. */             \
         rk_ring_publish_tail(&q->ctrl, pos + 1);                              \
@@ -407,13 +390,14 @@ rk__spsc_refresh_tail(rk_spsc *q, uint64_t pos)
     static inline uint32_t name##_enqueue_batch(                              \
         rk_spsc *q, const T *v, uint32_t n)                                   \
     {                                                                         \
-        uint64_t pos = rk_ring_load_relaxed(&q->ctrl.tail);                   \
+        uint64_t pos = q->prod.pos;                                           \
         uint64_t mask = q->prod.mask;                                         \
         T *base = (T *)(void *)q->prod.base;                                  \
         uint64_t room = pos < q->prod_limit ? q->prod_limit - pos : 0;        \
         if (room < n)                                                         \
             room = rk__spsc_refresh_limit(q, pos);                            \
         uint32_t k = room < n ? (uint32_t)room : n;                           \
+        q->prod.pos = pos + k;                                                \
         for (uint32_t i = 0; i < k; i++)                                      \
             base[(pos + i) & mask] = v[i];                                    \
         if (k > 0)                                                            \

@@ -100,7 +100,6 @@ rk_spsc_enqueue_batch(rk_spsc *q, const void *elems, uint32_t n)
     if (q == NULL || elems == NULL || n == 0)
         return 0; /* nothing to move; memcpy must not see NULL */
     rk_ring_side *s = &q->prod;
-    rk__spsc_sync_prod(q); /* the typed calls keep no s->pos (queue.h) */
     uint32_t k = rk_ring_prod_space(&q->ctrl, s, n);
     const unsigned char *src = elems;
     /* Copy in at most two runs: up to the end of the array, then from 0. */
@@ -121,7 +120,7 @@ rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n)
     if (q == NULL || elems == NULL || n == 0)
         return 0;
     rk_ring_side *s = &q->cons;
-    rk__spsc_sync_cons(q);
+    rk__spsc_sync_cons(q); /* single-element calls keep no cons.pos */
     uint32_t k = rk_ring_cons_avail(&q->ctrl, s, n);
     unsigned char *dst = elems;
     uint64_t first = s->mask + 1 - (s->pos & s->mask);
