@@ -130,6 +130,95 @@ test_interop(void **state)
     rk_spsc_destroy(q);
 }
 
+/* Every producer call (typed, untyped, batch, reserve/commit) against
+ * every consumer call in a random order on one small ring, checked
+ * against a model FIFO: the typed calls keep no private index and a
+ * different cache from the untyped ones, so each must see the other's
+ * progress (a stale index or cache would lose, repeat or invent values or
+ * report full/empty wrongly). */
+static void
+test_interop_random(void **state)
+{
+    (void)state;
+    enum { CAP = 8 };
+    _Alignas(64) uint64_t buf[CAP];
+    rk_spsc q;
+    assert_int_equal(u64q_init(&q, buf, CAP), RK_OK);
+    uint64_t next_in = 0, next_out = 0, v[5];
+    uint32_t rng = 12345;
+    for (int step = 0; step < 20000; step++) {
+        rng = rng * 1103515245u + 12345u;
+        uint32_t op = (rng >> 16) % 10, n = 1 + (rng >> 8) % 5;
+        uint64_t depth = next_in - next_out;
+        uint32_t room = (uint32_t)(CAP - depth), k;
+        void *slot;
+        const void *msg;
+        switch (op) {
+        case 0:
+            assert_int_equal(
+                u64q_try_enqueue(&q, next_in), room > 0 ? RK_OK : RK_EFULL);
+            next_in += room > 0;
+            break;
+        case 1:
+            v[0] = next_in;
+            assert_int_equal(
+                rk_spsc_try_enqueue(&q, &v[0]), room > 0 ? RK_OK : RK_EFULL);
+            next_in += room > 0;
+            break;
+        case 2:
+        case 3:
+            for (uint32_t i = 0; i < n; i++)
+                v[i] = next_in + i;
+            k = op == 2 ? u64q_enqueue_batch(&q, v, n)
+                        : rk_spsc_enqueue_batch(&q, v, n);
+            assert_int_equal(k, n < room ? n : room);
+            next_in += k;
+            break;
+        case 4:
+            slot = rk_spsc_reserve(&q);
+            assert_true((slot != NULL) == (room > 0));
+            if (slot != NULL) {
+                memcpy(slot, &next_in, 8);
+                rk_spsc_commit(&q);
+                next_in++;
+            }
+            break;
+        case 5:
+            v[0] = UINT64_MAX;
+            assert_int_equal(
+                u64q_try_dequeue(&q, &v[0]), depth > 0 ? RK_OK : RK_EEMPTY);
+            if (depth > 0)
+                assert_int_equal(v[0], next_out++);
+            break;
+        case 6:
+            v[0] = UINT64_MAX;
+            assert_int_equal(
+                rk_spsc_try_dequeue(&q, &v[0]), depth > 0 ? RK_OK : RK_EEMPTY);
+            if (depth > 0)
+                assert_int_equal(v[0], next_out++);
+            break;
+        case 7:
+        case 8:
+            k = op == 7 ? u64q_dequeue_batch(&q, v, n)
+                        : rk_spsc_dequeue_batch(&q, v, n);
+            assert_int_equal(k, n < depth ? n : depth);
+            for (uint32_t i = 0; i < k; i++)
+                assert_int_equal(v[i], next_out++);
+            break;
+        default:
+            msg = rk_spsc_peek(&q);
+            assert_true((msg != NULL) == (depth > 0));
+            if (msg != NULL) {
+                memcpy(&v[0], msg, 8);
+                assert_int_equal(v[0], next_out++);
+                rk_spsc_release(&q);
+            }
+            break;
+        }
+        assert_int_equal(rk_spsc_depth(&q), next_in - next_out);
+    }
+}
+
 static void
 test_bad_slot_size(void **state)
 {
@@ -233,6 +322,7 @@ main(void)
         cmocka_unit_test(test_full_empty_wraparound),
         cmocka_unit_test(test_odd_size_and_batch),
         cmocka_unit_test(test_interop),
+        cmocka_unit_test(test_interop_random),
         cmocka_unit_test(test_bad_slot_size),
         cmocka_unit_test(test_stress_two_threads),
         cmocka_unit_test(test_stress_two_threads_batch),

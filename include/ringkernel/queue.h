@@ -87,6 +87,7 @@ typedef struct rk_queue_stats {
 typedef struct rk_spsc {
     rk_ring_ctrl ctrl;                  /* shared indices (3 lines) */
     RK_PROTO_ALIGN64 rk_ring_side prod; /* producer-private line */
+    uint64_t prod_limit; /* typed producer: head + capacity, last read */
     RK_PROTO_ALIGN64 rk_ring_side cons; /* consumer-private line */
     RK_PROTO_ALIGN64 void *owned;       /* buffer rk_spsc_create owns */
 } rk_spsc;
@@ -142,21 +143,53 @@ rk__slot_get(const unsigned char *base, uint64_t idx, uint32_t size, void *dst)
 #endif
 
 /*
- * The single-element paths read every private field before the refresh
- * inside rk_ring_prod_space / rk_ring_cons_avail: that is an acquire load,
- * after which the compiler would re-read fields still in memory, and the
- * slot copy may alias them. Each side keeps its own index privately and
- * publishes it (reading it back from the shared word instead saves a store
- * in a same-thread loop but measured ~15% slower in the cross-thread
- * ping-pong, see docs/benchmarks.md).
+ * Private state on the host. The producer keeps its index privately in
+ * prod.pos and stores it as well as the shared tail: reading it back from
+ * tail, a line the consumer polls, put a cache miss on the critical path of
+ * every cross-thread round trip (ping-pong p50 +30% measured, see
+ * docs/benchmarks.md). The consumer's single-element calls (typed and
+ * untyped) keep no private copy: they read their index back from the
+ * shared head with a relaxed load (only the consumer stores it; the
+ * producer reads head only when its cache says full) and never store
+ * cons.pos. Consumer calls that go through ring_proto.h's cons.pos
+ * (peek/release, the untyped batch) reload it first (rk__spsc_sync_cons),
+ * so every call may be mixed on one queue. The cached peer indices
+ * (prod.peer, cons.peer) are refreshed by every call; every advance of a
+ * side is checked against a value no newer than the cached one, so the
+ * free/available arithmetic stays in range.
+ *
+ * The single-element paths read every field they need before the refresh
+ * (an acquire load, after which the compiler would re-read fields still in
+ * memory, and the slot copy may alias them).
  */
+static inline uint64_t
+rk__spsc_sync_cons(rk_spsc *q)
+{
+    return q->cons.pos = rk_ring_load_relaxed(&q->ctrl.head);
+}
+
+/* rk_ring_cons_avail with the own index passed in (read from the shared
+ * word) instead of taken from s->pos. */
+static inline uint32_t
+rk__spsc_avail_at(rk_spsc *q, uint64_t pos, uint32_t want)
+{
+    uint64_t avail = q->cons.peer - pos;
+    if (avail < want) {
+        /* Acquire pairs with the producer's release store of tail
+         * (rk_ring_publish_tail): the slots below tail are fully written. */
+        uint64_t peer = rk_ring_load_acquire(&q->ctrl.tail);
+        q->cons.peer = peer;
+        avail = peer - pos;
+    }
+    return avail < want ? (uint32_t)avail : want;
+}
 
 /* Producer: copies slot_size bytes from elem. RK_EFULL if no room. */
 static inline int
 rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 {
     rk_ring_side *s = &q->prod;
-    uint64_t pos = s->pos;
+    uint64_t pos = s->pos; /* private: see above */
     uint64_t mask = s->mask;
     uint32_t size = s->slot_size;
     unsigned char *base = s->base;
@@ -164,7 +197,7 @@ rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
         return RK_EFULL;
     s->pos = pos + 1;
     rk__slot_put(base, pos & mask, size, elem);
-    rk_ring_publish_tail(&q->ctrl, pos + 1);
+    rk_ring_publish_tail(&q->ctrl, pos + 1); /* release, see there */
     return RK_OK;
 }
 
@@ -172,16 +205,14 @@ rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 static inline int
 rk_spsc_try_dequeue(rk_spsc *q, void *elem)
 {
-    rk_ring_side *s = &q->cons;
-    uint64_t pos = s->pos;
-    uint64_t mask = s->mask;
-    uint32_t size = s->slot_size;
-    const unsigned char *base = s->base;
-    if (rk_ring_cons_avail(&q->ctrl, s, 1) == 0)
+    uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head); /* own index */
+    uint64_t mask = q->cons.mask;
+    uint32_t size = q->cons.slot_size;
+    const unsigned char *base = q->cons.base;
+    if (rk__spsc_avail_at(q, pos, 1) == 0)
         return RK_EEMPTY;
-    s->pos = pos + 1;
     rk__slot_get(base, pos & mask, size, elem);
-    rk_ring_release_head(&q->ctrl, pos + 1);
+    rk_ring_release_head(&q->ctrl, pos + 1); /* release, see there */
     return RK_OK;
 }
 
@@ -214,6 +245,7 @@ rk_spsc_commit(rk_spsc *q)
 static inline const void *
 rk_spsc_peek(rk_spsc *q)
 {
+    rk__spsc_sync_cons(q);
     if (rk_ring_cons_avail(&q->ctrl, &q->cons, 1) == 0)
         return NULL;
     return rk_ring_slot(&q->cons, q->cons.pos);
@@ -222,6 +254,7 @@ rk_spsc_peek(rk_spsc *q)
 static inline void
 rk_spsc_release(rk_spsc *q)
 {
+    rk__spsc_sync_cons(q);
     rk_ring_cons_release(&q->ctrl, &q->cons, 1);
 }
 
@@ -273,6 +306,34 @@ void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
  * are `size` bytes at addresses aligned to `align`. */
 int rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align);
 
+/* Typed producer, out of the fast path: re-reads head, caches head +
+ * capacity in prod_limit and head in prod.peer (for the untyped calls),
+ * and returns the free slots at pos. */
+static inline uint64_t
+rk__spsc_refresh_limit(rk_spsc *q, uint64_t pos)
+{
+    uint64_t cap = (uint64_t)q->prod.mask + 1; /* read before the acquire */
+    /* Acquire pairs with the consumer's release store of head
+     * (rk_ring_release_head): its reads of the freed slots are done
+     * before we overwrite them. */
+    uint64_t head = rk_ring_load_acquire(&q->ctrl.head);
+    q->prod.peer = head;
+    q->prod_limit = head + cap;
+    return head + cap - pos; /* pos <= head + capacity always */
+}
+
+/* Typed consumer: re-reads tail into cons.peer; returns the messages at
+ * pos. */
+static inline uint64_t
+rk__spsc_refresh_tail(rk_spsc *q, uint64_t pos)
+{
+    /* Acquire pairs with the producer's release store of tail
+     * (rk_ring_publish_tail): the slots below tail are fully written. */
+    uint64_t tail = rk_ring_load_acquire(&q->ctrl.tail);
+    q->cons.peer = tail;
+    return tail - pos;
+}
+
 #define RK_SPSC_TYPED(name, T)                                                \
     static inline int name##_check(const rk_spsc *q)                          \
     {                                                                         \
@@ -296,17 +357,17 @@ int rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align);
         return rc;                                                            \
     }                                                                         \
                                                                               \
-    /* As rk_spsc_try_enqueue: private fields read before the acquire         \
-     * refresh in rk_ring_prod_space; publication pairs as there. */          \
+    /* The typed paths take their own index from the shared word (see   */    \
+    /* above) and test the producer's room against a cached limit, head + */  \
+    /* capacity, with one compare; both caches are only ever behind.      */  \
     static inline int name##_try_enqueue(rk_spsc *q, T v)                     \
     {                                                                         \
-        rk_ring_side *s = &q->prod;                                           \
-        uint64_t pos = s->pos;                                                \
-        uint64_t mask = s->mask;                                              \
-        T *base = (T *)(void *)s->base;                                       \
-        if (rk_ring_prod_space(&q->ctrl, s, 1) == 0)                          \
+        uint64_t pos = q->prod.pos;                                           \
+        uint64_t mask = q->prod.mask;                                         \
+        T *base = (T *)(void *)q->prod.base;                                  \
+        if (pos >= q->prod_limit && rk__spsc_refresh_limit(q, pos) == 0)      \
             return RK_EFULL;                                                  \
-        s->pos = pos + 1;                                                     \
+        q->prod.pos = pos + 1;                                                \
         base[pos & mask] = v;                                                 \
         /* Release: pairs with the consumer's acquire of tail. */             \
         rk_ring_publish_tail(&q->ctrl, pos + 1);                              \
@@ -315,13 +376,11 @@ int rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align);
                                                                               \
     static inline int name##_try_dequeue(rk_spsc *q, T *out)                  \
     {                                                                         \
-        rk_ring_side *s = &q->cons;                                           \
-        uint64_t pos = s->pos;                                                \
-        uint64_t mask = s->mask;                                              \
-        const T *base = (const T *)(const void *)s->base;                     \
-        if (rk_ring_cons_avail(&q->ctrl, s, 1) == 0)                          \
+        uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head);                   \
+        uint64_t mask = q->cons.mask;                                         \
+        const T *base = (const T *)(const void *)q->cons.base;                \
+        if (pos >= q->cons.peer && rk__spsc_refresh_tail(q, pos) == 0)        \
             return RK_EEMPTY;                                                 \
-        s->pos = pos + 1;                                                     \
         *out = base[pos & mask];                                              \
         /* Release: pairs with the producer's acquire of head. */             \
         rk_ring_release_head(&q->ctrl, pos + 1);                              \
@@ -331,34 +390,35 @@ int rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align);
     static inline uint32_t name##_enqueue_batch(                              \
         rk_spsc *q, const T *v, uint32_t n)                                   \
     {                                                                         \
-        rk_ring_side *s = &q->prod;                                           \
-        uint64_t pos = s->pos;                                                \
-        uint64_t mask = s->mask;                                              \
-        T *base = (T *)(void *)s->base;                                       \
-        uint32_t k = rk_ring_prod_space(&q->ctrl, s, n);                      \
-        if (k == 0)                                                           \
-            return 0;                                                         \
-        s->pos = pos + k;                                                     \
+        uint64_t pos = q->prod.pos;                                           \
+        uint64_t mask = q->prod.mask;                                         \
+        T *base = (T *)(void *)q->prod.base;                                  \
+        uint64_t room = pos < q->prod_limit ? q->prod_limit - pos : 0;        \
+        if (room < n)                                                         \
+            room = rk__spsc_refresh_limit(q, pos);                            \
+        uint32_t k = room < n ? (uint32_t)room : n;                           \
+        q->prod.pos = pos + k;                                                \
         for (uint32_t i = 0; i < k; i++)                                      \
             base[(pos + i) & mask] = v[i];                                    \
-        rk_ring_publish_tail(&q->ctrl, pos + k); /* release, as above */      \
+        if (k > 0)                                                            \
+            rk_ring_publish_tail(&q->ctrl, pos + k); /* release, as above */  \
         return k;                                                             \
     }                                                                         \
                                                                               \
     static inline uint32_t name##_dequeue_batch(                              \
         rk_spsc *q, T *out, uint32_t n)                                       \
     {                                                                         \
-        rk_ring_side *s = &q->cons;                                           \
-        uint64_t pos = s->pos;                                                \
-        uint64_t mask = s->mask;                                              \
-        const T *base = (const T *)(const void *)s->base;                     \
-        uint32_t k = rk_ring_cons_avail(&q->ctrl, s, n);                      \
-        if (k == 0)                                                           \
-            return 0;                                                         \
-        s->pos = pos + k;                                                     \
+        uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head);                   \
+        uint64_t mask = q->cons.mask;                                         \
+        const T *base = (const T *)(const void *)q->cons.base;                \
+        uint64_t avail = pos < q->cons.peer ? q->cons.peer - pos : 0;         \
+        if (avail < n)                                                        \
+            avail = rk__spsc_refresh_tail(q, pos);                            \
+        uint32_t k = avail < n ? (uint32_t)avail : n;                         \
         for (uint32_t i = 0; i < k; i++)                                      \
             out[i] = base[(pos + i) & mask];                                  \
-        rk_ring_release_head(&q->ctrl, pos + k); /* release, as above */      \
+        if (k > 0)                                                            \
+            rk_ring_release_head(&q->ctrl, pos + k); /* release, as above */  \
         return k;                                                             \
     }
 

@@ -57,6 +57,7 @@ rk_spsc_init(rk_spsc *q, void *buffer, uint32_t capacity, uint32_t slot_size)
     rk_ring_init(&q->ctrl, capacity, slot_size);
     rk_ring_prod_attach(&q->ctrl, &q->prod, buffer);
     rk_ring_cons_attach(&q->ctrl, &q->cons, buffer);
+    q->prod_limit = q->prod.peer + capacity;
     return RK_OK;
 }
 
@@ -119,6 +120,7 @@ rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n)
     if (q == NULL || elems == NULL || n == 0)
         return 0;
     rk_ring_side *s = &q->cons;
+    rk__spsc_sync_cons(q); /* single-element calls keep no cons.pos */
     uint32_t k = rk_ring_cons_avail(&q->ctrl, s, n);
     unsigned char *dst = elems;
     uint64_t first = s->mask + 1 - (s->pos & s->mask);
