@@ -21,16 +21,6 @@ RK_MSGTYPE_DEFINE(ping, "Ping", 9101, PING_FIELDS);
 RK_MSGTYPE_DECLARE(pong, PONG_FIELDS);
 RK_MSGTYPE_DEFINE(pong, "Pong", 9102, PONG_FIELDS);
 
-static rk_runtime *
-new_rt(void)
-{
-    rk_runtime *rt = NULL;
-    rk_runtime_config cfg = { .no_static_kernels = true };
-
-    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
-    return rt;
-}
-
 static rk_kernel
 start(rk_runtime *rt, const rk_kernel_def *def)
 {
@@ -48,7 +38,7 @@ start(rk_runtime *rt, const rk_kernel_def *def)
 static void
 test_round_trip_and_timeout(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "echo", .actor = rt_echo_actor };
     rk_kernel k = start(rt, &def);
     rk_msg_header h;
@@ -109,7 +99,7 @@ timeout_actor(rk_ctx *ctx)
 static void
 test_timeouts(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "t", .actor = timeout_actor };
     rk_kernel_stats st;
     rk_kernel k;
@@ -167,7 +157,7 @@ noisy_server(rk_ctx *ctx)
 static void
 test_request_reply(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "server", .actor = noisy_server };
     rk_kernel k;
     pong r;
@@ -201,7 +191,7 @@ test_request_reply(void **state)
 static void
 test_wrong_type(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "server", .actor = noisy_server };
     rk_kernel_stats st;
     rk_kernel k;
@@ -253,7 +243,7 @@ sum_handler(rk_ctx *ctx, const rk_msg_view *m)
 static void
 test_handler_batch(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     sum_state s = { 0, 0 };
     rk_kernel_def def = { .id = "sum", .handler = sum_handler };
     uint64_t vals[1000];
@@ -291,7 +281,7 @@ test_handler_batch(void **state)
 static void
 test_priority_bands(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "echo", .actor = rt_echo_actor };
     static const uint8_t prio[] = { 10, 100, 250, 170, 20, 230 };
     static const uint8_t order[] = { 250, 230, 170, 100, 10, 20 };
@@ -339,7 +329,7 @@ prio_forward(rk_ctx *ctx, const rk_msg_view *m)
 static void
 test_ctx_set_priority(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "prio", .handler = prio_forward };
     rk_kernel k = start(rt, &def);
     static const uint8_t set[] = { 240, 0, 12, 0 }; /* 0: inherit */
@@ -381,7 +371,7 @@ times_two(rk_ctx *ctx, const rk_msg_view *m)
 static void
 test_pipeline(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def a = { .id = "a", .handler = add_one };
     rk_kernel_def b = { .id = "b", .handler = times_two };
     rk_kernel_def c = { .id = "c", .handler = add_one };
@@ -451,7 +441,7 @@ recv_in_handler(rk_ctx *ctx, const rk_msg_view *m)
 static void
 test_route_lifetime(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def a = { .id = "a", .handler = add_one };
     rk_kernel_def b = { .id = "b", .handler = recv_in_handler };
     uint64_t v = 1;
@@ -505,7 +495,7 @@ lane_sender(void *p)
 static void
 test_single_producer_lane(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "echo", .actor = rt_echo_actor };
     lane_arg a;
     pthread_t t;
@@ -579,7 +569,7 @@ router(rk_ctx *ctx, const rk_msg_view *m)
 static void
 test_send_to(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def e = { .id = "even", .actor = rt_echo_actor };
     rk_kernel_def o = { .id = "odd", .actor = rt_echo_actor };
     rk_kernel_def r = { .id = "router", .handler = router };
@@ -614,7 +604,7 @@ alarm_raiser(rk_ctx *ctx, const rk_msg_view *m)
 static void
 test_pubsub(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     const char *ids[] = { "s0", "s1", "s2" };
     rk_kernel subs[3], kr;
     rk_topic_stats ts;

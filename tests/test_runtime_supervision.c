@@ -15,16 +15,6 @@
 
 #define POISON UINT64_C(0xdead)
 
-static rk_runtime *
-new_rt(void)
-{
-    rk_runtime *rt = NULL;
-    rk_runtime_config cfg = { .no_static_kernels = true };
-
-    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
-    return rt;
-}
-
 /* Echoes, but fails on POISON. Counts its (re)starts. */
 static int starts;
 
@@ -91,7 +81,7 @@ expect_dead(
 static void
 restart_case(bool handler)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "fragile" };
     int err = handler ? RK_EDECODE : RK_EINTERNAL;
     rk_kernel_stats st;
@@ -183,7 +173,7 @@ test_restart_handler(void **state)
 static void
 test_stop_policy(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "once", .actor = fragile_actor };
     rk_kernel_stats st;
     rk_kernel k;
@@ -216,7 +206,7 @@ test_stop_policy(void **state)
 static void
 test_terminate_drains_pending(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "echo", .actor = rt_echo_actor };
     rk_kernel_stats st;
     rk_kernel k;
@@ -244,7 +234,7 @@ test_terminate_drains_pending(void **state)
 static void
 test_terminate_unstarted_dead_letters(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "idle", .actor = rt_echo_actor };
     rk_kernel_stats st;
     rk_kernel k;
@@ -279,7 +269,7 @@ held_actor(rk_ctx *ctx)
 static void
 test_destroy_with_active_kernels(void **state)
 {
-    rk_runtime *rt = new_rt();
+    rk_runtime *rt = rt_new_runtime();
     const char *ids[] = { "a", "b", "c", "d", "e" };
     rk_kernel_def held = { .id = "held", .actor = held_actor };
     rk_kernel k;

@@ -22,6 +22,19 @@
 
 #define RT_LONG (30 * INT64_C(1000000000)) /* "forever" with a backstop */
 
+#ifdef assert_int_equal /* cmocka.h was included first */
+/* A runtime without the RK_RING_KERNEL kernels of the test binary. */
+static inline rk_runtime *
+rt_new_runtime(void)
+{
+    rk_runtime *rt = NULL;
+    rk_runtime_config cfg = { .no_static_kernels = true };
+
+    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
+    return rt;
+}
+#endif
+
 /* A one-shot gate a test opens to release an actor it is holding. */
 typedef struct rt_gate {
     pthread_mutex_t mu;
