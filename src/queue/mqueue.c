@@ -15,23 +15,11 @@
 
 #include "common/common.h"
 #include "common/futex.h"
+#include "common/spin.h"
 #include "queue/vring.h"
 #include "ringkernel/queue.h"
 
-/*
- * Adaptive spin before parking, measured in time rather than iterations
- * (a PAUSE costs 10 to 140 cycles depending on the CPU, and more under a
- * hypervisor). A spin that succeeds raises the budget to twice what it
- * needed; one that ends in a park lowers it by a quarter. The floor stays
- * above a futex wake-up's latency: with a shorter budget a ping-pong in
- * which one side has parked settles into both sides parking on every
- * message, because each spinner gives up before the sleeper is back.
- * An idle receiver still parks within MQ_SPIN_MAX_NS.
- */
-#define MQ_SPIN_MIN_NS  20000u
-#define MQ_SPIN_INIT_NS 50000u
-#define MQ_SPIN_MAX_NS  200000u
-#define MQ_SPIN_CHECK   32u /* attempts between clock reads */
+/* Waits spin first: common/spin.h (budget per direction). */
 
 /*
  * An eventcount. A waiter reads seq (the key), announces itself in
@@ -45,7 +33,7 @@
 typedef struct mq_park {
     _Alignas(RK_CACHELINE) _Atomic uint32_t seq;
     _Atomic uint32_t waiters;
-    _Atomic uint32_t spin_ns; /* current adaptive spin budget */
+    rk__spin spin; /* adaptive spin budget before parking */
 } mq_park;
 
 struct rk_mqueue {
@@ -89,7 +77,7 @@ park_init(mq_park *p)
 {
     atomic_init(&p->seq, 0);
     atomic_init(&p->waiters, 0);
-    atomic_init(&p->spin_ns, MQ_SPIN_INIT_NS);
+    rk__spin_init(&p->spin);
 }
 
 /* Called after the state change a waiter may be waiting for. */
@@ -122,6 +110,21 @@ typedef int (*mq_attempt)(rk_mqueue *q, void *ctx);
  * (attempt reports RK_ECLOSED itself) or the timeout. Returns attempt's
  * result, `again` for RK_NO_WAIT, or RK_ETIMEDOUT.
  */
+/* Adapts an mq_attempt to rk__spin_wait's one-argument form. */
+struct mq_try {
+    rk_mqueue *q;
+    mq_attempt attempt;
+    void *ctx;
+};
+
+static int
+mq_try_once(void *arg)
+{
+    struct mq_try *t = arg;
+
+    return t->attempt(t->q, t->ctx);
+}
+
 static int
 park_wait(rk_mqueue *q, mq_park *p, mq_attempt attempt, void *ctx, int again,
     int64_t timeout_ns)
@@ -130,34 +133,11 @@ park_wait(rk_mqueue *q, mq_park *p, mq_attempt attempt, void *ctx, int again,
     if (rc != again || timeout_ns == RK_NO_WAIT)
         return rc;
     uint64_t deadline = rk__deadline(timeout_ns);
+    struct mq_try t = { q, attempt, ctx };
 
-    /* The budget is a hint shared by this side's callers: relaxed. */
-    uint32_t budget = atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
-    uint64_t start = rk_now_ns();
-    for (uint32_t i = 1;; i++) {
-        rk__cpu_relax();
-        rc = attempt(q, ctx);
-        if (rc != again) {
-            uint64_t want = 2 * (rk_now_ns() - start);
-            if (want > budget) {
-                uint32_t b = want > MQ_SPIN_MAX_NS ? MQ_SPIN_MAX_NS
-                                                   : (uint32_t)want;
-                atomic_store_explicit(&p->spin_ns, b, memory_order_relaxed);
-            }
-            return rc;
-        }
-        if (i % MQ_SPIN_CHECK == 0) {
-            uint64_t now = rk_now_ns();
-            if (now - start >= budget || now >= deadline)
-                break;
-        }
-    }
-    if (budget > MQ_SPIN_MIN_NS) {
-        uint32_t b = budget - budget / 4;
-        atomic_store_explicit(&p->spin_ns,
-            b < MQ_SPIN_MIN_NS ? MQ_SPIN_MIN_NS : b, memory_order_relaxed);
-    }
-
+    if ((rc = rk__spin_wait(&p->spin, mq_try_once, &t, again, deadline))
+        != again)
+        return rc;
     for (;;) {
         /* Acquire pairs with the release bump in park_notify/close: a key
          * read after a bump also sees the state that bump announced. */

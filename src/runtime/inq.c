@@ -12,6 +12,7 @@
 #include "backend/barrier.h"
 #include "common/common.h"
 #include "common/futex.h"
+#include "common/spin.h"
 #include "ringkernel/message.h"
 #include "runtime/inq.h"
 #include "runtime/internal.h"
@@ -22,6 +23,7 @@ rk__inq_init(rk__inq *q, const rk_mqueue_config *cfg)
     memset(q, 0, sizeof(*q));
     q->slot_size = cfg->slot_size;
     q->bp = cfg->backpressure;
+    rk__spin_init(&q->prod_spin);
     if (cfg->single_producer && !cfg->priority_bands
         && cfg->backpressure != RK_BP_DROP_OLDEST)
         return rk_spsc_create(&q->lane, cfg->capacity, cfg->slot_size);
@@ -68,6 +70,16 @@ lane_wait_room(rk__inq *q, uint64_t deadline)
 }
 
 static int lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline);
+
+/* The producer's spin test (rk__spin_attempt): 1 once there is room or
+ * the lane closed, 0 while full. */
+static int
+lane_room(void *arg)
+{
+    rk__inq *q = arg;
+
+    return rk_spsc_reserve(q->lane) != NULL || is_closed(q);
+}
 
 /*
  * A lane has one producer at a time. Each send (or batch) takes the
@@ -142,7 +154,10 @@ lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline)
         bump(&q->rejected, 1);
         return RK_ETIMEDOUT;
     }
-    lane_wait_room(q, *deadline);
+    /* Spin first: the kernel frees a batch at a time, usually within
+     * microseconds (common/spin.h). */
+    if (rk__spin_wait(&q->prod_spin, lane_room, q, 0, *deadline) == 0)
+        lane_wait_room(q, *deadline);
     return RK_OK;
 }
 

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/spin.h"
 #include "ringkernel/queue.h"
 
 typedef struct rk__inq {
@@ -41,6 +42,7 @@ typedef struct rk__inq {
      * counters the producer writes per message. */
     _Alignas(64) _Atomic uint32_t prod_seq;
     _Atomic uint32_t prod_parked;
+    rk__spin prod_spin; /* spin budget before parking (common/spin.h) */
     /* Lane: consumer-written. */
     _Alignas(64) _Atomic uint64_t dequeued;
     _Atomic uint64_t high_water; /* largest depth the consumer saw */

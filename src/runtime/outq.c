@@ -13,6 +13,7 @@
 #include "backend/barrier.h"
 #include "common/common.h"
 #include "common/futex.h"
+#include "common/spin.h"
 #include "ringkernel/message.h"
 #include "runtime/outq.h"
 
@@ -24,6 +25,7 @@ rk__outq_init(rk__outq *q, uint32_t capacity, size_t slot_size)
 {
     memset(q, 0, sizeof(*q));
     q->slot_size = slot_size;
+    rk__spin_init(&q->prod_spin);
     return rk_spsc_create(&q->ring, capacity, (uint32_t)slot_size);
 }
 
@@ -78,6 +80,17 @@ has_frame(rk__outq *q)
     return rk_spsc_peek(q->ring) != NULL;
 }
 
+/* The producer's spin test (rk__spin_attempt). */
+static int
+room_or_closed(void *arg)
+{
+    rk__outq *q = arg;
+
+    /* Acquire pairs with the seq_cst store in rk__outq_close. */
+    return has_room(q)
+        || atomic_load_explicit(&q->closed, memory_order_acquire);
+}
+
 int
 rk__outq_send(
     rk__outq *q, const void *hdr, size_t hlen, const void *payload, size_t len)
@@ -91,6 +104,10 @@ rk__outq_send(
             return RK_ECLOSED;
         if ((slot = rk_spsc_reserve(q->ring)) != NULL)
             break;
+        /* Spin first: the host usually frees a slot within microseconds
+         * (common/spin.h). */
+        if (rk__spin_wait(&q->prod_spin, room_or_closed, q, 0, UINT64_MAX))
+            continue;
         (void)park(q, &q->prod_parked, &q->prod_seq, has_room, UINT64_MAX);
     }
     memcpy(slot, hdr, hlen);

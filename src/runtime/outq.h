@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/spin.h"
 #include "ringkernel/queue.h"
 
 typedef struct rk__outq {
@@ -29,6 +30,7 @@ typedef struct rk__outq {
     /* Kernel-side waiting (the producer parks here when full). */
     _Alignas(64) _Atomic uint32_t prod_seq;
     _Atomic uint32_t prod_parked;
+    rk__spin prod_spin; /* spin budget before parking (common/spin.h) */
     _Alignas(64) _Atomic uint32_t closed;
 } rk__outq;
 
