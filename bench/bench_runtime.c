@@ -75,6 +75,20 @@ echo_actor(rk_ctx *ctx)
     return rc;
 }
 
+/* The same echo as a handler (the runtime owns the loop and lends lane
+ * slots in place). */
+static int
+echo_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    static _Thread_local bool pinned;
+
+    if (!pinned) { /* the kernel thread inherited the main thread's CPU */
+        ck_ref_pin(echo_cpu);
+        pinned = true;
+    }
+    return rk_ctx_reply(ctx, m, m->hdr->type_id, m->data, m->len);
+}
+
 /* Counts messages; at `target` it tells the host (a one-byte output). */
 typedef struct counter {
     uint64_t seen, target;
@@ -307,16 +321,20 @@ bench_raw_copy(size_t n)
 }
 
 static void
-bench_rtt(size_t n, bool telemetry, bool request, bool sp)
+bench_rtt(size_t n, bool telemetry, bool request, bool sp, bool handler)
 {
     rk_runtime *rt = new_rt();
-    rk_kernel_def def = { .id = "echo", .actor = echo_actor };
+    rk_kernel_def def = { .id = "echo" };
     uint64_t *v = calloc(n, sizeof(*v));
     unsigned char msg[PAYLOAD] = { 0 }, back[PAYLOAD];
     size_t len;
     rk_kernel k;
     char extra[96];
 
+    if (handler)
+        def.handler = echo_handler;
+    else
+        def.actor = echo_actor;
     def.config.telemetry_off = !telemetry;
     def.config.single_producer = sp; /* only this thread sends */
     echo_cpu = kernel_cpu;
@@ -339,8 +357,10 @@ bench_rtt(size_t n, bool telemetry, bool request, bool sp)
             v[i - n / 10] = bench_now_ns() - t0;
     }
     snprintf(extra, sizeof(extra),
-        "\"payload\":%d,\"telemetry\":\"%s\",\"producers\":\"%s\"", PAYLOAD,
-        telemetry ? "on" : "off", sp ? "single" : "multi");
+        "\"payload\":%d,\"telemetry\":\"%s\",\"producers\":\"%s\","
+        "\"kernel\":\"%s\"",
+        PAYLOAD, telemetry ? "on" : "off", sp ? "single" : "multi",
+        handler ? "handler" : "actor");
     emit_rtt(
         request ? "request_rtt" : "pingpong_rtt", "ringkernel", v, n, extra);
     free(v);
@@ -495,15 +515,17 @@ main(void)
         bench_ck_frames(scaled(200000));
 #endif
     if (want("rtt_mp_tel"))
-        bench_rtt(scaled(200000), true, false, false);
+        bench_rtt(scaled(200000), true, false, false, false);
     if (want("rtt_mp_notel"))
-        bench_rtt(scaled(200000), false, false, false);
+        bench_rtt(scaled(200000), false, false, false, false);
     if (want("rtt_sp_tel"))
-        bench_rtt(scaled(200000), true, false, true);
+        bench_rtt(scaled(200000), true, false, true, false);
     if (want("rtt_sp_notel"))
-        bench_rtt(scaled(200000), false, false, true);
+        bench_rtt(scaled(200000), false, false, true, false);
+    if (want("rtt_handler_sp_notel"))
+        bench_rtt(scaled(200000), false, false, true, true);
     if (want("request"))
-        bench_rtt(scaled(100000), true, true, false);
+        bench_rtt(scaled(100000), true, true, false, false);
     if (want("oneway_single"))
         bench_oneway(scaled(2000000), false, true, false);
     if (want("floor_raw_copy"))

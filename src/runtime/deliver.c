@@ -390,53 +390,52 @@ static int
 take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
     size_t cap, size_t *len, uint64_t deadline, int64_t spin_ns)
 {
-    unsigned char stackframe[FRAME_ON_STACK];
-    unsigned char *frame = stackframe;
     int rc;
 
-    if (inst->slot_size > sizeof(stackframe)
-        && (frame = malloc(inst->slot_size)) == NULL)
-        return rk__fail(RK_ENOMEM, "no memory for a receive buffer");
     for (;;) {
         rk__stash_item *s = inst->stash_head ? stash_take(inst, corr) : NULL;
         uint64_t slice_end;
-        size_t flen = 0;
 
         if (s != NULL) {
             rc = copy_out(s->frame, s->len, hdr, buf, cap, len);
             if (rc == RK_EMSGSIZE)
                 stash_push(inst, s->frame, s->len, true);
             free(s);
-            break;
+            return rc;
         }
         /* With other waiters, wait in slices (see above). */
         slice_end = deadline;
         if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) > 0
             && (slice_end - rk_now_ns()) > (uint64_t)REQUEST_SLICE_NS)
             slice_end = rk_now_ns() + (uint64_t)REQUEST_SLICE_NS;
-        rc = rk__outq_recv(&inst->out, frame, &flen, spin_ns, slice_end);
+        rc = rk__outq_wait(&inst->out, spin_ns, slice_end);
         if (rc == RK_OK) {
+            /* Copied straight out of the slot, which is freed after. */
+            size_t flen;
+            const unsigned char *frame = rk__outq_peek(&inst->out, &flen);
             const rk_msg_header *h = (const void *)frame;
-            if (corr == NULL
-                || memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0) {
+            bool mine = corr == NULL
+                || memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0;
+
+            if (mine) {
                 rc = copy_out(frame, flen, hdr, buf, cap, len);
                 if (rc == RK_EMSGSIZE)
                     stash_push(inst, frame, flen, true);
-                break;
+            } else {
+                stash_push(inst, frame, flen, false);
             }
-            stash_push(inst, frame, flen, false);
+            rk__outq_release(&inst->out);
+            if (mine)
+                return rc;
             continue;
         }
         if (rc != RK_ETIMEDOUT || rk_now_ns() >= deadline)
-            break;
+            return rc;
         /* Let another waiter look at the stash. */
         pthread_mutex_unlock(&inst->out_lock);
         sched_yield();
         pthread_mutex_lock(&inst->out_lock);
     }
-    if (frame != stackframe)
-        free(frame);
-    return rc;
 }
 
 static int64_t

@@ -126,7 +126,10 @@ lane_send_locked(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
         if ((rc = lane_full(q, timeout_ns, &deadline)) != RK_OK)
             return rc;
     }
-    memcpy(slot, hdr, hlen);
+    if (rk__likely(hlen == RK_MSG_HEADER_SIZE))
+        memcpy(slot, hdr, RK_MSG_HEADER_SIZE); /* inlined, no call */
+    else
+        memcpy(slot, hdr, hlen);
     if (len != 0)
         memcpy(slot + hlen, payload, len);
     /* Counted before it is published, so dequeued never passes it. */

@@ -110,7 +110,10 @@ rk__outq_send(
             continue;
         (void)park(q, &q->prod_parked, &q->prod_seq, has_room, UINT64_MAX);
     }
-    memcpy(slot, hdr, hlen);
+    if (rk__likely(hlen == RK_MSG_HEADER_SIZE))
+        memcpy(slot, hdr, RK_MSG_HEADER_SIZE); /* inlined, no call */
+    else
+        memcpy(slot, hdr, hlen);
     if (len != 0)
         memcpy(slot + hlen, payload, len);
     rk_spsc_commit(q->ring);
@@ -118,33 +121,35 @@ rk__outq_send(
     return RK_OK;
 }
 
-/* Takes the oldest frame if there is one. */
-static bool
-take(rk__outq *q, void *frame, size_t *flen)
+const unsigned char *
+rk__outq_peek(rk__outq *q, size_t *flen)
 {
     const unsigned char *slot = rk_spsc_peek(q->ring);
     uint32_t plen;
 
     if (slot == NULL)
-        return false;
+        return NULL;
     /* The frame length is in the header. */
     memcpy(&plen, slot + offsetof(rk_msg_header, payload_len), sizeof(plen));
     *flen = RK_MSG_HEADER_SIZE + (size_t)plen;
     RK_ASSERT(*flen <= q->slot_size);
-    memcpy(frame, slot, *flen);
+    return slot;
+}
+
+void
+rk__outq_release(rk__outq *q)
+{
     rk_spsc_release(q->ring);
     notify(&q->prod_parked, &q->prod_seq);
-    return true;
 }
 
 int
-rk__outq_recv(
-    rk__outq *q, void *frame, size_t *flen, int64_t spin_ns, uint64_t deadline)
+rk__outq_wait(rk__outq *q, int64_t spin_ns, uint64_t deadline)
 {
     uint64_t until = 0;
 
     for (uint32_t i = 1; spin_ns > 0; i++) {
-        if (take(q, frame, flen))
+        if (has_frame(q))
             return RK_OK;
         rk__cpu_relax();
         if (i % SPIN_CHECK == 0) {
@@ -158,10 +163,10 @@ rk__outq_recv(
         }
     }
     for (;;) {
-        if (take(q, frame, flen))
+        if (has_frame(q))
             return RK_OK;
         if (atomic_load_explicit(&q->closed, memory_order_acquire))
-            return take(q, frame, flen) ? RK_OK : RK_ECLOSED;
+            return has_frame(q) ? RK_OK : RK_ECLOSED;
         if (rk_now_ns() >= deadline)
             return RK_ETIMEDOUT;
         (void)park(q, &q->cons_parked, &q->cons_seq, has_frame, deadline);

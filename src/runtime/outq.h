@@ -42,13 +42,16 @@ void rk__outq_fini(rk__outq *q);
 int rk__outq_send(rk__outq *q, const void *hdr, size_t hlen,
     const void *payload, size_t len);
 
-/* Consumer: copies the oldest frame into frame (slot_size bytes) and its
- * length into *flen. Spins for up to spin_ns first (0: not at all), then
- * parks until the absolute deadline (UINT64_MAX: none). RK_OK,
- * RK_ETIMEDOUT, or RK_ECLOSED once closed and drained. */
-int rk__outq_recv(rk__outq *q, void *frame, size_t *flen, int64_t spin_ns,
-    uint64_t deadline);
-
+/* Consumer: waits until a frame can be peeked. Spins for up to spin_ns
+ * first (0: not at all), then parks until the absolute deadline
+ * (UINT64_MAX: none). RK_OK, RK_ETIMEDOUT, or RK_ECLOSED once closed and
+ * drained. */
+int rk__outq_wait(rk__outq *q, int64_t spin_ns, uint64_t deadline);
+/* Consumer: the oldest frame, in place, and its length in *flen, or NULL.
+ * It stays valid (and in the queue) until rk__outq_release. */
+const unsigned char *rk__outq_peek(rk__outq *q, size_t *flen);
+/* Consumer: frees the peeked frame's slot and wakes a blocked producer. */
+void rk__outq_release(rk__outq *q);
 /* Wakes and fails every waiter from now on (frames already in can still
  * be received). Idempotent. */
 void rk__outq_close(rk__outq *q);
