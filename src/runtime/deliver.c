@@ -14,35 +14,29 @@
 #define FRAME_ON_STACK   2048
 #define REQUEST_SLICE_NS INT64_C(1000000)
 
-/*
- * Message ids. rk_uuid_v7() costs a clock read and a random draw; the
- * runtime takes one every ID_BLOCK ids per thread and numbers the block in
- * its low 32 (random) bits. The (time, counter) prefix of every base is
- * unique on its thread, so ids stay unique and increase on each thread;
- * across threads they are as unique as v7 counters seeded at random.
- */
-#define ID_BLOCK 4096u
+/* Message ids: see rk__id_gen in internal.h. */
+_Thread_local rk__idgen rk__id_gen = { { { 0 } }, RK__ID_BLOCK };
 
-static _Thread_local struct {
-    rk_uuid base;
-    uint32_t next;
-} id_gen = { { { 0 } }, ID_BLOCK };
+void
+rk__id_refill(void)
+{
+    rk__id_gen.base = rk_uuid_v7();
+    rk__id_gen.next = 0;
+}
 
 uint32_t
 rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq)
 {
     uint32_t got;
 
-    if (rk__unlikely(id_gen.next == ID_BLOCK)) {
-        id_gen.base = rk_uuid_v7();
-        id_gen.next = 0;
-    }
-    got = ID_BLOCK - id_gen.next;
+    if (rk__unlikely(rk__id_gen.next == RK__ID_BLOCK))
+        rk__id_refill();
+    got = RK__ID_BLOCK - rk__id_gen.next;
     got = want < got ? want : got;
-    *first = id_gen.base;
-    *seq = id_gen.next;
-    rk__id_put(&first->b[12], id_gen.next);
-    id_gen.next += got;
+    *first = rk__id_gen.base;
+    *seq = rk__id_gen.next;
+    rk__id_put(&first->b[12], rk__id_gen.next);
+    rk__id_gen.next += got;
     return got;
 }
 
@@ -82,29 +76,6 @@ rk__fill_frames(unsigned char *dst, size_t stride, rk_msg_header *h,
     }
 }
 
-rk_uuid
-rk__next_id(void)
-{
-    rk_uuid u;
-    uint32_t seq;
-
-    (void)rk__id_run(1, &u, &seq);
-    return u;
-}
-
-void
-rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio, uint64_t send_ns,
-    uint32_t sender)
-{
-    memset(h, 0, sizeof(*h));
-    h->magic = RK_MSG_MAGIC;
-    h->version = RK_MSG_VERSION;
-    h->priority = prio;
-    h->type_id = type_id;
-    h->message_id = rk__next_id();
-    h->send_ns = send_ns;
-    h->sender = sender;
-}
 
 /* Why a send to k in state st is refused, or RK_OK to go ahead. */
 static int

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "backend/backend.h"
 #include "common/common.h"
@@ -163,8 +164,6 @@ void rk__ctx_fini(rk_ctx *ctx);
  * state, type and backpressure rules. Updates k's counters. */
 int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns);
-/* A fresh message id (UUID v7 based, cheap; see deliver.c). */
-rk_uuid rk__next_id(void);
 /* Reserves up to want (>= 1) consecutive ids of this thread and returns
  * how many. They share *first but for its last 4 bytes, a big-endian
  * counter that is *seq for the first: id i of the run is *first with
@@ -185,9 +184,54 @@ rk__id_put(uint8_t *low4, uint32_t n)
     low4[2] = (uint8_t)(n >> 8);
     low4[3] = (uint8_t)n;
 }
+/*
+ * Message ids. rk_uuid_v7() costs a clock read and a random draw; the
+ * runtime takes one every RK__ID_BLOCK ids per thread and numbers the
+ * block in its low 32 (random) bits. The (time, counter) prefix of every
+ * base is unique on its thread, so ids stay unique and increase on each
+ * thread; across threads they are as unique as v7 counters seeded at
+ * random. The state is per thread (no lock, no atomic); the common case
+ * is inline, on every send's path.
+ */
+#define RK__ID_BLOCK 4096u
+
+typedef struct rk__idgen {
+    rk_uuid base;
+    uint32_t next;
+} rk__idgen;
+
+extern _Thread_local rk__idgen rk__id_gen;
+
+/* Starts this thread's next block (out of line: once per RK__ID_BLOCK). */
+void rk__id_refill(void);
+
+/* A fresh message id. */
+static inline rk_uuid
+rk__next_id(void)
+{
+    rk_uuid u;
+
+    if (rk__unlikely(rk__id_gen.next == RK__ID_BLOCK))
+        rk__id_refill();
+    u = rk__id_gen.base;
+    rk__id_put(&u.b[12], rk__id_gen.next++);
+    return u;
+}
+
 /* Fills a header for a new message. send_ns 0 leaves no timestamp. */
-void rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio,
-    uint64_t send_ns, uint32_t sender);
+static inline void
+rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio, uint64_t send_ns,
+    uint32_t sender)
+{
+    memset(h, 0, sizeof(*h));
+    h->magic = RK_MSG_MAGIC;
+    h->version = RK_MSG_VERSION;
+    h->priority = prio;
+    h->type_id = type_id;
+    h->message_id = rk__next_id();
+    h->send_ns = send_ns;
+    h->sender = sender;
+}
 void rk__dead_letter(rk_runtime *rt, rk__inst *inst, rk_dead_reason reason,
     int error, const void *frame, size_t len);
 void rk__topics_remove_kernel(rk_runtime *rt, rk__kernel *k);
