@@ -76,7 +76,6 @@ rk__fill_frames(unsigned char *dst, size_t stride, rk_msg_header *h,
     }
 }
 
-
 /* Why a send to k in state st is refused, or RK_OK to go ahead. */
 static int
 admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len)
