@@ -557,11 +557,12 @@ test_single_producer_lane(void **state)
 }
 
 /*
- * An actor on a single-producer lane reads its messages in place (lent
- * slots). Its view must stay intact until its next receive even while the
- * host keeps the lane full: the actor reads the value, replies, spins a
- * little so the producer can try to overwrite, and reads it again. Every
- * value must come back, once and in order.
+ * An actor on a single-producer lane: its view must stay intact until its
+ * next receive even while the host keeps the lane full (were actors lent
+ * lane slots that go back at the take, the producer would overwrite it): the
+ * actor reads the value, replies, spins a little so the producer can try to
+ * overwrite, and reads it again. Every value must come back, once and in
+ * order.
  */
 #define LANE_VIEW_N (5000 * RT_SCALE)
 

@@ -306,14 +306,8 @@ copy_out(const unsigned char *frame, size_t flen, rk_msg_header *hdr,
 }
 
 static void
-stash_push(rk__inst *inst, const unsigned char *frame, size_t flen, bool front)
+stash_link(rk__inst *inst, rk__stash_item *s, bool front)
 {
-    rk__stash_item *s = malloc(sizeof(*s) + flen);
-
-    if (s == NULL)
-        return; /* out of memory: the message is lost, as with any copy */
-    s->len = flen;
-    memcpy(s->frame, frame, flen);
     s->next = NULL;
     if (front) {
         s->next = inst->stash_head;
@@ -327,6 +321,20 @@ stash_push(rk__inst *inst, const unsigned char *frame, size_t flen, bool front)
             inst->stash_head = s;
         inst->stash_tail = s;
     }
+}
+
+/* Copies a frame to the back of the stash; false if out of memory. */
+static bool
+stash_push(rk__inst *inst, const unsigned char *frame, size_t flen)
+{
+    rk__stash_item *s = malloc(sizeof(*s) + flen);
+
+    if (s == NULL)
+        return false;
+    s->len = flen;
+    memcpy(s->frame, frame, flen);
+    stash_link(inst, s, false);
+    return true;
 }
 
 /* Removes and returns the first stashed frame matching corr (NULL: any). */
@@ -369,8 +377,9 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
         if (s != NULL) {
             rc = copy_out(s->frame, s->len, hdr, buf, cap, len);
             if (rc == RK_EMSGSIZE)
-                stash_push(inst, s->frame, s->len, true);
-            free(s);
+                stash_link(inst, s, true); /* kept for a bigger buffer */
+            else
+                free(s);
             return rc;
         }
         /* With other waiters, wait in slices (see above). */
@@ -388,15 +397,21 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
                 || memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0;
 
             if (mine) {
+                /* Too big for buf: the frame stays at the head of the
+                 * queue for a call with a bigger buffer. */
                 rc = copy_out(frame, flen, hdr, buf, cap, len);
-                if (rc == RK_EMSGSIZE)
-                    stash_push(inst, frame, flen, true);
-            } else {
-                stash_push(inst, frame, flen, false);
-            }
-            rk__outq_release(&inst->out);
-            if (mine)
+                if (rc != RK_EMSGSIZE)
+                    rk__outq_release(&inst->out);
                 return rc;
+            }
+            /* Someone else's: set aside for them. Without memory for
+             * that it stays queued, and this caller gets the error. */
+            if (!stash_push(inst, frame, flen))
+                return rk__fail(RK_ENOMEM,
+                    "no memory to set aside an output of kernel '%s' "
+                    "while waiting for a reply; it stays queued",
+                    inst->k->id);
+            rk__outq_release(&inst->out);
             continue;
         }
         if (rc != RK_ETIMEDOUT || rk_now_ns() >= deadline)

@@ -181,14 +181,14 @@ next_batch(rk_ctx *ctx)
     int rc;
 
     release_held(ctx);
-    /* Lane slots are lent, not copied, to handlers and actors alike: a
-     * view is valid until the next receive, and the batch's slots go back
-     * when the next batch is taken (or before a safe point with nothing
-     * left in the batch; see fetch). A kernel paused in the middle of a
-     * batch therefore holds at most one batch of its input's slots, all
-     * but one of them messages it has not yet processed. */
-    rc = rk__inq_take(
-        &inst->in, ctx->buf, stride_of(inst), ctx->lens, ctx->batch, true, &b);
+    /* Only handlers borrow lane slots (the views point into the slots,
+     * given back when the next batch is taken). An actor may pause in
+     * rk_should_terminate() while its last view is still in use, and a
+     * held slot would then shrink the room its input promised to queue
+     * while paused, so actors get copies (about 30 ns of a round trip,
+     * see benchmarks.md). */
+    rc = rk__inq_take(&inst->in, ctx->buf, stride_of(inst), ctx->lens,
+        ctx->batch, ctx->in_handler, &b);
     if (rc != RK_OK || b.n == 0)
         return rc == RK_OK ? RK_EEMPTY : rc;
     ctx->frames = b.frames;
