@@ -87,7 +87,7 @@ typedef struct rk_queue_stats {
 typedef struct rk_spsc {
     rk_ring_ctrl ctrl;                  /* shared indices (3 lines) */
     RK_PROTO_ALIGN64 rk_ring_side prod; /* producer-private line */
-    uint64_t prod_limit; /* typed producer: head + capacity, last read */
+    uint64_t prod_limit; /* try_enqueue: head + capacity, last read */
     RK_PROTO_ALIGN64 rk_ring_side cons; /* consumer-private line */
     RK_PROTO_ALIGN64 void *owned;       /* buffer rk_spsc_create owns */
 } rk_spsc;
@@ -158,6 +158,14 @@ rk__slot_get(const unsigned char *base, uint64_t idx, uint32_t size, void *dst)
  * side is checked against a value no newer than the cached one, so the
  * free/available arithmetic stays in range.
  *
+ * The consumer's single-element calls test the cached tail before they
+ * read the shared one. While the consumer keeps up (same thread, ping-pong)
+ * the cache is stale on every call, and testing a fresh acquire load of
+ * tail instead, as ck_ring does, would save a compare, a branch and a store
+ * per call; that was measured and not kept: without the cache the
+ * cross-thread one-way rate fell from 2.2-2.6x ck_ring's to 1.0-1.15x
+ * (median per-run ratios, docs/benchmarks.md, "Third pass").
+ *
  * The single-element paths read every field they need before the refresh
  * (an acquire load, after which the compiler would re-read fields still in
  * memory, and the slot copy may alias them).
@@ -184,18 +192,34 @@ rk__spsc_avail_at(rk_spsc *q, uint64_t pos, uint32_t want)
     return avail < want ? (uint32_t)avail : want;
 }
 
+/* Single-element producer (typed and untyped), out of the fast path:
+ * re-reads head, caches head + capacity in prod_limit and head in prod.peer
+ * (for the batch and reserve calls), and returns the free slots at pos. */
+static inline uint64_t
+rk__spsc_refresh_limit(rk_spsc *q, uint64_t pos)
+{
+    uint64_t cap = (uint64_t)q->prod.mask + 1; /* read before the acquire */
+    /* Acquire pairs with the consumer's release store of head
+     * (rk_ring_release_head): its reads of the freed slots are done
+     * before we overwrite them. */
+    uint64_t head = rk_ring_load_acquire(&q->ctrl.head);
+    q->prod.peer = head;
+    q->prod_limit = head + cap;
+    return head + cap - pos; /* pos <= head + capacity always */
+}
+
 /* Producer: copies slot_size bytes from elem. RK_EFULL if no room. */
 static inline int
 rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 {
-    rk_ring_side *s = &q->prod;
-    uint64_t pos = s->pos; /* private: see above */
-    uint64_t mask = s->mask;
-    uint32_t size = s->slot_size;
-    unsigned char *base = s->base;
-    if (rk_ring_prod_space(&q->ctrl, s, 1) == 0)
+    uint64_t pos = q->prod.pos; /* private: see above */
+    uint64_t mask = q->prod.mask;
+    uint32_t size = q->prod.slot_size;
+    unsigned char *base = q->prod.base;
+    /* Room test against the cached head + capacity: one compare. */
+    if (pos >= q->prod_limit && rk__spsc_refresh_limit(q, pos) == 0)
         return RK_EFULL;
-    s->pos = pos + 1;
+    q->prod.pos = pos + 1;
     rk__slot_put(base, pos & mask, size, elem);
     rk_ring_publish_tail(&q->ctrl, pos + 1); /* release, see there */
     return RK_OK;
@@ -306,22 +330,6 @@ void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
  * are `size` bytes at addresses aligned to `align`. */
 int rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align);
 
-/* Typed producer, out of the fast path: re-reads head, caches head +
- * capacity in prod_limit and head in prod.peer (for the untyped calls),
- * and returns the free slots at pos. */
-static inline uint64_t
-rk__spsc_refresh_limit(rk_spsc *q, uint64_t pos)
-{
-    uint64_t cap = (uint64_t)q->prod.mask + 1; /* read before the acquire */
-    /* Acquire pairs with the consumer's release store of head
-     * (rk_ring_release_head): its reads of the freed slots are done
-     * before we overwrite them. */
-    uint64_t head = rk_ring_load_acquire(&q->ctrl.head);
-    q->prod.peer = head;
-    q->prod_limit = head + cap;
-    return head + cap - pos; /* pos <= head + capacity always */
-}
-
 /* Typed consumer: re-reads tail into cons.peer; returns the messages at
  * pos. */
 static inline uint64_t
@@ -359,7 +367,8 @@ rk__spsc_refresh_tail(rk_spsc *q, uint64_t pos)
                                                                               \
     /* The typed paths take their own index from the shared word (see   */    \
     /* above) and test the producer's room against a cached limit, head + */  \
-    /* capacity, with one compare; both caches are only ever behind.      */  \
+    /* capacity, with one compare (as rk_spsc_try_enqueue does); both     */  \
+    /* caches are only ever behind.                                       */  \
     static inline int name##_try_enqueue(rk_spsc *q, T v)                     \
     {                                                                         \
         uint64_t pos = q->prod.pos;                                           \
