@@ -499,6 +499,21 @@ test_errors_point(void **state)
     assert_int_equal(dec_point(&f, 0), RK_EDECODE);
 }
 
+/* Encodes a into buf and unpacks it with msgpack-c into *root (in *z,
+ * which the caller destroys), for tests that re-pack a frame. */
+static void
+encode_unpack_all(const rkt_all *a, uint8_t *buf, size_t cap, msgpack_zone *z,
+    msgpack_object *root)
+{
+    size_t len, off = 0;
+
+    assert_int_equal(
+        rk_msg_encode(&rkt_all_msgtype, NULL, a, buf, cap, &len), RK_OK);
+    msgpack_zone_init(z, 4096);
+    assert_int_equal(msgpack_unpack((char *)buf, len, &off, z, root),
+        MSGPACK_UNPACK_SUCCESS);
+}
+
 /* AllTypes frame with field `bad` replaced by the packer callback. */
 static int
 dec_all_with(const char *bad, void (*put)(msgpack_packer *), unsigned flags)
@@ -506,23 +521,16 @@ dec_all_with(const char *bad, void (*put)(msgpack_packer *), unsigned flags)
     static double samples[2] = { 1, 2 };
     static int32_t ids[1] = { 5 };
     uint8_t buf[8192];
-    size_t len;
     rkt_all a;
     rkt_all out;
     struct fb f;
     msgpack_object root;
     msgpack_zone z;
-    size_t off = 0;
     int rc;
 
     fill_all(&a, samples, 2, ids, 1, "lbl", 3);
-    assert_int_equal(
-        rk_msg_encode(&rkt_all_msgtype, NULL, &a, buf, sizeof(buf), &len),
-        RK_OK);
     /* Re-pack the map, swapping one value. */
-    msgpack_zone_init(&z, 4096);
-    assert_int_equal(msgpack_unpack((char *)buf, len, &off, &z, &root),
-        MSGPACK_UNPACK_SUCCESS);
+    encode_unpack_all(&a, buf, sizeof(buf), &z, &root);
     fb_init(&f);
     msgpack_pack_map(&f.pk, root.via.map.size);
     for (uint32_t i = 0; i < root.via.map.size; i++) {
@@ -990,6 +998,145 @@ test_reserved_field_names(void **state)
     assert_int_equal(rk_msgtype_register(&resv_outer_msgtype), RK_EINVAL);
 }
 
+/* ------------------------------------------------------- token tape */
+
+/* More objects than rk_msg_decode's on-stack tape holds (it moves to the
+ * heap): a 1024-element list for samples, behind an unknown key whose
+ * value is a large nested tree that must be skipped as one subtree. */
+static void
+test_tape_overflow(void **state)
+{
+    static double samples[1024];
+    rkt_all a, out;
+    uint8_t buf[32 * 1024];
+    msgpack_object root;
+    msgpack_zone z;
+    struct fb f;
+
+    (void)state;
+    for (int i = 0; i < 1024; i++)
+        samples[i] = i * 0.5 - 100;
+    fill_all(&a, samples, 1024, NULL, 0, "lbl", 3);
+    encode_unpack_all(&a, buf, sizeof(buf), &z, &root);
+    fb_init(&f);
+    msgpack_pack_map(&f.pk, root.via.map.size + 1);
+    /* {"zz": [[0, {"samples": 1}], ...] x 300} first: its "samples" key
+     * is inside the subtree and must not be taken for the field. */
+    fb_str(&f, "zz");
+    msgpack_pack_array(&f.pk, 300);
+    for (int i = 0; i < 300; i++) {
+        msgpack_pack_array(&f.pk, 2);
+        msgpack_pack_int(&f.pk, i);
+        msgpack_pack_map(&f.pk, 1);
+        fb_str(&f, "samples");
+        msgpack_pack_int(&f.pk, 1);
+    }
+    for (uint32_t i = 0; i < root.via.map.size; i++) {
+        msgpack_object_kv *kv = &root.via.map.ptr[i];
+
+        msgpack_pack_object(&f.pk, kv->key);
+        if (kv->key.via.str.size == 7
+            && memcmp(kv->key.via.str.ptr, "samples", 7) == 0) {
+            /* as a plain list: one token per element */
+            msgpack_pack_array(&f.pk, 1024);
+            for (int j = 0; j < 1024; j++)
+                msgpack_pack_double(&f.pk, samples[j]);
+        } else {
+            msgpack_pack_object(&f.pk, kv->val);
+        }
+    }
+    msgpack_zone_destroy(&z);
+    assert_int_equal(
+        rk_msg_decode(&rkt_all_msgtype, f.sb.data, f.sb.size, &out, NULL, 0),
+        RK_OK);
+    assert_all_equal(&a, &out);
+    rk_msg_free(&rkt_all_msgtype, &out);
+    /* strict: the unknown key is named */
+    assert_int_equal(rk_msg_decode(&rkt_all_msgtype, f.sb.data, f.sb.size,
+                         &out, NULL, RK_MSG_STRICT),
+        RK_EFIELDUNKNOWN);
+    assert_detail_has("'zz'");
+    /* every prefix is still just truncated (and never leaks: ASan) */
+    for (size_t cut = 1; cut < f.sb.size; cut += 97)
+        assert_int_equal(
+            rk_msg_decode(&rkt_all_msgtype, f.sb.data, cut, &out, NULL, 0),
+            RK_ETRUNCATED);
+    msgpack_sbuffer_destroy(&f.sb);
+}
+
+/* A container count larger than the rest of the frame is refused when its
+ * header is read, nested or not, whatever the bytes after it. */
+static void
+test_count_exceeds_frame(void **state)
+{
+    uint8_t fr[64];
+    rkt_point p;
+    struct fb f;
+
+    (void)state;
+    /* {"x": 1.0, "y": [1, 1, ...] declaring 40 elements in 30 bytes} */
+    fb_init(&f);
+    msgpack_pack_map(&f.pk, 2);
+    fb_str(&f, "x");
+    msgpack_pack_double(&f.pk, 1);
+    fb_str(&f, "y");
+    msgpack_pack_array(&f.pk, 40);
+    for (int i = 0; i < 12; i++)
+        msgpack_pack_int(&f.pk, 1);
+    assert_true(f.sb.size < 40);
+    assert_int_equal(
+        rk_msg_decode(&rkt_point_msgtype, f.sb.data, f.sb.size, &p, NULL, 0),
+        RK_ETRUNCATED);
+    assert_detail_has("declares");
+    msgpack_sbuffer_destroy(&f.sb);
+    /* a map16 of 20 pairs (40 objects) padded to 39 bytes with nils */
+    memset(fr, 0xc0, sizeof(fr));
+    fr[0] = 0xde;
+    fr[1] = 0x00;
+    fr[2] = 20;
+    assert_int_equal(
+        rk_msg_decode(&rkt_point_msgtype, fr, 39, &p, NULL, 0), RK_ETRUNCATED);
+    assert_detail_has("declares");
+    /* 20 pairs in exactly 43 bytes fit the count; only the keys are
+     * wrong (nil keys are unknown keys), so x and y are missing. */
+    assert_int_equal(rk_msg_decode(&rkt_point_msgtype, fr, 43, &p, NULL, 0),
+        RK_EFIELDMISSING);
+}
+
+/* Nesting deeper than msgpack-c's parser stack is a decode error. */
+static void
+test_nesting_limit(void **state)
+{
+    uint8_t fr[128];
+    rkt_point p;
+    size_t n = 0;
+
+    (void)state;
+    fr[n++] = 0x83; /* {"x": 1, "y": 2, "z": [[[...]]]} */
+    fr[n++] = 0xa1;
+    fr[n++] = 'x';
+    fr[n++] = 0x01;
+    fr[n++] = 0xa1;
+    fr[n++] = 'y';
+    fr[n++] = 0x02;
+    fr[n++] = 0xa1;
+    fr[n++] = 'z';
+    for (int i = 0; i < 30; i++) /* depth 31 with the map: fine */
+        fr[n++] = 0x91;
+    fr[n++] = 0xc0;
+    assert_int_equal(
+        rk_msg_decode(&rkt_point_msgtype, fr, n, &p, NULL, 0), RK_OK);
+    assert_true(p.x == 1 && p.y == 2);
+    n--;
+    for (int i = 0; i < 10; i++)
+        fr[n++] = 0x91;
+    fr[n++] = 0xc0;
+    assert_int_equal(
+        rk_msg_decode(&rkt_point_msgtype, fr, n, &p, NULL, 0), RK_EDECODE);
+    assert_detail_has("nested deeper");
+    assert_true(p.x == 0); /* zeroed */
+}
+
 int
 main(void)
 {
@@ -1004,6 +1151,9 @@ main(void)
         cmocka_unit_test(test_errors_fields),
         cmocka_unit_test(test_truncated_and_corrupt),
         cmocka_unit_test(test_huge_declared_counts),
+        cmocka_unit_test(test_tape_overflow),
+        cmocka_unit_test(test_count_exceeds_frame),
+        cmocka_unit_test(test_nesting_limit),
         cmocka_unit_test(test_encode_errors),
         cmocka_unit_test(test_field_count_limit),
         cmocka_unit_test(test_reserved_field_names),
