@@ -1,19 +1,16 @@
 /*
- * src/message/codec.c - typed messages <-> msgpack maps (through msgpack-c).
+ * src/message/codec.c - msgpack maps -> typed messages, and rk_msg_free.
  *
- * Encoding packs with a msgpack_packer whose write callback copies into the
- * caller's buffer, so nothing is allocated. Decoding first runs a bounded
- * structural scan of the frame (prescan), because msgpack-c allocates an
- * array's element table from the declared count before it has seen the
- * elements: a 5-byte frame could otherwise ask for gigabytes. After the
- * scan every declared count is at most the frame length. msgpack_unpack()
- * then builds the object tree in a per-thread zone that is cleared, not
- * freed, after each call, and the tree is matched against the type's field
- * table (length + memcmp, starting at the field after the previous match,
- * which is the right one for frames we or the reference wrote).
+ * rk_msg_decode() has msgpack-c's parser (tape.c) turn the frame into a
+ * token tape on its stack, then walks the tape against the type's field
+ * table. Keys are matched with inline compares against the field the
+ * previous key matched plus one (the right one for frames we or the
+ * reference wrote, after the envelope keys), then the envelope keys by
+ * length, then every field. Values are checked and copied into the
+ * struct; variable-length values are copied to fresh heap memory, so
+ * nothing points into the frame. Encoding is in encode.c.
  */
 #include <float.h>
-#include <msgpack.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -23,14 +20,7 @@
 
 /* ------------------------------------------------------------- kinds */
 
-struct kind_info {
-    const char *dtype;   /* numpy dtype name */
-    const char *typestr; /* numpy typestr without the byte-order char */
-    uint8_t size;
-    uint8_t dtype_len; /* strlen(dtype) */
-};
-
-static const struct kind_info kinds[] = {
+const struct rk__kind_info rk__kinds[RK_FK_DOUBLE + 1] = {
     [RK_FK_BOOL] = { "bool", "b1", 1, 4 },
     [RK_FK_INT8] = { "int8", "i1", 1, 4 },
     [RK_FK_INT16] = { "int16", "i2", 2, 5 },
@@ -85,293 +75,17 @@ str_eq(const char *p, size_t n, const char *lit)
 static int
 parse_dtype(unsigned want, const char *p, size_t n)
 {
-    if (want <= RK_FK_DOUBLE && n == kinds[want].dtype_len
-        && bytes_eq(p, kinds[want].dtype, n))
+    if (want <= RK_FK_DOUBLE && n == rk__kinds[want].dtype_len
+        && bytes_eq(p, rk__kinds[want].dtype, n))
         return (int)want;
     for (int k = 0; k <= RK_FK_DOUBLE; k++) {
-        if (n == kinds[k].dtype_len && bytes_eq(p, kinds[k].dtype, n))
+        if (n == rk__kinds[k].dtype_len && bytes_eq(p, rk__kinds[k].dtype, n))
             return k;
         if (n == 3 && (p[0] == '<' || p[0] == '|' || p[0] == '=')
-            && memcmp(p + 1, kinds[k].typestr, 2) == 0)
+            && memcmp(p + 1, rk__kinds[k].typestr, 2) == 0)
             return k;
     }
     return -1;
-}
-
-/* ------------------------------------------------------------ encode */
-
-/* The caller's buffer: bytes go to cur while they fit before end; once
- * one write does not fit, end is pulled to cur and every later write only
- * counts into over, so the total (cur - start + over) is still exact. */
-struct wbuf {
-    char *cur, *end;
-    char *start;
-    size_t over;
-};
-
-/* Out of line: copying past the room, or measuring only. */
-static void
-wbuf_slow(struct wbuf *w, size_t n)
-{
-    w->over += n;
-    w->end = w->cur;
-}
-
-/*
- * msgpack write callback. msgpack-c calls it once per tag and once per
- * body, mostly with 1-9 bytes, so small copies avoid the memcpy call. The
- * cursor is advanced before the copy so no field is re-read after the
- * copy's stores (which may alias it).
- */
-static int
-wbuf_write(void *data, const char *buf, size_t n)
-{
-    struct wbuf *w = data;
-    char *d = w->cur;
-
-    if (rk__unlikely(n > (size_t)(w->end - d))) {
-        wbuf_slow(w, n);
-        return 0;
-    }
-    w->cur = d + n;
-    if (n <= 8) {
-        if (n >= 4) {
-            memcpy(d, buf, 4);
-            memcpy(d + n - 4, buf + n - 4, 4);
-        } else if (n >= 2) {
-            memcpy(d, buf, 2);
-            memcpy(d + n - 2, buf + n - 2, 2);
-        } else if (n == 1) {
-            d[0] = buf[0];
-        }
-    } else if (n <= 16) {
-        memcpy(d, buf, 8);
-        memcpy(d + n - 8, buf + n - 8, 8);
-    } else {
-        memcpy(d, buf, n);
-    }
-    return 0;
-}
-
-static void
-pack_lit(msgpack_packer *pk, const char *s, size_t n)
-{
-    msgpack_pack_str(pk, n);
-    msgpack_pack_str_body(pk, s, n);
-}
-
-#define PACK_KEY(pk, lit) pack_lit(pk, lit, sizeof(lit) - 1)
-
-static void
-pack_uuid(msgpack_packer *pk, const rk_uuid *u)
-{
-    msgpack_pack_map(pk, 1);
-    PACK_KEY(pk, "__uuid_bin__");
-    msgpack_pack_bin(pk, 16);
-    msgpack_pack_bin_body(pk, u->b, 16);
-}
-
-static void
-pack_scalar(msgpack_packer *pk, unsigned kind, const void *p)
-{
-    switch (kind) {
-    case RK_FK_BOOL:
-        if (*(const bool *)p)
-            msgpack_pack_true(pk);
-        else
-            msgpack_pack_false(pk);
-        break;
-    case RK_FK_INT8:
-        msgpack_pack_int64(pk, *(const int8_t *)p);
-        break;
-    case RK_FK_INT16:
-        msgpack_pack_int64(pk, *(const int16_t *)p);
-        break;
-    case RK_FK_INT32:
-        msgpack_pack_int64(pk, *(const int32_t *)p);
-        break;
-    case RK_FK_INT64:
-        msgpack_pack_int64(pk, *(const int64_t *)p);
-        break;
-    case RK_FK_UINT8:
-        msgpack_pack_uint64(pk, *(const uint8_t *)p);
-        break;
-    case RK_FK_UINT16:
-        msgpack_pack_uint64(pk, *(const uint16_t *)p);
-        break;
-    case RK_FK_UINT32:
-        msgpack_pack_uint64(pk, *(const uint32_t *)p);
-        break;
-    case RK_FK_UINT64:
-        msgpack_pack_uint64(pk, *(const uint64_t *)p);
-        break;
-    case RK_FK_FLOAT:
-        /* Python floats are float64; widening is exact. */
-        msgpack_pack_double(pk, (double)*(const float *)p);
-        break;
-    default:
-        msgpack_pack_double(pk, *(const double *)p);
-        break;
-    }
-}
-
-/* Numeric arrays go out in numpy's form: {"__ndarray__": raw LE bytes,
- * "dtype": name, "shape": [n]}. */
-static void
-pack_ndarray(msgpack_packer *pk, unsigned kind, const void *p, uint32_t n)
-{
-    const struct kind_info *ki = &kinds[kind];
-
-    msgpack_pack_map(pk, 3);
-    PACK_KEY(pk, "__ndarray__");
-    msgpack_pack_bin(pk, (size_t)n * ki->size);
-    msgpack_pack_bin_body(pk, p, (size_t)n * ki->size);
-    PACK_KEY(pk, "dtype");
-    pack_lit(pk, ki->dtype, strlen(ki->dtype));
-    PACK_KEY(pk, "shape");
-    msgpack_pack_array(pk, 1);
-    msgpack_pack_uint32(pk, n);
-}
-
-/* The {ptr, len} head shared by rk_str, rk_bytes and rk_vla_*; accessed
- * with memcpy so no struct type is punned. */
-struct var_head {
-    void *ptr;
-    uint32_t len;
-};
-
-_Static_assert(offsetof(rk_str, len) == offsetof(struct var_head, len)
-        && offsetof(rk_vla_f64, len) == offsetof(struct var_head, len),
-    "variable-length heads share one layout");
-
-static struct var_head
-get_var(const char *p)
-{
-    struct var_head v;
-
-    memcpy(&v.ptr, p + offsetof(struct var_head, ptr), sizeof(v.ptr));
-    memcpy(&v.len, p + offsetof(struct var_head, len), sizeof(v.len));
-    return v;
-}
-
-static void
-set_var(char *p, void *ptr, uint32_t len)
-{
-    memcpy(p + offsetof(struct var_head, ptr), &ptr, sizeof(ptr));
-    memcpy(p + offsetof(struct var_head, len), &len, sizeof(len));
-}
-
-static int
-check_var(const rk_msgtype *t, const rk_msgfield *f, const struct var_head *v)
-{
-    if (rk__unlikely(v->len > f->count))
-        return rk__fail(RK_ETOOBIG, "%s.%s: length %u exceeds maximum %u",
-            t->name, f->name, v->len, f->count);
-    if (rk__unlikely(v->ptr == NULL && v->len != 0))
-        return rk__fail(RK_EINVAL, "%s.%s: NULL pointer with length %u",
-            t->name, f->name, v->len);
-    return RK_OK;
-}
-
-static int
-encode_obj(msgpack_packer *pk, const rk_msgtype *t, const rk_msg_header *h,
-    const char *base, int top, int depth)
-{
-    const rk_msgfield *f;
-    int rc;
-
-    if (depth > RK__MSG_MAX_DEPTH)
-        return rk__fail(RK_EENCODE, "%s: types nest too deeply", t->name);
-    /* Unregistered types get here too: a reserved key would be written
-     * twice. */
-    if (rk__unlikely((rc = rk__msgtype_check_fields(t)) != RK_OK))
-        return rc;
-    f = t->fields();
-    msgpack_pack_map(pk, t->nfields + 1u + (top ? 3u : 0u));
-    PACK_KEY(pk, "__type__");
-    pack_lit(pk, t->name, strlen(t->name));
-    if (top) {
-        rk_uuid fresh;
-        const rk_uuid *mid = h ? &h->message_id : &fresh;
-
-        if (h == NULL)
-            fresh = rk_uuid_v7();
-        PACK_KEY(pk, "message_id");
-        pack_uuid(pk, mid);
-        PACK_KEY(pk, "priority");
-        msgpack_pack_uint32(pk, h ? h->priority : RK_MSG_PRIORITY_DEFAULT);
-        PACK_KEY(pk, "correlation_id");
-        if (h == NULL || rk_uuid_is_nil(&h->correlation_id))
-            msgpack_pack_nil(pk);
-        else
-            pack_uuid(pk, &h->correlation_id);
-    }
-    for (unsigned i = 0; i < t->nfields; i++) {
-        const char *p = base + f[i].offset;
-        struct var_head vh = { NULL, 0 };
-        const struct var_head *v = &vh;
-
-        if (f[i].cls >= RK_FC_VLA && f[i].cls <= RK_FC_STRING)
-            vh = get_var(p);
-
-        pack_lit(pk, f[i].name, f[i].name_len);
-        switch (f[i].cls) {
-        case RK_FC_SCALAR:
-            pack_scalar(pk, f[i].kind, p);
-            break;
-        case RK_FC_ARRAY:
-            pack_ndarray(pk, f[i].kind, p, f[i].count);
-            break;
-        case RK_FC_VLA:
-            if ((rc = check_var(t, &f[i], v)) != RK_OK)
-                return rc;
-            pack_ndarray(pk, f[i].kind, v->ptr, v->len);
-            break;
-        case RK_FC_BYTES:
-            if ((rc = check_var(t, &f[i], v)) != RK_OK)
-                return rc;
-            msgpack_pack_bin(pk, v->len);
-            msgpack_pack_bin_body(pk, v->ptr, v->len);
-            break;
-        case RK_FC_STRING:
-            if ((rc = check_var(t, &f[i], v)) != RK_OK)
-                return rc;
-            msgpack_pack_str(pk, v->len);
-            msgpack_pack_str_body(pk, v->ptr, v->len);
-            break;
-        default:
-            rc = encode_obj(pk, f[i].nested, NULL, p, 0, depth + 1);
-            if (rc != RK_OK)
-                return rc;
-            break;
-        }
-    }
-    return RK_OK;
-}
-
-int
-rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
-    void *buf, size_t cap, size_t *len)
-{
-    char none[1]; /* measuring only: an empty buffer that is not NULL */
-    char *start = buf != NULL ? buf : none;
-    struct wbuf w = { start, start + (buf != NULL ? cap : 0), start, 0 };
-    msgpack_packer pk;
-    size_t total;
-    int rc;
-
-    if (t == NULL || obj == NULL || len == NULL)
-        return rk__fail(RK_EINVAL, "rk_msg_encode: NULL argument");
-    msgpack_packer_init(&pk, &w, wbuf_write);
-    rc = encode_obj(&pk, t, h, obj, 1, 0);
-    if (rc != RK_OK)
-        return rc;
-    total = (size_t)(w.cur - w.start) + w.over;
-    *len = total;
-    if (buf != NULL && total > cap)
-        return rk__fail(RK_EMSGSIZE, "%s encodes to %zu bytes, buffer has %zu",
-            t->name, total, cap);
-    return RK_OK;
 }
 
 /* ----------------------------------------------------------- numbers */
@@ -406,7 +120,7 @@ load_num(unsigned kind, const unsigned char *p, struct num *n)
     } x;
     int64_t s = 0;
 
-    memcpy(&x, p, kinds[kind].size);
+    memcpy(&x, p, rk__kinds[kind].size);
     switch (kind) {
     case RK_FK_BOOL:
         n->tag = NUM_BOOL;
@@ -725,10 +439,10 @@ array_source(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
             return FAIL_FIELD(RK_ETOOBIG, t, f, "%s", "shape too large");
         a->n *= d->v.u;
     }
-    if (a->n * kinds[a->raw_kind].size != data->n)
+    if (a->n * rk__kinds[a->raw_kind].size != data->n)
         return FAIL_FIELD(RK_EDECODE, t, f,
             "ndarray has %u bytes, shape and dtype say %llu", data->n,
-            (unsigned long long)(a->n * kinds[a->raw_kind].size));
+            (unsigned long long)(a->n * rk__kinds[a->raw_kind].size));
     a->raw = (const unsigned char *)data->v.p;
     a->list = NULL;
     return RK_OK;
@@ -757,11 +471,11 @@ array_fill(const rk_msgtype *t, const rk_msgfield *f, const struct arr_src *a,
     for (uint64_t i = 0; i < a->n; i++) {
         if (a->raw != NULL) {
             load_num((unsigned)a->raw_kind,
-                a->raw + i * kinds[a->raw_kind].size, &n);
+                a->raw + i * rk__kinds[a->raw_kind].size, &n);
         } else if (tok_num(&a->list[i], &n) != 0) {
             return FAIL_FIELD(RK_EFIELDTYPE, t, f,
                 "element %llu: expected %s, got %s", (unsigned long long)i,
-                kinds[f->kind].dtype, tok_type_name(&a->list[i]));
+                rk__kinds[f->kind].dtype, tok_type_name(&a->list[i]));
         }
         why = store_num(f->kind, dst + i * es, &n);
         if (why != NULL)
@@ -790,7 +504,7 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
     case RK_FC_SCALAR:
         if (tok_num(o, &n) != 0)
             return FAIL_FIELD(RK_EFIELDTYPE, t, f, "expected %s, got %s",
-                kinds[f->kind].dtype, tok_type_name(o));
+                rk__kinds[f->kind].dtype, tok_type_name(o));
         why = store_num(f->kind, p, &n);
         if (why != NULL)
             return FAIL_FIELD(RK_EFIELDTYPE, t, f, "%s", why);
@@ -816,7 +530,7 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
         if (mem == NULL)
             return rk__fail(
                 RK_ENOMEM, "%s.%s: out of memory", t->name, f->name);
-        set_var(p, mem, (uint32_t)a.n); /* owned by obj from here on */
+        rk__set_var(p, mem, (uint32_t)a.n); /* owned by obj from here on */
         return array_fill(t, f, &a, mem);
     case RK_FC_BYTES:
     case RK_FC_STRING: {
@@ -843,7 +557,7 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
         memcpy(mem, src, sz);
         if (is_str)
             ((char *)mem)[sz] = '\0';
-        set_var(p, mem, sz);
+        rk__set_var(p, mem, sz);
         return RK_OK;
     }
     default:
@@ -1075,8 +789,8 @@ free_obj(const rk_msgtype *t, char *base, int depth)
         if (f[i].cls == RK_FC_NESTED) {
             free_obj(f[i].nested, p, depth + 1);
         } else if (f[i].cls >= RK_FC_VLA) {
-            free(get_var(p).ptr);
-            set_var(p, NULL, 0);
+            free(rk__get_var(p).ptr);
+            rk__set_var(p, NULL, 0);
         }
     }
 }

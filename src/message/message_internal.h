@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ringkernel/message.h"
 
@@ -33,6 +34,44 @@ int rk__msgtype_validate(const rk_msgtype *t, int depth);
  * mask) and no field whose wire key is a reserved envelope key. O(fields)
  * length compares, no string scans. RK_EINVAL with a detail. */
 int rk__msgtype_check_fields(const rk_msgtype *t);
+
+/* Element kinds on the wire: numpy names and sizes (codec.c). */
+struct rk__kind_info {
+    const char *dtype;   /* numpy dtype name */
+    const char *typestr; /* numpy typestr without the byte-order char */
+    uint8_t size;
+    uint8_t dtype_len; /* strlen(dtype) */
+};
+
+extern const struct rk__kind_info rk__kinds[RK_FK_DOUBLE + 1];
+
+/* The {ptr, len} head shared by rk_str, rk_bytes and rk_vla_*; accessed
+ * with memcpy so no struct type is punned. */
+struct var_head {
+    void *ptr;
+    uint32_t len;
+};
+
+_Static_assert(offsetof(rk_str, len) == offsetof(struct var_head, len)
+        && offsetof(rk_vla_f64, len) == offsetof(struct var_head, len),
+    "variable-length heads share one layout");
+
+static inline struct var_head
+rk__get_var(const char *p)
+{
+    struct var_head v;
+
+    memcpy(&v.ptr, p + offsetof(struct var_head, ptr), sizeof(v.ptr));
+    memcpy(&v.len, p + offsetof(struct var_head, len), sizeof(v.len));
+    return v;
+}
+
+static inline void
+rk__set_var(char *p, void *ptr, uint32_t len)
+{
+    memcpy(p + offsetof(struct var_head, ptr), &ptr, sizeof(ptr));
+    memcpy(p + offsetof(struct var_head, len), &len, sizeof(len));
+}
 
 /*
  * The token tape (tape.c): msgpack-c's parser template instantiated to
