@@ -15,6 +15,7 @@
  */
 #include <msgpack/pack_define.h>
 #include <msgpack/timestamp.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "common/common.h"
@@ -57,7 +58,14 @@ copy_small(char *d, const char *s, size_t n)
         memcpy(&b, s + n - 4, 4);
         memcpy(d, &a, 4);
         memcpy(d + n - 4, &b, 4);
-    } else if (n > 16) {
+    } else if (n > 16 && n <= 32) {
+        char a[16], b[16];
+
+        memcpy(a, s, 16);
+        memcpy(b, s + n - 16, 16);
+        memcpy(d, a, 16);
+        memcpy(d + n - 16, b, 16);
+    } else if (n > 32) {
         memcpy(d, s, n);
     } else if (n > 0) {
         d[0] = s[0];
@@ -113,12 +121,86 @@ pack_str(struct wbuf *w, const char *s, size_t n)
     wpack_str_body(w, s, n);
 }
 
-static inline void
-pack_uuid(struct wbuf *w, const rk_uuid *u)
+/*
+ * Runs of bytes that are the same in every frame (keys, the one-key uuid
+ * map and its bin16 header, the ndarray map's keys, each dtype name with
+ * the one-element shape header), packed once by the functions above and
+ * then copied as one piece each: a frame of a 256-byte type needs 16
+ * appends instead of 31. Built once per process (pthread_once); read-only
+ * after.
+ */
+struct run {
+    uint8_t len;
+    char b[32];
+};
+
+static struct {
+    struct run mid;     /* "message_id": {"__uuid_bin__": <bin16 header> */
+    struct run prio;    /* "priority": */
+    struct run corr;    /* "correlation_id": */
+    struct run uuid;    /* {"__uuid_bin__": <bin16 header> */
+    struct run nd_head; /* {"__ndarray__": (a 3-map) */
+    struct run nd_tail[RK_FK_DOUBLE + 1]; /* "dtype": "<name>", "shape": [ */
+} runs;
+static pthread_once_t runs_once = PTHREAD_ONCE_INIT;
+
+/* Packs into r->b with the same wpack_* code; asserts the run fits. */
+static struct wbuf
+run_begin(struct run *r)
 {
-    wpack_map(w, 1);
-    PACK_LIT(w, "__uuid_bin__");
-    wpack_bin(w, 16);
+    return (struct wbuf) { r->b, r->b + sizeof(r->b), r->b, 0 };
+}
+
+static void
+run_end(struct run *r, const struct wbuf *w)
+{
+    RK_ASSERT(w->over == 0);
+    r->len = (uint8_t)(w->cur - w->start);
+}
+
+static void
+runs_init(void)
+{
+    struct wbuf w;
+
+    w = run_begin(&runs.uuid);
+    wpack_map(&w, 1);
+    PACK_LIT(&w, "__uuid_bin__");
+    wpack_bin(&w, 16);
+    run_end(&runs.uuid, &w);
+    w = run_begin(&runs.mid);
+    PACK_LIT(&w, "message_id");
+    wbuf_put(&w, runs.uuid.b, runs.uuid.len);
+    run_end(&runs.mid, &w);
+    w = run_begin(&runs.prio);
+    PACK_LIT(&w, "priority");
+    run_end(&runs.prio, &w);
+    w = run_begin(&runs.corr);
+    PACK_LIT(&w, "correlation_id");
+    run_end(&runs.corr, &w);
+    w = run_begin(&runs.nd_head);
+    wpack_map(&w, 3);
+    PACK_LIT(&w, "__ndarray__");
+    run_end(&runs.nd_head, &w);
+    for (unsigned k = 0; k <= RK_FK_DOUBLE; k++) {
+        w = run_begin(&runs.nd_tail[k]);
+        PACK_LIT(&w, "dtype");
+        pack_str(&w, rk__kinds[k].dtype, rk__kinds[k].dtype_len);
+        PACK_LIT(&w, "shape");
+        wpack_array(&w, 1);
+        run_end(&runs.nd_tail[k], &w);
+    }
+}
+
+static inline void
+put_run(struct wbuf *w, const struct run *r)
+{
+    wbuf_put(w, r->b, r->len);
+}
+
+static inline void
+pack_uuid_body(struct wbuf *w, const rk_uuid *u)
+{
     wpack_bin_body(w, u->b, 16);
 }
 
@@ -171,17 +253,12 @@ pack_scalar(struct wbuf *w, unsigned kind, const void *p)
 static inline void
 pack_ndarray(struct wbuf *w, unsigned kind, const void *p, uint32_t n)
 {
-    const struct rk__kind_info *ki = &rk__kinds[kind];
-    size_t bytes = (size_t)n * ki->size;
+    size_t bytes = (size_t)n * rk__kinds[kind].size;
 
-    wpack_map(w, 3);
-    PACK_LIT(w, "__ndarray__");
+    put_run(w, &runs.nd_head);
     wpack_bin(w, bytes);
     wpack_bin_body(w, p, bytes);
-    PACK_LIT(w, "dtype");
-    pack_str(w, ki->dtype, ki->dtype_len);
-    PACK_LIT(w, "shape");
-    wpack_array(w, 1);
+    put_run(w, &runs.nd_tail[kind]);
     wpack_uint32(w, n);
 }
 
@@ -224,15 +301,17 @@ encode_obj(struct wbuf *wp, const rk_msgtype *t, const rk_msg_header *h,
 
         if (h == NULL)
             fresh = rk_uuid_v7();
-        PACK_LIT(w, "message_id");
-        pack_uuid(w, mid);
-        PACK_LIT(w, "priority");
+        put_run(w, &runs.mid);
+        pack_uuid_body(w, mid);
+        put_run(w, &runs.prio);
         wpack_uint8(w, h ? h->priority : RK_MSG_PRIORITY_DEFAULT);
-        PACK_LIT(w, "correlation_id");
-        if (h == NULL || rk_uuid_is_nil(&h->correlation_id))
+        put_run(w, &runs.corr);
+        if (h == NULL || rk_uuid_is_nil(&h->correlation_id)) {
             wpack_nil(w);
-        else
-            pack_uuid(w, &h->correlation_id);
+        } else {
+            put_run(w, &runs.uuid);
+            pack_uuid_body(w, &h->correlation_id);
+        }
     }
     for (unsigned i = 0; i < t->nfields; i++) {
         const char *p = base + f[i].offset;
@@ -287,6 +366,7 @@ rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
 
     if (t == NULL || obj == NULL || len == NULL)
         return rk__fail(RK_EINVAL, "rk_msg_encode: NULL argument");
+    pthread_once(&runs_once, runs_init);
     rc = encode_obj(&w, t, h, obj, 1, 0);
     if (rc != RK_OK)
         return rc;
