@@ -998,6 +998,94 @@ test_reserved_field_names(void **state)
     assert_int_equal(rk_msgtype_register(&resv_outer_msgtype), RK_EINVAL);
 }
 
+/* One fixed array of every element kind: the encoder's per-kind constant
+ * runs must write numpy's dtype name and a one-element shape for each. */
+#define KINDS_FIELDS(X)                                                       \
+    X(b, RK_ARRAY(RK_BOOL, 2))                                                \
+    X(i8, RK_ARRAY(RK_INT8, 2))                                               \
+    X(i16, RK_ARRAY(RK_INT16, 2))                                             \
+    X(i32, RK_ARRAY(RK_INT32, 2))                                             \
+    X(i64, RK_ARRAY(RK_INT64, 2))                                             \
+    X(u8, RK_ARRAY(RK_UINT8, 2))                                              \
+    X(u16, RK_ARRAY(RK_UINT16, 2))                                            \
+    X(u32, RK_ARRAY(RK_UINT32, 2))                                            \
+    X(u64, RK_ARRAY(RK_UINT64, 2))                                            \
+    X(f32, RK_ARRAY(RK_FLOAT, 2))                                             \
+    X(f64, RK_ARRAY(RK_DOUBLE, 2))
+RK_MSGTYPE_DECLARE(kinds_msg, KINDS_FIELDS);
+RK_MSGTYPE_DEFINE(kinds_msg, "Kinds", 0x7003, KINDS_FIELDS);
+
+static void
+test_ndarray_every_kind(void **state)
+{
+    static const char *const dtypes[] = { "bool", "int8", "int16", "int32",
+        "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64" };
+    kinds_msg k, out;
+    uint8_t buf[2048];
+    size_t len, off = 0;
+    msgpack_zone z;
+    msgpack_object root;
+    unsigned seen = 0;
+
+    (void)state;
+    memset(&k, 0, sizeof(k));
+    k.b[1] = true;
+    k.i8[0] = -3;
+    k.i16[1] = -300;
+    k.i32[0] = -70000;
+    k.i64[1] = INT64_MIN;
+    k.u8[0] = 255;
+    k.u16[1] = 65535;
+    k.u32[0] = UINT32_MAX;
+    k.u64[1] = UINT64_MAX;
+    k.f32[0] = 0.5f;
+    k.f64[1] = -2.5;
+    assert_int_equal(
+        rk_msg_encode(&kinds_msg_msgtype, NULL, &k, buf, sizeof(buf), &len),
+        RK_OK);
+    /* read back with msgpack-c's stock unpacker, independently */
+    msgpack_zone_init(&z, 4096);
+    assert_int_equal(msgpack_unpack((char *)buf, len, &off, &z, &root),
+        MSGPACK_UNPACK_SUCCESS);
+    assert_int_equal(off, len);
+    for (uint32_t i = 0; i < root.via.map.size; i++) {
+        const msgpack_object_kv *kv = &root.via.map.ptr[i];
+        const rk_msgfield *f = rk_msgtype_fields(&kinds_msg_msgtype);
+
+        for (unsigned j = 0; j < kinds_msg_msgtype.nfields; j++) {
+            const msgpack_object *nd = &kv->val;
+
+            if (kv->key.via.str.size != f[j].name_len
+                || memcmp(kv->key.via.str.ptr, f[j].name, f[j].name_len))
+                continue;
+            assert_int_equal(nd->type, MSGPACK_OBJECT_MAP);
+            assert_int_equal(nd->via.map.size, 3);
+            assert_int_equal(nd->via.map.ptr[0].val.type, MSGPACK_OBJECT_BIN);
+            assert_int_equal(
+                nd->via.map.ptr[0].val.via.bin.size, 2 * f[j].elem_size);
+            assert_int_equal(nd->via.map.ptr[1].key.via.str.size, 5);
+            assert_memory_equal(
+                nd->via.map.ptr[1].key.via.str.ptr, "dtype", 5);
+            assert_int_equal(
+                nd->via.map.ptr[1].val.via.str.size, strlen(dtypes[j]));
+            assert_memory_equal(nd->via.map.ptr[1].val.via.str.ptr, dtypes[j],
+                strlen(dtypes[j]));
+            assert_memory_equal(
+                nd->via.map.ptr[2].key.via.str.ptr, "shape", 5);
+            assert_int_equal(nd->via.map.ptr[2].val.via.array.size, 1);
+            assert_int_equal(
+                nd->via.map.ptr[2].val.via.array.ptr[0].via.u64, 2);
+            seen |= 1u << j;
+        }
+    }
+    msgpack_zone_destroy(&z);
+    assert_int_equal(seen, (1u << 11) - 1);
+    assert_int_equal(
+        rk_msg_decode(&kinds_msg_msgtype, buf, len, &out, NULL, RK_MSG_STRICT),
+        RK_OK);
+    assert_memory_equal(&k, &out, sizeof(k));
+}
+
 /* ------------------------------------------------------- token tape */
 
 /* More objects than rk_msg_decode's on-stack tape holds (it moves to the
@@ -1151,6 +1239,7 @@ main(void)
         cmocka_unit_test(test_errors_fields),
         cmocka_unit_test(test_truncated_and_corrupt),
         cmocka_unit_test(test_huge_declared_counts),
+        cmocka_unit_test(test_ndarray_every_kind),
         cmocka_unit_test(test_tape_overflow),
         cmocka_unit_test(test_count_exceeds_frame),
         cmocka_unit_test(test_nesting_limit),
