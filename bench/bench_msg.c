@@ -78,8 +78,9 @@ do_roundtrip(void *arg)
     rk_msg_free(c->t, c->out);
 }
 
-/* The floor under rk_msg_decode: msgpack-c building the object tree alone
- * (no prescan, no field matching, no copies). */
+/* For comparison: msgpack-c's stock msgpack_unpack() building its object
+ * tree of the same frame in a reused zone (no field matching, no copies).
+ * rk_msg_decode runs the same parser template with its own callbacks. */
 static void
 do_unpack_only(void *arg)
 {

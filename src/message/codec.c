@@ -1,20 +1,17 @@
 /*
- * src/message/codec.c - typed messages <-> msgpack maps (through msgpack-c).
+ * src/message/codec.c - msgpack maps -> typed messages, and rk_msg_free.
  *
- * Encoding packs with a msgpack_packer whose write callback copies into the
- * caller's buffer, so nothing is allocated. Decoding first runs a bounded
- * structural scan of the frame (prescan), because msgpack-c allocates an
- * array's element table from the declared count before it has seen the
- * elements: a 5-byte frame could otherwise ask for gigabytes. After the
- * scan every declared count is at most the frame length. msgpack_unpack()
- * then builds the object tree in a per-thread zone that is cleared, not
- * freed, after each call, and the tree is matched against the type's field
- * table (length + memcmp, starting at the field after the previous match,
- * which is the right one for frames we or the reference wrote).
+ * rk_msg_decode() has msgpack-c's parser (tape.c) turn the frame into a
+ * token tape on its stack, then walks the tape against the type's field
+ * table. Keys are matched with inline compares against the field the
+ * previous key matched plus one (the right one for frames we or the
+ * reference wrote, after the envelope keys), then the envelope keys by
+ * length, then every field. Values are checked and copied into the
+ * struct; variable-length values are copied to fresh heap memory, so
+ * nothing points into the frame. Encoding is in encode.c.
  */
 #include <float.h>
-#include <msgpack.h>
-#include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "common/common.h"
@@ -23,470 +20,72 @@
 
 /* ------------------------------------------------------------- kinds */
 
-struct kind_info {
-    const char *dtype;   /* numpy dtype name */
-    const char *typestr; /* numpy typestr without the byte-order char */
-    uint8_t size;
+const struct rk__kind_info rk__kinds[RK_FK_DOUBLE + 1] = {
+    [RK_FK_BOOL] = { "bool", "b1", 1, 4 },
+    [RK_FK_INT8] = { "int8", "i1", 1, 4 },
+    [RK_FK_INT16] = { "int16", "i2", 2, 5 },
+    [RK_FK_INT32] = { "int32", "i4", 4, 5 },
+    [RK_FK_INT64] = { "int64", "i8", 8, 5 },
+    [RK_FK_UINT8] = { "uint8", "u1", 1, 5 },
+    [RK_FK_UINT16] = { "uint16", "u2", 2, 6 },
+    [RK_FK_UINT32] = { "uint32", "u4", 4, 6 },
+    [RK_FK_UINT64] = { "uint64", "u8", 8, 6 },
+    [RK_FK_FLOAT] = { "float32", "f4", 4, 7 },
+    [RK_FK_DOUBLE] = { "float64", "f8", 8, 7 },
 };
 
-static const struct kind_info kinds[] = {
-    [RK_FK_BOOL] = { "bool", "b1", 1 },
-    [RK_FK_INT8] = { "int8", "i1", 1 },
-    [RK_FK_INT16] = { "int16", "i2", 2 },
-    [RK_FK_INT32] = { "int32", "i4", 4 },
-    [RK_FK_INT64] = { "int64", "i8", 8 },
-    [RK_FK_UINT8] = { "uint8", "u1", 1 },
-    [RK_FK_UINT16] = { "uint16", "u2", 2 },
-    [RK_FK_UINT32] = { "uint32", "u4", 4 },
-    [RK_FK_UINT64] = { "uint64", "u8", 8 },
-    [RK_FK_FLOAT] = { "float32", "f4", 4 },
-    [RK_FK_DOUBLE] = { "float64", "f8", 8 },
-};
-
-static int
-str_eq(const char *p, size_t n, const char *lit)
+/* a[0..n) == b[0..n). Inline for the short keys of a message: two
+ * overlapping loads cover 1-16 bytes, and no load leaves either range. */
+static inline bool
+bytes_eq(const char *a, const char *b, size_t n)
 {
-    return strlen(lit) == n && memcmp(p, lit, n) == 0;
+    if (n >= 8) {
+        uint64_t a0, a1, b0, b1;
+
+        if (n > 16)
+            return memcmp(a, b, n) == 0;
+        memcpy(&a0, a, 8);
+        memcpy(&b0, b, 8);
+        memcpy(&a1, a + n - 8, 8);
+        memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n >= 4) {
+        uint32_t a0, a1, b0, b1;
+
+        memcpy(&a0, a, 4);
+        memcpy(&b0, b, 4);
+        memcpy(&a1, a + n - 4, 4);
+        memcpy(&b1, b + n - 4, 4);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n == 0)
+        return true;
+    return a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1];
 }
 
-#define KEY_EQ(o, lit)                                                        \
-    ((o)->type == MSGPACK_OBJECT_STR && (o)->via.str.size == sizeof(lit) - 1  \
-        && memcmp((o)->via.str.ptr, lit, sizeof(lit) - 1) == 0)
-
-/* dtype name ("float32") or typestr ("<f4", "|u1", "=i8") -> kind */
-static int
-parse_dtype(const char *p, size_t n)
+static bool
+str_eq(const char *p, size_t n, const char *lit)
 {
+    return strlen(lit) == n && bytes_eq(p, lit, n);
+}
+
+/* dtype name ("float32") or typestr ("<f4", "|u1", "=i8") -> kind; want
+ * (the field's kind, what a frame we wrote says) is tried first. */
+static int
+parse_dtype(unsigned want, const char *p, size_t n)
+{
+    if (want <= RK_FK_DOUBLE && n == rk__kinds[want].dtype_len
+        && bytes_eq(p, rk__kinds[want].dtype, n))
+        return (int)want;
     for (int k = 0; k <= RK_FK_DOUBLE; k++) {
-        if (str_eq(p, n, kinds[k].dtype))
+        if (n == rk__kinds[k].dtype_len && bytes_eq(p, rk__kinds[k].dtype, n))
             return k;
         if (n == 3 && (p[0] == '<' || p[0] == '|' || p[0] == '=')
-            && memcmp(p + 1, kinds[k].typestr, 2) == 0)
+            && memcmp(p + 1, rk__kinds[k].typestr, 2) == 0)
             return k;
     }
     return -1;
-}
-
-static const char *
-obj_type_name(const msgpack_object *o)
-{
-    switch (o->type) {
-    case MSGPACK_OBJECT_NIL:
-        return "nil";
-    case MSGPACK_OBJECT_BOOLEAN:
-        return "bool";
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-        return "int";
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64:
-        return "float";
-    case MSGPACK_OBJECT_STR:
-        return "str";
-    case MSGPACK_OBJECT_BIN:
-        return "bin";
-    case MSGPACK_OBJECT_ARRAY:
-        return "array";
-    case MSGPACK_OBJECT_MAP:
-        return "map";
-    default:
-        return "ext";
-    }
-}
-
-/* ------------------------------------------------------------ encode */
-
-/* The caller's buffer: bytes go to cur while they fit before end; once
- * one write does not fit, end is pulled to cur and every later write only
- * counts into over, so the total (cur - start + over) is still exact. */
-struct wbuf {
-    char *cur, *end;
-    char *start;
-    size_t over;
-};
-
-/* Out of line: copying past the room, or measuring only. */
-static void
-wbuf_slow(struct wbuf *w, size_t n)
-{
-    w->over += n;
-    w->end = w->cur;
-}
-
-/*
- * msgpack write callback. msgpack-c calls it once per tag and once per
- * body, mostly with 1-9 bytes, so small copies avoid the memcpy call. The
- * cursor is advanced before the copy so no field is re-read after the
- * copy's stores (which may alias it).
- */
-static int
-wbuf_write(void *data, const char *buf, size_t n)
-{
-    struct wbuf *w = data;
-    char *d = w->cur;
-
-    if (rk__unlikely(n > (size_t)(w->end - d))) {
-        wbuf_slow(w, n);
-        return 0;
-    }
-    w->cur = d + n;
-    if (n <= 8) {
-        if (n >= 4) {
-            memcpy(d, buf, 4);
-            memcpy(d + n - 4, buf + n - 4, 4);
-        } else if (n >= 2) {
-            memcpy(d, buf, 2);
-            memcpy(d + n - 2, buf + n - 2, 2);
-        } else if (n == 1) {
-            d[0] = buf[0];
-        }
-    } else if (n <= 16) {
-        memcpy(d, buf, 8);
-        memcpy(d + n - 8, buf + n - 8, 8);
-    } else {
-        memcpy(d, buf, n);
-    }
-    return 0;
-}
-
-static void
-pack_lit(msgpack_packer *pk, const char *s, size_t n)
-{
-    msgpack_pack_str(pk, n);
-    msgpack_pack_str_body(pk, s, n);
-}
-
-#define PACK_KEY(pk, lit) pack_lit(pk, lit, sizeof(lit) - 1)
-
-static void
-pack_uuid(msgpack_packer *pk, const rk_uuid *u)
-{
-    msgpack_pack_map(pk, 1);
-    PACK_KEY(pk, "__uuid_bin__");
-    msgpack_pack_bin(pk, 16);
-    msgpack_pack_bin_body(pk, u->b, 16);
-}
-
-static void
-pack_scalar(msgpack_packer *pk, unsigned kind, const void *p)
-{
-    switch (kind) {
-    case RK_FK_BOOL:
-        if (*(const bool *)p)
-            msgpack_pack_true(pk);
-        else
-            msgpack_pack_false(pk);
-        break;
-    case RK_FK_INT8:
-        msgpack_pack_int64(pk, *(const int8_t *)p);
-        break;
-    case RK_FK_INT16:
-        msgpack_pack_int64(pk, *(const int16_t *)p);
-        break;
-    case RK_FK_INT32:
-        msgpack_pack_int64(pk, *(const int32_t *)p);
-        break;
-    case RK_FK_INT64:
-        msgpack_pack_int64(pk, *(const int64_t *)p);
-        break;
-    case RK_FK_UINT8:
-        msgpack_pack_uint64(pk, *(const uint8_t *)p);
-        break;
-    case RK_FK_UINT16:
-        msgpack_pack_uint64(pk, *(const uint16_t *)p);
-        break;
-    case RK_FK_UINT32:
-        msgpack_pack_uint64(pk, *(const uint32_t *)p);
-        break;
-    case RK_FK_UINT64:
-        msgpack_pack_uint64(pk, *(const uint64_t *)p);
-        break;
-    case RK_FK_FLOAT:
-        /* Python floats are float64; widening is exact. */
-        msgpack_pack_double(pk, (double)*(const float *)p);
-        break;
-    default:
-        msgpack_pack_double(pk, *(const double *)p);
-        break;
-    }
-}
-
-/* Numeric arrays go out in numpy's form: {"__ndarray__": raw LE bytes,
- * "dtype": name, "shape": [n]}. */
-static void
-pack_ndarray(msgpack_packer *pk, unsigned kind, const void *p, uint32_t n)
-{
-    const struct kind_info *ki = &kinds[kind];
-
-    msgpack_pack_map(pk, 3);
-    PACK_KEY(pk, "__ndarray__");
-    msgpack_pack_bin(pk, (size_t)n * ki->size);
-    msgpack_pack_bin_body(pk, p, (size_t)n * ki->size);
-    PACK_KEY(pk, "dtype");
-    pack_lit(pk, ki->dtype, strlen(ki->dtype));
-    PACK_KEY(pk, "shape");
-    msgpack_pack_array(pk, 1);
-    msgpack_pack_uint32(pk, n);
-}
-
-/* The {ptr, len} head shared by rk_str, rk_bytes and rk_vla_*; accessed
- * with memcpy so no struct type is punned. */
-struct var_head {
-    void *ptr;
-    uint32_t len;
-};
-
-_Static_assert(offsetof(rk_str, len) == offsetof(struct var_head, len)
-        && offsetof(rk_vla_f64, len) == offsetof(struct var_head, len),
-    "variable-length heads share one layout");
-
-static struct var_head
-get_var(const char *p)
-{
-    struct var_head v;
-
-    memcpy(&v.ptr, p + offsetof(struct var_head, ptr), sizeof(v.ptr));
-    memcpy(&v.len, p + offsetof(struct var_head, len), sizeof(v.len));
-    return v;
-}
-
-static void
-set_var(char *p, void *ptr, uint32_t len)
-{
-    memcpy(p + offsetof(struct var_head, ptr), &ptr, sizeof(ptr));
-    memcpy(p + offsetof(struct var_head, len), &len, sizeof(len));
-}
-
-static int
-check_var(const rk_msgtype *t, const rk_msgfield *f, const struct var_head *v)
-{
-    if (rk__unlikely(v->len > f->count))
-        return rk__fail(RK_ETOOBIG, "%s.%s: length %u exceeds maximum %u",
-            t->name, f->name, v->len, f->count);
-    if (rk__unlikely(v->ptr == NULL && v->len != 0))
-        return rk__fail(RK_EINVAL, "%s.%s: NULL pointer with length %u",
-            t->name, f->name, v->len);
-    return RK_OK;
-}
-
-static int
-encode_obj(msgpack_packer *pk, const rk_msgtype *t, const rk_msg_header *h,
-    const char *base, int top, int depth)
-{
-    const rk_msgfield *f;
-    int rc;
-
-    if (depth > RK__MSG_MAX_DEPTH)
-        return rk__fail(RK_EENCODE, "%s: types nest too deeply", t->name);
-    /* Unregistered types get here too: a reserved key would be written
-     * twice. */
-    if (rk__unlikely((rc = rk__msgtype_check_fields(t)) != RK_OK))
-        return rc;
-    f = t->fields();
-    msgpack_pack_map(pk, t->nfields + 1u + (top ? 3u : 0u));
-    PACK_KEY(pk, "__type__");
-    pack_lit(pk, t->name, strlen(t->name));
-    if (top) {
-        rk_uuid fresh;
-        const rk_uuid *mid = h ? &h->message_id : &fresh;
-
-        if (h == NULL)
-            fresh = rk_uuid_v7();
-        PACK_KEY(pk, "message_id");
-        pack_uuid(pk, mid);
-        PACK_KEY(pk, "priority");
-        msgpack_pack_uint32(pk, h ? h->priority : RK_MSG_PRIORITY_DEFAULT);
-        PACK_KEY(pk, "correlation_id");
-        if (h == NULL || rk_uuid_is_nil(&h->correlation_id))
-            msgpack_pack_nil(pk);
-        else
-            pack_uuid(pk, &h->correlation_id);
-    }
-    for (unsigned i = 0; i < t->nfields; i++) {
-        const char *p = base + f[i].offset;
-        struct var_head vh = { NULL, 0 };
-        const struct var_head *v = &vh;
-
-        if (f[i].cls >= RK_FC_VLA && f[i].cls <= RK_FC_STRING)
-            vh = get_var(p);
-
-        pack_lit(pk, f[i].name, f[i].name_len);
-        switch (f[i].cls) {
-        case RK_FC_SCALAR:
-            pack_scalar(pk, f[i].kind, p);
-            break;
-        case RK_FC_ARRAY:
-            pack_ndarray(pk, f[i].kind, p, f[i].count);
-            break;
-        case RK_FC_VLA:
-            if ((rc = check_var(t, &f[i], v)) != RK_OK)
-                return rc;
-            pack_ndarray(pk, f[i].kind, v->ptr, v->len);
-            break;
-        case RK_FC_BYTES:
-            if ((rc = check_var(t, &f[i], v)) != RK_OK)
-                return rc;
-            msgpack_pack_bin(pk, v->len);
-            msgpack_pack_bin_body(pk, v->ptr, v->len);
-            break;
-        case RK_FC_STRING:
-            if ((rc = check_var(t, &f[i], v)) != RK_OK)
-                return rc;
-            msgpack_pack_str(pk, v->len);
-            msgpack_pack_str_body(pk, v->ptr, v->len);
-            break;
-        default:
-            rc = encode_obj(pk, f[i].nested, NULL, p, 0, depth + 1);
-            if (rc != RK_OK)
-                return rc;
-            break;
-        }
-    }
-    return RK_OK;
-}
-
-int
-rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
-    void *buf, size_t cap, size_t *len)
-{
-    char none[1]; /* measuring only: an empty buffer that is not NULL */
-    char *start = buf != NULL ? buf : none;
-    struct wbuf w = { start, start + (buf != NULL ? cap : 0), start, 0 };
-    msgpack_packer pk;
-    size_t total;
-    int rc;
-
-    if (t == NULL || obj == NULL || len == NULL)
-        return rk__fail(RK_EINVAL, "rk_msg_encode: NULL argument");
-    msgpack_packer_init(&pk, &w, wbuf_write);
-    rc = encode_obj(&pk, t, h, obj, 1, 0);
-    if (rc != RK_OK)
-        return rc;
-    total = (size_t)(w.cur - w.start) + w.over;
-    *len = total;
-    if (buf != NULL && total > cap)
-        return rk__fail(RK_EMSGSIZE, "%s encodes to %zu bytes, buffer has %zu",
-            t->name, total, cap);
-    return RK_OK;
-}
-
-/* ------------------------------------------------------------ prescan */
-
-static uint64_t
-load_be(const uint8_t *p, size_t n)
-{
-    uint64_t v = 0;
-
-    for (size_t i = 0; i < n; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-/*
- * What each first byte of a msgpack object means to the scan: skip fixed
- * payload bytes, items contained objects (a map counts keys and values),
- * hl big-endian length bytes after the tag, mode what that length is
- * (TAG_SKIP: more payload bytes, TAG_ITEMS: objects, TAG_PAIRS: key/value
- * pairs), TAG_BAD: not msgpack (0xc1). Generated from the msgpack spec;
- * test_msg_* and fuzz_msg_decode cover every row.
- */
-enum { TAG_FIXED, TAG_SKIP, TAG_ITEMS, TAG_PAIRS, TAG_BAD };
-
-struct tag_info {
-    uint8_t skip, items, hl, mode;
-};
-
-/* clang-format off */
-static const struct tag_info tags[256] = {
-    /* 0x00 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x08 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x10 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x18 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x20 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x28 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x30 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x38 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x40 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x48 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x50 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x58 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x60 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x68 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x70 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x78 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0x80 */ { 0, 0, 0, 0 }, { 0, 2, 0, 0 }, { 0, 4, 0, 0 }, { 0, 6, 0, 0 }, { 0, 8, 0, 0 }, { 0, 10, 0, 0 }, { 0, 12, 0, 0 }, { 0, 14, 0, 0 },
-    /* 0x88 */ { 0, 16, 0, 0 }, { 0, 18, 0, 0 }, { 0, 20, 0, 0 }, { 0, 22, 0, 0 }, { 0, 24, 0, 0 }, { 0, 26, 0, 0 }, { 0, 28, 0, 0 }, { 0, 30, 0, 0 },
-    /* 0x90 */ { 0, 0, 0, 0 }, { 0, 1, 0, 0 }, { 0, 2, 0, 0 }, { 0, 3, 0, 0 }, { 0, 4, 0, 0 }, { 0, 5, 0, 0 }, { 0, 6, 0, 0 }, { 0, 7, 0, 0 },
-    /* 0x98 */ { 0, 8, 0, 0 }, { 0, 9, 0, 0 }, { 0, 10, 0, 0 }, { 0, 11, 0, 0 }, { 0, 12, 0, 0 }, { 0, 13, 0, 0 }, { 0, 14, 0, 0 }, { 0, 15, 0, 0 },
-    /* 0xa0 */ { 0, 0, 0, 0 }, { 1, 0, 0, 0 }, { 2, 0, 0, 0 }, { 3, 0, 0, 0 }, { 4, 0, 0, 0 }, { 5, 0, 0, 0 }, { 6, 0, 0, 0 }, { 7, 0, 0, 0 },
-    /* 0xa8 */ { 8, 0, 0, 0 }, { 9, 0, 0, 0 }, { 10, 0, 0, 0 }, { 11, 0, 0, 0 }, { 12, 0, 0, 0 }, { 13, 0, 0, 0 }, { 14, 0, 0, 0 }, { 15, 0, 0, 0 },
-    /* 0xb0 */ { 16, 0, 0, 0 }, { 17, 0, 0, 0 }, { 18, 0, 0, 0 }, { 19, 0, 0, 0 }, { 20, 0, 0, 0 }, { 21, 0, 0, 0 }, { 22, 0, 0, 0 }, { 23, 0, 0, 0 },
-    /* 0xb8 */ { 24, 0, 0, 0 }, { 25, 0, 0, 0 }, { 26, 0, 0, 0 }, { 27, 0, 0, 0 }, { 28, 0, 0, 0 }, { 29, 0, 0, 0 }, { 30, 0, 0, 0 }, { 31, 0, 0, 0 },
-    /* 0xc0 */ { 0, 0, 0, 0 }, { 0, 0, 0, 4 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 1, 1 }, { 0, 0, 2, 1 }, { 0, 0, 4, 1 }, { 1, 0, 1, 1 },
-    /* 0xc8 */ { 1, 0, 2, 1 }, { 1, 0, 4, 1 }, { 4, 0, 0, 0 }, { 8, 0, 0, 0 }, { 1, 0, 0, 0 }, { 2, 0, 0, 0 }, { 4, 0, 0, 0 }, { 8, 0, 0, 0 },
-    /* 0xd0 */ { 1, 0, 0, 0 }, { 2, 0, 0, 0 }, { 4, 0, 0, 0 }, { 8, 0, 0, 0 }, { 2, 0, 0, 0 }, { 3, 0, 0, 0 }, { 5, 0, 0, 0 }, { 9, 0, 0, 0 },
-    /* 0xd8 */ { 17, 0, 0, 0 }, { 0, 0, 1, 1 }, { 0, 0, 2, 1 }, { 0, 0, 4, 1 }, { 0, 0, 2, 2 }, { 0, 0, 4, 2 }, { 0, 0, 2, 3 }, { 0, 0, 4, 3 },
-    /* 0xe0 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0xe8 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0xf0 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-    /* 0xf8 */ { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 },
-};
-/* clang-format on */
-
-/*
- * Walks the frame without building anything: every object must lie inside
- * buf[0..len), and a container may not declare more elements than bytes
- * remain (each element takes at least one). Exactly one object, no
- * trailing bytes. One table look-up per object.
- */
-static int
-prescan(const uint8_t *p, size_t len)
-{
-    size_t off = 0;
-    uint64_t need = 1; /* objects still to read */
-
-    while (need > 0) {
-        const struct tag_info *e;
-        uint64_t skip, items;
-        uint8_t b;
-
-        if (off >= len)
-            return rk__fail(RK_ETRUNCATED, "frame ends at byte %zu", off);
-        b = p[off++];
-        need--;
-        e = &tags[b];
-        skip = e->skip;
-        items = e->items;
-        if (e->mode != TAG_FIXED) {
-            uint64_t n;
-
-            if (rk__unlikely(e->mode == TAG_BAD))
-                return rk__fail(RK_EDECODE,
-                    "byte 0x%02x at %zu is not msgpack", b, off - 1);
-            if (e->hl > len - off)
-                return rk__fail(RK_ETRUNCATED, "frame ends in a length");
-            n = load_be(p + off, e->hl);
-            off += e->hl;
-            if (e->mode == TAG_SKIP)
-                skip += n;
-            else
-                items = e->mode == TAG_ITEMS ? n : 2 * n;
-        }
-        if (skip > len - off)
-            return rk__fail(RK_ETRUNCATED,
-                "object at %zu needs %llu bytes, %zu left", off,
-                (unsigned long long)skip, len - off);
-        off += (size_t)skip;
-        need += items;
-        if (need > len - off)
-            return rk__fail(RK_ETRUNCATED,
-                "frame declares %llu more objects in %zu bytes",
-                (unsigned long long)need, len - off);
-    }
-    if (off != len)
-        return rk__fail(
-            RK_EDECODE, "%zu trailing bytes after the message", len - off);
-    return RK_OK;
 }
 
 /* ----------------------------------------------------------- numbers */
@@ -502,32 +101,6 @@ struct num {
         double d;
     } v;
 };
-
-static int
-obj_num(const msgpack_object *o, struct num *n)
-{
-    switch (o->type) {
-    case MSGPACK_OBJECT_BOOLEAN:
-        n->tag = NUM_BOOL;
-        n->v.b = o->via.boolean;
-        return 0;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        n->tag = NUM_UINT;
-        n->v.u = o->via.u64;
-        return 0;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-        n->tag = NUM_INT;
-        n->v.i = o->via.i64;
-        return 0;
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64:
-        n->tag = NUM_FLOAT;
-        n->v.d = o->via.f64;
-        return 0;
-    default:
-        return -1;
-    }
-}
 
 /* One element of kind at unaligned p. */
 static void
@@ -547,7 +120,7 @@ load_num(unsigned kind, const unsigned char *p, struct num *n)
     } x;
     int64_t s = 0;
 
-    memcpy(&x, p, kinds[kind].size);
+    memcpy(&x, p, rk__kinds[kind].size);
     switch (kind) {
     case RK_FK_BOOL:
         n->tag = NUM_BOOL;
@@ -741,75 +314,146 @@ utf8_valid(const unsigned char *s, size_t n)
 }
 
 struct dctx {
-    const rk_msgtype *t; /* for error details */
+    const struct rk__tok *tk; /* the tape */
     unsigned flags;
 };
 
 #define FAIL_FIELD(err, t, f, fmt, ...)                                       \
     rk__fail(err, "%s.%s: " fmt, (t)->name, (f)->name, __VA_ARGS__)
 
-/* An array value in either form: ndarray map or list. Sets *n, and either
- * *raw and *raw_kind (ndarray) or *list. */
+static const char *const tok_names[] = {
+    [RK__T_NIL] = "nil",
+    [RK__T_BOOL] = "bool",
+    [RK__T_UINT] = "int",
+    [RK__T_NINT] = "int",
+    [RK__T_F32] = "float",
+    [RK__T_F64] = "float",
+    [RK__T_STR] = "str",
+    [RK__T_BIN] = "bin",
+    [RK__T_EXT] = "ext",
+    [RK__T_ARRAY] = "array",
+    [RK__T_MAP] = "map",
+};
+
+static const char *
+tok_type_name(const struct rk__tok *k)
+{
+    return tok_names[k->type];
+}
+
+/* The index just past token i and everything inside it. */
+static inline uint32_t
+tok_next(const struct rk__tok *tk, uint32_t i)
+{
+    return tk[i].type >= RK__T_ARRAY ? tk[i].v.end : i + 1;
+}
+
+#define TOK_KEY_EQ(k, lit)                                                    \
+    ((k)->type == RK__T_STR && (k)->n == sizeof(lit) - 1                      \
+        && bytes_eq((k)->v.p, lit, sizeof(lit) - 1))
+
+static int
+tok_num(const struct rk__tok *k, struct num *n)
+{
+    switch (k->type) {
+    case RK__T_BOOL:
+        n->tag = NUM_BOOL;
+        n->v.b = k->v.b;
+        return 0;
+    case RK__T_UINT:
+        n->tag = NUM_UINT;
+        n->v.u = k->v.u;
+        return 0;
+    case RK__T_NINT:
+        n->tag = NUM_INT;
+        n->v.i = k->v.i;
+        return 0;
+    case RK__T_F32:
+    case RK__T_F64:
+        n->tag = NUM_FLOAT;
+        n->v.d = k->v.d;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* An array value in either form: ndarray map or list. Sets n, and either
+ * raw and raw_kind (ndarray) or list (n scalar tokens, if they are
+ * scalars: the first that is not ends the walk with an error). */
 struct arr_src {
     uint64_t n;
     const unsigned char *raw;
     int raw_kind;
-    const msgpack_object *list;
+    const struct rk__tok *list;
 };
 
 static int
-array_source(const rk_msgtype *t, const rk_msgfield *f,
-    const msgpack_object *o, struct arr_src *a)
+array_source(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
+    uint32_t oi, struct arr_src *a)
 {
-    const msgpack_object *data = NULL, *dtype = NULL, *shape = NULL;
+    const struct rk__tok *tk = c->tk, *o = &tk[oi];
+    const struct rk__tok *data = NULL, *dtype = NULL, *shape = NULL;
+    uint32_t pos = oi + 1;
 
-    if (o->type == MSGPACK_OBJECT_ARRAY) {
-        a->n = o->via.array.size;
-        a->list = o->via.array.ptr;
+    if (o->type == RK__T_ARRAY) {
+        a->n = o->n;
+        a->list = o + 1;
         a->raw = NULL;
         return RK_OK;
     }
-    if (o->type != MSGPACK_OBJECT_MAP)
+    if (o->type != RK__T_MAP)
         return FAIL_FIELD(RK_EFIELDTYPE, t, f, "expected an array, got %s",
-            obj_type_name(o));
-    for (uint32_t i = 0; i < o->via.map.size; i++) {
-        const msgpack_object_kv *kv = &o->via.map.ptr[i];
-
-        if (KEY_EQ(&kv->key, "__ndarray__"))
-            data = &kv->val;
-        else if (KEY_EQ(&kv->key, "dtype"))
-            dtype = &kv->val;
-        else if (KEY_EQ(&kv->key, "shape"))
-            shape = &kv->val;
+            tok_type_name(o));
+    /* The order we and the reference write: no search. The bin and str
+     * values are one token each, so the keys are at o[1], o[3], o[5]. */
+    if (o->n == 3 && TOK_KEY_EQ(&o[1], "__ndarray__") && o[2].type == RK__T_BIN
+        && TOK_KEY_EQ(&o[3], "dtype") && o[4].type == RK__T_STR
+        && TOK_KEY_EQ(&o[5], "shape")) {
+        data = &o[2];
+        dtype = &o[4];
+        shape = &o[6];
+        o = NULL; /* found */
     }
-    if (data == NULL || data->type != MSGPACK_OBJECT_BIN || dtype == NULL
-        || dtype->type != MSGPACK_OBJECT_STR || shape == NULL
-        || shape->type != MSGPACK_OBJECT_ARRAY)
+    for (uint32_t i = 0; o != NULL && i < o->n; i++) {
+        const struct rk__tok *k = &tk[pos];
+        uint32_t vi = pos + 1;
+
+        pos = tok_next(tk, vi);
+        if (TOK_KEY_EQ(k, "__ndarray__"))
+            data = &tk[vi];
+        else if (TOK_KEY_EQ(k, "dtype"))
+            dtype = &tk[vi];
+        else if (TOK_KEY_EQ(k, "shape"))
+            shape = &tk[vi];
+    }
+    if (data == NULL || data->type != RK__T_BIN || dtype == NULL
+        || dtype->type != RK__T_STR || shape == NULL
+        || shape->type != RK__T_ARRAY)
         return FAIL_FIELD(RK_EFIELDTYPE, t, f, "%s",
             "expected an ndarray map (__ndarray__ bin, dtype "
             "str, shape array)");
-    a->raw_kind = parse_dtype(dtype->via.str.ptr, dtype->via.str.size);
+    a->raw_kind = parse_dtype(f->kind, dtype->v.p, dtype->n);
     if (a->raw_kind < 0)
         return FAIL_FIELD(RK_EFIELDTYPE, t, f, "unsupported dtype '%.*s'",
-            (int)dtype->via.str.size, dtype->via.str.ptr);
+            (int)dtype->n, dtype->v.p);
     a->n = 1;
-    for (uint32_t i = 0; i < shape->via.array.size; i++) {
-        const msgpack_object *d = &shape->via.array.ptr[i];
+    for (uint32_t i = 0; i < shape->n; i++) {
+        const struct rk__tok *d = &shape[1 + i]; /* scalars so far */
 
-        if (d->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        if (d->type != RK__T_UINT)
             return FAIL_FIELD(
                 RK_EFIELDTYPE, t, f, "%s", "shape holds a non-integer");
         /* Bounded by the bin size check below; avoid overflow first. */
-        if (d->via.u64 > UINT32_MAX || a->n * d->via.u64 > UINT32_MAX)
+        if (d->v.u > UINT32_MAX || a->n * d->v.u > UINT32_MAX)
             return FAIL_FIELD(RK_ETOOBIG, t, f, "%s", "shape too large");
-        a->n *= d->via.u64;
+        a->n *= d->v.u;
     }
-    if (a->n * kinds[a->raw_kind].size != data->via.bin.size)
+    if (a->n * rk__kinds[a->raw_kind].size != data->n)
         return FAIL_FIELD(RK_EDECODE, t, f,
-            "ndarray has %u bytes, shape and dtype say %llu",
-            data->via.bin.size,
-            (unsigned long long)(a->n * kinds[a->raw_kind].size));
-    a->raw = (const unsigned char *)data->via.bin.ptr;
+            "ndarray has %u bytes, shape and dtype say %llu", data->n,
+            (unsigned long long)(a->n * rk__kinds[a->raw_kind].size));
+    a->raw = (const unsigned char *)data->v.p;
     a->list = NULL;
     return RK_OK;
 }
@@ -837,11 +481,11 @@ array_fill(const rk_msgtype *t, const rk_msgfield *f, const struct arr_src *a,
     for (uint64_t i = 0; i < a->n; i++) {
         if (a->raw != NULL) {
             load_num((unsigned)a->raw_kind,
-                a->raw + i * kinds[a->raw_kind].size, &n);
-        } else if (obj_num(&a->list[i], &n) != 0) {
+                a->raw + i * rk__kinds[a->raw_kind].size, &n);
+        } else if (tok_num(&a->list[i], &n) != 0) {
             return FAIL_FIELD(RK_EFIELDTYPE, t, f,
                 "element %llu: expected %s, got %s", (unsigned long long)i,
-                kinds[f->kind].dtype, obj_type_name(&a->list[i]));
+                rk__kinds[f->kind].dtype, tok_type_name(&a->list[i]));
         }
         why = store_num(f->kind, dst + i * es, &n);
         if (why != NULL)
@@ -851,13 +495,14 @@ array_fill(const rk_msgtype *t, const rk_msgfield *f, const struct arr_src *a,
     return RK_OK;
 }
 
-static int decode_map(const struct dctx *c, const rk_msgtype *t,
-    const msgpack_object *o, char *base, rk_msg_header *hdr, int depth);
+static int decode_map(const struct dctx *c, const rk_msgtype *t, uint32_t mi,
+    char *base, rk_msg_header *hdr, int depth);
 
 static int
 decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
-    const msgpack_object *o, char *base, int depth)
+    uint32_t oi, char *base, int depth)
 {
+    const struct rk__tok *o = &c->tk[oi];
     char *p = base + f->offset;
     void *mem;
     struct arr_src a;
@@ -867,15 +512,24 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
 
     switch (f->cls) {
     case RK_FC_SCALAR:
-        if (obj_num(o, &n) != 0)
+        /* What we and the reference write for the two widest kinds. */
+        if (f->kind == RK_FK_DOUBLE && o->type == RK__T_F64) {
+            memcpy(p, &o->v.d, sizeof(double));
+            return RK_OK;
+        }
+        if (f->kind == RK_FK_UINT64 && o->type == RK__T_UINT) {
+            memcpy(p, &o->v.u, sizeof(uint64_t));
+            return RK_OK;
+        }
+        if (tok_num(o, &n) != 0)
             return FAIL_FIELD(RK_EFIELDTYPE, t, f, "expected %s, got %s",
-                kinds[f->kind].dtype, obj_type_name(o));
+                rk__kinds[f->kind].dtype, tok_type_name(o));
         why = store_num(f->kind, p, &n);
         if (why != NULL)
             return FAIL_FIELD(RK_EFIELDTYPE, t, f, "%s", why);
         return RK_OK;
     case RK_FC_ARRAY:
-        if ((rc = array_source(t, f, o, &a)) != RK_OK)
+        if ((rc = array_source(c, t, f, oi, &a)) != RK_OK)
             return rc;
         if (a.n != f->count)
             return FAIL_FIELD(RK_EFIELDTYPE, t, f,
@@ -883,7 +537,7 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
                 (unsigned long long)a.n);
         return array_fill(t, f, &a, (unsigned char *)p);
     case RK_FC_VLA:
-        if ((rc = array_source(t, f, o, &a)) != RK_OK)
+        if ((rc = array_source(c, t, f, oi, &a)) != RK_OK)
             return rc;
         if (a.n > f->count)
             return FAIL_FIELD(RK_ETOOBIG, t, f,
@@ -895,19 +549,18 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
         if (mem == NULL)
             return rk__fail(
                 RK_ENOMEM, "%s.%s: out of memory", t->name, f->name);
-        set_var(p, mem, (uint32_t)a.n); /* owned by obj from here on */
+        rk__set_var(p, mem, (uint32_t)a.n); /* owned by obj from here on */
         return array_fill(t, f, &a, mem);
     case RK_FC_BYTES:
     case RK_FC_STRING: {
         int is_str = f->cls == RK_FC_STRING;
-        msgpack_object_type want
-            = is_str ? MSGPACK_OBJECT_STR : MSGPACK_OBJECT_BIN;
-        uint32_t sz = is_str ? o->via.str.size : o->via.bin.size;
-        const char *src = is_str ? o->via.str.ptr : o->via.bin.ptr;
+        uint32_t want = is_str ? RK__T_STR : RK__T_BIN;
+        uint32_t sz = o->n;
+        const char *src = o->v.p;
 
         if (o->type != want)
             return FAIL_FIELD(RK_EFIELDTYPE, t, f, "expected %s, got %s",
-                is_str ? "str" : "bin", obj_type_name(o));
+                is_str ? "str" : "bin", tok_type_name(o));
         if (sz > f->count)
             return FAIL_FIELD(RK_ETOOBIG, t, f, "length %u exceeds maximum %u",
                 sz, f->count);
@@ -923,59 +576,119 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
         memcpy(mem, src, sz);
         if (is_str)
             ((char *)mem)[sz] = '\0';
-        set_var(p, mem, sz);
+        rk__set_var(p, mem, sz);
         return RK_OK;
     }
     default:
-        if (o->type != MSGPACK_OBJECT_MAP)
+        if (o->type != RK__T_MAP)
             return FAIL_FIELD(RK_EFIELDTYPE, t, f, "expected a %s map, got %s",
-                f->nested->name, obj_type_name(o));
-        return decode_map(c, f->nested, o, p, NULL, depth + 1);
+                f->nested->name, tok_type_name(o));
+        return decode_map(c, f->nested, oi, p, NULL, depth + 1);
     }
 }
 
 /* message_id / correlation_id in any form the reference accepts. */
 static int
-decode_uuid(
-    const rk_msgtype *t, const char *key, const msgpack_object *o, rk_uuid *u)
+decode_uuid(const struct dctx *c, const rk_msgtype *t, const char *key,
+    uint32_t oi, rk_uuid *u)
 {
-    const msgpack_object *v = o;
+    const struct rk__tok *o = &c->tk[oi], *v = o;
 
-    if (o->type == MSGPACK_OBJECT_NIL) {
+    if (o->type == RK__T_NIL) {
         memset(u, 0, sizeof(*u));
         return RK_OK;
     }
-    if (o->type == MSGPACK_OBJECT_MAP && o->via.map.size == 1) {
-        const msgpack_object_kv *kv = &o->via.map.ptr[0];
+    if (o->type == RK__T_MAP && o->n == 1) {
+        const struct rk__tok *k = o + 1, *val = &c->tk[oi + 2];
 
-        if (KEY_EQ(&kv->key, "__uuid_bin__")
-            && kv->val.type == MSGPACK_OBJECT_BIN)
-            v = &kv->val;
-        else if (KEY_EQ(&kv->key, "__uuid__")
-            && kv->val.type == MSGPACK_OBJECT_STR)
-            v = &kv->val;
+        if (TOK_KEY_EQ(k, "__uuid_bin__") && val->type == RK__T_BIN)
+            v = val;
+        else if (TOK_KEY_EQ(k, "__uuid__") && val->type == RK__T_STR)
+            v = val;
     }
-    if (v->type == MSGPACK_OBJECT_BIN && v->via.bin.size == 16) {
-        memcpy(u->b, v->via.bin.ptr, 16);
+    if (v->type == RK__T_BIN && v->n == 16) {
+        memcpy(u->b, v->v.p, 16);
         return RK_OK;
     }
-    if (v->type == MSGPACK_OBJECT_STR) {
-        if (rk_uuid_parse(v->via.str.ptr, v->via.str.size, u) == RK_OK)
+    if (v->type == RK__T_STR) {
+        if (rk_uuid_parse(v->v.p, v->n, u) == RK_OK)
             return RK_OK;
         return rk__fail(
             RK_EFIELDTYPE, "%s.%s: malformed uuid string", t->name, key);
     }
     return rk__fail(RK_EFIELDTYPE, "%s.%s: expected a uuid, got %s", t->name,
-        key, obj_type_name(o));
+        key, tok_type_name(o));
+}
+
+/* The keys the envelope writes itself (never field names). */
+enum { ENV_NONE, ENV_TYPE, ENV_MESSAGE_ID, ENV_PRIORITY, ENV_CORRELATION_ID };
+
+static inline int
+envelope_key(const char *k, uint32_t n)
+{
+    switch (n) {
+    case 8:
+        if (bytes_eq(k, "__type__", 8))
+            return ENV_TYPE;
+        return bytes_eq(k, "priority", 8) ? ENV_PRIORITY : ENV_NONE;
+    case 10:
+        return bytes_eq(k, "message_id", 10) ? ENV_MESSAGE_ID : ENV_NONE;
+    case 14:
+        return bytes_eq(k, "correlation_id", 14) ? ENV_CORRELATION_ID
+                                                 : ENV_NONE;
+    default:
+        return ENV_NONE;
+    }
 }
 
 static int
-decode_map(const struct dctx *c, const rk_msgtype *t, const msgpack_object *o,
-    char *base, rk_msg_header *hdr, int depth)
+decode_envelope(const struct dctx *c, const rk_msgtype *t, int env,
+    uint32_t vi, rk_msg_header *hdr)
 {
+    const struct rk__tok *val = &c->tk[vi];
+    rk_uuid u;
+    int rc;
+
+    switch (env) {
+    case ENV_TYPE:
+        if (val->type != RK__T_STR)
+            return rk__fail(RK_EFIELDTYPE, "%s.__type__: expected str, got %s",
+                t->name, tok_type_name(val));
+        if (!str_eq(val->v.p, val->n, t->name))
+            return rk__fail(RK_ETYPE, "expected %s, got %.*s", t->name,
+                (int)val->n, val->v.p);
+        return RK_OK;
+    case ENV_PRIORITY:
+        if (val->type != RK__T_UINT || val->v.u > 255)
+            return rk__fail(
+                RK_EFIELDTYPE, "%s.priority: expected an int 0-255", t->name);
+        if (hdr != NULL)
+            hdr->priority = (uint8_t)val->v.u;
+        return RK_OK;
+    case ENV_MESSAGE_ID:
+        if ((rc = decode_uuid(c, t, "message_id", vi, &u)) != RK_OK)
+            return rc;
+        if (hdr != NULL)
+            hdr->message_id = u;
+        return RK_OK;
+    default:
+        if ((rc = decode_uuid(c, t, "correlation_id", vi, &u)) != RK_OK)
+            return rc;
+        if (hdr != NULL)
+            hdr->correlation_id = u;
+        return RK_OK;
+    }
+}
+
+static int
+decode_map(const struct dctx *c, const rk_msgtype *t, uint32_t mi, char *base,
+    rk_msg_header *hdr, int depth)
+{
+    const struct rk__tok *tk = c->tk;
     const rk_msgfield *f;
     uint64_t seen = 0, all;
-    unsigned hint = 0;
+    uint32_t pos = mi + 1, npairs = tk[mi].n;
+    unsigned hint = 0, nf = t->nfields;
     int rc;
 
     if (depth > RK__MSG_MAX_DEPTH)
@@ -985,78 +698,54 @@ decode_map(const struct dctx *c, const rk_msgtype *t, const msgpack_object *o,
     if (depth > 0 && rk__unlikely((rc = rk__msgtype_check_fields(t)) != RK_OK))
         return rc;
     f = t->fields();
-    for (uint32_t i = 0; i < o->via.map.size; i++) {
-        const msgpack_object *k = &o->via.map.ptr[i].key;
-        const msgpack_object *val = &o->via.map.ptr[i].val;
-        unsigned idx = t->nfields;
+    for (uint32_t i = 0; i < npairs; i++) {
+        const struct rk__tok *k = &tk[pos];
+        uint32_t vi = pos + 1;
+        unsigned idx = nf;
+        int env = ENV_NONE;
 
-        if (k->type == MSGPACK_OBJECT_STR) {
-            uint32_t kl = k->via.str.size;
-            const char *kp = k->via.str.ptr;
+        pos = tok_next(tk, vi);
+        if (k->type == RK__T_STR) {
+            uint32_t kl = k->n;
+            const char *kp = k->v.p;
 
-            if (hint < t->nfields && f[hint].name_len == kl
-                && memcmp(f[hint].name, kp, kl) == 0) {
+            /* Frames we or the reference wrote list the fields in
+             * declaration order, after the envelope keys. */
+            if (hint < nf && f[hint].name_len == kl
+                && bytes_eq(f[hint].name, kp, kl)) {
                 idx = hint;
-            } else {
-                for (unsigned j = 0; j < t->nfields; j++) {
-                    if (f[j].name_len == kl
-                        && memcmp(f[j].name, kp, kl) == 0) {
+            } else if ((env = envelope_key(kp, kl)) == ENV_NONE) {
+                for (unsigned j = 0; j < nf; j++) {
+                    if (f[j].name_len == kl && bytes_eq(f[j].name, kp, kl)) {
                         idx = j;
                         break;
                     }
                 }
             }
         }
-        if (idx < t->nfields) {
+        if (idx < nf) {
             if (seen & (UINT64_C(1) << idx))
                 return rk__fail(
                     RK_EDECODE, "%s.%s: duplicate key", t->name, f[idx].name);
-            rc = decode_field(c, t, &f[idx], val, base, depth);
+            rc = decode_field(c, t, &f[idx], vi, base, depth);
             if (rc != RK_OK)
                 return rc;
             seen |= UINT64_C(1) << idx;
             hint = idx + 1;
-        } else if (KEY_EQ(k, "__type__")) {
-            if (val->type != MSGPACK_OBJECT_STR)
-                return rk__fail(RK_EFIELDTYPE,
-                    "%s.__type__: expected str, "
-                    "got %s",
-                    t->name, obj_type_name(val));
-            if (!str_eq(val->via.str.ptr, val->via.str.size, t->name))
-                return rk__fail(RK_ETYPE, "expected %s, got %.*s", t->name,
-                    (int)val->via.str.size, val->via.str.ptr);
-        } else if (KEY_EQ(k, "message_id")) {
-            rk_uuid u;
-
-            if ((rc = decode_uuid(t, "message_id", val, &u)) != RK_OK)
+        } else if (env != ENV_NONE) {
+            if ((rc = decode_envelope(c, t, env, vi, hdr)) != RK_OK)
                 return rc;
-            if (hdr != NULL)
-                hdr->message_id = u;
-        } else if (KEY_EQ(k, "correlation_id")) {
-            rk_uuid u;
-
-            if ((rc = decode_uuid(t, "correlation_id", val, &u)) != RK_OK)
-                return rc;
-            if (hdr != NULL)
-                hdr->correlation_id = u;
-        } else if (KEY_EQ(k, "priority")) {
-            if (val->type != MSGPACK_OBJECT_POSITIVE_INTEGER
-                || val->via.u64 > 255)
-                return rk__fail(RK_EFIELDTYPE,
-                    "%s.priority: expected an int 0-255", t->name);
-            if (hdr != NULL)
-                hdr->priority = (uint8_t)val->via.u64;
         } else if (c->flags & RK_MSG_STRICT) {
-            if (k->type == MSGPACK_OBJECT_STR)
+            if (k->type == RK__T_STR)
                 return rk__fail(RK_EFIELDUNKNOWN, "%s: unknown field '%.*s'",
-                    t->name, (int)k->via.str.size, k->via.str.ptr);
+                    t->name, (int)k->n, k->v.p);
             return rk__fail(RK_EFIELDUNKNOWN, "%s: unknown %s key", t->name,
-                obj_type_name(k));
+                tok_type_name(k));
         }
     }
-    all = t->nfields == 64 ? UINT64_MAX : (UINT64_C(1) << t->nfields) - 1;
+    all = nf == 64 ? UINT64_MAX : (UINT64_C(1) << nf) - 1;
     if (seen != all) {
-        for (unsigned j = 0; j < t->nfields; j++)
+        for (unsigned j = 0; j < nf; j++)
             if (!(seen & (UINT64_C(1) << j)))
                 return rk__fail(
                     RK_EFIELDMISSING, "%s.%s: missing", t->name, f[j].name);
@@ -1064,49 +753,14 @@ decode_map(const struct dctx *c, const rk_msgtype *t, const msgpack_object *o,
     return RK_OK;
 }
 
-/* One reusable zone per thread; freed when the thread exits. */
-static pthread_key_t zone_key;
-static pthread_once_t zone_once = PTHREAD_ONCE_INIT;
-
-static void
-zone_free(void *z)
-{
-    msgpack_zone_free(z);
-}
-
-static void
-zone_key_init(void)
-{
-    if (pthread_key_create(&zone_key, zone_free) != 0)
-        rk__panic(__FILE__, __LINE__, "pthread_key_create");
-}
-
-static msgpack_zone *
-thread_zone(void)
-{
-    msgpack_zone *z;
-
-    pthread_once(&zone_once, zone_key_init);
-    z = pthread_getspecific(zone_key);
-    if (rk__unlikely(z == NULL)) {
-        z = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
-        if (z != NULL && pthread_setspecific(zone_key, z) != 0) {
-            msgpack_zone_free(z);
-            z = NULL;
-        }
-    }
-    return z;
-}
-
 int
 rk_msg_decode(const rk_msgtype *t, const void *buf, size_t len, void *obj,
     rk_msg_header *h_out, unsigned flags)
 {
-    struct dctx c = { t, flags };
+    struct rk__tok stack[RK__TAPE_STACK];
+    struct rk__tape tp;
+    struct dctx c;
     rk_msg_header h;
-    msgpack_zone *z;
-    msgpack_object root;
-    size_t off = 0;
     int rc;
 
     if (t == NULL || obj == NULL || (buf == NULL && len != 0))
@@ -1114,37 +768,18 @@ rk_msg_decode(const rk_msgtype *t, const void *buf, size_t len, void *obj,
     memset(obj, 0, t->size);
     if (rk__unlikely((rc = rk__msgtype_check_fields(t)) != RK_OK))
         return rc;
-    if ((rc = prescan(buf, len)) != RK_OK)
-        return rc;
-    if ((z = thread_zone()) == NULL)
-        return rk__fail(RK_ENOMEM, "no memory for a msgpack zone");
-    switch (msgpack_unpack(buf, len, &off, z, &root)) {
-    case MSGPACK_UNPACK_SUCCESS:
-        break;
-    case MSGPACK_UNPACK_EXTRA_BYTES: /* prescan rules this out */
-    case MSGPACK_UNPACK_PARSE_ERROR:
-        msgpack_zone_clear(z);
-        return rk__fail(RK_EDECODE,
-            "%s: malformed msgpack (or nested too "
-            "deeply)",
-            t->name);
-    case MSGPACK_UNPACK_NOMEM_ERROR:
-        msgpack_zone_clear(z);
-        return rk__fail(RK_ENOMEM, "%s: out of memory unpacking", t->name);
-    default:
-        msgpack_zone_clear(z);
-        return rk__fail(RK_ETRUNCATED, "%s: frame is truncated", t->name);
+    rc = rk__tape_parse(&tp, stack, RK__TAPE_STACK, buf, len, t->name);
+    if (rc == RK_OK && tp.tok[0].type != RK__T_MAP)
+        rc = rk__fail(RK_EDECODE, "%s: message is a %s, not a map", t->name,
+            tok_type_name(&tp.tok[0]));
+    if (rc == RK_OK) {
+        c = (struct dctx) { tp.tok, flags };
+        memset(&h.message_id, 0, sizeof(h.message_id));
+        memset(&h.correlation_id, 0, sizeof(h.correlation_id));
+        h.priority = RK_MSG_PRIORITY_DEFAULT;
+        rc = decode_map(&c, t, 0, obj, &h, 0);
     }
-    if (root.type != MSGPACK_OBJECT_MAP) {
-        msgpack_zone_clear(z);
-        return rk__fail(RK_EDECODE, "%s: message is a %s, not a map", t->name,
-            obj_type_name(&root));
-    }
-    memset(&h.message_id, 0, sizeof(h.message_id));
-    memset(&h.correlation_id, 0, sizeof(h.correlation_id));
-    h.priority = RK_MSG_PRIORITY_DEFAULT;
-    rc = decode_map(&c, t, &root, obj, &h, 0);
-    msgpack_zone_clear(z);
+    rk__tape_release(&tp);
     if (rc != RK_OK) {
         rk_msg_free(t, obj);
         memset(obj, 0, t->size);
@@ -1173,8 +808,8 @@ free_obj(const rk_msgtype *t, char *base, int depth)
         if (f[i].cls == RK_FC_NESTED) {
             free_obj(f[i].nested, p, depth + 1);
         } else if (f[i].cls >= RK_FC_VLA) {
-            free(get_var(p).ptr);
-            set_var(p, NULL, 0);
+            free(rk__get_var(p).ptr);
+            rk__set_var(p, NULL, 0);
         }
     }
 }
