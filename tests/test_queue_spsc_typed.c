@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,15 @@ typedef struct pair12 {
 RK_SPSC_TYPED(u64q, uint64_t)
 RK_SPSC_TYPED(p12q, pair12)
 
+/* Binds a typed handle or aborts: cmocka's asserts return by longjmp and
+ * are not declared noreturn, so GCC would see an unbound handle used on
+ * the failure path. */
+#define BIND(fn, h, q)                                                        \
+    do {                                                                      \
+        if (fn(&(h), (q)) != RK_OK)                                           \
+            abort();                                                          \
+    } while (0)
+
 static void
 test_full_empty_wraparound(void **state)
 {
@@ -33,14 +43,18 @@ test_full_empty_wraparound(void **state)
     _Alignas(64) uint64_t buf[8];
     rk_spsc q;
     assert_int_equal(u64q_init(&q, buf, 8), RK_OK);
+    u64q_prod p;
+    u64q_cons c;
+    BIND(u64q_prod_bind, p, &q);
+    BIND(u64q_cons_bind, c, &q);
     uint64_t v = 0, next_in = 0, next_out = 0;
-    assert_int_equal(u64q_try_dequeue(&q, &v), RK_EEMPTY);
+    assert_int_equal(u64q_try_dequeue(&c, &v), RK_EEMPTY);
     /* Several laps of fill-to-full then drain-to-empty, at shifting
      * offsets so that both the full and the empty check cross the end of
      * the slot array. */
     for (int lap = 0; lap < 20; lap++) {
         int fill = 0;
-        while (u64q_try_enqueue(&q, next_in) == RK_OK) {
+        while (u64q_try_enqueue(&p, next_in) == RK_OK) {
             next_in++;
             fill++;
         }
@@ -48,13 +62,13 @@ test_full_empty_wraparound(void **state)
         assert_int_equal(rk_spsc_depth(&q), 8);
         int take = 3 + lap % 5; /* leave some behind on some laps */
         for (int i = 0; i < take; i++) {
-            assert_int_equal(u64q_try_dequeue(&q, &v), RK_OK);
+            assert_int_equal(u64q_try_dequeue(&c, &v), RK_OK);
             assert_int_equal(v, next_out++);
         }
         for (int i = 0; i < take; i++)
-            assert_int_equal(u64q_try_enqueue(&q, next_in++), RK_OK);
-        assert_int_equal(u64q_try_enqueue(&q, 999), RK_EFULL);
-        while (u64q_try_dequeue(&q, &v) == RK_OK)
+            assert_int_equal(u64q_try_enqueue(&p, next_in++), RK_OK);
+        assert_int_equal(u64q_try_enqueue(&p, 999), RK_EFULL);
+        while (u64q_try_dequeue(&c, &v) == RK_OK)
             assert_int_equal(v, next_out++);
         assert_int_equal(next_out, next_in);
         assert_int_equal(rk_spsc_depth(&q), 0);
@@ -67,28 +81,33 @@ test_odd_size_and_batch(void **state)
     (void)state;
     rk_spsc *q;
     assert_int_equal(p12q_create(&q, 16), RK_OK);
+    p12q_prod p;
+    p12q_cons c;
+    BIND(p12q_prod_bind, p, q);
+    BIND(p12q_cons_bind, c, q);
     pair12 in[40], out[40];
     for (uint32_t i = 0; i < 40; i++)
         in[i] = (pair12) { i, i * 7u, ~i };
     /* Batches that wrap: 10 in, 10 out, then 16 (all), then over-ask. */
-    assert_int_equal(p12q_enqueue_batch(q, in, 10), 10);
-    assert_int_equal(p12q_dequeue_batch(q, out, 40), 10);
+    assert_int_equal(p12q_enqueue_batch(&p, in, 10), 10);
+    assert_int_equal(p12q_dequeue_batch(&c, out, 40), 10);
     assert_memory_equal(out, in, 10 * sizeof(pair12));
-    assert_int_equal(p12q_enqueue_batch(q, in + 10, 30), 16);
-    assert_int_equal(p12q_enqueue_batch(q, in + 26, 1), 0);
-    assert_int_equal(p12q_try_enqueue(q, in[26]), RK_EFULL);
+    assert_int_equal(p12q_enqueue_batch(&p, in + 10, 30), 16);
+    assert_int_equal(p12q_enqueue_batch(&p, in + 26, 1), 0);
+    assert_int_equal(p12q_try_enqueue(&p, in[26]), RK_EFULL);
     pair12 one;
-    assert_int_equal(p12q_try_dequeue(q, &one), RK_OK);
+    assert_int_equal(p12q_try_dequeue(&c, &one), RK_OK);
     assert_memory_equal(&one, &in[10], sizeof(pair12));
-    assert_int_equal(p12q_dequeue_batch(q, out, 40), 15);
+    assert_int_equal(p12q_dequeue_batch(&c, out, 40), 15);
     assert_memory_equal(out, in + 11, 15 * sizeof(pair12));
-    assert_int_equal(p12q_dequeue_batch(q, out, 4), 0);
-    assert_int_equal(p12q_try_dequeue(q, &one), RK_EEMPTY);
+    assert_int_equal(p12q_dequeue_batch(&c, out, 4), 0);
+    assert_int_equal(p12q_try_dequeue(&c, &one), RK_EEMPTY);
     rk_spsc_destroy(q);
 }
 
 /* A typed producer with the untyped consumer, and the reverse, on one
- * queue: the slots and indices are the same. */
+ * queue: the slots and indices are the same. The producer side changes
+ * hands through unbind/bind; consumer calls mix freely. */
 static void
 test_interop(void **state)
 {
@@ -96,10 +115,14 @@ test_interop(void **state)
     rk_spsc *q;
     assert_int_equal(rk_spsc_create(&q, 4, sizeof(pair12)), RK_OK);
     assert_int_equal(p12q_check(q), RK_OK);
+    p12q_prod p;
+    p12q_cons c;
     pair12 e, got;
     for (uint32_t i = 0; i < 11; i++) { /* wraps the 4 slots */
         e = (pair12) { i, i + 1, i + 2 };
-        assert_int_equal(p12q_try_enqueue(q, e), RK_OK);
+        BIND(p12q_prod_bind, p, q);
+        assert_int_equal(p12q_try_enqueue(&p, e), RK_OK);
+        p12q_prod_unbind(&p);
         memset(&got, 0, sizeof(got));
         assert_int_equal(rk_spsc_try_dequeue(q, &got), RK_OK);
         assert_memory_equal(&got, &e, sizeof(e));
@@ -107,25 +130,39 @@ test_interop(void **state)
         e.a += 100;
         assert_int_equal(rk_spsc_try_enqueue(q, &e), RK_OK);
         memset(&got, 0, sizeof(got));
-        assert_int_equal(p12q_try_dequeue(q, &got), RK_OK);
+        BIND(p12q_cons_bind, c, q);
+        assert_int_equal(p12q_try_dequeue(&c, &got), RK_OK);
+        p12q_cons_unbind(&c);
         assert_memory_equal(&got, &e, sizeof(e));
     }
     /* Mixed fill to full, mixed drain. */
     for (uint32_t i = 0; i < 4; i++) {
         e = (pair12) { i, 0, 0 };
-        assert_int_equal(
-            i % 2 ? rk_spsc_try_enqueue(q, &e) : p12q_try_enqueue(q, e),
-            RK_OK);
+        if (i % 2) {
+            assert_int_equal(rk_spsc_try_enqueue(q, &e), RK_OK);
+        } else {
+            BIND(p12q_prod_bind, p, q);
+            assert_int_equal(p12q_try_enqueue(&p, e), RK_OK);
+            p12q_prod_unbind(&p);
+        }
     }
     assert_int_equal(rk_spsc_try_enqueue(q, &e), RK_EFULL);
-    assert_int_equal(p12q_try_enqueue(q, e), RK_EFULL);
+    BIND(p12q_prod_bind, p, q);
+    assert_int_equal(p12q_try_enqueue(&p, e), RK_EFULL);
+    p12q_prod_unbind(&p);
     for (uint32_t i = 0; i < 4; i++) {
-        assert_int_equal(
-            i % 2 ? p12q_try_dequeue(q, &got) : rk_spsc_try_dequeue(q, &got),
-            RK_OK);
+        if (i % 2) {
+            BIND(p12q_cons_bind, c, q);
+            assert_int_equal(p12q_try_dequeue(&c, &got), RK_OK);
+            p12q_cons_unbind(&c);
+        } else {
+            assert_int_equal(rk_spsc_try_dequeue(q, &got), RK_OK);
+        }
         assert_int_equal(got.a, i);
     }
-    assert_int_equal(p12q_try_dequeue(q, &got), RK_EEMPTY);
+    BIND(p12q_cons_bind, c, q);
+    assert_int_equal(p12q_try_dequeue(&c, &got), RK_EEMPTY);
+    p12q_cons_unbind(&c);
     assert_int_equal(rk_spsc_try_dequeue(q, &got), RK_EEMPTY);
     rk_spsc_destroy(q);
 }
@@ -144,6 +181,12 @@ test_interop_random(void **state)
     _Alignas(64) uint64_t buf[CAP];
     rk_spsc q;
     assert_int_equal(u64q_init(&q, buf, CAP), RK_OK);
+    /* A handle owns its side while bound: before an untyped call on that
+     * side it is unbound, before a typed one bound again (taking over the
+     * state the untyped calls left). */
+    u64q_prod p = { 0 }; /* bound before use (GCC cannot see that) */
+    u64q_cons c = { 0 };
+    bool bound = false, cbound = false;
     uint64_t next_in = 0, next_out = 0, v[5];
     uint32_t rng = 12345;
     for (int step = 0; step < 20000; step++) {
@@ -153,10 +196,28 @@ test_interop_random(void **state)
         uint32_t room = (uint32_t)(CAP - depth), k;
         void *slot;
         const void *msg;
+        bool typed_prod = op == 0 || op == 2,
+             untyped_prod = op == 1 || op == 3 || op == 4;
+        bool typed_cons = op == 5 || op == 7,
+             untyped_cons = op == 6 || op == 8 || op == 9;
+        if (typed_prod && !bound) {
+            BIND(u64q_prod_bind, p, &q);
+            bound = true;
+        } else if (untyped_prod && bound) {
+            u64q_prod_unbind(&p);
+            bound = false;
+        }
+        if (typed_cons && !cbound) {
+            BIND(u64q_cons_bind, c, &q);
+            cbound = true;
+        } else if (untyped_cons && cbound) {
+            u64q_cons_unbind(&c);
+            cbound = false;
+        }
         switch (op) {
         case 0:
             assert_int_equal(
-                u64q_try_enqueue(&q, next_in), room > 0 ? RK_OK : RK_EFULL);
+                u64q_try_enqueue(&p, next_in), room > 0 ? RK_OK : RK_EFULL);
             next_in += room > 0;
             break;
         case 1:
@@ -169,7 +230,7 @@ test_interop_random(void **state)
         case 3:
             for (uint32_t i = 0; i < n; i++)
                 v[i] = next_in + i;
-            k = op == 2 ? u64q_enqueue_batch(&q, v, n)
+            k = op == 2 ? u64q_enqueue_batch(&p, v, n)
                         : rk_spsc_enqueue_batch(&q, v, n);
             assert_int_equal(k, n < room ? n : room);
             next_in += k;
@@ -186,7 +247,7 @@ test_interop_random(void **state)
         case 5:
             v[0] = UINT64_MAX;
             assert_int_equal(
-                u64q_try_dequeue(&q, &v[0]), depth > 0 ? RK_OK : RK_EEMPTY);
+                u64q_try_dequeue(&c, &v[0]), depth > 0 ? RK_OK : RK_EEMPTY);
             if (depth > 0)
                 assert_int_equal(v[0], next_out++);
             break;
@@ -199,7 +260,7 @@ test_interop_random(void **state)
             break;
         case 7:
         case 8:
-            k = op == 7 ? u64q_dequeue_batch(&q, v, n)
+            k = op == 7 ? u64q_dequeue_batch(&c, v, n)
                         : rk_spsc_dequeue_batch(&q, v, n);
             assert_int_equal(k, n < depth ? n : depth);
             for (uint32_t i = 0; i < k; i++)
@@ -227,6 +288,12 @@ test_bad_slot_size(void **state)
     assert_int_equal(rk_spsc_create(&q, 8, 16), RK_OK);
     assert_int_equal(u64q_check(q), RK_EINVAL);
     assert_non_null(strstr(rk_errdetail(), "slot_size 16"));
+    u64q_prod p;
+    u64q_cons c;
+    assert_int_equal(u64q_prod_bind(&p, q), RK_EINVAL);
+    assert_int_equal(u64q_cons_bind(&c, q), RK_EINVAL);
+    assert_int_equal(u64q_prod_bind(NULL, q), RK_EINVAL);
+    assert_int_equal(u64q_cons_bind(NULL, q), RK_EINVAL);
     assert_int_equal(p12q_check(q), RK_EINVAL);
     rk_spsc_destroy(q);
     assert_int_equal(rk_spsc_create(&q, 8, 8), RK_OK);
@@ -257,6 +324,8 @@ stress_producer(void *arg)
 {
     stress *s = arg;
     uint64_t b[16];
+    u64q_prod p; /* the producer thread's handle */
+    BIND(u64q_prod_bind, p, s->q);
     for (uint64_t i = 1; i <= STRESS_N;) {
         if (s->batch) {
             uint32_t k = 0;
@@ -264,8 +333,8 @@ stress_producer(void *arg)
                 b[k] = i + k;
                 k++;
             }
-            i += u64q_enqueue_batch(s->q, b, k);
-        } else if (u64q_try_enqueue(s->q, i) == RK_OK) {
+            i += u64q_enqueue_batch(&p, b, k);
+        } else if (u64q_try_enqueue(&p, i) == RK_OK) {
             i++;
         }
     }
@@ -278,26 +347,28 @@ run_stress(int batch)
 {
     stress s = { NULL, batch };
     assert_int_equal(u64q_create(&s.q, 64), RK_OK);
+    u64q_cons c; /* the consumer thread's (this one's) handle */
+    BIND(u64q_cons_bind, c, s.q);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, stress_producer, &s), 0);
     uint64_t expect = 1, b[16];
     while (expect <= STRESS_N) {
         if (batch) {
-            uint32_t k = u64q_dequeue_batch(s.q, b, 16);
+            uint32_t k = u64q_dequeue_batch(&c, b, 16);
             for (uint32_t j = 0; j < k; j++)
                 if (b[j] != expect++)
                     fail_msg("got %lu, expected %lu", (unsigned long)b[j],
                         (unsigned long)(expect - 1));
         } else {
             uint64_t v;
-            if (u64q_try_dequeue(s.q, &v) == RK_OK && v != expect++)
+            if (u64q_try_dequeue(&c, &v) == RK_OK && v != expect++)
                 fail_msg("got %lu, expected %lu", (unsigned long)v,
                     (unsigned long)(expect - 1));
         }
     }
     pthread_join(t, NULL);
     uint64_t v;
-    assert_int_equal(u64q_try_dequeue(s.q, &v), RK_EEMPTY);
+    assert_int_equal(u64q_try_dequeue(&c, &v), RK_EEMPTY);
     rk_spsc_destroy(s.q);
 }
 

@@ -143,28 +143,24 @@ rk__slot_get(const unsigned char *base, uint64_t idx, uint32_t size, void *dst)
 #endif
 
 /*
- * Private state on the host. The producer keeps its index privately in
- * prod.pos and stores it as well as the shared tail: reading it back from
- * tail, a line the consumer polls, put a cache miss on the critical path of
- * every cross-thread round trip (ping-pong p50 +30% measured, see
- * docs/benchmarks.md). The consumer's single-element calls (typed and
- * untyped) keep no private copy: they read their index back from the
- * shared head with a relaxed load (only the consumer stores it; the
- * producer reads head only when its cache says full) and never store
+ * Private state on the host (the untyped calls; the typed handles of
+ * RK_SPSC_TYPED keep the same state in the handle instead). The producer
+ * keeps its index privately in prod.pos and stores it as well as the
+ * shared tail: reading it back from tail, a line the consumer polls, put
+ * a cache miss on the critical path of every cross-thread round trip
+ * (ping-pong p50 +30 to +48% measured, see docs/queues.md). The consumer's
+ * single-element calls keep no private copy: they read their index back
+ * from the shared head with a relaxed load (only the consumer stores it;
+ * the producer reads head only when its cache says full) and never store
  * cons.pos. Consumer calls that go through ring_proto.h's cons.pos
  * (peek/release, the untyped batch) reload it first (rk__spsc_sync_cons),
- * so every call may be mixed on one queue. The cached peer indices
+ * so every untyped call may be mixed on one queue. The cached peer indices
  * (prod.peer, cons.peer) are refreshed by every call; every advance of a
  * side is checked against a value no newer than the cached one, so the
- * free/available arithmetic stays in range.
- *
- * The consumer's single-element calls test the cached tail before they
- * read the shared one. While the consumer keeps up (same thread, ping-pong)
- * the cache is stale on every call, and testing a fresh acquire load of
- * tail instead, as ck_ring does, would save a compare, a branch and a store
- * per call; that was measured and not kept: without the cache the
- * cross-thread one-way rate fell from 2.2-2.6x ck_ring's to 1.0-1.15x
- * (median per-run ratios, docs/benchmarks.md, "Third pass").
+ * free/available arithmetic stays in range. The consumer tests its cached
+ * tail before it reads the shared one: a lagging consumer then reads tail
+ * once per run of messages, which is what puts the cross-thread one-way
+ * rate above ck_ring's.
  *
  * The single-element paths read every field they need before the refresh
  * (an acquire load, after which the compiler would re-read fields still in
@@ -293,15 +289,21 @@ void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
 /* ---------------------------------------------------------- typed SPSC */
 
 /*
- * RK_SPSC_TYPED(name, T) generates a typed view of rk_spsc for one element
- * type T, in the manner of Concurrency Kit's CK_RING_PROTOTYPE: the slot
- * stride is sizeof(T), a compile-time constant, and elements are passed by
- * value and stored with a plain typed assignment, so nothing goes through
- * memcpy or the stack and the slot size is never loaded or tested. The queue
+ * RK_SPSC_TYPED(name, T) generates typed handles on an rk_spsc for one
+ * element type T, in the manner of Concurrency Kit's CK_RING_PROTOTYPE:
+ * the slot stride is sizeof(T), a compile-time constant, and elements are
+ * passed by value and stored with a plain typed assignment, so nothing goes
+ * through memcpy and the slot size is never loaded or tested. The queue
  * object, its memory layout and the ring_proto.h protocol (and so every
- * acquire/release pair) are exactly those of rk_spsc: a typed producer and
- * an untyped consumer, or the reverse, may share one queue, provided its
- * slot_size is sizeof(T). Generated (all static inline):
+ * acquire/release pair) are exactly those of rk_spsc.
+ *
+ * Each side works through a small handle that keeps, besides the slot
+ * array and mask, that side's private state: the producer's position and
+ * its cached limit (head + capacity), the consumer's cached tail. Kept in
+ * a local variable, a handle lives in registers, so a typed call touches
+ * memory only for the element, the shared index it publishes and, when
+ * its cache runs out, the other side's index: no private index is stored
+ * per call (docs/queues.md, "Typed SPSC"). Generated (all static inline):
  *
  *   int name_init(rk_spsc *q, T *buffer, uint32_t capacity);
  *       rk_spsc_init with slot_size sizeof(T); RK_EINVAL also for a buffer
@@ -310,15 +312,29 @@ void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
  *   int name_check(const rk_spsc *q);
  *       RK_OK if q (e.g. created elsewhere with rk_spsc_init) has
  *       slot_size == sizeof(T) and slots aligned for T, else RK_EINVAL.
- *       Call it once when adopting a queue; the hot paths do not check.
- *   int name_try_enqueue(rk_spsc *q, T v);       RK_OK / RK_EFULL
- *   int name_try_dequeue(rk_spsc *q, T *out);    RK_OK / RK_EEMPTY
- *   uint32_t name_enqueue_batch(rk_spsc *q, const T *v, uint32_t n);
- *   uint32_t name_dequeue_batch(rk_spsc *q, T *out, uint32_t n);
- *       up to n elements with one index publication; return how many.
  *
- * Same threading rules as rk_spsc (one producer, one consumer). The caller
- * owns q and the buffer as for rk_spsc_init.
+ *   name_prod: the producer's handle.
+ *   int name_prod_bind(name_prod *p, rk_spsc *q);
+ *       name_check(q), then takes over the producer's position from q.
+ *       RK_EINVAL for a NULL p.
+ *   void name_prod_unbind(name_prod *p);
+ *       hands the position back to q. Between producing through a handle
+ *       and producing any other way (the untyped calls, another handle),
+ *       unbind it: each side has one owner at a time, and the untyped
+ *       calls rely on q's copy of the side's state.
+ *   int name_try_enqueue(name_prod *p, T v);            RK_OK / RK_EFULL
+ *   uint32_t name_enqueue_batch(name_prod *p, const T *v, uint32_t n);
+ *
+ *   name_cons: the consumer's handle, the same way round.
+ *   int name_cons_bind(name_cons *c, rk_spsc *q);
+ *   void name_cons_unbind(name_cons *c);
+ *   int name_try_dequeue(name_cons *c, T *out);         RK_OK / RK_EEMPTY
+ *   uint32_t name_dequeue_batch(name_cons *c, T *out, uint32_t n);
+ *
+ * Batches move up to n elements with one index publication and return how
+ * many. Same threading rules as rk_spsc (one producer thread and one
+ * consumer thread at a time, each using its own handle). The caller owns q
+ * and the buffer as for rk_spsc_init; a handle owns nothing.
  */
 #ifdef __cplusplus
 #define RK__ALIGNOF(T) alignof(T)
@@ -330,19 +346,46 @@ void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
  * are `size` bytes at addresses aligned to `align`. */
 int rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align);
 
-/* Typed consumer: re-reads tail into cons.peer; returns the messages at
- * pos. */
+/* A typed producer, out of the fast path: the free slots at pos, from a
+ * fresh head; *limit becomes head + capacity. */
 static inline uint64_t
-rk__spsc_refresh_tail(rk_spsc *q, uint64_t pos)
+rk__spsc_typed_room(rk_spsc *q, uint64_t pos, uint64_t mask, uint64_t *limit)
+{
+    /* Acquire pairs with the consumer's release store of head
+     * (rk_ring_release_head): its reads of the freed slots are done
+     * before we overwrite them. */
+    uint64_t head = rk_ring_load_acquire(&q->ctrl.head);
+    *limit = head + mask + 1;
+    return *limit - pos; /* pos <= head + capacity always */
+}
+
+/* A typed consumer, out of the fast path: the messages at pos, from a
+ * fresh tail, which becomes *peer. */
+static inline uint64_t
+rk__spsc_typed_avail(rk_spsc *q, uint64_t pos, uint64_t *peer)
 {
     /* Acquire pairs with the producer's release store of tail
      * (rk_ring_publish_tail): the slots below tail are fully written. */
-    uint64_t tail = rk_ring_load_acquire(&q->ctrl.tail);
-    q->cons.peer = tail;
-    return tail - pos;
+    *peer = rk_ring_load_acquire(&q->ctrl.tail);
+    return *peer - pos;
 }
 
 #define RK_SPSC_TYPED(name, T)                                                \
+    typedef struct name##_prod {                                              \
+        rk_spsc *q;                                                           \
+        T *slots;                                                             \
+        uint64_t mask;                                                        \
+        uint64_t pos;   /* the next position to write */                      \
+        uint64_t limit; /* cached head + capacity: room while pos < it */     \
+    } name##_prod;                                                            \
+                                                                              \
+    typedef struct name##_cons {                                              \
+        rk_spsc *q;                                                           \
+        const T *slots;                                                       \
+        uint64_t mask;                                                        \
+        uint64_t peer; /* cached tail: messages while head < it */            \
+    } name##_cons;                                                            \
+                                                                              \
     static inline int name##_check(const rk_spsc *q)                          \
     {                                                                         \
         return rk_spsc_check_slot(q, sizeof(T), RK__ALIGNOF(T));              \
@@ -365,69 +408,99 @@ rk__spsc_refresh_tail(rk_spsc *q, uint64_t pos)
         return rc;                                                            \
     }                                                                         \
                                                                               \
-    /* The typed paths take their own index from the shared word (see   */    \
-    /* above) and test the producer's room against a cached limit, head + */  \
-    /* capacity, with one compare (as rk_spsc_try_enqueue does); both     */  \
-    /* caches are only ever behind.                                       */  \
-    static inline int name##_try_enqueue(rk_spsc *q, T v)                     \
+    static inline int name##_prod_bind(name##_prod *p, rk_spsc *q)            \
     {                                                                         \
-        uint64_t pos = q->prod.pos;                                           \
-        uint64_t mask = q->prod.mask;                                         \
-        T *base = (T *)(void *)q->prod.base;                                  \
-        if (pos >= q->prod_limit && rk__spsc_refresh_limit(q, pos) == 0)      \
-            return RK_EFULL;                                                  \
-        q->prod.pos = pos + 1;                                                \
-        base[pos & mask] = v;                                                 \
-        /* Release: pairs with the consumer's acquire of tail. */             \
-        rk_ring_publish_tail(&q->ctrl, pos + 1);                              \
+        int rc = p != NULL ? name##_check(q) : RK_EINVAL;                     \
+        if (rc != RK_OK)                                                      \
+            return rc;                                                        \
+        p->q = q;                                                             \
+        p->slots = (T *)(void *)q->prod.base;                                 \
+        p->mask = q->prod.mask;                                               \
+        p->pos = q->prod.pos; /* the producer's own state: no race */         \
+        p->limit = 0;         /* refreshed by the first call */               \
         return RK_OK;                                                         \
     }                                                                         \
                                                                               \
-    static inline int name##_try_dequeue(rk_spsc *q, T *out)                  \
+    static inline void name##_prod_unbind(name##_prod *p)                     \
     {                                                                         \
-        uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head);                   \
-        uint64_t mask = q->cons.mask;                                         \
-        const T *base = (const T *)(const void *)q->cons.base;                \
-        if (pos >= q->cons.peer && rk__spsc_refresh_tail(q, pos) == 0)        \
+        /* Also re-read the untyped calls' caches of head, which may be */    \
+        /* too old for the new position (free = cap - (pos - peer)). */       \
+        rk__spsc_refresh_limit(p->q, p->pos);                                 \
+        p->q->prod.pos = p->pos;                                              \
+    }                                                                         \
+                                                                              \
+    static inline int name##_cons_bind(name##_cons *c, rk_spsc *q)            \
+    {                                                                         \
+        int rc = c != NULL ? name##_check(q) : RK_EINVAL;                     \
+        if (rc != RK_OK)                                                      \
+            return rc;                                                        \
+        c->q = q;                                                             \
+        c->slots = (const T *)(const void *)q->cons.base;                     \
+        c->mask = q->cons.mask;                                               \
+        c->peer = 0; /* refreshed by the first call */                        \
+        return RK_OK;                                                         \
+    }                                                                         \
+                                                                              \
+    static inline void name##_cons_unbind(name##_cons *c)                     \
+    {                                                                         \
+        /* The untyped calls' cached tail must not lag behind head. */        \
+        c->q->cons.peer = rk_ring_load_acquire(&c->q->ctrl.tail);             \
+    }                                                                         \
+                                                                              \
+    static inline int name##_try_enqueue(name##_prod *p, T v)                 \
+    {                                                                         \
+        uint64_t pos = p->pos;                                                \
+        if (pos >= p->limit                                                   \
+            && rk__spsc_typed_room(p->q, pos, p->mask, &p->limit) == 0)       \
+            return RK_EFULL;                                                  \
+        p->pos = pos + 1;                                                     \
+        p->slots[pos & p->mask] = v;                                          \
+        /* Release: pairs with the consumer's acquire of tail. */             \
+        rk_ring_publish_tail(&p->q->ctrl, pos + 1);                           \
+        return RK_OK;                                                         \
+    }                                                                         \
+                                                                              \
+    static inline int name##_try_dequeue(name##_cons *c, T *out)              \
+    {                                                                         \
+        /* The consumer's index is head itself (only it stores head). */      \
+        uint64_t pos = rk_ring_load_relaxed(&c->q->ctrl.head);                \
+        if (pos >= c->peer && rk__spsc_typed_avail(c->q, pos, &c->peer) == 0) \
             return RK_EEMPTY;                                                 \
-        *out = base[pos & mask];                                              \
+        *out = c->slots[pos & c->mask];                                       \
         /* Release: pairs with the producer's acquire of head. */             \
-        rk_ring_release_head(&q->ctrl, pos + 1);                              \
+        rk_ring_release_head(&c->q->ctrl, pos + 1);                           \
         return RK_OK;                                                         \
     }                                                                         \
                                                                               \
     static inline uint32_t name##_enqueue_batch(                              \
-        rk_spsc *q, const T *v, uint32_t n)                                   \
+        name##_prod *p, const T *v, uint32_t n)                               \
     {                                                                         \
-        uint64_t pos = q->prod.pos;                                           \
-        uint64_t mask = q->prod.mask;                                         \
-        T *base = (T *)(void *)q->prod.base;                                  \
-        uint64_t room = pos < q->prod_limit ? q->prod_limit - pos : 0;        \
+        uint64_t pos = p->pos, mask = p->mask;                                \
+        uint64_t room = pos < p->limit ? p->limit - pos : 0;                  \
         if (room < n)                                                         \
-            room = rk__spsc_refresh_limit(q, pos);                            \
+            room = rk__spsc_typed_room(p->q, pos, mask, &p->limit);           \
         uint32_t k = room < n ? (uint32_t)room : n;                           \
-        q->prod.pos = pos + k;                                                \
         for (uint32_t i = 0; i < k; i++)                                      \
-            base[(pos + i) & mask] = v[i];                                    \
+            p->slots[(pos + i) & mask] = v[i];                                \
+        p->pos = pos + k;                                                     \
         if (k > 0)                                                            \
-            rk_ring_publish_tail(&q->ctrl, pos + k); /* release, as above */  \
+            rk_ring_publish_tail(&p->q->ctrl, pos + k); /* release */         \
         return k;                                                             \
     }                                                                         \
                                                                               \
     static inline uint32_t name##_dequeue_batch(                              \
-        rk_spsc *q, T *out, uint32_t n)                                       \
+        name##_cons *c, T *out, uint32_t n)                                   \
     {                                                                         \
-        uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head);                   \
-        uint64_t mask = q->cons.mask;                                         \
-        const T *base = (const T *)(const void *)q->cons.base;                \
-        uint64_t avail = pos < q->cons.peer ? q->cons.peer - pos : 0;         \
+        uint64_t pos = rk_ring_load_relaxed(&c->q->ctrl.head),                \
+                 mask = c->mask;                                              \
+        uint64_t avail = pos < c->peer ? c->peer - pos : 0;                   \
         if (avail < n)                                                        \
-            avail = rk__spsc_refresh_tail(q, pos);                            \
+            avail = rk__spsc_typed_avail(c->q, pos, &c->peer);                \
         uint32_t k = avail < n ? (uint32_t)avail : n;                         \
         for (uint32_t i = 0; i < k; i++)                                      \
-            out[i] = base[(pos + i) & mask];                                  \
+            out[i] = c->slots[(pos + i) & mask];                              \
         if (k > 0)                                                            \
-            rk_ring_release_head(&q->ctrl, pos + k); /* release, as above */  \
+            rk_ring_release_head(&c->q->ctrl, pos + k); /* release */         \
         return k;                                                             \
     }
 
