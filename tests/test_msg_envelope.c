@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -229,11 +231,42 @@ test_header_wire(void **state)
     assert_int_equal(rk_msg_header_parse(slot, 128, &back), RK_OK);
 }
 
+/* A forked child must not draw the ids its parent draws next: both start
+ * from the same per-thread generator state, so without the reseed at fork
+ * the child's next id equals the parent's (same millisecond, counter and
+ * random tail). */
+static void
+test_uuid_v7_after_fork(void **state)
+{
+    int fds[2];
+    rk_uuid mine, child;
+    pid_t pid;
+    int status;
+
+    (void)state;
+    (void)rk_uuid_v7(); /* this thread's generator is seeded */
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        rk_uuid u = rk_uuid_v7();
+        _exit(write(fds[1], &u, sizeof(u)) == (ssize_t)sizeof(u) ? 0 : 1);
+    }
+    mine = rk_uuid_v7();
+    assert_int_equal(read(fds[0], &child, sizeof(child)), sizeof(child));
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(fds[0]);
+    close(fds[1]);
+    assert_memory_not_equal(&mine, &child, sizeof(mine));
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uuid_v7_bits),
+        cmocka_unit_test(test_uuid_v7_after_fork),
         cmocka_unit_test(test_uuid_v7_monotonic),
         cmocka_unit_test(test_uuid_v7_timestamp),
         cmocka_unit_test(test_uuid_v7_threads_unique),

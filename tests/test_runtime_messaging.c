@@ -628,6 +628,66 @@ test_actor_lane_views(void **state)
     rk_runtime_destroy(rt);
 }
 
+/*
+ * A paused lane queues its whole capacity. The actor below is paused
+ * while its last view may still be in use (it waits in
+ * rk_should_terminate right after replying), which is where a kernel that
+ * held on to its input slots would take room from the paused lane.
+ */
+static atomic_int paused_release;
+
+static int
+pause_in_should_terminate(rk_ctx *ctx)
+{
+    rk_msg_view m;
+    int rc;
+
+    while ((rc = rk_ctx_recv(ctx, &m, RK_WAIT_FOREVER)) == RK_OK) {
+        if ((rc = rk_ctx_reply(ctx, &m, 0, m.data, m.len)) != RK_OK)
+            return rc;
+        /* The first message's view stays "in use" here until the test
+         * lets go; a DEACTIVATE parks the kernel inside this call. */
+        while (!atomic_load(&paused_release))
+            if (rk_should_terminate(ctx))
+                return RK_OK;
+    }
+    return rc == RK_ECLOSED ? RK_OK : rc;
+}
+
+static void
+test_paused_lane_capacity(void **state)
+{
+    rk_runtime *rt = rt_new_runtime();
+    rk_kernel_def def = { .id = "pz", .actor = pause_in_should_terminate };
+    uint64_t v = 0, got;
+    size_t len;
+    rk_kernel k;
+
+    (void)state;
+    atomic_store(&paused_release, 0);
+    def.config.single_producer = true;
+    def.config.input_capacity = 4;
+    k = start(rt, &def);
+    assert_int_equal(rk_send(rt, k, 0, &v, sizeof(v), 128, RT_LONG), RK_OK);
+    assert_int_equal(
+        rk_recv(rt, k, NULL, &got, sizeof(got), &len, RT_LONG), RK_OK);
+    assert_int_equal(rk_kernel_deactivate(rt, "pz"), RK_OK);
+    for (v = 1; v <= 4; v++) /* the whole capacity, without waiting */
+        assert_int_equal(
+            rk_send(rt, k, 0, &v, sizeof(v), 128, RK_NO_WAIT), RK_OK);
+    assert_int_equal(
+        rk_send(rt, k, 0, &v, sizeof(v), 128, RK_NO_WAIT), RK_EFULL);
+    atomic_store(&paused_release, 1);
+    assert_int_equal(rk_kernel_activate(rt, "pz"), RK_OK);
+    for (v = 1; v <= 4; v++) {
+        assert_int_equal(
+            rk_recv(rt, k, NULL, &got, sizeof(got), &len, RT_LONG), RK_OK);
+        assert_int_equal(got, v);
+    }
+    assert_int_equal(rk_kernel_terminate(rt, "pz", RT_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
 /* send_to: a router picks the target by the value's parity. */
 static int
 router(rk_ctx *ctx, const rk_msg_view *m)
@@ -756,6 +816,7 @@ main(void)
         cmocka_unit_test(test_route_lifetime),
         cmocka_unit_test(test_single_producer_lane),
         cmocka_unit_test(test_actor_lane_views),
+        cmocka_unit_test(test_paused_lane_capacity),
         cmocka_unit_test(test_send_to),
         cmocka_unit_test(test_pubsub),
     };

@@ -254,8 +254,14 @@ int rk_send_batch(rk_runtime *rt, rk_kernel k, uint32_t type_id,
     const void *base, size_t len, size_t n, uint8_t priority,
     int64_t timeout_ns, size_t *sent);
 
-/* Host <- kernel output. Copies the payload into buf (cap bytes) and the
- * header into *hdr (may be NULL). RK_ETIMEDOUT when nothing came. */
+/* Host <- kernel output, oldest first. Copies the payload into buf (cap
+ * bytes) and the header into *hdr (may be NULL); *len is the payload's
+ * length. RK_ETIMEDOUT when nothing came; RK_EMSGSIZE when the payload is
+ * longer than cap (*len says how long; the message stays first in line
+ * for the next call); RK_ENOMEM when an output meant for a concurrent
+ * rk_request could not be set aside (it stays queued). A plain receive
+ * takes any output, including a reply a concurrent rk_request waits for:
+ * give requests and plain receives of one kernel to one thread each. */
 int rk_recv(rk_runtime *rt, rk_kernel k, rk_msg_header *hdr, void *buf,
     size_t cap, size_t *len, int64_t timeout_ns);
 

@@ -3,10 +3,13 @@
  */
 #include "common/spin.h"
 
+#include <sched.h>
+
 #include "common/common.h"
 #include "ringkernel/clock.h"
 
-#define SPIN_CHECK 32u /* tries between clock reads */
+#define SPIN_CHECK 32u   /* tries between clock reads */
+#define SPIN_YIELD 1024u /* tries between yields */
 
 int
 rk__spin_wait(rk__spin *s, rk__spin_attempt attempt, void *ctx, int again,
@@ -31,6 +34,10 @@ rk__spin_wait(rk__spin *s, rk__spin_attempt attempt, void *ctx, int again,
             uint64_t now = rk_now_ns();
             if (now - start >= budget || now >= deadline)
                 break;
+            /* On a busy machine the other side may be waiting for this
+             * very CPU. */
+            if (i % SPIN_YIELD == 0)
+                sched_yield();
         }
     }
     if (budget > RK__SPIN_MIN_NS) {

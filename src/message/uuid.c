@@ -11,6 +11,7 @@
  * allows borrowing from the future). A clock that steps back is treated as
  * the same millisecond, so one thread's ids never go backwards.
  */
+#include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -29,6 +30,23 @@ struct uuid_state {
 };
 
 static _Thread_local struct uuid_state tl_state;
+
+/* A forked child starts with a copy of its parent's state, and would draw
+ * the same "random" tails: reseed the forking thread's copy in the child
+ * (the only thread there). */
+static void
+uuid_atfork_child(void)
+{
+    tl_state.seeded = 0;
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void
+uuid_atfork_register(void)
+{
+    (void)pthread_atfork(NULL, NULL, uuid_atfork_child);
+}
 
 /* splitmix64: tiny, fast, good enough for the random tail. */
 static uint64_t
@@ -53,6 +71,7 @@ seed(struct uuid_state *s)
     }
     s->rng = v;
     s->seeded = 1;
+    (void)pthread_once(&atfork_once, uuid_atfork_register);
 }
 
 static uint64_t

@@ -104,12 +104,6 @@ park_wake_all(mq_park *p)
 
 typedef int (*mq_attempt)(rk_mqueue *q, void *ctx);
 
-/*
- * Runs attempt until it returns something other than `again`: at once,
- * then through an adaptive spin, then parked on p until notified, closed
- * (attempt reports RK_ECLOSED itself) or the timeout. Returns attempt's
- * result, `again` for RK_NO_WAIT, or RK_ETIMEDOUT.
- */
 /* Adapts an mq_attempt to rk__spin_wait's one-argument form. */
 struct mq_try {
     rk_mqueue *q;
@@ -125,6 +119,12 @@ mq_try_once(void *arg)
     return t->attempt(t->q, t->ctx);
 }
 
+/*
+ * Runs attempt until it returns something other than `again`: at once,
+ * then through an adaptive spin, then parked on p until notified, closed
+ * (attempt reports RK_ECLOSED itself) or the timeout. Returns attempt's
+ * result, `again` for RK_NO_WAIT, or RK_ETIMEDOUT.
+ */
 static int
 park_wait(rk_mqueue *q, mq_park *p, mq_attempt attempt, void *ctx, int again,
     int64_t timeout_ns)

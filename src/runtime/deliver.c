@@ -17,9 +17,26 @@
 /* Message ids: see rk__id_gen in internal.h. */
 _Thread_local rk__idgen rk__id_gen = { { { 0 } }, RK__ID_BLOCK };
 
+/* A forked child would go on numbering its parent's block (the same ids):
+ * the forking thread's copy, the only thread there, starts a new one. */
+static void
+id_atfork_child(void)
+{
+    rk__id_gen.next = RK__ID_BLOCK;
+}
+
+static pthread_once_t id_atfork_once = PTHREAD_ONCE_INIT;
+
+static void
+id_atfork_register(void)
+{
+    (void)pthread_atfork(NULL, NULL, id_atfork_child);
+}
+
 void
 rk__id_refill(void)
 {
+    (void)pthread_once(&id_atfork_once, id_atfork_register);
     rk__id_gen.base = rk_uuid_v7();
     rk__id_gen.next = 0;
 }
@@ -384,9 +401,12 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
         }
         /* With other waiters, wait in slices (see above). */
         slice_end = deadline;
-        if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed) > 0
-            && (slice_end - rk_now_ns()) > (uint64_t)REQUEST_SLICE_NS)
-            slice_end = rk_now_ns() + (uint64_t)REQUEST_SLICE_NS;
+        if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed)
+            > 0) {
+            uint64_t now = rk_now_ns();
+            if (deadline > now && deadline - now > (uint64_t)REQUEST_SLICE_NS)
+                slice_end = now + (uint64_t)REQUEST_SLICE_NS;
+        }
         rc = rk__outq_wait(&inst->out, spin_ns, slice_end);
         if (rc == RK_OK) {
             /* Copied straight out of the slot, which is freed after. */

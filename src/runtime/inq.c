@@ -159,7 +159,8 @@ lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline)
     }
     /* Spin first: the kernel frees a batch at a time, usually within
      * microseconds (common/spin.h). */
-    if (rk__spin_wait(&q->prod_spin, lane_room, q, 0, *deadline) == 0)
+    if (rk__spin_wait(&q->prod_spin, lane_room, q, 0, *deadline) == 0
+        && rk_now_ns() < *deadline)
         lane_wait_room(q, *deadline);
     return RK_OK;
 }

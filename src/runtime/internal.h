@@ -200,7 +200,10 @@ typedef struct rk__idgen {
     uint32_t next;
 } rk__idgen;
 
-extern _Thread_local rk__idgen rk__id_gen;
+/* Hidden: not part of the library's ABI, and a hidden TLS variable is
+ * reached without a symbol lookup from inside the shared library. */
+extern _Thread_local rk__idgen rk__id_gen
+    __attribute__((visibility("hidden")));
 
 /* Starts this thread's next block (out of line: once per RK__ID_BLOCK). */
 void rk__id_refill(void);
