@@ -99,6 +99,85 @@ ck_spsc_loop(ck_ring_t *r, ck_ring_buffer_t *buf, size_t n)
 }
 #endif
 
+static double
+median9(double *v)
+{
+    for (int i = 1; i < 9; i++) /* insertion sort */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    return v[4];
+}
+
+/*
+ * Paired same-thread rounds: 41 rounds of rk_spsc_loop, rk_spsc_typed_loop
+ * and ck_spsc_loop back to back (n_ops / 41 pairs each); the ratio to
+ * ck_ring is taken within each round and the medians are printed
+ * (spsc_same_thread_paired, spsc_same_thread_ratio). Each loop runs a
+ * fresh ring.
+ */
+#define SAME_ROUNDS 41
+
+static double
+median_n(double *v, int n)
+{
+    for (int i = 1; i < n; i++) /* insertion sort: n is small */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    return v[n / 2];
+}
+
+static uint64_t
+same_thread_paired(void)
+{
+    uint64_t sum = 0;
+#ifdef RK_HAVE_CK
+    size_t n = n_ops / SAME_ROUNDS < 1000 ? 1000 : n_ops / SAME_ROUNDS;
+    double ns[3][SAME_ROUNDS], ratio[2][SAME_ROUNDS];
+    static const char *const impl[3]
+        = { "ringkernel", "ringkernel_typed", "ck_ring" };
+    rk_spsc *s[2];
+    ck_ring_t r;
+    ck_ring_buffer_t *buf = aligned_alloc(64, RING * sizeof(*buf));
+    char extra[64];
+
+    if (buf == NULL || rk_spsc_create(&s[0], RING, 8) != RK_OK
+        || rk_u64q_create(&s[1], RING) != RK_OK)
+        abort();
+    ck_ring_init(&r, RING);
+    for (int k = 0; k < SAME_ROUNDS; k++) {
+        uint64_t t0 = bench_now_ns();
+        sum += rk_spsc_loop(s[0], n);
+        uint64_t t1 = bench_now_ns();
+        sum += rk_spsc_typed_loop(s[1], n);
+        uint64_t t2 = bench_now_ns();
+        sum += ck_spsc_loop(&r, buf, n);
+        uint64_t t3 = bench_now_ns();
+        ns[0][k] = (double)(t1 - t0) / (double)n;
+        ns[1][k] = (double)(t2 - t1) / (double)n;
+        ns[2][k] = (double)(t3 - t2) / (double)n;
+        for (int j = 0; j < 2; j++)
+            ratio[j][k] = ns[j][k] / ns[2][k];
+    }
+    snprintf(extra, sizeof(extra), "\"rounds\":%d,\"n\":%zu", SAME_ROUNDS, n);
+    for (int j = 0; j < 3; j++)
+        bench_emit(SUITE, "spsc_same_thread_paired", impl[j],
+            median_n(ns[j], SAME_ROUNDS), "ns", extra);
+    for (int j = 0; j < 2; j++)
+        bench_emit(SUITE, "spsc_same_thread_ratio", impl[j],
+            median_n(ratio[j], SAME_ROUNDS), "x", extra);
+    rk_spsc_destroy(s[0]);
+    rk_spsc_destroy(s[1]);
+    free(buf);
+#endif
+    return sum;
+}
+
 static void
 same_thread(void)
 {
@@ -196,6 +275,27 @@ rk_echo(void *arg)
     return NULL;
 }
 
+/* The same echo through the typed handles. */
+static void *
+rk_typed_echo(void *arg)
+{
+    rk_pp *p = arg;
+    rk_u64q_cons c;
+    rk_u64q_prod o;
+    if (rk_u64q_cons_bind(&c, p->ab) != RK_OK
+        || rk_u64q_prod_bind(&o, p->ba) != RK_OK)
+        abort();
+    ck_ref_pin(cpu_peer);
+    uint64_t v;
+    for (size_t i = 0; i < p->rounds; i++) {
+        while (rk_u64q_try_dequeue(&c, &v) != RK_OK)
+            ;
+        while (rk_u64q_try_enqueue(&o, v) != RK_OK)
+            ;
+    }
+    return NULL;
+}
+
 static void *
 mq_echo(void *arg)
 {
@@ -221,39 +321,38 @@ emit_rtt(const char *prefix, const char *impl, uint64_t *rtt)
     emit(name, impl, (double)bench_percentile(rtt, n_rtt, 99), "ns");
 }
 
-/* One rk_spsc ping-pong of n round trips into rtt[]. */
+/* One rk_spsc ping-pong of n round trips into rtt[], through the untyped
+ * calls or the typed handles. */
 static void
-spsc_pingpong_run(uint64_t *rtt, size_t n)
+spsc_pingpong_run(uint64_t *rtt, size_t n, bool typed)
 {
     rk_pp p = { NULL, NULL, NULL, NULL, n };
-    if (rk_spsc_create(&p.ab, RING, 8) || rk_spsc_create(&p.ba, RING, 8))
+    rk_u64q_prod o;
+    rk_u64q_cons c;
+    if (rk_spsc_create(&p.ab, RING, 8) || rk_spsc_create(&p.ba, RING, 8)
+        || rk_u64q_prod_bind(&o, p.ab) || rk_u64q_cons_bind(&c, p.ba))
         abort();
     ck_ref_pin(cpu_main);
     pthread_t t;
-    pthread_create(&t, NULL, rk_echo, &p);
+    pthread_create(&t, NULL, typed ? rk_typed_echo : rk_echo, &p);
     for (size_t i = 0; i < n; i++) {
         uint64_t t0 = bench_now_ns(), v = i;
-        while (rk_spsc_try_enqueue(p.ab, &v) != RK_OK)
-            ;
-        while (rk_spsc_try_dequeue(p.ba, &v) != RK_OK)
-            ;
+        if (typed) {
+            while (rk_u64q_try_enqueue(&o, v) != RK_OK)
+                ;
+            while (rk_u64q_try_dequeue(&c, &v) != RK_OK)
+                ;
+        } else {
+            while (rk_spsc_try_enqueue(p.ab, &v) != RK_OK)
+                ;
+            while (rk_spsc_try_dequeue(p.ba, &v) != RK_OK)
+                ;
+        }
         rtt[i] = bench_now_ns() - t0;
     }
     pthread_join(t, NULL);
     rk_spsc_destroy(p.ab);
     rk_spsc_destroy(p.ba);
-}
-
-static double
-median9(double *v)
-{
-    for (int i = 1; i < 9; i++) /* insertion sort */
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double x = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = x;
-        }
-    return v[4];
 }
 
 /*
@@ -269,26 +368,32 @@ pingpong_paired(uint64_t *rtt)
 {
 #ifdef RK_HAVE_CK
     size_t n = n_rtt / 9 < 1000 ? 1000 : n_rtt / 9;
-    double rk[9], ck[9], ratio[9];
+    double rk[2][9], ck[9], ratio[2][9];
+    static const char *const impl[2] = { "ringkernel", "ringkernel_typed" };
     char extra[64];
 
     if (n > n_rtt)
         n = n_rtt;
     for (int r = 0; r < 9; r++) {
-        spsc_pingpong_run(rtt, n);
-        rk[r] = (double)bench_percentile(rtt, n, 50);
+        for (int k = 0; k < 2; k++) {
+            spsc_pingpong_run(rtt, n, k == 1);
+            rk[k][r] = (double)bench_percentile(rtt, n, 50);
+        }
         if (ck_ref_pingpong_run(rtt, n, cpu_main, cpu_peer) != 0)
             return;
         ck[r] = (double)bench_percentile(rtt, n, 50);
-        ratio[r] = rk[r] / ck[r];
+        for (int k = 0; k < 2; k++)
+            ratio[k][r] = rk[k][r] / ck[r];
     }
     snprintf(extra, sizeof(extra), "\"rounds\":9,\"n\":%zu", n);
-    bench_emit(SUITE, "spsc_pingpong_p50_paired", "ringkernel", median9(rk),
-        "ns", extra);
+    for (int k = 0; k < 2; k++)
+        bench_emit(SUITE, "spsc_pingpong_p50_paired", impl[k], median9(rk[k]),
+            "ns", extra);
     bench_emit(SUITE, "spsc_pingpong_p50_paired", "ck_ring", median9(ck), "ns",
         extra);
-    bench_emit(SUITE, "spsc_pingpong_p50_ratio", "ringkernel", median9(ratio),
-        "x", extra);
+    for (int k = 0; k < 2; k++)
+        bench_emit(SUITE, "spsc_pingpong_p50_ratio", impl[k],
+            median9(ratio[k]), "x", extra);
 #else
     (void)rtt;
     fprintf(stderr, "bench_queue: built without ck, no paired ping-pong\n");
@@ -303,7 +408,7 @@ pingpong(void)
         abort();
     rk_pp p = { NULL, NULL, NULL, NULL, n_rtt };
     pthread_t t;
-    spsc_pingpong_run(rtt, n_rtt);
+    spsc_pingpong_run(rtt, n_rtt, false);
     emit_rtt("spsc", "ringkernel", rtt);
 
     /* The blocking inbox, parking allowed: what a kernel round trip pays. */
@@ -336,6 +441,9 @@ pingpong(void)
 }
 
 /* ---------------------------------------------------------- one way */
+
+static double last_rate; /* the last one_way's msgs/s */
+static bool flow_quiet;  /* paired rounds: measure, print nothing */
 
 typedef struct flow {
     int kind; /* 0 rk_spsc, 1 rk_spsc batch, 2 rk_mpsc, 3 ck spsc, 4 ck mpsc,
@@ -466,11 +574,52 @@ one_way(int kind, const char *name, const char *impl)
     pthread_join(t, NULL);
     if (sum != n_flow * (n_flow + 1) / 2)
         fprintf(stderr, "bench_queue: %s/%s lost messages\n", name, impl);
-    emit(name, impl, (double)n_flow / secs, "msgs/s");
+    last_rate = (double)n_flow / secs;
+    if (!flow_quiet)
+        emit(name, impl, last_rate, "msgs/s");
     rk_spsc_destroy(f.s);
     rk_mpsc_destroy(f.m);
 #ifdef RK_HAVE_CK
     free(f.buf);
+#endif
+}
+
+/*
+ * Paired one-way rounds (as pingpong_paired): nine rounds of the single-
+ * element flow through rk_spsc, the typed handles and ck_ring back to
+ * back, n_flow / 9 messages each, the ratio to ck_ring taken within each
+ * round; medians printed as spsc_oneway_paired and spsc_oneway_ratio.
+ */
+static void
+one_way_paired(void)
+{
+#ifdef RK_HAVE_CK
+    static const int kinds[3] = { 0, 5, 3 };
+    static const char *const impl[3]
+        = { "ringkernel", "ringkernel_typed", "ck_ring" };
+    double rate[3][9], ratio[2][9];
+    size_t keep = n_flow;
+    char extra[64];
+
+    n_flow = n_flow / 9 < 10000 ? 10000 : n_flow / 9;
+    flow_quiet = true;
+    for (int r = 0; r < 9; r++) {
+        for (int k = 0; k < 3; k++) {
+            one_way(kinds[k], "spsc_oneway", impl[k]);
+            rate[k][r] = last_rate;
+        }
+        for (int k = 0; k < 2; k++)
+            ratio[k][r] = rate[k][r] / rate[2][r];
+    }
+    flow_quiet = false;
+    snprintf(extra, sizeof(extra), "\"rounds\":9,\"n\":%zu", n_flow);
+    n_flow = keep;
+    for (int k = 0; k < 3; k++)
+        bench_emit(SUITE, "spsc_oneway_paired", impl[k], median9(rate[k]),
+            "msgs/s", extra);
+    for (int k = 0; k < 2; k++)
+        bench_emit(SUITE, "spsc_oneway_ratio", impl[k], median9(ratio[k]), "x",
+            extra);
 #endif
 }
 
@@ -490,6 +639,8 @@ main(int argc, char **argv)
     same_thread();
     if (only_same_thread)
         return 0;
+    if (same_thread_paired() == 42)
+        fprintf(stderr, "bench_queue: (sum)\n"); /* keeps the loops live */
     pingpong();
     one_way(0, "spsc_oneway", "ringkernel");
     one_way(1, "spsc_oneway_batch", "ringkernel");
@@ -501,6 +652,7 @@ main(int argc, char **argv)
     /* ck_ring has no batch calls: its batched figure is single calls. */
     one_way(3, "spsc_oneway_batch", "ck_ring");
     one_way(4, "mpsc_oneway", "ck_ring");
+    one_way_paired();
 #endif
     return 0;
 }
