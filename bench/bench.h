@@ -26,12 +26,11 @@ bench_now_ns(void)
  * members without braces, e.g. "\"threads\":2". */
 static inline void
 bench_emit(const char *suite, const char *name, const char *impl, double value,
-           const char *unit, const char *extra)
+    const char *unit, const char *extra)
 {
     printf("{\"suite\":\"%s\",\"name\":\"%s\",\"impl\":\"%s\",\"value\":%.3f,"
            "\"unit\":\"%s\"%s%s}\n",
-           suite, name, impl, value, unit, extra ? "," : "",
-           extra ? extra : "");
+        suite, name, impl, value, unit, extra ? "," : "", extra ? extra : "");
     fflush(stdout);
 }
 
@@ -49,6 +48,19 @@ bench_percentile(uint64_t *v, size_t n, double p)
     qsort(v, n, sizeof(*v), bench_cmp_u64);
     size_t i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
     return v[i < n ? i : n - 1];
+}
+
+/* Sorts v in place (n is small: paired rounds) and returns its median. */
+static inline double
+bench_median(double *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* Iteration scale: RK_BENCH_SCALE=0.1 makes a quick smoke run. */

@@ -99,18 +99,6 @@ ck_spsc_loop(ck_ring_t *r, ck_ring_buffer_t *buf, size_t n)
 }
 #endif
 
-static double
-median9(double *v)
-{
-    for (int i = 1; i < 9; i++) /* insertion sort */
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double x = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = x;
-        }
-    return v[4];
-}
-
 /*
  * Paired same-thread rounds: 41 rounds of rk_spsc_loop, rk_spsc_typed_loop
  * and ck_spsc_loop back to back (n_ops / 41 pairs each); the ratio to
@@ -119,18 +107,6 @@ median9(double *v)
  * fresh ring.
  */
 #define SAME_ROUNDS 41
-
-static double
-median_n(double *v, int n)
-{
-    for (int i = 1; i < n; i++) /* insertion sort: n is small */
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double x = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = x;
-        }
-    return v[n / 2];
-}
 
 static uint64_t
 same_thread_paired(void)
@@ -167,10 +143,10 @@ same_thread_paired(void)
     snprintf(extra, sizeof(extra), "\"rounds\":%d,\"n\":%zu", SAME_ROUNDS, n);
     for (int j = 0; j < 3; j++)
         bench_emit(SUITE, "spsc_same_thread_paired", impl[j],
-            median_n(ns[j], SAME_ROUNDS), "ns", extra);
+            bench_median(ns[j], SAME_ROUNDS), "ns", extra);
     for (int j = 0; j < 2; j++)
         bench_emit(SUITE, "spsc_same_thread_ratio", impl[j],
-            median_n(ratio[j], SAME_ROUNDS), "x", extra);
+            bench_median(ratio[j], SAME_ROUNDS), "x", extra);
     rk_spsc_destroy(s[0]);
     rk_spsc_destroy(s[1]);
     free(buf);
@@ -387,13 +363,13 @@ pingpong_paired(uint64_t *rtt)
     }
     snprintf(extra, sizeof(extra), "\"rounds\":9,\"n\":%zu", n);
     for (int k = 0; k < 2; k++)
-        bench_emit(SUITE, "spsc_pingpong_p50_paired", impl[k], median9(rk[k]),
-            "ns", extra);
-    bench_emit(SUITE, "spsc_pingpong_p50_paired", "ck_ring", median9(ck), "ns",
-        extra);
+        bench_emit(SUITE, "spsc_pingpong_p50_paired", impl[k],
+            bench_median(rk[k], 9), "ns", extra);
+    bench_emit(SUITE, "spsc_pingpong_p50_paired", "ck_ring",
+        bench_median(ck, 9), "ns", extra);
     for (int k = 0; k < 2; k++)
         bench_emit(SUITE, "spsc_pingpong_p50_ratio", impl[k],
-            median9(ratio[k]), "x", extra);
+            bench_median(ratio[k], 9), "x", extra);
 #else
     (void)rtt;
     fprintf(stderr, "bench_queue: built without ck, no paired ping-pong\n");
@@ -615,11 +591,11 @@ one_way_paired(void)
     snprintf(extra, sizeof(extra), "\"rounds\":9,\"n\":%zu", n_flow);
     n_flow = keep;
     for (int k = 0; k < 3; k++)
-        bench_emit(SUITE, "spsc_oneway_paired", impl[k], median9(rate[k]),
-            "msgs/s", extra);
+        bench_emit(SUITE, "spsc_oneway_paired", impl[k],
+            bench_median(rate[k], 9), "msgs/s", extra);
     for (int k = 0; k < 2; k++)
-        bench_emit(SUITE, "spsc_oneway_ratio", impl[k], median9(ratio[k]), "x",
-            extra);
+        bench_emit(SUITE, "spsc_oneway_ratio", impl[k],
+            bench_median(ratio[k], 9), "x", extra);
 #endif
 }
 

@@ -384,18 +384,6 @@ bench_rtt(size_t n, bool telemetry, bool request, bool sp, bool handler)
  */
 #define PAIRED_ROUNDS 9
 
-static double
-median_of(double *v, size_t n)
-{
-    for (size_t i = 1; i < n; i++) /* insertion sort: n is tiny */
-        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void
 bench_rtt_paired(size_t n)
 {
@@ -442,15 +430,15 @@ bench_rtt_paired(size_t n)
             "%s,\"payload\":%d,\"rounds\":%d,\"n\":%zu", what[c],
             c >= ACTOR ? PAYLOAD : 0, rounds, n);
         bench_emit(SUITE, "pingpong_rtt_p50_paired", impl[c],
-            median_of(p50[c], (size_t)rounds), "ns", extra);
+            bench_median(p50[c], (size_t)rounds), "ns", extra);
     }
     for (int k = 0; k < 2; k++)
         for (int f = 0; f < 2; f++) {
             snprintf(extra, sizeof(extra),
                 "%s,\"floor\":\"ck_ring_%s\",\"rounds\":%d", what[ACTOR + k],
-                f == 0 ? "8" : "128", PAIRED_ROUNDS);
+                f == 0 ? "8" : "128", rounds);
             bench_emit(SUITE, "rtt_p50_ratio", "ringkernel",
-                median_of(ratio[k][f], PAIRED_ROUNDS), "x", extra);
+                bench_median(ratio[k][f], (size_t)rounds), "x", extra);
         }
 #else
     (void)n;
