@@ -60,6 +60,16 @@ check(int rc, const char *what)
 /* CPUs picked once, before anything pins the main thread (ck_ref_cpu
  * reads the calling thread's affinity). */
 static int main_cpu = -1, echo_cpu = -1, kernel_cpu = -1;
+static cpu_set_t start_cpus; /* the main thread's affinity at start */
+
+/* Gives the main thread its starting affinity back. A kernel thread
+ * inherits its creator's: after a pinned round-trip case, a throughput
+ * case's kernel would otherwise share the host's one CPU. */
+static void
+unpin_main(void)
+{
+    pthread_setaffinity_np(pthread_self(), sizeof(start_cpus), &start_cpus);
+}
 
 static int
 echo_actor(rk_ctx *ctx)
@@ -479,6 +489,7 @@ pump(rk_runtime *rt, rk_kernel k, rk_kernel d, size_t n, bool batched)
 static void
 bench_oneway(size_t n, bool batched, bool telemetry, bool sp)
 {
+    unpin_main();
     rk_runtime *rt = new_rt();
     counter c = { 0, n };
     rk_kernel_def def = { .id = "sink", .handler = count_handler };
@@ -507,6 +518,7 @@ bench_oneway(size_t n, bool batched, bool telemetry, bool sp)
 static void
 bench_pipeline(size_t n)
 {
+    unpin_main();
     rk_runtime *rt = new_rt();
     counter c = { 0, n };
     rk_kernel_def a = { .id = "a", .handler = pass_handler };
@@ -585,6 +597,8 @@ int
 main(void)
 {
     scale = bench_scale();
+    if (sched_getaffinity(0, sizeof(start_cpus), &start_cpus) != 0)
+        CPU_ZERO(&start_cpus);
     main_cpu = ck_ref_cpu(0);
     kernel_cpu = ck_ref_cpu(1);
     if (want("floor_ck"))
