@@ -18,16 +18,54 @@
 #include "runtime/internal.h"
 
 int
-rk__inq_init(rk__inq *q, const rk_mqueue_config *cfg)
+rk__inq_init(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold)
 {
     memset(q, 0, sizeof(*q));
     q->slot_size = cfg->slot_size;
     q->bp = cfg->backpressure;
     rk__spin_init(&q->prod_spin);
     if (cfg->single_producer && !cfg->priority_bands
-        && cfg->backpressure != RK_BP_DROP_OLDEST)
-        return rk_spsc_create(&q->lane, cfg->capacity, cfg->slot_size);
+        && cfg->backpressure != RK_BP_DROP_OLDEST) {
+        uint64_t want = (uint64_t)cfg->capacity + hold, ring = 1;
+
+        if (!rk__is_pow2(cfg->capacity))
+            return rk_spsc_create(&q->lane, cfg->capacity, cfg->slot_size);
+        while (ring < want)
+            ring <<= 1;
+        if (ring > UINT32_MAX / 2 + 1)
+            return rk__fail(RK_EINVAL,
+                "input_capacity %u plus a batch of %u is too large",
+                cfg->capacity, hold);
+        q->lane_cap = cfg->capacity;
+        return rk_spsc_create(&q->lane, (uint32_t)ring, cfg->slot_size);
+    }
     return rk_mqueue_create(&q->mq, cfg);
+}
+
+/*
+ * Lane producer: room for up to want messages. A lane queues lane_cap
+ * messages the kernel has not taken; slots it has taken but still holds (a
+ * batch lent in place) do not count. The ring has at least lane_cap + hold
+ * slots, so a producer that stays within lane_cap of what the kernel has
+ * taken never writes into a held slot: it writes position p only if
+ * p < taken + lane_cap, and p's slot last held position
+ * p - ring <= taken - hold - 1, which the kernel released before it
+ * published `taken`.
+ */
+static uint32_t
+lane_space(rk__inq *q, uint32_t want)
+{
+    uint64_t pos = q->lane->prod.pos, used = pos - q->prod_taken;
+
+    if (used + want > q->lane_cap) {
+        /* Acquire pairs with the release store of dequeued in
+         * rk__inq_take: every slot the kernel gave back before it
+         * published that count is free to overwrite. */
+        q->prod_taken
+            = atomic_load_explicit(&q->dequeued, memory_order_acquire);
+        used = pos - q->prod_taken;
+    }
+    return q->lane_cap - used < want ? (uint32_t)(q->lane_cap - used) : want;
 }
 
 void
@@ -64,7 +102,7 @@ lane_wait_room(rk__inq *q, uint64_t deadline)
     atomic_store_explicit(&q->prod_parked, 1, memory_order_seq_cst);
     /* Pairs with the fence in lane_notify. */
     rk__heavy_barrier();
-    if (rk_spsc_reserve(q->lane) == NULL && !is_closed(q))
+    if (lane_space(q, 1) == 0 && !is_closed(q))
         (void)rk__futex_wait(&q->prod_seq, s, deadline);
     atomic_store_explicit(&q->prod_parked, 0, memory_order_relaxed);
 }
@@ -78,7 +116,7 @@ lane_room(void *arg)
 {
     rk__inq *q = arg;
 
-    return rk_spsc_reserve(q->lane) != NULL || is_closed(q);
+    return lane_space(q, 1) != 0 || is_closed(q);
 }
 
 /*
@@ -121,8 +159,10 @@ lane_send_locked(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
     for (;;) {
         if (is_closed(q))
             return RK_ECLOSED;
-        if ((slot = rk_spsc_reserve(q->lane)) != NULL)
+        if (lane_space(q, 1) != 0) {
+            slot = rk_ring_slot(&q->lane->prod, q->lane->prod.pos);
             break;
+        }
         if ((rc = lane_full(q, timeout_ns, &deadline)) != RK_OK)
             return rc;
     }
@@ -201,7 +241,7 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
             rc = RK_ECLOSED;
             break;
         }
-        k = rk_ring_prod_space(&l->ctrl, &l->prod, want);
+        k = lane_space(q, want);
         if (k == 0) {
             wake(warg); /* let the kernel drain what is there */
             if ((rc = lane_full(q, timeout_ns, &deadline)) != RK_OK)
@@ -308,10 +348,24 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
     }
     out->n = k;
     /* Counted when taken, as the general queue does: the books (stats
-     * depth) treat a held batch as dequeued and pending in the kernel. */
+     * depth) treat a held batch as dequeued and pending in the kernel.
+     * The count is also the producer's room (lane_space): release pairs
+     * with its acquire load, and orders our reads of every slot we gave
+     * back before this store (rk__inq_release, or the copy just made)
+     * before the producer's overwrites. */
     atomic_store_explicit(&q->dequeued,
         atomic_load_explicit(&q->dequeued, memory_order_relaxed) + k,
-        memory_order_relaxed);
+        memory_order_release);
+    if (q->bp == RK_BP_BLOCK) {
+        /* Pairs with the fence in lane_wait_room: the dequeued store is
+         * ordered before the load of prod_parked. */
+        rk__light_barrier();
+        if (atomic_load_explicit(&q->prod_parked, memory_order_relaxed)) {
+            /* Release pairs with the acquire load of prod_seq. */
+            atomic_fetch_add_explicit(&q->prod_seq, 1, memory_order_release);
+            rk__futex_wake(&q->prod_seq, INT32_MAX);
+        }
+    }
     if (!lend)
         rk__inq_release(q, k);
     return RK_OK;
@@ -324,17 +378,9 @@ rk__inq_release(rk__inq *q, size_t n)
 
     if (l == NULL || n == 0)
         return;
+    /* The producer's room follows what was taken (rk__inq_take), not
+     * head: no wake-up is owed here. */
     rk_ring_cons_release(&l->ctrl, &l->cons, (uint32_t)n);
-    if (q->bp == RK_BP_BLOCK) {
-        /* Pairs with the fence in lane_wait_room: our head store is
-         * ordered before the load of prod_parked. */
-        rk__light_barrier();
-        if (atomic_load_explicit(&q->prod_parked, memory_order_relaxed)) {
-            /* Release pairs with the acquire load of prod_seq. */
-            atomic_fetch_add_explicit(&q->prod_seq, 1, memory_order_release);
-            rk__futex_wake(&q->prod_seq, INT32_MAX);
-        }
-    }
 }
 
 size_t

@@ -9,6 +9,10 @@
  *     DROP_OLDEST (which would make the producer take from the head). A
  *     lane costs a ck-like two index stores per message instead of a
  *     claim, counter updates and a fence, which is most of a round trip.
+ *     The producer's room follows what the kernel has taken (dequeued),
+ *     not the ring's head, and the ring is larger than the capacity by
+ *     the kernel's batch: the kernel can hold a taken batch in place
+ *     without taking room from the queue (see lane_space in inq.c).
  * Both count the same rk_queue_stats, so the runtime's books (runtime.md)
  * do not care which one a kernel has.
  *
@@ -31,8 +35,10 @@ typedef struct rk__inq {
     rk_spsc *lane; /* single-producer case, or NULL */
     size_t slot_size;
     rk_backpressure bp;
+    uint32_t lane_cap; /* lane: messages it queues (not yet taken) */
     /* Lane: producer-written counters (single writer). */
     _Alignas(64) _Atomic uint64_t enqueued;
+    uint64_t prod_taken;     /* producer's copy of dequeued, last read */
     _Atomic uint32_t busy;   /* a producer is in a send */
     _Atomic uint64_t misuse; /* sends from other threads, refused */
     _Atomic uint64_t dropped;
@@ -50,8 +56,11 @@ typedef struct rk__inq {
 } rk__inq;
 
 /* Picks the implementation from cfg (lane when single_producer, no bands
- * and not DROP_OLDEST). Errors as rk_mqueue_create. */
-int rk__inq_init(rk__inq *q, const rk_mqueue_config *cfg);
+ * and not DROP_OLDEST). hold is the most lane slots the consumer keeps
+ * after taking them (its batch: rk__inq_take with lend): a lane queues
+ * cfg->capacity messages besides those, in a ring of at least capacity +
+ * hold slots. Errors as rk_mqueue_create. */
+int rk__inq_init(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold);
 void rk__inq_fini(rk__inq *q);
 
 /* One frame (hdr then payload). Results as rk_mqueue_sendv. */

@@ -181,14 +181,14 @@ next_batch(rk_ctx *ctx)
     int rc;
 
     release_held(ctx);
-    /* Only handlers borrow lane slots (the views point into the slots,
-     * given back when the next batch is taken). An actor may pause in
-     * rk_should_terminate() while its last view is still in use, and a
-     * held slot would then shrink the room its input promised to queue
-     * while paused, so actors get copies (about 30 ns of a round trip,
-     * see benchmarks.md). */
-    rc = rk__inq_take(&inst->in, ctx->buf, stride_of(inst), ctx->lens,
-        ctx->batch, ctx->in_handler, &b);
+    /* Lane slots are lent, not copied, to handlers and actors alike: a
+     * view is valid until the next receive, and the batch goes back when
+     * the next one is taken (or before a safe point with nothing left in
+     * it, see fetch). Held slots do not take room from the lane (it
+     * counts what the kernel has not taken, rk__inq_init's hold), so a
+     * paused kernel's lane still queues its whole capacity. */
+    rc = rk__inq_take(
+        &inst->in, ctx->buf, stride_of(inst), ctx->lens, ctx->batch, true, &b);
     if (rc != RK_OK || b.n == 0)
         return rc == RK_OK ? RK_EEMPTY : rc;
     ctx->frames = b.frames;
