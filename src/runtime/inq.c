@@ -3,8 +3,9 @@
  *
  * The lane's producer waits for room (BLOCK) with the parking handshake of
  * outq.c: read prod_seq, publish prod_parked, seq_cst fence, re-check,
- * sleep; the consumer, after freeing slots, issues a seq_cst fence and
- * wakes it only if it sees prod_parked. The consumer never waits here: the
+ * sleep; the consumer, after taking messages (which is what makes room,
+ * see lane_space), issues a fence and wakes it only if it sees
+ * prod_parked. The consumer never waits here: the
  * kernel parks on its control block (backend.h), which senders wake.
  */
 #include <string.h>
@@ -287,7 +288,7 @@ rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
 
 int
 rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
-    bool lend, rk__inq_batch *out)
+    rk__inq_batch *out)
 {
     rk_spsc *l = q->lane;
     uint32_t k, avail, run;
@@ -310,49 +311,20 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
             ? RK_ECLOSED
             : RK_EEMPTY;
     k = avail < max ? avail : (uint32_t)max;
-    if (!lend) {
-        /* Up to two cache lines, and never past the slot. */
-        size_t head = q->slot_size < 128 ? q->slot_size : 128;
-
-        for (uint32_t i = 0; i < k; i++) {
-            const unsigned char *slot
-                = rk_ring_slot(&l->cons, l->cons.pos + i);
-            unsigned char *dst = (unsigned char *)bufs + (size_t)i * stride;
-            uint32_t plen;
-            /* The first part of the frame is copied before its length is
-             * known, so that the copy's loads of the slot's lines (misses:
-             * the producer just wrote them) run alongside the length's
-             * instead of after it. */
-            if (rk__likely(head == 128))
-                memcpy(dst, slot, 128); /* inlined: 16-byte moves */
-            else
-                memcpy(dst, slot, head);
-            memcpy(&plen, dst + offsetof(rk_msg_header, payload_len),
-                sizeof(plen));
-            lens[i] = RK_MSG_HEADER_SIZE + (size_t)plen;
-            RK_ASSERT(lens[i] <= stride && lens[i] <= q->slot_size);
-            if (lens[i] > head)
-                memcpy(dst + head, slot + head, lens[i] - head);
-        }
-        out->frames = bufs;
-        out->stride = stride;
-        out->in_place = false;
-    } else {
-        /* In place: the frames stay in their slots (no copy) until
-         * rk__inq_release. One contiguous run: stop at the ring's end. */
-        run = l->cons.mask + 1 - (uint32_t)(l->cons.pos & l->cons.mask);
-        k = k < run ? k : run;
-        out->frames = rk_ring_slot(&l->cons, l->cons.pos);
-        out->stride = l->cons.slot_size;
-        out->in_place = true;
-    }
+    /* In place: the frames stay in their slots (no copy) until
+     * rk__inq_release. One contiguous run: stop at the ring's end. */
+    run = l->cons.mask + 1 - (uint32_t)(l->cons.pos & l->cons.mask);
+    k = k < run ? k : run;
+    out->frames = rk_ring_slot(&l->cons, l->cons.pos);
+    out->stride = l->cons.slot_size;
+    out->in_place = true;
     out->n = k;
     /* Counted when taken, as the general queue does: the books (stats
      * depth) treat a held batch as dequeued and pending in the kernel.
      * The count is also the producer's room (lane_space): release pairs
      * with its acquire load, and orders our reads of every slot we gave
-     * back before this store (rk__inq_release, or the copy just made)
-     * before the producer's overwrites. */
+     * back before this store (rk__inq_release) before the producer's
+     * overwrites. */
     atomic_store_explicit(&q->dequeued,
         atomic_load_explicit(&q->dequeued, memory_order_relaxed) + k,
         memory_order_release);
@@ -366,8 +338,6 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
             rk__futex_wake(&q->prod_seq, INT32_MAX);
         }
     }
-    if (!lend)
-        rk__inq_release(q, k);
     return RK_OK;
 }
 

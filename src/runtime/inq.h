@@ -57,7 +57,7 @@ typedef struct rk__inq {
 
 /* Picks the implementation from cfg (lane when single_producer, no bands
  * and not DROP_OLDEST). hold is the most lane slots the consumer keeps
- * after taking them (its batch: rk__inq_take with lend): a lane queues
+ * after taking them (its batch, lent by rk__inq_take): a lane queues
  * cfg->capacity messages besides those, in a ring of at least capacity +
  * hold slots. Errors as rk_mqueue_create. */
 int rk__inq_init(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold);
@@ -86,14 +86,13 @@ typedef struct rk__inq_batch {
     bool in_place; /* frames are the lane's slots; lens[] is not filled */
 } rk__inq_batch;
 
-/* Takes up to max frames without waiting. The general queue, and a lane
- * unless lend, copy frame i to bufs + i * stride and its length to
- * lens[i]. A lane with lend copies nothing: the batch is a contiguous run
- * of its own slots (each frame's length is in its header), which stay the
- * caller's until rk__inq_release(q, n).
+/* Takes up to max frames without waiting. The general queue copies frame
+ * i to bufs + i * stride and its length to lens[i]. A lane copies nothing:
+ * the batch is a contiguous run of its own slots (each frame's length is
+ * in its header), which stay the caller's until rk__inq_release(q, n).
  * RK_OK with out->n >= 1, RK_EEMPTY, or RK_ECLOSED (closed and drained). */
 int rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens,
-    size_t max, bool lend, rk__inq_batch *out);
+    size_t max, rk__inq_batch *out);
 
 /* Hands an in-place batch's n slots back to the producer (no-op for the
  * general queue, whose take already freed them). rk__inq_depth counts

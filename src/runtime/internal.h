@@ -94,7 +94,6 @@ typedef struct rk__inst {
      * lines: the host writes them per receive, the kernel never. */
     _Alignas(64) pthread_mutex_t out_lock;
     _Atomic uint32_t out_waiters;
-    _Atomic int64_t host_spin;               /* adaptive receive spin, ns */
     rk__stash_item *stash_head, *stash_tail; /* under out_lock */
 
     _Alignas(64) rk_ctx ctx; /* the kernel thread's, per message */

@@ -188,7 +188,7 @@ next_batch(rk_ctx *ctx)
      * counts what the kernel has not taken, rk__inq_init's hold), so a
      * paused kernel's lane still queues its whole capacity. */
     rc = rk__inq_take(
-        &inst->in, ctx->buf, stride_of(inst), ctx->lens, ctx->batch, true, &b);
+        &inst->in, ctx->buf, stride_of(inst), ctx->lens, ctx->batch, &b);
     if (rc != RK_OK || b.n == 0)
         return rc == RK_OK ? RK_EEMPTY : rc;
     ctx->frames = b.frames;
