@@ -57,6 +57,7 @@ extern "C" {
     X(ENOTACTIVE, "kernel is not active")                                     \
     X(ETERMINATED, "kernel is terminating or terminated")                     \
     X(EFAILED, "kernel has failed and was stopped by its supervisor")         \
+    X(EFORKED, "runtime belongs to the parent of this forked process")        \
     /* devices and memory */                                                  \
     X(ENODEV, "no such device (no CUDA driver or no GPU)")                    \
     X(ECUDA, "CUDA driver call failed")                                       \

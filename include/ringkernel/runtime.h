@@ -94,14 +94,30 @@ typedef struct rk_supervision {
 } rk_supervision;
 
 /*
+ * Limits on a kernel's sizes. rk_runtime_register refuses a configuration
+ * outside them with RK_EINVAL and a detail naming the field and its limit
+ * (a queue's slot is the 64-byte header plus max_payload, rounded up to
+ * the header's alignment).
+ */
+#define RK_KERNEL_MAX_CAPACITY    (UINT32_C(1) << 24) /* queue slots */
+#define RK_KERNEL_MAX_PAYLOAD     (UINT32_C(1) << 24) /* bytes (16 MiB) */
+#define RK_KERNEL_MAX_BATCH       UINT32_C(65536)     /* per dequeue */
+#define RK_KERNEL_MAX_QUEUE_BYTES (UINT64_C(1) << 30) /* slots x slot size */
+/* Limits on the runtime's own sizes (rk_runtime_create, same rules). */
+#define RK_RUNTIME_MAX_KERNELS      UINT32_C(65536)
+#define RK_RUNTIME_MAX_DEAD_LETTERS (UINT32_C(1) << 20)
+
+/*
  * A kernel's configuration. Zeroed fields take the defaults noted.
  * The GPU fields are kept for a GPU backend; the CPU backend ignores them.
  */
 typedef struct rk_kernel_config {
     const rk_msgtype *input_type;  /* NULL: accept any type */
     const rk_msgtype *output_type; /* NULL: any */
-    uint32_t input_capacity;       /* input queue slots (0: 1024) */
-    uint32_t output_capacity;      /* output queue slots (0: 1024) */
+    uint32_t input_capacity;       /* input queue slots, a power of two
+                                      (0: 1024; per band with bands) */
+    uint32_t output_capacity;      /* output queue slots, a power of two
+                                      (0: 1024) */
     uint32_t max_payload;          /* largest payload in bytes (0: 192) */
     rk_backpressure backpressure;  /* input queue policy (0: BLOCK) */
     bool priority_bands;           /* input queue orders by priority band */
@@ -111,7 +127,12 @@ typedef struct rk_kernel_config {
                              lane (not with bands or DROP_OLDEST). A
                              concurrent second sender gets RK_EINVAL. */
     rk_inactive_policy when_inactive;
-    uint32_t batch;      /* handler style: messages per dequeue (0: 64) */
+    /* Messages taken from the input per dequeue, for actors and handlers
+     * alike (0: 64). Priority bands order what is queued at each dequeue:
+     * a SYSTEM message that arrives while a batch of NORMAL ones is being
+     * handled comes out after that batch. batch 1 gives per-message band
+     * order at the cost of one dequeue per message. */
+    uint32_t batch;
     bool telemetry_off;  /* skip clock reads and the latency histogram */
     uint32_t spin;       /* receive spins before parking (0: 2000) */
     uint32_t grid_size;  /* GPU backend only */
@@ -271,10 +292,27 @@ int rk_recv_id(rk_runtime *rt, const char *id, rk_msg_header *hdr, void *buf,
 
 /* Sends a request and waits for the output message whose correlation id
  * equals the request's id. Other output that arrives meanwhile is kept for
- * later rk_recv calls. */
+ * later rk_recv calls. The request goes at RK_MSG_PRIORITY_DEFAULT. */
 int rk_request(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *req,
     size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
     size_t *reply_len, int64_t timeout_ns);
+
+/* The options of rk_request_opts. Start from RK_REQUEST_OPTIONS_INIT. */
+typedef struct rk_request_options {
+    uint32_t type_id;   /* the request's message type (0: untyped) */
+    uint8_t priority;   /* the request's priority; rk_ctx_reply keeps it */
+    int64_t timeout_ns; /* for the send and the reply together */
+} rk_request_options;
+
+#define RK_REQUEST_OPTIONS_INIT                                               \
+    {                                                                         \
+        0, RK_MSG_PRIORITY_DEFAULT, RK_WAIT_FOREVER                           \
+    }
+
+/* rk_request with options (NULL: RK_REQUEST_OPTIONS_INIT). */
+int rk_request_opts(rk_runtime *rt, rk_kernel k,
+    const rk_request_options *opts, const void *req, size_t req_len,
+    rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len);
 
 /* ------------------------------------------------- routing and topics */
 
@@ -374,7 +412,10 @@ int rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns);
 int rk_ctx_send(
     rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len);
 
-/* Like rk_ctx_send, with the correlation id set to req's id. */
+/* Like rk_ctx_send, with the correlation id set to req's id and the
+ * request's priority. Only req->hdr is read: a kernel may reply later,
+ * after further receives, from a copy of the request's header
+ * (rk_msg_view later = { .hdr = &copy }). */
 int rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
     const void *payload, size_t len);
 
