@@ -24,7 +24,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "backend/barrier.h"
+#include "common/barrier.h"
 
 /* Bump when an entry's meaning or the control block layout changes. A
  * backend built for another version is refused (RK_ENOTSUP). */

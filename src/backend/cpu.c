@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
-#include "backend/barrier.h"
+#include "common/barrier.h"
 #include "common/common.h"
 #include "common/futex.h"
 
