@@ -23,7 +23,9 @@
  *                                     then the backend wakes the instance
  *   instance: rk_ctl_cmd()            acquire load at every safe point
  *             rk_ctl_ack(ack)         release store after acting on cmd
- *             rk_ctl_exit(code, len)  exit_code and failed_len, then
+ *             rk_ctl_fault(err, len)  a failure: FAULTED, then waits for
+ *                                     the host's rk_ctl_verdict_post
+ *             rk_ctl_exit(code, left) exit_code and left_n, then
  *                                     ack = EXITED with release: a host that
  *                                     sees EXITED sees both
  *   host:     rk_ctl_ack_get()        acquire load; pairs with the above
@@ -52,7 +54,13 @@
 #define RK_CTL_ACK_HELD    1u /* waiting for the first RUN */
 #define RK_CTL_ACK_RUNNING 2u
 #define RK_CTL_ACK_PAUSED  3u /* stopped at a safe point */
-#define RK_CTL_ACK_EXITED  4u /* ended; exit_code and failed_len valid */
+#define RK_CTL_ACK_EXITED  4u /* ended; exit_code, failed_len, left_n valid */
+#define RK_CTL_ACK_FAULTED 5u /* the actor or handler failed: waiting for
+                                 the host's verdict (restart or give up) */
+
+/* rk_ctl.verdict: 0 none yet; n: restart after fault number n;
+ * RK_CTL_GIVE_UP: end the instance as failed. */
+#define RK_CTL_GIVE_UP 0xffffffffu
 
 /* The block: three 64-byte lines, 192 bytes under every compiler. */
 typedef struct rk_ctl {
@@ -60,13 +68,18 @@ typedef struct rk_ctl {
     RK_PROTO_ALIGN64 RK_CTL_A32 cmd; /* RK_CTL_HOLD..STOP */
     RK_CTL_A32 activated; /* 1 once RUN was posted: a STOP that overtook
                              the first RUN still drains the input */
-    rk_proto_u32 pad0[14];
+    RK_CTL_A32 verdict;   /* answer to a fault (RK_CTL_GIVE_UP, or the
+                             fault number to restart after) */
+    rk_proto_u32 pad0[13];
     /* Line 1: written by the instance only. */
     RK_PROTO_ALIGN64 RK_CTL_A32 ack; /* RK_CTL_ACK_* */
     RK_CTL_A32 exit_code; /* an RK_* code as unsigned; RK_OK = clean end */
-    RK_CTL_A32 failed_len; /* bytes of the failed frame left in the
-                              instance's fail box, 0: none */
-    rk_proto_u32 pad1[13];
+    RK_CTL_A32 failed_len; /* bytes of the failed frame in the fail slot of
+                              the spill area, 0: none */
+    RK_CTL_A32 faults;     /* faults reported so far */
+    RK_CTL_A32 left_n;     /* at EXITED: unprocessed frames the instance
+                              left in the spill area, for the host */
+    rk_proto_u32 pad1[11];
     /* Line 2: the instance's counters (single writer, statistics). */
     RK_PROTO_ALIGN64 RK_PROTO_A64 processed; /* messages handled */
     RK_PROTO_A64 errors; /* handler or actor failures */
@@ -147,8 +160,11 @@ rk_ctl_init(rk_ctl *c)
     atomic_init(&c->cmd, RK_CTL_HOLD);
     atomic_init(&c->activated, 0);
     atomic_init(&c->ack, RK_CTL_ACK_NONE);
+    atomic_init(&c->verdict, 0);
     atomic_init(&c->exit_code, 0);
     atomic_init(&c->failed_len, 0);
+    atomic_init(&c->faults, 0);
+    atomic_init(&c->left_n, 0);
     atomic_init(&c->processed, 0);
     atomic_init(&c->errors, 0);
     atomic_init(&c->sent, 0);
@@ -156,8 +172,11 @@ rk_ctl_init(rk_ctl *c)
     c->cmd = RK_CTL_HOLD;
     c->activated = 0;
     c->ack = RK_CTL_ACK_NONE;
+    c->verdict = 0;
     c->exit_code = 0;
     c->failed_len = 0;
+    c->faults = 0;
+    c->left_n = 0;
     c->processed = 0;
     c->errors = 0;
     c->sent = 0;
@@ -209,13 +228,47 @@ rk_ctl_ack(rk_ctl *c, rk_proto_u32 ack)
     rk_ctl_store_release(&c->ack, ack);
 }
 
-/* Ends the instance: the exit code and the failed frame's length, then
- * EXITED (release pairs with rk_ctl_ack_get). */
+/* Reports a fault: the error, the failed frame's length (0: none; the
+ * frame is in the fail slot), the fault number, then FAULTED (release
+ * pairs with rk_ctl_ack_get). The instance then waits for a verdict
+ * (rk_ctl_verdict_get) or STOP. Returns the fault number. */
+RK_PROTO_FN rk_proto_u32
+rk_ctl_fault(rk_ctl *c, rk_proto_u32 error, rk_proto_u32 failed_len)
+{
+    rk_proto_u32 n = rk_ctl_load_relaxed(&c->faults) + 1;
+
+    rk_ctl_store_relaxed(&c->exit_code, error);
+    rk_ctl_store_relaxed(&c->failed_len, failed_len);
+    rk_ctl_store_relaxed(&c->faults, n);
+    rk_ctl_store_release(&c->ack, RK_CTL_ACK_FAULTED);
+    return n;
+}
+
+/* The host's answer to the last fault (acquire pairs with
+ * rk_ctl_verdict_post). */
+RK_PROTO_FN rk_proto_u32
+rk_ctl_verdict_get(const rk_ctl *c)
+{
+    return rk_ctl_load_acquire(&c->verdict);
+}
+
+/* Host: answers fault n (restart) or gives up (RK_CTL_GIVE_UP). The
+ * release orders the host's reading of the fail slot before the instance
+ * may reuse it. */
 RK_PROTO_FN void
-rk_ctl_exit(rk_ctl *c, rk_proto_u32 exit_code, rk_proto_u32 failed_len)
+rk_ctl_verdict_post(rk_ctl *c, rk_proto_u32 v)
+{
+    rk_ctl_store_release(&c->verdict, v);
+}
+
+/* Ends the instance: the exit code, how many unprocessed frames it left
+ * in the spill area, then EXITED (release pairs with rk_ctl_ack_get). A
+ * fault not yet answered stays reported (faults, failed_len). */
+RK_PROTO_FN void
+rk_ctl_exit(rk_ctl *c, rk_proto_u32 exit_code, rk_proto_u32 left_n)
 {
     rk_ctl_store_relaxed(&c->exit_code, exit_code);
-    rk_ctl_store_relaxed(&c->failed_len, failed_len);
+    rk_ctl_store_relaxed(&c->left_n, left_n);
     rk_ctl_store_release(&c->ack, RK_CTL_ACK_EXITED);
 }
 
