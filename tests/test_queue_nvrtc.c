@@ -73,8 +73,9 @@ static const char kernel_src[]
 static const char ctl_src[]
     = "#include \"ringkernel/ctl_proto.h\"\n"
       "static_assert(sizeof(rk_ctl) == 3 * RK_RING_LINE, \"size\");\n"
-      "static_assert(__builtin_offsetof(rk_ctl, ack) == RK_RING_LINE, \"line 1\");\n"
-      "static_assert(__builtin_offsetof(rk_ctl, processed) == 2 * RK_RING_LINE, \"l2\");\n"
+      "static_assert(sizeof(((rk_ctl *)0)->pad0) == 52, \"line 0\");\n"
+      "static_assert(sizeof(((rk_ctl *)0)->pad1) == 44, \"line 1\");\n"
+      "static_assert(alignof(rk_ctl) == 64, \"align\");\n"
       "extern \"C\" __global__ void\n"
       "rk_ctl_loop(rk_ctl *c)\n"
       "{\n"
