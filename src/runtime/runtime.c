@@ -16,24 +16,6 @@
 #define DEFAULT_MAX_PAYLOAD 192u
 #define DEFAULT_BATCH       64u
 
-static const char *const state_names[] = {
-    "CREATED",
-    "LAUNCHED",
-    "ACTIVE",
-    "DEACTIVATED",
-    "TERMINATING",
-    "TERMINATED",
-    "FAILED",
-};
-
-const char *
-rk_kernel_state_name(rk_kernel_state s)
-{
-    if ((unsigned)s >= RK__KERNEL_STATE_COUNT)
-        return "UNKNOWN";
-    return state_names[s];
-}
-
 /* ------------------------------------------------ static registration */
 
 static _Atomic(rk_static_kernel *) static_head;
