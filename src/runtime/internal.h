@@ -10,8 +10,9 @@
  * the dead-letter queue.
  *
  * Locks, outermost first: rt->topics_lock (rwlock), k->lock (lifecycle of
- * one kernel), inst->out_lock (the output queue's single consumer),
- * rt->dlq_lock. No lock is held while calling an actor or handler.
+ * one kernel; the supervisor only try-locks it), inst->out_lock (the
+ * output queue's single consumer), rt->dlq_lock. No lock is held while
+ * calling an actor or handler.
  */
 #ifndef RK_SRC_RUNTIME_INTERNAL_H
 #define RK_SRC_RUNTIME_INTERNAL_H
