@@ -83,6 +83,7 @@ typedef struct rk__inst {
     int64_t backoff_ns;
     uint64_t restart_at; /* 0: no restart pending */
     uint32_t restart_fault;
+    uint32_t answered; /* the last fault a verdict was posted for */
     bool detached; /* never exited: its memory is left to its thread */
 
     /* Host side of the output queue (one consumer at a time). On its own
