@@ -7,7 +7,6 @@
 
 #include "runtime/internal.h"
 
-
 void
 rk__dead_letter(rk_runtime *rt, rk__inst *inst, rk_dead_reason reason,
     int error, const void *frame, size_t len)
@@ -49,13 +48,25 @@ rk_dead_letter_recv(rk_runtime *rt, rk_dead_letter *out, void *buf, size_t cap,
     uint64_t deadline = rk__deadline(timeout_ns);
     rk__dead d;
 
+    int rc;
+
     if (rt == NULL || out == NULL || (buf == NULL && cap != 0))
         return rk__fail(RK_EINVAL, "rk_dead_letter_recv: NULL argument");
+    if ((rc = rk__call_enter(rt, "rk_dead_letter_recv")) != RK_OK)
+        return rc;
     pthread_mutex_lock(&rt->dlq_lock);
     while (rt->dlq_count == 0) {
         struct timespec ts;
+        /* destroy sets closing, then broadcasts under dlq_lock. */
+        if (atomic_load_explicit(&rt->closing, memory_order_acquire)) {
+            pthread_mutex_unlock(&rt->dlq_lock);
+            rk__call_leave(rt);
+            return rk__fail(RK_ECLOSED,
+                "rk_dead_letter_recv: the runtime is being destroyed");
+        }
         if (rk_now_ns() >= deadline) {
             pthread_mutex_unlock(&rt->dlq_lock);
+            rk__call_leave(rt);
             return rk__fail(RK_ETIMEDOUT, "no dead letters");
         }
         if (deadline == UINT64_MAX) {
@@ -70,10 +81,10 @@ rk_dead_letter_recv(rk_runtime *rt, rk_dead_letter *out, void *buf, size_t cap,
     rt->dlq_head = (rt->dlq_head + 1) % rt->cfg.dead_letter_capacity;
     rt->dlq_count--;
     pthread_mutex_unlock(&rt->dlq_lock);
+    rk__call_leave(rt);
     *out = d.dl;
     if (d.payload != NULL && cap != 0)
         memcpy(buf, d.payload, d.dl.len < cap ? d.dl.len : cap);
     free(d.payload);
     return RK_OK;
 }
-

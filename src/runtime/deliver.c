@@ -13,8 +13,12 @@
 
 #define FRAME_ON_STACK 2048
 
+/* Why a send (op: "send", "request", "publish") to k in state st is
+ * refused, or RK_OK. Every refusal names the operation, the kernel and
+ * its state or the rule. */
 static int
-admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len)
+admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len,
+    const char *op)
 {
     const rk_kernel_config *c = &k->def.config;
     int err;
@@ -22,8 +26,8 @@ admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len)
     if (rk__likely(st == RK_KERNEL_ACTIVE)) {
         err = RK_OK;
     } else if (inst == NULL || st == RK_KERNEL_CREATED) {
-        return rk__fail(
-            RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
+        return rk__fail(RK_ENOTLAUNCHED,
+            "%s refused by kernel '%s': it has not been launched", op, k->id);
     } else if (st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_DEACTIVATED) {
         err = c->when_inactive == RK_INACTIVE_QUEUE ? RK_OK : RK_ENOTACTIVE;
     } else if (st == RK_KERNEL_FAILED) {
@@ -33,15 +37,15 @@ admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len)
     }
     if (err != RK_OK) {
         rk__counter_add(&inst->rejected, 1);
-        return rk__fail(err, "kernel '%s' is %s", k->id,
+        return rk__fail(err, "%s refused by kernel '%s': it is %s", op, k->id,
             rk_kernel_state_name((rk_kernel_state)st));
     }
     if (c->input_type != NULL && type_id != c->input_type->id) {
         const rk_msgtype *got = rk_msgtype_by_id(type_id);
         rk__counter_add(&inst->rejected, 1);
         return rk__fail(RK_ETYPE,
-            "kernel '%s' takes %s (id %u), got %s (id %u)", k->id,
-            c->input_type->name, c->input_type->id,
+            "%s refused by kernel '%s': it takes %s (id %u), got %s (id %u)",
+            op, k->id, c->input_type->name, c->input_type->id,
             got           ? got->name
                 : type_id ? "an unregistered type"
                           : "an untyped message",
@@ -50,8 +54,9 @@ admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len)
     if (len > c->max_payload) {
         rk__counter_add(&inst->rejected, 1);
         return rk__fail(RK_EMSGSIZE,
-            "kernel '%s': %zu-byte payload exceeds max_payload %u", k->id, len,
-            c->max_payload);
+            "%s refused by kernel '%s': %zu-byte payload exceeds max_payload "
+            "%u",
+            op, k->id, len, c->max_payload);
     }
     return RK_OK;
 }
@@ -59,32 +64,34 @@ admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len)
 /* A send the queue refused because it is closed: the kernel ended after
  * admit() looked. The queue does not count it, so the runtime does. */
 static int
-closed(rk__kernel *k, rk__inst *inst)
+closed(rk__kernel *k, rk__inst *inst, const char *op)
 {
     uint32_t st = atomic_load_explicit(&k->state, memory_order_acquire);
 
     rk__counter_add(&inst->rejected, 1);
     return rk__fail(st == RK_KERNEL_FAILED ? RK_EFAILED : RK_ETERMINATED,
-        "kernel '%s' is %s", k->id, rk_kernel_state_name((rk_kernel_state)st));
+        "%s refused by kernel '%s': it is %s (its input is closed)", op, k->id,
+        rk_kernel_state_name((rk_kernel_state)st));
 }
 
 /* A send the input queue refused: names the kernel. Backpressure results
  * leave no detail of their own; RK_EINVAL and RK_EMSGSIZE do, and it is
  * kept. */
 static int
-queue_fail(const rk__kernel *k, int rc)
+queue_fail(const rk__kernel *k, int rc, const char *op)
 {
     char why[256];
 
     if (rc != RK_EINVAL && rc != RK_EMSGSIZE)
-        return rk__fail(rc, "kernel '%s': %s", k->id, rk_strerror(rc));
+        return rk__fail(
+            rc, "%s refused by kernel '%s': %s", op, k->id, rk_strerror(rc));
     snprintf(why, sizeof(why), "%s", rk_errdetail());
-    return rk__fail(rc, "kernel '%s': %s", k->id, why);
+    return rk__fail(rc, "%s refused by kernel '%s': %s", op, k->id, why);
 }
 
 int
 rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
-    size_t len, int64_t timeout_ns)
+    size_t len, int64_t timeout_ns, const char *op)
 {
     /* Acquire loads pair with the CAS on state and the release store of
      * inst in rk_kernel_launch. */
@@ -92,7 +99,7 @@ rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     int rc;
 
-    if ((rc = admit(k, inst, st, h->type_id, len)) != RK_OK)
+    if ((rc = admit(k, inst, st, h->type_id, len, op)) != RK_OK)
         return rc;
     rc = rk__inq_send(
         &inst->in, h, sizeof(*h), payload, len, h->priority, timeout_ns);
@@ -101,12 +108,11 @@ rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
         return RK_OK;
     }
     if (rc == RK_ECLOSED)
-        return closed(k, inst);
-    return queue_fail(k, rc);
+        return closed(k, inst, op);
+    return queue_fail(k, rc, op);
 }
 
 /* ------------------------------------------------------- host side */
-
 
 int
 rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,
@@ -118,11 +124,15 @@ rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,
 
     if (rk__unlikely(payload == NULL && len != 0))
         return rk__fail(RK_EINVAL, "rk_send: payload is NULL");
-    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
+    if ((rc = rk__call_enter(rt, "send")) != RK_OK)
         return rc;
-    rk__header(&h, type_id, priority, rk__stamp(k) ? rk_now_ns() : 0, 0);
-    h.payload_len = (uint32_t)len;
-    return rk__deliver(k, &h, payload, len, timeout_ns);
+    if ((rc = rk__resolve(rt, kh, &k)) == RK_OK) {
+        rk__header(&h, type_id, priority, rk__stamp(k) ? rk_now_ns() : 0, 0);
+        h.payload_len = (uint32_t)len;
+        rc = rk__deliver(k, &h, payload, len, timeout_ns, "send");
+    }
+    rk__call_leave(rt);
+    return rc;
 }
 
 int
@@ -144,8 +154,8 @@ batch_wake(void *arg)
     rk__ec_notify(&inst->wake);
 }
 
-int
-rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
+static int
+send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     size_t len, size_t n, uint8_t priority, int64_t timeout_ns, size_t *sent)
 {
     rk__kernel *k;
@@ -164,7 +174,7 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
         return rc;
     st = atomic_load_explicit(&k->state, memory_order_acquire);
     inst = atomic_load_explicit(&k->inst, memory_order_acquire);
-    if ((rc = admit(k, inst, st, type_id, len)) != RK_OK)
+    if ((rc = admit(k, inst, st, type_id, len, "send")) != RK_OK)
         return rc;
     rk__header(&h, type_id, priority, rk__stamp(k) ? rk_now_ns() : 0, 0);
     h.payload_len = (uint32_t)len;
@@ -213,8 +223,25 @@ done:
     if (sent != NULL)
         *sent = i;
     if (rc == RK_ECLOSED)
-        return closed(k, inst);
-    return rc == RK_OK ? RK_OK : queue_fail(k, rc);
+        return closed(k, inst, "send");
+    return rc == RK_OK ? RK_OK : queue_fail(k, rc, "send");
+}
+
+int
+rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
+    size_t len, size_t n, uint8_t priority, int64_t timeout_ns, size_t *sent)
+{
+    int rc;
+
+    if (sent != NULL)
+        *sent = 0;
+    if (base == NULL && n != 0 && len != 0)
+        return rk__fail(RK_EINVAL, "rk_send_batch: base is NULL");
+    if ((rc = rk__call_enter(rt, "send")) != RK_OK)
+        return rc;
+    rc = send_batch(rt, kh, type_id, base, len, n, priority, timeout_ns, sent);
+    rk__call_leave(rt);
+    return rc;
 }
 
 /* Copies a frame out to the caller. RK_EMSGSIZE if cap is too small. */

@@ -81,15 +81,74 @@ stash_take(rk__inst *inst, const rk_uuid *corr)
     return NULL;
 }
 
+/* ------------------------------------------------- the consumer lock */
+
+/*
+ * Host receivers of one output take turns: out_busy is their lock. It is
+ * a flag with an eventcount (out_free) rather than a mutex, so that a
+ * receiver waiting for it keeps its own deadline (RK_NO_WAIT included)
+ * while another one holds it, and a forked child never waits on a lock a
+ * parent thread held.
+ */
+static bool
+out_try(rk__inst *inst)
+{
+    uint32_t z = 0;
+
+    /* Acquire pairs with the release store in out_unlock: the stash and
+     * the ring's consumer side as the last holder left them. */
+    return atomic_compare_exchange_strong_explicit(
+        &inst->out_busy, &z, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+/* Takes the lock by the absolute deadline: RK_OK or RK_ETIMEDOUT. */
+static int
+out_lock(rk__inst *inst, uint64_t deadline)
+{
+    int rc = RK_OK;
+
+    if (rk__likely(out_try(inst)))
+        return RK_OK;
+    /* The holder waits in slices while this is non-zero (take_output). */
+    atomic_fetch_add_explicit(&inst->out_waiters, 1, memory_order_relaxed);
+    for (;;) {
+        uint32_t key;
+
+        if (out_try(inst))
+            break;
+        if (rk_now_ns() >= deadline) {
+            rc = RK_ETIMEDOUT;
+            break;
+        }
+        key = rk__ec_prepare(&inst->out_free);
+        if (atomic_load_explicit(&inst->out_busy, memory_order_relaxed) == 0) {
+            rk__ec_cancel(&inst->out_free);
+            continue;
+        }
+        (void)rk__ec_wait(&inst->out_free, key, deadline);
+    }
+    atomic_fetch_sub_explicit(&inst->out_waiters, 1, memory_order_relaxed);
+    return rc;
+}
+
+static void
+out_unlock(rk__inst *inst)
+{
+    /* Release pairs with the acquire CAS in out_try. */
+    atomic_store_explicit(&inst->out_busy, 0, memory_order_release);
+    rk__ec_notify_all(&inst->out_free);
+}
+
 /*
  * Takes one output message of inst: from the stash if one matches corr
  * (NULL: any), else from the queue; a queue message that does not match
- * is stashed. Called with out_lock held; with other waiters, it waits in
- * short slices and drops the lock in between so they can look too.
+ * is stashed. Called with the consumer lock held; with other waiters, it
+ * waits in short slices and lets the lock go in between so they can look
+ * too. *held says whether the lock is still held on return.
  */
 static int
 take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
-    size_t cap, size_t *len, uint64_t deadline, int64_t spin_ns)
+    size_t cap, size_t *len, uint64_t deadline, int64_t spin_ns, bool *held)
 {
     int rc;
 
@@ -143,9 +202,12 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
         if (rc != RK_ETIMEDOUT || rk_now_ns() >= deadline)
             return rc;
         /* Let another waiter look at the stash. */
-        pthread_mutex_unlock(&inst->out_lock);
+        out_unlock(inst);
         sched_yield();
-        pthread_mutex_lock(&inst->out_lock);
+        if ((rc = out_lock(inst, deadline)) != RK_OK) {
+            *held = false;
+            return rc;
+        }
     }
 }
 
@@ -155,33 +217,48 @@ rt_spin(const rk__kernel *k)
     return k->rt->cfg.host_spin_ns > 0 ? k->rt->cfg.host_spin_ns : 0;
 }
 
+/* The output of an ended instance is closed once it is drained: say
+ * which end the kernel came to, or that the runtime is going away. */
+static int
+output_closed(rk__kernel *k)
+{
+    uint32_t st = rk__state_of(k);
+
+    if (atomic_load_explicit(&k->rt->closing, memory_order_acquire))
+        return rk__fail(
+            RK_ECLOSED, "kernel '%s': the runtime is being destroyed", k->id);
+    return rk__fail(RK_ETERMINATED,
+        "kernel '%s' has ended (%s) and its output is drained", k->id,
+        rk_kernel_state_name((rk_kernel_state)st));
+}
+
 static int
 recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
     size_t cap, size_t *len, int64_t timeout_ns)
 {
     rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     uint64_t deadline = rk__deadline(timeout_ns);
+    bool held = true;
     int rc;
 
     if (inst == NULL)
         return rk__fail(
             RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
-    /* out_waiters counts the receivers blocked on out_lock, so that the
-     * holder waits in slices while others want to look. The usual lone
-     * receiver takes the lock at the first try and never touches it (two
-     * read-modify-writes less per receive). */
-    if (pthread_mutex_trylock(&inst->out_lock) != 0) {
-        atomic_fetch_add_explicit(&inst->out_waiters, 1, memory_order_relaxed);
-        pthread_mutex_lock(&inst->out_lock);
-        atomic_fetch_sub_explicit(&inst->out_waiters, 1, memory_order_relaxed);
-    }
+    if (out_lock(inst, deadline) != RK_OK)
+        return rk__fail(RK_ETIMEDOUT,
+            "no output from kernel '%s' in time (another receiver held "
+            "its output)",
+            k->id);
     /* Spin before parking unless the caller asked not to wait: a reply
      * usually comes within a microsecond or two, parking costs several. */
     rc = take_output(inst, corr, hdr, buf, cap, len, deadline,
-        timeout_ns == RK_NO_WAIT ? 0 : rt_spin(k));
-    pthread_mutex_unlock(&inst->out_lock);
+        timeout_ns == RK_NO_WAIT ? 0 : rt_spin(k), &held);
+    if (held)
+        out_unlock(inst);
     if (rc == RK_ETIMEDOUT)
         return rk__fail(rc, "no output from kernel '%s' in time", k->id);
+    if (rc == RK_ECLOSED)
+        return output_closed(k);
     return rc;
 }
 
@@ -194,9 +271,12 @@ rk_recv(rk_runtime *rt, rk_kernel kh, rk_msg_header *hdr, void *buf,
 
     if (buf == NULL && cap != 0)
         return rk__fail(RK_EINVAL, "rk_recv: buf is NULL");
-    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
+    if ((rc = rk__call_enter(rt, "rk_recv")) != RK_OK)
         return rc;
-    return recv_output(k, NULL, hdr, buf, cap, len, timeout_ns);
+    if ((rc = rk__resolve(rt, kh, &k)) == RK_OK)
+        rc = recv_output(k, NULL, hdr, buf, cap, len, timeout_ns);
+    rk__call_leave(rt);
+    return rc;
 }
 
 int
@@ -212,29 +292,50 @@ rk_recv_id(rk_runtime *rt, const char *id, rk_msg_header *hdr, void *buf,
 }
 
 int
-rk_request(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *req,
-    size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
-    size_t *reply_len, int64_t timeout_ns)
+rk_request_opts(rk_runtime *rt, rk_kernel kh, const rk_request_options *opts,
+    const void *req, size_t req_len, rk_msg_header *reply_hdr, void *reply,
+    size_t cap, size_t *reply_len)
 {
+    static const rk_request_options defaults = RK_REQUEST_OPTIONS_INIT;
     rk__kernel *k;
     rk_msg_header h;
     uint64_t t0 = rk_now_ns();
+    int64_t timeout_ns;
     int rc;
 
+    if (opts == NULL)
+        opts = &defaults;
+    timeout_ns = opts->timeout_ns;
     if ((req == NULL && req_len != 0) || (reply == NULL && cap != 0))
         return rk__fail(RK_EINVAL, "rk_request: NULL buffer");
+    if ((rc = rk__call_enter(rt, "request")) != RK_OK)
+        return rc;
     if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
-        return rc;
-    rk__header(&h, type_id, RK_MSG_PRIORITY_DEFAULT, rk__stamp(k) ? t0 : 0, 0);
+        goto out;
+    rk__header(&h, opts->type_id, opts->priority, rk__stamp(k) ? t0 : 0, 0);
     h.payload_len = (uint32_t)req_len;
-    if ((rc = rk__deliver(k, &h, req, req_len, timeout_ns)) != RK_OK)
-        return rc;
+    if ((rc = rk__deliver(k, &h, req, req_len, timeout_ns, "request"))
+        != RK_OK)
+        goto out;
     if (timeout_ns > 0) {
         uint64_t used = rk_now_ns() - t0;
         timeout_ns = used >= (uint64_t)timeout_ns ? RK_NO_WAIT
                                                   : timeout_ns - (int64_t)used;
     }
-    return recv_output(
+    rc = recv_output(
         k, &h.message_id, reply_hdr, reply, cap, reply_len, timeout_ns);
+out:
+    rk__call_leave(rt);
+    return rc;
 }
 
+int
+rk_request(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *req,
+    size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
+    size_t *reply_len, int64_t timeout_ns)
+{
+    rk_request_options o = { type_id, RK_MSG_PRIORITY_DEFAULT, timeout_ns };
+
+    return rk_request_opts(
+        rt, kh, &o, req, req_len, reply_hdr, reply, cap, reply_len);
+}

@@ -10,9 +10,15 @@
  * the dead-letter queue.
  *
  * Locks, outermost first: rt->topics_lock (rwlock), k->lock (lifecycle of
- * one kernel; the supervisor only try-locks it), inst->out_lock (the
- * output queue's single consumer), rt->dlq_lock. No lock is held while
- * calling an actor or handler.
+ * one kernel; the supervisor only try-locks it), inst->out_busy (the
+ * output queue's single consumer: a flag with an eventcount, so a waiter
+ * keeps its own deadline), rt->dlq_lock. No lock is held while calling an
+ * actor or handler.
+ *
+ * Host calls that may block (sends, receives, requests, publishes,
+ * dead-letter receives, rk_kernel_wait) run between rk__call_enter and
+ * rk__call_leave, so that rk_runtime_destroy can refuse new ones, wake
+ * the blocked ones and wait until every one has left before it frees.
  */
 #ifndef RK_SRC_RUNTIME_INTERNAL_H
 #define RK_SRC_RUNTIME_INTERNAL_H
@@ -84,13 +90,17 @@ typedef struct rk__inst {
     uint64_t restart_at; /* 0: no restart pending */
     uint32_t restart_fault;
     uint32_t answered; /* the last fault a verdict was posted for */
-    bool detached; /* never exited: its memory is left to its thread */
+    bool detached;     /* never exited: its memory is left to its thread */
 
     /* Host side of the output queue (one consumer at a time). On its own
-     * lines: the host writes them per receive, the kernel never. */
-    _Alignas(64) pthread_mutex_t out_lock;
+     * lines: the host writes them per receive, the kernel never.
+     * out_busy is the consumer's lock (1: held); out_free is notified
+     * when it is let go; out_waiters counts receivers waiting for it, so
+     * the holder waits in slices while others want to look. */
+    _Alignas(64) _Atomic uint32_t out_busy;
     _Atomic uint32_t out_waiters;
-    rk__stash_item *stash_head, *stash_tail; /* under out_lock */
+    rk__ec out_free;
+    rk__stash_item *stash_head, *stash_tail; /* under out_busy */
 
     _Alignas(64) struct rk__inst *retired_next;
 } rk__inst;
@@ -121,8 +131,23 @@ typedef struct rk__dead {
     unsigned char *payload;
 } rk__dead;
 
+/* Host calls in flight, counted in shards (a thread uses one, picked once)
+ * so that concurrent callers do not share one line. */
+#define RK__CALL_SHARDS 16
+
+typedef struct rk__call_shard {
+    _Alignas(64) _Atomic uint64_t n;
+} rk__call_shard;
+
 struct rk_runtime {
     rk_runtime_config cfg;
+    /* Process fork generation at create: a forked child (another
+     * generation) gets RK_EFORKED from every host call. */
+    uint32_t fork_gen;
+    /* rk_runtime_destroy has begun: new host calls are refused. */
+    _Atomic uint32_t closing;
+    rk__call_shard calls[RK__CALL_SHARDS];
+    rk__ec calls_ec;       /* notified when a host call leaves */
     const rk__backend *be; /* the default for kernels that name none */
 
     /* The supervisor thread (supervisor.c) waits on events; backends
@@ -146,6 +171,17 @@ struct rk_runtime {
     uint32_t dlq_head, dlq_count;
     uint64_t dlq_overflow;
 };
+
+/* ---- runtime.c */
+/* Enters a host call op of rt: RK_OK, or RK_EINVAL (rt NULL), RK_EFORKED
+ * (a forked child's copy), RK_ECLOSED (destroy has begun) with a detail
+ * naming op. A call that entered calls rk__call_leave exactly once, after
+ * its last use of the runtime's memory. */
+int rk__call_enter(rk_runtime *rt, const char *op);
+void rk__call_leave(rk_runtime *rt);
+/* RK_EFORKED (with a detail naming op) if rt was created by the parent of
+ * this forked process, else RK_OK. */
+int rk__fork_check(const rk_runtime *rt, const char *op);
 
 /* ---- registry.c */
 rk__kernel *rk__kernel_by_id(rk_runtime *rt, const char *id);
@@ -190,9 +226,10 @@ void rk__supervisor_stop(rk_runtime *rt);
 
 /* ---- deliver.c */
 /* Puts one message (header h, payload) into k's input, applying the
- * state, type and backpressure rules. Updates k's counters. */
+ * state, type and backpressure rules. Updates k's counters. op names the
+ * operation in a refusal's detail ("send", "request", "publish"). */
 int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
-    size_t len, int64_t timeout_ns);
+    size_t len, int64_t timeout_ns, const char *op);
 
 /* Whether sends to k carry a timestamp. */
 static inline bool

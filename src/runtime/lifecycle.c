@@ -75,7 +75,6 @@ rk__inst_free(rk__inst *inst)
         be->release(&inst->ctl_mem);
     if (inst->spill_mem.host != NULL)
         be->release(&inst->spill_mem);
-    pthread_mutex_destroy(&inst->out_lock);
     free(inst);
 }
 
@@ -99,7 +98,7 @@ inst_create(rk__kernel *k, rk__inst **out)
     inst->telemetry = !c->telemetry_off;
     inst->backoff_ns = c->supervision.backoff_ns;
     rk__ec_init(&inst->wake);
-    pthread_mutex_init(&inst->out_lock, NULL);
+    rk__ec_init(&inst->out_free);
     qin.capacity = c->input_capacity;
     qin.slot_size = (uint32_t)inst->slot_size;
     qin.backpressure = c->backpressure;
@@ -107,7 +106,6 @@ inst_create(rk__kernel *k, rk__inst **out)
     qin.single_producer = c->single_producer;
     rc = rk__inq_init(&inst->in, &qin, c->batch);
     if (rc != RK_OK) {
-        pthread_mutex_destroy(&inst->out_lock);
         free(inst);
         return rk__fail(rc, "kernel '%s': cannot create its input queue (%s)",
             k->id, rk_strerror(rc));
@@ -115,16 +113,14 @@ inst_create(rk__kernel *k, rk__inst **out)
     rc = rk__outq_init(&inst->out, c->output_capacity, inst->slot_size);
     if (rc != RK_OK) {
         rk__inq_fini(&inst->in);
-        pthread_mutex_destroy(&inst->out_lock);
         free(inst);
-        return rk__fail(rc,
-            "kernel '%s': cannot create its output queue (%s)", k->id,
-            rk_strerror(rc));
+        return rk__fail(rc, "kernel '%s': cannot create its output queue (%s)",
+            k->id, rk_strerror(rc));
     }
     /* From here on rk__inst_free undoes whatever was set up. */
     if ((rc = be->alloc(sizeof(rk_ctl), &inst->ctl_mem)) != RK_OK
-        || (rc = be->alloc(inst->stride * ((size_t)c->batch + 1),
-                &inst->spill_mem))
+        || (rc = be->alloc(
+                inst->stride * ((size_t)c->batch + 1), &inst->spill_mem))
             != RK_OK) {
         rk__inst_free(inst);
         return rc;
@@ -228,8 +224,6 @@ rk__reap(rk__kernel *k, rk__inst *inst)
             k->rt, inst, why, (int)exit_code, f, frame_len(f, inst->stride));
     }
     drain_input(inst, why, (int)exit_code);
-    /* Receivers learn that nothing more comes once the output drains. */
-    rk__outq_close(&inst->out);
     st = rk__state_of(k);
     to = exit_code != RK_OK ? RK_KERNEL_FAILED : RK_KERNEL_TERMINATED;
     while (!rk__cas_state(k, &st, to))
@@ -238,6 +232,11 @@ rk__reap(rk__kernel *k, rk__inst *inst)
      * that sees the new generation also sees the final state. */
     atomic_fetch_add_explicit(&k->gen, 1, memory_order_release);
     atomic_store_explicit(&inst->reaped, 1, memory_order_release);
+    /* Receivers learn that nothing more comes once the output drains
+     * (RK_ETERMINATED). Closed after the final state is set, so a
+     * receiver woken by the close reads that state (the close's seq_cst
+     * store orders the CAS before it). */
+    rk__outq_close(&inst->out);
 }
 
 /* ------------------------------------------------------- commands */

@@ -74,8 +74,12 @@ rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out)
 {
     rk__kernel *k;
 
+    int rc;
+
     if (rt == NULL || out == NULL)
         return rk__fail(RK_EINVAL, "rk_kernel_lookup: NULL argument");
+    if ((rc = rk__fork_check(rt, "rk_kernel_lookup")) != RK_OK)
+        return rc;
     k = rk__kernel_by_id(rt, id);
     if (k == NULL)
         return rk__not_found(rt, id);
@@ -108,7 +112,6 @@ rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp)
     return RK_OK;
 }
 
-
 rk__kernel *
 rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc)
 {
@@ -118,6 +121,8 @@ rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc)
         *rc = rk__fail(RK_EINVAL, "runtime is NULL");
         return NULL;
     }
+    if ((*rc = rk__fork_check(rt, "kernel operation")) != RK_OK)
+        return NULL;
     k = rk__kernel_by_id(rt, id);
     if (k == NULL)
         *rc = rk__not_found(rt, id);

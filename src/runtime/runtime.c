@@ -4,6 +4,8 @@
  * The backend of a kernel is the one its config names, else the
  * runtime's (rk_runtime_config.backend, "auto" when NULL).
  */
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,8 +25,11 @@ static _Atomic(rk_static_kernel *) static_head;
 void
 rk_static_kernel_add(rk_static_kernel *node)
 {
-    rk_static_kernel *head
-        = atomic_load_explicit(&static_head, memory_order_relaxed);
+    rk_static_kernel *head;
+
+    if (node == NULL)
+        return;
+    head = atomic_load_explicit(&static_head, memory_order_relaxed);
 
     /* Release publishes node->def and node->next to the acquire load in
      * rk_runtime_create; constructors may run on any thread (dlopen). */
@@ -32,6 +37,189 @@ rk_static_kernel_add(rk_static_kernel *node)
         node->next = head;
     } while (!atomic_compare_exchange_weak_explicit(&static_head, &head, node,
         memory_order_release, memory_order_relaxed));
+}
+
+/* ------------------------------------------------------- host calls */
+
+/*
+ * fork(): the child has one thread, none of its parent's kernel threads,
+ * and whatever locks parent threads held at the fork. A runtime it
+ * inherited cannot work there, so every host call on it is refused with
+ * RK_EFORKED; a runtime the child creates is of the new generation.
+ */
+static _Atomic uint32_t fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void
+fork_child(void)
+{
+    atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+}
+
+static void
+fork_register(void)
+{
+    (void)pthread_atfork(NULL, NULL, fork_child);
+}
+
+int
+rk__fork_check(const rk_runtime *rt, const char *op)
+{
+    if (rk__unlikely(rt->fork_gen
+            != atomic_load_explicit(&fork_gen, memory_order_relaxed)))
+        return rk__fail(RK_EFORKED,
+            "%s: this runtime was created before a fork(); it works only "
+            "in the process that created it (create a new one here)",
+            op);
+    return RK_OK;
+}
+
+/* The calling thread's shard of the call counters. */
+static _Thread_local uint32_t call_shard = UINT32_MAX;
+static _Atomic uint32_t call_shard_next;
+
+static _Atomic uint64_t *
+my_shard(rk_runtime *rt)
+{
+    if (rk__unlikely(call_shard == UINT32_MAX))
+        call_shard = atomic_fetch_add_explicit(
+                         &call_shard_next, 1, memory_order_relaxed)
+            % RK__CALL_SHARDS;
+    return &rt->calls[call_shard].n;
+}
+
+int
+rk__call_enter(rk_runtime *rt, const char *op)
+{
+    int rc;
+
+    if (rk__unlikely(rt == NULL))
+        return rk__fail(RK_EINVAL, "%s: runtime is NULL", op);
+    if ((rc = rk__fork_check(rt, op)) != RK_OK)
+        return rc;
+    /* seq_cst increment, then seq_cst load of closing; destroy stores
+     * closing (seq_cst) and then loads the counters: one of the two sees
+     * the other (Dekker), so no call enters unseen once destroy counts. */
+    atomic_fetch_add_explicit(my_shard(rt), 1, memory_order_seq_cst);
+    if (rk__unlikely(
+            atomic_load_explicit(&rt->closing, memory_order_seq_cst))) {
+        rk__call_leave(rt);
+        return rk__fail(RK_ECLOSED, "%s: the runtime is being destroyed", op);
+    }
+    return RK_OK;
+}
+
+void
+rk__call_leave(rk_runtime *rt)
+{
+    /* Release: the call's uses of the runtime happen before destroy's
+     * acquire load sees the count drop. */
+    atomic_fetch_sub_explicit(my_shard(rt), 1, memory_order_release);
+    rk__ec_notify_all(&rt->calls_ec);
+}
+
+static uint64_t
+calls_in_flight(rk_runtime *rt)
+{
+    uint64_t n = 0;
+
+    for (uint32_t i = 0; i < RK__CALL_SHARDS; i++)
+        n += atomic_load_explicit(&rt->calls[i].n, memory_order_acquire);
+    return n;
+}
+
+/* Waits until every host call has left (destroy, after closing). */
+static void
+wait_calls(rk_runtime *rt)
+{
+    for (;;) {
+        uint32_t key = rk__ec_prepare(&rt->calls_ec);
+        if (calls_in_flight(rt) == 0) {
+            rk__ec_cancel(&rt->calls_ec);
+            return;
+        }
+        (void)rk__ec_wait(&rt->calls_ec, key, UINT64_MAX);
+    }
+}
+
+/* ----------------------------------------------------------- limits */
+
+static int
+check_runtime_sizes(const rk_runtime_config *c)
+{
+    if (c->max_kernels > RK_RUNTIME_MAX_KERNELS)
+        return rk__fail(RK_EINVAL,
+            "rk_runtime_create: max_kernels %u is over the limit %u "
+            "(RK_RUNTIME_MAX_KERNELS)",
+            c->max_kernels, RK_RUNTIME_MAX_KERNELS);
+    if (c->dead_letter_capacity > RK_RUNTIME_MAX_DEAD_LETTERS)
+        return rk__fail(RK_EINVAL,
+            "rk_runtime_create: dead_letter_capacity %u is over the limit "
+            "%u (RK_RUNTIME_MAX_DEAD_LETTERS)",
+            c->dead_letter_capacity, RK_RUNTIME_MAX_DEAD_LETTERS);
+    return RK_OK;
+}
+
+static int
+check_capacity(const char *id, const char *field, uint32_t v)
+{
+    if (!rk__is_pow2(v))
+        return rk__fail(RK_EINVAL, "kernel '%s': %s %u is not a power of two",
+            id, field, v);
+    if (v > RK_KERNEL_MAX_CAPACITY)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': %s %u is over the limit %u "
+            "(RK_KERNEL_MAX_CAPACITY)",
+            id, field, v, RK_KERNEL_MAX_CAPACITY);
+    return RK_OK;
+}
+
+static int
+check_bytes(const char *id, const char *field, uint64_t n, uint64_t stride)
+{
+    if (n * stride > RK_KERNEL_MAX_QUEUE_BYTES)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': %s %llu with %llu-byte slots (max_payload + the "
+            "64-byte header, rounded up to 64) is over the limit of %llu "
+            "bytes (RK_KERNEL_MAX_QUEUE_BYTES)",
+            id, field, (unsigned long long)n, (unsigned long long)stride,
+            (unsigned long long)RK_KERNEL_MAX_QUEUE_BYTES);
+    return RK_OK;
+}
+
+/* Every size field of a kernel's configuration (defaults applied), so
+ * that the queues' 32-bit slot sizes and byte counts cannot overflow. */
+static int
+check_kernel_sizes(const char *id, const rk_kernel_config *c)
+{
+    uint64_t stride;
+    int rc;
+
+    if ((rc = check_capacity(id, "input_capacity", c->input_capacity)) != RK_OK
+        || (rc = check_capacity(id, "output_capacity", c->output_capacity))
+            != RK_OK)
+        return rc;
+    if (c->max_payload > RK_KERNEL_MAX_PAYLOAD)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': max_payload %u is over the limit %u "
+            "(RK_KERNEL_MAX_PAYLOAD)",
+            id, c->max_payload, RK_KERNEL_MAX_PAYLOAD);
+    if (c->batch > RK_KERNEL_MAX_BATCH)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': batch %u is over the limit %u "
+            "(RK_KERNEL_MAX_BATCH)",
+            id, c->batch, RK_KERNEL_MAX_BATCH);
+    stride
+        = ((uint64_t)RK_MSG_HEADER_SIZE + c->max_payload + 63) & ~UINT64_C(63);
+    if ((rc = check_bytes(id, "input_capacity", c->input_capacity, stride))
+            != RK_OK
+        || (rc = check_bytes(
+                id, "output_capacity", c->output_capacity, stride))
+            != RK_OK
+        || (rc = check_bytes(id, "batch", (uint64_t)c->batch + 1, stride))
+            != RK_OK)
+        return rc;
+    return RK_OK;
 }
 
 /* ---------------------------------------------------------- runtime */
@@ -50,6 +238,16 @@ rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg)
         return rk__fail(RK_ENOMEM, "rk_runtime_create: no memory");
     if (cfg != NULL)
         rt->cfg = *cfg;
+    {
+        int rc = check_runtime_sizes(&rt->cfg);
+        if (rc != RK_OK) {
+            free(rt);
+            return rc;
+        }
+    }
+    (void)pthread_once(&fork_once, fork_register);
+    rt->fork_gen = atomic_load_explicit(&fork_gen, memory_order_relaxed);
+    rk__ec_init(&rt->calls_ec);
     if (rt->cfg.max_kernels == 0)
         rt->cfg.max_kernels = DEFAULT_MAX_KERNELS;
     if (rt->cfg.dead_letter_capacity == 0)
@@ -98,7 +296,10 @@ rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg)
         /* Acquire pairs with the release CAS in rk_static_kernel_add. */
         for (n = atomic_load_explicit(&static_head, memory_order_acquire);
              n != NULL; n = n->next) {
-            int rc = rk_runtime_register(rt, n->def);
+            int rc;
+            if (n->def == NULL)
+                continue;
+            rc = rk_runtime_register(rt, n->def);
             if (rc != RK_OK) {
                 rk_runtime_destroy(rt);
                 return rc;
@@ -129,12 +330,13 @@ destroy_kernel(rk_runtime *rt, rk__kernel *k)
     if (rc != RK_ETIMEDOUT)
         return true;
     inst = atomic_load_explicit(&k->inst, memory_order_acquire);
-    /* Closing both queues unblocks an actor stuck sending or receiving. */
+    /* Closing both queues unblocks an actor stuck sending or receiving,
+     * and every host call blocked on them. */
     rk__inq_close(&inst->in);
     rk__ec_notify_all(&inst->wake);
     rk__outq_close(&inst->out);
-    if (inst->be->wait_ack(inst->bi, 0,
-            rk__deadline(rt->cfg.terminate_timeout_ns))
+    if (inst->be->wait_ack(
+            inst->bi, 0, rk__deadline(rt->cfg.terminate_timeout_ns))
         == RK_OK) {
         pthread_mutex_lock(&k->lock);
         rk__reap(k, inst);
@@ -153,17 +355,46 @@ destroy_kernel(rk_runtime *rt, rk__kernel *k)
 void
 rk_runtime_destroy(rk_runtime *rt)
 {
+    char stuck[300];
+    size_t off = 0;
     uint32_t i;
-    bool all_ended = true;
 
     if (rt == NULL)
         return;
-    for (i = 0; i < rt->nkernels; i++)
-        all_ended &= destroy_kernel(
-            rt, atomic_load_explicit(&rt->slots[i], memory_order_relaxed));
+    /* A forked child's copy: its threads and locks are the parent's; it
+     * is left alone (the child's copy of the memory stays allocated). */
+    if (rk__fork_check(rt, "rk_runtime_destroy") != RK_OK)
+        return;
+    /* New host calls are refused from here on (rk__call_enter). */
+    atomic_store_explicit(&rt->closing, 1, memory_order_seq_cst);
+    stuck[0] = '\0';
+    for (i = 0; i < rt->nkernels; i++) {
+        rk__kernel *k
+            = atomic_load_explicit(&rt->slots[i], memory_order_relaxed);
+        if (!destroy_kernel(rt, k) && off < sizeof(stuck)) {
+            int w = snprintf(stuck + off, sizeof(stuck) - off, "%s'%s'",
+                off ? ", " : "", k->id);
+            off += w > 0 ? (size_t)w : 0;
+        }
+    }
+    /* Every instance's queues are closed now (rk__reap, or above), which
+     * woke the host calls blocked on them; dead-letter receivers see
+     * closing. Wait until every host call has left before freeing. */
+    pthread_mutex_lock(&rt->dlq_lock);
+    pthread_cond_broadcast(&rt->dlq_cond);
+    pthread_mutex_unlock(&rt->dlq_lock);
+    wait_calls(rt);
     rk__supervisor_stop(rt);
-    if (!all_ended)
-        return; /* a detached thread may still use any of it: leaked */
+    if (off != 0) {
+        /* A detached thread may still use any of it: leaked on purpose.
+         * The detail is the caller's report (destroy returns nothing). */
+        (void)rk__fail(RK_ETIMEDOUT,
+            "rk_runtime_destroy: kernel %s did not end within "
+            "terminate_timeout_ns (%lld ns, twice); its thread is detached "
+            "and the runtime's memory is left to it",
+            stuck, (long long)rt->cfg.terminate_timeout_ns);
+        return;
+    }
     for (i = 0; i < rt->nkernels; i++) {
         rk__kernel *k
             = atomic_load_explicit(&rt->slots[i], memory_order_relaxed);
@@ -252,6 +483,10 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
             s->backoff_ns = 1000000;
         if (s->backoff_max_ns <= 0)
             s->backoff_max_ns = 1000000000;
+    }
+    if ((rc = check_kernel_sizes(k->id, &k->def.config)) != RK_OK) {
+        free(k);
+        return rc;
     }
     k->rt = rt;
     k->be = rt->be;

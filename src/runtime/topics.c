@@ -6,7 +6,6 @@
 
 #include "runtime/internal.h"
 
-
 static rk__topic *
 topic_find(rk_runtime *rt, const char *name)
 {
@@ -122,7 +121,8 @@ rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
     if (t != NULL) {
         rk__counter_add(&t->published, 1);
         for (uint32_t i = 0; i < t->nsubs; i++) {
-            int rc = rk__deliver(t->subs[i], h, payload, len, timeout_ns);
+            int rc = rk__deliver(
+                t->subs[i], h, payload, len, timeout_ns, "publish");
             if (rc == RK_OK) {
                 ok++;
             } else if (first == RK_OK) {
@@ -152,9 +152,13 @@ rk_publish(rk_runtime *rt, const char *topic, uint32_t type_id,
         return rk__fail(RK_EINVAL, "rk_publish: NULL argument");
     if ((rc = check_name("rk_publish", topic)) != RK_OK)
         return rc;
+    if ((rc = rk__call_enter(rt, "publish")) != RK_OK)
+        return rc;
     rk__header(&h, type_id, priority, rk_now_ns(), 0);
     h.payload_len = (uint32_t)len;
-    return rk__publish(rt, topic, &h, payload, len, timeout_ns, delivered);
+    rc = rk__publish(rt, topic, &h, payload, len, timeout_ns, delivered);
+    rk__call_leave(rt);
+    return rc;
 }
 
 int
@@ -177,4 +181,3 @@ rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out)
     pthread_rwlock_unlock(&rt->topics_lock);
     return rc;
 }
-

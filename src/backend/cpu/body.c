@@ -556,7 +556,7 @@ ctx_emit(rk_ctx *ctx, rk_msg_header *h, const void *payload, size_t len)
     int rc;
 
     if (to != NULL) {
-        rc = rk__deliver(to, h, payload, len, RK_WAIT_FOREVER);
+        rc = rk__deliver(to, h, payload, len, RK_WAIT_FOREVER, "send");
     } else {
         if (len > inst->k->def.config.max_payload)
             return rk__fail(RK_EMSGSIZE,
@@ -627,10 +627,13 @@ rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
     const void *payload, size_t len)
 {
     rk_msg_header h;
+    int rc;
 
     if (ctx == NULL || req == NULL || req->hdr == NULL
         || (payload == NULL && len != 0))
         return rk__fail(RK_EINVAL, "rk_ctx_reply: NULL argument");
+    if ((rc = check_output(ctx, type_id, "rk_ctx_reply")) != RK_OK)
+        return rc;
     ctx_header(ctx, &h, type_id);
     h.payload_len = (uint32_t)len;
     h.priority = req->hdr->priority;
@@ -652,7 +655,7 @@ rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
         return rc;
     ctx_header(ctx, &h, type_id);
     h.payload_len = (uint32_t)len;
-    rc = rk__deliver(to, &h, payload, len, RK_WAIT_FOREVER);
+    rc = rk__deliver(to, &h, payload, len, RK_WAIT_FOREVER, "send");
     if (rc == RK_OK)
         rk_ctl_count(&ctx->ctl->sent, 1);
     return rc;
