@@ -1,4 +1,5 @@
 /* Counter descriptors, snapshots, rates and the JSON/text formatters. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -397,6 +398,14 @@ test_format_json_hostile(void **state)
     assert_non_null(strstr(buf, "\"caf\xc3\xa9\":2}"));
     assert_non_null(strstr(buf, "},\"latency\":{\"\\ufffd"));
     assert_int_equal(rk_stats_format_text(&s, buf, sizeof(buf), &len), RK_OK);
+    /* JSON has no NaN or infinity: a mean that is not finite is null. */
+    s.latency[0].summary.mean_ns = NAN;
+    assert_int_equal(rk_stats_format_json(&s, buf, sizeof(buf), &len), RK_OK);
+    assert_non_null(strstr(buf, "\"mean_ns\":null,\"p50_ns\":4,"));
+    assert_true(json_valid(buf, len));
+    s.latency[0].summary.mean_ns = -INFINITY;
+    assert_int_equal(rk_stats_format_json(&s, buf, sizeof(buf), &len), RK_OK);
+    assert_true(json_valid(buf, len));
 }
 
 int

@@ -2,6 +2,7 @@
  * src/telemetry/stats.c - snapshots of counters, rates and the JSON and
  * text formatters.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -290,12 +291,18 @@ rk_stats_format_json(const rk_stats *s, char *buf, size_t size, size_t *len)
         if (i > 0)
             ob_printf(&o, ",");
         ob_json_string(&o, desc_name(s->latency[i].desc), SIZE_MAX);
-        ob_printf(&o,
-            ":{\"count\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,"
-            "\"mean_ns\":%.1f,\"p50_ns\":%llu,\"p90_ns\":%llu,"
-            "\"p99_ns\":%llu,\"p999_ns\":%llu}",
+        ob_printf(&o, ":{\"count\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,",
             (unsigned long long)l->count, (unsigned long long)l->min_ns,
-            (unsigned long long)l->max_ns, l->mean_ns,
+            (unsigned long long)l->max_ns);
+        /* JSON has no NaN or infinity: a mean that is not finite (only a
+         * hand-built snapshot can hold one) is written as null. */
+        if (isfinite(l->mean_ns))
+            ob_printf(&o, "\"mean_ns\":%.1f", l->mean_ns);
+        else
+            ob_printf(&o, "\"mean_ns\":null");
+        ob_printf(&o,
+            ",\"p50_ns\":%llu,\"p90_ns\":%llu,\"p99_ns\":%llu,"
+            "\"p999_ns\":%llu}",
             (unsigned long long)l->p50_ns, (unsigned long long)l->p90_ns,
             (unsigned long long)l->p99_ns, (unsigned long long)l->p999_ns);
     }
