@@ -25,6 +25,10 @@
  * RK_HISTOGRAM_MAX_NS (2^42 ns, about 73 minutes) are counted in one
  * overflow bucket, reported as the recorded maximum, and enter the mean as
  * RK_HISTOGRAM_MAX_NS. See docs/telemetry.md.
+ *
+ * NULL arguments: functions returning int give RK_EINVAL; the others do
+ * nothing or give a neutral answer (0, 0.0, NULL, a zeroed summary).
+ * tests/test_bad_input.c holds every function here to that.
  */
 #ifndef RINGKERNEL_TELEMETRY_H
 #define RINGKERNEL_TELEMETRY_H
