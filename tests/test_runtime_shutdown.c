@@ -345,6 +345,17 @@ stuck_actor(rk_ctx *ctx)
     return RK_OK;
 }
 
+/* The log callback: keeps the last error-level message. */
+static char stuck_log[512];
+
+static void
+keep_log(rk_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level >= RK_LOG_ERROR)
+        snprintf(stuck_log, sizeof(stuck_log), "%s", msg);
+}
+
 /* Today rk_runtime_destroy joined the stuck thread and never returned
  * (ctest's timeout reports it). */
 static void
@@ -370,8 +381,15 @@ test_destroy_with_stuck_actor(void **state)
     assert_int_equal(
         rk_kernel_terminate(rt, "stuck", 10 * INT64_C(1000000)), RK_ETIMEDOUT);
     assert_int_equal(rt_state(rt, "stuck"), RK_KERNEL_TERMINATING);
-    /* ... and so does destroy, naming the kernel it left behind. */
+    /* ... and so does destroy, naming the kernel it left behind in its
+     * detail and in the log. */
+    stuck_log[0] = '\0';
+    rk_set_log(keep_log, NULL);
     rk_runtime_destroy(rt);
+    rk_set_log(NULL, NULL);
+    if (strstr(stuck_log, "'stuck'") == NULL)
+        fail_msg("destroy logged no message naming the stuck kernel: '%s'",
+            stuck_log);
     if (strstr(rk_errdetail(), "'stuck'") == NULL)
         fail_msg("destroy's detail does not name the stuck kernel: '%s'",
             rk_errdetail());

@@ -343,9 +343,9 @@ destroy_kernel(rk_runtime *rt, rk__kernel *k)
         pthread_mutex_unlock(&k->lock);
         return true;
     }
-    fprintf(stderr,
-        "ringkernel: kernel '%s' did not end within the terminate "
-        "timeout; its thread is detached and its instance leaked\n",
+    rk__log(RK_LOG_ERROR,
+        "kernel '%s' did not end within the terminate timeout twice; its "
+        "thread is detached and the runtime's memory is left to it",
         k->id);
     inst->be->destroy(inst->bi, 1);
     inst->detached = true;
