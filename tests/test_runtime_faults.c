@@ -1,12 +1,12 @@
 /*
- * Fault tests of the reliability suite (issue 10) that hold today; the
- * ones that need fixes live in test_runtime_shutdown.c (destroy while
- * busy and blocked, an actor that never returns) and test_runtime_fork.c.
- *   - poison messages under RESTART, while producers send flat out: every
- *     poison is dead-lettered exactly once, every other message processed
- *     exactly once, and the books balance;
- * (Terminate while threads send flat out is in test_runtime_shutdown.c:
- * it found a send answered RK_OK and then stranded in the closed queue.)
+ * A fault test of the reliability suite (issue 10): poison messages under
+ * RESTART, while producers send flat out. Every poison is dead-lettered
+ * exactly once, every other message processed exactly once and in order,
+ * and the books balance. The other fault tests live in
+ * test_runtime_shutdown.c (destroy while busy and blocked, an actor that
+ * never returns), test_runtime_fork.c and test_runtime_terminate_race.c
+ * (terminate during flat-out sends; it found a send answered RK_OK and
+ * then stranded in the closed queue).
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -209,8 +209,21 @@ int rk_backend_probe(const char *name);
  * RK_RING_KERNEL definition linked into the program. */
 int rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg);
 
-/* Terminates every kernel gracefully (each with terminate_timeout_ns), then
- * frees everything. Handles become meaningless. NULL is a no-op. */
+/*
+ * Terminates every kernel gracefully (each with terminate_timeout_ns),
+ * then frees everything. Host calls in progress on other threads (sends,
+ * receives, requests, publishes, dead-letter receives) are woken and
+ * return RK_ECLOSED, RK_ETERMINATED or RK_EFAILED; destroy waits until
+ * they have left before it frees anything, and calls made after it began
+ * are refused with RK_ECLOSED. (Lifecycle calls, rk_kernel_wait included,
+ * must not overlap destroy.) A kernel that still has not ended after its
+ * queues were closed and a second timeout is stuck in its own code: its
+ * thread is detached, destroy names it in rk_errdetail() and in the log
+ * (rk_set_log) and leaves the runtime's memory to it (docs/runtime.md,
+ * "Destroy"). On a runtime created before a fork(), in the child: nothing
+ * (the child's copy stays allocated). Handles become meaningless. NULL is
+ * a no-op.
+ */
 void rk_runtime_destroy(rk_runtime *rt);
 
 /* Registers a kernel (state CREATED). The definition is copied. RK_EEXIST
@@ -309,7 +322,12 @@ int rk_send_batch(rk_runtime *rt, rk_kernel k, uint32_t type_id,
  * for the next call); RK_ENOMEM when an output meant for a concurrent
  * rk_request could not be set aside (it stays queued). A plain receive
  * takes any output, including a reply a concurrent rk_request waits for:
- * give requests and plain receives of one kernel to one thread each. */
+ * give requests and plain receives of one kernel to one thread each.
+ * Once the kernel's instance has ended (TERMINATED or FAILED) and its
+ * output is drained: RK_ETERMINATED at once, also for a caller already
+ * blocked (RK_WAIT_FOREVER included). The timeout holds while another
+ * receiver has the output. RK_ECLOSED once rk_runtime_destroy has begun;
+ * RK_EFORKED on a runtime created before a fork() (every host call). */
 int rk_recv(rk_runtime *rt, rk_kernel k, rk_msg_header *hdr, void *buf,
     size_t cap, size_t *len, int64_t timeout_ns);
 
