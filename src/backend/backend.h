@@ -24,7 +24,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "common/barrier.h"
+#include "common/ec.h"
 
 /* Bump when an entry's meaning or the control block layout changes. A
  * backend built for another version is refused (RK_ENOTSUP). */
@@ -66,12 +66,13 @@ enum {
 typedef struct rk__control {
     /* host-written line */
     _Alignas(64) _Atomic uint32_t cmd;
-    _Atomic uint32_t wake_seq;
     _Atomic uint32_t activated; /* 1 once RUN was first posted */
+    /* GLUE (branch queue): the kernel's wake eventcount; the input queue
+     * notifies it after every enqueue, commands notify all. */
+    rk__ec wake;
     /* kernel-written line */
     _Alignas(64) _Atomic uint32_t ack;
     _Atomic uint32_t ack_seq;
-    _Atomic uint32_t parked;
     _Atomic int32_t exit_code;
 } rk__control;
 
@@ -127,10 +128,9 @@ typedef struct rk__backend {
      * on a GPU that polls). */
     void (*wake)(rk__backend_inst *bi);
 
-    /* CPU bodies only: parks the calling body until wake_seq moves past
-     * seq or the deadline passes. The body reads seq, publishes parked,
-     * re-checks its input and cmd, then calls park (see rk__control). */
-    void (*park)(rk__backend_inst *bi, uint32_t seq, uint64_t deadline);
+    /* CPU bodies only: parks the calling body on control->wake with the
+     * key from rk__ec_prepare (after re-checking its input and cmd). */
+    void (*park)(rk__backend_inst *bi, uint32_t key, uint64_t deadline);
 
     /* CPU bodies only: stores ack (RK__ACK_*) and wakes a host blocked in
      * deactivate() or terminate(). */

@@ -65,8 +65,7 @@ static void
 cpu_command(rk__backend_inst *bi, uint32_t cmd)
 {
     atomic_store_explicit(&bi->c->cmd, cmd, memory_order_release);
-    atomic_fetch_add_explicit(&bi->c->wake_seq, 1, memory_order_release);
-    rk__futex_wake(&bi->c->wake_seq, INT32_MAX);
+    rk__ec_notify_all(&bi->c->wake);
 }
 
 static int
@@ -121,17 +120,13 @@ cpu_wait_exit(rk__backend_inst *bi, uint64_t deadline)
 static void
 cpu_wake(rk__backend_inst *bi)
 {
-    rk__light_barrier();
-    if (atomic_load_explicit(&bi->c->parked, memory_order_relaxed)) {
-        atomic_fetch_add_explicit(&bi->c->wake_seq, 1, memory_order_release);
-        rk__futex_wake(&bi->c->wake_seq, 1);
-    }
+    rk__ec_notify(&bi->c->wake);
 }
 
 static void
 cpu_park(rk__backend_inst *bi, uint32_t seq, uint64_t deadline)
 {
-    (void)rk__futex_wait(&bi->c->wake_seq, seq, deadline);
+    (void)rk__ec_wait(&bi->c->wake, seq, deadline);
 }
 
 static void

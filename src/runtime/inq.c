@@ -1,46 +1,131 @@
 /*
  * src/runtime/inq.c - the input queue (see inq.h).
  *
- * The lane's producer waits for room (BLOCK) with the parking handshake of
- * outq.c: read prod_seq, publish prod_parked, seq_cst fence, re-check,
- * sleep; the consumer, after taking messages (which is what makes room,
- * see lane_space), issues a fence and wakes it only if it sees
- * prod_parked. The consumer never waits here: the
- * kernel parks on its control block (backend.h), which senders wake.
+ * Every wait here is the eventcount of common/ec.h. The lane's producer
+ * waits for room (BLOCK) on prod_ec; the consumer, after taking messages
+ * (which is what makes room, see lane_space), notifies it. The consumer
+ * never waits here: the kernel parks on its wake eventcount, which every
+ * enqueue notifies (lane: after rk_spsc_commit; general inbox: the
+ * rk_mqueue's not-empty eventcount is that same wake eventcount).
  */
+#include <stdlib.h>
 #include <string.h>
 
-#include "common/barrier.h"
 #include "common/common.h"
-#include "common/futex.h"
+#include "common/ec.h"
 #include "common/spin.h"
+#include "queue/mqueue_int.h"
+#include "queue/vring.h"
 #include "ringkernel/message.h"
 #include "runtime/inq.h"
 #include "runtime/internal.h"
 
-int
-rk__inq_init(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold)
+/* Slot strides are multiples of this: every frame header 64-byte aligned
+ * (issue 10, defect 7: a stride of 64 + 3 put headers at odd addresses). */
+#define SLOT_ALIGN 64u
+
+static bool
+is_lane(const rk_mqueue_config *cfg)
 {
+    return cfg->single_producer && !cfg->priority_bands
+        && cfg->backpressure != RK_BP_DROP_OLDEST;
+}
+
+/* The lane's ring (slots) and stride for (cfg, hold), or RK_EINVAL naming
+ * the field that is out of range. */
+static int
+lane_geometry(const rk_mqueue_config *cfg, uint32_t hold, uint32_t *ring,
+    uint32_t *stride)
+{
+    uint64_t want = (uint64_t)cfg->capacity + hold, r = 1;
+    uint64_t st = ((uint64_t)cfg->slot_size + SLOT_ALIGN - 1)
+        & ~(uint64_t)(SLOT_ALIGN - 1);
+
+    if (cfg->capacity == 0 || !rk__is_pow2(cfg->capacity))
+        return rk__fail(RK_EINVAL,
+            "input_capacity %u must be a power of two (>= 1)", cfg->capacity);
+    if (cfg->slot_size == 0 || st > UINT32_MAX)
+        return rk__fail(RK_EINVAL,
+            "input slot_size (64 + max_payload) %u is out of range [1, %u]",
+            cfg->slot_size, UINT32_MAX - SLOT_ALIGN + 1);
+    while (r < want)
+        r <<= 1;
+    if (r > (UINT64_C(1) << 31))
+        return rk__fail(RK_EINVAL,
+            "input_capacity %u plus a batch of %u is too large",
+            cfg->capacity, hold);
+    if (r * st > RK__QUEUE_MAX_BYTES)
+        return rk__fail(RK_EINVAL,
+            "input_capacity %u x slot_size %llu is too large (limit %llu "
+            "bytes)",
+            cfg->capacity, (unsigned long long)st,
+            (unsigned long long)RK__QUEUE_MAX_BYTES);
+    *ring = (uint32_t)r;
+    *stride = (uint32_t)st;
+    return RK_OK;
+}
+
+size_t
+rk__inq_lane_bytes(const rk_mqueue_config *cfg, uint32_t hold)
+{
+    uint32_t ring, stride;
+
+    if (cfg == NULL || !is_lane(cfg)
+        || lane_geometry(cfg, hold, &ring, &stride) != RK_OK)
+        return 0;
+    return RK__INQ_LANE_HDR + (size_t)ring * stride;
+}
+
+int
+rk__inq_init_at(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold,
+    rk__ec *wake, void *mem)
+{
+    uint32_t ring, stride;
+    int rc;
+
+    RK_ASSERT(wake != NULL);
     memset(q, 0, sizeof(*q));
     q->slot_size = cfg->slot_size;
     q->bp = cfg->backpressure;
+    q->wake = wake;
+    rk__ec_init(&q->prod_ec);
     rk__spin_init(&q->prod_spin);
-    if (cfg->single_producer && !cfg->priority_bands
-        && cfg->backpressure != RK_BP_DROP_OLDEST) {
-        uint64_t want = (uint64_t)cfg->capacity + hold, ring = 1;
-
-        if (!rk__is_pow2(cfg->capacity))
-            return rk_spsc_create(&q->lane, cfg->capacity, cfg->slot_size);
-        while (ring < want)
-            ring <<= 1;
-        if (ring > UINT32_MAX / 2 + 1)
+    if (!is_lane(cfg)) {
+        uint64_t st = ((uint64_t)cfg->slot_size + SLOT_ALIGN - 1)
+            & ~(uint64_t)(SLOT_ALIGN - 1);
+        if (st > UINT32_MAX)
             return rk__fail(RK_EINVAL,
-                "input_capacity %u plus a batch of %u is too large",
-                cfg->capacity, hold);
-        q->lane_cap = cfg->capacity;
-        return rk_spsc_create(&q->lane, (uint32_t)ring, cfg->slot_size);
+                "input slot_size (64 + max_payload) %u is too large",
+                cfg->slot_size);
+        return rk__mqueue_create_held(&q->mq, cfg, hold, wake);
     }
-    return rk_mqueue_create(&q->mq, cfg);
+    if ((rc = lane_geometry(cfg, hold, &ring, &stride)) != RK_OK)
+        return rc;
+    if (mem == NULL) {
+        size_t bytes = RK__INQ_LANE_HDR + (size_t)ring * stride;
+        if ((mem = aligned_alloc(SLOT_ALIGN, bytes)) == NULL)
+            return rk__fail(RK_ENOMEM, "input lane: %zu bytes", bytes);
+        q->lane_owned = mem;
+    }
+    RK_ASSERT((uintptr_t)mem % SLOT_ALIGN == 0);
+    q->lane = mem;
+    rc = rk_spsc_init(
+        q->lane, (unsigned char *)mem + RK__INQ_LANE_HDR, ring, stride);
+    if (rc != RK_OK) {
+        free(q->lane_owned);
+        q->lane_owned = NULL;
+        q->lane = NULL;
+        return rc;
+    }
+    q->lane_cap = cfg->capacity;
+    return RK_OK;
+}
+
+int
+rk__inq_init(
+    rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold, rk__ec *wake)
+{
+    return rk__inq_init_at(q, cfg, hold, wake, NULL);
 }
 
 /*
@@ -73,9 +158,10 @@ void
 rk__inq_fini(rk__inq *q)
 {
     rk_mqueue_destroy(q->mq);
-    rk_spsc_destroy(q->lane);
+    free(q->lane_owned); /* caller memory (init_at) is the caller's */
     q->mq = NULL;
     q->lane = NULL;
+    q->lane_owned = NULL;
 }
 
 /* Single-writer counter bump (the lane has one producer, one consumer). */
@@ -93,19 +179,17 @@ is_closed(const rk__inq *q)
     return atomic_load_explicit(&q->closed, memory_order_acquire) != 0;
 }
 
-/* Waits for room in the lane until deadline. */
+/* Waits for room in the lane until deadline (ec.h's protocol: prepare,
+ * re-check, wait; rk__inq_take and rk__inq_close notify). */
 static void
 lane_wait_room(rk__inq *q, uint64_t deadline)
 {
-    /* Acquire pairs with the release bump in lane_notify/close. */
-    uint32_t s = atomic_load_explicit(&q->prod_seq, memory_order_acquire);
+    uint32_t key = rk__ec_prepare(&q->prod_ec);
 
-    atomic_store_explicit(&q->prod_parked, 1, memory_order_seq_cst);
-    /* Pairs with the fence in lane_notify. */
-    rk__heavy_barrier();
     if (lane_space(q, 1) == 0 && !is_closed(q))
-        (void)rk__futex_wait(&q->prod_seq, s, deadline);
-    atomic_store_explicit(&q->prod_parked, 0, memory_order_relaxed);
+        (void)rk__ec_wait(&q->prod_ec, key, deadline);
+    else
+        rk__ec_cancel(&q->prod_ec);
 }
 
 static int lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline);
@@ -176,6 +260,7 @@ lane_send_locked(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
     /* Counted before it is published, so dequeued never passes it. */
     bump(&q->enqueued, 1);
     rk_spsc_commit(q->lane);
+    rk__ec_notify(q->wake); /* after the publication, as ec.h requires */
     return RK_OK;
 }
 
@@ -219,10 +304,25 @@ lane_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
     return rc;
 }
 
+/* The general inbox's in-place writer (rk__mqueue_fill): frames of a
+ * send_many, fresh ids, straight into the claimed slots. */
+typedef struct many_fill {
+    rk_msg_header *h;
+    const unsigned char *src;
+    size_t len;
+} many_fill;
+
+static void
+fill_many(void *arg, size_t first, unsigned char *dst, size_t stride, size_t k)
+{
+    many_fill *f = arg;
+
+    rk__fill_frames(dst, stride, f->h, f->src + first * f->len, f->len, k);
+}
+
 int
 rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
-    size_t n, int64_t timeout_ns, size_t *sent, void (*wake)(void *),
-    void *warg)
+    size_t n, int64_t timeout_ns, size_t *sent)
 {
     rk_spsc *l = q->lane;
     const unsigned char *src = base;
@@ -230,8 +330,13 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
     size_t i = 0;
     int rc = RK_OK;
 
-    RK_ASSERT(l != NULL && sizeof(*h) + len <= q->slot_size);
+    RK_ASSERT(sizeof(*h) + len <= q->slot_size);
     *sent = 0;
+    if (q->mq != NULL) {
+        many_fill f = { h, src, len };
+        return rk__mqueue_send_fill(q->mq, h->priority,
+            (uint32_t)(sizeof(*h) + len), n, fill_many, &f, timeout_ns, sent);
+    }
     if (n != 0 && (rc = lane_enter(q)) != RK_OK)
         return rc;
     while (i < n) {
@@ -244,7 +349,6 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
         }
         k = lane_space(q, want);
         if (k == 0) {
-            wake(warg); /* let the kernel drain what is there */
             if ((rc = lane_full(q, timeout_ns, &deadline)) != RK_OK)
                 break;
             continue;
@@ -264,7 +368,7 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
         }
         bump(&q->enqueued, k); /* before publishing, as in lane_send */
         rk_ring_prod_publish(&l->ctrl, &l->prod, k);
-        wake(warg);
+        rk__ec_notify(q->wake); /* the kernel drains while we fill */
     }
     if (n != 0)
         lane_leave(q);
@@ -293,13 +397,20 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
     rk_spsc *l = q->lane;
     uint32_t k, avail, run;
 
+    (void)bufs;
+    (void)stride;
+    (void)lens;
     out->n = 0;
     if (q->mq != NULL) {
-        out->frames = bufs;
-        out->stride = stride;
-        out->in_place = false;
-        return rk_mqueue_recv_batch(
-            q->mq, bufs, stride, lens, max, &out->n, RK_NO_WAIT);
+        rk__mqueue_run held;
+        int rc = rk__mqueue_take_held(q->mq, max, &held);
+        if (rc == RK_OK) {
+            out->frames = held.frames;
+            out->stride = held.stride;
+            out->n = held.n;
+            out->in_place = true;
+        }
+        return rc;
     }
     /* The whole backlog, for the high-water mark (the consumer keeps it:
      * a producer would have to read the consumer's line each send). */
@@ -328,16 +439,8 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
     atomic_store_explicit(&q->dequeued,
         atomic_load_explicit(&q->dequeued, memory_order_relaxed) + k,
         memory_order_release);
-    if (q->bp == RK_BP_BLOCK) {
-        /* Pairs with the fence in lane_wait_room: the dequeued store is
-         * ordered before the load of prod_parked. */
-        rk__light_barrier();
-        if (atomic_load_explicit(&q->prod_parked, memory_order_relaxed)) {
-            /* Release pairs with the acquire load of prod_seq. */
-            atomic_fetch_add_explicit(&q->prod_seq, 1, memory_order_release);
-            rk__futex_wake(&q->prod_seq, INT32_MAX);
-        }
-    }
+    if (q->bp == RK_BP_BLOCK)
+        rk__ec_notify(&q->prod_ec); /* after the dequeued store: room */
     return RK_OK;
 }
 
@@ -346,8 +449,12 @@ rk__inq_release(rk__inq *q, size_t n)
 {
     rk_spsc *l = q->lane;
 
-    if (l == NULL || n == 0)
+    if (n == 0)
         return;
+    if (q->mq != NULL) {
+        rk__mqueue_release(q->mq, n);
+        return;
+    }
     /* The producer's room follows what was taken (rk__inq_take), not
      * head: no wake-up is owed here. */
     rk_ring_cons_release(&l->ctrl, &l->cons, (uint32_t)n);
@@ -356,21 +463,24 @@ rk__inq_release(rk__inq *q, size_t n)
 size_t
 rk__inq_depth(const rk__inq *q)
 {
-    return q->mq != NULL ? rk_mqueue_depth(q->mq) : rk_spsc_depth(q->lane);
+    /* Held slots count until released, for both kinds. */
+    return q->mq != NULL
+        ? rk_mqueue_depth(q->mq) + (size_t)rk__mqueue_held(q->mq)
+        : rk_spsc_depth(q->lane);
 }
 
 void
 rk__inq_close(rk__inq *q)
 {
     if (q->mq != NULL) {
-        rk_mqueue_close(q->mq);
+        rk_mqueue_close(q->mq); /* notifies all on wake: it is q->mq's */
         return;
     }
-    /* seq_cst pairs with the acquire loads in is_closed; the bump wakes a
-     * producer waiting for room. */
+    /* seq_cst pairs with the acquire loads in is_closed; the notifies
+     * wake a producer waiting for room and the kernel. */
     atomic_store_explicit(&q->closed, 1, memory_order_seq_cst);
-    atomic_fetch_add_explicit(&q->prod_seq, 1, memory_order_release);
-    rk__futex_wake(&q->prod_seq, INT32_MAX);
+    rk__ec_notify_all(&q->prod_ec);
+    rk__ec_notify_all(q->wake);
 }
 
 void

@@ -70,11 +70,12 @@ wait_while(rk_ctx *ctx, uint32_t c)
         /* Acquire pairs with the release bump in the backend's command():
          * seq is read before cmd, so a command posted after this load
          * changes wake_seq and the park returns at once. */
-        uint32_t seq = atomic_load_explicit(
-            &ctx->inst->control.wake_seq, memory_order_acquire);
+        uint32_t seq = rk__ec_prepare(&ctx->inst->control.wake);
         uint32_t now = load_cmd(ctx);
-        if (now != c)
+        if (now != c) {
+            rk__ec_cancel(&ctx->inst->control.wake);
             return now;
+        }
         be->park(ctx->bi, seq, UINT64_MAX);
     }
 }
@@ -261,13 +262,11 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
          * seq_cst store and fence pair with the fence in the backend's
          * wake(): either this re-check sees the message or the sender
          * sees parked and wakes us. */
-        seq = atomic_load_explicit(
-            &inst->control.wake_seq, memory_order_acquire);
-        atomic_store_explicit(&inst->control.parked, 1, memory_order_seq_cst);
-        rk__heavy_barrier();
+        seq = rk__ec_prepare(&inst->control.wake);
         if (rk__inq_depth(&inst->in) == 0 && load_cmd(ctx) == c)
             be->park(ctx->bi, seq, deadline);
-        atomic_store_explicit(&inst->control.parked, 0, memory_order_relaxed);
+        else
+            rk__ec_cancel(&inst->control.wake);
         spins = spin / 2;
     }
 }
@@ -457,10 +456,11 @@ backoff_sleep(rk_ctx *ctx, int64_t ns)
     uint64_t deadline = rk__deadline(ns);
 
     for (;;) {
-        uint32_t seq = atomic_load_explicit(
-            &inst->control.wake_seq, memory_order_acquire);
-        if (load_cmd(ctx) == RK__CMD_STOP || rk_now_ns() >= deadline)
+        uint32_t seq = rk__ec_prepare(&inst->control.wake);
+        if (load_cmd(ctx) == RK__CMD_STOP || rk_now_ns() >= deadline) {
+            rk__ec_cancel(&inst->control.wake);
             return;
+        }
         inst->k->rt->be->park(ctx->bi, seq, deadline);
     }
 }

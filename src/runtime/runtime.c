@@ -472,7 +472,8 @@ inst_create(rk__kernel *k, rk__inst **out)
     qin.backpressure = c->backpressure;
     qin.priority_bands = c->priority_bands;
     qin.single_producer = c->single_producer;
-    rc = rk__inq_init(&inst->in, &qin, c->batch);
+    rk__ec_init(&inst->control.wake);
+    rc = rk__inq_init(&inst->in, &qin, c->batch, &inst->control.wake);
     if (rc == RK_OK) {
         rc = rk__outq_init(&inst->out, c->output_capacity, inst->slot_size);
         if (rc != RK_OK)
