@@ -49,6 +49,7 @@ struct rk_mqueue {
     /* Receiver's line: its counter and the run it holds in place. */
     _Alignas(RK_CACHELINE) _Atomic uint64_t dequeued;
     _Atomic uint64_t held; /* slots taken in place, not yet released */
+    _Atomic uint64_t recv_hw; /* high water kept here (limited queues) */
     uint64_t held_pos;
     uint32_t held_band;
     /* Waiting. */
@@ -142,7 +143,9 @@ count_add(_Atomic uint64_t *c, uint64_t n, bool one_writer)
 static inline void
 note_depth(rk_mqueue *q, uint64_t total)
 {
-    if (!rk__hw_maybe(&q->hw, total))
+    /* A limited queue's receiver keeps the mark (take_held): reading its
+     * line here cost a miss on nearly every send of a ping-pong. */
+    if (q->limited || !rk__hw_maybe(&q->hw, total))
         return;
     uint64_t removed = atomic_load_explicit(&q->dequeued, memory_order_relaxed)
         + atomic_load_explicit(&q->evicted, memory_order_relaxed);
@@ -196,7 +199,7 @@ rk__mqueue_create_held(rk_mqueue **out, const rk_mqueue_config *cfg,
     q->limited = ring != c.capacity;
     for (uint32_t b = 0; b < q->nbands; b++) {
         rc = rk__vring_init_aligned(&q->bands[b], (uint32_t)ring,
-            c.slot_size, RK_CACHELINE, "rk_mqueue");
+            c.slot_size, RK__VSLOT_HDR, "rk_mqueue");
         if (rc != RK_OK) {
             while (b-- > 0)
                 rk__vring_fini(&q->bands[b]);
@@ -213,6 +216,7 @@ rk__mqueue_create_held(rk_mqueue **out, const rk_mqueue_config *cfg,
     atomic_init(&q->hw.removed_hint, 0);
     atomic_init(&q->dequeued, 0);
     atomic_init(&q->held, 0);
+    atomic_init(&q->recv_hw, 0);
     rk__ec_init(&q->ne_own);
     rk__ec_init(&q->nf);
     rk__spin_init(&q->ne_spin);
@@ -242,31 +246,48 @@ rk_mqueue_destroy(rk_mqueue *q)
 
 /*
  * Claims up to want consecutive free positions of band r; returns how many
- * (0: full) and the first in *first. Free means the slot's sequence says
- * so (vring.h) and, on a limited queue, the position is within capacity of
- * the head: the ring is larger than capacity by the receiver's hold, so a
- * position p < head + capacity reuses the slot of p - ring < head - hold,
- * which the receiver released before it took past head (rk__mqueue_take_held
- * releases nothing it holds; the sequence check still orders the reuse).
- * The head is read from a hint on the senders' line, and from the
- * receiver's line only when the hint says full.
+ * (0: full) and the first in *first.
+ *
+ * Unlimited queue (the public rk_mqueue): free means the slot's sequence
+ * says so (vring.h).
+ *
+ * Limited queue (a receiver that holds slots in place): the ring is larger
+ * than capacity by the receiver's hold, and a position p is free when
+ * p < head + capacity. Its slot last held p - ring < head - hold, and the
+ * receiver takes past a position only after it released everything it
+ * held below it (rk__mqueue_take_held takes nothing while it holds), so
+ * that slot was freed before the head reached its value. Without evicting
+ * senders this bound is all a sender needs: it acquires the head (or a
+ * hint of it, below), which orders the receiver's reads of the slot before
+ * our writes, and never reads the slot's sequence word, a line the
+ * receiver wrote last (a read miss on every send; the write that replaces
+ * it does not stall). With evicting senders (DROP_OLDEST) the head also
+ * moves by eviction, before the evicted slot is freed, so the sequence is
+ * checked as well.
+ *
+ * The head is read through a hint on the senders' line and from the
+ * receiver's line only when the hint says full. Any value the head had is
+ * a safe hint (the head only grows); release/acquire on the hint carries
+ * the ordering of the head load that produced it to the senders that use
+ * it.
  */
 static uint32_t
 mq_claim(rk_mqueue *q, rk__vring *r, uint32_t want, uint64_t *first)
 {
     uint64_t p = atomic_load_explicit(&r->tail, memory_order_relaxed);
     for (;;) {
-        uint32_t k = want;
+        uint32_t k = want, f = 0;
         if (q->limited) {
+            /* Acquire pairs with the release store of the hint below. */
             uint64_t h
-                = atomic_load_explicit(&r->head_hint, memory_order_relaxed);
+                = atomic_load_explicit(&r->head_hint, memory_order_acquire);
             int64_t used = (int64_t)(p - h);
             if (used < 0 || (uint64_t)used + want > q->capacity) {
-                /* Relaxed: a bound only; the slot's sequence (acquire
-                 * below) orders the reuse. Any value head had is a safe
-                 * hint: it never exceeds the head. */
-                h = atomic_load_explicit(&r->head, memory_order_relaxed);
-                atomic_store_explicit(&r->head_hint, h, memory_order_relaxed);
+                /* Acquire pairs with the receiver's release store of the
+                 * head in take_run: the slots below it were freed. */
+                h = atomic_load_explicit(&r->head, memory_order_acquire);
+                /* Release: passes that ordering on (see above). */
+                atomic_store_explicit(&r->head_hint, h, memory_order_release);
                 used = (int64_t)(p - h);
                 if (used < 0) { /* a stale tail: another sender moved on */
                     p = atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -278,21 +299,24 @@ mq_claim(rk_mqueue *q, rk__vring *r, uint32_t want, uint64_t *first)
                     k = q->capacity - (uint32_t)used;
             }
         }
-        uint32_t f = 0;
-        /* Acquire pairs with rk__vring_free: the receiver's reads of the
-         * slot are done before we overwrite it. */
-        while (f < k
-            && atomic_load_explicit(
-                   &rk__vring_slot(r, p + f)->seq, memory_order_acquire)
-                == p + f)
-            f++;
-        if (f == 0) {
-            uint64_t seq = atomic_load_explicit(
-                &rk__vring_slot(r, p)->seq, memory_order_relaxed);
-            if (q->sp || (int64_t)(seq - p) < 0)
-                return 0; /* still holds the message of p - ring */
-            p = atomic_load_explicit(&r->tail, memory_order_relaxed);
-            continue; /* another sender claimed p */
+        if (q->limited && !q->mc) {
+            f = k; /* free by the bound alone */
+        } else {
+            /* Acquire pairs with rk__vring_free: the receiver's reads of
+             * the slot are done before we overwrite it. */
+            while (f < k
+                && atomic_load_explicit(
+                       &rk__vring_slot(r, p + f)->seq, memory_order_acquire)
+                    == p + f)
+                f++;
+            if (f == 0) {
+                uint64_t seq = atomic_load_explicit(
+                    &rk__vring_slot(r, p)->seq, memory_order_relaxed);
+                if (q->sp || (int64_t)(seq - p) < 0)
+                    return 0; /* still holds the message of p - ring */
+                p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+                continue; /* another sender claimed p */
+            }
         }
         if (q->sp) {
             atomic_store_explicit(&r->tail, p + f, memory_order_relaxed);
@@ -756,8 +780,10 @@ take_run(rk_mqueue *q, rk__vring *r, uint32_t n, uint64_t *first)
                 == p + k + 1)
             k++;
         if (!q->mc) {
+            /* Release pairs with the senders' acquire of the head in
+             * mq_claim: every slot freed before is free to overwrite. */
             if (k > 0)
-                atomic_store_explicit(&r->head, p + k, memory_order_relaxed);
+                atomic_store_explicit(&r->head, p + k, memory_order_release);
             *first = p;
             return k;
         }
@@ -791,6 +817,17 @@ rk__mqueue_take_held(rk_mqueue *q, size_t max, rk__mqueue_run *out)
             uint32_t k = take_run(q, r, want, &pos);
             if (k == 0)
                 continue;
+            /* High water, kept by the receiver here (see note_depth): a
+             * short run is the whole backlog of its band; a full one
+             * reads the senders' tail (only when the queue is backed up). */
+            uint64_t depth = k < want
+                ? k
+                : atomic_load_explicit(&r->tail, memory_order_relaxed) - pos;
+            if (depth > q->capacity)
+                depth = q->capacity;
+            /* On our own line: the senders' line changes every send. */
+            if (depth > atomic_load_explicit(&q->recv_hw, memory_order_relaxed))
+                atomic_store_explicit(&q->recv_hw, depth, memory_order_relaxed);
             q->held_band = b;
             q->held_pos = pos;
             atomic_store_explicit(&q->held, k, memory_order_relaxed);
@@ -875,6 +912,9 @@ rk_mqueue_stats(const rk_mqueue *q, rk_queue_stats *out)
     out->enqueued = atomic_load_explicit(&q->enqueued, memory_order_relaxed);
     out->high_water
         = atomic_load_explicit(&q->hw.high_water, memory_order_relaxed);
+    uint64_t rhw = atomic_load_explicit(&q->recv_hw, memory_order_relaxed);
+    if (rhw > out->high_water)
+        out->high_water = rhw;
     uint64_t out_count = out->dequeued + out->evicted;
     out->depth = out->enqueued > out_count ? out->enqueued - out_count : 0;
 }

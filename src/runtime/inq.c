@@ -68,7 +68,7 @@ lane_geometry(const rk_mqueue_config *cfg, uint32_t hold, uint32_t *ring,
 size_t
 rk__inq_lane_bytes(const rk_mqueue_config *cfg, uint32_t hold)
 {
-    uint32_t ring, stride;
+    uint32_t ring = 0, stride = 0;
 
     if (cfg == NULL || !is_lane(cfg)
         || lane_geometry(cfg, hold, &ring, &stride) != RK_OK)
@@ -80,7 +80,7 @@ int
 rk__inq_init_at(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold,
     rk__ec *wake, void *mem)
 {
-    uint32_t ring, stride;
+    uint32_t ring = 0, stride = 0;
     int rc;
 
     RK_ASSERT(wake != NULL);
