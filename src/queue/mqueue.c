@@ -38,7 +38,8 @@ struct rk_mqueue {
     bool sp;      /* single producer: no CAS on tail, no RMW on counters */
     bool mc;      /* DROP_OLDEST: senders take from the head too, so CAS it */
     bool limited; /* rings larger than capacity: admission tests the head */
-    rk__ec *ne;   /* not empty: ne_own, or the owner's (rk__mqueue_create_held) */
+    rk__ec
+        *ne; /* not empty: ne_own, or the owner's (rk__mqueue_create_held) */
     _Atomic uint32_t closed;
     /* Senders' counters. */
     _Alignas(RK_CACHELINE) _Atomic uint64_t enqueued;
@@ -48,7 +49,7 @@ struct rk_mqueue {
     rk__hwmark hw; /* removals: dequeued + evicted */
     /* Receiver's line: its counter and the run it holds in place. */
     _Alignas(RK_CACHELINE) _Atomic uint64_t dequeued;
-    _Atomic uint64_t held; /* slots taken in place, not yet released */
+    _Atomic uint64_t held;    /* slots taken in place, not yet released */
     _Atomic uint64_t recv_hw; /* high water kept here (limited queues) */
     uint64_t held_pos;
     uint32_t held_band;
@@ -198,8 +199,8 @@ rk__mqueue_create_held(rk_mqueue **out, const rk_mqueue_config *cfg,
     q->mc = c.backpressure == RK_BP_DROP_OLDEST;
     q->limited = ring != c.capacity;
     for (uint32_t b = 0; b < q->nbands; b++) {
-        rc = rk__vring_init_aligned(&q->bands[b], (uint32_t)ring,
-            c.slot_size, RK__VSLOT_HDR, "rk_mqueue");
+        rc = rk__vring_init_aligned(&q->bands[b], (uint32_t)ring, c.slot_size,
+            RK__VSLOT_HDR, "rk_mqueue");
         if (rc != RK_OK) {
             while (b-- > 0)
                 rk__vring_fini(&q->bands[b]);
@@ -385,20 +386,39 @@ send_deadline(send_ctx *c)
 /*
  * DROP_OLDEST on a full band: evicts until a slot can be claimed. The band
  * can be full with nothing evictable when its head slot is claimed by a
- * sender that has not published it yet (preempted mid-copy, say): then no
- * spinning helps until that sender runs. After MQ_EVICT_SPIN rounds the
+ * sender that has not published it yet (preempted mid-copy, say), or when
+ * the slot the sender needs is held in place by the receiver
+ * (eviction_helps): then no spinning helps until that sender runs or the
+ * receiver releases. After MQ_EVICT_SPIN rounds the
  * sender yields the CPU between tries and gives up at its timeout like a
  * BLOCK sender: RK_EFULL for RK_NO_WAIT, RK_ETIMEDOUT after it; the caller
  * counts it rejected. The deadline starts at the first yield.
  */
 #define MQ_EVICT_SPIN 64u
 
+/* Whether evicting the oldest message of r can make room at the tail. On
+ * a limited queue the tail's slot may still be held by the receiver (it
+ * holds a batch in place while senders evicted past it): evicting more
+ * would lose messages and free nothing, since a held slot is never
+ * evicted or overwritten. Then the sender waits as for a stuck head. */
+static bool
+eviction_helps(const rk_mqueue *q, const rk__vring *r)
+{
+    if (!q->limited)
+        return true;
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    /* Relaxed: a hint; mq_claim checks again. */
+    return atomic_load_explicit(
+               &rk__vring_slot(r, t)->seq, memory_order_relaxed)
+        == t;
+}
+
 static int
 claim_evicting(rk_mqueue *q, send_ctx *c, uint64_t *pos)
 {
     rk__vring *r = c->band;
     for (uint32_t round = 0;; round++) {
-        if (!evict_oldest(q, r)) {
+        if (!eviction_helps(q, r) || !evict_oldest(q, r)) {
             if (round < MQ_EVICT_SPIN) {
                 rk__cpu_relax();
             } else {
@@ -826,8 +846,10 @@ rk__mqueue_take_held(rk_mqueue *q, size_t max, rk__mqueue_run *out)
             if (depth > q->capacity)
                 depth = q->capacity;
             /* On our own line: the senders' line changes every send. */
-            if (depth > atomic_load_explicit(&q->recv_hw, memory_order_relaxed))
-                atomic_store_explicit(&q->recv_hw, depth, memory_order_relaxed);
+            if (depth
+                > atomic_load_explicit(&q->recv_hw, memory_order_relaxed))
+                atomic_store_explicit(
+                    &q->recv_hw, depth, memory_order_relaxed);
             q->held_band = b;
             q->held_pos = pos;
             atomic_store_explicit(&q->held, k, memory_order_relaxed);

@@ -61,8 +61,8 @@ lane_geometry(const rk_mqueue_config *cfg, uint32_t hold, uint32_t *ring,
         r <<= 1;
     if (r > (UINT64_C(1) << 31))
         return rk__fail(RK_EINVAL,
-            "input_capacity %u plus a batch of %u is too large",
-            cfg->capacity, hold);
+            "input_capacity %u plus a batch of %u is too large", cfg->capacity,
+            hold);
     if (r * st > RK__QUEUE_MAX_BYTES)
         return rk__fail(RK_EINVAL,
             "input_capacity %u x slot_size %llu is too large (limit %llu "

@@ -48,10 +48,10 @@
 #include "ringkernel/queue.h"
 
 typedef struct rk__inq {
-    rk_mqueue *mq;     /* DROP_OLDEST, or NULL */
-    rk_spsc *lane;     /* lanes[0] (the only lane without bands), or NULL */
-    void *lane_owned;  /* the lanes' memory when rk__inq_init allocated it */
-    rk__ec *wake;      /* the kernel's wake eventcount (caller-owned) */
+    rk_mqueue *mq;    /* DROP_OLDEST, or NULL */
+    rk_spsc *lane;    /* lanes[0] (the only lane without bands), or NULL */
+    void *lane_owned; /* the lanes' memory when rk__inq_init allocated it */
+    rk__ec *wake;     /* the kernel's wake eventcount (caller-owned) */
     size_t slot_size;
     rk_backpressure bp;
     uint32_t lane_cap; /* per lane: messages it queues (not yet taken) */
@@ -79,9 +79,9 @@ typedef struct rk__inq {
 
 /* Picks the implementation from cfg (lanes unless DROP_OLDEST; four with
  * priority_bands; single_producer makes a second concurrent sender an
- * error instead of a wait for the lock). hold is the most slots the consumer keeps after
- * taking them (its batch, lent by rk__inq_take): either kind queues
- * cfg->capacity messages besides those (per band), in rings of at least
+ * error instead of a wait for the lock). hold is the most slots the consumer
+ * keeps after taking them (its batch, lent by rk__inq_take): either kind
+ * queues cfg->capacity messages besides those (per band), in rings of at least
  * capacity + hold slots. Slot strides are rounded up to 64 bytes, so
  * every frame's header is 64-byte aligned. wake: the kernel's wake
  * eventcount, caller-owned, outlives q (see above). Errors as
