@@ -465,7 +465,11 @@ static void
 test_total_cannot_wrap(void **state)
 {
     rk_allocator a = { .alloc = fake_alloc, .free = fake_free };
-    rk_pool_config cfg = { .kind = RK_POOL_MALLOC, .allocator = &a };
+    /* The fake allocator returns one block for every call: without
+     * checks, since with them the second is refused (see below). */
+    rk_pool_config cfg = {
+        .kind = RK_POOL_MALLOC, .allocator = &a, .checks = RK_POOL_CHECKS_OFF
+    };
     size_t big = PTRDIFF_MAX;
     rk_pool *p = NULL;
     rk_pool_stats s;
@@ -486,6 +490,35 @@ test_total_cannot_wrap(void **state)
     rk_pool_free(p, y, big);
     rk_pool_stats_get(p, &s);
     assert_int_equal(s.total_bytes, 0);
+    rk_pool_destroy(p);
+}
+
+/* With checks on, an allocator hook that returns a block still in use
+ * is refused without releasing that block or changing the statistics. */
+static void
+test_allocator_returning_live_block(void **state)
+{
+    rk_allocator a = { .alloc = fake_alloc, .free = fake_free };
+    rk_pool_config cfg = {
+        .kind = RK_POOL_HOST, .allocator = &a, .checks = RK_POOL_CHECKS_ON
+    };
+    rk_pool *p = NULL;
+    rk_pool_stats s;
+    void *x = NULL, *y = NULL;
+    (void)state;
+
+    assert_int_equal(rk_pool_create(&p, &cfg), RK_OK);
+    assert_int_equal(rk_pool_alloc(p, 64, &x), RK_OK);
+    assert_ptr_equal(x, fake_block);
+    rk__clear_detail();
+    assert_int_equal(rk_pool_alloc(p, 64, &y), RK_EINVAL);
+    assert_null(y);
+    assert_non_null(strstr(rk_errdetail(), "still in use"));
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.used_blocks, 1);
+    assert_int_equal(s.total_bytes, 64);
+    assert_int_equal(s.misses, 1);
+    assert_int_equal(rk_pool_free(p, x, 64), RK_OK);
     rk_pool_destroy(p);
 }
 
@@ -550,6 +583,7 @@ main(void)
         cmocka_unit_test(test_defaults_and_names),
         cmocka_unit_test(test_checks_config),
         cmocka_unit_test(test_total_cannot_wrap),
+        cmocka_unit_test(test_allocator_returning_live_block),
         cmocka_unit_test(test_largest_max_block),
         CONTRACT_ALL(0),
         CONTRACT_ALL(1),

@@ -203,14 +203,20 @@ live_add(rk_pool *p, void *ptr, size_t size)
     } else {
         size_t j = live_slot(l, a);
 
-        while (l->addr[j] != 0) {
-            /* The allocator handed out a block that is still live. */
-            RK_ASSERT(l->addr[j] != a);
+        while (l->addr[j] != 0 && l->addr[j] != a)
             j = (j + 1) & (l->cap - 1);
+        if (l->addr[j] == a) {
+            /* Only a caller's allocator hook can do this: it returned a
+             * block the pool has handed out and not got back. */
+            rc = rk__fail(RK_EINVAL,
+                "rk_pool_alloc: the allocator returned %p, a block that "
+                "is still in use",
+                ptr);
+        } else {
+            l->addr[j] = a;
+            l->size[j] = size;
+            l->n++;
         }
-        l->addr[j] = a;
-        l->size[j] = size;
-        l->n++;
     }
     pthread_mutex_unlock(&l->lock);
     return rc;
@@ -397,8 +403,6 @@ reserve(rk_pool *p, size_t bsize)
 static void
 release_block(rk_pool *p, void *ptr, size_t bsize)
 {
-    if (p->space == RK__MEM_HOST)
-        POOL_UNPOISON(ptr, bsize); /* the allocator may write into it */
     rk__mem_release(p->space, p->device, hooks(p), ptr, bsize);
     sub(&p->total_bytes, bsize);
 }
@@ -436,13 +440,17 @@ fresh_block(rk_pool *p, size_t bsize, void **out)
 
 static void take_back(rk_pool *pool, void *ptr, size_t size);
 
-/* The last step of every allocation: record the block for the checks. */
+/* The last step of a cache hit: record the block for the checks. A hit
+ * is never live (it came back through a checked free), so the only
+ * failure is no memory to track it: the block goes back to the cache. */
 static int
 handed_out(rk_pool *pool, void *blk, size_t size, void **out)
 {
-    if (pool->checks && live_add(pool, blk, size) != RK_OK) {
+    int rc;
+
+    if (pool->checks && (rc = live_add(pool, blk, size)) != RK_OK) {
         take_back(pool, blk, size);
-        return RK_ENOMEM;
+        return rc;
     }
     *out = blk;
     return RK_OK;
@@ -488,11 +496,27 @@ rk_pool_alloc(rk_pool *pool, size_t size, void **out)
         }
         return rc;
     }
+    if (pool->checks && (rc = live_add(pool, blk, size)) != RK_OK) {
+        /* Undo the miss. A block the allocator returned twice is someone
+         * else's live block: it is not released. */
+        if (rc == RK_ENOMEM)
+            release_block(pool, blk, bsize);
+        else
+            sub(&pool->total_bytes, bsize);
+        sub(&pool->misses, 1);
+        if (c != NULL) {
+            pthread_mutex_lock(&c->lock);
+            c->in_use--;
+            pthread_mutex_unlock(&c->lock);
+        }
+        return rc;
+    }
     if (c == NULL) {
         add(&pool->huge_bytes, bsize);
         add(&pool->huge_blocks, 1);
     }
-    return handed_out(pool, blk, size, out);
+    *out = blk;
+    return RK_OK;
 }
 
 /* Takes a block back (cache or release) without any check. */
@@ -591,7 +615,12 @@ rk_pool_trim(rk_pool *pool, size_t keep_bytes)
 
         pthread_mutex_lock(&c->lock);
         while (c->nfree > 0 && excess > 0) {
-            release_block(pool, c->stack[--c->nfree], bsize);
+            void *blk = c->stack[--c->nfree];
+
+            /* Cached, so poisoned; the allocator may write into it. */
+            if (pool->space == RK__MEM_HOST)
+                POOL_UNPOISON(blk, bsize);
+            release_block(pool, blk, bsize);
             excess = excess > bsize ? excess - bsize : 0;
         }
         pthread_mutex_unlock(&c->lock);

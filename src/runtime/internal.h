@@ -59,6 +59,8 @@ typedef struct rk__inst {
     /* batch + 1 frames of stride bytes: frames the instance left
      * unprocessed at its exit (first left_n), then the fail slot. */
     rk__placed spill_mem;
+    rk__placed in_mem;  /* the input's lanes (none for DROP_OLDEST) */
+    rk__placed out_mem; /* the output ring */
     rk__inq in;
     rk__outq out;
     size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
