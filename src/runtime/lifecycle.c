@@ -58,8 +58,8 @@ round64(size_t n)
 static void
 release_placed(rk__inst *inst)
 {
-    rk__placed *p[]
-        = { &inst->ctl_mem, &inst->spill_mem, &inst->in_mem, &inst->out_mem };
+    rk__placed *p[] = { &inst->ctl_mem, &inst->spill_mem, &inst->in_mem,
+        &inst->out_mem };
 
     for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
         if (p[i]->host != NULL)
@@ -126,8 +126,8 @@ inst_create(rk__kernel *k, rk__inst **out)
                 "kernel '%s': output_capacity %u x slot %zu bytes overflows",
                 k->id, c->output_capacity, inst->slot_size);
         else if ((rc = be->alloc(sizeof(rk_ctl), &inst->ctl_mem)) == RK_OK
-            && (rc = be->alloc(
-                    inst->stride * ((size_t)c->batch + 1), &inst->spill_mem))
+            && (rc = be->alloc(inst->stride * ((size_t)c->batch + 1),
+                    &inst->spill_mem))
                 == RK_OK
             && (in_bytes == 0
                 || (rc = be->alloc(in_bytes, &inst->in_mem)) == RK_OK))
@@ -145,19 +145,19 @@ inst_create(rk__kernel *k, rk__inst **out)
         snprintf(why, sizeof(why), "%s", rk_errdetail());
         release_placed(inst);
         free(inst);
-        return rk__fail(
-            rc, "kernel '%s': cannot create its input queue (%s)", k->id, why);
+        return rk__fail(rc, "kernel '%s': cannot create its input queue (%s)",
+            k->id, why);
     }
-    rc = rk__outq_init_at(
-        &inst->out, inst->out_mem.host, c->output_capacity, inst->slot_size);
+    rc = rk__outq_init_at(&inst->out, inst->out_mem.host, c->output_capacity,
+        inst->slot_size);
     if (rc != RK_OK) {
         char why[256];
         snprintf(why, sizeof(why), "%s", rk_errdetail());
         rk__inq_fini(&inst->in);
         release_placed(inst);
         free(inst);
-        return rk__fail(rc, "kernel '%s': cannot create its output queue (%s)",
-            k->id, why);
+        return rk__fail(rc,
+            "kernel '%s': cannot create its output queue (%s)", k->id, why);
     }
     /* From here on rk__inst_free undoes whatever was set up. */
     inst->ctl = inst->ctl_mem.host;
