@@ -97,6 +97,8 @@ child_main(int fd, rk_runtime *rt, rk_kernel k, rk_kernel held)
     report(fd, C_SEND_ID, rk_send_id(rt, "open", 0, "x", 1, 128, RK_NO_WAIT));
     report(
         fd, C_PUBLISH, rk_publish(rt, "news", 0, "x", 1, 128, RK_NO_WAIT, &n));
+    report(fd, C_SUBSCRIBE, rk_subscribe(rt, "held", "news"));
+    report(fd, C_LAUNCH, rk_kernel_launch(rt, "open"));
     report(fd, C_REQUEST,
         rk_request(rt, k, 0, "g", 1, NULL, buf, sizeof(buf), &len, RT_LONG));
     /* "held"'s output lock belonged to a parent thread at the fork. */

@@ -11,9 +11,12 @@ rk_connect(rk_runtime *rt, const char *from, const char *to)
 {
     rk__kernel *a, *b;
     const rk_msgtype *ot, *it;
+    int rc;
 
     if (rt == NULL)
         return rk__fail(RK_EINVAL, "runtime is NULL");
+    if ((rc = rk__fork_check(rt, "rk_connect")) != RK_OK)
+        return rc;
     if ((a = rk__kernel_by_id(rt, from)) == NULL)
         return rk__not_found(rt, from);
     if ((b = rk__kernel_by_id(rt, to)) == NULL)
@@ -35,9 +38,12 @@ int
 rk_disconnect(rk_runtime *rt, const char *from)
 {
     rk__kernel *a;
+    int rc;
 
     if (rt == NULL)
         return rk__fail(RK_EINVAL, "runtime is NULL");
+    if ((rc = rk__fork_check(rt, "rk_disconnect")) != RK_OK)
+        return rc;
     if ((a = rk__kernel_by_id(rt, from)) == NULL)
         return rk__not_found(rt, from);
     atomic_store_explicit(&a->route, NULL, memory_order_release);

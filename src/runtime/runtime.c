@@ -449,6 +449,8 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
 
     if (rt == NULL || def == NULL)
         return rk__fail(RK_EINVAL, "rk_runtime_register: NULL argument");
+    if ((rc = rk__fork_check(rt, "rk_runtime_register")) != RK_OK)
+        return rc;
     if ((rc = check_id("rk_runtime_register", def->id)) != RK_OK)
         return rc;
     if ((def->actor == NULL) == (def->handler == NULL))

@@ -33,6 +33,8 @@ rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
 
     if (rt == NULL)
         return rk__fail(RK_EINVAL, "runtime is NULL");
+    if ((rc = rk__fork_check(rt, "rk_subscribe")) != RK_OK)
+        return rc;
     if ((rc = check_name("rk_subscribe", topic)) != RK_OK)
         return rc;
     if ((k = rk__kernel_by_id(rt, kernel_id)) == NULL)
@@ -85,6 +87,8 @@ rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
 
     if (rt == NULL)
         return rk__fail(RK_EINVAL, "runtime is NULL");
+    if ((rc = rk__fork_check(rt, "rk_unsubscribe")) != RK_OK)
+        return rc;
     if ((rc = check_name("rk_unsubscribe", topic)) != RK_OK)
         return rc;
     if ((k = rk__kernel_by_id(rt, kernel_id)) == NULL)
@@ -169,6 +173,8 @@ rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out)
 
     if (rt == NULL || topic == NULL || out == NULL)
         return rk__fail(RK_EINVAL, "rk_topic_stats_get: NULL argument");
+    if ((rc = rk__fork_check(rt, "rk_topic_stats_get")) != RK_OK)
+        return rc;
     pthread_rwlock_rdlock(&rt->topics_lock);
     if ((t = topic_find(rt, topic)) != NULL) {
         out->published = rk__counter_get(&t->published);
