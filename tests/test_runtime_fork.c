@@ -44,10 +44,20 @@ typedef struct step {
     int rc;
 } step;
 
-enum { C_SEND, C_SEND_ID, C_PUBLISH, C_REQUEST, C_RECV, C_RECV_ID, C_NEW };
-static const char *const call_names[]
-    = { "rk_send", "rk_send_id", "rk_publish", "rk_request", "rk_recv",
-          "rk_recv_id", "a new runtime in the child" };
+enum {
+    C_SEND,
+    C_SEND_ID,
+    C_PUBLISH,
+    C_SUBSCRIBE,
+    C_LAUNCH,
+    C_REQUEST,
+    C_RECV,
+    C_RECV_ID,
+    C_NEW
+};
+static const char *const call_names[] = { "rk_send", "rk_send_id",
+    "rk_publish", "rk_subscribe", "rk_kernel_launch", "rk_request", "rk_recv",
+    "rk_recv_id", "a new runtime in the child" };
 
 static void
 report(int fd, int call, int rc)
