@@ -133,8 +133,11 @@ typedef struct rk__dead {
     unsigned char *payload;
 } rk__dead;
 
-/* Host calls in flight, counted in shards (a thread uses one, picked once)
- * so that concurrent callers do not share one line. */
+/* Host calls in flight. The first RK__CALL_SLOTS threads that call into
+ * any runtime get a slot of their own in each runtime (one writer: plain
+ * load and store, no read-modify-write on the hot path); later threads
+ * share RK__CALL_SHARDS counters with atomic adds. See rk__call_enter. */
+#define RK__CALL_SLOTS  128
 #define RK__CALL_SHARDS 16
 
 typedef struct rk__call_shard {
@@ -148,7 +151,8 @@ struct rk_runtime {
     uint32_t fork_gen;
     /* rk_runtime_destroy has begun: new host calls are refused. */
     _Atomic uint32_t closing;
-    rk__call_shard calls[RK__CALL_SHARDS];
+    rk__call_shard call_slots[RK__CALL_SLOTS]; /* one writer each */
+    rk__call_shard calls[RK__CALL_SHARDS];     /* shared: atomic adds */
     rk__ec calls_ec;       /* notified when a host call leaves */
     const rk__backend *be; /* the default for kernels that name none */
 

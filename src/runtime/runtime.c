@@ -74,33 +74,52 @@ rk__fork_check(const rk_runtime *rt, const char *op)
     return RK_OK;
 }
 
-/* The calling thread's shard of the call counters. */
-static _Thread_local uint32_t call_shard = UINT32_MAX;
-static _Atomic uint32_t call_shard_next;
+/* The calling thread's index among the threads that ever called in
+ * (assigned once): below RK__CALL_SLOTS it owns call_slots[index] of every
+ * runtime, else it shares calls[index % RK__CALL_SHARDS]. */
+static _Thread_local uint32_t call_index = UINT32_MAX;
+static _Atomic uint32_t call_index_next;
 
-static _Atomic uint64_t *
-my_shard(rk_runtime *rt)
+static uint32_t
+my_index(void)
 {
-    if (rk__unlikely(call_shard == UINT32_MAX))
-        call_shard = atomic_fetch_add_explicit(
-                         &call_shard_next, 1, memory_order_relaxed)
-            % RK__CALL_SHARDS;
-    return &rt->calls[call_shard].n;
+    if (rk__unlikely(call_index == UINT32_MAX))
+        call_index = atomic_fetch_add_explicit(
+            &call_index_next, 1, memory_order_relaxed);
+    return call_index;
 }
 
+/*
+ * Entering a call publishes it (the count goes up), then reads closing;
+ * rk_runtime_destroy stores closing, then reads the counts. That is a
+ * Dekker pair: either the call sees closing and backs out, or destroy
+ * sees the call and waits for it. On an owned slot the count is a plain
+ * store and the store->load order comes from the asymmetric barrier pair
+ * (common/barrier.h): a compiler barrier here, membarrier in destroy. On
+ * a shared counter both sides are seq_cst.
+ */
 int
 rk__call_enter(rk_runtime *rt, const char *op)
 {
+    uint32_t i;
     int rc;
 
     if (rk__unlikely(rt == NULL))
         return rk__fail(RK_EINVAL, "%s: runtime is NULL", op);
     if ((rc = rk__fork_check(rt, op)) != RK_OK)
         return rc;
-    /* seq_cst increment, then seq_cst load of closing; destroy stores
-     * closing (seq_cst) and then loads the counters: one of the two sees
-     * the other (Dekker), so no call enters unseen once destroy counts. */
-    atomic_fetch_add_explicit(my_shard(rt), 1, memory_order_seq_cst);
+    i = my_index();
+    if (rk__likely(i < RK__CALL_SLOTS)) {
+        _Atomic uint64_t *n = &rt->call_slots[i].n;
+        atomic_store_explicit(n,
+            atomic_load_explicit(n, memory_order_relaxed) + 1,
+            memory_order_relaxed);
+        /* Pairs with the heavy barrier in rk_runtime_destroy. */
+        rk__light_barrier();
+    } else {
+        atomic_fetch_add_explicit(&rt->calls[i % RK__CALL_SHARDS].n, 1,
+            memory_order_seq_cst);
+    }
     if (rk__unlikely(
             atomic_load_explicit(&rt->closing, memory_order_seq_cst))) {
         rk__call_leave(rt);
@@ -112,9 +131,19 @@ rk__call_enter(rk_runtime *rt, const char *op)
 void
 rk__call_leave(rk_runtime *rt)
 {
+    uint32_t i = call_index;
+
     /* Release: the call's uses of the runtime happen before destroy's
      * acquire load sees the count drop. */
-    atomic_fetch_sub_explicit(my_shard(rt), 1, memory_order_release);
+    if (rk__likely(i < RK__CALL_SLOTS)) {
+        _Atomic uint64_t *n = &rt->call_slots[i].n;
+        atomic_store_explicit(n,
+            atomic_load_explicit(n, memory_order_relaxed) - 1,
+            memory_order_release);
+    } else {
+        atomic_fetch_sub_explicit(&rt->calls[i % RK__CALL_SHARDS].n, 1,
+            memory_order_release);
+    }
     rk__ec_notify_all(&rt->calls_ec);
 }
 
@@ -123,6 +152,8 @@ calls_in_flight(rk_runtime *rt)
 {
     uint64_t n = 0;
 
+    for (uint32_t i = 0; i < RK__CALL_SLOTS; i++)
+        n += atomic_load_explicit(&rt->call_slots[i].n, memory_order_acquire);
     for (uint32_t i = 0; i < RK__CALL_SHARDS; i++)
         n += atomic_load_explicit(&rt->calls[i].n, memory_order_acquire);
     return n;
@@ -365,8 +396,12 @@ rk_runtime_destroy(rk_runtime *rt)
      * is left alone (the child's copy of the memory stays allocated). */
     if (rk__fork_check(rt, "rk_runtime_destroy") != RK_OK)
         return;
-    /* New host calls are refused from here on (rk__call_enter). */
+    /* New host calls are refused from here on (rk__call_enter); the heavy
+     * barrier pairs with the light one of a call entering on its own
+     * slot, so the counts read later include every call that missed the
+     * store. */
     atomic_store_explicit(&rt->closing, 1, memory_order_seq_cst);
+    rk__heavy_barrier();
     stuck[0] = '\0';
     for (i = 0; i < rt->nkernels; i++) {
         rk__kernel *k
