@@ -126,7 +126,8 @@ typedef struct soak {
     atomic_bool dlq_end;
     soak_prod prod[NPROD];
     pthread_t pub_th, drain_th, dlq_th;
-    uint64_t publishes, copies_ok;
+    uint64_t publishes,
+        copies_ok; /* the publisher's seqs start at publishes */
     uint64_t dead, dead_not_poison;
     int drain_rc;
 } soak;
@@ -161,8 +162,8 @@ publisher_main(void *arg)
 {
     soak *s = arg;
 
-    for (uint64_t i = 0; !atomic_load_explicit(&s->stop, memory_order_relaxed);
-         i++) {
+    for (uint64_t i = s->publishes;
+         !atomic_load_explicit(&s->stop, memory_order_relaxed); i++) {
         soak_msg m = { NPROD, 0, i };
         size_t n = 0;
         /* Neither subscriber blocks: DROP_OLDEST takes it, REJECT refuses
@@ -304,10 +305,20 @@ test_soak(void **state)
     assert_int_equal(rk_connect(s.rt, "ingest", "stage"), RK_OK);
     assert_int_equal(rk_subscribe(s.rt, "subA", "events"), RK_OK);
     assert_int_equal(rk_subscribe(s.rt, "subB", "events"), RK_OK);
-    for (int i = 3; i >= 0; i--) {
+    for (int i = 3; i >= 0; i--)
         assert_int_equal(rk_kernel_launch(s.rt, order[i]), RK_OK);
-        assert_int_equal(rk_kernel_activate(s.rt, order[i]), RK_OK);
+    /* Before the subscribers run, one band's worth of publishes and more:
+     * subA must drop and subB refuse, however fast the machine (a
+     * sanitizer build may never fill them under load). */
+    for (uint64_t i = 0; i < 256 + 16; i++) {
+        soak_msg m = { NPROD, 0, i };
+        size_t n = 0;
+        (void)rk_publish(s.rt, "events", 0, &m, sizeof(m), 128, 0, &n);
+        s.publishes++;
+        s.copies_ok += n;
     }
+    for (int i = 3; i >= 0; i--)
+        assert_int_equal(rk_kernel_activate(s.rt, order[i]), RK_OK);
 
     assert_int_equal(pthread_create(&s.drain_th, NULL, drainer_main, &s), 0);
     assert_int_equal(pthread_create(&s.dlq_th, NULL, dlq_main, &s), 0);

@@ -200,8 +200,9 @@ bump(_Atomic uint64_t *c, uint64_t n)
 static bool
 is_closed(const rk__inq *q)
 {
-    /* Acquire pairs with the seq_cst store in rk__inq_close. */
-    return atomic_load_explicit(&q->closed, memory_order_acquire) != 0;
+    /* seq_cst: pairs with the seq_cst store in rk__inq_close (see the
+     * comment there); a plain load on x86. */
+    return atomic_load_explicit(&q->closed, memory_order_seq_cst) != 0;
 }
 
 /* Room in lane b, read without the producer role (only atomics: the
@@ -241,9 +242,10 @@ role_contended(rk__inq *q)
             "two threads sent to it at once");
     }
     for (uint32_t i = 1;; i++) {
-        /* Acquire pairs with the release store in role_give. */
+        /* seq_cst: acquire pairs with the release store in role_give;
+         * the rest orders the flag before the closed check (close). */
         if (atomic_load_explicit(&q->busy, memory_order_relaxed) == 0
-            && atomic_exchange_explicit(&q->busy, 1, memory_order_acquire)
+            && atomic_exchange_explicit(&q->busy, 1, memory_order_seq_cst)
                 == 0)
             return RK_OK;
         if (i % ROLE_SPIN == 0)
@@ -256,9 +258,12 @@ role_contended(rk__inq *q)
 static inline int
 role_take(rk__inq *q)
 {
-    /* Acquire pairs with the release store in role_give. */
+    /* seq_cst: acquire pairs with the release store in role_give; and
+     * the flag is ordered before this sender's check of closed, which
+     * rk__inq_close relies on (it stores closed, then waits for the
+     * flag). An exchange is a full barrier on x86 either way. */
     if (rk__likely(
-            atomic_exchange_explicit(&q->busy, 1, memory_order_acquire) == 0))
+            atomic_exchange_explicit(&q->busy, 1, memory_order_seq_cst) == 0))
         return RK_OK;
     return role_contended(q);
 }
@@ -565,11 +570,21 @@ rk__inq_close(rk__inq *q)
         rk_mqueue_close(q->mq); /* notifies all on wake: it is q->mq's */
         return;
     }
-    /* seq_cst pairs with the acquire loads in is_closed; the notifies
+    /* seq_cst pairs with the seq_cst loads in is_closed; the notifies
      * wake producers waiting for room and the kernel. */
     atomic_store_explicit(&q->closed, 1, memory_order_seq_cst);
     rk__ec_notify_all(&q->prod_ec);
     rk__ec_notify_all(q->wake);
+    /* A sender that took the producer flag before the store above may
+     * not have seen it: it is writing a frame it will publish. Wait until
+     * it gives the flag back, so that whoever drains the queue after the
+     * close sees that frame (a sender told RK_OK is never stranded in a
+     * closed queue). The flag is held only while writing a frame (a
+     * sender waiting for room gives it back and then sees closed), so
+     * this is short. Dekker with role_take: closed, then the flag here;
+     * the flag, then closed there; both seq_cst. */
+    while (atomic_load_explicit(&q->busy, memory_order_seq_cst) != 0)
+        sched_yield();
 }
 
 void

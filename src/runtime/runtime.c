@@ -383,6 +383,17 @@ destroy_kernel(rk_runtime *rt, rk__kernel *k)
     return false;
 }
 
+/* Destroy with a stuck kernel: gives an exited instance's backend state
+ * back (joins a CPU thread) but keeps its memory. */
+static void
+release_exited(rk__inst *inst)
+{
+    if (inst != NULL && !inst->detached && inst->bi != NULL) {
+        inst->be->destroy(inst->bi, 0);
+        inst->bi = NULL;
+    }
+}
+
 void
 rk_runtime_destroy(rk_runtime *rt)
 {
@@ -422,7 +433,19 @@ rk_runtime_destroy(rk_runtime *rt)
     rk__supervisor_stop(rt);
     if (off != 0) {
         /* A detached thread may still use any of it: leaked on purpose.
-         * The detail is the caller's report (destroy returns nothing). */
+         * The instances that did exit are still released to their
+         * backend (a CPU thread is joined): that state is private to
+         * each instance, and no other thread reaches it. The detail is
+         * the caller's report (destroy returns nothing). */
+        for (i = 0; i < rt->nkernels; i++) {
+            rk__kernel *k
+                = atomic_load_explicit(&rt->slots[i], memory_order_relaxed);
+            rk__inst *r;
+            release_exited(
+                atomic_load_explicit(&k->inst, memory_order_relaxed));
+            for (r = k->retired; r != NULL; r = r->retired_next)
+                release_exited(r);
+        }
         (void)rk__fail(RK_ETIMEDOUT,
             "rk_runtime_destroy: kernel %s did not end within "
             "terminate_timeout_ns (%lld ns, twice); its thread is detached "

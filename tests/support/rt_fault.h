@@ -190,5 +190,15 @@ rt_rss_bytes(void)
 #ifndef RT_SANITIZED
 #define RT_SANITIZED 0
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define RT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RT_TSAN 1
+#endif
+#endif
+#ifndef RT_TSAN
+#define RT_TSAN 0
+#endif
 
 #endif /* RK_TEST_RT_FAULT_H */
