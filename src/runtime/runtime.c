@@ -384,12 +384,14 @@ destroy_kernel(rk_runtime *rt, rk__kernel *k)
 }
 
 /* Destroy with a stuck kernel: gives an exited instance's backend state
- * back (joins a CPU thread) but keeps its memory. */
+ * back (joins a CPU thread, frees the private state no other thread
+ * reaches) but keeps the instance itself. */
 static void
 release_exited(rk__inst *inst)
 {
     if (inst != NULL && !inst->detached && inst->bi != NULL) {
         inst->be->destroy(inst->bi, 0);
+        free(inst->bi); /* runtime-allocated, as in rk__inst_free */
         inst->bi = NULL;
     }
 }
