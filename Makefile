@@ -6,7 +6,7 @@ DEMO     ?= streaming_pipeline
 CMAKE    ?= cmake
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build demo test asan tsan fuzz bench install clean format
+.PHONY: all deps build demo test pytest pybench asan tsan fuzz bench install clean format
 
 all: build
 
@@ -24,6 +24,17 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+	$(MAKE) pytest
+
+# The Python package (pip install . into $(BUILD)/pyvenv) and its tests.
+pytest: deps
+	tools/pyvenv.sh $(BUILD)
+	$(BUILD)/pyvenv/bin/python -m pytest -q -p no:cacheprovider python/tests
+
+# Python benchmarks against PyDotCompute in the same run (JSON lines).
+pybench: deps
+	tools/pyvenv.sh $(BUILD)
+	$(BUILD)/pyvenv/bin/python bench/python/bench_python.py
 
 # Sanitizer builds of the whole suite (what .ci/run runs).
 asan: deps
@@ -52,6 +63,7 @@ fuzz: deps
 bench: deps
 	$(CMAKE) -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DRK_BUILD_TESTS=OFF
 	$(CMAKE) --build build-bench -j$(JOBS) --target run_bench
+	$(MAKE) pybench BUILD=build-bench
 
 install: build
 	$(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))

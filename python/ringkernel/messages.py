@@ -215,6 +215,8 @@ def message(cls: Optional[type] = None, *, type_id: Optional[int] = None,
         c.message_id = dataclasses.field(default_factory=uuid.uuid4)
         c.priority = 128
         c.correlation_id = None
+        if "__post_init__" not in c.__dict__:
+            c.__post_init__ = _post_init
         dc = dataclasses.dataclass(c)
         wire = name or c.__name__
         fields = []

@@ -1,0 +1,273 @@
+"""RingKernelRuntime (blocking API): Python actors in both forms, C
+kernels, lifecycle, request/reply, routes, topics, telemetry, errors."""
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import ringkernel as rk
+from ringkernel import KernelState, errors
+
+
+@rk.message
+class Num:
+    value: int
+
+
+@rk.message
+class AddReq:
+    a: float
+    b: float
+
+
+@rk.message
+class AddResp:
+    result: float
+
+
+@rk.ring_kernel(kernel_id="py_double", input_type=Num, output_type=Num)
+def py_double(ctx):
+    while not ctx.should_terminate:
+        m = ctx.receive()
+        ctx.send(m.reply(value=m.value * 2))
+
+
+@rk.ring_kernel(kernel_id="py_async_inc", input_type=Num, output_type=Num)
+async def py_async_inc(ctx):
+    while not ctx.should_terminate:
+        m = await ctx.receive()
+        await ctx.send(Num(value=m.value + 1))
+
+
+@rk.ring_kernel(kernel_id="py_fail", input_type=Num, output_type=Num)
+def py_fail(ctx):
+    ctx.receive()
+    raise RuntimeError("boom")
+
+
+@rk.ring_kernel(kernel_id="py_pub", input_type=Num, output_type=Num)
+def py_pub(ctx):
+    while not ctx.should_terminate:
+        m = ctx.receive()
+        ctx.publish("numbers", Num(value=m.value))
+
+
+@rk.ring_kernel(kernel_id="py_sub", input_type=Num, output_type=Num)
+def py_sub(ctx):
+    while not ctx.should_terminate:
+        ctx.send(Num(value=-ctx.receive().value))
+
+
+def start(rt, kid, **kw):
+    rt.launch(kid, **kw)
+    rt.activate(kid)
+
+
+def test_sync_actor_round_trip_and_states():
+    with rk.RingKernelRuntime() as rt:
+        rt.launch("py_double")
+        assert rt.get_kernel_state("py_double") is KernelState.LAUNCHED
+        rt.activate("py_double")
+        assert rt.get_kernel_state("py_double") is KernelState.ACTIVE
+        rt.send("py_double", Num(value=21))
+        out = rt.receive("py_double", timeout=10)
+        assert isinstance(out, Num) and out.value == 42
+        rt.terminate("py_double", timeout=10)
+        assert rt.get_kernel_state("py_double") is KernelState.TERMINATED
+    assert rt.closed
+
+
+def test_async_actor_runs_in_the_c_runtime():
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_async_inc")
+        for i in range(50):
+            rt.send("py_async_inc", Num(value=i))
+        got = [rt.receive("py_async_inc", timeout=10).value for _ in range(50)]
+        assert got == list(range(1, 51))
+        t = rt.get_telemetry("py_async_inc")
+        assert t["processed"] >= 49 and t["state"] == "ACTIVE"
+        snap = rt.get_stats_snapshot("py_async_inc")
+        assert snap["label"] == "py_async_inc"
+
+
+def test_request_matches_the_correlation_id():
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_double")
+        rt.send("py_double", Num(value=1))  # an unrelated output first
+        rep = rt.request("py_double", Num(value=5), timeout=10)
+        assert rep.value == 10
+        assert rt.receive("py_double", timeout=10).value == 2  # kept for us
+
+
+def test_deactivate_reactivate():
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_double")
+        rt.deactivate("py_double")
+        assert rt.get_kernel_state("py_double") is KernelState.DEACTIVATED
+        rt.send("py_double", Num(value=3))  # queued while paused
+        with pytest.raises(errors.QueueTimeoutError):
+            rt.receive("py_double", timeout=0.05)
+        rt.reactivate("py_double")
+        assert rt.receive("py_double", timeout=10).value == 6
+        with pytest.raises(errors.KernelStateError):
+            rt.reactivate("py_double")
+
+
+def test_unknown_kernel_lists_the_ones_that_exist():
+    with rk.RingKernelRuntime() as rt:
+        with pytest.raises(errors.KernelNotFoundError) as ei:
+            rt.launch("no_such_kernel")
+        e = ei.value
+        assert e.name == "RK_ENOTFOUND" and "py_double" in e.detail
+        assert isinstance(e, LookupError)
+
+
+def test_send_to_terminated_kernel_says_so():
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_double")
+        rt.terminate("py_double", timeout=10)
+        with pytest.raises(errors.KernelStateError) as ei:
+            rt.send("py_double", Num(value=1), timeout=0)
+        assert "TERMINAT" in str(ei.value)
+
+
+def test_wrong_message_type_is_refused():
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_double")
+        with pytest.raises(errors.MessageTypeError):
+            rt.send("py_double", AddReq(a=1.0, b=2.0))
+
+
+def test_failing_actor_is_supervised():
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_fail")
+        rt.send("py_fail", Num(value=1))
+        rt.wait("py_fail", timeout=10)
+        assert rt.get_kernel_state("py_fail") is KernelState.FAILED
+        assert rt.get_telemetry("py_fail")["errors"] == 1
+        dl = rt.dead_letter(timeout=5)
+        assert dl is not None and dl["kernel_id"] == "py_fail"
+
+
+def test_launch_with_a_plain_function():
+    def tripler(ctx):
+        while not ctx.should_terminate:
+            m = ctx.receive()
+            ctx.send(Num(value=m.value * 3))
+
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "tripler", kernel_func=tripler, input_type=Num, output_type=Num)
+        rt.send("tripler", Num(value=3))
+        assert rt.receive("tripler", timeout=10).value == 9
+
+
+def test_topics():
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_pub")
+        start(rt, "py_sub")
+        rt.subscribe("py_sub", "numbers")
+        rt.send("py_pub", Num(value=4))
+        assert rt.receive("py_sub", timeout=10).value == -4
+        assert rt.publish("numbers", Num(value=9)) == 1
+        assert rt.receive("py_sub", timeout=10).value == -9
+
+
+def test_c_kernel_by_id(c_kernels):
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "c_echo", output_type=Num)
+        rt.send("c_echo", Num(value=77))
+        assert rt.receive("c_echo", timeout=10).value == 77
+        rep = rt.request("c_echo", Num(value=8), timeout=10)
+        assert rep.value == 8
+
+
+def test_c_kernel_fixed_layout(c_kernels):
+    assert AddReq.dtype.itemsize == 16
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "c_add")
+        rt.send_fixed("c_add", AddReq(a=1.5, b=2.0))
+        out = rt.receive("c_add", timeout=10, message_type=AddResp)
+        assert out.result == 3.5
+
+
+def test_python_actor_to_c_kernel_route(c_kernels):
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_double")
+        start(rt, "c_echo", output_type=Num)
+        rt.connect("py_double", "c_echo")
+        rt.send("py_double", Num(value=10))
+        assert rt.receive("c_echo", timeout=10).value == 20
+
+
+def test_send_batch_of_fixed_records(c_kernels):
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "c_sink")
+        recs = AddReq.records(1000)
+        recs["a"] = np.arange(1000)
+        assert rt.send_batch("c_sink", recs, message_type=AddReq) == 1000
+        rt.terminate("c_sink", timeout=10)  # drains the queue first
+        assert rt.get_telemetry("c_sink")["processed"] == 1000
+
+
+def test_blocking_receive_releases_the_gil():
+    # The sender thread needs the GIL to send; if receive held it, the
+    # receive would time out instead.
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_double")
+        t = threading.Thread(target=rt.send, args=("py_double", Num(value=2)))
+        t.start()
+        assert rt.receive("py_double", timeout=30).value == 4
+        t.join()
+
+
+def test_terminate_waits_without_the_gil():
+    # A Python actor needs the GIL to finish; terminate must not hold it.
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_double")
+        rt.terminate("py_double", timeout=30)
+        assert rt.get_kernel_state("py_double") is KernelState.TERMINATED
+
+
+def test_closed_runtime_and_stale_context():
+    holder = {}
+
+    def keep(ctx):
+        holder["ctx"] = ctx
+        while not ctx.should_terminate:
+            ctx.receive()
+
+    rt = rk.RingKernelRuntime()
+    b = rt.__enter__()
+    start(b, "keeper", kernel_func=keep, input_type=Num)
+    b.send("keeper", Num(value=1))
+    b.terminate("keeper", timeout=10)
+    b.close()
+    with pytest.raises(errors.ClosedError, match="closed"):
+        b.send("keeper", Num(value=1))
+    with pytest.raises(errors.ClosedError, match="ended"):
+        holder["ctx"].receive()
+    b.close()  # idempotent
+
+
+def test_forked_child_gets_a_clear_error():
+    rt = rk.BlockingRuntime()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            rt.get_kernel_state("x")
+            msg = b"no error"
+        except errors.RingKernelError as e:
+            msg = str(e).encode()
+        except BaseException as e:  # noqa: BLE001
+            msg = repr(e).encode()
+        os.write(w, msg)
+        os._exit(0)
+    os.close(w)
+    out = os.read(r, 4096).decode()
+    os.waitpid(pid, 0)
+    rt.close()
+    assert "another process" in out
