@@ -9,6 +9,7 @@ from __future__ import annotations
 import os as _os
 
 from . import _core
+from .buffers import BufferState, UnifiedBuffer
 from .errors import *  # noqa: F401,F403 - the exception classes
 from .errors import RingKernelError, ERROR_CLASSES
 from .kernels import AsyncKernelContext, KernelContext, get_registered_kernel, ring_kernel
@@ -37,7 +38,7 @@ def get_library() -> str:
 
 
 __all__ = [
-    "RingKernelRuntime", "BlockingRuntime", "KernelState", "KernelContext",
+    "RingKernelRuntime", "BlockingRuntime", "UnifiedBuffer", "BufferState", "KernelState", "KernelContext",
     "AsyncKernelContext", "ring_kernel", "message", "get_message_type",
     "get_registered_kernel", "load_library", "get_include", "get_library",
     "RingKernelError", "ERROR_CLASSES", "array", "vla", "string", "blob",

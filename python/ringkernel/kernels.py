@@ -57,6 +57,7 @@ class KernelSpec:
     priority_bands: bool = False
     grid_size: int = 1
     block_size: int = 256
+    spin: int = 0
 
     def register(self, core_rt) -> None:
         if self.backpressure not in _BACKPRESSURE:
@@ -70,7 +71,7 @@ class KernelSpec:
             backpressure=_BACKPRESSURE[self.backpressure],
             when_inactive=_WHEN_INACTIVE[self.when_inactive],
             restart=_RESTART[self.restart], max_restarts=self.max_restarts,
-            priority_bands=self.priority_bands)
+            priority_bands=self.priority_bands, spin=self.spin)
 
 
 class KernelContext:
@@ -172,9 +173,11 @@ def ring_kernel(func: Optional[Callable] = None, *, kernel_id: Optional[str] = N
                 block_size: int = 256, backpressure: str = "block",
                 max_payload: int = DEFAULT_MAX_PAYLOAD, when_inactive: str = "queue",
                 restart: Optional[str] = None, max_restarts: int = 0,
-                priority_bands: bool = False, auto_register: bool = True):
+                priority_bands: bool = False, spin: int = 0,
+                auto_register: bool = True):
     """Declares a Python ring kernel (the seeds' decorator, same keywords,
-    plus max_payload, when_inactive, restart/max_restarts, priority_bands).
+    plus max_payload, when_inactive, restart/max_restarts, priority_bands and
+    spin: receive spins before parking, 0 = the C default).
     Runtimes register it when it is first launched."""
 
     def wrap(fn: Callable) -> Callable:
@@ -188,7 +191,7 @@ def ring_kernel(func: Optional[Callable] = None, *, kernel_id: Optional[str] = N
             backpressure=backpressure, max_payload=max_payload,
             when_inactive=when_inactive, restart=restart,
             max_restarts=max_restarts, priority_bands=priority_bands,
-            grid_size=grid_size, block_size=block_size)
+            grid_size=grid_size, block_size=block_size, spin=spin)
         if auto_register:
             _registry[spec.kernel_id] = spec
 

@@ -212,9 +212,10 @@ def message(cls: Optional[type] = None, *, type_id: Optional[int] = None,
         ann["message_id"] = uuid.UUID
         ann["priority"] = int
         ann["correlation_id"] = Optional[uuid.UUID]
-        c.message_id = dataclasses.field(default_factory=uuid.uuid4)
+        c.message_id = dataclasses.field(default_factory=_core.uuid7)
         c.priority = 128
         c.correlation_id = None
+        plain = "__post_init__" not in c.__dict__ and "__init__" not in c.__dict__
         if "__post_init__" not in c.__dict__:
             c.__post_init__ = _post_init
         dc = dataclasses.dataclass(c)
@@ -226,6 +227,7 @@ def message(cls: Optional[type] = None, *, type_id: Optional[int] = None,
                 nested = nested.__rk_msgtype__
             fields.append((n, s.cls, s.kind, s.count, nested, s.present))
         mt = _core.MsgType(wire, type_id or _type_id(wire), fields, dc)
+        mt.fast = plain  # decode may fill __dict__ without __init__
         dc.__rk_msgtype__ = mt
         dc.__rk_fields__ = dict(specs)
         dc.dtype = _dtype_of(mt)

@@ -222,8 +222,10 @@ class BlockingRuntime:
 
     def send_and_receive(self, kernel_id: str, message: Any,
                          timeout: Optional[float] = None) -> Any:
-        self.send(kernel_id, message, timeout=timeout)
-        return self.receive(kernel_id, timeout)
+        """send then receive (the next output, correlated or not), with
+        the GIL released once across both."""
+        return self._core.send_recv(kernel_id, message, msgtype_of(message),
+                                    self._out_type(kernel_id, None), _ns(timeout))
 
     # -------------------------------------------------- routes and topics
     def connect(self, from_id: str, to_id: str) -> None:
@@ -342,9 +344,13 @@ class RingKernelRuntime(BlockingRuntime):
     ``await`` every call; or ``with RingKernelRuntime() as rt`` for the
     blocking forms of the same calls."""
 
-    def __init__(self, **kw: Any):
+    def __init__(self, *, async_spin_us: float = 20.0, **kw: Any):
+        """async_spin_us: how long an async receive first waits in C (the
+        event loop blocked, GIL released) for an answer that is about to
+        come, before it parks on the eventfd; 0 never blocks the loop."""
         super().__init__(**kw)
         self._receivers: dict[tuple[int, str], _AsyncReceiver] = {}
+        self._spin_ns = max(0, int(async_spin_us * 1000))
 
     def __enter__(self) -> BlockingRuntime:
         return BlockingView(self)
@@ -418,7 +424,8 @@ class RingKernelRuntime(BlockingRuntime):
             r = self._receivers[key] = _AsyncReceiver(self, kernel_id, loop)
         if not r._stash and not r._waiters:
             try:
-                return self._core.recv(kernel_id, self._out_type(kernel_id, None), 0)
+                return self._core.recv(kernel_id, self._out_type(kernel_id, None),
+                                       self._spin_ns)
             except QueueTimeoutError:
                 pass
         return await r.get(timeout)

@@ -17,6 +17,8 @@
 static PyObject *error_factory; /* owned; set by errors.py */
 static PyObject *uuid_class;    /* owned: uuid.UUID */
 static PyObject *str_bytes;     /* owned: "bytes" */
+static PyObject *str_int, *str_is_safe, *safe_unknown, *empty_tuple;
+static PyObject *int64_obj; /* the int 64 */
 PyObject *rkpy_numpy_frombuffer;
 
 PyObject *
@@ -74,21 +76,49 @@ rkpy_timeout(PyObject *o, int64_t *out)
     return 0;
 }
 
+/*
+ * uuid.UUID(bytes=...) runs Python code (about 3 us); a message carries
+ * one or two ids, so build the object directly instead, as pickle's
+ * copyreg path does: object.__new__(UUID), then its two slots (int,
+ * is_safe) through the generic setter (UUID.__setattr__ refuses writes).
+ */
 PyObject *
 rkpy_uuid_new(const rk_uuid *u, int nil_none)
 {
     if (nil_none && rk_uuid_is_nil(u))
         Py_RETURN_NONE;
-    PyObject *b = PyBytes_FromStringAndSize((const char *)u->b, 16);
-    if (b == NULL)
-        return NULL;
-    PyObject *args = PyTuple_New(0);
-    PyObject *kw = args ? Py_BuildValue("{sO}", "bytes", b) : NULL;
-    PyObject *r = kw ? PyObject_Call(uuid_class, args, kw) : NULL;
-    Py_XDECREF(kw);
-    Py_XDECREF(args);
-    Py_DECREF(b);
+    uint64_t hi = 0, lo = 0;
+    for (int i = 0; i < 8; i++) {
+        hi = hi << 8 | u->b[i];
+        lo = lo << 8 | u->b[8 + i];
+    }
+    PyObject *r = NULL;
+    PyObject *h = PyLong_FromUnsignedLongLong(hi);
+    PyObject *l = PyLong_FromUnsignedLongLong(lo);
+    PyObject *hs = h ? PyNumber_Lshift(h, int64_obj) : NULL;
+    PyObject *v = hs && l ? PyNumber_Or(hs, l) : NULL;
+    if (v != NULL) {
+        r = PyBaseObject_Type.tp_new(
+            (PyTypeObject *)uuid_class, empty_tuple, NULL);
+        if (r != NULL
+            && (PyObject_GenericSetAttr(r, str_int, v) < 0
+                || PyObject_GenericSetAttr(r, str_is_safe, safe_unknown) < 0))
+            Py_CLEAR(r);
+    }
+    Py_XDECREF(h);
+    Py_XDECREF(l);
+    Py_XDECREF(hs);
+    Py_XDECREF(v);
     return r;
+}
+
+static PyObject *
+uuid7(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    rk_uuid u = rk_uuid_v7();
+    return rkpy_uuid_new(&u, 0);
 }
 
 int
@@ -166,6 +196,8 @@ static PyMethodDef module_methods[] = {
         "Installs the callable that builds exceptions from RK_E* codes." },
     { "err_names", err_names, METH_NOARGS,
         "{code: (name, message)} for every RK_E* code." },
+    { "uuid7", uuid7, METH_NOARGS,
+        "A new UUID v7 from rk_uuid_v7() (a message id)." },
     { "version", version, METH_NOARGS, "The C library's version string." },
     { "now_ns", now_ns, METH_NOARGS, "rk_now_ns(): the runtime's clock." },
     { NULL, NULL, 0, NULL },
@@ -195,9 +227,20 @@ PyInit__core(void)
     if (uuid_mod == NULL)
         goto fail;
     uuid_class = PyObject_GetAttrString(uuid_mod, "UUID");
+    PyObject *safe = PyObject_GetAttrString(uuid_mod, "SafeUUID");
     Py_DECREF(uuid_mod);
+    if (safe != NULL) {
+        safe_unknown = PyObject_GetAttrString(safe, "unknown");
+        Py_DECREF(safe);
+    }
     str_bytes = PyUnicode_InternFromString("bytes");
-    if (uuid_class == NULL || str_bytes == NULL)
+    str_int = PyUnicode_InternFromString("int");
+    str_is_safe = PyUnicode_InternFromString("is_safe");
+    empty_tuple = PyTuple_New(0);
+    int64_obj = PyLong_FromLong(64);
+    if (uuid_class == NULL || str_bytes == NULL || safe_unknown == NULL
+        || str_int == NULL || str_is_safe == NULL || empty_tuple == NULL
+        || int64_obj == NULL)
         goto fail;
     PyObject *np = PyImport_ImportModule("numpy");
     if (np != NULL) {
@@ -206,7 +249,8 @@ PyInit__core(void)
     }
     if (rkpy_numpy_frombuffer == NULL)
         goto fail;
-    if (rkpy_msgtype_init(m) < 0 || rkpy_runtime_init(m) < 0)
+    if (rkpy_msgtype_init(m) < 0 || rkpy_runtime_init(m) < 0
+        || rkpy_buffer_init(m) < 0)
         goto fail;
     if (PyModule_AddIntConstant(m, "WAIT_FOREVER", -1) < 0
         || PyModule_AddIntConstant(m, "ID_MAX", RK_ID_MAX) < 0)

@@ -7,6 +7,7 @@
  *              classes made by ringkernel/errors.py), fork checks, helpers
  *   msgtype.c  MsgType: an rk_msgtype descriptor built at run time from a
  *              @message class, encode/decode through the C codec
+ *   buffer.c   Buffer: an rk_buffer whose host side is a Python buffer
  *   runtime.c  Runtime (rk_runtime), Ctx (a Python actor's rk_ctx), the
  *              actor trampoline, and Receiver (async receive: a waiter
  *              thread that blocks in rk_recv and signals an eventfd)
@@ -69,5 +70,9 @@ PyObject *rkpy_decode(
 /* --------------------------------------------------------- runtime.c */
 
 int rkpy_runtime_init(PyObject *module);
+
+/* ---------------------------------------------------------- buffer.c */
+
+int rkpy_buffer_init(PyObject *module);
 
 #endif

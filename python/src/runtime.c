@@ -509,14 +509,14 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = { "kernel_id", "fn", "in_mt", "out_mt",
         "input_capacity", "output_capacity", "max_payload", "backpressure",
         "when_inactive", "restart", "max_restarts", "priority_bands",
-        "telemetry_off", NULL };
+        "telemetry_off", "spin", NULL };
     const char *id;
     PyObject *fn, *in_mt = Py_None, *out_mt = Py_None;
-    unsigned int icap = 0, ocap = 0, maxp = 0, mr = 0;
+    unsigned int icap = 0, ocap = 0, maxp = 0, mr = 0, spin = 0;
     int bp = 0, wi = 0, restart = 0, bands = 0, toff = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|OOIIIiiiIpp", kwlist, &id,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|OOIIIiiiIppI", kwlist, &id,
             &fn, &in_mt, &out_mt, &icap, &ocap, &maxp, &bp, &wi, &restart, &mr,
-            &bands, &toff))
+            &bands, &toff, &spin))
         return NULL;
     if (check_mt(in_mt) < 0 || check_mt(out_mt) < 0)
         return NULL;
@@ -547,6 +547,7 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
     def.config.supervision.max_restarts = mr;
     def.config.priority_bands = bands != 0;
     def.config.telemetry_off = toff != 0;
+    def.config.spin = spin;
     def.config.user = pa;
     int rc = rk_runtime_register(r->rt, &def);
     leave(r);
@@ -805,6 +806,53 @@ do_recv(PyObject *self, PyObject *args, PyObject *kw, int raw)
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
     return payload_value(mt, &h, rbuf, len, raw);
+}
+
+/* send_recv(kernel_id, obj, mt, reply_mt, timeout_ns=None): a send and
+ * the next receive under one GIL release, so the host does not take the
+ * GIL back between them while a Python actor wants it. */
+static PyObject *
+runtime_send_recv(PyObject *self, PyObject *args, PyObject *kw)
+{
+    rkpy_runtime *r = (rkpy_runtime *)self;
+    static char *kwlist[]
+        = { "kernel_id", "obj", "mt", "reply_mt", "timeout_ns", NULL };
+    PyObject *idobj, *obj, *mt = Py_None, *rmt = Py_None, *to = Py_None;
+    int64_t t;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "OO|OOO", kwlist, &idobj, &obj, &mt, &rmt, &to)
+        || rkpy_timeout(to, &t) < 0 || check_mt(rmt) < 0)
+        return NULL;
+    const char *id = kid(idobj);
+    if (id == NULL || enter(r) < 0)
+        return NULL;
+    outmsg m;
+    if (out_prepare(&m, mt, obj, -1) < 0) {
+        leave(r);
+        return NULL;
+    }
+    rk_msg_header h;
+    size_t len = 0;
+    int rc;
+    char *buf = rbuf;
+    size_t cap = rcap;
+    int64_t first = t < 0 || t > RKPY_SLICE_NS ? RKPY_SLICE_NS : t;
+    Py_BEGIN_ALLOW_THREADS rc
+        = rk_send_id(r->rt, id, m.type_id, m.p, m.len, m.prio, t);
+    if (rc == RK_OK)
+        rc = rk_recv_id(r->rt, id, &h, buf, cap, &len, first);
+    Py_END_ALLOW_THREADS out_release(&m);
+    if (rc == RK_EMSGSIZE || (rc == RK_ETIMEDOUT && first != t)) {
+        /* the rest of the wait, in slices, checking signals */
+        int64_t rest = t < 0 ? t : t - first;
+        rc = recv_sliced(r, id, &h, &len, rest);
+    }
+    leave(r);
+    if (rc < 0)
+        return NULL;
+    if (rc != RK_OK)
+        return rkpy_raise(rc, NULL);
+    return payload_value(rmt, &h, rbuf, len, 0);
 }
 
 static PyObject *
@@ -1076,6 +1124,9 @@ static PyMethodDef runtime_methods[] = {
         METH_VARARGS | METH_KEYWORDS, "Kernel -> host, decoded." },
     { "recv_raw", (PyCFunction)(void (*)(void))runtime_recv_raw,
         METH_VARARGS | METH_KEYWORDS, "Kernel -> host: (bytes, header)." },
+    { "send_recv", (PyCFunction)(void (*)(void))runtime_send_recv,
+        METH_VARARGS | METH_KEYWORDS,
+        "A send and the next receive under one GIL release." },
     { "request", (PyCFunction)(void (*)(void))runtime_request,
         METH_VARARGS | METH_KEYWORDS, "Send and wait for the reply." },
     { "stats", runtime_stats, METH_O, "rk_kernel_stats as a dict" },
