@@ -11,6 +11,8 @@ Cases (RK_BENCH_SCALE scales the counts):
                          -> host
   rtt_py_actor_send_and_receive  the same with send_and_receive (one GIL
                          release for the send and the receive)
+  rtt_py_actor_fast      both sides with send_and_receive (the actor's
+                         ctx.send_and_receive loop)
   rtt_py_actor_asyncio   Python host -> async Python actor -> host, asyncio
   oneway_single          single sends of a msgpack @message to a C sink,
                          until all are processed (msgs/s)
@@ -83,6 +85,13 @@ def py_echo(ctx):
         ctx.send(ctx.receive())
 
 
+@rk.ring_kernel(kernel_id="py_echo_fast", input_type=Ping, output_type=Ping)
+def py_echo_fast(ctx):
+    m = ctx.receive()
+    while True:  # ends by ClosedError at terminate
+        m = ctx.send_and_receive(m)
+
+
 @rk.ring_kernel(kernel_id="py_echo_async", input_type=Ping, output_type=Ping)
 async def py_echo_async(ctx):
     while not ctx.should_terminate:
@@ -139,6 +148,9 @@ def bench_ringkernel():
         emit_rtt("rtt_py_actor_sync", "ringkernel", rtt_sync(rt, "py_echo", n(20000)))
         emit_rtt("rtt_py_actor_send_and_receive", "ringkernel",
                  rtt_sync(rt, "py_echo", n(20000), combined=True))
+        start(rt, "py_echo_fast")
+        emit_rtt("rtt_py_actor_fast", "ringkernel",
+                 rtt_sync(rt, "py_echo_fast", n(20000), combined=True))
 
     async def aio():
         async with rk.RingKernelRuntime() as rt:
@@ -266,6 +278,7 @@ def ratios():
         for name, target in (("rtt_c_kernel_sync_p50", 0.1), ("rtt_c_kernel_asyncio_p50", 0.1),
                              ("rtt_py_actor_sync_p50", 0.5),
                              ("rtt_py_actor_send_and_receive_p50", 0.5),
+                             ("rtt_py_actor_fast_p50", 0.5),
                              ("rtt_py_actor_asyncio_p50", 0.5)):
             v = results.get((name, "ringkernel"))
             if v is not None:

@@ -108,6 +108,15 @@ class KernelContext:
         sent as a reply (what RingKernelRuntime.request waits for)."""
         self._c.send(message, msgtype_of(message))
 
+    def send_and_receive(self, message: Any, timeout: Optional[float] = None):
+        """send(message), then receive(timeout), with the GIL released once
+        for both: the host that waits for this output gets the GIL without
+        a handoff. A request/reply loop written with it,
+        ``m = ctx.receive()`` then ``m = ctx.send_and_receive(reply(m))``
+        in a loop, answers faster than send + should_terminate + receive
+        (it ends by ClosedError at terminate, which ends the actor)."""
+        return self._c.send_recv(message, msgtype_of(message), _ns(timeout))
+
     def send_to(self, kernel_id: str, message: Any) -> None:
         """Straight into another kernel's input."""
         self._c.send_to(kernel_id, message, msgtype_of(message))
@@ -131,6 +140,9 @@ class AsyncKernelContext(KernelContext):
 
     async def send(self, message: Any) -> None:  # type: ignore[override]
         self._c.send(message, msgtype_of(message))
+
+    async def send_and_receive(self, message: Any, timeout: Optional[float] = None):  # type: ignore[override]
+        return self._c.send_recv(message, msgtype_of(message), _ns(timeout))
 
     async def send_to(self, kernel_id: str, message: Any) -> None:  # type: ignore[override]
         self._c.send_to(kernel_id, message, msgtype_of(message))

@@ -288,14 +288,21 @@ class _AsyncReceiver:
         loop.add_reader(self._fd, self._ready)
 
     def close(self) -> None:
-        try:
+        def detach() -> None:
             self._loop.remove_reader(self._fd)
-        except Exception:
-            pass
+            for f in self._waiters:
+                if not f.done():
+                    f.set_exception(error("RK_ECLOSED", "the runtime was closed"))
+
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            detach()
+        elif not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(detach)  # the loop's own thread
         self._rv.close()
-        for f in self._waiters:
-            if not f.done():
-                f.set_exception(error("RK_ECLOSED", "the runtime was closed"))
 
     def _ready(self) -> None:
         try:
@@ -365,14 +372,20 @@ class RingKernelRuntime(BlockingRuntime):
         """Nothing to do: the runtime runs from construction (seeds' API)."""
 
     async def shutdown(self, timeout: float = 10.0) -> None:
+        """Closes the runtime: pending receives fail with ClosedError, then
+        every kernel is terminated (off the event loop's thread)."""
+        self._close_receivers()  # on the loop's own thread
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.close)
 
-    def close(self) -> None:
+    def _close_receivers(self) -> None:
         for r in list(getattr(self, "_receivers", {}).values()):
             r.close()
         if hasattr(self, "_receivers"):
             self._receivers.clear()
+
+    def close(self) -> None:
+        self._close_receivers()
         super().close()
 
     @property

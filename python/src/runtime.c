@@ -284,6 +284,48 @@ ctx_send(PyObject *self, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+/* send_recv(obj, mt=None, timeout_ns=None, raw=False): send (or reply,
+ * as ctx_send) then take the next input, under one GIL release. Between
+ * a separate send and receive the actor takes the GIL back just when the
+ * host, woken by the reply, wants it; one release avoids that handoff. */
+static PyObject *
+ctx_send_recv(PyObject *self, PyObject *args, PyObject *kw)
+{
+    rkpy_ctx *c = (rkpy_ctx *)self;
+    static char *kwlist[] = { "obj", "mt", "timeout_ns", "raw", NULL };
+    PyObject *obj, *mt = NULL, *to = Py_None;
+    int raw = 0;
+    int64_t t;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "O|OOp", kwlist, &obj, &mt, &to, &raw)
+        || rkpy_timeout(to, &t) < 0 || !ctx_ok(c))
+        return NULL;
+    if (mt == NULL && !PyObject_CheckBuffer(obj))
+        mt = c->pa->out_mt;
+    outmsg m;
+    if (out_prepare(&m, mt, obj, -1) < 0)
+        return NULL;
+    int reply = c->have_last && !rk_uuid_is_nil(&m.corr)
+        && rk_uuid_cmp(&m.corr, &c->last.hdr->message_id) == 0;
+    int rc, sent = 0;
+    rk_msg_view v;
+    Py_BEGIN_ALLOW_THREADS if (reply) rc
+        = rk_ctx_reply(c->ctx, &c->last, m.type_id, m.p, m.len);
+    else rc = rk_ctx_send(c->ctx, m.type_id, m.p, m.len);
+    if (rc == RK_OK) {
+        sent = 1;
+        rc = rk_ctx_recv(c->ctx, &v, t);
+    }
+    Py_END_ALLOW_THREADS out_release(&m);
+    if (sent)
+        c->have_last = 0;
+    if (rc != RK_OK)
+        return rkpy_raise(rc, NULL);
+    c->last = v;
+    c->have_last = 1;
+    return payload_value(c->pa->in_mt, v.hdr, v.data, v.len, raw);
+}
+
 static PyObject *
 ctx_send_to(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -353,6 +395,9 @@ static PyMethodDef ctx_methods[] = {
         "rk_should_terminate (a safe point: parks while deactivated)." },
     { "send", (PyCFunction)(void (*)(void))ctx_send,
         METH_VARARGS | METH_KEYWORDS, "send(obj, mt=None, type_id=0)." },
+    { "send_recv", (PyCFunction)(void (*)(void))ctx_send_recv,
+        METH_VARARGS | METH_KEYWORDS,
+        "send_recv(obj, mt=None, timeout_ns=None, raw=False)." },
     { "send_to", (PyCFunction)(void (*)(void))ctx_send_to,
         METH_VARARGS | METH_KEYWORDS, "send_to(kernel_id, obj, mt=None)." },
     { "publish", (PyCFunction)(void (*)(void))ctx_publish,

@@ -304,3 +304,20 @@ def test_quickstart_prints_the_seeds_result():
                            capture_output=True, text=True, timeout=60)
     assert ours.returncode == 0, ours.stderr
     assert ours.stdout == seeds.stdout == "Result: 6.0\n"
+
+
+@rk.ring_kernel(kernel_id="py_fast_double", input_type=Num, output_type=Num)
+def py_fast_double(ctx):
+    m = ctx.receive()
+    while True:  # ends by ClosedError when terminated
+        m = ctx.send_and_receive(m.reply(value=m.value * 2))
+
+
+def test_actor_send_and_receive_loop():
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_fast_double")
+        for i in range(20):
+            assert rt.send_and_receive("py_fast_double", Num(value=i), timeout=10).value == 2 * i
+        assert rt.request("py_fast_double", Num(value=4), timeout=10).value == 8
+        rt.terminate("py_fast_double", timeout=10)
+        assert rt.get_kernel_state("py_fast_double") is KernelState.TERMINATED
