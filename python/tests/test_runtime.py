@@ -321,3 +321,16 @@ def test_actor_send_and_receive_loop():
         assert rt.request("py_fast_double", Num(value=4), timeout=10).value == 8
         rt.terminate("py_fast_double", timeout=10)
         assert rt.get_kernel_state("py_fast_double") is KernelState.TERMINATED
+
+
+def test_garbage_bytes_fail_the_actor_not_the_process():
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_double")
+        tid = Num.__rk_msgtype__.type_id
+        rt.send("py_double", b"\xc1 not msgpack", type_id=tid)
+        rt.wait("py_double", timeout=10)  # the actor's decode raised
+        assert rt.get_kernel_state("py_double") is KernelState.FAILED
+        dl = rt.dead_letter(timeout=5)
+        assert dl["kernel_id"] == "py_double" and dl["payload"] == b"\xc1 not msgpack"
+        with pytest.raises(errors.DecodeError):
+            Num.deserialize(dl["payload"])
