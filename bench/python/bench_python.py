@@ -23,6 +23,10 @@ Cases (RK_BENCH_SCALE scales the counts):
                          receive through an echo actor) and actor
                          throughput, impl "pydotcompute"
   *_ratio                ringkernel / pydotcompute for the issue's targets
+                         (from the sequential runs above)
+  *_paired_ratio         the round-trip ratios again, paired: rounds that
+                         each run every case and PyDotCompute's round trip
+                         back to back; median (and min, max) over rounds
 The C kernels are the tests' (python/tests/ckernels), compiled here.
 """
 
@@ -271,6 +275,77 @@ def bench_pydotcompute():
     asyncio.run(main())
 
 
+def bench_paired(rounds):
+    """The round-trip targets, paired: each round measures every
+    ringkernel case and PyDotCompute's round trip back to back in this one
+    process and takes the ratios within the round; the median over rounds
+    is the verdict (the shared VM's load moves sequential figures by large
+    factors from one second to the next)."""
+    from pydotcompute import RingKernelRuntime as PdcRuntime
+
+    from pydotcompute import message, ring_kernel
+
+    @message
+    class QPing:
+        seq: int
+        value: float
+
+    @ring_kernel(kernel_id="pdc_echo2", input_type=QPing, output_type=QPing)
+    async def pdc_echo2(ctx):
+        while not ctx.should_terminate:
+            try:
+                m = await ctx.receive(timeout=0.1)
+            except Exception:
+                continue
+            await ctx.send(m)
+
+    iters = n(4000)
+    cases = {"rtt_c_kernel_sync": [], "rtt_c_kernel_asyncio": [], "rtt_py_actor_sync": [],
+             "rtt_py_actor_fast": [], "rtt_py_actor_asyncio": []}
+
+    async def main():
+        rt = rk.RingKernelRuntime()
+        b = rt.__enter__()
+        for k in ("c_echo", "py_echo", "py_echo_fast", "py_echo_async"):
+            b.launch(k, output_type=Ping)
+            b.activate(k)
+        async with PdcRuntime() as prt:
+            await prt.launch("pdc_echo2")
+            await prt.activate("pdc_echo2")
+            q = QPing(seq=0, value=1.0)
+            clock = time.perf_counter_ns
+            for _ in range(rounds):
+                got = {
+                    "rtt_c_kernel_sync": pct(rtt_sync(b, "c_echo", iters), 50),
+                    "rtt_c_kernel_asyncio": pct(await rtt_async(rt, "c_echo", iters), 50),
+                    "rtt_py_actor_sync": pct(rtt_sync(b, "py_echo", iters), 50),
+                    "rtt_py_actor_fast": pct(rtt_sync(b, "py_echo_fast", iters, combined=True), 50),
+                    "rtt_py_actor_asyncio": pct(await rtt_async(rt, "py_echo_async", iters), 50),
+                }
+                out = []
+                for _ in range(iters):
+                    t0 = clock()
+                    await prt.send("pdc_echo2", q)
+                    await prt.receive("pdc_echo2")
+                    out.append(clock() - t0)
+                ref = pct(out, 50)
+                for k, v in got.items():
+                    cases[k].append((v / ref, v, ref))
+        await rt.shutdown()
+
+    asyncio.run(main())
+    targets = {"rtt_c_kernel_sync": 0.1, "rtt_c_kernel_asyncio": 0.1, "rtt_py_actor_sync": 0.5,
+               "rtt_py_actor_fast": 0.5, "rtt_py_actor_asyncio": 0.5}
+    for k, rows in cases.items():
+        ratios_ = sorted(r[0] for r in rows)
+        mid = ratios_[len(ratios_) // 2]
+        emit(k + "_p50_paired_ratio", "ringkernel/pydotcompute", mid, "x",
+             rounds=len(rows), min=round(ratios_[0], 3), max=round(ratios_[-1], 3),
+             ours_us=[round(r[1] / 1e3, 2) for r in rows],
+             pydotcompute_us=[round(r[2] / 1e3, 2) for r in rows],
+             target=f"<= {targets[k]}")
+
+
 def ratios():
     pdc_rtt = results.get(("rtt_p50", "pydotcompute"))
     pdc_tput = results.get(("oneway_throughput", "pydotcompute"))
@@ -298,3 +373,4 @@ if __name__ == "__main__":
         bench_ringkernel()
         bench_pydotcompute()
         ratios()
+        bench_paired(max(3, int(9 * min(1.0, SCALE * 10))))
