@@ -38,3 +38,26 @@ def test_ctrl_c_interrupts_a_blocking_receive():
     out, _ = p.communicate(timeout=50)
     assert out.strip() == "interrupted"
     assert p.returncode == 0
+
+
+EXIT_CHILD = textwrap.dedent("""
+    import ringkernel as rk
+
+    @rk.ring_kernel(kernel_id="spinner")
+    def spinner(ctx):
+        while not ctx.should_terminate:
+            ctx.receive()
+
+    rt = rk.BlockingRuntime()
+    rt.launch("spinner"); rt.activate("spinner")
+    print("running", flush=True)
+    # no close: the interpreter's exit must stop the kernel threads first
+""")
+
+
+def test_exit_with_running_python_kernels_is_clean():
+    p = subprocess.run([sys.executable, "-c", EXIT_CHILD], capture_output=True, text=True,
+                       timeout=60)
+    assert p.stdout.strip() == "running"
+    assert p.returncode == 0, p.stderr
+    assert "Fatal" not in p.stderr and "Traceback" not in p.stderr
