@@ -14,6 +14,8 @@ Cases (RK_BENCH_SCALE scales the counts):
   rtt_py_actor_fast      both sides with send_and_receive (the actor's
                          ctx.send_and_receive loop)
   rtt_py_actor_asyncio   Python host -> async Python actor -> host, asyncio
+  rtt_py_actor_asyncio_send_and_receive  the same with await
+                         send_and_receive
   oneway_single          single sends of a msgpack @message to a C sink,
                          until all are processed (msgs/s)
   oneway_batched         send_batch of fixed-layout records (256 a call)
@@ -129,13 +131,19 @@ def rtt_sync(rt, kid, iters, combined=False):
     return out
 
 
-async def rtt_async(rt, kid, iters):
+async def rtt_async(rt, kid, iters, combined=False):
     msg = Ping(seq=0, value=1.0)
     for _ in range(iters // 10):
         await rt.send(kid, msg)
         await rt.receive(kid)
     out = []
     clock = time.perf_counter_ns
+    if combined:
+        for i in range(iters):
+            t0 = clock()
+            await rt.send_and_receive(kid, msg)
+            out.append(clock() - t0)
+        return out
     for i in range(iters):
         t0 = clock()
         await rt.send(kid, msg)
@@ -165,6 +173,8 @@ def bench_ringkernel():
             await rt.activate("py_echo_async")
             emit_rtt("rtt_py_actor_asyncio", "ringkernel",
                      await rtt_async(rt, "py_echo_async", n(20000)))
+            emit_rtt("rtt_py_actor_asyncio_send_and_receive", "ringkernel",
+                     await rtt_async(rt, "py_echo_async", n(20000), combined=True))
     asyncio.run(aio())
 
     # One-way: single msgpack sends, then fixed records in batches.
@@ -354,7 +364,8 @@ def ratios():
                              ("rtt_py_actor_sync_p50", 0.5),
                              ("rtt_py_actor_send_and_receive_p50", 0.5),
                              ("rtt_py_actor_fast_p50", 0.5),
-                             ("rtt_py_actor_asyncio_p50", 0.5)):
+                             ("rtt_py_actor_asyncio_p50", 0.5),
+                             ("rtt_py_actor_asyncio_send_and_receive_p50", 0.5)):
             v = results.get((name, "ringkernel"))
             if v is not None:
                 emit(name + "_ratio", "ringkernel/pydotcompute", v / pdc_rtt, "x",

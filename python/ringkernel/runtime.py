@@ -448,7 +448,17 @@ class RingKernelRuntime(BlockingRuntime):
 
     async def send_and_receive(self, kernel_id: str, message: Any,  # type: ignore[override]
                                timeout: Optional[float] = None) -> Any:
-        await self.send(kernel_id, message, timeout=timeout)
+        """send, then the next output: one GIL release for the send and
+        the first async_spin_us of the wait, then the eventfd path."""
+        r = self._receivers.get((id(asyncio.get_running_loop()), kernel_id))
+        if r is not None and (r._stash or r._waiters):
+            await self.send(kernel_id, message, timeout=timeout)
+            return await self.receive(kernel_id, timeout)
+        out = self._core.send_recv(kernel_id, message, msgtype_of(message),
+                                   self._out_type(kernel_id, None), _ns(timeout),
+                                   self._spin_ns, True)
+        if out is not None:
+            return out
         return await self.receive(kernel_id, timeout)
 
     async def receive_stream(self, kernel_id: str, timeout: Optional[float] = None) -> AsyncIterator[Any]:

@@ -853,20 +853,29 @@ do_recv(PyObject *self, PyObject *args, PyObject *kw, int raw)
     return payload_value(mt, &h, rbuf, len, raw);
 }
 
-/* send_recv(kernel_id, obj, mt, reply_mt, timeout_ns=None): a send and
- * the next receive under one GIL release, so the host does not take the
- * GIL back between them while a Python actor wants it. */
+/*
+ * send_recv(kernel_id, obj, mt, reply_mt, timeout_ns=None,
+ *           recv_timeout_ns=timeout_ns, none_on_timeout=False):
+ * a send and the next receive under one GIL release, so the host does not
+ * take the GIL back between them while a Python actor wants it. With
+ * none_on_timeout, a receive that timed out (after a successful send)
+ * returns None instead of raising: the async API then waits on its
+ * eventfd.
+ */
 static PyObject *
 runtime_send_recv(PyObject *self, PyObject *args, PyObject *kw)
 {
     rkpy_runtime *r = (rkpy_runtime *)self;
-    static char *kwlist[]
-        = { "kernel_id", "obj", "mt", "reply_mt", "timeout_ns", NULL };
+    static char *kwlist[] = { "kernel_id", "obj", "mt", "reply_mt",
+        "timeout_ns", "recv_timeout_ns", "none_on_timeout", NULL };
     PyObject *idobj, *obj, *mt = Py_None, *rmt = Py_None, *to = Py_None;
-    int64_t t;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OO|OOO", kwlist, &idobj, &obj, &mt, &rmt, &to)
-        || rkpy_timeout(to, &t) < 0 || check_mt(rmt) < 0)
+    PyObject *rto = NULL;
+    int none_on_timeout = 0;
+    int64_t t, rt_;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOOp", kwlist, &idobj,
+            &obj, &mt, &rmt, &to, &rto, &none_on_timeout)
+        || rkpy_timeout(to, &t) < 0 || rkpy_timeout(rto ? rto : to, &rt_) < 0
+        || check_mt(rmt) < 0)
         return NULL;
     const char *id = kid(idobj);
     if (id == NULL || enter(r) < 0)
@@ -878,23 +887,27 @@ runtime_send_recv(PyObject *self, PyObject *args, PyObject *kw)
     }
     rk_msg_header h;
     size_t len = 0;
-    int rc;
+    int rc, sent = 0;
     char *buf = rbuf;
     size_t cap = rcap;
-    int64_t first = t < 0 || t > RKPY_SLICE_NS ? RKPY_SLICE_NS : t;
+    int64_t first = rt_ < 0 || rt_ > RKPY_SLICE_NS ? RKPY_SLICE_NS : rt_;
     Py_BEGIN_ALLOW_THREADS rc
         = rk_send_id(r->rt, id, m.type_id, m.p, m.len, m.prio, t);
-    if (rc == RK_OK)
+    if (rc == RK_OK) {
+        sent = 1;
         rc = rk_recv_id(r->rt, id, &h, buf, cap, &len, first);
+    }
     Py_END_ALLOW_THREADS out_release(&m);
-    if (rc == RK_EMSGSIZE || (rc == RK_ETIMEDOUT && first != t)) {
+    if (sent && (rc == RK_EMSGSIZE || (rc == RK_ETIMEDOUT && first != rt_))) {
         /* the rest of the wait, in slices, checking signals */
-        int64_t rest = t < 0 ? t : t - first;
+        int64_t rest = rt_ < 0 ? rt_ : rt_ - first;
         rc = recv_sliced(r, id, &h, &len, rest);
     }
     leave(r);
     if (rc < 0)
         return NULL;
+    if (sent && (rc == RK_ETIMEDOUT || rc == RK_EEMPTY) && none_on_timeout)
+        Py_RETURN_NONE;
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
     return payload_value(rmt, &h, rbuf, len, 0);

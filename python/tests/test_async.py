@@ -101,3 +101,17 @@ async def test_closed_runtime_fails_pending_receive():
     await rt.shutdown()
     with pytest.raises(errors.ClosedError):
         await pending
+
+
+@pytest.mark.asyncio
+async def test_async_send_and_receive():
+    async with rk.RingKernelRuntime(async_spin_us=0) as rt:  # always the eventfd path
+        await rt.launch("aio_echo")
+        await rt.activate("aio_echo")
+        for i in range(10):
+            assert (await rt.send_and_receive("aio_echo", Tick(n=i), timeout=10)).n == i
+    async with rk.RingKernelRuntime() as rt:
+        await rt.launch("aio_echo")
+        await rt.activate("aio_echo")
+        for i in range(10):
+            assert (await rt.send_and_receive("aio_echo", Tick(n=i), timeout=10)).n == i
