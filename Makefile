@@ -6,7 +6,7 @@ DEMO     ?= streaming_pipeline
 CMAKE    ?= cmake
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build demo test pytest pybench asan tsan fuzz bench install clean format
+.PHONY: all deps build demo test pytest pybench pyasan asan tsan fuzz bench install clean format
 
 all: build
 
@@ -30,6 +30,10 @@ test: build
 pytest: deps
 	tools/pyvenv.sh $(BUILD)
 	$(BUILD)/pyvenv/bin/python -m pytest -q -p no:cacheprovider python/tests
+
+# The Python tests over an ASan+UBSan build of the extension and library.
+pyasan: deps
+	tools/pyasan.sh build-pyasan
 
 # Python benchmarks against PyDotCompute in the same run (JSON lines).
 pybench: deps
@@ -72,4 +76,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build-bench
+	rm -rf build build-asan build-tsan build-fuzz build-bench build-pyasan
