@@ -103,6 +103,10 @@ class BlockingRuntime:
             if meta is not None:
                 spec = meta["spec"]
             else:
+                qs = config.pop("queue_size", None)
+                if qs is not None:
+                    config.setdefault("input_queue_size", qs)
+                    config.setdefault("output_queue_size", qs)
                 spec = KernelSpec(kernel_id=kernel_id, func=kernel_func, **config)
             spec = KernelSpec(**{**spec.__dict__, "kernel_id": kernel_id,
                                  "input_type": input_type or spec.input_type,

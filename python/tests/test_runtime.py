@@ -158,9 +158,19 @@ def test_launch_with_a_plain_function():
             ctx.send(Num(value=m.value * 3))
 
     with rk.RingKernelRuntime() as rt:
-        start(rt, "tripler", kernel_func=tripler, input_type=Num, output_type=Num)
+        start(rt, "tripler", kernel_func=tripler, input_type=Num, output_type=Num,
+              queue_size=8, backpressure="reject")
         rt.send("tripler", Num(value=3))
         assert rt.receive("tripler", timeout=10).value == 9
+        # queue_size and backpressure reach the C kernel config: paused, it
+        # queues 8 and refuses the 9th.
+        rt.deactivate("tripler")
+        for i in range(8):
+            rt.send("tripler", Num(value=i), timeout=0)
+        with pytest.raises(errors.MessageRejectedError):
+            rt.send("tripler", Num(value=8), timeout=0)
+        rt.reactivate("tripler")
+        assert [rt.receive("tripler", timeout=10).value for _ in range(8)] == [3 * i for i in range(8)]
 
 
 def test_topics():
