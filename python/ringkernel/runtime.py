@@ -125,7 +125,7 @@ class BlockingRuntime:
                 try:
                     self.register(kid)
                 except Exception:
-                    pass  # the same id defined in C: the C one stays
+                    pass  # e.g. the same id defined in C: the C one stays
 
     def launch(self, kernel_id: str, kernel_func: Optional[Callable] = None, *,
                input_type: Optional[type] = None, output_type: Optional[type] = None,
@@ -136,6 +136,9 @@ class BlockingRuntime:
         if kernel_func is not None:
             self.register(kernel_id, kernel_func, input_type=input_type,
                           output_type=output_type, **config)
+        elif kernel_id in _registry and kernel_id not in self._registered:
+            self.register(kernel_id)  # its errors are this call's
+        # The others too, so that an unknown id's error lists every kernel.
         self._register_known()
         if input_type or output_type or kernel_id not in self._types:
             old = self._types.get(kernel_id, (None, None))
