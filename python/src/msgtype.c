@@ -890,7 +890,9 @@ msgtype_init(PyObject *self, PyObject *args, PyObject *kwds)
             goto fail;
         if (cls_ < RK_FC_SCALAR || cls_ > RK_FC_NESTED || kind < 0
             || kind > RK_FK_NONE || count > UINT32_MAX
-            || (cls_ == RK_FC_NESTED && !RKPY_MsgType_Check(nested))
+            || (cls_ == RK_FC_NESTED
+                && (!RKPY_MsgType_Check(nested)
+                    || ((rkpy_msgtype *)nested)->desc == NULL))
             || (cls_ != RK_FC_NESTED && kind == RK_FK_NONE
                 && cls_ != RK_FC_BYTES && cls_ != RK_FC_STRING)
             || (cls_ != RK_FC_SCALAR && cls_ != RK_FC_NESTED && count == 0)) {

@@ -148,8 +148,14 @@ payload_value(
 static int
 check_mt(PyObject *mt)
 {
-    if (mt == NULL || mt == Py_None || RKPY_MsgType_Check(mt))
+    if (mt == NULL || mt == Py_None)
         return 0;
+    if (RKPY_MsgType_Check(mt)) {
+        if (rkpy_msgtype_desc(mt) != NULL)
+            return 0;
+        PyErr_SetString(PyExc_TypeError, "MsgType is not initialised");
+        return -1;
+    }
     PyErr_Format(
         PyExc_TypeError, "expected a MsgType, got %s", Py_TYPE(mt)->tp_name);
     return -1;
@@ -426,12 +432,17 @@ static PyTypeObject Ctx_Type = {
     .tp_getset = ctx_getset,
 };
 
+/* The runtime whose kernel thread this is (NULL on other threads): a
+ * kernel must not destroy its own runtime (destroy joins its thread). */
+static _Thread_local rk_runtime *tls_kernel_rt;
+
 /* The actor function of every Python kernel: runs on the kernel thread. */
 static int
 py_actor(rk_ctx *ctx)
 {
     pyactor *pa = rk_ctx_user(ctx);
     int rc = RK_OK;
+    tls_kernel_rt = rk_ctx_runtime(ctx);
     PyGILState_STATE g = PyGILState_Ensure();
     rkpy_ctx *c = PyObject_New(rkpy_ctx, &Ctx_Type);
     if (c == NULL) {
@@ -500,14 +511,18 @@ runtime_init(PyObject *self, PyObject *args, PyObject *kw)
 
 static void receiver_stop(rkpy_receiver *rv);
 
-static void
+/* 0 on success (or nothing to do); -1 when called from one of the
+ * runtime's own kernel threads, which destroy would have to join. */
+static int
 runtime_do_close(rkpy_runtime *r)
 {
     if (r->rt == NULL || getpid() != r->pid) {
         /* A forked child must not touch the parent's threads. */
         r->rt = NULL;
-        return;
+        return 0;
     }
+    if (tls_kernel_rt == r->rt)
+        return -1;
     atomic_store(&r->closing, true);
     while (r->receivers != NULL)
         receiver_stop(r->receivers); /* unlinks it */
@@ -527,13 +542,16 @@ runtime_do_close(rkpy_runtime *r)
         Py_XDECREF(pa->out_mt);
         free(pa);
     }
+    return 0;
 }
 
 static PyObject *
 runtime_close(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    runtime_do_close((rkpy_runtime *)self);
+    if (runtime_do_close((rkpy_runtime *)self) < 0)
+        return rkpy_raise(RK_EBUSY,
+            "a kernel cannot close its own runtime (close it from the host)");
     Py_RETURN_NONE;
 }
 
@@ -543,7 +561,15 @@ runtime_dealloc(PyObject *self)
     rkpy_runtime *r = (rkpy_runtime *)self;
     if (r->weakrefs != NULL)
         PyObject_ClearWeakRefs(self);
-    runtime_do_close(r);
+    if (runtime_do_close(r) < 0) {
+        /* Dropped last on one of its own kernel threads: destroying would
+         * join this thread. Leave the runtime running rather than hang. */
+        PyErr_WarnEx(PyExc_ResourceWarning,
+            "ringkernel runtime released on its own kernel thread; it is "
+            "left running (close runtimes from the host)",
+            1);
+        PyErr_Clear();
+    }
     Py_TYPE(self)->tp_free(self);
 }
 

@@ -344,3 +344,33 @@ def test_garbage_bytes_fail_the_actor_not_the_process():
         assert dl["kernel_id"] == "py_double" and dl["payload"] == b"\xc1 not msgpack"
         with pytest.raises(errors.DecodeError):
             Num.deserialize(dl["payload"])
+
+
+def test_misuse_is_an_error_not_a_crash():
+    from ringkernel import _core
+
+    raw = _core.MsgType.__new__(_core.MsgType)  # never initialised
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_double")
+        with pytest.raises(TypeError):
+            rt._core.send("py_double", Num(value=1), raw)
+        with pytest.raises(TypeError):
+            raw.encode(Num(value=1))
+    with pytest.raises(errors.InvalidArgumentError):
+        _core.MsgType("Bad", 7, [("x", 5, 11, 0, raw, 0)])
+    seen = {}
+
+    def closer(ctx):
+        try:
+            seen["rt"].close()
+        except errors.RingKernelError as e:
+            seen["err"] = e
+        while not ctx.should_terminate:
+            ctx.receive()
+
+    with rk.RingKernelRuntime() as rt:
+        seen["rt"] = rt
+        start(rt, "closer", kernel_func=closer)
+        rt.send("closer", b"x")  # (the actor tried close() as it started)
+        rt.terminate("closer", timeout=10)
+    assert seen["err"].name == "RK_EBUSY"
