@@ -374,3 +374,23 @@ def test_misuse_is_an_error_not_a_crash():
         rt.send("closer", b"x")  # (the actor tried close() as it started)
         rt.terminate("closer", timeout=10)
     assert seen["err"].name == "RK_EBUSY"
+
+
+@rk.ring_kernel(kernel_id="py_flaky", input_type=Num, output_type=Num,
+                restart="restart", max_restarts=3)
+def py_flaky(ctx):
+    while not ctx.should_terminate:
+        m = ctx.receive()
+        if m.value < 0:
+            raise ValueError("negative")
+        ctx.send(m)
+
+
+def test_python_actor_is_restarted_by_supervision():
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_flaky")
+        rt.send("py_flaky", Num(value=-1))  # fails the first instance
+        rt.send("py_flaky", Num(value=5))   # handled by the restarted one
+        assert rt.receive("py_flaky", timeout=10).value == 5
+        t = rt.get_telemetry("py_flaky")
+        assert t["restarts"] == 1 and t["errors"] == 1 and t["state"] == "ACTIVE"
