@@ -23,8 +23,7 @@ c_sink(rk_ctx *ctx, const rk_msg_view *m)
     (void)m;
     return RK_OK;
 }
-RK_RING_HANDLER(c_sink, "c_sink", .max_payload = 256,
-    .input_capacity = 65536);
+RK_RING_HANDLER(c_sink, "c_sink", .max_payload = 256, .input_capacity = 65536);
 
 /* c_add: the fixed form of { double a, b } in, { double result } out. */
 typedef struct add_req {
