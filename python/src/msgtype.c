@@ -125,14 +125,18 @@ fmt_kind(const char *fmt, Py_ssize_t itemsize)
     }
 }
 
+/* Buffers one encode may borrow or allocate (variable-length fields,
+ * nested ones included). */
+#define RKPY_SCRATCH 64
+
 /* What an encode borrowed or allocated, released after rk_msg_encode. */
 typedef struct scratch {
     PyObject *objs[64];
     int nobj;
     PyObject *more; /* list for objects beyond objs */
-    Py_buffer views[16];
+    Py_buffer views[RKPY_SCRATCH];
     int nview;
-    void *mem[16];
+    void *mem[RKPY_SCRATCH];
     int nmem;
 } scratch;
 
@@ -155,9 +159,10 @@ keep_obj(scratch *sc, PyObject *o)
 static Py_buffer *
 keep_view(const rkpy_msgtype *mt, const fieldinfo *f, scratch *sc)
 {
-    if (sc->nview == 16) {
-        rkpy_raisef(RK_EINVAL, "%s.%s: more than 16 buffer fields", tname(mt),
-            PyUnicode_AsUTF8(f->name));
+    if (sc->nview == RKPY_SCRATCH) {
+        rkpy_raisef(RK_EINVAL,
+            "%s.%s: more than %d bytes or array fields in one message",
+            tname(mt), PyUnicode_AsUTF8(f->name), RKPY_SCRATCH);
         return NULL;
     }
     return &sc->views[sc->nview];
@@ -166,8 +171,9 @@ keep_view(const rkpy_msgtype *mt, const fieldinfo *f, scratch *sc)
 static void *
 keep_mem(scratch *sc, size_t n)
 {
-    if (sc->nmem == 16) {
-        PyErr_NoMemory();
+    if (sc->nmem == RKPY_SCRATCH) {
+        rkpy_raisef(RK_EINVAL,
+            "more than %d list or UUID fields in one message", RKPY_SCRATCH);
         return NULL;
     }
     void *p = calloc(1, n ? n : 1);
