@@ -6,7 +6,7 @@ DEMO     ?= streaming_pipeline
 CMAKE    ?= cmake
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build demo test asan tsan fuzz fuzz-build fuzz-long bench install clean format
+.PHONY: all deps build demo test pytest pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format
 
 all: build
 
@@ -24,6 +24,21 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+	$(MAKE) pytest
+
+# The Python package (pip install . into $(BUILD)/pyvenv) and its tests.
+pytest: deps
+	tools/pyvenv.sh $(BUILD)
+	$(BUILD)/pyvenv/bin/python -m pytest -q -p no:cacheprovider python/tests
+
+# The Python tests over an ASan+UBSan build of the extension and library.
+pyasan: deps
+	tools/pyasan.sh build-pyasan
+
+# Python benchmarks against PyDotCompute in the same run (JSON lines).
+pybench: deps
+	tools/pyvenv.sh $(BUILD)
+	$(BUILD)/pyvenv/bin/python bench/python/bench_python.py
 
 # Sanitizer builds of the whole suite (what .ci/run runs).
 asan: deps
@@ -62,6 +77,7 @@ fuzz-long:
 bench: deps
 	$(CMAKE) -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DRK_BUILD_TESTS=OFF
 	$(CMAKE) --build build-bench -j$(JOBS) --target run_bench
+	$(MAKE) pybench BUILD=build-bench
 
 install: build
 	$(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
@@ -70,4 +86,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build-bench
+	rm -rf build build-asan build-tsan build-fuzz build-bench build-pyasan
