@@ -11,7 +11,7 @@ SOAK_SECONDS ?= 600
 # runs them.
 CTEST_SKIP ?= -LE pending
 
-.PHONY: all deps build demo test test-pending soak asan tsan fuzz fuzz-build fuzz-long bench install clean format
+.PHONY: all deps build demo test test-pending soak pytest pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format
 
 all: build
 
@@ -29,6 +29,7 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) $(CTEST_SKIP)
+	$(MAKE) pytest
 
 test-pending: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) -L pending
@@ -37,6 +38,20 @@ test-pending: build
 # CI runs for a few seconds, for SOAK_SECONDS (default 10 minutes).
 soak: build
 	RK_SOAK_SECONDS=$(SOAK_SECONDS) ./$(BUILD)/tests/test_runtime_soak
+
+# The Python package (pip install . into $(BUILD)/pyvenv) and its tests.
+pytest: deps
+	tools/pyvenv.sh $(BUILD)
+	$(BUILD)/pyvenv/bin/python -m pytest -q -p no:cacheprovider python/tests
+
+# The Python tests over an ASan+UBSan build of the extension and library.
+pyasan: deps
+	tools/pyasan.sh build-pyasan
+
+# Python benchmarks against PyDotCompute in the same run (JSON lines).
+pybench: deps
+	tools/pyvenv.sh $(BUILD)
+	$(BUILD)/pyvenv/bin/python bench/python/bench_python.py
 
 # Sanitizer builds of the whole suite (what .ci/run runs).
 asan: deps
@@ -75,6 +90,7 @@ fuzz-long:
 bench: deps
 	$(CMAKE) -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DRK_BUILD_TESTS=OFF
 	$(CMAKE) --build build-bench -j$(JOBS) --target run_bench
+	$(MAKE) pybench BUILD=build-bench
 
 install: build
 	$(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
@@ -83,4 +99,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build-bench
+	rm -rf build build-asan build-tsan build-fuzz build-bench build-pyasan
