@@ -18,9 +18,9 @@
  *   - no duplicates: along every path one sender's messages of one band
  *     keep their order, so each receiver sees its seqs strictly increase;
  *   - every dead letter is a poison, and every poison sent is one;
- *   - memory: RSS at the end is within 1 % of RSS after the warm-up
- *     (1 MiB in runs under a minute; not in sanitizer builds, whose
- *     allocators hold freed memory).
+ *   - memory: RSS at the end is within 1 % of RSS after the warm-up,
+ *     with a floor of 256 KiB (1 MiB in runs under a minute); not in
+ *     sanitizer builds, whose allocators hold freed memory.
  * Nothing here asserts on time; the duration is only how long the load
  * runs.
  */
@@ -399,15 +399,19 @@ test_soak(void **state)
     /* Dead letters: the poisons, all of them, nothing else. */
     assert_int_equal(s.dead, poisons);
     assert_int_equal(s.dead_not_poison, 0);
-    /* Memory stays flat: under 1 % growth. A short run still touches
-     * ring and dead-letter pages for the first time after its warm-up
-     * (the dead-letter ring is walked at the poison rate; it is kept
-     * small, 256 letters, and read as it fills), so runs under a minute
-     * allow 1 MiB instead; a per-message leak is far over either. */
+    /* Memory stays flat: under 1 % growth, with a floor. The process is
+     * small (about 6 MiB), so 1 % is only 16 pages: a 600 s run grew by
+     * 64 KiB (1.02 %) over 2 * 10^9 messages, far below a byte per 10^4
+     * messages; the floor is 256 KiB. A short
+     * run still touches ring and dead-letter pages for the first time
+     * after its warm-up, so runs under a minute allow 1 MiB. A leak per
+     * message (or per poison) is far over either. */
     if (!RT_SANITIZED && rss_warm != 0 && rss_end > rss_warm) {
         uint64_t allowed = rss_warm / 100;
-        if (secs < 60 && allowed < (UINT64_C(1) << 20))
-            allowed = UINT64_C(1) << 20;
+        uint64_t least
+            = secs < 60 ? (UINT64_C(1) << 20) : (UINT64_C(256) << 10);
+        if (allowed < least)
+            allowed = least;
         if (rss_end - rss_warm >= allowed)
             fail_msg("RSS grew %lu -> %lu bytes (allowed %lu)",
                 (unsigned long)rss_warm, (unsigned long)rss_end,
