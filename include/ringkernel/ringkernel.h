@@ -14,6 +14,7 @@
 #include "ringkernel/device.h"
 #include "ringkernel/error.h"
 #include "ringkernel/message.h"
+#include "ringkernel/metrics.h"
 #include "ringkernel/pool.h"
 #include "ringkernel/queue.h"
 #include "ringkernel/runtime.h"
