@@ -153,4 +153,30 @@ void cli_pagerank_reference(const cli_graph *g, double damping, double tol,
     uint32_t max_iter, cli_pr_result *out);
 void cli_pr_result_free(cli_pr_result *r);
 
+/* ------------------------------------------------------------------ top */
+
+#define CLI_TOP_MAX_KERNELS 256
+
+/* One kernel's row in `ringkernel top`, as read from /metrics. */
+typedef struct cli_top_row {
+    char id[RK_ID_MAX + 1];
+    char state[32];
+    double processed, dropped, depth, hwm, p50, p99, restarts;
+} cli_top_row;
+
+typedef struct cli_top_frame {
+    cli_top_row k[CLI_TOP_MAX_KERNELS];
+    size_t n;
+    uint64_t taken_ns;
+} cli_top_frame;
+
+/* Reads the ringkernel_* series of a /metrics body (modified in place)
+ * into f, one row per kernel label (at most CLI_TOP_MAX_KERNELS). */
+void cli_prom_parse(char *body, cli_top_frame *f);
+
+/* Parses a SNAP edge list from f (name is used in messages); see
+ * cli_graph_load. */
+int cli_graph_parse(FILE *f, const char *name, cli_graph *g, char *why,
+    size_t wl);
+
 #endif /* RK_CLI_H */

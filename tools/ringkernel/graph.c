@@ -153,6 +153,21 @@ int
 cli_graph_load(const char *path, cli_graph *g, char *why, size_t wl)
 {
     FILE *f = fopen(path, "r");
+    int rc;
+
+    memset(g, 0, sizeof(*g));
+    if (f == NULL) {
+        snprintf(why, wl, "%s: %s", path, strerror(errno));
+        return RK_ENOTFOUND;
+    }
+    rc = cli_graph_parse(f, path, g, why, wl);
+    fclose(f);
+    return rc;
+}
+
+int
+cli_graph_parse(FILE *f, const char *path, cli_graph *g, char *why, size_t wl)
+{
     idmap mp = { 0 };
     uint32_t *src = NULL, *dst = NULL;
     uint64_t *orig = NULL;
@@ -161,10 +176,6 @@ cli_graph_load(const char *path, cli_graph *g, char *why, size_t wl)
     int rc = RK_OK;
 
     memset(g, 0, sizeof(*g));
-    if (f == NULL) {
-        snprintf(why, wl, "%s: %s", path, strerror(errno));
-        return RK_ENOTFOUND;
-    }
     while (rc == RK_OK && fgets(line, sizeof(line), f)) {
         char *p = line, *end;
         uint64_t a, b;
@@ -205,7 +216,6 @@ cli_graph_load(const char *path, cli_graph *g, char *why, size_t wl)
             rc = push((void **)&dst, &cd, m, sizeof(ib), &ib);
         m++;
     }
-    fclose(f);
     if (rc == RK_OK && m == 0) {
         snprintf(why, wl, "%s: no edges", path);
         rc = RK_EDECODE;

@@ -24,20 +24,7 @@
 
 #include "cli.h"
 
-#define MAX_KERNELS 256
 #define MAX_BODY    (16u << 20)
-
-typedef struct row {
-    char id[RK_ID_MAX + 1];
-    char state[32];
-    double processed, dropped, depth, hwm, p50, p99, restarts;
-} row;
-
-typedef struct frame {
-    row k[MAX_KERNELS];
-    size_t n;
-    uint64_t taken_ns;
-} frame;
 
 static volatile sig_atomic_t quit;
 
@@ -117,93 +104,8 @@ out:
     return rc;
 }
 
-/* The value of label key in a "{k=\"v\",...}" block, unescaped, into out. */
-static bool
-label(const char *labels, const char *key, char *out, size_t cap)
-{
-    size_t kl = strlen(key), o = 0;
-    const char *p = labels;
-
-    while ((p = strstr(p, key)) != NULL) {
-        if ((p == labels || p[-1] == '{' || p[-1] == ',')
-            && strncmp(p + kl, "=\"", 2) == 0)
-            break;
-        p += kl;
-    }
-    if (p == NULL)
-        return false;
-    for (p += kl + 2; *p && *p != '"' && o + 1 < cap; p++) {
-        if (*p == '\\' && p[1])
-            p++;
-        out[o++] = *p == 'n' && p[-1] == '\\' ? '\n' : *p;
-    }
-    out[o] = '\0';
-    return true;
-}
-
-static row *
-find_row(frame *f, const char *id)
-{
-    for (size_t i = 0; i < f->n; i++)
-        if (strcmp(f->k[i].id, id) == 0)
-            return &f->k[i];
-    if (f->n == MAX_KERNELS)
-        return NULL;
-    row *r = &f->k[f->n++];
-    memset(r, 0, sizeof(*r));
-    snprintf(r->id, sizeof(r->id), "%s", id);
-    snprintf(r->state, sizeof(r->state), "?");
-    return r;
-}
-
 static void
-parse(char *body, frame *f)
-{
-    char *save = NULL;
-
-    f->n = 0;
-    for (char *line = strtok_r(body, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        char name[96], id[RK_ID_MAX + 1], extra[32];
-        const char *brace = strchr(line, '{'), *close;
-        row *r;
-        double v;
-        if (line[0] == '#' || brace == NULL
-            || (close = strrchr(line, '}')) == NULL
-            || (size_t)(brace - line) >= sizeof(name))
-            continue;
-        memcpy(name, line, (size_t)(brace - line));
-        name[brace - line] = '\0';
-        if (strncmp(name, "ringkernel_", 11) != 0
-            || !label(brace, "kernel", id, sizeof(id))
-            || (r = find_row(f, id)) == NULL)
-            continue;
-        v = strtod(close + 1, NULL);
-        if (strcmp(name, "ringkernel_messages_processed_total") == 0)
-            r->processed = v;
-        else if (strcmp(name, "ringkernel_messages_dropped_total") == 0)
-            r->dropped = v;
-        else if (strcmp(name, "ringkernel_queue_depth") == 0)
-            r->depth = v;
-        else if (strcmp(name, "ringkernel_queue_high_water") == 0)
-            r->hwm = v;
-        else if (strcmp(name, "ringkernel_kernel_restarts_total") == 0)
-            r->restarts = v;
-        else if (strcmp(name, "ringkernel_kernel_state") == 0 && v == 1
-            && label(brace, "state", extra, sizeof(extra)))
-            snprintf(r->state, sizeof(r->state), "%s", extra);
-        else if (strcmp(name, "ringkernel_message_latency_seconds") == 0
-            && label(brace, "quantile", extra, sizeof(extra))) {
-            if (strcmp(extra, "0.5") == 0)
-                r->p50 = v;
-            else if (strcmp(extra, "0.99") == 0)
-                r->p99 = v;
-        }
-    }
-}
-
-static void
-draw(FILE *out, const char *addr, const frame *cur, const frame *prev,
+draw(FILE *out, const char *addr, const cli_top_frame *cur, const cli_top_frame *prev,
     bool live)
 {
     double dt = prev ? (double)(cur->taken_ns - prev->taken_ns) / 1e9 : 0;
@@ -216,7 +118,7 @@ draw(FILE *out, const char *addr, const frame *cur, const frame *prev,
         "KERNEL", "STATE", "PROCESSED", "PROC/S", "QUEUE", "HWM", "P50 US",
         "P99 US", "DROPS", "RESTARTS");
     for (size_t i = 0; i < cur->n; i++) {
-        const row *r = &cur->k[i];
+        const cli_top_row *r = &cur->k[i];
         char rate[32] = "-";
         for (size_t j = 0; prev && dt > 0 && j < prev->n; j++)
             if (strcmp(prev->k[j].id, r->id) == 0)
@@ -285,7 +187,7 @@ cli_top(int argc, char **argv)
               { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     const char *addr = getenv(RK_METRICS_ENV);
     struct sockaddr_in sa;
-    static frame fr[2];
+    static cli_top_frame fr[2];
     double interval = 1.0;
     bool once = false, tty = isatty(0) && isatty(1);
     struct termios saved, raw;
@@ -352,7 +254,7 @@ cli_top(int argc, char **argv)
             fflush(stdout);
         } else {
             fr[cur].taken_ns = rk_now_ns();
-            parse(body, &fr[cur]);
+            cli_prom_parse(body, &fr[cur]);
             free(body);
             draw(stdout, addr, &fr[cur], frames ? &fr[cur ^ 1] : NULL, !once);
             cur ^= 1;
