@@ -2,7 +2,9 @@
 # and `make test`; both install missing Debian packages first.
 BUILD    ?= build
 JOBS     ?= $(shell nproc)
-DEMO     ?= streaming_pipeline
+# `make demo` runs `ringkernel demo` (docs/cli.md); DEMO_ARGS passes
+# options, e.g. make demo DEMO_ARGS="--duration 10 --sensors 64".
+DEMO_ARGS ?= --duration 3
 CMAKE    ?= cmake
 FUZZ_SECONDS ?= 30
 
@@ -20,7 +22,7 @@ build: deps $(BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(BUILD) -j$(JOBS)
 
 demo: build
-	./$(BUILD)/examples/$(DEMO)
+	./$(BUILD)/tools/ringkernel/ringkernel demo $(DEMO_ARGS)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)

@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -94,6 +95,24 @@ generate(uint64_t seed, uint32_t sensors, uint64_t seq, uint64_t *rng)
     return r;
 }
 
+/* With rate > 0, sleeps until reading seq of a stream started at t0 is
+ * due; called once per CLI_PACE_BURST readings. */
+static void
+pace(uint64_t t0, uint64_t seq, double rate)
+{
+    uint64_t due, now;
+
+    if (rate <= 0 || seq % CLI_PACE_BURST != 0)
+        return;
+    due = t0 + (uint64_t)((double)seq * 1e9 / rate);
+    now = rk_now_ns();
+    if (due > now) {
+        struct timespec ts = { (time_t)((due - now) / 1000000000),
+            (long)((due - now) % 1000000000) };
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* True (and *z set) when r is an anomaly; the same function runs in the
  * detector kernel and in the batch baseline. */
 static bool
@@ -131,10 +150,11 @@ source_actor(rk_ctx *ctx)
 {
     run *r = rk_ctx_user(ctx);
     const cli_anomaly_cfg *c = r->cfg;
-    uint64_t rng = c->seed, seq = 0;
+    uint64_t rng = c->seed, seq = 0, t0 = rk_now_ns();
     int rc;
 
     while (c->readings == 0 || seq < c->readings) {
+        pace(t0, seq, c->rate);
         /* The stop flag and terminate are checked every 256 readings. */
         if ((seq & 255) == 0
             && ((c->stop && *c->stop) || rk_should_terminate(ctx)))
@@ -328,7 +348,7 @@ cli_anomaly_result_free(cli_anomaly_result *r)
 
 int
 cli_anomaly_batch(uint32_t sensors, uint64_t readings, uint64_t seed,
-    uint32_t wsize, cli_batch_result *out)
+    uint32_t wsize, double rate, cli_batch_result *out)
 {
     window *win = calloc(sensors, sizeof(*win));
     reading *buf = calloc(wsize, sizeof(*buf));
@@ -344,6 +364,7 @@ cli_anomaly_batch(uint32_t sensors, uint64_t readings, uint64_t seed,
         uint32_t n = 0;
         /* Collect one window as it arrives, then process it at once. */
         for (; n < wsize && seq < readings; n++, seq++) {
+            pace(t0, seq, rate);
             buf[n] = generate(seed, sensors, seq, &rng);
             out->injected += is_injected(seed, sensors, seq);
         }

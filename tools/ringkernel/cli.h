@@ -84,6 +84,8 @@ typedef struct cli_anomaly_cfg {
     uint64_t readings;     /* stop after this many (0: until *stop) */
     volatile int *stop;    /* set (any thread) to end the stream early */
     uint64_t seed;
+    double rate; /* readings per second (0: as fast as the pipeline takes
+                    them); paced in bursts of CLI_PACE_BURST */
     const char *metrics_addr; /* serve metrics while running, or NULL */
     /* Called about every progress_ms while the stream runs (may be NULL). */
     void (*progress)(void *arg, uint64_t readings, uint64_t alerts,
@@ -114,7 +116,11 @@ typedef struct cli_batch_result {
 } cli_batch_result;
 
 int cli_anomaly_batch(uint32_t sensors, uint64_t readings, uint64_t seed,
-    uint32_t window, cli_batch_result *out);
+    uint32_t window, double rate, cli_batch_result *out);
+
+/* Paced streams generate this many readings at a time, then sleep until
+ * the next burst is due. */
+#define CLI_PACE_BURST 32
 
 /* ------------------------------------------------------------ pagerank */
 

@@ -58,7 +58,7 @@ help(FILE *f)
     fprintf(f,
         "usage: ringkernel demo [--duration SEC] [--sensors N] "
         "[--backend cpu|cuda|auto]\n"
-        "                       [--metrics HOST:PORT] [--seed N]\n\n"
+        "                       [--rate R] [--metrics HOST:PORT] [--seed N]\n\n"
         "Streams synthetic sensor readings through the anomaly-detection\n"
         "pipeline (source -> detector -> alerter -> topic 'alerts' -> sink)\n"
         "with a live progress line, then prints precision and recall on the\n"
@@ -71,6 +71,8 @@ help(FILE *f)
         "runs\n"
         "                   (e.g. 127.0.0.1:9464; watch with `ringkernel "
         "top`)\n"
+        "  --rate R         readings per second offered (default: as fast as "
+        "the\n                   pipeline takes them)\n"
         "  --seed N         stream seed (default 20240601)\n\n"
         "exit status: 0 ok (recall of at least 99 %%), 1 run or check "
         "failed,\n2 bad command line, 3 backend or endpoint unavailable.\n");
@@ -85,6 +87,7 @@ cli_demo(int argc, char **argv)
               { "backend", required_argument, 0, 'b' },
               { "metrics", required_argument, 0, 'm' },
               { "seed", required_argument, 0, 'S' },
+              { "rate", required_argument, 0, 'r' },
               { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     progress_state ps = { .duration = 3.0, .tty = isatty(1) };
     cli_anomaly_cfg cfg = { .sensors = 16,
@@ -124,6 +127,13 @@ cli_demo(int argc, char **argv)
             break;
         case 'm':
             cfg.metrics_addr = optarg;
+            break;
+        case 'r':
+            if (!cli_parse_count(optarg, &v) || v > 1000000000) {
+                fprintf(stderr, "ringkernel demo: bad --rate '%s'\n", optarg);
+                return CLI_USAGE;
+            }
+            cfg.rate = (double)v;
             break;
         case 'S':
             if (!cli_parse_count(optarg, &cfg.seed)) {
