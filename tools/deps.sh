@@ -11,7 +11,7 @@ pkgs=(build-essential cmake pkg-config
       libcaf-dev         # C++ Actor Framework: the runtime benchmark reference
       libmicrohttpd-dev  # the optional metrics HTTP endpoint (src/metrics/)
       gnuplot-nox        # `ringkernel bench --plot DIR` PNG charts
-      curl               # the metrics endpoint's HTTP test (tests/)
+      curl python3-prometheus-client # metrics endpoint test: real client, parser
       clang libclang-rt-14-dev) # libFuzzer targets and LeakSanitizer
 
 missing=()
