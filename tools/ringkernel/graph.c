@@ -22,7 +22,9 @@ build(cli_graph *g, uint32_t n, uint64_t m, const uint32_t *src,
     g->n = n;
     g->m = m;
     g->in_off = calloc((size_t)n + 1, sizeof(*g->in_off));
-    g->in_src = malloc((m ? m : 1) * sizeof(*g->in_src));
+    /* PREFETCH (pr.c) zeroed slots past the end, read by the prefetch of
+     * the last edges. */
+    g->in_src = calloc(m + 16, sizeof(*g->in_src));
     g->outdeg = calloc(n, sizeof(*g->outdeg));
     fill = malloc(((size_t)n + 1) * sizeof(*fill));
     if (!g->in_off || !g->in_src || !g->outdeg || !fill) {

@@ -34,6 +34,8 @@
 #include "cli.h"
 
 #define TIMEOUT_NS (120 * INT64_C(1000000000))
+/* Edges ahead to prefetch; in_src has PREFETCH slots of padding. */
+#define PREFETCH 16
 
 typedef struct step_msg {
     uint32_t iter;
@@ -75,8 +77,14 @@ iterate_range(const cli_graph *g, double d, double dangling,
 
     for (uint32_t v = lo; v < hi; v++) {
         double sum = 0;
-        for (uint64_t e = g->in_off[v]; e < g->in_off[v + 1]; e++)
+        uint64_t end = g->in_off[v + 1];
+        for (uint64_t e = g->in_off[v]; e < end; e++) {
+            /* The gathers from contrib are random over the whole array
+             * (megabytes at 10M edges); fetching PREFETCH edges ahead hides
+             * most of their cache misses. It changes no arithmetic. */
+            __builtin_prefetch(&contrib[g->in_src[e + PREFETCH]]);
             sum += contrib[g->in_src[e]];
+        }
         double r = base + d * sum;
         delta += fabs(r - rank[v]);
         next[v] = r;
