@@ -4,16 +4,18 @@
  * The test serves metrics for a runtime whose kernel has processed a known
  * number of messages and ended (so the figures are final), runs the
  * installed-style binary with popen, and checks what it printed: one
- * table with --once, and repeated frames until SIGINT in the live mode,
- * after which it must exit 0 (quits cleanly on Ctrl-C).
+ * table with --once; in the live mode, frames until the test sends q on
+ * stdin or SIGINT (Ctrl-C), after either of which it must exit 0.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -79,6 +81,76 @@ check_row(const char *text, const char *rate)
         assert_string_equal(rt, rate);
 }
 
+/* Complete worker rows (ended by a newline) in text. */
+static int
+complete_rows(const char *text)
+{
+    int n = 0;
+
+    for (const char *p = text; (p = strstr(p, "\nworker ")) != NULL; p++)
+        n += strchr(p + 1, '\n') != NULL;
+    return n;
+}
+
+/*
+ * Runs `top --interval 0.05` with pipes for stdin and stdout, reads until
+ * two frames are complete, then sends q (sig 0) or the signal sig, and
+ * checks that top exits 0 and that the second frame has a rate.
+ */
+static void
+live(uint16_t port, int sig)
+{
+    int in[2], out[2], st;
+    char portarg[32], buf[1 << 16] = "";
+    size_t len = 0;
+    ssize_t n;
+    pid_t pid;
+
+    assert_int_equal(pipe(in), 0);
+    assert_int_equal(pipe(out), 0);
+    snprintf(portarg, sizeof(portarg), "127.0.0.1:%u", (unsigned)port);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(out[1], 2);
+        close(in[1]);
+        close(out[0]);
+        execl(RK_CLI_PATH, RK_CLI_PATH, "top", "--interval", "0.05", "--addr",
+            portarg, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    while (complete_rows(buf) < 2 && len < sizeof(buf) - 1) {
+        n = read(out[0], buf + len, sizeof(buf) - 1 - len);
+        assert_true(n > 0);
+        len += (size_t)n;
+        buf[len] = '\0';
+    }
+    if (sig)
+        assert_int_equal(kill(pid, sig), 0);
+    else
+        assert_int_equal(write(in[1], "q\n", 2), 2);
+    while (len < sizeof(buf) - 1
+        && (n = read(out[0], buf + len, sizeof(buf) - 1 - len)) > 0)
+        len += (size_t)n;
+    buf[len] = '\0';
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    close(in[1]);
+    close(out[0]);
+    /* The first frame has no rate yet; the second has the ended
+     * kernel's: 0. */
+    const char *p = strstr(buf, "ringkernel top - ");
+    assert_non_null(p);
+    check_row(p, "-");
+    assert_non_null(p = strstr(p + 1, "ringkernel top - "));
+    check_row(p, "0");
+}
+
 static void
 test_top(void **state)
 {
@@ -87,8 +159,6 @@ test_top(void **state)
     rk_metrics *m;
     uint64_t v = 1;
     char cmd[512], *out;
-    const char *p;
-    int frames = 0;
 
     (void)state;
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
@@ -107,21 +177,10 @@ test_top(void **state)
     check_row(out, "-"); /* one scrape: no rate yet */
     free(out);
 
-    /* Live mode until SIGINT: several frames, then exit status 0. */
-    snprintf(cmd, sizeof(cmd),
-        "timeout --preserve-status -s INT 2 %s top --interval 0.1 "
-        "--addr 127.0.0.1:%u </dev/null 2>&1",
-        RK_CLI_PATH, (unsigned)rk_metrics_port(m));
-    assert_int_equal(run(cmd, &out), 0);
-    for (p = out; (p = strstr(p, "ringkernel top - ")) != NULL; p++)
-        frames++;
-    assert_true(frames >= 2);
-    /* The first frame has no rate yet; from the second on, the rate of
-     * the ended kernel is 0. */
-    p = strstr(out, "ringkernel top - ");
-    check_row(p, "-");
-    check_row(strstr(p + 1, "ringkernel top - "), "0");
-    free(out);
+    /* Live mode: quits on q (here from a pipe) and on Ctrl-C (SIGINT),
+     * each after two frames, with exit status 0. */
+    live(rk_metrics_port(m), 0);
+    live(rk_metrics_port(m), SIGINT);
 
     rk_metrics_destroy(m);
     rk_runtime_destroy(rt);

@@ -46,8 +46,7 @@ typedef struct http_reply {
 static int
 http_raw(uint16_t port, const char *req, size_t req_len, http_reply *r)
 {
-    struct sockaddr_in sa = { .sin_family = AF_INET,
-        .sin_port = htons(port) };
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
     struct timeval tv = { 10, 0 };
     size_t len = 0, cap = 1 << 16;
     char *buf = malloc(cap + 1), *sep;
@@ -235,8 +234,8 @@ parse_exposition(const char *text, exposition *e)
         memset(s, 0, sizeof(*s));
         assert_true(read_name(&p, name, sizeof(name), true));
         if (!in_family(name, fam, type))
-            fail_msg("sample %s outside its family (last TYPE: %s)", name,
-                fam);
+            fail_msg(
+                "sample %s outside its family (last TYPE: %s)", name, fam);
         snprintf(s->name, sizeof(s->name), "%s", name);
         if (*p == '{') {
             size_t o = 0;
@@ -371,8 +370,8 @@ setup(void **state)
                              sizeof(payload), 128, RT_LONG),
             RK_OK);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(rk_publish(f.rt, "news", 0, &payload,
-                             sizeof(payload), 128, RT_LONG, &delivered),
+        assert_int_equal(rk_publish(f.rt, "news", 0, &payload, sizeof(payload),
+                             128, RT_LONG, &delivered),
             RK_OK);
         assert_int_equal(delivered, 1);
     }
@@ -423,8 +422,8 @@ assert_close(double got, double want, double abs_tol)
 
 /* Every per-kernel counter and gauge equals the runtime's own figure. */
 static void
-check_kernel(const exposition *e, rk_runtime *rt, const char *id,
-    const char *label)
+check_kernel(
+    const exposition *e, rk_runtime *rt, const char *id, const char *label)
 {
     rk_kernel_stats st;
     char l[160], lq[200];
@@ -432,12 +431,12 @@ check_kernel(const exposition *e, rk_runtime *rt, const char *id,
     assert_int_equal(rk_kernel_stats_get(rt, id, &st), RK_OK);
     snprintf(l, sizeof(l), "kernel=\"%s\"", id);
     assert_string_equal(l, label);
-    assert_true(get(e, "ringkernel_messages_offered_total", l)
-        == (double)st.offered);
+    assert_true(
+        get(e, "ringkernel_messages_offered_total", l) == (double)st.offered);
     assert_true(get(e, "ringkernel_messages_processed_total", l)
         == (double)st.processed);
-    assert_true(get(e, "ringkernel_messages_dropped_total", l)
-        == (double)st.dropped);
+    assert_true(
+        get(e, "ringkernel_messages_dropped_total", l) == (double)st.dropped);
     assert_true(get(e, "ringkernel_messages_rejected_total", l)
         == (double)st.rejected);
     assert_true(
@@ -446,10 +445,9 @@ check_kernel(const exposition *e, rk_runtime *rt, const char *id,
         == (double)st.dead_lettered);
     assert_true(
         get(e, "ringkernel_kernel_errors_total", l) == (double)st.errors);
-    assert_true(get(e, "ringkernel_kernel_restarts_total", l)
-        == (double)st.restarts);
     assert_true(
-        get(e, "ringkernel_queue_depth", l) == (double)st.queue_depth);
+        get(e, "ringkernel_kernel_restarts_total", l) == (double)st.restarts);
+    assert_true(get(e, "ringkernel_queue_depth", l) == (double)st.queue_depth);
     assert_true(get(e, "ringkernel_queue_high_water", l)
         == (double)st.queue_high_water);
     assert_true(get(e, "ringkernel_message_latency_seconds_count", l)
@@ -480,8 +478,8 @@ test_metrics_match_telemetry(void **state)
     scrape(f, &e);
     /* Known figures first, so a renderer that printed the snapshot's
      * values under the wrong names would still fail. */
-    assert_true(get(&e, "ringkernel_messages_processed_total",
-                    "kernel=\"worker\"")
+    assert_true(
+        get(&e, "ringkernel_messages_processed_total", "kernel=\"worker\"")
         == N_MSGS);
     assert_true(get(&e, "ringkernel_kernel_state",
                     "kernel=\"worker\",state=\"TERMINATED\"")
@@ -489,9 +487,8 @@ test_metrics_match_telemetry(void **state)
     assert_true(get(&e, "ringkernel_kernel_state",
                     "kernel=\"faulty\",state=\"FAILED\"")
         == 1);
-    assert_true(get(&e, "ringkernel_kernel_restarts_total",
-                    "kernel=\"faulty\"")
-        == 1);
+    assert_true(
+        get(&e, "ringkernel_kernel_restarts_total", "kernel=\"faulty\"") == 1);
     assert_true(
         get(&e, "ringkernel_dead_letters_total", "kernel=\"faulty\"") >= 1);
     assert_true(get(&e, "ringkernel_message_latency_seconds_count",
@@ -504,15 +501,15 @@ test_metrics_match_telemetry(void **state)
     check_kernel(&e, f->rt, WEIRD, "kernel=\"" WEIRD "\"");
 
     assert_int_equal(rk_topic_stats_get(f->rt, "news", &ts), RK_OK);
-    assert_true(get(&e, "ringkernel_topic_published_total", "topic=\"news\"")
-        == 3);
+    assert_true(
+        get(&e, "ringkernel_topic_published_total", "topic=\"news\"") == 3);
     assert_true(get(&e, "ringkernel_topic_delivered_total", "topic=\"news\"")
         == (double)ts.delivered);
-    assert_true(get(&e, "ringkernel_topic_subscribers", "topic=\"news\"")
-        == 1);
+    assert_true(
+        get(&e, "ringkernel_topic_subscribers", "topic=\"news\"") == 1);
     /* A named topic that does not exist is left out, not invented. */
-    assert_false(has(&e, "ringkernel_topic_published_total",
-        "topic=\"absent\""));
+    assert_false(
+        has(&e, "ringkernel_topic_published_total", "topic=\"absent\""));
     /* No NVML here unless there is a GPU; the gauge says which. */
     double avail = get(&e, "ringkernel_gpu_monitor_available", "");
     assert_true(avail == 0 || avail == 1);
@@ -642,11 +639,11 @@ test_render_and_kernel_list(void **state)
     assert_int_equal(strlen(text), len);
     parse_exposition(text, &e);
     assert_true(get(&e, "ringkernel_kernels", "") == 1);
-    assert_true(get(&e, "ringkernel_messages_processed_total",
-                    "kernel=\"worker\"")
+    assert_true(
+        get(&e, "ringkernel_messages_processed_total", "kernel=\"worker\"")
         == N_MSGS);
-    assert_false(has(
-        &e, "ringkernel_messages_processed_total", "kernel=\"faulty\""));
+    assert_false(
+        has(&e, "ringkernel_messages_processed_total", "kernel=\"faulty\""));
     assert_true(get(&e, "ringkernel_gpu_monitor_available", "") == 0);
     free(e.s);
     free(text);
@@ -660,8 +657,8 @@ test_render_and_kernel_list(void **state)
         get(&e, "ringkernel_topic_published_total", "topic=\"news\"") == 3);
     free(e.s);
     free(text);
-    assert_int_equal(rk_metrics_render(m, (rk_metrics_format)9, &text, NULL),
-        RK_EINVAL);
+    assert_int_equal(
+        rk_metrics_render(m, (rk_metrics_format)9, &text, NULL), RK_EINVAL);
     assert_int_equal(rk_metrics_add_topic(m, ""), RK_EINVAL);
     assert_int_equal(rk_metrics_port(m), 0);
     rk_metrics_destroy(m);

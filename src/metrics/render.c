@@ -47,8 +47,7 @@ sb_grow(sbuf *b, size_t need)
     b->cap = cap;
 }
 
-static void
-sb_printf(sbuf *b, const char *fmt, ...) RK__PRINTF(2, 3);
+static void sb_printf(sbuf *b, const char *fmt, ...) RK__PRINTF(2, 3);
 
 static void
 sb_printf(sbuf *b, const char *fmt, ...)
@@ -223,8 +222,9 @@ discover_kernels(rk_runtime *rt, char (*ids)[RK_ID_MAX + 1], size_t cap)
     while (*p == '\'' && n < cap) {
         /* An id ends at the quote that is followed by ", '" or the end. */
         const char *s = ++p, *e = s;
-        while (*e && !(e[0] == '\''
-                   && (e[1] == '\0' || strncmp(e + 1, ", '", 3) == 0)))
+        while (*e
+            && !(e[0] == '\''
+                && (e[1] == '\0' || strncmp(e + 1, ", '", 3) == 0)))
             e++;
         if (*e != '\'' || (size_t)(e - s) > RK_ID_MAX)
             break; /* cut short by the detail's length limit */
@@ -247,7 +247,9 @@ typedef struct kfield {
 } kfield;
 
 #define KF(prom, type, help, field, scale)                                    \
-    { prom, type, help, #field, offsetof(rk_kernel_stats, field), scale }
+    {                                                                         \
+        prom, type, help, #field, offsetof(rk_kernel_stats, field), scale     \
+    }
 
 static const kfield kernel_fields[] = {
     KF("ringkernel_messages_offered_total", "counter",
@@ -255,8 +257,8 @@ static const kfield kernel_fields[] = {
     KF("ringkernel_messages_processed_total", "counter",
         "Messages the kernel handled to completion.", processed, 0),
     KF("ringkernel_messages_dropped_total", "counter",
-        "Messages dropped by the input queue's backpressure policy.",
-        dropped, 0),
+        "Messages dropped by the input queue's backpressure policy.", dropped,
+        0),
     KF("ringkernel_messages_rejected_total", "counter",
         "Sends refused (backpressure, kernel state or message type).",
         rejected, 0),
@@ -279,8 +281,8 @@ static const kfield kernel_fields[] = {
     KF("ringkernel_kernel_uptime_seconds", "gauge",
         "Time since the instance's first activation.", uptime_ns, 1e-9),
     KF("ringkernel_kernel_cpu_seconds_total", "counter",
-        "CPU time of the kernel's thread (0 where not measured).",
-        cpu_time_ns, 1e-9),
+        "CPU time of the kernel's thread (0 where not measured).", cpu_time_ns,
+        1e-9),
 };
 
 /* Everything read about one kernel for one report. */
@@ -313,6 +315,23 @@ field_u64(const rk_kernel_stats *st, const kfield *f)
 
     memcpy(&v, (const char *)st + f->off, sizeof(v));
     return v;
+}
+
+/* An unsigned field of a stats struct, 4 or 8 bytes wide, as a double
+ * times scale. */
+static double
+field_at(const void *base, size_t off, size_t size, double scale)
+{
+    uint64_t v64 = 0;
+    uint32_t v32;
+
+    if (size == sizeof(v32)) {
+        memcpy(&v32, (const char *)base + off, sizeof(v32));
+        v64 = v32;
+    } else {
+        memcpy(&v64, (const char *)base + off, sizeof(v64));
+    }
+    return (double)v64 * scale;
 }
 
 static int
@@ -360,8 +379,7 @@ collect(rk_metrics *m, report *r)
     pthread_mutex_lock(&m->lock);
     r->t = calloc(m->ntopics ? m->ntopics : 1, sizeof(*r->t));
     for (size_t i = 0; r->t && i < m->ntopics; i++)
-        if (rk_topic_stats_get(m->rt, m->topics[i], &r->t[r->nt].st)
-            == RK_OK)
+        if (rk_topic_stats_get(m->rt, m->topics[i], &r->t[r->nt].st) == RK_OK)
             snprintf(r->t[r->nt++].name, RK_ID_MAX + 1, "%s", m->topics[i]);
     pthread_mutex_unlock(&m->lock);
     if (r->t == NULL)
@@ -450,10 +468,11 @@ prom_kernels(sbuf *b, const report *r)
             uint64_t v;
             memcpy(&v, (const char *)l + qs[q].off, sizeof(v));
             label_open(b, lat, "kernel", r->k[i].id);
-            sb_printf(b, ",quantile=\"%s\"} %.9g\n", qs[q].q, (double)v * 1e-9);
+            sb_printf(
+                b, ",quantile=\"%s\"} %.9g\n", qs[q].q, (double)v * 1e-9);
         }
-        label_open(b, "ringkernel_message_latency_seconds_sum", "kernel",
-            r->k[i].id);
+        label_open(
+            b, "ringkernel_message_latency_seconds_sum", "kernel", r->k[i].id);
         sb_printf(b, "} %.9g\n", l->mean_ns * (double)l->count * 1e-9);
         label_open(b, "ringkernel_message_latency_seconds_count", "kernel",
             r->k[i].id);
@@ -490,95 +509,53 @@ prom_topics(sbuf *b, const report *r)
     for (size_t f = 0; f < RK__ARRAY_LEN(tf); f++) {
         family(b, tf[f].name, tf[f].type, tf[f].help);
         for (size_t i = 0; i < r->nt; i++) {
-            uint64_t v = 0;
-            uint32_t v32;
-            if (tf[f].size == 8) {
-                memcpy(&v, (const char *)&r->t[i].st + tf[f].off, 8);
-            } else {
-                memcpy(&v32, (const char *)&r->t[i].st + tf[f].off, 4);
-                v = v32;
-            }
             label_open(b, tf[f].name, "topic", r->t[i].name);
-            sb_printf(b, "} %" PRIu64 "\n", v);
+            sb_printf(b, "} %.0f\n",
+                field_at(&r->t[i].st, tf[f].off, tf[f].size, 1));
         }
     }
 }
 
-/* One GPU gauge family: value(reading) for every GPU whose valid bits
- * include need. */
-typedef double (*gpu_get)(const rk_gpu_reading *g);
+#define GF(prom, help, json, need, field, scale)                              \
+    {                                                                         \
+        prom, help, json, need, offsetof(rk_gpu_reading, field),              \
+            sizeof(((rk_gpu_reading *)0)->field), scale                       \
+    }
 
-static double
-g_util(const rk_gpu_reading *g)
-{
-    return g->util_gpu_pct / 100.0;
-}
-static double
-g_mutil(const rk_gpu_reading *g)
-{
-    return g->util_mem_pct / 100.0;
-}
-static double
-g_mtotal(const rk_gpu_reading *g)
-{
-    return (double)g->mem_total;
-}
-static double
-g_mused(const rk_gpu_reading *g)
-{
-    return (double)g->mem_used;
-}
-static double
-g_temp(const rk_gpu_reading *g)
-{
-    return g->temperature_c;
-}
-static double
-g_power(const rk_gpu_reading *g)
-{
-    return g->power_mw / 1000.0;
-}
-static double
-g_plimit(const rk_gpu_reading *g)
-{
-    return g->power_limit_mw / 1000.0;
-}
-static double
-g_sm(const rk_gpu_reading *g)
-{
-    return g->clock_sm_mhz * 1e6;
-}
-static double
-g_memclk(const rk_gpu_reading *g)
-{
-    return g->clock_mem_mhz * 1e6;
-}
-
+/* One GPU gauge family, reported for every GPU whose valid bits include
+ * need. */
 static const struct gfield {
     const char *prom, *help, *json;
     unsigned need;
-    gpu_get get;
+    size_t off, size;
+    double scale;
 } gpu_fields[] = {
-    { "ringkernel_gpu_utilization_ratio", "Share of time a kernel ran.",
-        "utilization", RK_READING_UTILIZATION, g_util },
-    { "ringkernel_gpu_memory_utilization_ratio",
+    GF("ringkernel_gpu_utilization_ratio", "Share of time a kernel ran.",
+        "utilization", RK_READING_UTILIZATION, util_gpu_pct, 0.01),
+    GF("ringkernel_gpu_memory_utilization_ratio",
         "Share of time memory was read or written.", "memory_utilization",
-        RK_READING_UTILIZATION, g_mutil },
-    { "ringkernel_gpu_memory_total_bytes", "Device memory.",
-        "memory_total_bytes", RK_READING_MEMORY, g_mtotal },
-    { "ringkernel_gpu_memory_used_bytes", "Device memory in use.",
-        "memory_used_bytes", RK_READING_MEMORY, g_mused },
-    { "ringkernel_gpu_temperature_celsius", "GPU core temperature.",
-        "temperature_celsius", RK_READING_TEMPERATURE, g_temp },
-    { "ringkernel_gpu_power_watts", "Current power draw.", "power_watts",
-        RK_READING_POWER, g_power },
-    { "ringkernel_gpu_power_limit_watts", "Enforced power limit.",
-        "power_limit_watts", RK_READING_POWER_LIMIT, g_plimit },
-    { "ringkernel_gpu_clock_sm_hertz", "SM clock.", "clock_sm_hertz",
-        RK_READING_CLOCKS, g_sm },
-    { "ringkernel_gpu_clock_memory_hertz", "Memory clock.",
-        "clock_memory_hertz", RK_READING_CLOCKS, g_memclk },
+        RK_READING_UTILIZATION, util_mem_pct, 0.01),
+    GF("ringkernel_gpu_memory_total_bytes", "Device memory.",
+        "memory_total_bytes", RK_READING_MEMORY, mem_total, 1),
+    GF("ringkernel_gpu_memory_used_bytes", "Device memory in use.",
+        "memory_used_bytes", RK_READING_MEMORY, mem_used, 1),
+    GF("ringkernel_gpu_temperature_celsius", "GPU core temperature.",
+        "temperature_celsius", RK_READING_TEMPERATURE, temperature_c, 1),
+    GF("ringkernel_gpu_power_watts", "Current power draw.", "power_watts",
+        RK_READING_POWER, power_mw, 1e-3),
+    GF("ringkernel_gpu_power_limit_watts", "Enforced power limit.",
+        "power_limit_watts", RK_READING_POWER_LIMIT, power_limit_mw, 1e-3),
+    GF("ringkernel_gpu_clock_sm_hertz", "SM clock.", "clock_sm_hertz",
+        RK_READING_CLOCKS, clock_sm_mhz, 1e6),
+    GF("ringkernel_gpu_clock_memory_hertz", "Memory clock.",
+        "clock_memory_hertz", RK_READING_CLOCKS, clock_mem_mhz, 1e6),
 };
+
+static double
+gpu_value(const struct gfield *f, const rk_gpu_reading *g)
+{
+    return field_at(g, f->off, f->size, f->scale);
+}
 
 static void
 prom_gpus(sbuf *b, const report *r)
@@ -591,10 +568,10 @@ prom_gpus(sbuf *b, const report *r)
         for (unsigned i = 0; i < r->ng; i++) {
             if (!(r->g[i].valid & gpu_fields[f].need))
                 continue;
-            sb_printf(b, "%s{gpu=\"%u\",name=\"", gpu_fields[f].prom,
-                r->g[i].index);
+            sb_printf(
+                b, "%s{gpu=\"%u\",name=\"", gpu_fields[f].prom, r->g[i].index);
             sb_escaped(b, r->g[i].name, 0);
-            sb_printf(b, "\"} %.9g\n", gpu_fields[f].get(&r->g[i]));
+            sb_printf(b, "\"} %.9g\n", gpu_value(&gpu_fields[f], &r->g[i]));
         }
     }
 }
@@ -664,7 +641,7 @@ render_json(sbuf *b, const report *r)
         for (size_t f = 0; f < RK__ARRAY_LEN(gpu_fields); f++)
             if (r->g[i].valid & gpu_fields[f].need)
                 sb_printf(b, ",\"%s\":%.9g", gpu_fields[f].json,
-                    gpu_fields[f].get(&r->g[i]));
+                    gpu_value(&gpu_fields[f], &r->g[i]));
         sb_printf(b, "}");
     }
     sb_printf(b, "]}}\n");

@@ -215,8 +215,8 @@ sink_handler(rk_ctx *ctx, const rk_msg_view *m)
     return RK_OK;
 }
 
-static const char *const stages[] = { "source", "detector", "alerter",
-    "sink" };
+static const char *const stages[]
+    = { "source", "detector", "alerter", "sink" };
 
 static int
 start(rk_runtime *rt, run *r)
@@ -293,8 +293,8 @@ cli_anomaly_run(const cli_anomaly_cfg *cfg, cli_anomaly_result *out)
     /* The wait doubles as the progress clock: it returns RK_ETIMEDOUT
      * every progress_ms while the source still runs. */
     for (;;) {
-        int64_t step = (int64_t)(cfg->progress_ms ? cfg->progress_ms : 250)
-            * 1000000;
+        int64_t step
+            = (int64_t)(cfg->progress_ms ? cfg->progress_ms : 250) * 1000000;
         rc = rk_kernel_wait(rt, "source", step);
         if (rc != RK_ETIMEDOUT)
             break;

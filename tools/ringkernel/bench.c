@@ -37,8 +37,8 @@ typedef struct opts {
 } opts;
 
 typedef struct sink {
-    FILE *json; /* JSON lines */
-    FILE *out;  /* the table */
+    FILE *json;             /* JSON lines */
+    FILE *out;              /* the table */
     FILE *pr_dat, *cdf_dat; /* plot data, or NULL */
     int failed;
 } sink;
@@ -50,12 +50,14 @@ pr_row(sink *s, const char *graph, const cli_graph *g, const char *config,
     uint32_t parts, const cli_pr_result *r, double build_s, double maxdiff,
     bool ok)
 {
-    double it = r->iter_s > 0 ? (double)g->m * (double)r->iterations / r->iter_s : 0;
+    double it
+        = r->iter_s > 0 ? (double)g->m * (double)r->iterations / r->iter_s : 0;
     double all = (double)g->m * (double)r->iterations
         / (r->iter_s + r->setup_s + build_s);
 
-    fprintf(s->out, "%-12s %10" PRIu64 " %9u %-18s %5u %10.4f %10.4f %12.4g "
-                    "%12.4g %9.2g %s\n",
+    fprintf(s->out,
+        "%-12s %10" PRIu64 " %9u %-18s %5u %10.4f %10.4f %12.4g "
+        "%12.4g %9.2g %s\n",
         graph, g->m, g->n, config, r->iterations, build_s, r->iter_s, it, all,
         maxdiff, ok ? "ok" : "MISMATCH");
     fprintf(s->json,
@@ -72,8 +74,8 @@ pr_row(sink *s, const char *graph, const cli_graph *g, const char *config,
 }
 
 static int
-pr_graph(sink *s, const opts *o, const char *name, cli_graph *g,
-    double build_s)
+pr_graph(
+    sink *s, const opts *o, const char *name, cli_graph *g, double build_s)
 {
     cli_pr_result ref, act;
     uint32_t iters = (uint32_t)o->iters;
@@ -99,8 +101,8 @@ pr_graph(sink *s, const opts *o, const char *name, cli_graph *g,
         if (i == 0)
             snprintf(config, sizeof(config), "cpu-1-actor");
         else
-            snprintf(config, sizeof(config), "cpu-%u-actors-k2k",
-                parts_list[i]);
+            snprintf(
+                config, sizeof(config), "cpu-%u-actors-k2k", parts_list[i]);
         pr_row(s, name, g, config, parts_list[i], &act, build_s, maxdiff,
             maxdiff <= 1e-12 && act.iterations == ref.iterations);
         cli_pr_result_free(&act);
@@ -145,8 +147,9 @@ bench_pagerank(sink *s, const opts *o)
         }
     }
     if (cli_backend_pick("cuda", &chosen, why, sizeof(why)) != CLI_OK) {
-        fprintf(s->out, "cuda: not run (%s); no CPU/GPU crossover to "
-                        "report\n",
+        fprintf(s->out,
+            "cuda: not run (%s); no CPU/GPU crossover to "
+            "report\n",
             why);
         fprintf(s->json,
             "{\"bench\":\"pagerank\",\"config\":\"cuda\",\"ran\":false}\n");
@@ -159,8 +162,8 @@ bench_pagerank(sink *s, const opts *o)
 static void
 cdf(FILE *f, const char *label, const rk_histogram *h)
 {
-    static const double ps[] = { 0, 1, 5, 10, 20, 30, 40, 50, 60, 70, 80,
-        90, 95, 99, 99.5, 99.9, 99.99, 100 };
+    static const double ps[] = { 0, 1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90,
+        95, 99, 99.5, 99.9, 99.99, 100 };
 
     if (f == NULL || h == NULL)
         return;
@@ -189,16 +192,18 @@ anomaly_round(sink *s, const opts *o, double rate, uint64_t readings)
         cli_anomaly_result_free(&st);
         return rc;
     }
-    if ((rc = cli_anomaly_batch(cfg.sensors, readings, cfg.seed,
-             (uint32_t)o->window, rate, &bt))
+    if ((rc = cli_anomaly_batch(
+             cfg.sensors, readings, cfg.seed, (uint32_t)o->window, rate, &bt))
         != RK_OK) {
         cli_anomaly_result_free(&st);
         rk_histogram_destroy(bt.hist);
         return rc;
     }
-    double s_rec = st.injected ? (double)st.true_alerts / (double)st.injected : 1;
+    double s_rec
+        = st.injected ? (double)st.true_alerts / (double)st.injected : 1;
     double s_pre = st.alerts ? (double)st.true_alerts / (double)st.alerts : 1;
-    double b_rec = bt.injected ? (double)bt.true_alerts / (double)bt.injected : 1;
+    double b_rec
+        = bt.injected ? (double)bt.true_alerts / (double)bt.injected : 1;
     double b_pre = bt.alerts ? (double)bt.true_alerts / (double)bt.alerts : 1;
 
     if (rate > 0)
@@ -215,8 +220,8 @@ anomaly_round(sink *s, const opts *o, double rate, uint64_t readings)
     fprintf(s->out,
         "%-22s %10s %12.0f %10.2f %10.2f %10s %10s %7.1f%% %8.1f%%\n", mode,
         rate_s, (double)bt.readings / bt.elapsed_s,
-        (double)bt.latency.p50_ns / 1e3, (double)bt.latency.p99_ns / 1e3,
-        "-", "-", 100 * b_rec, 100 * b_pre);
+        (double)bt.latency.p50_ns / 1e3, (double)bt.latency.p99_ns / 1e3, "-",
+        "-", 100 * b_rec, 100 * b_pre);
     fprintf(s->json,
         "{\"bench\":\"anomaly\",\"mode\":\"streaming\",\"offered_rate\":%.0f,"
         "\"readings\":%" PRIu64 ",\"sensors\":%" PRIu64
@@ -225,8 +230,8 @@ anomaly_round(sink *s, const opts *o, double rate, uint64_t readings)
         ",\"alert_p99_ns\":%" PRIu64 ",\"injected\":%" PRIu64
         ",\"alerts\":%" PRIu64 ",\"recall\":%.6f,\"precision\":%.6f}\n",
         rate, st.readings, o->sensors, (double)st.readings / st.elapsed_s,
-        st.verdict.p50_ns, st.verdict.p99_ns, st.alert.p50_ns,
-        st.alert.p99_ns, st.injected, st.alerts, s_rec, s_pre);
+        st.verdict.p50_ns, st.verdict.p99_ns, st.alert.p50_ns, st.alert.p99_ns,
+        st.injected, st.alerts, s_rec, s_pre);
     fprintf(s->json,
         "{\"bench\":\"anomaly\",\"mode\":\"batch\",\"window\":%" PRIu64
         ",\"offered_rate\":%.0f,\"readings\":%" PRIu64 ",\"sensors\":%" PRIu64
@@ -293,8 +298,9 @@ plot(const char *dir, bool have_pr, bool have_cdf, uint64_t parts)
         perror(path);
         return CLI_FAILED;
     }
-    fprintf(gp, "set terminal pngcairo size 900,560\nset grid\n"
-                "set key left top\n");
+    fprintf(gp,
+        "set terminal pngcairo size 900,560\nset grid\n"
+        "set key left top\n");
     snprintf(configs, sizeof(configs), "cpu-host-loop cpu-1-actor");
     if (parts > 1)
         snprintf(configs + strlen(configs), sizeof(configs) - strlen(configs),
@@ -380,7 +386,8 @@ int
 cli_bench(int argc, char **argv)
 {
     static const struct option lo[] = { { "json", required_argument, 0, 'j' },
-        { "plot", required_argument, 0, 'p' }, { "quick", no_argument, 0, 'q' },
+        { "plot", required_argument, 0, 'p' },
+        { "quick", no_argument, 0, 'q' },
         { "sizes", required_argument, 0, 's' },
         { "graph", required_argument, 0, 'g' },
         { "iters", required_argument, 0, 'i' },
@@ -403,8 +410,8 @@ cli_bench(int argc, char **argv)
         .paced_s = 2,
         .json_path = "bench-results.jsonl",
         .backend = "auto" };
-    bool sizes_given = false, readings_given = false, paced_given = false, run_pr = false,
-         run_an = false;
+    bool sizes_given = false, readings_given = false, paced_given = false,
+         run_pr = false, run_an = false;
     sink s = { .out = stdout };
     const char *chosen;
     char why[512], path[4096];

@@ -17,11 +17,11 @@
 
 /* Exit statuses, the same for every subcommand (docs/cli.md). */
 enum {
-    CLI_OK = 0,          /* did what was asked; every check held */
-    CLI_FAILED = 1,      /* ran, but a run or a check failed */
-    CLI_USAGE = 2,       /* bad command line */
-    CLI_UNAVAILABLE = 3  /* asked for something this machine or build lacks
-                            (a backend, the metrics endpoint) */
+    CLI_OK = 0,         /* did what was asked; every check held */
+    CLI_FAILED = 1,     /* ran, but a run or a check failed */
+    CLI_USAGE = 2,      /* bad command line */
+    CLI_UNAVAILABLE = 3 /* asked for something this machine or build lacks
+                           (a backend, the metrics endpoint) */
 };
 
 int cli_info(int argc, char **argv);
@@ -41,8 +41,8 @@ int cli_pagerank(int argc, char **argv);
  * MERGE: the one place to wire the runtime's backend selection
  * (rk_runtime_config's backend name) once it lands; see backend.c.
  */
-int cli_backend_pick(const char *name, const char **chosen, char *why,
-    size_t whylen);
+int cli_backend_pick(
+    const char *name, const char **chosen, char *why, size_t whylen);
 
 /* ------------------------------------------------------------ helpers */
 
@@ -73,23 +73,23 @@ cli_uniform(uint64_t *s)
 void cli_report_error(const char *sub, const char *what, int rc);
 
 /* Prints the per-kernel telemetry table for ids (n of them). */
-void cli_print_kernel_table(FILE *f, rk_runtime *rt, const char *const *ids,
-    size_t n);
+void cli_print_kernel_table(
+    FILE *f, rk_runtime *rt, const char *const *ids, size_t n);
 
 /* ---------------------------------------------------- anomaly pipeline */
 
 /* One run of the streaming anomaly-detection pipeline (anomaly.c). */
 typedef struct cli_anomaly_cfg {
-    uint32_t sensors;      /* > 0 */
-    uint64_t readings;     /* stop after this many (0: until *stop) */
-    volatile int *stop;    /* set (any thread) to end the stream early */
+    uint32_t sensors;   /* > 0 */
+    uint64_t readings;  /* stop after this many (0: until *stop) */
+    volatile int *stop; /* set (any thread) to end the stream early */
     uint64_t seed;
     double rate; /* readings per second (0: as fast as the pipeline takes
                     them); paced in bursts of CLI_PACE_BURST */
     const char *metrics_addr; /* serve metrics while running, or NULL */
     /* Called about every progress_ms while the stream runs (may be NULL). */
-    void (*progress)(void *arg, uint64_t readings, uint64_t alerts,
-        double elapsed_s);
+    void (*progress)(
+        void *arg, uint64_t readings, uint64_t alerts, double elapsed_s);
     void *progress_arg;
     uint32_t progress_ms;
     bool table; /* print the per-kernel telemetry table at the end */
@@ -142,11 +142,11 @@ int cli_graph_synthetic(uint64_t m, uint64_t seed, cli_graph *g);
 void cli_graph_free(cli_graph *g);
 
 typedef struct cli_pr_result {
-    double *rank;      /* n ranks, owned by the result */
+    double *rank; /* n ranks, owned by the result */
     uint32_t iterations;
-    double residual;   /* L1 change of the last iteration */
-    double iter_s;     /* total time in iterations */
-    double setup_s;    /* kernels created and launched */
+    double residual; /* L1 change of the last iteration */
+    double iter_s;   /* total time in iterations */
+    double setup_s;  /* kernels created and launched */
 } cli_pr_result;
 
 /* PageRank by `parts` ring kernels (1: one actor; > 1: partition actors
@@ -182,7 +182,7 @@ void cli_prom_parse(char *body, cli_top_frame *f);
 
 /* Parses a SNAP edge list from f (name is used in messages); see
  * cli_graph_load. */
-int cli_graph_parse(FILE *f, const char *name, cli_graph *g, char *why,
-    size_t wl);
+int cli_graph_parse(
+    FILE *f, const char *name, cli_graph *g, char *why, size_t wl);
 
 #endif /* RK_CLI_H */

@@ -45,8 +45,8 @@ progress(void *arg, uint64_t readings, uint64_t alerts, double elapsed)
     p->last_s = elapsed;
     if (elapsed >= p->duration)
         stop_flag = 1;
-    printf("%s[%5.1f s] %12" PRIu64 " readings %12.0f readings/s  alerts %" PRIu64
-           "%s",
+    printf("%s[%5.1f s] %12" PRIu64
+           " readings %12.0f readings/s  alerts %" PRIu64 "%s",
         p->tty ? "\r" : "", elapsed, readings, rate, alerts,
         p->tty ? "   " : "\n");
     fflush(stdout);
@@ -58,7 +58,8 @@ help(FILE *f)
     fprintf(f,
         "usage: ringkernel demo [--duration SEC] [--sensors N] "
         "[--backend cpu|cuda|auto]\n"
-        "                       [--rate R] [--metrics HOST:PORT] [--seed N]\n\n"
+        "                       [--rate R] [--metrics HOST:PORT] [--seed "
+        "N]\n\n"
         "Streams synthetic sensor readings through the anomaly-detection\n"
         "pipeline (source -> detector -> alerter -> topic 'alerts' -> sink)\n"
         "with a live progress line, then prints precision and recall on the\n"
@@ -108,8 +109,8 @@ cli_demo(int argc, char **argv)
         switch (c) {
         case 'd':
             if (!cli_parse_seconds(optarg, &ps.duration)) {
-                fprintf(stderr, "ringkernel demo: bad --duration '%s'\n",
-                    optarg);
+                fprintf(
+                    stderr, "ringkernel demo: bad --duration '%s'\n", optarg);
                 return CLI_USAGE;
             }
             break;
@@ -175,8 +176,8 @@ cli_demo(int argc, char **argv)
     printf("\n%" PRIu64 " readings in %.2f s (%.0f readings/s)%s\n",
         res.readings, res.elapsed_s, (double)res.readings / res.elapsed_s,
         interrupted ? ", interrupted" : "");
-    printf("injected anomalies %" PRIu64 ", alerts %" PRIu64
-           " (%" PRIu64 " true): recall %.1f %%, precision %.1f %%\n",
+    printf("injected anomalies %" PRIu64 ", alerts %" PRIu64 " (%" PRIu64
+           " true): recall %.1f %%, precision %.1f %%\n",
         res.injected, res.alerts, res.true_alerts,
         res.injected ? 100.0 * (double)res.true_alerts / (double)res.injected
                      : 100.0,

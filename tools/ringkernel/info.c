@@ -102,8 +102,8 @@ cli_info(int argc, char **argv)
             help(stdout);
             return CLI_OK;
         }
-        fprintf(stderr, "ringkernel info: unexpected argument '%s'\n",
-            argv[1]);
+        fprintf(
+            stderr, "ringkernel info: unexpected argument '%s'\n", argv[1]);
         help(stderr);
         return CLI_USAGE;
     }
@@ -121,14 +121,14 @@ cli_info(int argc, char **argv)
     printf("backends:\n");
     cli_backend_pick("cpu", &chosen, why, sizeof(why));
     printf("  cpu   usable (one thread per kernel)\n");
-    printf("  cuda  %s", cli_backend_pick("cuda", &chosen, why, sizeof(why))
-            == CLI_OK
+    printf("  cuda  %s",
+        cli_backend_pick("cuda", &chosen, why, sizeof(why)) == CLI_OK
             ? "usable\n"
             : "not usable: ");
     if (why[0])
         printf("%s\n", why);
-    printf("cuda driver: %s%s%s", rk_cuda_status_name(cs),
-        *detail ? " (" : "", detail);
+    printf("cuda driver: %s%s%s", rk_cuda_status_name(cs), *detail ? " (" : "",
+        detail);
     printf("%s", *detail ? ")" : "");
     if (rk_device_list_cuda_driver_version(list))
         printf(", version %d", rk_device_list_cuda_driver_version(list));

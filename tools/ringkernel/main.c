@@ -133,8 +133,7 @@ cli_print_kernel_table(
             continue;
         fprintf(f,
             "%-10s %-11s %10" PRIu64 " %10" PRIu64 " %7" PRIu64 " %6" PRIu64
-            " %10" PRIu64 " %10" PRIu64 " %8" PRIu64 " %8" PRIu64
-            " %12.0f\n",
+            " %10" PRIu64 " %10" PRIu64 " %8" PRIu64 " %8" PRIu64 " %12.0f\n",
             ids[i], rk_kernel_state_name(s.state), s.processed, s.sent,
             s.dropped, s.errors, s.queue_high_water, s.restarts,
             s.latency_p50_ns, s.latency_p99_ns, s.throughput);

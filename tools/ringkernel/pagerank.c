@@ -110,8 +110,8 @@ cli_pagerank(int argc, char **argv)
         return CLI_FAILED;
     }
     load_s = (double)(rk_now_ns() - t0) / 1e9;
-    printf("graph: %u nodes, %" PRIu64 " edges, loaded in %.3f s\n", g.n,
-        g.m, load_s);
+    printf("graph: %u nodes, %" PRIu64 " edges, loaded in %.3f s\n", g.n, g.m,
+        load_s);
     rc = cli_pagerank_actors(
         &g, (uint32_t)parts, damping, tol, (uint32_t)max_iter, &act);
     if (rc != RK_OK) {
@@ -152,8 +152,9 @@ cli_pagerank(int argc, char **argv)
     rc = act.iterations == ref.iterations && maxdiff <= 1e-12 ? CLI_OK
                                                               : CLI_FAILED;
     if (rc != CLI_OK)
-        fprintf(stderr, "ringkernel pagerank: the actors' ranks differ "
-                        "from the reference\n");
+        fprintf(stderr,
+            "ringkernel pagerank: the actors' ranks differ "
+            "from the reference\n");
     cli_pr_result_free(&act);
     cli_pr_result_free(&ref);
     cli_graph_free(&g);

@@ -231,8 +231,8 @@ cli_pagerank_actors(const cli_graph *g, uint32_t parts, double damping,
     t0 = rk_now_ns();
     if ((rc = rk_runtime_create(&rt, &rcfg)) != RK_OK
         || (rc = setup(rt, &s, pcs)) != RK_OK
-        || (rc = rk_kernel_lookup(rt, parts > 1 ? "pr.reduce" : "pr.0",
-                &answer))
+        || (rc = rk_kernel_lookup(
+                rt, parts > 1 ? "pr.reduce" : "pr.0", &answer))
             != RK_OK)
         goto out;
     out->setup_s = (double)(rk_now_ns() - t0) / 1e9;
@@ -242,8 +242,8 @@ cli_pagerank_actors(const cli_graph *g, uint32_t parts, double damping,
         part_msg res;
         size_t len;
         if (parts > 1)
-            rc = rk_publish(rt, "pr.step", 0, &st, sizeof(st), 128,
-                TIMEOUT_NS, NULL);
+            rc = rk_publish(
+                rt, "pr.step", 0, &st, sizeof(st), 128, TIMEOUT_NS, NULL);
         else
             rc = rk_send(rt, answer, 0, &st, sizeof(st), 128, TIMEOUT_NS);
         if (rc == RK_OK)
@@ -292,8 +292,7 @@ cli_pagerank_reference(const cli_graph *g, double damping, double tol,
     for (uint32_t it = 0; it < max_iter; it++) {
         unsigned cur = it & 1;
         out->residual = iterate_range(g, damping, dangling, rank[cur],
-            contrib[cur], rank[cur ^ 1], contrib[cur ^ 1], 0, g->n,
-            &dangling);
+            contrib[cur], rank[cur ^ 1], contrib[cur ^ 1], 0, g->n, &dangling);
         out->iterations = it + 1;
         if (tol > 0 && out->residual < tol)
             break;

@@ -96,4 +96,3 @@ cli_prom_parse(char *body, cli_top_frame *f)
         }
     }
 }
-

@@ -24,7 +24,7 @@
 
 #include "cli.h"
 
-#define MAX_BODY    (16u << 20)
+#define MAX_BODY (16u << 20)
 
 static volatile sig_atomic_t quit;
 
@@ -105,8 +105,8 @@ out:
 }
 
 static void
-draw(FILE *out, const char *addr, const cli_top_frame *cur, const cli_top_frame *prev,
-    bool live)
+draw(FILE *out, const char *addr, const cli_top_frame *cur,
+    const cli_top_frame *prev, bool live)
 {
     double dt = prev ? (double)(cur->taken_ns - prev->taken_ns) / 1e9 : 0;
 
@@ -114,9 +114,9 @@ draw(FILE *out, const char *addr, const cli_top_frame *cur, const cli_top_frame 
         fprintf(out, "\033[H\033[2J");
     fprintf(out, "ringkernel top - %s - %zu kernel(s)%s\n\n", addr, cur->n,
         live ? " - q or Ctrl-C quits" : "");
-    fprintf(out, "%-16s %-11s %14s %12s %8s %8s %11s %11s %9s %8s\n",
-        "KERNEL", "STATE", "PROCESSED", "PROC/S", "QUEUE", "HWM", "P50 US",
-        "P99 US", "DROPS", "RESTARTS");
+    fprintf(out, "%-16s %-11s %14s %12s %8s %8s %11s %11s %9s %8s\n", "KERNEL",
+        "STATE", "PROCESSED", "PROC/S", "QUEUE", "HWM", "P50 US", "P99 US",
+        "DROPS", "RESTARTS");
     for (size_t i = 0; i < cur->n; i++) {
         const cli_top_row *r = &cur->k[i];
         char rate[32] = "-";
@@ -183,13 +183,13 @@ cli_top(int argc, char **argv)
     static const struct option opts[]
         = { { "addr", required_argument, 0, 'a' },
               { "interval", required_argument, 0, 'i' },
-              { "once", no_argument, 0, 'o' },
-              { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+              { "once", no_argument, 0, 'o' }, { "help", no_argument, 0, 'h' },
+              { 0, 0, 0, 0 } };
     const char *addr = getenv(RK_METRICS_ENV);
     struct sockaddr_in sa;
     static cli_top_frame fr[2];
     double interval = 1.0;
-    bool once = false, tty = isatty(0) && isatty(1);
+    bool once = false, tty = isatty(0) && isatty(1), keys = true;
     struct termios saved, raw;
     char why[256], *body;
     int c, cur = 0, rc = CLI_OK, frames = 0;
@@ -204,8 +204,8 @@ cli_top(int argc, char **argv)
             break;
         case 'i':
             if (!cli_parse_seconds(optarg, &interval)) {
-                fprintf(stderr, "ringkernel top: bad --interval '%s'\n",
-                    optarg);
+                fprintf(
+                    stderr, "ringkernel top: bad --interval '%s'\n", optarg);
                 return CLI_USAGE;
             }
             break;
@@ -227,7 +227,7 @@ cli_top(int argc, char **argv)
         return CLI_USAGE;
     }
     if (once)
-        tty = false;
+        tty = keys = false;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     if (tty && tcgetattr(0, &saved) == 0) {
@@ -241,6 +241,8 @@ cli_top(int argc, char **argv)
     }
     while (!quit) {
         if (http_get(&sa, "/metrics", &body, why, sizeof(why)) != 0) {
+            if (quit)
+                break; /* Ctrl-C during the request: a clean quit */
             if (frames == 0) {
                 fprintf(stderr,
                     "ringkernel top: cannot read http://%s/metrics: %s\n"
@@ -262,13 +264,19 @@ cli_top(int argc, char **argv)
         }
         if (once)
             break;
-        /* Wait for the next refresh, a key, or a signal (EINTR). */
+        /* Wait for the next refresh, a key, or a signal (EINTR). Keys come
+         * from the terminal in raw mode, or line by line from a pipe; at
+         * the end of stdin (or /dev/null) only the clock and signals are
+         * left. */
         struct pollfd pfd = { .fd = 0, .events = POLLIN };
-        int pr = poll(&pfd, tty ? 1 : 0, (int)(interval * 1000));
-        if (pr > 0 && tty) {
+        int pr = poll(&pfd, keys ? 1 : 0, (int)(interval * 1000));
+        if (pr > 0) {
             char ch;
-            if (read(0, &ch, 1) == 1 && (ch == 'q' || ch == 'Q'))
+            ssize_t n = read(0, &ch, 1);
+            if (n == 1 && (ch == 'q' || ch == 'Q'))
                 break;
+            if (n <= 0)
+                keys = false;
         }
     }
     if (tty)
