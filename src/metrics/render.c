@@ -434,7 +434,7 @@ prom_kernels(sbuf *b, const report *r)
             uint64_t v = field_u64(&r->k[i].st, kf);
             label_open(b, kf->prom, "kernel", r->k[i].id);
             if (kf->scale != 0)
-                sb_printf(b, "} %.9g\n", (double)v * kf->scale);
+                sb_printf(b, "} %.15g\n", (double)v * kf->scale);
             else
                 sb_printf(b, "} %" PRIu64 "\n", v);
         }
@@ -469,11 +469,11 @@ prom_kernels(sbuf *b, const report *r)
             memcpy(&v, (const char *)l + qs[q].off, sizeof(v));
             label_open(b, lat, "kernel", r->k[i].id);
             sb_printf(
-                b, ",quantile=\"%s\"} %.9g\n", qs[q].q, (double)v * 1e-9);
+                b, ",quantile=\"%s\"} %.15g\n", qs[q].q, (double)v * 1e-9);
         }
         label_open(
             b, "ringkernel_message_latency_seconds_sum", "kernel", r->k[i].id);
-        sb_printf(b, "} %.9g\n", l->mean_ns * (double)l->count * 1e-9);
+        sb_printf(b, "} %.15g\n", l->mean_ns * (double)l->count * 1e-9);
         label_open(b, "ringkernel_message_latency_seconds_count", "kernel",
             r->k[i].id);
         sb_printf(b, "} %" PRIu64 "\n", l->count);
@@ -483,7 +483,7 @@ prom_kernels(sbuf *b, const report *r)
     for (size_t i = 0; i < r->nk; i++) {
         label_open(
             b, "ringkernel_message_latency_max_seconds", "kernel", r->k[i].id);
-        sb_printf(b, "} %.9g\n", (double)r->k[i].lat.max_ns * 1e-9);
+        sb_printf(b, "} %.15g\n", (double)r->k[i].lat.max_ns * 1e-9);
     }
 }
 
@@ -571,7 +571,7 @@ prom_gpus(sbuf *b, const report *r)
             sb_printf(
                 b, "%s{gpu=\"%u\",name=\"", gpu_fields[f].prom, r->g[i].index);
             sb_escaped(b, r->g[i].name, 0);
-            sb_printf(b, "\"} %.9g\n", gpu_value(&gpu_fields[f], &r->g[i]));
+            sb_printf(b, "\"} %.15g\n", gpu_value(&gpu_fields[f], &r->g[i]));
         }
     }
 }
@@ -640,7 +640,7 @@ render_json(sbuf *b, const report *r)
         json_str(b, r->g[i].name);
         for (size_t f = 0; f < RK__ARRAY_LEN(gpu_fields); f++)
             if (r->g[i].valid & gpu_fields[f].need)
-                sb_printf(b, ",\"%s\":%.9g", gpu_fields[f].json,
+                sb_printf(b, ",\"%s\":%.15g", gpu_fields[f].json,
                     gpu_value(&gpu_fields[f], &r->g[i]));
         sb_printf(b, "}");
     }
