@@ -157,7 +157,9 @@ source_actor(rk_ctx *ctx)
         pace(t0, seq, c->rate);
         /* The stop flag and terminate are checked every 256 readings. */
         if ((seq & 255) == 0
-            && ((c->stop && *c->stop) || rk_should_terminate(ctx)))
+            && ((c->stop
+                    && atomic_load_explicit(c->stop, memory_order_relaxed))
+                || rk_should_terminate(ctx)))
             break;
         reading rd = generate(c->seed, c->sensors, seq, &rng);
         if ((rc = rk_ctx_send(ctx, 0, &rd, sizeof(rd))) != RK_OK)

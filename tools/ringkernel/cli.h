@@ -8,6 +8,7 @@
 #ifndef RK_CLI_H
 #define RK_CLI_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -80,9 +81,10 @@ void cli_print_kernel_table(
 
 /* One run of the streaming anomaly-detection pipeline (anomaly.c). */
 typedef struct cli_anomaly_cfg {
-    uint32_t sensors;   /* > 0 */
-    uint64_t readings;  /* stop after this many (0: until *stop) */
-    volatile int *stop; /* set (any thread) to end the stream early */
+    uint32_t sensors;  /* > 0 */
+    uint64_t readings; /* stop after this many (0: until *stop) */
+    atomic_int *stop;  /* set (any thread, or a signal handler) to end
+                          the stream early; relaxed: it carries no data */
     uint64_t seed;
     double rate; /* readings per second (0: as fast as the pipeline takes
                     them); paced in bursts of CLI_PACE_BURST */

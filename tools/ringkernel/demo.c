@@ -16,14 +16,16 @@
 #include "cli.h"
 
 static volatile sig_atomic_t interrupted;
-static volatile int stop_flag;
+/* Set by SIGINT and by the progress callback, read by the source kernel. A
+ * lock-free atomic store is async-signal-safe. */
+static atomic_int stop_flag;
 
 static void
 on_sigint(int sig)
 {
     (void)sig;
     interrupted = 1;
-    stop_flag = 1;
+    atomic_store_explicit(&stop_flag, 1, memory_order_relaxed);
 }
 
 typedef struct progress_state {
@@ -44,7 +46,7 @@ progress(void *arg, uint64_t readings, uint64_t alerts, double elapsed)
     p->last_readings = readings;
     p->last_s = elapsed;
     if (elapsed >= p->duration)
-        stop_flag = 1;
+        atomic_store_explicit(&stop_flag, 1, memory_order_relaxed);
     printf("%s[%5.1f s] %12" PRIu64
            " readings %12.0f readings/s  alerts %" PRIu64 "%s",
         p->tty ? "\r" : "", elapsed, readings, rate, alerts,
