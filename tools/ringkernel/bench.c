@@ -310,8 +310,10 @@ plot(const char *dir, bool have_pr, bool have_cdf, uint64_t parts)
             "set output '%s/pagerank_edges_per_s.png'\n"
             "set title 'PageRank: edges/s per iteration'\n"
             "set logscale xy\nset xlabel 'edges'\nset ylabel 'edges/s'\n"
-            "plot for [c in '%s'] '%s/pagerank.dat' using "
-            "(strcol(1) eq c ? $2 : NaN):3 with linespoints title c\n"
+            /* One line per configuration: grep picks its rows (a NaN
+             * filter would break the lines between points). */
+            "plot for [c in '%s'] '< grep \"^'.c.' \" %s/pagerank.dat' "
+            "using 2:3 with linespoints title c\n"
             "unset logscale\n",
             dir, configs, dir);
     if (have_cdf)
