@@ -41,7 +41,7 @@ tsan: deps
 # Each libFuzzer target for FUZZ_SECONDS, starting from its committed corpus
 # (copied, so the run does not grow the committed one).
 fuzz: deps
-	CC=clang CXX=clang++ $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DRK_BUILD_FUZZ=ON -DRK_BUILD_TESTS=OFF -DRK_BUILD_BENCH=OFF -DRK_BUILD_EXAMPLES=OFF
+	CC=clang CXX=clang++ $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DRK_BUILD_FUZZ=ON -DRK_BUILD_TESTS=OFF -DRK_BUILD_BENCH=OFF -DRK_BUILD_EXAMPLES=OFF -DRK_BUILD_CLI=OFF
 	$(CMAKE) --build build-fuzz -j$(JOBS)
 	@set -e; for f in $$(find build-fuzz/fuzz -maxdepth 1 -name "fuzz_*" -type f -executable); do \
 	  n=$$(basename $$f); rm -rf build-fuzz/corpus-$$n; mkdir -p build-fuzz/corpus-$$n; \
