@@ -450,7 +450,8 @@ cli_bench(int argc, char **argv)
             readings_given = true;
             break;
         case 'S':
-            ok = cli_parse_count(optarg, &o.sensors) && o.sensors <= 1000000;
+            ok = cli_parse_count(optarg, &o.sensors)
+                && o.sensors <= CLI_MAX_SENSORS;
             break;
         case 'w':
             ok = cli_parse_count(optarg, &o.window) && o.window <= 10000000;

@@ -79,6 +79,10 @@ void cli_print_kernel_table(
 
 /* ---------------------------------------------------- anomaly pipeline */
 
+/* Most sensors a stream may have: each keeps a 64-reading window (about
+ * 540 bytes), so this bounds the detector's state near 54 MB. */
+#define CLI_MAX_SENSORS 100000
+
 /* One run of the streaming anomaly-detection pipeline (anomaly.c). */
 typedef struct cli_anomaly_cfg {
     uint32_t sensors;  /* > 0 */

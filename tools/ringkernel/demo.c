@@ -117,10 +117,10 @@ cli_demo(int argc, char **argv)
             }
             break;
         case 's':
-            if (!cli_parse_count(optarg, &v) || v > 1000000) {
+            if (!cli_parse_count(optarg, &v) || v > CLI_MAX_SENSORS) {
                 fprintf(stderr,
-                    "ringkernel demo: --sensors wants 1..1000000, got '%s'\n",
-                    optarg);
+                    "ringkernel demo: --sensors wants 1..%d, got '%s'\n",
+                    CLI_MAX_SENSORS, optarg);
                 return CLI_USAGE;
             }
             cfg.sensors = (uint32_t)v;
