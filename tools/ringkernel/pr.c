@@ -11,21 +11,25 @@
  * shared memory: the host allocates them, and the kernels read the graph
  * and write only their own node range.
  *
- *   parts == 1   one handler kernel "pr.0" does a whole iteration per
- *                "step" message and answers the host.
+ *   parts == 1   one handler kernel "pr.0" runs every iteration of a
+ *                "solve" message in a row and answers the host once.
  *   parts  > 1   partition kernels "pr.0".."pr.{P-1}" subscribe to the
  *                topic "pr.step"; each computes its node range (ranges
  *                hold about equal numbers of edges) and sends its partial
  *                L1 change and dangling rank kernel-to-kernel (rk_connect)
  *                to "pr.reduce", which adds the partials in partition order
- *                and answers the host once all have come.
+ *                and either publishes the next step on "pr.step" itself or,
+ *                once converged or at max_iter, answers the host. The host
+ *                sends the first step and reads the answer: no iteration
+ *                passes through it.
  *
  * A partition also writes contrib for its own range for the next
  * iteration (two buffers, by iteration parity), so one message round per
- * iteration suffices. The host publishes step i + 1 only after reading
- * the answer for step i; that message passing (release on send, acquire on
- * receive, in the runtime's queues) orders every kernel's writes of step i
- * before every read in step i + 1.
+ * iteration suffices. The reducer publishes step i + 1 only after every
+ * partition's partial of step i has arrived; that message passing (release
+ * on send, acquire on receive, in the runtime's queues) orders every
+ * kernel's writes of step i before every read in step i + 1, and the
+ * answer orders them before the host reads the ranks.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -51,7 +55,8 @@ typedef struct part_msg {
 
 typedef struct shared {
     const cli_graph *g;
-    double damping;
+    double damping, tol;          /* tol 0: exactly max_iter iterations */
+    uint32_t max_iter;            /* set before launch, read-only afterwards */
     double *rank[2], *contrib[2]; /* by iteration parity */
     uint32_t parts;
     uint32_t *lo; /* parts + 1 range bounds */
@@ -110,11 +115,18 @@ part_handler(rk_ctx *ctx, const rk_msg_view *m)
     if (m->len != sizeof(st))
         return RK_EDECODE;
     memcpy(&st, m->data, sizeof(st));
-    unsigned cur = st.iter & 1, nxt = cur ^ 1;
-    out.iter = st.iter;
-    out.delta = iterate_range(s->g, s->damping, st.dangling, s->rank[cur],
-        s->contrib[cur], s->rank[nxt], s->contrib[nxt], s->lo[pc->part],
-        s->lo[pc->part + 1], &out.dangling);
+    /* One partition: every iteration here, in a row. Several: one step. */
+    for (uint32_t it = st.iter;; it++) {
+        unsigned cur = it & 1, nxt = cur ^ 1;
+        out.iter = it;
+        out.delta = iterate_range(s->g, s->damping, st.dangling, s->rank[cur],
+            s->contrib[cur], s->rank[nxt], s->contrib[nxt], s->lo[pc->part],
+            s->lo[pc->part + 1], &out.dangling);
+        st.dangling = out.dangling;
+        if (s->parts > 1 || it + 1 >= s->max_iter
+            || (s->tol > 0 && out.delta < s->tol))
+            break;
+    }
     return rk_ctx_send(ctx, 0, &out, sizeof(out));
 }
 
@@ -139,7 +151,10 @@ reduce_handler(rk_ctx *ctx, const rk_msg_view *m)
     }
     sum.iter = p.iter;
     s->ngot = 0;
-    return rk_ctx_send(ctx, 0, &sum, sizeof(sum));
+    if (p.iter + 1 >= s->max_iter || (s->tol > 0 && sum.delta < s->tol))
+        return rk_ctx_send(ctx, 0, &sum, sizeof(sum)); /* to the host */
+    step_msg next = { .iter = p.iter + 1, .dangling = sum.dangling };
+    return rk_ctx_publish(ctx, "pr.step", 0, &next, sizeof(next));
 }
 
 /* Range bounds with about (edges + nodes) / parts work each. */
@@ -208,7 +223,11 @@ cli_pagerank_actors(const cli_graph *g, uint32_t parts, double damping,
 {
     rk_runtime_config rcfg = { .no_static_kernels = true };
     rk_runtime *rt = NULL;
-    shared s = { .g = g, .damping = damping, .parts = parts };
+    shared s = { .g = g,
+        .damping = damping,
+        .tol = tol,
+        .max_iter = max_iter,
+        .parts = parts };
     part_ctx *pcs = calloc(parts, sizeof(*pcs));
     double dangling;
     rk_kernel answer;
@@ -237,8 +256,8 @@ cli_pagerank_actors(const cli_graph *g, uint32_t parts, double damping,
         goto out;
     out->setup_s = (double)(rk_now_ns() - t0) / 1e9;
     t0 = rk_now_ns();
-    for (uint32_t it = 0; it < max_iter; it++) {
-        step_msg st = { .iter = it, .dangling = dangling };
+    if (max_iter > 0) {
+        step_msg st = { .iter = 0, .dangling = dangling };
         part_msg res;
         size_t len;
         if (parts > 1)
@@ -251,11 +270,8 @@ cli_pagerank_actors(const cli_graph *g, uint32_t parts, double damping,
                 rt, answer, NULL, &res, sizeof(res), &len, TIMEOUT_NS);
         if (rc != RK_OK)
             goto out;
-        out->iterations = it + 1;
+        out->iterations = res.iter + 1;
         out->residual = res.delta;
-        dangling = res.dangling;
-        if (tol > 0 && res.delta < tol)
-            break;
     }
     out->iter_s = (double)(rk_now_ns() - t0) / 1e9;
     /* The last step wrote rank[iterations & 1]. */
