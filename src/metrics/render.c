@@ -9,6 +9,7 @@
  * Prometheus names and the JSON keys cannot drift apart.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -591,6 +592,13 @@ render_prometheus(sbuf *b, const report *r)
 
 /* ------------------------------------------------------------ JSON */
 
+/* JSON has no inf or NaN: a rate over no time is reported as 0. */
+static double
+json_num(double v)
+{
+    return isfinite(v) ? v : 0.0;
+}
+
 static void
 json_str(sbuf *b, const char *s)
 {
@@ -618,8 +626,8 @@ render_json(sbuf *b, const report *r)
             ",\"min\":%" PRIu64 ",\"p50\":%" PRIu64 ",\"p90\":%" PRIu64
             ",\"p99\":%" PRIu64 ",\"p999\":%" PRIu64 ",\"max\":%" PRIu64
             ",\"mean\":%.6g}}",
-            k->st.throughput, l->count, l->min_ns, l->p50_ns, l->p90_ns,
-            l->p99_ns, l->p999_ns, l->max_ns, l->mean_ns);
+            json_num(k->st.throughput), l->count, l->min_ns, l->p50_ns,
+            l->p90_ns, l->p99_ns, l->p999_ns, l->max_ns, json_num(l->mean_ns));
     }
     sb_printf(b, "],\"topics\":[");
     for (size_t i = 0; i < r->nt; i++) {
