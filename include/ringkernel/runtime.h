@@ -171,6 +171,20 @@ typedef struct rk_runtime_config {
     const char *backend;
 } rk_runtime_config;
 
+/* ----------------------------------------------------------- listing */
+
+/* The ids of the registered kernels, in registration order: up to cap of
+ * them are copied into ids (NUL-terminated), and *n is set to how many
+ * there are in all (which may exceed cap: call again with more room).
+ * RK_EINVAL for a NULL rt or n, or NULL ids with cap > 0. */
+int rk_runtime_kernel_ids(
+    rk_runtime *rt, char (*ids)[RK_ID_MAX + 1], size_t cap, size_t *n);
+
+/* The same for the topics that exist (a topic exists once something
+ * subscribed to it). */
+int rk_runtime_topic_names(
+    rk_runtime *rt, char (*names)[RK_ID_MAX + 1], size_t cap, size_t *n);
+
 /* ------------------------------------------------------------ backends */
 
 /* The backends built in, best first ("cuda" before "cpu"): names
