@@ -1,0 +1,130 @@
+/*
+ * ringkernel/dev_ctl.h - the control block a device kernel shares with the
+ * host, and the only functions the device loop uses to touch it.
+ *
+ * PROVISIONAL. The runtime's backend contract (issue 9) moves the control
+ * block into ringkernel/ctl_proto.h. Until then this header mirrors
+ * src/backend/backend.h's rk__control with plain 32-bit words and adds
+ * what a GPU instance needs: one kernel-written line per thread block
+ * (a block is one actor; blocks never write the same line), a heartbeat
+ * and counters. When ctl_proto.h lands only the accessors below change;
+ * dev_kernel.h calls nothing else.
+ *
+ * Compiles as host C11, host C++, nvcc and NVRTC (see rk_dev.h). Only
+ * 32-bit acquire loads and release stores cross between host and device,
+ * plus relaxed 64-bit stores of counters that one block alone writes; no
+ * read-modify-write is ever applied to these words by both sides.
+ *
+ * Layout (mapped pinned host memory on a GPU):
+ *   line 0, host-written:   cmd (HOLD/RUN/PAUSE/STOP), wake_seq, activated
+ *   line 1 + b, written by block b only:
+ *     ack, ack_seq, exit_code, heartbeat, processed, sent, errors, last_ns
+ *
+ * Ownership: the host allocates the block (rk_dev_ctl_size(nblocks)
+ * bytes, 64-byte aligned) before the kernel starts and frees it only after
+ * every block has reported EXITED and the kernel has returned.
+ */
+#ifndef RINGKERNEL_DEV_CTL_H
+#define RINGKERNEL_DEV_CTL_H
+
+#include "ringkernel/rk_dev.h"
+
+/* Commands (host -> kernel). Same values as src/backend/backend.h. */
+#define RK_DEV_CMD_HOLD  0u
+#define RK_DEV_CMD_RUN   1u
+#define RK_DEV_CMD_PAUSE 2u
+#define RK_DEV_CMD_STOP  3u
+
+/* Acknowledgements (kernel -> host). Same values as backend.h. */
+#define RK_DEV_ACK_NONE    0u
+#define RK_DEV_ACK_HELD    1u
+#define RK_DEV_ACK_RUNNING 2u
+#define RK_DEV_ACK_PAUSED  3u
+#define RK_DEV_ACK_EXITED  4u
+
+typedef struct rk_dev_ctl_host {
+    RK_DEV_ALIGN64 RK_DEV_A32 cmd; /* RK_DEV_CMD_* (release by the host) */
+    RK_DEV_A32 wake_seq;           /* bumped with every command */
+    RK_DEV_A32 activated;          /* 1 once RUN was first posted */
+    rk_dev_u32 nblocks;            /* set before launch, read-only */
+    unsigned char pad[RK_DEV_LINE - 16];
+} rk_dev_ctl_host;
+
+typedef struct rk_dev_ctl_block {
+    RK_DEV_ALIGN64 RK_DEV_A32 ack; /* RK_DEV_ACK_* (release by the block) */
+    RK_DEV_A32 ack_seq;            /* bumped with every ack */
+    RK_DEV_A32 exit_code;          /* valid once ack == EXITED (int) */
+    RK_DEV_A32 heartbeat;          /* bumped at every pass of the loop */
+    RK_DEV_A64 processed;          /* messages handled */
+    RK_DEV_A64 sent;               /* messages sent (any route) */
+    RK_DEV_A64 errors;             /* handler failures and refused sends */
+    RK_DEV_A64 last_ns;            /* rk_dev_now_ns() of the last batch */
+    unsigned char pad[RK_DEV_LINE - 48];
+} rk_dev_ctl_block;
+
+typedef struct rk_dev_ctl {
+    rk_dev_ctl_host host;
+    rk_dev_ctl_block blk[1]; /* nblocks lines follow */
+} rk_dev_ctl;
+
+/* Bytes for a control block of nblocks blocks. */
+#define RK_DEV_CTL_SIZE(nblocks)                                              \
+    (sizeof(rk_dev_ctl_host)                                                  \
+        + (rk_dev_size)(nblocks) * sizeof(rk_dev_ctl_block))
+
+/* ---------------------------------------------------------- kernel side */
+/* The device loop's whole view of the control block. Each acquire pairs
+ * with the host's release store of the same word (rk_dev_ctl_post on the
+ * host); each release pairs with the host's acquire load in its poll. */
+
+RK_DEV_FN rk_dev_u32
+rk_dev_ctl_cmd(const rk_dev_ctl *c)
+{
+    return rk_dev_ld_acquire_sys32(&c->host.cmd);
+}
+
+RK_DEV_FN rk_dev_u32
+rk_dev_ctl_activated(const rk_dev_ctl *c)
+{
+    return rk_dev_ld_acquire_sys32(&c->host.activated);
+}
+
+/* Publishes block b's acknowledgement. The counters and exit code written
+ * before it are visible to a host that acquires ack. ack_seq is written by
+ * this block alone, so the increment is a local read and a store. */
+RK_DEV_FN void
+rk_dev_ctl_ack(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_u32 ack, rk_dev_u32 *seq)
+{
+    rk_dev_st_release_sys32(&c->blk[b].ack, ack);
+    *seq += 1;
+    rk_dev_st_release_sys32(&c->blk[b].ack_seq, *seq);
+}
+
+RK_DEV_FN void
+rk_dev_ctl_exit_code(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_i32 code)
+{
+    rk_dev_st_relaxed32(&c->blk[b].exit_code, (rk_dev_u32)code);
+}
+
+RK_DEV_FN void
+rk_dev_ctl_heartbeat(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_u32 beat)
+{
+    rk_dev_st_relaxed32(&c->blk[b].heartbeat, beat);
+}
+
+/* Counters: one writer (the block's thread 0), relaxed; the host reads a
+ * snapshot and needs no ordering with the messages. */
+typedef struct rk_dev_counters {
+    rk_dev_u64 processed, sent, errors, last_ns;
+} rk_dev_counters;
+
+RK_DEV_FN void
+rk_dev_ctl_counters(rk_dev_ctl *c, rk_dev_u32 b, const rk_dev_counters *k)
+{
+    rk_dev_st_relaxed64(&c->blk[b].processed, k->processed);
+    rk_dev_st_relaxed64(&c->blk[b].sent, k->sent);
+    rk_dev_st_relaxed64(&c->blk[b].errors, k->errors);
+    rk_dev_st_relaxed64(&c->blk[b].last_ns, k->last_ns);
+}
+
+#endif /* RINGKERNEL_DEV_CTL_H */
