@@ -120,6 +120,19 @@ rk_ring_load_relaxed(const RK_PROTO_A64 *p)
 #endif
 }
 
+/* Relaxed store of a word only this side writes (counters, statistics). */
+RK_PROTO_FN void
+rk_ring_store_relaxed_u64(RK_PROTO_A64 *p, rk_proto_u64 v)
+{
+#if defined(__CUDA_ARCH__)
+    *(volatile rk_proto_u64 *)p = v;
+#elif defined(RK_PROTO_HOST_C)
+    atomic_store_explicit(p, v, memory_order_relaxed);
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
 /* Acquire load: everything the other side wrote before its release store
  * of this index is visible after this load. */
 RK_PROTO_FN rk_proto_u64

@@ -95,7 +95,8 @@ typedef struct rk_supervision {
 
 /*
  * A kernel's configuration. Zeroed fields take the defaults noted.
- * The GPU fields are kept for a GPU backend; the CPU backend ignores them.
+ * grid_size and block_size are for GPU backends; the CPU backend runs one
+ * thread per kernel and refuses a launch with either above 1.
  */
 typedef struct rk_kernel_config {
     const rk_msgtype *input_type;  /* NULL: accept any type */
@@ -118,6 +119,13 @@ typedef struct rk_kernel_config {
     uint32_t block_size; /* GPU backend only */
     rk_supervision supervision;
     void *user; /* handed to the actor as rk_ctx_user() */
+    /* The backend that runs this kernel: "cpu", "cuda", "auto"; NULL: the
+     * runtime's. Checked at register: an unknown or unusable backend is
+     * an error naming the ones available and why. */
+    const char *backend;
+    /* Latency sampling: one batch in latency_sample is timed (0: 16; 1:
+     * every batch, and then the histogram counts every message). */
+    uint32_t latency_sample;
 } rk_kernel_config;
 
 /*
@@ -155,6 +163,12 @@ typedef struct rk_runtime_config {
     bool no_static_kernels;        /* skip RK_RING_KERNEL definitions */
     int64_t host_spin_ns; /* host receives spin this long before parking
                              (0: 20 us; negative: never spin) */
+    /* The default backend for kernels: "cpu", "cuda", or NULL/"auto" for
+     * the best usable one (cuda where a GPU and its driver are present,
+     * else cpu). An unknown or unusable name fails rk_runtime_create with
+     * RK_ENOTFOUND or RK_ENODEV and a detail listing the backends built in
+     * and why the one asked for cannot run. */
+    const char *backend;
 } rk_runtime_config;
 
 /* Creates a runtime (cfg NULL or zeroed: defaults) and registers every

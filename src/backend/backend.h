@@ -1,150 +1,142 @@
 /*
  * src/backend/backend.h - the contract between the runtime and a backend.
  *
- * The runtime decides *what* happens to a kernel (registry, lifecycle
- * state machine, queues, routing, supervision policy, telemetry); a
- * backend decides *where and how* a kernel instance executes. A backend is
- * a table of function pointers (rk__backend) plus the control block below,
- * which both sides share and which is designed to live in mapped pinned
- * host memory for a GPU backend. docs/backend.md shows how a CUDA backend
- * maps onto this contract.
+ * The runtime decides: the registry, the lifecycle state machine, the
+ * host-side queues and their policies, routing, supervision (restart,
+ * backoff, give up), dead letters and telemetry aggregation. A backend
+ * executes and places: it says whether it can run here, allocates the
+ * memory an instance shares with the host, starts the instance, makes it
+ * see a new command, waits for its acknowledgement, and reports what it
+ * did. docs/backend.md describes each entry and shows a worked skeleton.
  *
- * Ownership: the runtime allocates the control block and the queues and
- * keeps them alive until after destroy() returns. The backend owns only
- * what it creates behind the rk__backend_inst pointer.
- *
- * Threads: the runtime serialises lifecycle entries for one instance
- * (launch, activate, deactivate, terminate, destroy) under that kernel's
- * lock. wake() and query() may be called from any thread at any time
- * between launch and destroy.
+ * Rules every backend follows (as nng's transports do):
+ *   - Calls run one way. A backend, and the instance it runs, never call
+ *     into the runtime's lifecycle or supervision. An instance reports
+ *     only through its control block (ringkernel/ctl_proto.h: acks,
+ *     exit code, the failed frame, frames left unprocessed) and by
+ *     notifying the eventcount the launch spec gives it.
+ *   - The runtime allocates the backend's private instance state
+ *     (`inst_size` bytes, zeroed, 64-byte aligned) and frees it after
+ *     destroy; a backend keeps everything else it creates behind it.
+ *   - Shared memory (control block, device-facing rings, spill area) comes
+ *     from `alloc` and goes back through `release`; the core never assumes
+ *     it is malloc memory.
+ *   - Serialisation: for one instance, launch, wait_ack (from lifecycle
+ *     calls) and destroy are called under that kernel's lifecycle lock;
+ *     signal, wait_ack (from the supervisor, which also waits for acks) and
+ *     query may come from any host thread between launch and destroy.
+ *     probe, check, alloc and release may be called from any thread at
+ *     any time.
+ *   - Errors: entries that can fail return an RK_E* code and leave a
+ *     detail (rk__fail) that names the kernel and the cause, and leave
+ *     nothing allocated.
  */
 #ifndef RK_SRC_BACKEND_H
 #define RK_SRC_BACKEND_H
 
-#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "backend/barrier.h"
+#include "common/ec.h"
+#include "ringkernel/ctl_proto.h"
 
-/* Bump when an entry's meaning or the control block layout changes. A
- * backend built for another version is refused (RK_ENOTSUP). */
-#define RK__BACKEND_ABI 1
+/* Bump when an entry's meaning, the launch spec or the control block's
+ * layout changes; a backend built for another version is refused. */
+#define RK__BACKEND_ABI 2
 
-/* Commands the host writes into rk__control.cmd. */
-enum {
-    RK__CMD_HOLD = 0,  /* LAUNCHED: exist, process nothing */
-    RK__CMD_RUN = 1,   /* ACTIVE */
-    RK__CMD_PAUSE = 2, /* DEACTIVATED: park at the next safe point */
-    RK__CMD_STOP = 3   /* TERMINATING: drain, then end */
-};
+struct rk__inst; /* the runtime's host-side instance (runtime/internal.h) */
 
-/* What the kernel reports in rk__control.ack. */
-enum {
-    RK__ACK_NONE = 0, /* not yet started */
-    RK__ACK_HELD = 1, /* waiting for the first RUN */
-    RK__ACK_RUNNING = 2,
-    RK__ACK_PAUSED = 3, /* parked at a safe point */
-    RK__ACK_EXITED = 4  /* body returned; exit_code is valid */
-};
+/* A piece of memory the backend placed: host address (always usable by
+ * the host) and the instance's address for it (0 where the instance uses
+ * the host address, as a CPU thread does). */
+typedef struct rk__placed {
+    void *host;
+    uint64_t dev;
+    size_t size;
+} rk__placed;
 
-/*
- * The control block: one per kernel instance, 64-byte lines so that the
- * host-written and the kernel-written words never share a line (on a GPU,
- * the kernel polls the host line over PCIe and posts writes to its own).
- *
- * Protocol (all words 32-bit, loads/stores only, so it also works where
- * host<->device read-modify-write is not atomic):
- *   host:   store cmd (release), then wake(): the kernel sees cmd with an
- *           acquire load at its next safe point.
- *   kernel: store ack (release) after acting on a command, and bump
- *           ack_seq so a host waiting in the CPU backend wakes.
- *   park:   the kernel publishes parked=1 (seq_cst), re-checks its input
- *           and cmd, then sleeps on wake_seq; a producer that enqueued
- *           reads parked after a seq_cst fence and, if set, bumps wake_seq
- *           and wakes it (Dekker: one side always sees the other).
- */
-typedef struct rk__control {
-    /* host-written line */
-    _Alignas(64) _Atomic uint32_t cmd;
-    _Atomic uint32_t wake_seq;
-    _Atomic uint32_t activated; /* 1 once RUN was first posted */
-    /* kernel-written line */
-    _Alignas(64) _Atomic uint32_t ack;
-    _Atomic uint32_t ack_seq;
-    _Atomic uint32_t parked;
-    _Atomic int32_t exit_code;
-} rk__control;
-
-typedef struct rk__backend_inst rk__backend_inst;
-
-/* What launch() needs to start an instance. */
+/* What launch() needs to start an instance. Everything here outlives the
+ * instance (the runtime frees it after destroy). */
 typedef struct rk__backend_launch {
     const char *kernel_id;
-    rk__control *control;
-    uint32_t grid_size, block_size; /* GPU backends */
-    /* CPU body: the runtime's kernel main loop. A GPU backend runs its
-     * compiled device entry instead and ignores body/arg. */
-    void (*body)(rk__backend_inst *bi, void *arg);
-    void *arg;
+    rk__placed ctl; /* an rk_ctl, initialised (HOLD) by the runtime */
+    /* The instance's wake-up eventcount: senders notify it after queueing
+     * input, and signal() must make the instance see a new command. A CPU
+     * body parks on it; a GPU instance polls instead. Host memory. */
+    rk__ec *wake;
+    /* Notified (all) by the backend after every FAULTED or EXITED
+     * acknowledgement, so the runtime's supervisor wakes. Host memory. */
+    rk__ec *events;
+    uint32_t grid_size, block_size; /* 0: the backend's default */
+    /* The host-side instance: queues, configuration, routes. A CPU body
+     * runs on it directly; a device backend reads its configuration and
+     * relays between its host queues and the device's lanes. */
+    struct rk__inst *inst;
 } rk__backend_launch;
 
 typedef struct rk__backend_status {
-    uint32_t ack;         /* last rk__control.ack seen */
-    int32_t exit_code;    /* valid when ack == RK__ACK_EXITED */
+    uint32_t ack;         /* last rk_ctl ack (RK_CTL_ACK_*) */
     uint64_t cpu_time_ns; /* CPU time the instance consumed (0: unknown) */
 } rk__backend_status;
 
+typedef struct rk__backend_inst rk__backend_inst; /* backend-private */
+
 typedef struct rk__backend {
     uint32_t abi_version; /* RK__BACKEND_ABI */
-    const char *name;
+    const char *name;     /* "cpu", "cuda", ... */
+    size_t inst_size;     /* bytes of private state per instance */
+    /* 0: the backend notifies spec->events itself on FAULTED/EXITED.
+     * Otherwise the supervisor also rescans this often (ns). */
+    uint64_t event_poll_ns;
 
-    /* Allocates what the instance needs and starts it so that it exists
-     * but processes nothing until cmd becomes RUN (a CPU thread blocked on
-     * the control block; a persistent GPU kernel spinning on cmd). Returns
-     * RK_OK with *out set, or an error with nothing left behind. */
-    int (*launch)(const rk__backend_launch *spec, rk__backend_inst **out);
+    /* Can this backend run kernels here and now? RK_OK, or an error
+     * (RK_ENODEV, RK_ENOTSUP) with a detail naming the reason (no driver,
+     * no device, ...). Cheap after the first call. */
+    int (*probe)(void);
 
-    /* cmd = RUN and wake; returns at once (the first activation and every
-     * reactivation). */
-    void (*activate)(rk__backend_inst *bi);
+    /* Checks what the backend must honour in a launch spec (grid and
+     * block sizes, ...) before anything is allocated. May be NULL
+     * (anything goes). */
+    int (*check)(const rk__backend_launch *spec);
 
-    /* cmd = PAUSE and wake, then waits until the instance acknowledges
-     * PAUSED (or EXITED) or the absolute deadline (rk_now_ns based;
-     * UINT64_MAX: none) passes. RK_OK or RK_ETIMEDOUT; on timeout the
-     * command stays posted. */
-    int (*deactivate)(rk__backend_inst *bi, uint64_t deadline);
+    /* Places size bytes (64-byte aligned, zeroed) reachable by the host
+     * and by an instance; release() gives them back. */
+    int (*alloc)(size_t size, rk__placed *out);
+    void (*release)(rk__placed *p);
 
-    /* cmd = STOP and wake, then waits for EXITED until the deadline.
-     * RK_OK or RK_ETIMEDOUT (the command stays posted; call again). */
-    int (*terminate)(rk__backend_inst *bi, uint64_t deadline);
+    /* Starts an instance so that it exists but processes nothing until
+     * cmd becomes RUN (it acknowledges HELD first). bi is the runtime-
+     * allocated private state. RK_OK, or an error with nothing started. */
+    int (*launch)(rk__backend_inst *bi, const rk__backend_launch *spec);
 
-    /* Waits, without posting anything, until the instance has EXITED or
-     * the deadline passes. RK_OK or RK_ETIMEDOUT. */
-    int (*wait_exit)(rk__backend_inst *bi, uint64_t deadline);
+    /* A host-written word of the control block changed (a command or a
+     * verdict): make the instance see it soon. Returns at once. */
+    void (*signal)(rk__backend_inst *bi);
 
-    /* New input is queued: wake the instance if it parked. Must be cheap
-     * when it did not (a fence and one load on the CPU backend; nothing
-     * on a GPU that polls). */
-    void (*wake)(rk__backend_inst *bi);
+    /* Waits until the instance's ack is one of those in mask (bit
+     * 1u << RK_CTL_ACK_*; EXITED always counts) or the absolute deadline
+     * (rk_now_ns based; UINT64_MAX: none). RK_OK or RK_ETIMEDOUT. */
+    int (*wait_ack)(rk__backend_inst *bi, uint32_t mask, uint64_t deadline);
 
-    /* CPU bodies only: parks the calling body until wake_seq moves past
-     * seq or the deadline passes. The body reads seq, publishes parked,
-     * re-checks its input and cmd, then calls park (see rk__control). */
-    void (*park)(rk__backend_inst *bi, uint32_t seq, uint64_t deadline);
-
-    /* CPU bodies only: stores ack (RK__ACK_*) and wakes a host blocked in
-     * deactivate() or terminate(). */
-    void (*report)(rk__backend_inst *bi, uint32_t ack);
-
-    /* Fills *out. Any thread, any time between launch and destroy. */
+    /* Fills *out. Any thread between launch and destroy. */
     void (*query)(rk__backend_inst *bi, rk__backend_status *out);
 
-    /* Releases the instance. Called once it has EXITED; waits for the
-     * body to return (joins the CPU thread). */
-    void (*destroy)(rk__backend_inst *bi);
+    /* Releases what launch created. Called once the instance has EXITED
+     * (joins the CPU thread), or with detach set when it never will (an
+     * actor stuck in its own code past the terminate timeout): then the
+     * backend lets it go without waiting. */
+    void (*destroy)(rk__backend_inst *bi, int detach);
 } rk__backend;
 
-/* The CPU backend: one thread per kernel instance, futex parking. */
-extern const rk__backend rk__backend_cpu;
+/* ---- src/backend/registry.c */
+
+/* The backend called name ("cpu", "cuda", or "auto"/NULL for the best
+ * usable one). RK_OK with *out set, or RK_ENOTFOUND / RK_ENODEV /
+ * RK_ENOTSUP with a detail naming the backends built in and why the one
+ * asked for cannot run. */
+int rk__backend_find(const char *name, const rk__backend **out);
+
+/* The backends built in, best first, NULL-terminated. */
+extern const rk__backend *const rk__backends[];
 
 #endif /* RK_SRC_BACKEND_H */

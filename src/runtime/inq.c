@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "backend/barrier.h"
+#include "common/barrier.h"
 #include "common/common.h"
 #include "common/futex.h"
 #include "common/spin.h"

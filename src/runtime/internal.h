@@ -31,64 +31,57 @@
 #include "telemetry/histogram.h"
 #include "telemetry/stats.h"
 
-/* Counters the kernel thread writes (single writer, relaxed). */
-typedef struct rk__kcounters {
-    rk__counter processed;
-    rk__counter dead_lettered;
-    rk__counter errors;
-    rk__counter restarts;
-    rk__counter sent;
-} rk__kcounters;
-
-/* The actor's context: lives in the instance, used only by its thread. */
-struct rk_ctx {
-    struct rk__inst *inst;
-    rk__backend_inst *bi;
-    /* Prefetched input: n frames, frame i at frames + i * stride; pos is
-     * the next to hand out, cur the one in flight (-1: none). A general
-     * queue copies them into buf (lengths in lens); a lane lends its own
-     * slots (in_place, lengths in the headers), held until the next
-     * batch is taken. */
-    unsigned char *buf;
-    size_t *lens;
-    const unsigned char *frames;
-    size_t stride;
-    size_t n, pos;
-    size_t held; /* lane slots to release before the next take */
-    bool in_place;
-    long cur;
-    uint64_t fetch_ns; /* when the batch was taken; 0: not sampled */
-    uint32_t small_fetches;
-    uint64_t run_v, run_n; /* a run of equal latencies not yet recorded */
-    bool in_handler;       /* the runtime owns the receive loop */
-    uint32_t batch;
-    int priority; /* rk_ctx_set_priority; RK_CTX_PRIORITY_INHERIT */
-    void *user;   /* def.config.user, for rk_ctx_user */
-};
-
 typedef struct rk__stash_item {
     struct rk__stash_item *next;
     size_t len;
     unsigned char frame[]; /* header + payload */
 } rk__stash_item;
 
+/*
+ * One run of a kernel: its queues, its control block and the backend's
+ * instance. The control block and the spill area are placed by the
+ * backend (rk__backend.alloc); the rest is host memory.
+ */
 typedef struct rk__inst {
-    rk__control control; /* first: 64-byte aligned lines */
     struct rk__kernel *k;
+    const rk__backend *be;
+    rk__backend_inst *bi; /* be->inst_size bytes, runtime-allocated */
+    rk_ctl *ctl;          /* ctl_mem.host */
+    rk__placed ctl_mem;
+    /* batch + 1 frames of stride bytes: frames the instance left
+     * unprocessed at its exit (first left_n), then the fail slot. */
+    rk__placed spill_mem;
     rk__inq in;
     rk__outq out;
-    rk__backend_inst *bi;
     size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
+    size_t stride;    /* slot_size rounded up to 64 */
     bool telemetry;
 
     _Atomic uint64_t start_ns; /* first activation, 0 before */
 
-    /* Counters written by senders (any thread). */
-    _Alignas(64) rk__counter rejected; /* refused before the queue */
+    /* The instance's wake-up: senders notify it after queueing, commands
+     * through the backend's signal(). Its own line: read per send. */
+    _Alignas(64) rk__ec wake;
 
-    /* Counters written by the kernel thread. */
-    _Alignas(64) rk__kcounters kc;
+    /* Counters written by senders and by the runtime (any thread). */
+    _Alignas(64) rk__counter rejected; /* refused before the queue */
+    rk__counter dead_lettered;
+    rk__counter restarts;
+
+    /* Latency (send -> start of processing), written by a CPU instance's
+     * thread; a device backend's relay fills it from timestamps. */
     rk__hist latency;
+
+    /* Supervision. faults_handled: faults whose failed frame was
+     * dead-lettered (CAS: the supervisor and the reaper may race). The
+     * rest belongs to the supervisor thread alone. */
+    _Atomic uint32_t faults_handled;
+    _Atomic uint32_t reaped; /* 1 once the ended instance was accounted */
+    uint32_t restarts_done;
+    int64_t backoff_ns;
+    uint64_t restart_at; /* 0: no restart pending */
+    uint32_t restart_fault;
+    bool detached; /* never exited: its memory is left to its thread */
 
     /* Host side of the output queue (one consumer at a time). On its own
      * lines: the host writes them per receive, the kernel never. */
@@ -96,7 +89,6 @@ typedef struct rk__inst {
     _Atomic uint32_t out_waiters;
     rk__stash_item *stash_head, *stash_tail; /* under out_lock */
 
-    _Alignas(64) rk_ctx ctx; /* the kernel thread's, per message */
     _Alignas(64) struct rk__inst *retired_next;
 } rk__inst;
 
@@ -105,6 +97,7 @@ typedef struct rk__kernel {
     uint32_t slot;
     rk_kernel_def def; /* def.id points at id */
     rk_runtime *rt;
+    const rk__backend *be;  /* chosen at register */
     pthread_mutex_t lock;   /* serialises lifecycle operations */
     _Atomic uint32_t state; /* rk_kernel_state; changed only by CAS */
     _Atomic uint32_t gen;   /* bumped when an instance ends */
@@ -127,7 +120,14 @@ typedef struct rk__dead {
 
 struct rk_runtime {
     rk_runtime_config cfg;
-    const rk__backend *be;
+    const rk__backend *be; /* the default for kernels that name none */
+
+    /* The supervisor thread (supervisor.c) waits on events; backends
+     * notify it when an instance faults or exits. */
+    rk__ec events;
+    pthread_t supervisor;
+    bool supervisor_started;
+    _Atomic uint32_t stopping;
 
     pthread_mutex_t reg_lock; /* registration (slot allocation) */
     uint32_t nkernels;
@@ -144,25 +144,61 @@ struct rk_runtime {
     uint64_t dlq_overflow;
 };
 
-/* ---- runtime.c */
+/* ---- registry.c */
 rk__kernel *rk__kernel_by_id(rk_runtime *rt, const char *id);
 int rk__not_found(rk_runtime *rt, const char *id);
 /* The kernel and instance a handle names, or RK_ESTALE. */
 int rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp);
-/* Marks the instance ended: final state (TERMINATED or FAILED) and a new
- * generation. Called by the kernel thread as its body exits. */
-void rk__kernel_ended(rk__kernel *k, bool failed);
+/* The kernel called id for a host operation, or NULL with *rc set. */
+rk__kernel *rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc);
 
-/* ---- kernel.c */
-void rk__kernel_body(rk__backend_inst *bi, void *arg);
-int rk__ctx_init(rk_ctx *ctx, rk__inst *inst, uint32_t batch);
-void rk__ctx_fini(rk_ctx *ctx);
+static inline uint32_t
+rk__state_of(rk__kernel *k)
+{
+    /* Acquire pairs with the CAS (acq_rel) of whoever changed it. */
+    return atomic_load_explicit(&k->state, memory_order_acquire);
+}
+
+static inline bool
+rk__cas_state(rk__kernel *k, uint32_t *from, uint32_t to)
+{
+    /* acq_rel: publishes the instance set up before the change and sees
+     * the writes of whoever changed it before. */
+    return atomic_compare_exchange_strong_explicit(
+        &k->state, from, to, memory_order_acq_rel, memory_order_acquire);
+}
+
+/* ---- lifecycle.c */
+/* Accounts for an instance that has EXITED: dead-letters its failed frame
+ * and what it left, drains its input to the dead-letter queue, closes its
+ * output, and moves the kernel to TERMINATED or FAILED with a new
+ * generation. Idempotent; caller holds k->lock. */
+void rk__reap(rk__kernel *k, rk__inst *inst);
+/* Dead-letters the frame in inst's fail slot if fault number faults has
+ * not been (CAS on faults_handled). */
+void rk__fault_dead_letter(rk__inst *inst, uint32_t faults);
+/* Frees an instance that has exited (or leaks a detached one on purpose,
+ * see rk_runtime_destroy). */
+void rk__inst_free(rk__inst *inst);
+
+/* ---- supervisor.c */
+int rk__supervisor_start(rk_runtime *rt);
+void rk__supervisor_stop(rk_runtime *rt);
 
 /* ---- deliver.c */
 /* Puts one message (header h, payload) into k's input, applying the
  * state, type and backpressure rules. Updates k's counters. */
 int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns);
+
+/* Whether sends to k carry a timestamp. */
+static inline bool
+rk__stamp(const rk__kernel *k)
+{
+    return !k->def.config.telemetry_off;
+}
+
+/* ---- ids.c */
 /* Reserves up to want (>= 1) consecutive ids of this thread and returns
  * how many. They share *first but for its last 4 bytes, a big-endian
  * counter that is *seq for the first: id i of the run is *first with

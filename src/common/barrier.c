@@ -1,12 +1,12 @@
 /*
- * src/backend/barrier.c - membarrier registration (see barrier.h).
+ * src/common/barrier.c - membarrier registration (see barrier.h).
  */
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "backend/barrier.h"
+#include "common/barrier.h"
 
 _Atomic bool rk__barrier_asym;
 

@@ -1,6 +1,14 @@
 /*
- * src/runtime/kernel.c - the kernel side: the body every instance runs on
- * its backend thread, supervision, and the rk_ctx API actors use.
+ * src/backend/cpu/body.c - what a CPU backend thread runs: the persistent
+ * loop (safe points, faults, the drain on STOP) and the rk_ctx API actors
+ * and handlers use.
+ *
+ * The loop decides nothing about the kernel's fate: it acknowledges
+ * commands, reports a failure (FAULTED, with the failed frame in the fail
+ * slot) and waits for the runtime's verdict, and at its end reports
+ * EXITED with the frames it did not process. Sends go through the
+ * runtime's delivery layer (rk__deliver, rk__publish), the same way a
+ * host send does; nothing here calls the lifecycle or the supervisor.
  *
  * Input is taken in batches (rk__inq_recv_batch) into the context and
  * handed out one message at a time, so actor-style and handler-style
@@ -12,10 +20,11 @@
 #include <sched.h>
 #include <string.h>
 
+#include "backend/cpu/cpu.h"
 #include "runtime/internal.h"
 
 #define STRIDE_ALIGN 64
-#define SAMPLE_SMALL 16
+#define SAMPLE_DEFAULT 16
 #ifndef RK__SPIN_YIELD
 #define RK__SPIN_YIELD 1024
 #endif
@@ -27,55 +36,61 @@ stride_of(const rk__inst *inst)
 }
 
 int
-rk__ctx_init(rk_ctx *ctx, rk__inst *inst, uint32_t batch)
+rk__cpu_ctx_init(rk__backend_inst *bi)
 {
+    rk_ctx *ctx = &bi->ctx;
+    rk__inst *inst = bi->inst;
+    const rk_kernel_config *c = &inst->k->def.config;
+
     memset(ctx, 0, sizeof(*ctx));
     ctx->inst = inst;
-    ctx->batch = batch;
+    ctx->bi = bi;
+    ctx->ctl = bi->ctl;
+    ctx->wake = bi->wake;
+    ctx->batch = c->batch;
+    ctx->sample = c->latency_sample != 0 ? c->latency_sample : SAMPLE_DEFAULT;
     ctx->cur = -1;
     ctx->priority = RK_CTX_PRIORITY_INHERIT;
-    ctx->user = inst->k->def.config.user;
-    ctx->buf = aligned_alloc(STRIDE_ALIGN, stride_of(inst) * batch);
-    ctx->lens = calloc(batch, sizeof(*ctx->lens));
+    ctx->user = c->user;
+    ctx->buf = aligned_alloc(STRIDE_ALIGN, stride_of(inst) * ctx->batch);
+    ctx->lens = calloc(ctx->batch, sizeof(*ctx->lens));
     if (ctx->buf == NULL || ctx->lens == NULL) {
-        rk__ctx_fini(ctx);
+        rk__cpu_ctx_fini(bi);
         return RK_ENOMEM;
     }
     return RK_OK;
 }
 
 void
-rk__ctx_fini(rk_ctx *ctx)
+rk__cpu_ctx_fini(rk__backend_inst *bi)
 {
-    free(ctx->buf);
-    free(ctx->lens);
-    ctx->buf = NULL;
-    ctx->lens = NULL;
+    free(bi->ctx.buf);
+    free(bi->ctx.lens);
+    bi->ctx.buf = NULL;
+    bi->ctx.lens = NULL;
 }
 
 static uint32_t
 load_cmd(const rk_ctx *ctx)
 {
-    /* Acquire pairs with the release store of cmd in the backend. */
-    return atomic_load_explicit(&ctx->inst->control.cmd, memory_order_acquire);
+    /* Acquire pairs with the release store in rk_ctl_post. */
+    return rk_ctl_cmd(ctx->ctl);
 }
 
-/* Parks while cmd == c; returns the new command. */
+/* Parks while cmd == c; returns the new command. A command is posted
+ * before the backend's signal() notifies wake, so the re-check after
+ * rk__ec_prepare either sees it or the wait is woken (common/ec.h). */
 static uint32_t
 wait_while(rk_ctx *ctx, uint32_t c)
 {
-    const rk__backend *be = ctx->inst->k->rt->be;
-
     for (;;) {
-        /* Acquire pairs with the release bump in the backend's command():
-         * seq is read before cmd, so a command posted after this load
-         * changes wake_seq and the park returns at once. */
-        uint32_t seq = atomic_load_explicit(
-            &ctx->inst->control.wake_seq, memory_order_acquire);
+        uint32_t key = rk__ec_prepare(ctx->wake);
         uint32_t now = load_cmd(ctx);
-        if (now != c)
+        if (now != c) {
+            rk__ec_cancel(ctx->wake);
             return now;
-        be->park(ctx->bi, seq, UINT64_MAX);
+        }
+        (void)rk__ec_wait(ctx->wake, key, UINT64_MAX);
     }
 }
 
@@ -85,11 +100,10 @@ safe_point(rk_ctx *ctx)
 {
     uint32_t c = load_cmd(ctx);
 
-    if (rk__unlikely(c == RK__CMD_PAUSE)) {
-        const rk__backend *be = ctx->inst->k->rt->be;
-        be->report(ctx->bi, RK__ACK_PAUSED);
-        c = wait_while(ctx, RK__CMD_PAUSE);
-        be->report(ctx->bi, RK__ACK_RUNNING);
+    if (rk__unlikely(c == RK_CTL_PAUSE)) {
+        rk__cpu_ack(ctx->bi, RK_CTL_ACK_PAUSED);
+        c = wait_while(ctx, RK_CTL_PAUSE);
+        rk__cpu_ack(ctx->bi, RK_CTL_ACK_RUNNING);
     }
     return c;
 }
@@ -99,7 +113,7 @@ static void
 complete_current(rk_ctx *ctx)
 {
     if (ctx->cur >= 0) {
-        rk__counter_add_sw(&ctx->inst->kc.processed, 1);
+        rk_ctl_count(&ctx->ctl->processed, 1);
         ctx->cur = -1;
     }
 }
@@ -209,7 +223,6 @@ static int
 fetch(rk_ctx *ctx, int64_t timeout_ns)
 {
     rk__inst *inst = ctx->inst;
-    const rk__backend *be;
     uint32_t spin, spins = 0;
     uint64_t deadline = 0;
 
@@ -217,14 +230,13 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         (void)safe_point(ctx);
         return RK_OK;
     }
-    be = inst->k->rt->be;
     spin = inst->k->def.config.spin;
     lat_flush(ctx);
     /* Nothing is in flight: give the lane its slots back before the safe
      * point, so a paused kernel holds none of its input's room. */
     release_held(ctx);
     for (;;) {
-        uint32_t c = safe_point(ctx), seq;
+        uint32_t c = safe_point(ctx), key;
         int rc = next_batch(ctx);
 
         if (rc == RK_OK) {
@@ -232,15 +244,16 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
             /* One clock read per batch: latency is send -> dequeue. A
              * kernel that keeps up takes tiny batches, where a clock read
              * each would dominate, so small batches are sampled: one in
-             * SAMPLE_SMALL is timed (fetch_ns 0: not recorded). */
+             * latency_sample is timed (fetch_ns 0: not recorded); batches
+             * of at least that many messages always are. With sample 1
+             * every batch, hence every message, is timed. */
             ctx->fetch_ns = 0;
             if (rk__telemetry_on(inst->telemetry)
-                && (n >= SAMPLE_SMALL
-                    || ctx->small_fetches++ % SAMPLE_SMALL == 0))
+                && (n >= ctx->sample || ctx->fetches++ % ctx->sample == 0))
                 ctx->fetch_ns = rk_now_ns();
             return RK_OK;
         }
-        if (rc == RK_ECLOSED || c == RK__CMD_STOP)
+        if (rc == RK_ECLOSED || c == RK_CTL_STOP)
             return RK_ECLOSED;
         if (timeout_ns == RK_NO_WAIT)
             return RK_ETIMEDOUT;
@@ -257,17 +270,15 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
             deadline = rk__deadline(timeout_ns);
         if (deadline != UINT64_MAX && rk_now_ns() >= deadline)
             return RK_ETIMEDOUT;
-        /* Park: read wake_seq, publish parked, re-check, sleep. The
-         * seq_cst store and fence pair with the fence in the backend's
-         * wake(): either this re-check sees the message or the sender
-         * sees parked and wakes us. */
-        seq = atomic_load_explicit(
-            &inst->control.wake_seq, memory_order_acquire);
-        atomic_store_explicit(&inst->control.parked, 1, memory_order_seq_cst);
-        rk__heavy_barrier();
+        /* Park on the wake eventcount: senders notify it after
+         * queueing, commands through signal(). The re-check after
+         * prepare sees the message or the command, or the wait is
+         * woken (common/ec.h). */
+        key = rk__ec_prepare(ctx->wake);
         if (rk__inq_depth(&inst->in) == 0 && load_cmd(ctx) == c)
-            be->park(ctx->bi, seq, deadline);
-        atomic_store_explicit(&inst->control.parked, 0, memory_order_relaxed);
+            (void)rk__ec_wait(ctx->wake, key, deadline);
+        else
+            rk__ec_cancel(ctx->wake);
         spins = spin / 2;
     }
 }
@@ -302,9 +313,11 @@ take(rk_ctx *ctx, rk_msg_view *out)
 bool
 rk_should_terminate(rk_ctx *ctx)
 {
+    if (ctx == NULL)
+        return true; /* no kernel to run for */
     /* Held lane slots count in the depth but were handed out already
      * (the view of the last one may still be in use, so no release). */
-    return safe_point(ctx) == RK__CMD_STOP && ctx->pos == ctx->n
+    return safe_point(ctx) == RK_CTL_STOP && ctx->pos == ctx->n
         && rk__inq_depth(&ctx->inst->in) == ctx->held;
 }
 
@@ -399,7 +412,7 @@ handle_batch(rk_ctx *ctx, rk_handler_fn fn)
             break;
     }
     lat_batch(ctx, frame_at(ctx, start), stride, (i < n ? i + 1 : n) - start);
-    rk__counter_add_sw(&ctx->inst->kc.processed, i - start);
+    rk_ctl_count(&ctx->ctl->processed, i - start);
     if (rc == RK_OK)
         ctx->cur = -1;
     return rc;
@@ -424,103 +437,98 @@ handler_loop(rk_ctx *ctx)
     }
 }
 
-static void
-dead_letter_frame(rk_ctx *ctx, size_t i, rk_dead_reason why, int err)
+/* Copies frame i of the batch to dst (a spill slot); returns its length. */
+static size_t
+spill_frame(rk_ctx *ctx, size_t i, unsigned char *dst)
 {
-    rk__inst *inst = ctx->inst;
+    size_t len = frame_len(ctx, i);
 
-    rk__dead_letter(
-        inst->k->rt, inst, why, err, frame_at(ctx, i), frame_len(ctx, i));
+    memcpy(dst, frame_at(ctx, i), len);
+    return len;
 }
 
-/* Everything still queued or prefetched goes to the dead-letter queue, so
- * no message is ever lost silently. */
-static void
-drain_to_dead_letters(rk_ctx *ctx, rk_dead_reason why, int err)
+/* The actor or handler failed with rc: the failed frame (if any) goes to
+ * the fail slot, FAULTED is reported, and the runtime's verdict awaited.
+ * True to restart, false to end as failed (given up, or STOP). */
+static bool
+fault(rk_ctx *ctx, int rc)
 {
     rk__inst *inst = ctx->inst;
+    unsigned char *fail_slot
+        = (unsigned char *)inst->spill_mem.host + inst->stride * ctx->batch;
+    size_t flen = 0;
+    uint32_t n;
 
-    rk__inq_close(&inst->in);
+    rk_ctl_count(&ctx->ctl->errors, 1);
+    if (ctx->cur >= 0) {
+        flen = spill_frame(ctx, (size_t)ctx->cur, fail_slot);
+        ctx->cur = -1;
+    }
+    n = rk_ctl_fault(ctx->ctl, (uint32_t)rc, (uint32_t)flen);
+    rk__cpu_ack(ctx->bi, RK_CTL_ACK_FAULTED);
     for (;;) {
-        while (ctx->pos < ctx->n)
-            dead_letter_frame(ctx, ctx->pos++, why, err);
-        if (next_batch(ctx) != RK_OK)
-            break;
+        uint32_t key = rk__ec_prepare(ctx->wake);
+        /* Acquire pairs with rk_ctl_verdict_post: the host has read the
+         * fail slot before it answers. */
+        uint32_t v = rk_ctl_verdict_get(ctx->ctl);
+        if (v == n || v == RK_CTL_GIVE_UP || load_cmd(ctx) == RK_CTL_STOP) {
+            rk__ec_cancel(ctx->wake);
+            return v == n && load_cmd(ctx) != RK_CTL_STOP;
+        }
+        (void)rk__ec_wait(ctx->wake, key, UINT64_MAX);
     }
 }
 
-/* Sleeps for the restart backoff; a STOP cuts it short. */
-static void
-backoff_sleep(rk_ctx *ctx, int64_t ns)
+/* At the end: the prefetched frames not handed out go to the spill area
+ * for the runtime to dead-letter, and lane slots are given back. Returns
+ * how many. */
+static uint32_t
+spill_rest(rk_ctx *ctx)
 {
-    rk__inst *inst = ctx->inst;
-    uint64_t deadline = rk__deadline(ns);
+    unsigned char *spill = ctx->inst->spill_mem.host;
+    uint32_t left = 0;
 
-    for (;;) {
-        uint32_t seq = atomic_load_explicit(
-            &inst->control.wake_seq, memory_order_acquire);
-        if (load_cmd(ctx) == RK__CMD_STOP || rk_now_ns() >= deadline)
-            return;
-        inst->k->rt->be->park(ctx->bi, seq, deadline);
+    while (ctx->pos < ctx->n) {
+        (void)spill_frame(ctx, ctx->pos++, spill + left * ctx->inst->stride);
+        left++;
     }
+    release_held(ctx);
+    return left;
 }
 
-void
-rk__kernel_body(rk__backend_inst *bi, void *arg)
+void *
+rk__cpu_body(void *arg)
 {
-    rk__inst *inst = arg;
+    rk__backend_inst *bi = arg;
+    rk__inst *inst = bi->inst;
     rk__kernel *k = inst->k;
-    const rk__backend *be = k->rt->be;
-    const rk_supervision *sv = &k->def.config.supervision;
-    rk_ctx *ctx = &inst->ctx;
-    int64_t backoff = sv->backoff_ns;
-    uint32_t restarts = 0;
-    bool failed = false;
+    rk_ctx *ctx = &bi->ctx;
     int rc = RK_OK;
 
-    ctx->bi = bi;
-    be->report(bi, RK__ACK_HELD);
+    rk__cpu_ack(bi, RK_CTL_ACK_HELD);
     /* A STOP that overtook the first RUN still drains: an activated
      * kernel processes what was queued before terminate. */
-    if (wait_while(ctx, RK__CMD_HOLD) != RK__CMD_STOP
-        || atomic_load_explicit(
-            &inst->control.activated, memory_order_acquire)) {
-        atomic_store_explicit(
-            &inst->start_ns, rk_now_ns(), memory_order_relaxed);
-        be->report(bi, RK__ACK_RUNNING);
+    if (wait_while(ctx, RK_CTL_HOLD) != RK_CTL_STOP
+        || rk_ctl_was_activated(ctx->ctl)) {
+        rk__cpu_ack(bi, RK_CTL_ACK_RUNNING);
         for (;;) {
             rc = k->def.actor ? k->def.actor(ctx) : handler_loop(ctx);
-            if (rc == RK_ECLOSED && load_cmd(ctx) == RK__CMD_STOP)
+            if (rc == RK_ECLOSED && load_cmd(ctx) == RK_CTL_STOP)
                 rc = RK_OK; /* "terminating and drained" passed back up */
             if (rc == RK_OK) {
                 complete_current(ctx);
                 break;
             }
-            rk__counter_add_sw(&inst->kc.errors, 1);
-            if (ctx->cur >= 0) {
-                dead_letter_frame(ctx, (size_t)ctx->cur, RK_DEAD_FAILED, rc);
-                ctx->cur = -1;
-            }
-            if (sv->policy == RK_SUPERVISE_RESTART
-                && restarts < sv->max_restarts
-                && load_cmd(ctx) != RK__CMD_STOP) {
-                restarts++;
-                rk__counter_add_sw(&inst->kc.restarts, 1);
-                backoff_sleep(ctx, backoff);
-                backoff = backoff > sv->backoff_max_ns / 2 ? sv->backoff_max_ns
-                                                           : backoff * 2;
-                continue;
-            }
-            failed = true;
-            break;
+            if (!fault(ctx, rc))
+                break;
+            rc = RK_OK;
+            rk__cpu_ack(bi, RK_CTL_ACK_RUNNING);
         }
     }
     lat_flush(ctx);
-    drain_to_dead_letters(ctx, failed ? RK_DEAD_ABANDONED : RK_DEAD_TERMINATED,
-        failed ? rc : RK_OK);
-    atomic_store_explicit(&inst->control.exit_code, rc, memory_order_relaxed);
-    rk__kernel_ended(k, failed);
-    be->report(bi, RK__ACK_EXITED);
+    rk_ctl_exit(ctx->ctl, (uint32_t)rc, spill_rest(ctx));
+    rk__cpu_ack(bi, RK_CTL_ACK_EXITED);
+    return NULL;
 }
 
 /* ------------------------------------------------------ sending */
@@ -545,7 +553,7 @@ ctx_emit(rk_ctx *ctx, rk_msg_header *h, const void *payload, size_t len)
         rc = rk__outq_send(&inst->out, h, sizeof(*h), payload, len);
     }
     if (rc == RK_OK)
-        rk__counter_add_sw(&inst->kc.sent, 1);
+        rk_ctl_count(&ctx->ctl->sent, 1);
     return rc;
 }
 
@@ -573,13 +581,29 @@ ctx_header(rk_ctx *ctx, rk_msg_header *h, uint32_t type_id)
         h->type_version = inst->k->def.config.output_type->version;
 }
 
+/* The kernel declared what it sends (output_type): anything else is
+ * refused, as rk_send refuses what a kernel does not take. */
+static int
+check_output(rk_ctx *ctx, uint32_t type_id, const char *op)
+{
+    const rk_msgtype *ot = ctx->inst->k->def.config.output_type;
+
+    if (ot == NULL || ot->id == type_id)
+        return RK_OK;
+    return rk__fail(RK_ETYPE, "%s: kernel '%s' sends %s (id %u), not id %u",
+        op, ctx->inst->k->id, ot->name, ot->id, type_id);
+}
+
 int
 rk_ctx_send(rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len)
 {
     rk_msg_header h;
+    int rc;
 
     if (ctx == NULL || (payload == NULL && len != 0))
         return rk__fail(RK_EINVAL, "rk_ctx_send: NULL argument");
+    if ((rc = check_output(ctx, type_id, "rk_ctx_send")) != RK_OK)
+        return rc;
     ctx_header(ctx, &h, type_id);
     h.payload_len = (uint32_t)len;
     return ctx_emit(ctx, &h, payload, len);
@@ -617,7 +641,7 @@ rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
     h.payload_len = (uint32_t)len;
     rc = rk__deliver(to, &h, payload, len, RK_WAIT_FOREVER);
     if (rc == RK_OK)
-        rk__counter_add_sw(&ctx->inst->kc.sent, 1);
+        rk_ctl_count(&ctx->ctl->sent, 1);
     return rc;
 }
 
@@ -635,7 +659,7 @@ rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
     h.payload_len = (uint32_t)len;
     rc = rk__publish(
         ctx->inst->k->rt, topic, &h, payload, len, RK_WAIT_FOREVER, &n);
-    rk__counter_add_sw(&ctx->inst->kc.sent, n);
+    rk_ctl_count(&ctx->ctl->sent, n);
     return rc;
 }
 

@@ -1,5 +1,5 @@
 /*
- * src/backend/barrier.h - asymmetric barriers for the parking handshakes.
+ * src/common/barrier.h - asymmetric barriers for the parking handshakes.
  *
  * Every park in the runtime is a Dekker handshake: the waiter publishes
  * "parked" and re-checks the queue; the sender publishes a message and
@@ -18,8 +18,8 @@
  * sender's later load sees parked. Where membarrier is unavailable both
  * fall back to seq_cst fences.
  */
-#ifndef RK_SRC_BACKEND_BARRIER_H
-#define RK_SRC_BACKEND_BARRIER_H
+#ifndef RK_SRC_COMMON_BARRIER_H
+#define RK_SRC_COMMON_BARRIER_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -44,4 +44,4 @@ rk__light_barrier(void)
 /* The parking side: between publishing "parked" and re-checking. */
 void rk__heavy_barrier(void);
 
-#endif /* RK_SRC_BACKEND_BARRIER_H */
+#endif /* RK_SRC_COMMON_BARRIER_H */

@@ -1,0 +1,75 @@
+/*
+ * src/backend/registry.c - the backends built in, and finding one by name.
+ *
+ * Adding a backend is a folder under src/backend/ and one line in the
+ * table below (docs/backend.md shows a skeleton). The table is ordered
+ * best first: "auto" takes the first whose probe succeeds.
+ */
+#include <string.h>
+
+#include "backend/backend.h"
+#include "common/common.h"
+
+extern const rk__backend rk__backend_cpu;
+
+const rk__backend *const rk__backends[] = {
+    &rk__backend_cpu,
+    NULL,
+};
+
+/* "cpu, cuda" into buf. */
+static void
+names(char *buf, size_t cap)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; rk__backends[i] != NULL && off < cap; i++) {
+        int w = snprintf(buf + off, cap - off, "%s%s", i ? ", " : "",
+            rk__backends[i]->name);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
+static int
+usable(const rk__backend *be)
+{
+    if (be->abi_version != RK__BACKEND_ABI)
+        return rk__fail(RK_ENOTSUP, "backend '%s' has ABI %u, need %u",
+            be->name, be->abi_version, RK__BACKEND_ABI);
+    return be->probe != NULL ? be->probe() : RK_OK;
+}
+
+int
+rk__backend_find(const char *name, const rk__backend **out)
+{
+    char list[128], why[256];
+    int rc;
+
+    names(list, sizeof(list));
+    if (name == NULL || strcmp(name, "auto") == 0) {
+        for (size_t i = 0; rk__backends[i] != NULL; i++) {
+            if (usable(rk__backends[i]) == RK_OK) {
+                *out = rk__backends[i];
+                return RK_OK;
+            }
+        }
+        return rk__fail(
+            RK_ENODEV, "no usable backend (built in: %s)", list);
+    }
+    for (size_t i = 0; rk__backends[i] != NULL; i++) {
+        if (strcmp(rk__backends[i]->name, name) != 0)
+            continue;
+        if ((rc = usable(rk__backends[i])) != RK_OK) {
+            snprintf(why, sizeof(why), "%s", rk_errdetail());
+            return rk__fail(rc, "backend '%s' cannot run here: %s (built in: %s)",
+                name, why, list);
+        }
+        *out = rk__backends[i];
+        return RK_OK;
+    }
+    return rk__fail(RK_ENOTFOUND, "no backend '%s' (built in: %s)", name,
+        list);
+}

@@ -1,0 +1,240 @@
+/*
+ * src/runtime/host_recv.c - the host's side of a kernel's output: receive,
+ * request/reply by correlation id, and the stash of outputs a receive had
+ * to step over.
+ */
+#include <sched.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+#define REQUEST_SLICE_NS INT64_C(1000000)
+
+static int
+copy_out(const unsigned char *frame, size_t flen, rk_msg_header *hdr,
+    void *buf, size_t cap, size_t *len)
+{
+    size_t plen = flen - RK_MSG_HEADER_SIZE;
+
+    if (len != NULL)
+        *len = plen;
+    if (plen > cap)
+        return rk__fail(
+            RK_EMSGSIZE, "reply of %zu bytes, buffer of %zu", plen, cap);
+    if (hdr != NULL)
+        memcpy(hdr, frame, sizeof(*hdr));
+    if (plen != 0)
+        memcpy(buf, frame + RK_MSG_HEADER_SIZE, plen);
+    return RK_OK;
+}
+
+static void
+stash_link(rk__inst *inst, rk__stash_item *s, bool front)
+{
+    s->next = NULL;
+    if (front) {
+        s->next = inst->stash_head;
+        inst->stash_head = s;
+        if (inst->stash_tail == NULL)
+            inst->stash_tail = s;
+    } else {
+        if (inst->stash_tail != NULL)
+            inst->stash_tail->next = s;
+        else
+            inst->stash_head = s;
+        inst->stash_tail = s;
+    }
+}
+
+/* Copies a frame to the back of the stash; false if out of memory. */
+static bool
+stash_push(rk__inst *inst, const unsigned char *frame, size_t flen)
+{
+    rk__stash_item *s = malloc(sizeof(*s) + flen);
+
+    if (s == NULL)
+        return false;
+    s->len = flen;
+    memcpy(s->frame, frame, flen);
+    stash_link(inst, s, false);
+    return true;
+}
+
+/* Removes and returns the first stashed frame matching corr (NULL: any). */
+static rk__stash_item *
+stash_take(rk__inst *inst, const rk_uuid *corr)
+{
+    rk__stash_item **pp, *prev = NULL;
+
+    for (pp = &inst->stash_head; *pp != NULL; pp = &(*pp)->next) {
+        rk__stash_item *s = *pp;
+        const rk_msg_header *h = (const void *)s->frame;
+        if (corr == NULL
+            || memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0) {
+            *pp = s->next;
+            if (inst->stash_tail == s)
+                inst->stash_tail = prev;
+            return s;
+        }
+        prev = s;
+    }
+    return NULL;
+}
+
+/*
+ * Takes one output message of inst: from the stash if one matches corr
+ * (NULL: any), else from the queue; a queue message that does not match
+ * is stashed. Called with out_lock held; with other waiters, it waits in
+ * short slices and drops the lock in between so they can look too.
+ */
+static int
+take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, uint64_t deadline, int64_t spin_ns)
+{
+    int rc;
+
+    for (;;) {
+        rk__stash_item *s = inst->stash_head ? stash_take(inst, corr) : NULL;
+        uint64_t slice_end;
+
+        if (s != NULL) {
+            rc = copy_out(s->frame, s->len, hdr, buf, cap, len);
+            if (rc == RK_EMSGSIZE)
+                stash_link(inst, s, true); /* kept for a bigger buffer */
+            else
+                free(s);
+            return rc;
+        }
+        /* With other waiters, wait in slices (see above). */
+        slice_end = deadline;
+        if (atomic_load_explicit(&inst->out_waiters, memory_order_relaxed)
+            > 0) {
+            uint64_t now = rk_now_ns();
+            if (deadline > now && deadline - now > (uint64_t)REQUEST_SLICE_NS)
+                slice_end = now + (uint64_t)REQUEST_SLICE_NS;
+        }
+        rc = rk__outq_wait(&inst->out, spin_ns, slice_end);
+        if (rc == RK_OK) {
+            /* Copied straight out of the slot, which is freed after. */
+            size_t flen;
+            const unsigned char *frame = rk__outq_peek(&inst->out, &flen);
+            const rk_msg_header *h = (const void *)frame;
+            bool mine = corr == NULL
+                || memcmp(&h->correlation_id, corr, sizeof(*corr)) == 0;
+
+            if (mine) {
+                /* Too big for buf: the frame stays at the head of the
+                 * queue for a call with a bigger buffer. */
+                rc = copy_out(frame, flen, hdr, buf, cap, len);
+                if (rc != RK_EMSGSIZE)
+                    rk__outq_release(&inst->out);
+                return rc;
+            }
+            /* Someone else's: set aside for them. Without memory for
+             * that it stays queued, and this caller gets the error. */
+            if (!stash_push(inst, frame, flen))
+                return rk__fail(RK_ENOMEM,
+                    "no memory to set aside an output of kernel '%s' "
+                    "while waiting for a reply; it stays queued",
+                    inst->k->id);
+            rk__outq_release(&inst->out);
+            continue;
+        }
+        if (rc != RK_ETIMEDOUT || rk_now_ns() >= deadline)
+            return rc;
+        /* Let another waiter look at the stash. */
+        pthread_mutex_unlock(&inst->out_lock);
+        sched_yield();
+        pthread_mutex_lock(&inst->out_lock);
+    }
+}
+
+static int64_t
+rt_spin(const rk__kernel *k)
+{
+    return k->rt->cfg.host_spin_ns > 0 ? k->rt->cfg.host_spin_ns : 0;
+}
+
+static int
+recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns)
+{
+    rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_acquire);
+    uint64_t deadline = rk__deadline(timeout_ns);
+    int rc;
+
+    if (inst == NULL)
+        return rk__fail(
+            RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
+    /* out_waiters counts the receivers blocked on out_lock, so that the
+     * holder waits in slices while others want to look. The usual lone
+     * receiver takes the lock at the first try and never touches it (two
+     * read-modify-writes less per receive). */
+    if (pthread_mutex_trylock(&inst->out_lock) != 0) {
+        atomic_fetch_add_explicit(&inst->out_waiters, 1, memory_order_relaxed);
+        pthread_mutex_lock(&inst->out_lock);
+        atomic_fetch_sub_explicit(&inst->out_waiters, 1, memory_order_relaxed);
+    }
+    /* Spin before parking unless the caller asked not to wait: a reply
+     * usually comes within a microsecond or two, parking costs several. */
+    rc = take_output(inst, corr, hdr, buf, cap, len, deadline,
+        timeout_ns == RK_NO_WAIT ? 0 : rt_spin(k));
+    pthread_mutex_unlock(&inst->out_lock);
+    if (rc == RK_ETIMEDOUT)
+        return rk__fail(rc, "no output from kernel '%s' in time", k->id);
+    return rc;
+}
+
+int
+rk_recv(rk_runtime *rt, rk_kernel kh, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns)
+{
+    rk__kernel *k;
+    int rc;
+
+    if (buf == NULL && cap != 0)
+        return rk__fail(RK_EINVAL, "rk_recv: buf is NULL");
+    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
+        return rc;
+    return recv_output(k, NULL, hdr, buf, cap, len, timeout_ns);
+}
+
+int
+rk_recv_id(rk_runtime *rt, const char *id, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns)
+{
+    rk_kernel kh;
+    int rc;
+
+    if ((rc = rk_kernel_lookup(rt, id, &kh)) != RK_OK)
+        return rc;
+    return rk_recv(rt, kh, hdr, buf, cap, len, timeout_ns);
+}
+
+int
+rk_request(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *req,
+    size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
+    size_t *reply_len, int64_t timeout_ns)
+{
+    rk__kernel *k;
+    rk_msg_header h;
+    uint64_t t0 = rk_now_ns();
+    int rc;
+
+    if ((req == NULL && req_len != 0) || (reply == NULL && cap != 0))
+        return rk__fail(RK_EINVAL, "rk_request: NULL buffer");
+    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
+        return rc;
+    rk__header(&h, type_id, RK_MSG_PRIORITY_DEFAULT, rk__stamp(k) ? t0 : 0, 0);
+    h.payload_len = (uint32_t)req_len;
+    if ((rc = rk__deliver(k, &h, req, req_len, timeout_ns)) != RK_OK)
+        return rc;
+    if (timeout_ns > 0) {
+        uint64_t used = rk_now_ns() - t0;
+        timeout_ns = used >= (uint64_t)timeout_ns ? RK_NO_WAIT
+                                                  : timeout_ns - (int64_t)used;
+    }
+    return recv_output(
+        k, &h.message_id, reply_hdr, reply, cap, reply_len, timeout_ns);
+}
+

@@ -1,0 +1,433 @@
+/*
+ * src/runtime/lifecycle.c - the lifecycle state machine: launch, activate,
+ * deactivate, terminate, wait, and the accounting of an instance that has
+ * ended (rk__reap).
+ *
+ * Every state change is a CAS on k->state. Host operations on one kernel
+ * are serialised by k->lock. The runtime alone changes states: an
+ * instance only acknowledges commands and reports FAULTED or EXITED in
+ * its control block (ringkernel/ctl_proto.h); the supervisor thread
+ * (supervisor.c), or the host call that waited for the exit, turns an
+ * EXITED into TERMINATED or FAILED here. docs/runtime.md has the table.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/internal.h"
+
+#define ACK_BIT(a) (1u << (a))
+
+static int
+bad_transition(rk__kernel *k, uint32_t st, const char *op)
+{
+    int err;
+
+    switch (st) {
+    case RK_KERNEL_CREATED:
+        err = RK_ENOTLAUNCHED;
+        break;
+    case RK_KERNEL_LAUNCHED:
+        err = strcmp(op, "launch") == 0 ? RK_EALREADY : RK_ENOTACTIVE;
+        break;
+    case RK_KERNEL_TERMINATING:
+        err = RK_ETERMINATED;
+        break;
+    case RK_KERNEL_TERMINATED:
+        err = strcmp(op, "terminate") == 0 ? RK_EALREADY : RK_ETERMINATED;
+        break;
+    case RK_KERNEL_FAILED:
+        err = RK_EFAILED;
+        break;
+    default: /* ACTIVE, DEACTIVATED */
+        err = RK_EALREADY;
+        break;
+    }
+    return rk__fail(err, "cannot %s kernel '%s': it is %s", op, k->id,
+        rk_kernel_state_name((rk_kernel_state)st));
+}
+
+/* ------------------------------------------------------ instances */
+
+static size_t
+round64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+void
+rk__inst_free(rk__inst *inst)
+{
+    const rk__backend *be = inst->be;
+    rk__stash_item *s, *next;
+
+    if (inst->detached)
+        return; /* its thread may still run: see rk_runtime_destroy */
+    if (inst->bi != NULL)
+        be->destroy(inst->bi, 0);
+    free(inst->bi);
+    for (s = inst->stash_head; s != NULL; s = next) {
+        next = s->next;
+        free(s);
+    }
+    rk__inq_fini(&inst->in);
+    rk__outq_fini(&inst->out);
+    if (inst->ctl_mem.host != NULL)
+        be->release(&inst->ctl_mem);
+    if (inst->spill_mem.host != NULL)
+        be->release(&inst->spill_mem);
+    pthread_mutex_destroy(&inst->out_lock);
+    free(inst);
+}
+
+static int
+inst_create(rk__kernel *k, rk__inst **out)
+{
+    const rk_kernel_config *c = &k->def.config;
+    const rk__backend *be = k->be;
+    rk_mqueue_config qin = { 0 };
+    rk__inst *inst;
+    int rc;
+
+    inst = aligned_alloc(64, round64(sizeof(*inst)));
+    if (inst == NULL)
+        return rk__fail(RK_ENOMEM, "kernel '%s': no memory", k->id);
+    memset(inst, 0, sizeof(*inst));
+    inst->k = k;
+    inst->be = be;
+    inst->slot_size = RK_MSG_HEADER_SIZE + (size_t)c->max_payload;
+    inst->stride = round64(inst->slot_size);
+    inst->telemetry = !c->telemetry_off;
+    inst->backoff_ns = c->supervision.backoff_ns;
+    rk__ec_init(&inst->wake);
+    pthread_mutex_init(&inst->out_lock, NULL);
+    qin.capacity = c->input_capacity;
+    qin.slot_size = (uint32_t)inst->slot_size;
+    qin.backpressure = c->backpressure;
+    qin.priority_bands = c->priority_bands;
+    qin.single_producer = c->single_producer;
+    rc = rk__inq_init(&inst->in, &qin, c->batch);
+    if (rc != RK_OK) {
+        pthread_mutex_destroy(&inst->out_lock);
+        free(inst);
+        return rk__fail(rc, "kernel '%s': cannot create its input queue (%s)",
+            k->id, rk_strerror(rc));
+    }
+    rc = rk__outq_init(&inst->out, c->output_capacity, inst->slot_size);
+    if (rc != RK_OK) {
+        rk__inq_fini(&inst->in);
+        pthread_mutex_destroy(&inst->out_lock);
+        free(inst);
+        return rk__fail(rc,
+            "kernel '%s': cannot create its output queue (%s)", k->id,
+            rk_strerror(rc));
+    }
+    /* From here on rk__inst_free undoes whatever was set up. */
+    if ((rc = be->alloc(sizeof(rk_ctl), &inst->ctl_mem)) != RK_OK
+        || (rc = be->alloc(inst->stride * ((size_t)c->batch + 1),
+                &inst->spill_mem))
+            != RK_OK) {
+        rk__inst_free(inst);
+        return rc;
+    }
+    inst->ctl = inst->ctl_mem.host;
+    rk_ctl_init(inst->ctl);
+    if (be->inst_size != 0) {
+        inst->bi = aligned_alloc(64, round64(be->inst_size));
+        if (inst->bi == NULL) {
+            rk__inst_free(inst);
+            return rk__fail(RK_ENOMEM, "kernel '%s': no memory", k->id);
+        }
+        memset(inst->bi, 0, round64(be->inst_size));
+    }
+    *out = inst;
+    return RK_OK;
+}
+
+/* The failed frame of fault number faults, once: the supervisor and the
+ * reaper may both get here for the same fault. */
+void
+rk__fault_dead_letter(rk__inst *inst, uint32_t faults)
+{
+    uint32_t handled
+        = atomic_load_explicit(&inst->faults_handled, memory_order_relaxed);
+    size_t flen;
+
+    do {
+        if (handled >= faults)
+            return;
+    } while (!atomic_compare_exchange_weak_explicit(&inst->faults_handled,
+        &handled, faults, memory_order_relaxed, memory_order_relaxed));
+    /* The instance wrote failed_len and the fail slot before its
+     * FAULTED/EXITED release store, which the caller loaded with acquire. */
+    flen = rk_ctl_load_relaxed(&inst->ctl->failed_len);
+    if (flen != 0 && flen <= inst->stride)
+        rk__dead_letter(inst->k->rt, inst, RK_DEAD_FAILED,
+            (int)rk_ctl_load_relaxed(&inst->ctl->exit_code),
+            (const unsigned char *)inst->spill_mem.host
+                + inst->stride * inst->k->def.config.batch,
+            flen);
+}
+
+static size_t
+frame_len(const unsigned char *f, size_t stride)
+{
+    uint32_t plen;
+
+    memcpy(&plen, f + offsetof(rk_msg_header, payload_len), sizeof(plen));
+    return (size_t)plen + RK_MSG_HEADER_SIZE <= stride
+        ? (size_t)plen + RK_MSG_HEADER_SIZE
+        : stride;
+}
+
+/* Everything still queued goes to the dead-letter queue, so no message is
+ * ever lost silently. The instance has exited: the host is the input's
+ * only consumer now. */
+static void
+drain_input(rk__inst *inst, rk_dead_reason why, int err)
+{
+    rk_runtime *rt = inst->k->rt;
+    unsigned char *buf = inst->spill_mem.host; /* the instance is gone */
+    size_t lens[1];
+
+    rk__inq_close(&inst->in);
+    for (;;) {
+        rk__inq_batch b;
+        if (rk__inq_take(&inst->in, buf, inst->stride, lens, 1, &b) != RK_OK
+            || b.n == 0)
+            break;
+        rk__dead_letter(rt, inst, why, err, b.frames,
+            b.in_place ? frame_len(b.frames, b.stride) : lens[0]);
+        rk__inq_release(&inst->in, b.n);
+    }
+}
+
+void
+rk__reap(rk__kernel *k, rk__inst *inst)
+{
+    rk_ctl *c = inst->ctl;
+    const unsigned char *spill = inst->spill_mem.host;
+    uint32_t exit_code, left, faults, st, to;
+    rk_dead_reason why;
+
+    if (atomic_load_explicit(&inst->reaped, memory_order_relaxed))
+        return;
+    /* Acquire pairs with the instance's release store of EXITED
+     * (rk_ctl_exit): exit_code, left_n, the spill area are its last. */
+    if (rk_ctl_ack_get(c) != RK_CTL_ACK_EXITED)
+        return;
+    exit_code = rk_ctl_load_relaxed(&c->exit_code);
+    left = rk_ctl_load_relaxed(&c->left_n);
+    faults = rk_ctl_load_relaxed(&c->faults);
+    rk__fault_dead_letter(inst, faults);
+    why = exit_code != RK_OK ? RK_DEAD_ABANDONED : RK_DEAD_TERMINATED;
+    if (left > k->def.config.batch)
+        left = k->def.config.batch; /* a broken instance cannot overrun */
+    for (uint32_t i = 0; i < left; i++) {
+        const unsigned char *f = spill + (size_t)i * inst->stride;
+        rk__dead_letter(
+            k->rt, inst, why, (int)exit_code, f, frame_len(f, inst->stride));
+    }
+    drain_input(inst, why, (int)exit_code);
+    /* Receivers learn that nothing more comes once the output drains. */
+    rk__outq_close(&inst->out);
+    st = rk__state_of(k);
+    to = exit_code != RK_OK ? RK_KERNEL_FAILED : RK_KERNEL_TERMINATED;
+    while (!rk__cas_state(k, &st, to))
+        ;
+    /* Release pairs with the acquire load in rk__resolve: a handle user
+     * that sees the new generation also sees the final state. */
+    atomic_fetch_add_explicit(&k->gen, 1, memory_order_release);
+    atomic_store_explicit(&inst->reaped, 1, memory_order_release);
+}
+
+/* ------------------------------------------------------- commands */
+
+static void
+post(rk__inst *inst, uint32_t cmd)
+{
+    rk_ctl_post(inst->ctl, cmd);
+    inst->be->signal(inst->bi);
+}
+
+int
+rk_kernel_launch(rk_runtime *rt, const char *id)
+{
+    rk__kernel *k;
+    rk__inst *inst = NULL, *old;
+    rk__backend_launch spec;
+    uint32_t st;
+    int rc = RK_OK;
+
+    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
+        return rc;
+    pthread_mutex_lock(&k->lock);
+    st = rk__state_of(k);
+    if (st != RK_KERNEL_CREATED && st != RK_KERNEL_TERMINATED
+        && st != RK_KERNEL_FAILED) {
+        rc = bad_transition(k, st, "launch");
+        goto out;
+    }
+    spec = (rk__backend_launch) {
+        .kernel_id = k->id,
+        .grid_size = k->def.config.grid_size,
+        .block_size = k->def.config.block_size,
+        .events = &rt->events,
+    };
+    if (k->be->check != NULL && (rc = k->be->check(&spec)) != RK_OK)
+        goto out;
+    if ((rc = inst_create(k, &inst)) != RK_OK)
+        goto out;
+    spec.ctl = inst->ctl_mem;
+    spec.wake = &inst->wake;
+    spec.inst = inst;
+    rc = k->be->launch(inst->bi, &spec);
+    if (rc != RK_OK) {
+        free(inst->bi); /* nothing started: no destroy */
+        inst->bi = NULL;
+        rk__inst_free(inst);
+        goto out;
+    }
+    old = atomic_load_explicit(&k->inst, memory_order_relaxed);
+    if (old != NULL) {
+        /* It has exited; it is freed with the runtime, so that lock-free
+         * readers of the old pointer stay safe. */
+        old->retired_next = k->retired;
+        k->retired = old;
+    }
+    /* Release: readers that load inst with acquire see it initialised. */
+    atomic_store_explicit(&k->inst, inst, memory_order_release);
+    if (!rk__cas_state(k, &st, RK_KERNEL_LAUNCHED))
+        RK_ASSERT(0 && "state changed under the kernel lock");
+out:
+    pthread_mutex_unlock(&k->lock);
+    return rc;
+}
+
+int
+rk_kernel_activate(rk_runtime *rt, const char *id)
+{
+    rk__kernel *k;
+    uint32_t st;
+    int rc = RK_OK;
+
+    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
+        return rc;
+    pthread_mutex_lock(&k->lock);
+    st = rk__state_of(k);
+    if ((st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_DEACTIVATED)
+        && rk__cas_state(k, &st, RK_KERNEL_ACTIVE)) {
+        rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
+        uint64_t zero = 0;
+        (void)atomic_compare_exchange_strong_explicit(&inst->start_ns, &zero,
+            rk_now_ns(), memory_order_relaxed, memory_order_relaxed);
+        post(inst, RK_CTL_RUN);
+    } else {
+        rc = bad_transition(k, st, "activate");
+    }
+    pthread_mutex_unlock(&k->lock);
+    return rc;
+}
+
+int
+rk_kernel_deactivate(rk_runtime *rt, const char *id)
+{
+    rk__kernel *k;
+    uint32_t st;
+    int rc = RK_OK;
+
+    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
+        return rc;
+    pthread_mutex_lock(&k->lock);
+    st = rk__state_of(k);
+    if (st == RK_KERNEL_ACTIVE
+        && rk__cas_state(k, &st, RK_KERNEL_DEACTIVATED)) {
+        rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
+        post(inst, RK_CTL_PAUSE);
+        rc = inst->be->wait_ack(inst->bi, ACK_BIT(RK_CTL_ACK_PAUSED),
+            rk__deadline(rt->cfg.control_timeout_ns));
+        if (rc != RK_OK)
+            rc = rk__fail(rc,
+                "kernel '%s' is DEACTIVATED but has not reached a "
+                "safe point yet (busy in its actor)",
+                k->id);
+    } else {
+        rc = bad_transition(k, st, "deactivate");
+    }
+    pthread_mutex_unlock(&k->lock);
+    return rc;
+}
+
+int
+rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns)
+{
+    rk__kernel *k;
+    rk__inst *inst;
+    uint32_t st;
+    int rc = RK_OK;
+
+    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
+        return rc;
+    pthread_mutex_lock(&k->lock);
+    st = rk__state_of(k);
+    if (st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_ACTIVE
+        || st == RK_KERNEL_DEACTIVATED) {
+        if (!rk__cas_state(k, &st, RK_KERNEL_TERMINATING)) {
+            rc = bad_transition(k, st, "terminate");
+            goto out;
+        }
+    } else if (st != RK_KERNEL_TERMINATING) {
+        rc = bad_transition(k, st, "terminate");
+        goto out;
+    }
+    inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
+    post(inst, RK_CTL_STOP);
+    rc = inst->be->wait_ack(inst->bi, 0, rk__deadline(timeout_ns));
+    if (rc == RK_OK)
+        rk__reap(k, inst);
+    else
+        rc = rk__fail(rc,
+            "kernel '%s' did not end in time; it stays "
+            "TERMINATING (call terminate again)",
+            k->id);
+out:
+    pthread_mutex_unlock(&k->lock);
+    return rc;
+}
+
+int
+rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns)
+{
+    rk__kernel *k;
+    rk__inst *inst;
+    int rc = RK_OK;
+
+    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
+        return rc;
+    inst = atomic_load_explicit(&k->inst, memory_order_acquire);
+    if (inst == NULL)
+        return rk__fail(
+            RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
+    rc = inst->be->wait_ack(inst->bi, 0, rk__deadline(timeout_ns));
+    if (rc != RK_OK)
+        return rk__fail(rc, "kernel '%s' is still running", k->id);
+    /* Account for the exit now rather than when the supervisor gets to
+     * it, so the caller sees the final state. */
+    pthread_mutex_lock(&k->lock);
+    rk__reap(k, inst);
+    pthread_mutex_unlock(&k->lock);
+    return RK_OK;
+}
+
+int
+rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out)
+{
+    rk__kernel *k;
+    int rc = RK_OK;
+
+    if (out == NULL)
+        return rk__fail(RK_EINVAL, "rk_kernel_state_get: out is NULL");
+    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
+        return rc;
+    *out = (rk_kernel_state)rk__state_of(k);
+    return RK_OK;
+}

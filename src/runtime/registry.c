@@ -1,0 +1,107 @@
+/*
+ * src/runtime/registry.c - finding kernels: by id, by handle (slot and
+ * generation), and the "not found" detail that lists what exists.
+ */
+#include <string.h>
+
+#include "runtime/internal.h"
+
+rk__kernel *
+rk__kernel_by_id(rk_runtime *rt, const char *id)
+{
+    uint32_t i, n;
+
+    if (id == NULL)
+        return NULL;
+    pthread_mutex_lock(&rt->reg_lock);
+    n = rt->nkernels;
+    pthread_mutex_unlock(&rt->reg_lock);
+    for (i = 0; i < n; i++) {
+        rk__kernel *k
+            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
+        if (strcmp(k->id, id) == 0)
+            return k;
+    }
+    return NULL;
+}
+
+int
+rk__not_found(rk_runtime *rt, const char *id)
+{
+    char list[400];
+    size_t off = 0;
+    uint32_t i, n;
+
+    list[0] = '\0';
+    pthread_mutex_lock(&rt->reg_lock);
+    n = rt->nkernels;
+    pthread_mutex_unlock(&rt->reg_lock);
+    for (i = 0; i < n && off < sizeof(list) - 1; i++) {
+        rk__kernel *k
+            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
+        int w = snprintf(
+            list + off, sizeof(list) - off, "%s'%s'", i ? ", " : "", k->id);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+    if (off >= sizeof(list) - 1)
+        snprintf(list + sizeof(list) - 5, 5, "...");
+    return rk__fail(RK_ENOTFOUND, "no kernel '%s'; kernels: %s",
+        id ? id : "(null)", n ? list : "(none registered)");
+}
+
+int
+rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out)
+{
+    rk__kernel *k;
+
+    if (rt == NULL || out == NULL)
+        return rk__fail(RK_EINVAL, "rk_kernel_lookup: NULL argument");
+    k = rk__kernel_by_id(rt, id);
+    if (k == NULL)
+        return rk__not_found(rt, id);
+    out->slot = k->slot;
+    out->gen = atomic_load_explicit(&k->gen, memory_order_acquire);
+    return RK_OK;
+}
+
+int
+rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp)
+{
+    rk__kernel *k;
+
+    if (rk__unlikely(rt == NULL))
+        return rk__fail(RK_EINVAL, "runtime is NULL");
+    if (rk__unlikely(h.slot >= rt->cfg.max_kernels))
+        return rk__fail(RK_ESTALE, "handle slot %u out of range", h.slot);
+    /* Acquire pairs with the release store in rk_runtime_register. */
+    k = atomic_load_explicit(&rt->slots[h.slot], memory_order_acquire);
+    if (rk__unlikely(k == NULL))
+        return rk__fail(RK_ESTALE, "handle names no kernel");
+    /* Acquire pairs with the release increment in rk__kernel_ended. */
+    if (rk__unlikely(
+            atomic_load_explicit(&k->gen, memory_order_acquire) != h.gen))
+        return rk__fail(RK_ESTALE,
+            "handle to kernel '%s' is stale: the instance it "
+            "named has ended",
+            k->id);
+    *kp = k;
+    return RK_OK;
+}
+
+
+rk__kernel *
+rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc)
+{
+    rk__kernel *k;
+
+    if (rt == NULL) {
+        *rc = rk__fail(RK_EINVAL, "runtime is NULL");
+        return NULL;
+    }
+    k = rk__kernel_by_id(rt, id);
+    if (k == NULL)
+        *rc = rk__not_found(rt, id);
+    return k;
+}

@@ -1,0 +1,180 @@
+/*
+ * src/runtime/topics.c - topics: subscriptions and fan-out publishing
+ * through rk__deliver.
+ */
+#include <string.h>
+
+#include "runtime/internal.h"
+
+
+static rk__topic *
+topic_find(rk_runtime *rt, const char *name)
+{
+    for (uint32_t i = 0; i < rt->ntopics; i++)
+        if (strcmp(rt->topics[i].name, name) == 0)
+            return &rt->topics[i];
+    return NULL;
+}
+
+static int
+check_name(const char *what, const char *name)
+{
+    if (name == NULL || name[0] == '\0' || strlen(name) > RK_ID_MAX)
+        return rk__fail(RK_EINVAL, "%s: topic name empty or over %d bytes",
+            what, RK_ID_MAX);
+    return RK_OK;
+}
+
+int
+rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
+{
+    rk__kernel *k;
+    rk__topic *t;
+    int rc;
+
+    if (rt == NULL)
+        return rk__fail(RK_EINVAL, "runtime is NULL");
+    if ((rc = check_name("rk_subscribe", topic)) != RK_OK)
+        return rc;
+    if ((k = rk__kernel_by_id(rt, kernel_id)) == NULL)
+        return rk__not_found(rt, kernel_id);
+    pthread_rwlock_wrlock(&rt->topics_lock);
+    t = topic_find(rt, topic);
+    if (t == NULL) {
+        if (rt->ntopics == rt->topics_cap) {
+            uint32_t cap = rt->topics_cap ? rt->topics_cap * 2 : 8;
+            rk__topic *nt = realloc(rt->topics, cap * sizeof(*nt));
+            if (nt == NULL) {
+                rc = rk__fail(RK_ENOMEM, "no memory for topic '%s'", topic);
+                goto out;
+            }
+            rt->topics = nt;
+            rt->topics_cap = cap;
+        }
+        t = &rt->topics[rt->ntopics++];
+        memset(t, 0, sizeof(*t));
+        strcpy(t->name, topic);
+    }
+    for (uint32_t i = 0; i < t->nsubs; i++)
+        if (t->subs[i] == k) {
+            rc = rk__fail(RK_EEXIST, "kernel '%s' already subscribes to '%s'",
+                kernel_id, topic);
+            goto out;
+        }
+    if (t->nsubs == t->cap) {
+        uint32_t cap = t->cap ? t->cap * 2 : 4;
+        rk__kernel **ns = realloc(t->subs, cap * sizeof(*ns));
+        if (ns == NULL) {
+            rc = rk__fail(RK_ENOMEM, "no memory for topic '%s'", topic);
+            goto out;
+        }
+        t->subs = ns;
+        t->cap = cap;
+    }
+    t->subs[t->nsubs++] = k;
+out:
+    pthread_rwlock_unlock(&rt->topics_lock);
+    return rc;
+}
+
+int
+rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
+{
+    rk__kernel *k;
+    rk__topic *t;
+    int rc;
+
+    if (rt == NULL)
+        return rk__fail(RK_EINVAL, "runtime is NULL");
+    if ((rc = check_name("rk_unsubscribe", topic)) != RK_OK)
+        return rc;
+    if ((k = rk__kernel_by_id(rt, kernel_id)) == NULL)
+        return rk__not_found(rt, kernel_id);
+    pthread_rwlock_wrlock(&rt->topics_lock);
+    rc = rk__fail(RK_ENOTFOUND, "kernel '%s' does not subscribe to '%s'",
+        kernel_id, topic);
+    if ((t = topic_find(rt, topic)) != NULL) {
+        for (uint32_t i = 0; i < t->nsubs; i++) {
+            if (t->subs[i] == k) {
+                memmove(&t->subs[i], &t->subs[i + 1],
+                    (t->nsubs - i - 1) * sizeof(*t->subs));
+                t->nsubs--;
+                rc = RK_OK;
+                rk__clear_detail();
+                break;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&rt->topics_lock);
+    return rc;
+}
+
+int
+rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns, size_t *delivered)
+{
+    rk__topic *t;
+    size_t ok = 0;
+    int first = RK_OK;
+
+    pthread_rwlock_rdlock(&rt->topics_lock);
+    t = topic_find(rt, topic);
+    if (t != NULL) {
+        rk__counter_add(&t->published, 1);
+        for (uint32_t i = 0; i < t->nsubs; i++) {
+            int rc = rk__deliver(t->subs[i], h, payload, len, timeout_ns);
+            if (rc == RK_OK) {
+                ok++;
+            } else if (first == RK_OK) {
+                first = rc;
+            }
+        }
+        rk__counter_add(&t->delivered, ok);
+        rk__counter_add(&t->failed, t->nsubs - ok);
+    }
+    pthread_rwlock_unlock(&rt->topics_lock);
+    if (delivered != NULL)
+        *delivered = ok;
+    return first;
+}
+
+int
+rk_publish(rk_runtime *rt, const char *topic, uint32_t type_id,
+    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns,
+    size_t *delivered)
+{
+    rk_msg_header h;
+    int rc;
+
+    if (delivered != NULL)
+        *delivered = 0;
+    if (rt == NULL || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_publish: NULL argument");
+    if ((rc = check_name("rk_publish", topic)) != RK_OK)
+        return rc;
+    rk__header(&h, type_id, priority, rk_now_ns(), 0);
+    h.payload_len = (uint32_t)len;
+    return rk__publish(rt, topic, &h, payload, len, timeout_ns, delivered);
+}
+
+int
+rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out)
+{
+    rk__topic *t;
+    int rc = RK_OK;
+
+    if (rt == NULL || topic == NULL || out == NULL)
+        return rk__fail(RK_EINVAL, "rk_topic_stats_get: NULL argument");
+    pthread_rwlock_rdlock(&rt->topics_lock);
+    if ((t = topic_find(rt, topic)) != NULL) {
+        out->published = rk__counter_get(&t->published);
+        out->delivered = rk__counter_get(&t->delivered);
+        out->failed = rk__counter_get(&t->failed);
+        out->subscribers = t->nsubs;
+    } else {
+        rc = rk__fail(RK_ENOTFOUND, "no topic '%s'", topic);
+    }
+    pthread_rwlock_unlock(&rt->topics_lock);
+    return rc;
+}
+
