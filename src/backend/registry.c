@@ -11,8 +11,10 @@
 #include "common/common.h"
 
 extern const rk__backend rk__backend_cpu;
+extern const rk__backend rk__backend_cuda;
 
 const rk__backend *const rk__backends[] = {
+    &rk__backend_cuda,
     &rk__backend_cpu,
     NULL,
 };

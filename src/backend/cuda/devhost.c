@@ -306,6 +306,20 @@ rk__dh_send(rk__dh *d, uint32_t b, const rk_msg_header *h, const void *payload,
     return rc;
 }
 
+uint32_t
+rk__dh_room(rk__dh *d)
+{
+    uint32_t n = 0;
+
+    for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
+        rk__dh_host_lane *l = &d->in[b * d->cfg.nin];
+        pthread_mutex_lock(&d->in_lock[b]);
+        n += rk_ring_prod_space(l->ctrl, &l->side, d->cfg.capacity);
+        pthread_mutex_unlock(&d->in_lock[b]);
+    }
+    return n;
+}
+
 int
 rk__dh_recv(rk__dh *d, uint32_t b, void *buf, size_t cap, size_t *len)
 {
@@ -336,6 +350,33 @@ rk__dh_recv(rk__dh *d, uint32_t b, void *buf, size_t cap, size_t *len)
     }
     pthread_mutex_unlock(&d->out_lock[b]);
     return rc;
+}
+
+uint32_t
+rk__dh_take_left(rk__dh *d, unsigned char *dst, size_t stride, uint32_t max)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < d->cfg.nblocks * d->cfg.nin && n < max; i++) {
+        rk_ring_ctrl *c = d->in[i].ctrl;
+        rk_ring_side s = d->in[i].side;
+        /* The blocks have exited (acquire of their EXITED ack): their
+         * last head is visible; read from there to the tail. */
+        uint64_t pos = rk_ring_load_acquire(&c->head);
+        uint64_t tail = rk_ring_load_acquire(&c->tail);
+        for (; pos < tail && n < max; pos++, n++) {
+            const unsigned char *f = rk_ring_slot(&s, pos);
+            uint32_t plen;
+            memcpy(
+                &plen, f + offsetof(rk_msg_header, payload_len), sizeof(plen));
+            if (plen > d->cfg.slot_size - RK_MSG_HEADER_SIZE)
+                plen = d->cfg.slot_size - RK_MSG_HEADER_SIZE;
+            if (RK_MSG_HEADER_SIZE + (size_t)plen > stride)
+                plen = (uint32_t)(stride - RK_MSG_HEADER_SIZE);
+            memcpy(dst + (size_t)n * stride, f, RK_MSG_HEADER_SIZE + plen);
+        }
+    }
+    return n;
 }
 
 uint64_t

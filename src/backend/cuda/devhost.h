@@ -103,10 +103,21 @@ void rk__dh_status_get(rk__dh *d, rk__dh_status *st);
 int rk__dh_send(rk__dh *d, uint32_t b, const rk_msg_header *h,
     const void *payload, size_t len);
 
+/* Free slots over the blocks' host lanes (what rk__dh_send can take now
+ * without RK_EFULL, if this thread is their only producer). */
+uint32_t rk__dh_room(rk__dh *d);
+
 /* Block b's output lane -> host: copies one frame (header + payload) into
  * buf (cap bytes) and sets *len. RK_OK, RK_EEMPTY or RK_EMSGSIZE (buf too
  * small; the frame stays queued). */
 int rk__dh_recv(rk__dh *d, uint32_t b, void *buf, size_t cap, size_t *len);
+
+/* After every block has EXITED: copies up to max frames still queued on
+ * the blocks' input lanes (oldest first per lane; the failed message of a
+ * block that ended on an error is the first of its lane) to dst, stride
+ * bytes apart, and returns how many. */
+uint32_t rk__dh_take_left(
+    rk__dh *d, unsigned char *dst, size_t stride, uint32_t max);
 
 /* Messages queued on block b's input lanes and not yet taken. */
 uint64_t rk__dh_pending(rk__dh *d, uint32_t b);
