@@ -48,8 +48,12 @@ _Static_assert(sizeof(rk_dev_msg_header) == RK_MSG_HEADER_SIZE, "hdr");
 _Static_assert(sizeof(rk_dev_ctl_host) == 64, "host line");
 _Static_assert(sizeof(rk_dev_ctl_block) == 64, "block line");
 _Static_assert(offsetof(rk_dev_ctl, blk) == 64, "first block line");
-_Static_assert(RK_DEV_CMD_STOP == RK_CTL_STOP && RK_DEV_CMD_PAUSE == RK_CTL_PAUSE, "cmd values");
-_Static_assert(RK_DEV_ACK_EXITED == RK_CTL_ACK_EXITED && RK_DEV_ACK_PAUSED == RK_CTL_ACK_PAUSED, "ack values");
+_Static_assert(
+    RK_DEV_CMD_STOP == RK_CTL_STOP && RK_DEV_CMD_PAUSE == RK_CTL_PAUSE,
+    "cmd values");
+_Static_assert(RK_DEV_ACK_EXITED == RK_CTL_ACK_EXITED
+        && RK_DEV_ACK_PAUSED == RK_CTL_ACK_PAUSED,
+    "ack values");
 
 #define T_LONG                                                                \
     (30ull * 1000000000ull) /* deadline: a hang fails, never a                \

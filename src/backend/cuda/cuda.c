@@ -364,8 +364,15 @@ relay_main(void *arg)
         if (cmd != RK_CTL_HOLD && cmd != RK_CTL_PAUSE)
             moved += relay_in(bi, &rr);
         if (cmd != bi->last_cmd && !stop_posted) {
-            if (cmd == RK_CTL_STOP && moved != 0) {
-                /* keep draining the inbox into the device first */
+            if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl)
+                && (moved != 0 || rk__inq_depth(&bi->inst->in) != 0)) {
+                /* An activated kernel drains: the inbox goes to the device
+                 * before STOP does. A paused device is let run for it,
+                 * as the CPU body leaves PAUSED on STOP. */
+                if (bi->last_cmd != RK_CTL_RUN) {
+                    rk__dh_post(&bi->d, RK_CTL_RUN);
+                    bi->last_cmd = RK_CTL_RUN;
+                }
             } else {
                 if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl))
                     atomic_store_explicit(
