@@ -30,6 +30,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,6 +342,18 @@ relay_exit(rk__backend_inst *bi, int32_t code)
     rk__ec_notify_all(bi->events);
 }
 
+/* True while a block has input it has not taken yet: replies are coming
+ * and the relay polls rather than parks. (A batch already taken but not
+ * yet answered is not seen here; the relay's first parks are short.) */
+static int
+inflight(rk__backend_inst *bi)
+{
+    for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++)
+        if (rk__dh_pending(&bi->d, b) != 0)
+            return 1;
+    return 0;
+}
+
 static void *
 relay_main(void *arg)
 {
@@ -412,9 +425,13 @@ relay_main(void *arg)
                 return NULL;
             }
         }
-        if (moved != 0) {
+        if (moved != 0 || inflight(bi)) {
+            /* Work on the device: its replies come without a wake-up, so
+             * poll (yielding the CPU) instead of parking. */
             rk__ec_cancel(bi->wake);
             idle_ns = 0;
+            if (moved == 0)
+                sched_yield();
             continue;
         }
         /* Idle: park on the instance's wake (senders and signal notify
