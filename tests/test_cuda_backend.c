@@ -1,5 +1,12 @@
 /*
- * The cuda backend's real host code (src/backend/cuda/cuda.c: probe,
+ * The cuda backend end to end through the public runtime API.
+ *
+ * By default it runs on the test-only stand-in driver; with
+ * RK_TEST_CUDA_REAL=1 (tools/gpu-check.sh, on a machine with an NVIDIA
+ * GPU) the same tests run on the real driver and GPU, skipping the few
+ * that steer the stand-in's device attributes.
+ *
+ * Stand-in mode: the cuda backend's real host code (cuda.c: probe,
  * NVRTC compile through the cache, module load, co-residency, mapped
  * memory, launch, the host relay, commands, acks, teardown) driven through
  * the public runtime API, with the test-only stand-in driver
@@ -29,6 +36,7 @@
 
 static char *kernels_src;
 static char cache_dir[128];
+static int real_gpu; /* RK_TEST_CUDA_REAL=1: the real driver */
 
 static int
 ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
@@ -317,14 +325,19 @@ test_launch_errors(void **state)
     assert_int_equal(rk_kernel_launch(rt, "noentry"), RK_ENOTFOUND);
     assert_non_null(strstr(rk_errdetail(), "no_such_kernel"));
 
-    /* A grid that cannot be resident (2 SMs x 2 blocks here). */
-    reg(rt, "huge", "rk_echo", 5, NULL);
+    /* A grid that cannot be resident (stand-in: 2 SMs x 2 blocks; a GPU:
+     * far fewer than 65535 blocks of 1024 threads). */
+    reg(rt, "huge", "rk_echo", real_gpu ? 65535 : 5, NULL);
     assert_int_equal(rk_kernel_launch(rt, "huge"), RK_ENOTSUP);
     assert_non_null(strstr(rk_errdetail(), "resident"));
     reg(rt, "fits", "rk_echo", 4, NULL);
     assert_int_equal(rk_kernel_launch(rt, "fits"), RK_OK);
     assert_int_equal(rk_kernel_terminate(rt, "fits", T_LONG), RK_OK);
 
+    if (real_gpu) {
+        rk_runtime_destroy(rt);
+        return; /* the rest steers the stand-in's attributes */
+    }
     /* The display watchdog. */
     setenv("FAKE_CUDA_EXEC_TIMEOUT", "1", 1);
     reg(rt, "watched", "rk_echo", 1, NULL);
@@ -390,9 +403,12 @@ main(void)
     };
     int rc;
 
-    /* Before anything loads the driver: the stand-in, and a private
-     * kernel cache. */
-    setenv("RK_CUDA_DRIVER", FAKE_CUDA_LIB, 1);
+    /* Before anything loads the driver: the stand-in (unless asked for
+     * the real one), and a private kernel cache. */
+    real_gpu = getenv("RK_TEST_CUDA_REAL") != NULL
+        && strcmp(getenv("RK_TEST_CUDA_REAL"), "1") == 0;
+    if (!real_gpu)
+        setenv("RK_CUDA_DRIVER", FAKE_CUDA_LIB, 1);
     snprintf(cache_dir, sizeof(cache_dir), "/tmp/rk-fake-cache-XXXXXX");
     if (mkdtemp(cache_dir) == NULL)
         return 1;
