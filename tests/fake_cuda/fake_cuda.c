@@ -505,15 +505,19 @@ cuCtxSynchronize(void)
 
 /* ------------------------------------------------------------ modules */
 
+typedef struct fake_function {
+    const rk_dev_host_kernel *k;
+} fake_function;
+
+/* A module keeps its functions: a CUfunction lives as long as its module. */
+#define FAKE_MAX_FNS 16
 typedef struct fake_module {
     unsigned char *image;
     size_t size;
     int is_ptx;
+    fake_function fns[FAKE_MAX_FNS];
+    int nfns;
 } fake_module;
-
-typedef struct fake_function {
-    const rk_dev_host_kernel *k;
-} fake_function;
 
 /* Checks an image the way the driver would reject one: a CUDA ELF cubin
  * (EM_CUDA = 190), or PTX whose .target is at most the device's. */
@@ -660,10 +664,14 @@ cuModuleGetFunction(void **out, void *mod, const char *name)
         dlclose(self);
     if (k == NULL)
         return E_NOT_FOUND;
-    f = malloc(sizeof(*f)); /* lives as long as the process, as a real
-                               CUfunction lives as long as its module */
-    if (f == NULL)
+    for (int i = 0; i < m->nfns; i++)
+        if (m->fns[i].k == k) {
+            *out = &m->fns[i];
+            return OK;
+        }
+    if (m->nfns == FAKE_MAX_FNS)
         return E_OUT_OF_MEMORY;
+    f = &m->fns[m->nfns++];
     f->k = k;
     *out = f;
     return OK;
