@@ -293,9 +293,61 @@ test_handler_failure(void **state)
     assert_int_equal(
         rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
     assert_string_equal(dl.kernel_id, "fail");
+    assert_int_equal(dl.reason, RK_DEAD_FAILED);
     assert_int_equal(dl.error, RK_EINVAL);
     assert_int_equal(dl.len, 1);
     assert_int_equal(buf[0], 0xff);
+    rk_runtime_destroy(rt);
+}
+
+/* Supervision restarts a faulted device kernel: the failing message is
+ * dead-lettered, the kernel goes on with the next ones, and after
+ * max_restarts it fails. */
+static void
+test_supervised_restart(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_kernel_state s;
+    rk_kernel_stats st;
+    rk_dead_letter dl;
+    unsigned char bad = 0xff, buf[128];
+    size_t len;
+    rk_kernel_def def = { .id = "sup", .handler = ignore_handler };
+    (void)state;
+    if (!have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    def.config.device_source = kernels_src;
+    def.config.device_entry = "rk_fail";
+    def.config.batch = 8;
+    def.config.supervision.policy = RK_SUPERVISE_RESTART;
+    def.config.supervision.max_restarts = 2;
+    def.config.supervision.backoff_ns = 1000;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "sup", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "sup"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "sup"), RK_OK);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
+        assert_int_equal(rk_send(rt, k, 1, "ok", 2, 128, T_LONG), RK_OK);
+        assert_int_equal(
+            rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+        assert_int_equal(len, 2);
+        assert_memory_equal(buf, "ok", 2);
+        assert_int_equal(
+            rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+        assert_int_equal(dl.reason, RK_DEAD_FAILED);
+        assert_int_equal(buf[0], 0xff);
+    }
+    assert_int_equal(rk_kernel_stats_get(rt, "sup", &st), RK_OK);
+    assert_int_equal(st.restarts, 2);
+    /* The third fault is past max_restarts: FAILED. */
+    assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_wait(rt, "sup", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_state_get(rt, "sup", &s), RK_OK);
+    assert_int_equal(s, RK_KERNEL_FAILED);
     rk_runtime_destroy(rt);
 }
 
@@ -398,6 +450,7 @@ main(void)
         cmocka_unit_test(test_grid_of_actors),
         cmocka_unit_test(test_route_through_relay),
         cmocka_unit_test(test_handler_failure),
+        cmocka_unit_test(test_supervised_restart),
         cmocka_unit_test(test_launch_errors),
         cmocka_unit_test(test_terminate_unactivated),
     };

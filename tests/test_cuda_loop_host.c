@@ -304,15 +304,18 @@ test_stop_overtakes_run(void **state)
     inst_join(&in);
 }
 
-/* A failing handler ends the block with its code; the failing message and
- * those after it stay queued for the host to dead-letter. */
+/* A failing handler is a fault: FAULTED with the failed message at the
+ * head of the lane; a restart verdict skips it and goes on, GIVE_UP ends
+ * the block with the handler's code, the messages after it left queued. */
 static void
-test_handler_failure(void **state)
+test_handler_fault_and_verdicts(void **state)
 {
     inst in;
     unsigned char buf[256];
     rk__dh_status st;
     const unsigned char bad = 0xff;
+    uint32_t n;
+    int32_t err;
     (void)state;
 
     inst_make(&in, &rk_dev_host_kernel_rk_fail, 1, 1, 0, 8, 8);
@@ -322,14 +325,66 @@ test_handler_failure(void **state)
     inst_start(&in, 1);
     rk__dh_post(&in.d, RK_DEV_CMD_RUN);
     assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_FAULTED, deadline()), RK_OK);
+    assert_int_equal(rk__dh_fault_of(&in.d, 0, &n, &err), 1);
+    assert_int_equal(n, 1);
+    assert_int_equal(err, RK_EINVAL);
+    assert_int_equal(rk__dh_peek_failed(&in.d, 0, buf, sizeof(buf)), 65);
+    assert_int_equal(buf[64], 0xff);
+    rk__dh_status_get(&in.d, &st);
+    assert_int_equal(st.processed, 1);
+    assert_int_equal(st.errors, 1);
+    assert_int_equal(rk__dh_pending(&in.d, 0), 2); /* failed one + "b" */
+
+    /* A verdict for another block or fault number is not this one's. */
+    rk__dh_verdict(&in.d, RK_DEV_VERDICT(1, 1));
+    rk__dh_verdict(&in.d, RK_DEV_VERDICT(0, 1)); /* restart */
+    assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+    assert_int_equal(buf[64], 'a');
+    assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+    assert_int_equal(buf[64], 'b'); /* the failed one was skipped */
+
+    /* Second fault: give up. */
+    send_bytes(&in, 0, 1, &bad, 1);
+    send_bytes(&in, 0, 1, "c", 1);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_FAULTED, deadline()), RK_OK);
+    assert_int_equal(rk__dh_fault_of(&in.d, 0, &n, &err), 1);
+    assert_int_equal(n, 2);
+    rk__dh_verdict(&in.d, RK_DEV_GIVE_UP);
+    assert_int_equal(
         rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
     rk__dh_status_get(&in.d, &st);
     assert_int_equal(st.exit_code, RK_EINVAL);
-    assert_int_equal(st.processed, 1);
-    assert_int_equal(st.errors, 1);
-    assert_int_equal(rk__dh_pending(&in.d, 0), 2);
-    assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
-    assert_int_equal(buf[64], 'a');
+    assert_int_equal(st.exited, 1);
+    assert_int_equal(st.processed, 2);
+    assert_int_equal(st.errors, 2);
+    assert_int_equal(rk__dh_pending(&in.d, 0), 1); /* "c" */
+    assert_int_equal(rk__dh_take_left(&in.d, buf, sizeof(buf), 4), 1);
+    assert_int_equal(buf[64], 'c');
+    inst_join(&in);
+}
+
+/* STOP while faulted ends the block. */
+static void
+test_stop_while_faulted(void **state)
+{
+    inst in;
+    rk__dh_status st;
+    const unsigned char bad = 0xff;
+    (void)state;
+
+    inst_make(&in, &rk_dev_host_kernel_rk_fail, 1, 1, 0, 8, 8);
+    send_bytes(&in, 0, 1, &bad, 1);
+    inst_start(&in, 1);
+    rk__dh_post(&in.d, RK_DEV_CMD_RUN);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_FAULTED, deadline()), RK_OK);
+    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    rk__dh_status_get(&in.d, &st);
+    assert_int_equal(st.exit_code, RK_EINVAL);
     inst_join(&in);
 }
 
@@ -471,7 +526,8 @@ main(void)
         cmocka_unit_test(test_stop_drains),
         cmocka_unit_test(test_stop_before_run),
         cmocka_unit_test(test_stop_overtakes_run),
-        cmocka_unit_test(test_handler_failure),
+        cmocka_unit_test(test_handler_fault_and_verdicts),
+        cmocka_unit_test(test_stop_while_faulted),
         cmocka_unit_test(test_k2k_and_publish),
         cmocka_unit_test(test_blocks_are_actors),
         cmocka_unit_test(test_watchdog),

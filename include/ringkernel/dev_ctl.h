@@ -17,8 +17,10 @@
  *
  * Layout (mapped pinned host memory on a GPU):
  *   line 0, host-written:   cmd (HOLD/RUN/PAUSE/STOP), wake_seq, activated
+ *     (and verdict, the answer to a block's fault)
  *   line 1 + b, written by block b only:
- *     ack, ack_seq, exit_code, heartbeat, processed, sent, errors, last_ns
+ *     ack, ack_seq, exit_code, heartbeat, processed, sent, errors, last_ns,
+ *     faults
  *
  * Ownership: the host allocates the block (rk_dev_ctl_size(nblocks)
  * bytes, 64-byte aligned) before the kernel starts and frees it only after
@@ -41,13 +43,21 @@
 #define RK_DEV_ACK_RUNNING 2u
 #define RK_DEV_ACK_PAUSED  3u
 #define RK_DEV_ACK_EXITED  4u
+#define RK_DEV_ACK_FAULTED 5u /* the handler failed: waiting for a verdict */
+
+/* Verdicts (host -> a faulted block): restart block b after its fault
+ * number n is RK_DEV_VERDICT(b, n); RK_DEV_GIVE_UP ends it. */
+#define RK_DEV_VERDICT(b, n)                                                  \
+    ((((rk_dev_u32)(b) + 1u) << 16) | ((rk_dev_u32)(n)&0xffffu))
+#define RK_DEV_GIVE_UP 0xffffffffu
 
 typedef struct rk_dev_ctl_host {
     RK_DEV_ALIGN64 RK_DEV_A32 cmd; /* RK_DEV_CMD_* (release by the host) */
     RK_DEV_A32 wake_seq;           /* bumped with every command */
     RK_DEV_A32 activated;          /* 1 once RUN was first posted */
     rk_dev_u32 nblocks;            /* set before launch, read-only */
-    unsigned char pad[RK_DEV_LINE - 16];
+    RK_DEV_A32 verdict;            /* answer to one block's fault */
+    unsigned char pad[RK_DEV_LINE - 20];
 } rk_dev_ctl_host;
 
 typedef struct rk_dev_ctl_block {
@@ -59,7 +69,8 @@ typedef struct rk_dev_ctl_block {
     RK_DEV_A64 sent;               /* messages sent (any route) */
     RK_DEV_A64 errors;             /* handler failures and refused sends */
     RK_DEV_A64 last_ns;            /* rk_dev_now_ns() of the last batch */
-    unsigned char pad[RK_DEV_LINE - 48];
+    RK_DEV_A32 faults;             /* faults reported by this block */
+    unsigned char pad[RK_DEV_LINE - 52];
 } rk_dev_ctl_block;
 
 typedef struct rk_dev_ctl {
@@ -98,6 +109,26 @@ rk_dev_ctl_ack(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_u32 ack, rk_dev_u32 *seq)
     rk_dev_st_release_sys32(&c->blk[b].ack, ack);
     *seq += 1;
     rk_dev_st_release_sys32(&c->blk[b].ack_seq, *seq);
+}
+
+/* The host's answer to a fault (acquire pairs with the host's release
+ * store of verdict, made after it copied the failed message). */
+RK_DEV_FN rk_dev_u32
+rk_dev_ctl_verdict(const rk_dev_ctl *c)
+{
+    return rk_dev_ld_acquire_sys32(&c->host.verdict);
+}
+
+/* Reports block b's fault number n with error err, then FAULTED. The
+ * failed message stays at the head of the block's input lane until the
+ * verdict. */
+RK_DEV_FN void
+rk_dev_ctl_fault(
+    rk_dev_ctl *c, rk_dev_u32 b, rk_dev_i32 err, rk_dev_u32 n, rk_dev_u32 *seq)
+{
+    rk_dev_st_relaxed32(&c->blk[b].exit_code, (rk_dev_u32)err);
+    rk_dev_st_relaxed32(&c->blk[b].faults, n);
+    rk_dev_ctl_ack(c, b, RK_DEV_ACK_FAULTED, seq); /* release: both first */
 }
 
 RK_DEV_FN void

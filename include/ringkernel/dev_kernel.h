@@ -29,9 +29,10 @@
  *   ack RUNNING; then at every safe point (between batches): PAUSE acks
  *   PAUSED and polls with back-off until RUN (ack RUNNING) or STOP; STOP
  *   drains: the loop ends only once every input lane is empty;
- *   a handler returning non-zero stops the block with that exit_code,
- *   leaving the failing message and those after it in the lane for the
- *   host to dead-letter;
+ *   a handler returning non-zero is a fault: the block reports FAULTED
+ *   with the failing message at the head of its lane and waits for the
+ *   host's verdict: restart (skip it, go on) or give up / STOP (exit with
+ *   that code, the messages after it left in the lane for the host);
  *   counters and the heartbeat go to the block's kernel-written line;
  *   exit_code, then ack EXITED.
  *
@@ -123,7 +124,7 @@ typedef struct rk_dev_ctx {
     rk_ring_ctrl *route_ctrl[RK_DEV_MAX_ROUTES];
     rk_ring_side route[RK_DEV_MAX_ROUTES];
     rk_dev_counters k;
-    rk_dev_u32 ack_seq, beat, backoff, msg_seq;
+    rk_dev_u32 ack_seq, beat, backoff, msg_seq, faults;
     rk_dev_u32 lane, n, rr; /* current batch: lane, size; next lane */
     rk_dev_u32 flag;        /* broadcast: bool results */
     rk_dev_i32 rc;          /* broadcast: int results */
@@ -207,7 +208,7 @@ rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
             rk_ring_prod_attach(l->ctrl, &x->route[r], l->slots);
         }
         x->k.processed = x->k.sent = x->k.errors = x->k.last_ns = 0;
-        x->ack_seq = x->beat = x->backoff = x->msg_seq = 0;
+        x->ack_seq = x->beat = x->backoff = x->msg_seq = x->faults = 0;
         x->lane = x->n = x->rr = 0;
     }
     rk_dev_sync_block();
@@ -491,9 +492,43 @@ rk_dev_user(const rk_dev_ctx *x)
 /* ---------------------------------------------------------- the loop */
 
 /*
- * The persistent loop: lifecycle, batches, safe points, drain and exit.
- * fn is called by every thread of the block for each message; thread 0's
- * return value decides (non-zero: the block exits with it).
+ * The handler failed with rc on the message at the head of the current
+ * lane: report FAULTED and wait (polling, heartbeat beating) for the
+ * host's verdict. Returns 1 to restart (go on with the next message), 0
+ * to end (given up, or STOP). Either way the failed message is handed
+ * back: the host copied it (to dead-letter it) before answering.
+ * Collective.
+ */
+RK_DEV_FN int
+rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
+{
+    if (rk_dev_thread0()) {
+        rk_dev_u32 n = ++x->faults, ns = 0, v, want;
+        x->k.errors += 1;
+        rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+        rk_dev_ctl_fault(x->a.ctl, x->blk, rc, n, &x->ack_seq);
+        want = RK_DEV_VERDICT(x->blk, n);
+        for (;;) {
+            v = rk_dev_ctl_verdict(x->a.ctl);
+            if (v == want || v == RK_DEV_GIVE_UP
+                || rk_dev_ctl_cmd(x->a.ctl) == RK_DEV_CMD_STOP)
+                break;
+            rk_dev__beat(x);
+            rk_dev_backoff(&ns);
+        }
+        x->flag = v == want && rk_dev_ctl_cmd(x->a.ctl) != RK_DEV_CMD_STOP;
+        rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], 1);
+        if (x->flag)
+            rk_dev__ack(x, RK_DEV_ACK_RUNNING);
+    }
+    rk_dev_sync_block();
+    return (int)x->flag;
+}
+
+/*
+ * The persistent loop: lifecycle, batches, safe points, faults, drain and
+ * exit. fn is called by every thread of the block for each message; thread
+ * 0's return value decides (non-zero: a fault, see rk_dev__fault).
  */
 RK_DEV_FN void
 rk_dev_run(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_handler fn)
@@ -517,9 +552,9 @@ rk_dev_run(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_handler fn)
             }
             rk_dev_recv_done(x, i);
             if (code != RK_OK) {
-                if (rk_dev_thread0())
-                    x->k.errors += 1;
-                break;
+                if (!rk_dev__fault(x, code))
+                    break;
+                code = RK_OK;
             }
         }
     }

@@ -86,7 +86,13 @@ struct rk__backend_inst {
     unsigned char *buf;    /* batch frames (take), then one output frame */
     size_t *lens;
     uint32_t batch;
-    uint32_t last_cmd, last_verdict;
+    uint32_t last_cmd;
+    /* Faults, one at a time: 1 reported on rk_ctl, 2 verdict forwarded
+     * to the device (until the block leaves FAULTED). */
+    int fault_state;
+    uint32_t fault_blk, fault_n, fault_code;
+    int gave_up;
+    uint32_t *handled; /* per block: faults already reported */
 };
 
 static pthread_once_t ext_once = PTHREAD_ONCE_INIT;
@@ -316,6 +322,58 @@ relay_out(rk__backend_inst *bi)
     return moved;
 }
 
+/* Faults: a block's FAULTED becomes rk_ctl's (with the failed message in
+ * the fail slot, for the supervisor to dead-letter); the supervisor's
+ * verdict goes back to that block. Returns 1 while one is in progress. */
+static int
+relay_fault(rk__backend_inst *bi)
+{
+    unsigned char *fail_slot = (unsigned char *)bi->inst->spill_mem.host
+        + bi->inst->stride * bi->batch;
+    uint32_t n, v;
+    int32_t err;
+
+    if (bi->fault_state == 0) {
+        for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++) {
+            size_t flen;
+            if (!rk__dh_fault_of(&bi->d, b, &n, &err) || n <= bi->handled[b])
+                continue;
+            bi->handled[b] = n;
+            flen = rk__dh_peek_failed(&bi->d, b, fail_slot, bi->inst->stride);
+            bi->fault_blk = b;
+            bi->fault_code = RK_DEV_VERDICT(b, n);
+            /* Release (FAULTED) pairs with the supervisor's acquire: the
+             * fail slot is written first. */
+            bi->fault_n = rk_ctl_fault(bi->ctl, (uint32_t)err, (uint32_t)flen);
+            bi->fault_state = 1;
+            rk__ec_notify_all(&bi->ack);
+            rk__ec_notify_all(bi->events);
+            return 1;
+        }
+        return 0;
+    }
+    if (bi->fault_state == 1) {
+        /* Acquire pairs with rk_ctl_verdict_post. */
+        v = rk_ctl_verdict_get(bi->ctl);
+        if (v == bi->fault_n) {
+            rk__dh_verdict(&bi->d, bi->fault_code);
+            bi->fault_state = 2;
+        } else if (v == RK_CTL_GIVE_UP) {
+            /* The instance ends as failed: the faulted block exits and
+             * the others are stopped; no more input goes in. */
+            rk__dh_verdict(&bi->d, RK_DEV_GIVE_UP);
+            rk__dh_post(&bi->d, RK_DEV_CMD_STOP);
+            bi->gave_up = 1;
+            bi->fault_state = 2;
+        }
+        return 1;
+    }
+    if (rk__dh_fault_of(&bi->d, bi->fault_blk, &n, &err))
+        return 1; /* the block has not seen the verdict yet */
+    bi->fault_state = 0;
+    return 0;
+}
+
 /* Device counters -> rk_ctl line 2. */
 static void
 relay_counters(rk__backend_inst *bi, const rk__dh_status *st)
@@ -374,10 +432,11 @@ relay_main(void *arg)
         }
         /* Input first, so a STOP reaches the device after everything the
          * runtime queued before terminate. */
-        if (cmd != RK_CTL_HOLD && cmd != RK_CTL_PAUSE)
+        if (cmd != RK_CTL_HOLD && cmd != RK_CTL_PAUSE && !bi->gave_up)
             moved += relay_in(bi, &rr);
         if (cmd != bi->last_cmd && !stop_posted) {
             if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl)
+                && bi->fault_state == 0 && !bi->gave_up
                 && (moved != 0 || rk__inq_depth(&bi->inst->in) != 0)) {
                 /* An activated kernel drains: the inbox goes to the device
                  * before STOP does. A paused device is let run for it,
@@ -387,6 +446,9 @@ relay_main(void *arg)
                     bi->last_cmd = RK_CTL_RUN;
                 }
             } else {
+                /* STOP during a fault ends the instance (as the CPU body
+                 * does); the rest of the inbox is the runtime's to
+                 * dead-letter. */
                 if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl))
                     atomic_store_explicit(
                         &bi->d.ctl->host.activated, 1, memory_order_release);
@@ -398,16 +460,19 @@ relay_main(void *arg)
         moved += relay_out(bi);
         rk__dh_status_get(&bi->d, &st);
         relay_counters(bi, &st);
-        if (st.ack == RK_DEV_ACK_EXITED) {
+        if (st.exited == bi->d.cfg.nblocks) {
             rk__ec_cancel(bi->wake);
             while (relay_out(bi) != 0)
                 ;
             relay_exit(bi, st.exit_code);
             return NULL;
         }
-        if (st.ack != acked && st.ack != RK_DEV_ACK_NONE) {
-            /* The lowest ack over the blocks: HELD, RUNNING, PAUSED map to
-             * the same rk_ctl values. */
+        if (relay_fault(bi)) {
+            acked = RK_CTL_ACK_FAULTED; /* rk_ctl says FAULTED meanwhile */
+        } else if (st.ack != acked && st.ack != RK_DEV_ACK_NONE
+            && st.ack != RK_DEV_ACK_EXITED && st.ack != RK_DEV_ACK_FAULTED) {
+            /* The lowest ack over the live blocks: HELD, RUNNING, PAUSED
+             * have the same values on rk_ctl. */
             acked = st.ack;
             relay_ack(bi, st.ack);
         }
@@ -468,6 +533,8 @@ undo_launch(rk__backend_inst *bi)
     }
     free(bi->buf);
     free(bi->lens);
+    free(bi->handled);
+    bi->handled = NULL;
     bi->stream = NULL;
     bi->mod = NULL;
     bi->buf = NULL;
@@ -561,10 +628,11 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     }
     bi->buf = aligned_alloc(64, bi->inst->stride * (bi->batch + 1));
     bi->lens = calloc(bi->batch, sizeof(*bi->lens));
-    if (bi->buf == NULL || bi->lens == NULL
+    bi->handled = calloc(grid, sizeof(*bi->handled));
+    if (bi->buf == NULL || bi->lens == NULL || bi->handled == NULL
         || (rc = cuda_alloc(sz, &bi->region)) != RK_OK) {
         undo_launch(bi);
-        return bi->buf == NULL || bi->lens == NULL
+        return bi->buf == NULL || bi->lens == NULL || bi->handled == NULL
             ? rk__fail(RK_ENOMEM, "kernel '%s': no memory", bi->id)
             : rc;
     }
@@ -653,6 +721,7 @@ cuda_destroy(rk__backend_inst *bi, int detach)
     if (keep) {
         free(bi->buf);
         free(bi->lens);
+        free(bi->handled);
         return; /* the region stays mapped: the kernel may still run */
     }
     undo_launch(bi);

@@ -257,11 +257,15 @@ void
 rk__dh_status_get(rk__dh *d, rk__dh_status *st)
 {
     memset(st, 0, sizeof(*st));
-    st->ack = RK_DEV_ACK_EXITED;
+    st->ack = RK_DEV_ACK_EXITED; /* lowest ack of a live, unfaulted block */
     for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
         rk_dev_ctl_block *k = &d->ctl->blk[b];
         uint32_t a = atomic_load_explicit(&k->ack, memory_order_acquire);
-        if (a < st->ack)
+        if (a == RK_DEV_ACK_EXITED)
+            st->exited++;
+        else if (a == RK_DEV_ACK_FAULTED)
+            st->faulted++;
+        else if (a < st->ack)
             st->ack = a;
         if (a == RK_DEV_ACK_EXITED && st->exit_code == 0)
             st->exit_code = (int32_t)atomic_load_explicit(
@@ -273,6 +277,55 @@ rk__dh_status_get(rk__dh *d, rk__dh_status *st)
         st->heartbeat
             += atomic_load_explicit(&k->heartbeat, memory_order_relaxed);
     }
+    if (st->faulted != 0 && st->ack == RK_DEV_ACK_EXITED)
+        st->ack = RK_DEV_ACK_FAULTED; /* every live block is faulted */
+}
+
+void
+rk__dh_verdict(rk__dh *d, uint32_t v)
+{
+    /* Release pairs with the block's acquire in rk_dev_ctl_verdict: the
+     * host's copy of the failed slot is done before the block frees it. */
+    atomic_store_explicit(&d->ctl->host.verdict, v, memory_order_release);
+}
+
+int
+rk__dh_fault_of(rk__dh *d, uint32_t b, uint32_t *n, int32_t *err)
+{
+    rk_dev_ctl_block *k = &d->ctl->blk[b];
+    /* Acquire pairs with the release of FAULTED in rk_dev_ctl_fault. */
+    if (atomic_load_explicit(&k->ack, memory_order_acquire)
+        != RK_DEV_ACK_FAULTED)
+        return 0;
+    *n = atomic_load_explicit(&k->faults, memory_order_relaxed);
+    *err = (int32_t)atomic_load_explicit(&k->exit_code, memory_order_relaxed);
+    return 1;
+}
+
+size_t
+rk__dh_peek_failed(rk__dh *d, uint32_t b, unsigned char *dst, size_t cap)
+{
+    /* The block's current lane is the first non-empty one it polled; a
+     * faulted block stopped on it, so its head slot is the failed one.
+     * With one input lane (the backend's case) that is lane 0. */
+    for (uint32_t i = 0; i < d->cfg.nin; i++) {
+        rk__dh_host_lane *l = &d->in[b * d->cfg.nin + i];
+        uint64_t head = rk_ring_load_acquire(&l->ctrl->head);
+        uint64_t tail = rk_ring_load_acquire(&l->ctrl->tail);
+        const unsigned char *f;
+        uint32_t plen;
+        if (head == tail)
+            continue;
+        f = rk_ring_slot(&l->side, head);
+        memcpy(&plen, f + offsetof(rk_msg_header, payload_len), sizeof(plen));
+        if (plen > d->cfg.slot_size - RK_MSG_HEADER_SIZE)
+            plen = d->cfg.slot_size - RK_MSG_HEADER_SIZE;
+        if (RK_MSG_HEADER_SIZE + (size_t)plen > cap)
+            plen = (uint32_t)(cap - RK_MSG_HEADER_SIZE);
+        memcpy(dst, f, RK_MSG_HEADER_SIZE + (size_t)plen);
+        return RK_MSG_HEADER_SIZE + (size_t)plen;
+    }
+    return 0;
 }
 
 int

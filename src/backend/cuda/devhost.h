@@ -94,9 +94,25 @@ typedef struct rk__dh_status {
     int32_t exit_code; /* first non-zero exit code of an exited block */
     uint64_t processed, sent, errors;
     uint32_t heartbeat; /* sum over blocks (wraps) */
+    uint32_t exited;    /* blocks that acknowledged EXITED */
+    uint32_t faulted;   /* blocks waiting in FAULTED */
 } rk__dh_status;
 
 void rk__dh_status_get(rk__dh *d, rk__dh_status *st);
+
+/* Posts a verdict for a faulted block (RK_DEV_VERDICT(b, n) or
+ * RK_DEV_GIVE_UP), with release: the host copied the failed message
+ * before. */
+void rk__dh_verdict(rk__dh *d, uint32_t v);
+
+/* Block b's fault count and error when it is FAULTED (1), else 0. */
+int rk__dh_fault_of(rk__dh *d, uint32_t b, uint32_t *n, int32_t *err);
+
+/* Copies the frame at the head of block b's input lanes (the failed
+ * message of a faulted block: lane order is the block's) to dst (cap
+ * bytes) and returns its length, 0 if none. */
+size_t rk__dh_peek_failed(
+    rk__dh *d, uint32_t b, unsigned char *dst, size_t cap);
 
 /* Host -> block b's host lane. RK_OK, RK_EFULL (no room now) or
  * RK_EMSGSIZE. h is copied with payload_len set to len. */
