@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "backend/cuda/nvrtc.h"
+#include "cuda_helpers.h"
 #include "ringkernel/ringkernel.h"
 #include "rt_helpers.h"
 
@@ -44,39 +45,6 @@ ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
     (void)ctx;
     (void)m;
     return RK_OK; /* the cpu fallback; never runs under "cuda" */
-}
-
-static char *
-slurp(const char *rel)
-{
-    char path[512];
-    FILE *f;
-    long n;
-    char *s;
-
-    snprintf(path, sizeof(path), "%s/%s", RK_SOURCE_DIR, rel);
-    f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    s = malloc((size_t)n + 1);
-    if (s != NULL && fread(s, 1, (size_t)n, f) == (size_t)n)
-        s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
-static int
-have_nvrtc(void)
-{
-    int a, b;
-    if (rk__nvrtc_version(&a, &b) != RK_OK) {
-        print_message("NVRTC not available: %s\n", rk_errdetail());
-        return 0;
-    }
-    return 1;
 }
 
 static rk_runtime *
@@ -133,7 +101,7 @@ test_echo_lifecycle(void **state)
     char buf[128];
     size_t len;
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
 
     rt = cuda_runtime();
@@ -181,7 +149,7 @@ test_terminate_paused_drains(void **state)
     rk_kernel k;
     rk_kernel_stats st;
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
 
     rt = cuda_runtime();
@@ -210,7 +178,7 @@ test_grid_of_actors(void **state)
     uint32_t want = 0, got;
     size_t len;
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
 
     for (int i = 0; i < 40; i++) {
@@ -244,7 +212,7 @@ test_route_through_relay(void **state)
     char buf[128];
     size_t len;
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
 
     rt = cuda_runtime();
@@ -278,7 +246,7 @@ test_handler_failure(void **state)
     rk_dead_letter dl;
     unsigned char bad = 0xff, buf[128];
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
 
     rt = cuda_runtime();
@@ -315,7 +283,7 @@ test_supervised_restart(void **state)
     size_t len;
     rk_kernel_def def = { .id = "sup", .handler = ignore_handler };
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
 
     rt = cuda_runtime();
@@ -359,7 +327,7 @@ test_launch_errors(void **state)
     rk_runtime *rt;
     rk_kernel_state s;
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
 
     rt = cuda_runtime();
@@ -425,7 +393,7 @@ test_terminate_unactivated(void **state)
     rk_kernel k;
     rk_kernel_stats st;
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
 
     rt = cuda_runtime();
@@ -466,7 +434,7 @@ main(void)
     if (mkdtemp(cache_dir) == NULL)
         return 1;
     setenv("RK_KERNEL_CACHE_DIR", cache_dir, 1);
-    kernels_src = slurp("tests/kernels/test_kernels.cu");
+    kernels_src = cuda_slurp("tests/kernels/test_kernels.cu");
     if (kernels_src == NULL)
         return 1;
     rc = cmocka_run_group_tests(tests, NULL, NULL);

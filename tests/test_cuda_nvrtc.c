@@ -24,41 +24,8 @@
 #include <unistd.h>
 
 #include "backend/cuda/nvrtc.h"
+#include "cuda_helpers.h"
 #include "ringkernel/ringkernel.h"
-
-static int
-have_nvrtc(void)
-{
-    int a, b;
-    if (rk__nvrtc_version(&a, &b) != RK_OK) {
-        print_message("NVRTC not available: %s\n", rk_errdetail());
-        return 0;
-    }
-    return 1;
-}
-
-/* Reads a file of the source tree into a malloc'd string. */
-static char *
-slurp(const char *rel)
-{
-    char path[512];
-    FILE *f;
-    long n;
-    char *s;
-
-    snprintf(path, sizeof(path), "%s/%s", RK_SOURCE_DIR, rel);
-    f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    s = malloc((size_t)n + 1);
-    assert_non_null(s);
-    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
 
 /* Counts PTX instructions starting with op (after an optional predicate),
  * so "ld.shared" never counts as "red.". */
@@ -110,7 +77,7 @@ test_headers_compile_alone(void **state)
               "ringkernel/dev_kernel.h", "ringkernel/ring_proto.h" };
     char src[256], name[32];
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
     for (size_t i = 0; i < sizeof(headers) / sizeof(headers[0]); i++) {
         snprintf(name, sizeof(name), "alone_%zu.cu", i);
@@ -130,9 +97,10 @@ test_loop_ptx(void **state)
 {
     char *src, *ptx;
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
-    src = slurp("tests/kernels/test_kernels.cu");
+    src = cuda_slurp("tests/kernels/test_kernels.cu");
+    assert_non_null(src);
     ptx = compile_ptx("test_kernels.cu", src, 90, 1);
     assert_non_null(strstr(ptx, ".visible .entry rk_echo("));
     assert_non_null(strstr(ptx, ".visible .entry rk_fwd("));
@@ -169,7 +137,7 @@ test_gpu_scope_ptx(void **state)
           "  rk_dev_st_release_gpu32(a + 1, v);\n"
           "}\n";
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
     char *ptx = compile_ptx("k2k.cu", src, 80, 0);
     assert_true(count_op(ptx, "ld.acquire.gpu.u32") > 0);
@@ -194,7 +162,7 @@ test_cubin_or_ptx(void **state)
     rk__nvrtc_image img;
     int arch, kind;
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
     assert_int_equal(rk__nvrtc_compile(&s, &img), RK_OK);
     assert_int_equal(img.kind, RK__IMG_CUBIN);
@@ -226,7 +194,7 @@ test_compile_error_names_line(void **state)
     rk__nvrtc_src s = { .name = "broken.cu", .source = src, .cc = 90 };
     rk__nvrtc_image img;
     (void)state;
-    if (!have_nvrtc())
+    if (!cuda_have_nvrtc())
         skip();
     assert_int_equal(rk__nvrtc_compile(&s, &img), RK_ECOMPILE);
     assert_non_null(strstr(rk_errdetail(), "broken.cu:3: error"));

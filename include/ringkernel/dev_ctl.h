@@ -2,13 +2,14 @@
  * ringkernel/dev_ctl.h - the control block a device kernel shares with the
  * host, and the only functions the device loop uses to touch it.
  *
- * PROVISIONAL. The runtime's backend contract (issue 9) moves the control
- * block into ringkernel/ctl_proto.h. Until then this header mirrors
- * src/backend/backend.h's rk__control with plain 32-bit words and adds
- * what a GPU instance needs: one kernel-written line per thread block
- * (a block is one actor; blocks never write the same line), a heartbeat
- * and counters. When ctl_proto.h lands only the accessors below change;
- * dev_kernel.h calls nothing else.
+ * The runtime's control block (ringkernel/ctl_proto.h, rk_ctl) has one
+ * instance-written line; a grid has many actors (one per block), which
+ * must never write the same line. So the device gets this block: one
+ * host line (cmd, activated, verdict) and one line per block (ack, exit
+ * code, faults, heartbeat, counters), with ctl_proto.h's command and ack
+ * values. The cuda backend's host relay mirrors it to and from rk_ctl
+ * (src/backend/cuda/cuda.c), as the instance's single rk_ctl writer.
+ * dev_kernel.h touches the block only through the accessors below.
  *
  * Compiles as host C11, host C++, nvcc and NVRTC (see rk_dev.h). Only
  * 32-bit acquire loads and release stores cross between host and device,
@@ -29,27 +30,27 @@
 #ifndef RINGKERNEL_DEV_CTL_H
 #define RINGKERNEL_DEV_CTL_H
 
+#include "ringkernel/ctl_proto.h"
 #include "ringkernel/rk_dev.h"
 
-/* Commands (host -> kernel). Same values as src/backend/backend.h. */
-#define RK_DEV_CMD_HOLD  0u
-#define RK_DEV_CMD_RUN   1u
-#define RK_DEV_CMD_PAUSE 2u
-#define RK_DEV_CMD_STOP  3u
-
-/* Acknowledgements (kernel -> host). Same values as backend.h. */
-#define RK_DEV_ACK_NONE    0u
-#define RK_DEV_ACK_HELD    1u
-#define RK_DEV_ACK_RUNNING 2u
-#define RK_DEV_ACK_PAUSED  3u
-#define RK_DEV_ACK_EXITED  4u
-#define RK_DEV_ACK_FAULTED 5u /* the handler failed: waiting for a verdict */
+/* Commands and acknowledgements: the runtime's own (ctl_proto.h), so the
+ * relay mirrors them between rk_ctl and this block unchanged. */
+#define RK_DEV_CMD_HOLD    RK_CTL_HOLD
+#define RK_DEV_CMD_RUN     RK_CTL_RUN
+#define RK_DEV_CMD_PAUSE   RK_CTL_PAUSE
+#define RK_DEV_CMD_STOP    RK_CTL_STOP
+#define RK_DEV_ACK_NONE    RK_CTL_ACK_NONE
+#define RK_DEV_ACK_HELD    RK_CTL_ACK_HELD
+#define RK_DEV_ACK_RUNNING RK_CTL_ACK_RUNNING
+#define RK_DEV_ACK_PAUSED  RK_CTL_ACK_PAUSED
+#define RK_DEV_ACK_EXITED  RK_CTL_ACK_EXITED
+#define RK_DEV_ACK_FAULTED RK_CTL_ACK_FAULTED
 
 /* Verdicts (host -> a faulted block): restart block b after its fault
  * number n is RK_DEV_VERDICT(b, n); RK_DEV_GIVE_UP ends it. */
 #define RK_DEV_VERDICT(b, n)                                                  \
     ((((rk_dev_u32)(b) + 1u) << 16) | ((rk_dev_u32)(n)&0xffffu))
-#define RK_DEV_GIVE_UP 0xffffffffu
+#define RK_DEV_GIVE_UP RK_CTL_GIVE_UP
 
 typedef struct rk_dev_ctl_host {
     RK_DEV_ALIGN64 RK_DEV_A32 cmd; /* RK_DEV_CMD_* (release by the host) */
