@@ -337,41 +337,46 @@ get_u64(const unsigned char *p)
  *   48  4 arch              52 12 zero
  *   64  . image
  */
+int
+rk__kcache_decode(const unsigned char *buf, size_t len, const rk__kkey *key,
+    rk__nvrtc_image *img)
+{
+    uint64_t n = len >= KC_HEADER ? get_u64(buf + 32) : 0;
+    uint32_t kind = len >= KC_HEADER ? get_u32(buf + 12) : 0;
+
+    memset(img, 0, sizeof(*img));
+    if (len < KC_HEADER || memcmp(buf, KC_MAGIC, 8) != 0
+        || get_u32(buf + 8) != KC_FORMAT || memcmp(buf + 16, key->b, 16) != 0
+        || n == 0 || n != len - KC_HEADER
+        || (kind != RK__IMG_CUBIN && kind != RK__IMG_PTX)
+        || get_u64(buf + 40) != fnv64(buf + KC_HEADER, (size_t)n))
+        return 0;
+    img->data = malloc((size_t)n);
+    if (img->data == NULL)
+        return 0;
+    memcpy(img->data, buf + KC_HEADER, (size_t)n);
+    img->size = (size_t)n;
+    img->kind = (int)kind;
+    img->arch = (int)get_u32(buf + 48);
+    return 1;
+}
+
 static int
 disk_get(rk__kcache *c, const rk__kkey *key, rk__nvrtc_image *img, int *bad)
 {
     char path[KC_PATH_MAX + 64];
     unsigned char *buf = NULL;
     size_t len = 0;
-    uint64_t n;
+    int ok;
 
     *bad = 0;
     rk__kcache_path(c, key, path, sizeof(path));
     if (read_file(path, KC_MAX_IMAGE + KC_HEADER, &buf, &len) != 0)
         return 0;
-    n = len >= KC_HEADER ? get_u64(buf + 32) : 0;
-    if (len < KC_HEADER || memcmp(buf, KC_MAGIC, 8) != 0
-        || get_u32(buf + 8) != KC_FORMAT || memcmp(buf + 16, key->b, 16) != 0
-        || n == 0 || n != len - KC_HEADER
-        || (get_u32(buf + 12) != RK__IMG_CUBIN
-            && get_u32(buf + 12) != RK__IMG_PTX)
-        || get_u64(buf + 40) != fnv64(buf + KC_HEADER, (size_t)n)) {
-        free(buf);
-        *bad = 1;
-        return 0;
-    }
-    memset(img, 0, sizeof(*img));
-    img->kind = (int)get_u32(buf + 12);
-    img->arch = (int)get_u32(buf + 48);
-    img->size = (size_t)n;
-    img->data = malloc((size_t)n);
-    if (img->data == NULL) {
-        free(buf);
-        return 0;
-    }
-    memcpy(img->data, buf + KC_HEADER, (size_t)n);
+    ok = rk__kcache_decode(buf, len, key, img);
     free(buf);
-    return 1;
+    *bad = !ok;
+    return ok;
 }
 
 static int

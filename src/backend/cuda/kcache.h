@@ -74,6 +74,12 @@ void rk__kcache_path(
 
 void rk__kcache_stats_get(rk__kcache *c, rk__kcache_stats *st);
 
+/* Decodes a cache file's bytes (external input: checked field by field,
+ * never trusted). 1 and *img (caller frees) when it is a valid entry for
+ * key; 0 otherwise. */
+int rk__kcache_decode(const unsigned char *buf, size_t len,
+    const rk__kkey *key, rk__nvrtc_image *img);
+
 /*
  * Compile through the cache: the key for src on the target NVRTC picks,
  * then memory, disk, and finally NVRTC (whose image is stored). *how says
