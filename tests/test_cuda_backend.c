@@ -268,6 +268,42 @@ test_handler_failure(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* Device output longer than max_payload is refused by the relay (dead
+ * letter, RK_EMSGSIZE), never written past a host slot. */
+static void
+test_oversized_device_output(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_kernel_stats st;
+    rk_dead_letter dl;
+    unsigned char buf[128];
+    size_t len;
+    rk_kernel_def def = { .id = "big", .handler = ignore_handler };
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    def.config.device_source = kernels_src;
+    def.config.device_entry = "rk_sum"; /* replies with 4 bytes */
+    def.config.max_payload = 2;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "big", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "big"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "big"), RK_OK);
+    assert_int_equal(rk_send(rt, k, 1, "ab", 2, 128, T_LONG), RK_OK);
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+    assert_int_equal(dl.error, RK_EMSGSIZE);
+    assert_int_equal(
+        rk_recv(rt, k, NULL, buf, sizeof(buf), &len, 0), RK_ETIMEDOUT);
+    assert_int_equal(rk_kernel_terminate(rt, "big", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_stats_get(rt, "big", &st), RK_OK);
+    assert_int_equal(st.errors, 1);
+    rk_runtime_destroy(rt);
+}
+
 /* Supervision restarts a faulted device kernel: the failing message is
  * dead-lettered, the kernel goes on with the next ones, and after
  * max_restarts it fails. */
@@ -419,6 +455,7 @@ main(void)
         cmocka_unit_test(test_route_through_relay),
         cmocka_unit_test(test_handler_failure),
         cmocka_unit_test(test_supervised_restart),
+        cmocka_unit_test(test_oversized_device_output),
         cmocka_unit_test(test_launch_errors),
         cmocka_unit_test(test_terminate_unactivated),
     };

@@ -92,7 +92,8 @@ struct rk__backend_inst {
     int fault_state;
     uint32_t fault_blk, fault_n, fault_code;
     int gave_up;
-    uint32_t *handled; /* per block: faults already reported */
+    uint32_t *handled;   /* per block: faults already reported */
+    uint64_t out_errors; /* device output refused (too long) */
 };
 
 static pthread_once_t ext_once = PTHREAD_ONCE_INIT;
@@ -310,13 +311,21 @@ relay_out(rk__backend_inst *bi)
             rk__kernel *to = atomic_load_explicit(
                 &bi->inst->k->route, memory_order_acquire);
             memcpy(&h, f, sizeof(h));
+            moved++;
+            if (len > bi->inst->slot_size) {
+                /* Device output is checked like any input: a payload
+                 * over max_payload never reaches the host queue. */
+                bi->out_errors++; /* counted by relay_counters */
+                rk__dead_letter(bi->inst->k->rt, bi->inst, RK_DEAD_FAILED,
+                    RK_EMSGSIZE, f, RK_MSG_HEADER_SIZE);
+                continue;
+            }
             if (to != NULL)
                 (void)rk__deliver(to, &h, f + RK_MSG_HEADER_SIZE,
                     len - RK_MSG_HEADER_SIZE, RK_WAIT_FOREVER);
             else
                 (void)rk__outq_send(&bi->inst->out, f, RK_MSG_HEADER_SIZE,
                     f + RK_MSG_HEADER_SIZE, len - RK_MSG_HEADER_SIZE);
-            moved++;
         }
     }
     return moved;
@@ -379,7 +388,7 @@ static void
 relay_counters(rk__backend_inst *bi, const rk__dh_status *st)
 {
     rk_ring_store_relaxed_u64(&bi->ctl->processed, st->processed);
-    rk_ring_store_relaxed_u64(&bi->ctl->errors, st->errors);
+    rk_ring_store_relaxed_u64(&bi->ctl->errors, st->errors + bi->out_errors);
     rk_ring_store_relaxed_u64(&bi->ctl->sent, st->sent);
 }
 
