@@ -14,8 +14,8 @@ extern const rk__backend rk__backend_cpu;
 extern const rk__backend rk__backend_cuda;
 
 const rk__backend *const rk__backends[] = {
-    &rk__backend_cuda,
     &rk__backend_cpu,
+    &rk__backend_cuda, /* after cpu until "auto" checks for device code */
     NULL,
 };
 
