@@ -268,6 +268,51 @@ test_handler_failure(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* A device actor (RK_DEV_ACTOR_KERNEL) under supervision: a restart
+ * calls the actor again, so its state starts over; the failed message is
+ * dead-lettered. */
+static void
+test_device_actor_restart(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_dead_letter dl;
+    unsigned char bad = 0xff, buf[128];
+    size_t len;
+    rk_kernel_def def = { .id = "count", .handler = ignore_handler };
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    def.config.device_source = kernels_src;
+    def.config.device_entry = "rk_count";
+    def.config.supervision.policy = RK_SUPERVISE_RESTART;
+    def.config.supervision.max_restarts = 1;
+    def.config.supervision.backoff_ns = 1000;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "count", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "count"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "count"), RK_OK);
+    for (int i = 1; i <= 2; i++) {
+        assert_int_equal(rk_send(rt, k, 1, "x", 1, 128, T_LONG), RK_OK);
+        assert_int_equal(
+            rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+        assert_int_equal(buf[0], i);
+    }
+    assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_send(rt, k, 1, "y", 1, 128, T_LONG), RK_OK);
+    assert_int_equal(
+        rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+    assert_int_equal(buf[0], 1); /* restarted: the count starts again */
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+    assert_int_equal(dl.reason, RK_DEAD_FAILED);
+    assert_int_equal(buf[0], 0xff);
+    assert_int_equal(rk_kernel_terminate(rt, "count", T_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
 /* Device output longer than max_payload is refused by the relay (dead
  * letter, RK_EMSGSIZE), never written past a host slot. */
 static void
@@ -456,6 +501,7 @@ main(void)
         cmocka_unit_test(test_handler_failure),
         cmocka_unit_test(test_supervised_restart),
         cmocka_unit_test(test_oversized_device_output),
+        cmocka_unit_test(test_device_actor_restart),
         cmocka_unit_test(test_launch_errors),
         cmocka_unit_test(test_terminate_unactivated),
     };

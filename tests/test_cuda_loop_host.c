@@ -388,6 +388,45 @@ test_stop_while_faulted(void **state)
     inst_join(&in);
 }
 
+/* An actor kernel: its own loop keeps state across messages; a fault
+ * holding a message restarts the actor (state lost, as on the CPU), and
+ * the actor ends the block itself with RK_OK. */
+static void
+test_actor_kernel(void **state)
+{
+    inst in;
+    unsigned char buf[256], bad = 0xff, end = 0xfe;
+    rk__dh_status st;
+    (void)state;
+
+    inst_make(&in, &rk_dev_host_kernel_rk_count, 1, 1, 0, 8, 4);
+    inst_start(&in, 1);
+    rk__dh_post(&in.d, RK_DEV_CMD_RUN);
+    for (int i = 1; i <= 3; i++) {
+        send_bytes(&in, 0, 1, "x", 1);
+        assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+        assert_int_equal(buf[64], i);
+    }
+    send_bytes(&in, 0, 1, &bad, 1);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_FAULTED, deadline()), RK_OK);
+    assert_int_equal(rk__dh_peek_failed(&in.d, 0, buf, sizeof(buf)), 65);
+    assert_int_equal(buf[64], 0xff);
+    rk__dh_verdict(&in.d, RK_DEV_VERDICT(0, 1));
+    send_bytes(&in, 0, 1, "y", 1);
+    assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+    assert_int_equal(buf[64], 1); /* a new actor: its count starts again */
+    send_bytes(&in, 0, 1, &end, 1);
+    send_bytes(&in, 0, 1, "z", 1);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    rk__dh_status_get(&in.d, &st);
+    assert_int_equal(st.exit_code, RK_OK);
+    assert_int_equal(st.errors, 1);
+    assert_int_equal(rk__dh_pending(&in.d, 0), 1); /* "z" left */
+    inst_join(&in);
+}
+
 /* K2K: rk_fwd (A) sends on route 0 into input lane 1 of rk_echo (B); B
  * replies to the host. A's publish goes to its output lane with the topic
  * bits. Oversized payloads are refused with RK_EMSGSIZE, not written. */
@@ -528,6 +567,7 @@ main(void)
         cmocka_unit_test(test_stop_overtakes_run),
         cmocka_unit_test(test_handler_fault_and_verdicts),
         cmocka_unit_test(test_stop_while_faulted),
+        cmocka_unit_test(test_actor_kernel),
         cmocka_unit_test(test_k2k_and_publish),
         cmocka_unit_test(test_blocks_are_actors),
         cmocka_unit_test(test_watchdog),

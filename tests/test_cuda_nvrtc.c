@@ -106,6 +106,7 @@ test_loop_ptx(void **state)
     assert_non_null(strstr(ptx, ".visible .entry rk_fwd("));
     assert_non_null(strstr(ptx, ".visible .entry rk_sum("));
     assert_non_null(strstr(ptx, ".visible .entry rk_fail("));
+    assert_non_null(strstr(ptx, ".visible .entry rk_count("));
     /* Control block and lanes: system scope, 32-bit control words. */
     assert_true(count_op(ptx, "ld.acquire.sys.u32") > 0);
     assert_true(count_op(ptx, "st.release.sys.u32") > 0);

@@ -71,7 +71,9 @@ typedef struct rk_dev_ctl_block {
     RK_DEV_A64 errors;             /* handler failures and refused sends */
     RK_DEV_A64 last_ns;            /* rk_dev_now_ns() of the last batch */
     RK_DEV_A32 faults;             /* faults reported by this block */
-    unsigned char pad[RK_DEV_LINE - 52];
+    RK_DEV_A32 failed_held;        /* 1: the failed message is at the head
+                                      of the block's lane; 0: none */
+    unsigned char pad[RK_DEV_LINE - 56];
 } rk_dev_ctl_block;
 
 typedef struct rk_dev_ctl {
@@ -120,15 +122,16 @@ rk_dev_ctl_verdict(const rk_dev_ctl *c)
     return rk_dev_ld_acquire_sys32(&c->host.verdict);
 }
 
-/* Reports block b's fault number n with error err, then FAULTED. The
- * failed message stays at the head of the block's input lane until the
- * verdict. */
+/* Reports block b's fault number n with error err, then FAULTED. With
+ * held set, the failed message stays at the head of the block's input
+ * lane until the verdict. */
 RK_DEV_FN void
-rk_dev_ctl_fault(
-    rk_dev_ctl *c, rk_dev_u32 b, rk_dev_i32 err, rk_dev_u32 n, rk_dev_u32 *seq)
+rk_dev_ctl_fault(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_i32 err, rk_dev_u32 n,
+    rk_dev_u32 held, rk_dev_u32 *seq)
 {
     rk_dev_st_relaxed32(&c->blk[b].exit_code, (rk_dev_u32)err);
     rk_dev_st_relaxed32(&c->blk[b].faults, n);
+    rk_dev_st_relaxed32(&c->blk[b].failed_held, held);
     rk_dev_ctl_ack(c, b, RK_DEV_ACK_FAULTED, seq); /* release: both first */
 }
 

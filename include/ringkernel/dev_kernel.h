@@ -323,10 +323,15 @@ RK_DEV_FN void
 rk_dev_recv_done(rk_dev_ctx *x, rk_dev_u32 done)
 {
     rk_dev_sync_block();
-    if (rk_dev_thread0() && done != 0) {
-        rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], done);
-        x->k.processed += done;
-        rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+    if (rk_dev_thread0()) {
+        /* What is not handed back stays held: the rest of the batch is
+         * taken again by the next receive (or is the failed message). */
+        x->n = done < x->n ? x->n - done : 0;
+        if (done != 0) {
+            rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], done);
+            x->k.processed += done;
+            rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+        }
     }
     rk_dev_sync_block();
 }
@@ -492,12 +497,13 @@ rk_dev_user(const rk_dev_ctx *x)
 /* ---------------------------------------------------------- the loop */
 
 /*
- * The handler failed with rc on the message at the head of the current
- * lane: report FAULTED and wait (polling, heartbeat beating) for the
- * host's verdict. Returns 1 to restart (go on with the next message), 0
- * to end (given up, or STOP). Either way the failed message is handed
- * back: the host copied it (to dead-letter it) before answering.
- * Collective.
+ * The handler or actor failed with rc, holding the message at the head of
+ * the current lane if a received one was not handed back (x->n != 0):
+ * report FAULTED and wait (polling, heartbeat beating) for the host's
+ * verdict. Returns 1 to restart (go on with the next message, or call the
+ * actor again), 0 to end (given up, or STOP). Either way a held failed
+ * message is handed back: the host copied it (to dead-letter it) before
+ * answering. Collective.
  */
 RK_DEV_FN int
 rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
@@ -506,7 +512,7 @@ rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
         rk_dev_u32 n = ++x->faults, ns = 0, v, want;
         x->k.errors += 1;
         rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
-        rk_dev_ctl_fault(x->a.ctl, x->blk, rc, n, &x->ack_seq);
+        rk_dev_ctl_fault(x->a.ctl, x->blk, rc, n, x->n != 0, &x->ack_seq);
         want = RK_DEV_VERDICT(x->blk, n);
         for (;;) {
             v = rk_dev_ctl_verdict(x->a.ctl);
@@ -517,7 +523,9 @@ rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
             rk_dev_backoff(&ns);
         }
         x->flag = v == want && rk_dev_ctl_cmd(x->a.ctl) != RK_DEV_CMD_STOP;
-        rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], 1);
+        if (x->n != 0)
+            rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], 1);
+        x->n = 0;
         if (x->flag)
             rk_dev__ack(x, RK_DEV_ACK_RUNNING);
     }
@@ -561,18 +569,44 @@ rk_dev_run(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_handler fn)
     rk_dev_exit(x, code);
 }
 
+/* An actor: the block's own loop on rk_dev_should_terminate and
+ * rk_dev_recv, called once per activation (again after a restart). It
+ * returns RK_OK to end the kernel, an error to fault. */
+typedef int (*rk_dev_actor)(rk_dev_ctx *x);
+
+/* The persistent loop around an actor (RK_DEV_ACTOR_KERNEL). */
+RK_DEV_FN void
+rk_dev_run_actor(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_actor fn)
+{
+    rk_dev_i32 code = RK_OK;
+
+    rk_dev_ctx_init(x, a);
+    if (rk_dev_begin(x)) {
+        for (;;) {
+            int rc = fn(x);
+            if (rk_dev_thread0())
+                x->rc = rc;
+            rk_dev_sync_block();
+            code = x->rc;
+            if (code == RK_OK || !rk_dev__fault(x, code))
+                break;
+            code = RK_OK;
+        }
+    }
+    rk_dev_exit(x, code);
+}
+
 /* ---------------------------------------------------------- entries */
 
 /* Declares a handler function with the right qualifiers. */
 #define RK_DEV_HANDLER(name) RK_DEV_FN int name
 
 #if defined(RK_DEV_CUDA)
-/* A persistent kernel entry `name` running handler on every block. */
-#define RK_DEV_KERNEL(name, handler)                                          \
+#define RK_DEV__ENTRY(name, runner, fn)                                       \
     extern "C" __global__ void name(rk_dev_kargs rk_dev_args_)                \
     {                                                                         \
         __shared__ rk_dev_ctx rk_dev_x_;                                      \
-        rk_dev_run(&rk_dev_args_, &rk_dev_x_, handler);                       \
+        runner(&rk_dev_args_, &rk_dev_x_, fn);                                \
     }
 #else
 /* The host build of an entry: what the tests and the stand-in driver
@@ -588,17 +622,28 @@ typedef struct rk_dev_host_kernel {
 #else
 #define RK_DEV__EXTERN
 #endif
-#define RK_DEV_KERNEL(name, handler)                                          \
+#define RK_DEV__ENTRY(name, runner, fn)                                       \
     static void name##_rk_host(                                               \
         const void *args, rk_dev_u32 block, rk_dev_u32 nblocks)               \
     {                                                                         \
         rk_dev_ctx x;                                                         \
         rk_dev_host_enter(block, nblocks);                                    \
-        rk_dev_run((const rk_dev_kargs *)args, &x, handler);                  \
+        runner((const rk_dev_kargs *)args, &x, fn);                           \
     }                                                                         \
     RK_DEV__EXTERN const rk_dev_host_kernel rk_dev_host_kernel_##name;        \
     RK_DEV__EXTERN const rk_dev_host_kernel rk_dev_host_kernel_##name         \
         = { #name, sizeof(rk_dev_kargs), name##_rk_host };
 #endif
+
+/* A persistent kernel entry `name` running handler on every block (the
+ * loop is rk_dev_run). */
+#define RK_DEV_KERNEL(name, handler) RK_DEV__ENTRY(name, rk_dev_run, handler)
+
+/* A persistent kernel entry `name` running the actor on every block. */
+#define RK_DEV_ACTOR_KERNEL(name, actor)                                      \
+    RK_DEV__ENTRY(name, rk_dev_run_actor, actor)
+
+/* Declares an actor function with the right qualifiers. */
+#define RK_DEV_ACTOR(name) RK_DEV_FN int name
 
 #endif /* RINGKERNEL_DEV_KERNEL_H */

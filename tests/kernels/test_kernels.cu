@@ -71,3 +71,28 @@ RK_DEV_HANDLER(fail_h)(rk_dev_ctx *x, const rk_dev_msg *m)
     return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);
 }
 RK_DEV_KERNEL(rk_fail, fail_h)
+
+/* rk_count: an actor. It keeps a running count in a register across
+ * messages (state a handler cannot keep), replies with it as one byte,
+ * faults (RK_EINVAL) on a first byte of 0xff while holding it, and ends
+ * itself with RK_OK on a first byte of 0xfe. */
+RK_DEV_ACTOR(count_a)(rk_dev_ctx *x)
+{
+    unsigned char n = 0;
+    rk_dev_msg m;
+    while (!rk_dev_should_terminate(x)) {
+        if (!rk_dev_recv(x, &m))
+            continue;
+        if (m.len > 0 && m.data[0] == 0xff)
+            return RK_EINVAL; /* the message stays held: it is the failed one */
+        if (m.len > 0 && m.data[0] == 0xfe) {
+            rk_dev_recv_done(x, 1);
+            return RK_OK;
+        }
+        n = (unsigned char)(n + 1);
+        rk_dev_reply(x, &m, m.hdr->type_id, &n, 1);
+        rk_dev_recv_done(x, 1);
+    }
+    return RK_OK;
+}
+RK_DEV_ACTOR_KERNEL(rk_count, count_a)

@@ -305,6 +305,13 @@ rk__dh_fault_of(rk__dh *d, uint32_t b, uint32_t *n, int32_t *err)
 size_t
 rk__dh_peek_failed(rk__dh *d, uint32_t b, unsigned char *dst, size_t cap)
 {
+    /* Acquire pairs with the release of FAULTED: failed_held is its. */
+    if (atomic_load_explicit(&d->ctl->blk[b].ack, memory_order_acquire)
+            != RK_DEV_ACK_FAULTED
+        || atomic_load_explicit(
+               &d->ctl->blk[b].failed_held, memory_order_relaxed)
+            == 0)
+        return 0; /* the actor failed holding no message */
     /* The block's current lane is the first non-empty one it polled; a
      * faulted block stopped on it, so its head slot is the failed one.
      * With one input lane (the backend's case) that is lane 0. */

@@ -108,9 +108,10 @@ void rk__dh_verdict(rk__dh *d, uint32_t v);
 /* Block b's fault count and error when it is FAULTED (1), else 0. */
 int rk__dh_fault_of(rk__dh *d, uint32_t b, uint32_t *n, int32_t *err);
 
-/* Copies the frame at the head of block b's input lanes (the failed
- * message of a faulted block: lane order is the block's) to dst (cap
- * bytes) and returns its length, 0 if none. */
+/* For a FAULTED block that holds its failed message: copies the frame at
+ * the head of its input lanes (that message) to dst (cap bytes) and
+ * returns its length; 0 when the block is not faulted or holds none (an
+ * actor that failed between messages). */
 size_t rk__dh_peek_failed(
     rk__dh *d, uint32_t b, unsigned char *dst, size_t cap);
 
