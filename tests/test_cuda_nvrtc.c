@@ -112,6 +112,11 @@ test_loop_ptx(void **state)
     assert_true(count_op(ptx, "st.release.sys.u32") > 0);
     assert_true(count_op(ptx, "ld.acquire.sys.u64") > 0);
     assert_true(count_op(ptx, "st.release.sys.u64") > 0);
+    /* The block's writers and readers fence at system scope before the
+     * sync that precedes thread 0's release. */
+    assert_true(count_op(ptx, "membar.sys") + count_op(ptx, "fence.sc.sys")
+            + count_op(ptx, "fence.acq_rel.sys")
+        > 0);
     /* Back-off, block sync, the device clock. */
     assert_true(count_op(ptx, "nanosleep") > 0);
     assert_true(

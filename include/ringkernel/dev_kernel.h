@@ -322,6 +322,7 @@ rk_dev_msg_at(const rk_dev_ctx *x, rk_dev_u32 i)
 RK_DEV_FN void
 rk_dev_recv_done(rk_dev_ctx *x, rk_dev_u32 done)
 {
+    rk_dev_fence_sys(); /* each reader's loads before thread 0's release */
     rk_dev_sync_block();
     if (rk_dev_thread0()) {
         /* What is not handed back stays held: the rest of the batch is
@@ -409,6 +410,7 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
     if (x->rc != RK_OK)
         return x->rc;
     rk_dev_copy_block(x->slot + RK_DEV_MSG_HEADER_SIZE, payload, len);
+    rk_dev_fence_sys(); /* each copier's writes before thread 0's release */
     rk_dev_sync_block();
     if (rk_dev_thread0()) {
         rk_dev_msg_header *h = (rk_dev_msg_header *)(void *)x->slot;

@@ -16,7 +16,8 @@
  *   - the block and thread index, block size and grid size; on the host a
  *     block has exactly one thread (rk_dev_block_dim() == 1), so a
  *     data-parallel loop `for (i = tid; i < n; i += bdim)` runs whole;
- *   - rk_dev_sync_block() (__syncthreads; nothing on the host);
+ *   - rk_dev_sync_block() (__syncthreads; nothing on the host) and
+ *     rk_dev_fence_sys() (__threadfence_system);
  *   - rk_dev_backoff(): __nanosleep on the device (sm_70+), a pause then
  *     sched_yield on the host;
  *   - acquire loads and release stores of 32- and 64-bit words at system
@@ -327,6 +328,24 @@ rk_dev_st_relaxed32(RK_DEV_A32 *p, rk_dev_u32 v)
     atomic_store_explicit(p, v, memory_order_relaxed);
 #else
     __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+/* A system-scope fence by the calling thread: its earlier writes (and
+ * reads) are ordered before its later ones for every observer, the host
+ * included. Used by every thread of a block before the block sync that
+ * precedes thread 0's release store, so the data the other threads wrote
+ * is covered by that release at system scope, not only at block scope.
+ * On the host a block is one thread: a compiler barrier suffices. */
+RK_DEV_FN void
+rk_dev_fence_sys(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    __threadfence_system();
+#elif defined(RK_DEV_HOST_C)
+    atomic_signal_fence(memory_order_seq_cst);
+#else
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
 #endif
 }
 
