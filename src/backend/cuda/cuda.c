@@ -714,6 +714,8 @@ cuda_destroy(rk__backend_inst *bi, int detach)
     int keep;
 
     (void)rk__cuda_enter(bi->ordinal, NULL);
+    if (detach && bi->launched)
+        rk__dh_post(&bi->d, RK_DEV_CMD_STOP); /* let it end by itself */
     if (bi->relay_started) {
         atomic_store_explicit(&bi->relay_stop, 1, memory_order_release);
         rk__ec_notify_all(bi->wake);
