@@ -211,6 +211,46 @@ test_compile_error_names_line(void **state)
     rk__nvrtc_image_free(&img);
 }
 
+/* The headers embedded in the library are the source tree's, and a
+ * compile with an include directory instead gives the same PTX. */
+static void
+test_embedded_headers(void **state)
+{
+    static const char src[] = "RK_DEV_HANDLER(h)(rk_dev_ctx *x, "
+                              "const rk_dev_msg *m) { return "
+                              "rk_dev_send(x, 1, m->data, m->len); }\n"
+                              "RK_DEV_KERNEL(emb_kernel, h)\n";
+    rk__nvrtc_src s
+        = { .name = "emb.cu", .source = src, .cc = 90, .want_ptx = 1 };
+    rk__nvrtc_image a, b;
+    (void)state;
+
+    assert_true(rk__dev_header_count >= 5);
+    for (size_t i = 0; i < rk__dev_header_count; i++) {
+        char rel[128];
+        char *text;
+        snprintf(rel, sizeof(rel), "include/%s", rk__dev_header_names[i]);
+        text = cuda_slurp(rel);
+        assert_non_null(text);
+        assert_string_equal(text, rk__dev_header_texts[i]);
+        free(text);
+    }
+    if (!cuda_have_nvrtc())
+        skip();
+    assert_null(rk__nvrtc_include_dir(&s));
+    assert_int_equal(rk__nvrtc_compile(&s, &a), RK_OK);
+    s.include_dir = RK_SOURCE_DIR "/include";
+    assert_int_equal(rk__nvrtc_compile(&s, &b), RK_OK);
+    assert_int_equal(a.size, b.size);
+    assert_memory_equal(a.data, b.data, a.size);
+    rk__nvrtc_image_free(&a);
+    rk__nvrtc_image_free(&b);
+    s.include_dir = "/nonexistent";
+    assert_int_equal(rk__nvrtc_compile(&s, &a), RK_ECOMPILE);
+    assert_non_null(strstr(rk_errdetail(), "dev_kernel.h"));
+    rk__nvrtc_image_free(&a);
+}
+
 /* No NVRTC: RK_ENVRTC with the loader's reason. NVRTC is loaded once per
  * process, so this runs the test binary again with RK_NVRTC_LIBRARY set
  * (main's child mode below). */
@@ -258,6 +298,7 @@ main(int argc, char **argv)
         cmocka_unit_test(test_gpu_scope_ptx),
         cmocka_unit_test(test_cubin_or_ptx),
         cmocka_unit_test(test_compile_error_names_line),
+        cmocka_unit_test(test_embedded_headers),
         cmocka_unit_test(test_missing_nvrtc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,15 +21,6 @@
 #define KC_DEF_LRU   32u
 #define KC_PATH_MAX  1024
 
-/* Device headers whose bytes enter the key (relative to the include dir). */
-static const char *const dev_headers[] = {
-    "ringkernel/dev_kernel.h",
-    "ringkernel/dev_ctl.h",
-    "ringkernel/rk_dev.h",
-    "ringkernel/ring_proto.h",
-    "ringkernel/error.h",
-};
-
 typedef struct kc_entry {
     rk__kkey key;
     rk__nvrtc_image img; /* data only */
@@ -136,10 +127,17 @@ rk__kcache_key(const rk__nvrtc_src *src, int nv_major, int nv_minor, int arch,
     h = fnv128_field(h, meta, sizeof(meta));
     for (size_t i = 0; i < src->nopts; i++)
         h = fnv128_field(h, src->opts[i], strlen(src->opts[i]));
-    for (size_t i = 0; i < RK__ARRAY_LEN(dev_headers); i++) {
+    /* The device headers the source includes: the embedded copies, or
+     * the files of the include directory in use (same names). */
+    for (size_t i = 0; i < rk__dev_header_count; i++) {
         unsigned char *buf = NULL;
         size_t n = 0;
-        snprintf(path, sizeof(path), "%s/%s", inc, dev_headers[i]);
+        if (inc == NULL) {
+            h = fnv128_field(
+                h, rk__dev_header_texts[i], strlen(rk__dev_header_texts[i]));
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s", inc, rk__dev_header_names[i]);
         if (read_file(path, 1u << 22, &buf, &n) == 0) {
             h = fnv128_field(h, buf, n);
             free(buf);
@@ -147,6 +145,7 @@ rk__kcache_key(const rk__nvrtc_src *src, int nv_major, int nv_minor, int arch,
             h = fnv128_field(h, "", 0); /* NVRTC will report it missing */
         }
     }
+    h = fnv128_field(h, inc ? inc : "", inc ? strlen(inc) : 0);
     for (int i = 0; i < 16; i++)
         key->b[i] = (uint8_t)(h >> (8 * i));
     return RK_OK;

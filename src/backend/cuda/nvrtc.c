@@ -160,11 +160,7 @@ rk__nvrtc_include_dir(const rk__nvrtc_src *src)
         return src->include_dir;
     if (env != NULL && env[0] != '\0')
         return env;
-#ifdef RK_SOURCE_DIR
-    return RK_SOURCE_DIR "/include";
-#else
-    return "/usr/include";
-#endif
+    return NULL; /* the embedded headers */
 }
 
 char *
@@ -231,6 +227,7 @@ int
 rk__nvrtc_compile(const rk__nvrtc_src *src, rk__nvrtc_image *out)
 {
     char archopt[48], incopt[1100], first[400];
+    const char *inc;
     const char *opts[40];
     int nopts = 0, arch, kind, rc;
     nv_program prog = NULL;
@@ -248,9 +245,11 @@ rk__nvrtc_compile(const rk__nvrtc_src *src, rk__nvrtc_image *out)
         kind = RK__IMG_PTX;
     snprintf(archopt, sizeof(archopt), "--gpu-architecture=%s_%d",
         kind == RK__IMG_CUBIN ? "sm" : "compute", arch);
-    snprintf(incopt, sizeof(incopt), "-I%s", rk__nvrtc_include_dir(src));
     opts[nopts++] = archopt;
-    opts[nopts++] = incopt;
+    if ((inc = rk__nvrtc_include_dir(src)) != NULL) {
+        snprintf(incopt, sizeof(incopt), "-I%s", inc);
+        opts[nopts++] = incopt;
+    }
     opts[nopts++] = "--std=c++17";
     opts[nopts++] = "-default-device";
     for (size_t i = 0; i < src->nopts; i++)
@@ -258,7 +257,10 @@ rk__nvrtc_compile(const rk__nvrtc_src *src, rk__nvrtc_image *out)
 
     if ((full = rk__nvrtc_full_source(src)) == NULL)
         return rk__fail(RK_ENOMEM, "no memory for the source");
-    r = nv.create(&prog, full, src->name, 0, NULL, NULL);
+    r = inc != NULL
+        ? nv.create(&prog, full, src->name, 0, NULL, NULL)
+        : nv.create(&prog, full, src->name, (int)rk__dev_header_count,
+            rk__dev_header_texts, rk__dev_header_names);
     free(full);
     if (r != 0)
         return rk__fail(RK_ENVRTC, "nvrtcCreateProgram failed (%d: %s)", r,

@@ -31,7 +31,8 @@ typedef struct rk__nvrtc_src {
     const char *source; /* the user's handler source */
     int cc;             /* compute capability, major * 10 + minor */
     /* Directory holding ringkernel/dev_kernel.h; NULL: RK_INCLUDE_DIR from
-     * the environment, else the source tree this library was built in. */
+     * the environment, else the copies of the device headers embedded in
+     * the library (so an installed library needs no include tree). */
     const char *include_dir;
     const char *const *opts; /* extra NVRTC options, or NULL */
     size_t nopts;
@@ -67,7 +68,14 @@ void rk__nvrtc_image_free(rk__nvrtc_image *img);
  * directive naming the user's file, then the user's source (malloc'd). */
 char *rk__nvrtc_full_source(const rk__nvrtc_src *src);
 
-/* The include directory rk__nvrtc_compile uses for src. */
+/* The include directory rk__nvrtc_compile uses for src, or NULL when it
+ * uses the embedded headers. */
 const char *rk__nvrtc_include_dir(const rk__nvrtc_src *src);
+
+/* The device headers embedded at build time (cmake/RkEmbedDevHeaders):
+ * include names ("ringkernel/dev_kernel.h") and texts. */
+extern const size_t rk__dev_header_count;
+extern const char *const rk__dev_header_names[];
+extern const char *const rk__dev_header_texts[];
 
 #endif /* RK_SRC_BACKEND_CUDA_NVRTC_H */
