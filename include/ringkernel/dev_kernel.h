@@ -555,8 +555,13 @@ rk_dev_run(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_handler fn)
                 if (rk_dev_thread0())
                     x->rc = rc;
                 rk_dev_sync_block();
-                if (x->rc != RK_OK) {
-                    code = x->rc;
+                rc = x->rc;
+                /* Every thread has read x->rc before thread 0 may write
+                 * it again for the next message (a handler need not
+                 * sync). */
+                rk_dev_sync_block();
+                if (rc != RK_OK) {
+                    code = rc;
                     break;
                 }
             }
