@@ -6,7 +6,7 @@ DEMO     ?= streaming_pipeline
 CMAKE    ?= cmake
 FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build demo test asan tsan fuzz bench install clean format
+.PHONY: all deps build demo test pytest pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format
 
 all: build
 
@@ -24,6 +24,21 @@ demo: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+	$(MAKE) pytest
+
+# The Python package (pip install . into $(BUILD)/pyvenv) and its tests.
+pytest: deps
+	tools/pyvenv.sh $(BUILD)
+	$(BUILD)/pyvenv/bin/python -m pytest -q -p no:cacheprovider python/tests
+
+# The Python tests over an ASan+UBSan build of the extension and library.
+pyasan: deps
+	tools/pyasan.sh build-pyasan
+
+# Python benchmarks against PyDotCompute in the same run (JSON lines).
+pybench: deps
+	tools/pyvenv.sh $(BUILD)
+	$(BUILD)/pyvenv/bin/python bench/python/bench_python.py
 
 # Sanitizer builds of the whole suite (what .ci/run runs).
 asan: deps
@@ -36,22 +51,33 @@ tsan: deps
 	$(CMAKE) --build build-tsan -j$(JOBS)
 	ctest --test-dir build-tsan --output-on-failure -j$(JOBS)
 
-# Each libFuzzer target for FUZZ_SECONDS, starting from its committed corpus
-# (copied, so the run does not grow the committed one).
-fuzz: deps
+# Each libFuzzer target for FUZZ_SECONDS (CI: 20 s each, 9 targets), starting
+# from its committed corpus (copied, so the run does not grow the committed
+# one). `make fuzz-long` runs each for FUZZ_RUNS executions instead (10^7 by
+# default, hours in all; docs/testing.md).
+FUZZ_RUNS ?= 10000000
+FUZZ_OPTS ?= -max_total_time=$(FUZZ_SECONDS)
+
+fuzz-build: deps
 	CC=clang CXX=clang++ $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DRK_BUILD_FUZZ=ON -DRK_BUILD_TESTS=OFF -DRK_BUILD_BENCH=OFF -DRK_BUILD_EXAMPLES=OFF
 	$(CMAKE) --build build-fuzz -j$(JOBS)
-	@set -e; for f in $$(find build-fuzz/fuzz -maxdepth 1 -name "fuzz_*" -type f -executable); do \
+
+fuzz: fuzz-build
+	@set -e; for f in $$(find build-fuzz/fuzz -maxdepth 1 -name "fuzz_*" -type f -executable | sort); do \
 	  n=$$(basename $$f); rm -rf build-fuzz/corpus-$$n; mkdir -p build-fuzz/corpus-$$n; \
 	  cp -r fuzz/corpus/$$n/. build-fuzz/corpus-$$n/ 2>/dev/null || true; \
-	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus-$$n; \
+	  echo "fuzz: $$n ($(FUZZ_OPTS))"; \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 $$f $(FUZZ_OPTS) -print_final_stats=1 build-fuzz/corpus-$$n; \
 	done
+
+fuzz-long:
+	$(MAKE) fuzz FUZZ_OPTS=-runs=$(FUZZ_RUNS)
 
 # Benchmarks want an optimised build without sanitizers.
 bench: deps
 	$(CMAKE) -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DRK_BUILD_TESTS=OFF
 	$(CMAKE) --build build-bench -j$(JOBS) --target run_bench
+	$(MAKE) pybench BUILD=build-bench
 
 install: build
 	$(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
@@ -60,4 +86,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build-bench
+	rm -rf build build-asan build-tsan build-fuzz build-bench build-pyasan

@@ -18,6 +18,17 @@
  *                                "producers":"single" for a kernel
  *                                configured single_producer
  *   pipeline3_throughput         host -> A -> B -> C, K2K routed, batched
+ *   pingpong_rtt_p50_paired, rtt_p50_ratio
+ *                                paired rounds (see bench_rtt_paired): the
+ *                                tuned kernels ("config":"tuned": single
+ *                                producer, telemetry off) and the default
+ *                                one ("config":"default": general inbox,
+ *                                telemetry on), each over the ck_ring floors
+ *   oneway_batched_paired, oneway_batched_ratio
+ *                                paired rounds of rk_send_batch into the
+ *                                default kernel (general inbox) and into a
+ *                                single-producer lane, telemetry on; the
+ *                                ratio is general / lane within a round
  *   idle_cpu_percent             CPU time an active, idle kernel thread
  *                                used over an idle period, as % of it
  * RK_BENCH_SCALE scales the iteration counts.
@@ -398,12 +409,17 @@ static void
 bench_rtt_paired(size_t n)
 {
 #ifdef RK_HAVE_CK
-    enum { CK8, CK128, ACTOR, HANDLER, NCASE };
-    static const char *const impl[NCASE]
-        = { "ck_ring", "ck_ring", "ringkernel", "ringkernel" };
+    enum { CK8, CK128, ACTOR, HANDLER, DEF_ACTOR, DEF_HANDLER, NCASE };
+    static const char *const impl[NCASE] = { "ck_ring", "ck_ring",
+        "ringkernel", "ringkernel", "ringkernel", "ringkernel" };
+    /* The tuned rows keep their original labels (kernel only); the
+     * default configuration's rows say so. */
     static const char *const what[NCASE] = { "\"frame\":8", "\"frame\":128",
-        "\"kernel\":\"actor\"", "\"kernel\":\"handler\"" };
-    double p50[NCASE][PAIRED_ROUNDS], ratio[2][2][PAIRED_ROUNDS];
+        "\"kernel\":\"actor\"", "\"kernel\":\"handler\"",
+        "\"kernel\":\"actor\",\"config\":\"default\"",
+        "\"kernel\":\"handler\",\"config\":\"default\"" };
+    enum { NK = NCASE - ACTOR };
+    double p50[NCASE][PAIRED_ROUNDS], ratio[NK][2][PAIRED_ROUNDS];
     char extra[160];
 
     int rounds = 0;
@@ -417,15 +433,20 @@ bench_rtt_paired(size_t n)
                 bench_ck_floor(n);
             else if (c == CK128)
                 bench_ck_frames(n);
-            else
+            else if (c <= HANDLER) /* tuned: single producer, no telemetry */
                 bench_rtt(n, false, false, true, c == HANDLER);
+            else /* the default kernel config: general inbox, telemetry */
+                bench_rtt(n, true, false, false, c == DEF_HANDLER);
             v[c] = (double)last_p50;
         }
-        if (v[CK8] == 0 || v[CK128] == 0 || v[ACTOR] == 0 || v[HANDLER] == 0)
+        bool failed = false;
+        for (int c = 0; c < NCASE; c++)
+            failed = failed || v[c] == 0;
+        if (failed)
             continue; /* a failed case: the round is not counted */
         for (int c = 0; c < NCASE; c++)
             p50[c][rounds] = v[c];
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < NK; k++)
             for (int f = 0; f < 2; f++)
                 ratio[k][f][rounds] = v[ACTOR + k] / v[CK8 + f];
         rounds++;
@@ -442,7 +463,7 @@ bench_rtt_paired(size_t n)
         bench_emit(SUITE, "pingpong_rtt_p50_paired", impl[c],
             bench_median(p50[c], (size_t)rounds), "ns", extra);
     }
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < NK; k++)
         for (int f = 0; f < 2; f++) {
             snprintf(extra, sizeof(extra),
                 "%s,\"floor\":\"ck_ring_%s\",\"rounds\":%d", what[ACTOR + k],
@@ -486,6 +507,9 @@ pump(rk_runtime *rt, rk_kernel k, rk_kernel d, size_t n, bool batched)
     return (double)n * 1e9 / (double)(t1 - t0);
 }
 
+static double last_rate;   /* the last bench_oneway's rate */
+static bool oneway_quiet; /* paired rounds: collect rates, print nothing */
+
 static void
 bench_oneway(size_t n, bool batched, bool telemetry, bool sp)
 {
@@ -505,6 +529,11 @@ bench_oneway(size_t n, bool batched, bool telemetry, bool sp)
     def.config.single_producer = sp;
     k = start(rt, &def);
     rate = pump(rt, k, k, n, batched);
+    last_rate = rate;
+    if (oneway_quiet) {
+        rk_runtime_destroy(rt);
+        return;
+    }
     snprintf(extra, sizeof(extra),
         "\"payload\":%d,\"telemetry\":\"%s\",\"producers\":\"%s\","
         "\"n\":%zu",
@@ -513,6 +542,43 @@ bench_oneway(size_t n, bool batched, bool telemetry, bool sp)
         batched ? "oneway_batched_throughput" : "oneway_throughput",
         "ringkernel", rate, "msgs/s", extra);
     rk_runtime_destroy(rt);
+}
+
+/*
+ * Paired batched one-way: the default kernel (general inbox) and a
+ * single-producer lane, telemetry on in both, back to back in each round;
+ * the ratio general / lane is taken within the round and the medians are
+ * printed.
+ */
+static void
+bench_batched_paired(size_t n)
+{
+    enum { ROUNDS = 5 };
+    double rate[2][ROUNDS], ratio[ROUNDS];
+    char extra[160];
+
+    oneway_quiet = true;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int sp = 0; sp < 2; sp++) {
+            bench_oneway(n, true, true, sp == 1);
+            rate[sp][r] = last_rate;
+        }
+        ratio[r] = rate[0][r] / rate[1][r];
+    }
+    oneway_quiet = false;
+    for (int sp = 0; sp < 2; sp++) {
+        snprintf(extra, sizeof(extra),
+            "\"payload\":%d,\"telemetry\":\"on\",\"producers\":\"%s\","
+            "\"config\":\"%s\",\"rounds\":%d,\"n\":%zu",
+            PAYLOAD, sp ? "single" : "multi", sp ? "lane" : "default",
+            ROUNDS, n);
+        bench_emit(SUITE, "oneway_batched_paired", "ringkernel",
+            bench_median(rate[sp], ROUNDS), "msgs/s", extra);
+    }
+    snprintf(extra, sizeof(extra),
+        "\"of\":\"multi\",\"over\":\"single\",\"rounds\":%d", ROUNDS);
+    bench_emit(SUITE, "oneway_batched_ratio", "ringkernel",
+        bench_median(ratio, ROUNDS), "x", extra);
 }
 
 static void
@@ -633,6 +699,8 @@ main(void)
         bench_oneway(scaled(10000000), true, true, true);
     if (want("batched_sp_notel"))
         bench_oneway(scaled(10000000), true, false, true);
+    if (want("batched_paired"))
+        bench_batched_paired(scaled(2000000));
     if (want("pipeline"))
         bench_pipeline(scaled(3000000));
     if (want("idle"))

@@ -7,8 +7,7 @@
 
 #include "ringkernel/ringkernel.h"
 
-int
-LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 int
 LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

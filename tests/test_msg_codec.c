@@ -11,14 +11,81 @@
 
 #include <cmocka.h>
 
+#include "common/common.h"
 #include "msg_test_types.h"
-#include "msg_vectors.h"
 #include "ringkernel/ringkernel.h"
 
 static const uint8_t MID[16] = { 0x01, 0x89, 0x0a, 0x5d, 0xac, 0x96, 0x77,
     0x4b, 0xbc, 0xce, 0xb3, 0x02, 0x09, 0x9a, 0x80, 0x57 };
 static const uint8_t CID[16] = { 0x01, 0x89, 0xaa, 0xaa, 0xbb, 0xbb, 0x7c,
     0xcc, 0x8d, 0xdd, 0xee, 0xee, 0xff, 0xff, 0x00, 0x11 };
+
+/*
+ * The reference vectors: written at test time by the published
+ * PyDotCompute 0.2.0 (tests/support/gen_msg_vectors.py, the ctest fixture
+ * msg_vectors_pydotcompute) into the file RK_MSG_VECTORS names, one
+ * "name hex" line each. Read once; the lines stay in a static buffer.
+ */
+#define RK__ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
+
+static char *vec_text;
+static char *vec_kept[64]; /* the hex strings handed out, kept reachable */
+static size_t vec_nkept;
+
+static const char *
+vec(const char *name)
+{
+    const char *path = getenv("RK_MSG_VECTORS");
+    size_t nl = strlen(name);
+
+    if (vec_text == NULL) {
+        FILE *f = path != NULL ? fopen(path, "rb") : NULL;
+        long sz;
+
+        if (f == NULL)
+            fail_msg("no vectors at RK_MSG_VECTORS=%s: run through ctest, "
+                     "whose fixture msg_vectors_pydotcompute writes them "
+                     "with PyDotCompute (tools/pydeps.sh installs it)",
+                path != NULL ? path : "(unset)");
+        assert_int_equal(fseek(f, 0, SEEK_END), 0);
+        sz = ftell(f);
+        assert_true(sz > 0);
+        rewind(f);
+        vec_text = calloc(1, (size_t)sz + 1);
+        assert_non_null(vec_text);
+        assert_int_equal(fread(vec_text, 1, (size_t)sz, f), (size_t)sz);
+        fclose(f);
+    }
+    for (const char *l = vec_text; l != NULL && *l != '\0';) {
+        const char *end = strchr(l, '\n');
+
+        if (strncmp(l, name, nl) == 0 && l[nl] == ' ') {
+            size_t hl = end != NULL ? (size_t)(end - l) - nl - 1
+                                    : strlen(l + nl + 1);
+            char *hex = malloc(hl + 1);
+
+            assert_non_null(hex);
+            memcpy(hex, l + nl + 1, hl);
+            hex[hl] = '\0';
+            assert_true(vec_nkept < RK__ARRAY_LEN_T(vec_kept));
+            vec_kept[vec_nkept++] = hex;
+            return hex;
+        }
+        l = end != NULL ? end + 1 : NULL;
+    }
+    fail_msg("vector %s missing from %s", name, path);
+    return NULL;
+}
+
+#define VEC_POINT_REF      vec("point_ref")
+#define VEC_POINT_NP       vec("point_np_scalars")
+#define VEC_ALL_NP         vec("all_np_scalars")
+#define VEC_POINT_SUBCLASS vec("point_subclass")
+#define VEC_ALL_REF        vec("all_ref")
+#define VEC_ALL_LISTS      vec("all_lists")
+#define VEC_POINT_BARE_BIN vec("point_bare_bin")
+#define VEC_ALL_TYPESTR    vec("all_typestr")
+#define VEC_POINT_NAN      vec("point_nan")
 
 /* Hex string -> malloc'd bytes. */
 static uint8_t *
@@ -752,7 +819,7 @@ test_errors_fields(void **state)
 static void
 test_truncated_and_corrupt(void **state)
 {
-    static const char *const vecs[]
+    const char *const vecs[]
         = { VEC_POINT_REF, VEC_ALL_REF, VEC_ALL_LISTS, VEC_ALL_TYPESTR };
     static const uint8_t pokes[]
         = { 0x00, 0xff, 0xc1, 0xdd, 0xdf, 0xc6, 0x7f, 0x90, 0x80 };
@@ -1225,6 +1292,202 @@ test_nesting_limit(void **state)
     assert_true(p.x == 0); /* zeroed */
 }
 
+/* ------------------------------------------ numpy scalars, key order */
+
+/* PyDotCompute sends np.float32 / np.int64 values as 0-d ndarray maps. */
+static void
+test_vec_numpy_scalars(void **state)
+{
+    size_t n;
+    uint8_t *b = unhex(VEC_POINT_NP, &n);
+    rkt_point p;
+    rkt_all a;
+    rk_msg_header h;
+
+    (void)state;
+    assert_int_equal(
+        rk_msg_decode(&rkt_point_msgtype, b, n, &p, &h, RK_MSG_STRICT), RK_OK);
+    assert_true(p.x == 1.5);
+    assert_true(p.y == -3.0); /* int64 into a double field */
+    assert_memory_equal(h.message_id.b, MID, 16);
+    free(b);
+
+    b = unhex(VEC_ALL_NP, &n);
+    assert_int_equal(
+        rk_msg_decode(&rkt_all_msgtype, b, n, &a, &h, RK_MSG_STRICT), RK_OK);
+    assert_true(a.flag);
+    assert_int_equal(a.i8, -5);
+    assert_int_equal(a.i16, -300);
+    assert_int_equal(a.i32, 70000);
+    assert_true(a.i64 == -((int64_t)1 << 40));
+    assert_int_equal(a.u8, 200);
+    assert_int_equal(a.u16, 60000);
+    assert_true(a.u32 == 4000000000u);
+    assert_true(a.u64 == UINT64_MAX - 1);
+    assert_true(a.f32 == 0.1f);
+    assert_true(a.f64 == (double)0.1f); /* float32 widened exactly */
+    assert_true(a.origin.x == 2.5 && a.origin.y == 7.0);
+    assert_int_equal(h.priority, 1);
+    rk_msg_free(&rkt_all_msgtype, &a);
+    free(b);
+}
+
+/* A RingKernelMessage subclass writes the envelope keys first: also read. */
+static void
+test_vec_subclass_order(void **state)
+{
+    size_t n;
+    uint8_t *b = unhex(VEC_POINT_SUBCLASS, &n);
+    rkt_point p;
+    rk_msg_header h;
+
+    (void)state;
+    /* Its __type__ is "PointSubclass": a type mismatch, named. */
+    assert_int_equal(
+        rk_msg_decode(&rkt_point_msgtype, b, n, &p, &h, 0), RK_ETYPE);
+    assert_detail_has("PointSubclass");
+    /* Without __type__ (cut off the last key and value, fix the count)
+     * the fields decode in that order too. */
+    {
+        size_t tl = 1 + 8 + 1 + strlen("PointSubclass");
+
+        b[0] = 0x85;
+        assert_int_equal(rk_msg_decode(&rkt_point_msgtype, b, n - tl, &p, &h,
+                             RK_MSG_STRICT),
+            RK_OK);
+    }
+    assert_true(p.x == 0.5 && p.y == 8.0);
+    assert_int_equal(h.priority, 9);
+    free(b);
+}
+
+/* One 0-d (or 1-d) ndarray value for dec_all_with. */
+static const char *nd_dtype;
+static const void *nd_data;
+static size_t nd_len;
+static int nd_ndim;
+
+static void
+put_nd_scalar(msgpack_packer *pk)
+{
+    msgpack_pack_map(pk, 3);
+    msgpack_pack_str(pk, 11);
+    msgpack_pack_str_body(pk, "__ndarray__", 11);
+    msgpack_pack_bin(pk, nd_len);
+    msgpack_pack_bin_body(pk, nd_data, nd_len);
+    msgpack_pack_str(pk, 5);
+    msgpack_pack_str_body(pk, "dtype", 5);
+    msgpack_pack_str(pk, strlen(nd_dtype));
+    msgpack_pack_str_body(pk, nd_dtype, strlen(nd_dtype));
+    msgpack_pack_str(pk, 5);
+    msgpack_pack_str_body(pk, "shape", 5);
+    msgpack_pack_array(pk, (size_t)nd_ndim);
+    if (nd_ndim == 1)
+        msgpack_pack_int(pk, 1);
+}
+
+static int
+dec_scalar(const char *field, const char *dtype, const void *data, size_t len,
+    int ndim)
+{
+    nd_dtype = dtype;
+    nd_data = data;
+    nd_len = len;
+    nd_ndim = ndim;
+    return dec_all_with(field, put_nd_scalar, RK_MSG_STRICT);
+}
+
+/* The conversion rules of docs/wire-format.md for 0-d arrays. */
+static void
+test_scalar_ndarray_rules(void **state)
+{
+    const int64_t i100 = 100, i300 = 300;
+    const float f = 1.5f;
+    const double huge = 1e300;
+    const uint8_t two = 2, one = 1;
+    const uint64_t umax = UINT64_MAX;
+
+    (void)state;
+    assert_int_equal(dec_scalar("i8", "int64", &i100, 8, 0), RK_OK);
+    assert_int_equal(dec_scalar("i8", "<i8", &i300, 8, 0), RK_EFIELDTYPE);
+    assert_detail_has("AllTypes.i8: integer out of range");
+    assert_int_equal(dec_scalar("u64", "uint64", &umax, 8, 0), RK_OK);
+    assert_int_equal(dec_scalar("i64", "uint64", &umax, 8, 0), RK_EFIELDTYPE);
+    assert_int_equal(dec_scalar("i32", "float32", &f, 4, 0), RK_EFIELDTYPE);
+    assert_detail_has("expected an integer, got float");
+    assert_int_equal(dec_scalar("f64", "float32", &f, 4, 0), RK_OK);
+    assert_int_equal(dec_scalar("f32", "float64", &huge, 8, 0), RK_EFIELDTYPE);
+    assert_detail_has("float32 range");
+    assert_int_equal(dec_scalar("f64", "int64", &i300, 8, 0), RK_OK);
+    assert_int_equal(dec_scalar("flag", "bool", &one, 1, 0), RK_OK);
+    assert_int_equal(dec_scalar("flag", "bool", &two, 1, 0), RK_EFIELDTYPE);
+    assert_int_equal(dec_scalar("flag", "uint8", &one, 1, 0), RK_EFIELDTYPE);
+    assert_int_equal(dec_scalar("u8", "bool", &one, 1, 0), RK_EFIELDTYPE);
+    /* Only 0-d: shape [1] is an array, not a scalar. */
+    assert_int_equal(dec_scalar("f64", "float64", &huge, 8, 1), RK_EFIELDTYPE);
+    assert_detail_has("0-d");
+    /* The byte count must match the dtype. */
+    assert_int_equal(dec_scalar("f64", "float64", &huge, 4, 0), RK_EDECODE);
+    assert_int_equal(
+        dec_scalar("f64", "complex64", &huge, 8, 0), RK_EFIELDTYPE);
+}
+
+/* Defect 9: the encoder wrote strings the decoder refuses. */
+static void
+test_encode_refuses_invalid_utf8(void **state)
+{
+    static const char *const bad[] = { "\xff\xfe", "a\xc3", "\xed\xa0\x80",
+        "\xc0\xaf", "\xf4\x90\x80\x80", "ok\x80" };
+    static double samples[1] = { 1 };
+    static int32_t ids[1] = { 1 };
+    uint8_t buf[4096];
+    size_t len;
+    rkt_all a, out;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        fill_all(
+            &a, samples, 1, ids, 1, (char *)bad[i], (uint32_t)strlen(bad[i]));
+        rk__clear_detail();
+        assert_int_equal(
+            rk_msg_encode(&rkt_all_msgtype, NULL, &a, buf, sizeof(buf), &len),
+            RK_EENCODE);
+        assert_detail_has("AllTypes.label");
+        assert_detail_has("UTF-8");
+        /* measuring mode refuses it too */
+        assert_int_equal(
+            rk_msg_encode(&rkt_all_msgtype, NULL, &a, NULL, 0, &len),
+            RK_EENCODE);
+    }
+    /* Valid multi-byte text still round-trips. */
+    fill_all(&a, samples, 1, ids, 1, (char *)"h\xc3\xa9\xf0\x9f\x98\x80", 7);
+    assert_int_equal(
+        rk_msg_encode(&rkt_all_msgtype, NULL, &a, buf, sizeof(buf), &len),
+        RK_OK);
+    assert_int_equal(
+        rk_msg_decode(&rkt_all_msgtype, buf, len, &out, NULL, RK_MSG_STRICT),
+        RK_OK);
+    assert_string_equal(out.label.ptr, "h\xc3\xa9\xf0\x9f\x98\x80");
+    rk_msg_free(&rkt_all_msgtype, &out);
+}
+
+/* We write the fields first and "__type__" last, as PyDotCompute does. */
+static void
+test_encode_key_order(void **state)
+{
+    rkt_point p = { 1, 2 };
+    uint8_t buf[256];
+    size_t len;
+
+    (void)state;
+    assert_int_equal(
+        rk_msg_encode(&rkt_point_msgtype, NULL, &p, buf, sizeof(buf), &len),
+        RK_OK);
+    assert_int_equal(buf[0], 0x86);
+    assert_memory_equal(buf + 1, "\xa1x", 2); /* first key: "x" */
+    assert_memory_equal(buf + len - 15, "\xa8__type__\xa5Point", 15);
+}
+
 int
 main(void)
 {
@@ -1233,6 +1496,11 @@ main(void)
         cmocka_unit_test(test_vec_all_ref),
         cmocka_unit_test(test_vec_all_lists),
         cmocka_unit_test(test_vec_other_forms),
+        cmocka_unit_test(test_vec_numpy_scalars),
+        cmocka_unit_test(test_vec_subclass_order),
+        cmocka_unit_test(test_scalar_ndarray_rules),
+        cmocka_unit_test(test_encode_refuses_invalid_utf8),
+        cmocka_unit_test(test_encode_key_order),
         cmocka_unit_test(test_roundtrip_all),
         cmocka_unit_test(test_roundtrip_int_edges),
         cmocka_unit_test(test_errors_point),

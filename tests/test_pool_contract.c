@@ -74,12 +74,13 @@ host_visible(const struct variant *v)
 }
 
 static rk_pool *
-make_pool(struct variant *v, size_t limit)
+make_pool_checks(struct variant *v, size_t limit, rk_pool_checks checks)
 {
     rk_pool_config cfg = { .kind = v->kind,
         .limit = limit,
         .min_block = 64,
-        .max_block = 64 * 1024 };
+        .max_block = 64 * 1024,
+        .checks = checks };
     rk_pool *p = NULL;
     const char *why;
 
@@ -102,6 +103,12 @@ make_pool(struct variant *v, size_t limit)
     assert_int_equal(rk_pool_create(&p, &cfg), RK_OK);
     assert_int_equal(rk_pool_get_kind(p), v->kind);
     return p;
+}
+
+static rk_pool *
+make_pool(struct variant *v, size_t limit)
+{
+    return make_pool_checks(v, limit, RK_POOL_CHECKS_DEFAULT);
 }
 
 static void
@@ -304,11 +311,112 @@ test_bad_input(void **state)
 }
 
 #define CONTRACT(fn, i) cmocka_unit_test_prestate(fn, &variants[i])
+
+/* Defect 6: a double free made the next two allocations return the same
+ * block. With checks on, the second free is refused and changes nothing. */
+static void
+test_double_free_refused(void **state)
+{
+    struct variant *v = *state;
+    rk_pool *p = make_pool_checks(v, 0, RK_POOL_CHECKS_ON);
+    rk_pool_stats s;
+    void *a, *x, *y;
+    int local;
+
+    assert_true(rk_pool_checking(p));
+    assert_int_equal(rk_pool_alloc(p, 100, &a), RK_OK);
+    assert_int_equal(rk_pool_free(p, a, 100), RK_OK);
+    rk__clear_detail();
+    assert_int_equal(rk_pool_free(p, a, 100), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "freed twice"));
+    assert_int_equal(rk_pool_alloc(p, 100, &x), RK_OK);
+    assert_int_equal(rk_pool_alloc(p, 100, &y), RK_OK);
+    assert_ptr_not_equal(x, y);
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.used_blocks, 2);
+    /* A pointer the pool never handed out is refused the same way. */
+    assert_int_equal(rk_pool_free(p, &local, sizeof(local)), RK_EINVAL);
+    assert_int_equal(rk_pool_free(p, x, 100), RK_OK);
+    assert_int_equal(rk_pool_free(p, y, 100), RK_OK);
+    assert_int_equal(rk_pool_free(p, y, 100), RK_EINVAL);
+    check_consistent(p);
+    destroy_pool(v, p);
+}
+
+/* Defect 6: freeing a 128-byte block as 4096 bytes let the next 4096-byte
+ * allocation return the 128-byte block. */
+static void
+test_wrong_size_refused(void **state)
+{
+    struct variant *v = *state;
+    rk_pool *p = make_pool_checks(v, 0, RK_POOL_CHECKS_ON);
+    void *a, *b;
+
+    assert_int_equal(rk_pool_alloc(p, 128, &a), RK_OK);
+    rk__clear_detail();
+    assert_int_equal(rk_pool_free(p, a, 4096), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "allocated with size 128"));
+    assert_non_null(strstr(rk_errdetail(), "freed with size 4096"));
+    assert_int_equal(rk_pool_free(p, a, 0), RK_EINVAL);
+    assert_int_equal(rk_pool_alloc(p, 4096, &b), RK_OK);
+    assert_ptr_not_equal(a, b);
+    /* The refused free left the block live: the right size still works. */
+    assert_int_equal(rk_pool_free(p, a, 128), RK_OK);
+    assert_int_equal(rk_pool_free(p, b, 4096), RK_OK);
+    check_consistent(p);
+    destroy_pool(v, p);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#ifdef TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+/* In an ASan build a cached host block is poisoned until handed out. */
+static void
+test_cached_blocks_poisoned(void **state)
+{
+    struct variant *v = *state;
+    rk_pool *p;
+    void *a, *b;
+
+    if (!caches(v) || v->kind == RK_POOL_DEVICE || v->kind == RK_POOL_PINNED)
+        skip(); /* nothing cached, or not plain host memory */
+#ifndef TEST_ASAN
+    print_message("not an AddressSanitizer build; skipping\n");
+    skip();
+#else
+    p = make_pool(v, 0);
+    assert_int_equal(rk_pool_alloc(p, 100, &a), RK_OK);
+    assert_false(__asan_address_is_poisoned(a));
+    assert_int_equal(rk_pool_free(p, a, 100), RK_OK);
+    assert_true(__asan_address_is_poisoned(a));
+    assert_true(__asan_address_is_poisoned((char *)a + 127));
+    assert_int_equal(rk_pool_alloc(p, 100, &b), RK_OK);
+    assert_ptr_equal(a, b);
+    assert_false(__asan_address_is_poisoned(b));
+    assert_false(__asan_address_is_poisoned((char *)b + 127));
+    assert_int_equal(rk_pool_free(p, b, 100), RK_OK);
+    destroy_pool(v, p);
+#endif
+    (void)p;
+    (void)a;
+    (void)b;
+}
 #define CONTRACT_ALL(i)                                                       \
     CONTRACT(test_alloc_free_and_stats, i),                                   \
         CONTRACT(test_reuse_hits_and_misses, i),                              \
         CONTRACT(test_limit_is_an_error_not_an_abort, i),                     \
-        CONTRACT(test_trim_and_free_all, i), CONTRACT(test_bad_input, i)
+        CONTRACT(test_trim_and_free_all, i), CONTRACT(test_bad_input, i),     \
+        CONTRACT(test_double_free_refused, i),                                \
+        CONTRACT(test_wrong_size_refused, i),                                 \
+        CONTRACT(test_cached_blocks_poisoned, i)
 
 static void
 test_defaults_and_names(void **state)
@@ -357,7 +465,11 @@ static void
 test_total_cannot_wrap(void **state)
 {
     rk_allocator a = { .alloc = fake_alloc, .free = fake_free };
-    rk_pool_config cfg = { .kind = RK_POOL_MALLOC, .allocator = &a };
+    /* The fake allocator returns one block for every call: without
+     * checks, since with them the second is refused (see below). */
+    rk_pool_config cfg = {
+        .kind = RK_POOL_MALLOC, .allocator = &a, .checks = RK_POOL_CHECKS_OFF
+    };
     size_t big = PTRDIFF_MAX;
     rk_pool *p = NULL;
     rk_pool_stats s;
@@ -378,6 +490,35 @@ test_total_cannot_wrap(void **state)
     rk_pool_free(p, y, big);
     rk_pool_stats_get(p, &s);
     assert_int_equal(s.total_bytes, 0);
+    rk_pool_destroy(p);
+}
+
+/* With checks on, an allocator hook that returns a block still in use
+ * is refused without releasing that block or changing the statistics. */
+static void
+test_allocator_returning_live_block(void **state)
+{
+    rk_allocator a = { .alloc = fake_alloc, .free = fake_free };
+    rk_pool_config cfg = {
+        .kind = RK_POOL_HOST, .allocator = &a, .checks = RK_POOL_CHECKS_ON
+    };
+    rk_pool *p = NULL;
+    rk_pool_stats s;
+    void *x = NULL, *y = NULL;
+    (void)state;
+
+    assert_int_equal(rk_pool_create(&p, &cfg), RK_OK);
+    assert_int_equal(rk_pool_alloc(p, 64, &x), RK_OK);
+    assert_ptr_equal(x, fake_block);
+    rk__clear_detail();
+    assert_int_equal(rk_pool_alloc(p, 64, &y), RK_EINVAL);
+    assert_null(y);
+    assert_non_null(strstr(rk_errdetail(), "still in use"));
+    rk_pool_stats_get(p, &s);
+    assert_int_equal(s.used_blocks, 1);
+    assert_int_equal(s.total_bytes, 64);
+    assert_int_equal(s.misses, 1);
+    assert_int_equal(rk_pool_free(p, x, 64), RK_OK);
     rk_pool_destroy(p);
 }
 
@@ -403,12 +544,46 @@ test_largest_max_block(void **state)
     rk_pool_destroy(p);
 }
 
+/* Checks default to on exactly in debug and sanitizer builds (RK_DEBUG);
+ * they can be forced either way; a bad value is refused. */
+static void
+test_checks_config(void **state)
+{
+    rk_pool_config cfg = { .kind = RK_POOL_HOST };
+    rk_pool *p = NULL;
+    (void)state;
+
+    assert_int_equal(rk_pool_create(&p, &cfg), RK_OK);
+#ifdef RK_DEBUG
+    assert_true(rk_pool_checking(p));
+#else
+    assert_false(rk_pool_checking(p));
+#endif
+    rk_pool_destroy(p);
+    cfg.checks = RK_POOL_CHECKS_OFF;
+    assert_int_equal(rk_pool_create(&p, &cfg), RK_OK);
+    assert_false(rk_pool_checking(p));
+    rk_pool_destroy(p);
+    cfg.checks = RK_POOL_CHECKS_ON;
+    assert_int_equal(rk_pool_create(&p, &cfg), RK_OK);
+    assert_true(rk_pool_checking(p));
+    rk_pool_destroy(p);
+    cfg.checks = (rk_pool_checks)7;
+    p = NULL;
+    assert_int_equal(rk_pool_create(&p, &cfg), RK_EINVAL);
+    assert_null(p);
+    assert_false(rk_pool_checking(NULL));
+    assert_int_equal(rk_pool_free(NULL, &cfg, 8), RK_EINVAL);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_and_names),
+        cmocka_unit_test(test_checks_config),
         cmocka_unit_test(test_total_cannot_wrap),
+        cmocka_unit_test(test_allocator_returning_live_block),
         cmocka_unit_test(test_largest_max_block),
         CONTRACT_ALL(0),
         CONTRACT_ALL(1),

@@ -68,6 +68,36 @@ static const char kernel_src[]
       "    }\n"
       "}\n";
 
+/* The control block's device half: a persistent loop's safe point,
+ * acknowledgement, counters and exit, through ctl_proto.h only. */
+static const char ctl_src[]
+    = "#include \"ringkernel/ctl_proto.h\"\n"
+      "static_assert(sizeof(rk_ctl) == 3 * RK_RING_LINE, \"size\");\n"
+      "static_assert(sizeof(((rk_ctl *)0)->pad0) == 52, \"line 0\");\n"
+      "static_assert(sizeof(((rk_ctl *)0)->pad1) == 44, \"line 1\");\n"
+      "static_assert(alignof(rk_ctl) == 64, \"align\");\n"
+      "extern \"C\" __global__ void\n"
+      "rk_ctl_loop(rk_ctl *c)\n"
+      "{\n"
+      "    if (threadIdx.x != 0 || blockIdx.x != 0)\n"
+      "        return;\n"
+      "    rk_ctl_ack(c, RK_CTL_ACK_HELD);\n"
+      "    unsigned cmd;\n"
+      "    while ((cmd = rk_ctl_cmd(c)) == RK_CTL_HOLD)\n"
+      "        __nanosleep(1000);\n"
+      "    rk_ctl_ack(c, RK_CTL_ACK_RUNNING);\n"
+      "    while ((cmd = rk_ctl_cmd(c)) != RK_CTL_STOP) {\n"
+      "        if (cmd == RK_CTL_PAUSE) {\n"
+      "            rk_ctl_ack(c, RK_CTL_ACK_PAUSED);\n"
+      "            while (rk_ctl_cmd(c) == RK_CTL_PAUSE)\n"
+      "                __nanosleep(1000);\n"
+      "            rk_ctl_ack(c, RK_CTL_ACK_RUNNING);\n"
+      "        }\n"
+      "        rk_ctl_count(&c->processed, 1);\n"
+      "    }\n"
+      "    rk_ctl_exit(c, 0, 0);\n"
+      "}\n";
+
 static int
 load_nvrtc(void)
 {
@@ -103,11 +133,10 @@ load_nvrtc(void)
 /* Compiles the kernel for arch; returns the PTX (caller frees) or fails
  * the test with NVRTC's log. */
 static char *
-compile(const char *arch)
+compile_src(const char *src, const char *name, const char *arch)
 {
     nvrtc_program prog;
-    assert_int_equal(
-        nv.create(&prog, kernel_src, "rk_echo.cu", 0, NULL, NULL), 0);
+    assert_int_equal(nv.create(&prog, src, name, 0, NULL, NULL), 0);
     const char *opts[]
         = { "-I" RK_SOURCE_DIR "/include", arch, "--std=c++17" };
     nvrtc_result rc = nv.compile(prog, 3, opts);
@@ -138,7 +167,8 @@ test_ring_proto_compiles_as_device_code(void **state)
         fprintf(stderr, "NVRTC not found: %s\n", dlerror());
         skip();
     }
-    char *ptx = compile("--gpu-architecture=compute_75");
+    char *ptx = compile_src(
+        kernel_src, "rk_echo.cu", "--gpu-architecture=compute_75");
     assert_non_null(strstr(ptx, ".entry rk_echo"));
     /* The protocol is system-scope acquire/release ... */
     assert_non_null(strstr(ptx, "ld.acquire.sys"));
@@ -149,11 +179,32 @@ test_ring_proto_compiles_as_device_code(void **state)
     free(ptx);
 }
 
+static void
+test_ctl_proto_compiles_as_device_code(void **state)
+{
+    (void)state;
+    if (!load_nvrtc()) {
+        fprintf(stderr, "NVRTC not found: %s\n", dlerror());
+        skip();
+    }
+    char *ptx = compile_src(
+        ctl_src, "rk_ctl_loop.cu", "--gpu-architecture=compute_75");
+    assert_non_null(strstr(ptx, ".entry rk_ctl_loop"));
+    /* 32-bit system-scope acquire loads and release stores ... */
+    assert_non_null(strstr(ptx, "ld.acquire.sys.u32"));
+    assert_non_null(strstr(ptx, "st.release.sys.u32"));
+    /* ... and no atomic read-modify-write on the block. */
+    assert_null(strstr(ptx, "atom."));
+    assert_null(strstr(ptx, "red."));
+    free(ptx);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_proto_compiles_as_device_code),
+        cmocka_unit_test(test_ctl_proto_compiles_as_device_code),
     };
     /* NVRTC stays loaded: LeakSanitizer must still be able to name its
      * modules at exit for the suppressions below. */

@@ -1,4 +1,5 @@
 /* Counter descriptors, snapshots, rates and the JSON/text formatters. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <cmocka.h> /* after setjmp.h, stdarg.h and stddef.h */
 
 #include "common/common.h"
+#include "json_check.h"
 #include "ringkernel/ringkernel.h"
 #include "telemetry/stats.h"
 
@@ -356,6 +358,56 @@ test_telemetry_switch(void **state)
     assert_false(rk__telemetry_on(off));
 }
 
+/* Hostile kernel ids and counter names (issue 10): a label with no NUL
+ * and bytes that are not UTF-8, names with quotes, control characters
+ * and broken sequences all format to valid JSON of the documented shape,
+ * and the label is not read past RK_STATS_LABEL_MAX. */
+static void
+test_format_json_hostile(void **state)
+{
+    static const rk_stat_desc bad[] = {
+        { "q\"uote\\back\x01\x1f", "d", RK_STAT_COUNTER, RK_UNIT_NONE },
+        { "\xff\xfe\xc3(\xed\xa0\x80\xf4\x90\x80\x80", "d", RK_STAT_GAUGE,
+            RK_UNIT_NONE },
+        { "caf\xc3\xa9", "d", RK_STAT_COUNTER, RK_UNIT_NONE },
+    };
+    rk_stats s;
+    rk_latency_summary l = { 3, 1, 9, 4, 8, 9, 9, 4.5 };
+    char buf[4096], *p;
+    size_t len;
+
+    (void)state;
+    rk_stats_init(&s, "x", 0);
+    memset(s.label, 0xff, sizeof(s.label)); /* no NUL, not UTF-8 */
+    s.label[3] = '"';
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(rk_stats_add_value(&s, &bad[i], i), RK_OK);
+    assert_int_equal(rk_stats_add_summary(&s, &bad[1], &l), RK_OK);
+    assert_int_equal(rk_stats_format_json(&s, buf, sizeof(buf), &len), RK_OK);
+    assert_int_equal(strlen(buf), len);
+    if (!json_valid(buf, len))
+        fail_msg("not valid JSON: %s", buf);
+    /* 64 label bytes: 63 replacement characters and one escaped quote. */
+    p = strstr(buf, "\"uptime_ns\"");
+    assert_non_null(p);
+    assert_int_equal(
+        (size_t)(p - buf), strlen("{\"label\":\"") + 63 * 6 + 2 + 2);
+    assert_non_null(strstr(buf,
+        ",\"counters\":{\"q\\\"uote\\\\back"
+        "\\u0001\\u001f\":0,"));
+    assert_non_null(strstr(buf, "\"caf\xc3\xa9\":2}"));
+    assert_non_null(strstr(buf, "},\"latency\":{\"\\ufffd"));
+    assert_int_equal(rk_stats_format_text(&s, buf, sizeof(buf), &len), RK_OK);
+    /* JSON has no NaN or infinity: a mean that is not finite is null. */
+    s.latency[0].summary.mean_ns = NAN;
+    assert_int_equal(rk_stats_format_json(&s, buf, sizeof(buf), &len), RK_OK);
+    assert_non_null(strstr(buf, "\"mean_ns\":null,\"p50_ns\":4,"));
+    assert_true(json_valid(buf, len));
+    s.latency[0].summary.mean_ns = -INFINITY;
+    assert_int_equal(rk_stats_format_json(&s, buf, sizeof(buf), &len), RK_OK);
+    assert_true(json_valid(buf, len));
+}
+
 int
 main(void)
 {
@@ -366,6 +418,7 @@ main(void)
         cmocka_unit_test(test_rates),
         cmocka_unit_test(test_format_json),
         cmocka_unit_test(test_format_json_escapes_and_empty),
+        cmocka_unit_test(test_format_json_hostile),
         cmocka_unit_test(test_format_text),
         cmocka_unit_test(test_print),
         cmocka_unit_test(test_public_builders),

@@ -9,18 +9,22 @@ pkgs=(build-essential cmake pkg-config
       libcmocka-dev      # the test framework
       libck-dev          # Concurrency Kit: ck_ring, the benchmark reference
       libcaf-dev         # C++ Actor Framework: the runtime benchmark reference
-      clang libclang-rt-14-dev) # libFuzzer targets and LeakSanitizer
+      clang libclang-rt-14-dev  # libFuzzer targets and LeakSanitizer
+      python3 python3-pip)      # tools/pydeps.sh: PyDotCompute writes the test vectors
 
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
         || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "tools/deps.sh: installing ${missing[*]}" >&2
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
-echo "tools/deps.sh: installing ${missing[*]}" >&2
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Python: PyDotCompute 0.2.0 writes the wire-format test vectors.
+"$(dirname "$0")/pydeps.sh"

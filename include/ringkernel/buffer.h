@@ -168,7 +168,10 @@ void rk_buffer_stats_get(const rk_buffer *buf, rk_buffer_stats *out);
 
 void rk_buffer_stats_reset(rk_buffer *buf);
 
-/* Shape and type. rk_buffer_dim() gives 1 for i >= ndim. */
+/* Shape and type. rk_buffer_dim() gives 1 for i >= ndim. For a NULL buf
+ * these (and rk_buffer_get_state, rk_buffer_is_pinned) give the neutral
+ * answer: 0, 1 for rk_buffer_dim, false, the enum's zero value; every
+ * function returning int gives RK_EINVAL for a NULL buf. */
 rk_dtype rk_buffer_dtype(const rk_buffer *buf);
 
 size_t rk_buffer_elem_size(const rk_buffer *buf);

@@ -21,6 +21,11 @@
  * them with rk_device_list_free() / rk_gpu_monitor_close(). Pointers
  * returned by the getters stay valid until then. All calls are thread-safe
  * except that one list or monitor must not be freed while in use.
+ *
+ * NULL and out-of-range arguments: functions returning int give RK_EINVAL
+ * (RK_ENODEV for a device that is not there);
+ * the others do nothing or give a neutral answer (0, NULL, a status that
+ * is not "available"). tests/test_bad_input.c holds them to it.
  */
 #ifndef RINGKERNEL_DEVICE_H
 #define RINGKERNEL_DEVICE_H

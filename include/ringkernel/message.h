@@ -60,20 +60,23 @@ typedef struct rk_uuid {
  */
 rk_uuid rk_uuid_v7(void);
 
-/* True if every byte of u is zero (the "none" correlation id). */
+/* True if every byte of u is zero (the "none" correlation id); u NULL
+ * counts as nil. */
 bool rk_uuid_is_nil(const rk_uuid *u);
 
-/* memcmp order, which for v7 ids is time order. */
+/* memcmp order, which for v7 ids is time order. NULL sorts before any
+ * id (and equals NULL). */
 int rk_uuid_cmp(const rk_uuid *a, const rk_uuid *b);
 
-/* Writes the 36-character lower-case form plus a NUL into out. */
+/* Writes the 36-character lower-case form plus a NUL into out. u NULL
+ * writes the nil id; out NULL does nothing. */
 void rk_uuid_format(const rk_uuid *u, char out[RK_UUID_STRLEN + 1]);
 
 /*
  * Parses the forms Python's uuid.UUID(str) accepts: 32 hex digits, hyphens
  * anywhere, optional "urn:uuid:" prefix, optional braces. s need not be NUL
- * terminated. RK_EDECODE (detail says why) on anything else; *out is
- * written only on success.
+ * terminated. RK_EDECODE (detail says why) on anything else, RK_EINVAL if
+ * s or out is NULL; *out is written only on success.
  */
 int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
 
@@ -138,17 +141,20 @@ _Static_assert(offsetof(rk_msg_header, type_version) == 60, "layout");
 /*
  * Fills h: magic, version, a fresh rk_uuid_v7() message id, no correlation,
  * the given type id and priority, send_ns = rk_now_ns(), everything else 0.
+ * h NULL does nothing (as for the two setters below).
  */
 void rk_msg_header_init(rk_msg_header *h, uint32_t type_id, uint8_t priority);
 
-/* Makes h a reply to orig: h's correlation id becomes orig's message id. */
+/* Makes h a reply to orig: h's correlation id becomes orig's message id.
+ * Either NULL: does nothing. */
 void rk_msg_reply(rk_msg_header *h, const rk_msg_header *orig);
 
 /* Sets h's correlation id to corr (NULL or nil clears it). */
 void rk_msg_with_correlation(rk_msg_header *h, const rk_uuid *corr);
 
 /*
- * Writes h as 64 wire bytes to dst. RK_EMSGSIZE if cap < 64.
+ * Writes h as 64 wire bytes to dst. RK_EINVAL if h or dst is NULL,
+ * RK_EMSGSIZE if cap < 64.
  */
 int rk_msg_header_write(const rk_msg_header *h, void *dst, size_t cap);
 
@@ -157,7 +163,8 @@ int rk_msg_header_write(const rk_msg_header *h, void *dst, size_t cap);
  * RK_ETRUNCATED if len < 64 or payload_len exceeds len - 64, RK_EDECODE on
  * a bad magic, non-zero reserved bits or both encodings flagged,
  * RK_ENOTSUP on an unknown version. On success *out holds the header and
- * the payload is at (const char *)buf + 64.
+ * the payload is at (const char *)buf + 64. RK_EINVAL if buf or out is
+ * NULL.
  */
 int rk_msg_header_parse(const void *buf, size_t len, rk_msg_header *out);
 
@@ -444,7 +451,9 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
  * small, RK_ETOOBIG if a variable-length field exceeds its maximum,
  * RK_EINVAL on a NULL pointer with a non-zero length (detail names the
  * field) or a malformed descriptor (more than RK_MSG_MAX_FIELDS fields, a
- * reserved field name; checked here too, as t need not be registered).
+ * reserved field name; checked here too, as t need not be registered),
+ * RK_EINVAL if t, obj or len is NULL, RK_EENCODE if a string field is not
+ * valid UTF-8 (the decoder, like Python, would refuse it).
  * The caller keeps ownership of everything.
  */
 int rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
@@ -461,7 +470,8 @@ int rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
  * RK_EFIELDTYPE (wrong type, out-of-range number, wrong array length),
  * RK_EFIELDUNKNOWN (strict only), RK_ETOOBIG (above a field's maximum),
  * RK_ETYPE ("__type__" names another type), RK_ENOMEM, RK_EINVAL (a
- * malformed descriptor, as for rk_msg_encode()).
+ * malformed descriptor, as for rk_msg_encode(); t or obj NULL, or buf
+ * NULL with len > 0).
  *
  * Ownership: on success the variable-length fields of obj (rk_str,
  * rk_bytes, rk_vla_*, also inside nested fields) point to fresh malloc'd
@@ -475,7 +485,8 @@ int rk_msg_decode(const rk_msgtype *t, const void *buf, size_t len, void *obj,
 /*
  * Frees the variable-length fields of obj (as filled by rk_msg_decode, or
  * set by the caller to malloc'd memory) and sets them to NULL/0. Safe on a
- * zeroed struct and on a fixed-layout type (does nothing).
+ * zeroed struct and on a fixed-layout type (does nothing); t or obj NULL
+ * does nothing.
  */
 void rk_msg_free(const rk_msgtype *t, void *obj);
 
@@ -488,26 +499,29 @@ void rk_msg_free(const rk_msgtype *t, void *obj);
  * GPU code compiled from the same declaration reads it in place.
  */
 
-/* Size of t's fixed form, 0 if t has variable-length fields. */
+/* Size of t's fixed form, 0 if t has variable-length fields or is NULL. */
 static inline size_t
 rk_msg_fixed_size(const rk_msgtype *t)
 {
-    return t->fixed_size;
+    return t != NULL ? t->fixed_size : 0;
 }
 
-/* Copies obj's fixed form to dst. RK_ENOTSUP if t is not fixed-layout,
- * RK_EMSGSIZE if cap < rk_msg_fixed_size(t). */
+/* Copies obj's fixed form to dst. RK_EINVAL if t, obj or dst is NULL,
+ * RK_ENOTSUP if t is not fixed-layout, RK_EMSGSIZE if
+ * cap < rk_msg_fixed_size(t). */
 int rk_msg_fixed_write(
     const rk_msgtype *t, const void *obj, void *dst, size_t cap);
 
 /* Reads a fixed form of exactly len bytes from src into obj. RK_ENOTSUP if
  * t is not fixed-layout, RK_ETRUNCATED if len is short, RK_EDECODE if it is
- * long or a bool byte is neither 0 nor 1 (obj is then zeroed). */
+ * long or a bool byte is neither 0 nor 1 (obj is then zeroed), RK_EINVAL
+ * if t or obj is NULL, or src is NULL with len > 0 (obj untouched). */
 int rk_msg_fixed_read(
     const rk_msgtype *t, const void *src, size_t len, void *obj);
 
 /* A 64-bit fingerprint of t's layout (name, field names, kinds, offsets,
- * counts, nested layouts), for two programs to check they agree. */
+ * counts, nested layouts), for two programs to check they agree. 0 for
+ * NULL. */
 uint64_t rk_msgtype_layout_hash(const rk_msgtype *t);
 
 /* ----------------------------------------------------------- registry */
@@ -516,15 +530,16 @@ uint64_t rk_msgtype_layout_hash(const rk_msgtype *t);
  * Registers t (which must stay valid for the life of the process; static
  * descriptors do). Thread-safe. Registering the same descriptor again is
  * RK_OK. RK_EEXIST if another type has t's id or name (detail names both),
- * RK_EINVAL if the descriptor is malformed, RK_ENOMEM when the registry
+ * RK_EINVAL if t is NULL or malformed, RK_ENOMEM when the registry
  * (RK_MSGTYPE_MAX types) is full.
  */
 int rk_msgtype_register(const rk_msgtype *t);
 
 #define RK_MSGTYPE_MAX 1024
 
-/* Lock-free look-ups; NULL if not registered. name need not be
- * NUL-terminated in the _n form. */
+/* Lock-free look-ups; NULL if not registered (or name is NULL). name need
+ * not be NUL-terminated in the _n form, and may hold NUL bytes there (a
+ * wire "__type__" can): only an exact match of all len bytes is found. */
 const rk_msgtype *rk_msgtype_by_id(uint32_t id);
 const rk_msgtype *rk_msgtype_by_name(const char *name);
 const rk_msgtype *rk_msgtype_by_name_n(const char *name, size_t len);
@@ -537,7 +552,8 @@ const rk_msgtype *rk_msgtype_by_name_n(const char *name, size_t len);
 int rk_msgtype_check(const rk_msgtype *expected, const rk_msgtype *got);
 
 /* RK_OK if h carries a payload of type expected (type id and version),
- * else RK_ETYPE naming both types (the other looked up by id). */
+ * else RK_ETYPE naming both types (the other looked up by id); RK_EINVAL if
+ * either is NULL. */
 int rk_msg_header_check(const rk_msg_header *h, const rk_msgtype *expected);
 
 #ifdef __cplusplus

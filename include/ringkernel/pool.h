@@ -39,6 +39,7 @@
 #ifndef RINGKERNEL_POOL_H
 #define RINGKERNEL_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,6 +69,18 @@ typedef struct rk_allocator {
     void *ctx;
 } rk_allocator;
 
+/*
+ * Misuse checks (see rk_pool_free): RK_POOL_CHECKS_DEFAULT means on in
+ * debug and sanitizer builds of the library (RK_DEBUG) and off in
+ * release builds. They cost one hash insert and one hash delete under a
+ * pool-wide mutex per block, so release builds leave them off unless asked.
+ */
+typedef enum rk_pool_checks {
+    RK_POOL_CHECKS_DEFAULT = 0,
+    RK_POOL_CHECKS_ON = 1,
+    RK_POOL_CHECKS_OFF = 2
+} rk_pool_checks;
+
 /* Zeroed fields mean the defaults shown. */
 typedef struct rk_pool_config {
     rk_pool_kind kind; /* RK_POOL_HOST */
@@ -79,6 +92,7 @@ typedef struct rk_pool_config {
                           are allocated and released directly but still
                           counted */
     const rk_allocator *allocator; /* NULL: aligned_alloc/free; copied */
+    rk_pool_checks checks;         /* RK_POOL_CHECKS_DEFAULT */
 } rk_pool_config;
 
 typedef struct rk_pool_stats {
@@ -94,7 +108,8 @@ typedef struct rk_pool_stats {
 
 typedef struct rk_pool rk_pool;
 
-/* Creates a pool. RK_EINVAL for a bad config, RK_ENODEV for a CUDA
+/* Creates a pool. RK_EINVAL for a bad config (kind, checks, block sizes,
+ * half an allocator), RK_ENODEV for a CUDA
  * variant without a GPU, RK_ENOMEM. On success the caller owns *out. */
 int rk_pool_create(rk_pool **out, const rk_pool_config *cfg);
 
@@ -107,22 +122,41 @@ void rk_pool_destroy(rk_pool *pool);
  * PTRDIFF_MAX or one that would overflow the pool's byte total. */
 int rk_pool_alloc(rk_pool *pool, size_t size, void **out);
 
-/* Returns a block. size must be the size passed to rk_pool_alloc(). */
-void rk_pool_free(rk_pool *pool, void *ptr, size_t size);
+/*
+ * Returns a block. size must be the size passed to rk_pool_alloc(). ptr
+ * NULL does nothing (RK_OK); pool NULL is RK_EINVAL.
+ *
+ * With checks on (rk_pool_config.checks; the default in debug and
+ * sanitizer builds) a block that is not live in this pool (freed twice,
+ * never allocated from it) or a size other than the one it was allocated
+ * with is refused: RK_EINVAL, a detail naming the block and both sizes,
+ * and nothing changes (the block stays the caller's). With checks off
+ * such a free is undefined behaviour and is not detected: the pool may
+ * later hand one block out twice, or a small block for a large request
+ * (docs/memory.md). In an AddressSanitizer build a host block cached by
+ * the pool is poisoned until it is handed out again.
+ */
+int rk_pool_free(rk_pool *pool, void *ptr, size_t size);
+
+/* True if pool checks frees (see rk_pool_free). false for NULL. */
+bool rk_pool_checking(const rk_pool *pool);
 
 /* Releases cached blocks, largest classes first, until at most keep_bytes
- * stay cached. Blocks in use are untouched. */
+ * stay cached. Blocks in use are untouched. NULL is ignored (as for
+ * rk_pool_free_all). */
 void rk_pool_trim(rk_pool *pool, size_t keep_bytes);
 
 /* Releases every cached block (rk_pool_trim(pool, 0)). */
 void rk_pool_free_all(rk_pool *pool);
 
+/* Fills *out (out NULL: nothing; pool NULL: all zeros). */
 void rk_pool_stats_get(const rk_pool *pool, rk_pool_stats *out);
 
+/* The pool's kind; RK_POOL_HOST for NULL. */
 rk_pool_kind rk_pool_get_kind(const rk_pool *pool);
 
 /* The block size a request of size bytes occupies (its class size, or size
- * itself above max_block). */
+ * itself above max_block; size itself for a NULL pool). */
 size_t rk_pool_block_size(const rk_pool *pool, size_t size);
 
 #ifdef __cplusplus

@@ -110,6 +110,23 @@ int rk_spsc_init(
 int rk_spsc_create(rk_spsc **out, uint32_t capacity, uint32_t slot_size);
 void rk_spsc_destroy(rk_spsc *q);
 
+/*
+ * Preconditions of the inline fast path (rk_spsc_try_enqueue/dequeue,
+ * reserve, commit, peek, release and the RK_SPSC_TYPED handles): q is a
+ * live queue from rk_spsc_init()/rk_spsc_create() and elem points to
+ * slot_size bytes. They are not checked in release builds, where a NULL
+ * is undefined behaviour; code compiled with RK_DEBUG defined (the
+ * library's debug and sanitizer builds, its tests) asserts them. Every
+ * out-of-line function in this header returns RK_EINVAL, or a neutral
+ * value (0, NULL, zeroed stats), for NULL arguments instead.
+ */
+#if defined(RK_DEBUG)
+#include <assert.h>
+#define RK__QUEUE_PRE(cond) assert(cond)
+#else
+#define RK__QUEUE_PRE(cond) ((void)0)
+#endif
+
 /* Copies one slot to or from position pos. An 8-byte slot (a pointer or
  * handle) takes a path whose address is a shift and whose copy is one
  * move; the branch on the slot size is predictable. GCC may warn about the
@@ -208,6 +225,7 @@ rk__spsc_refresh_limit(rk_spsc *q, uint64_t pos)
 static inline int
 rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 {
+    RK__QUEUE_PRE(q != NULL && elem != NULL);
     uint64_t pos = q->prod.pos; /* private: see above */
     uint64_t mask = q->prod.mask;
     uint32_t size = q->prod.slot_size;
@@ -225,6 +243,7 @@ rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 static inline int
 rk_spsc_try_dequeue(rk_spsc *q, void *elem)
 {
+    RK__QUEUE_PRE(q != NULL && elem != NULL);
     uint64_t pos = rk_ring_load_relaxed(&q->ctrl.head); /* own index */
     uint64_t mask = q->cons.mask;
     uint32_t size = q->cons.slot_size;
@@ -249,6 +268,7 @@ uint32_t rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n);
 static inline void *
 rk_spsc_reserve(rk_spsc *q)
 {
+    RK__QUEUE_PRE(q != NULL);
     if (rk_ring_prod_space(&q->ctrl, &q->prod, 1) == 0)
         return NULL;
     return rk_ring_slot(&q->prod, q->prod.pos);
@@ -257,6 +277,7 @@ rk_spsc_reserve(rk_spsc *q)
 static inline void
 rk_spsc_commit(rk_spsc *q)
 {
+    RK__QUEUE_PRE(q != NULL);
     rk_ring_prod_publish(&q->ctrl, &q->prod, 1);
 }
 
@@ -265,6 +286,7 @@ rk_spsc_commit(rk_spsc *q)
 static inline const void *
 rk_spsc_peek(rk_spsc *q)
 {
+    RK__QUEUE_PRE(q != NULL);
     rk__spsc_sync_cons(q);
     if (rk_ring_cons_avail(&q->ctrl, &q->cons, 1) == 0)
         return NULL;
@@ -274,6 +296,7 @@ rk_spsc_peek(rk_spsc *q)
 static inline void
 rk_spsc_release(rk_spsc *q)
 {
+    RK__QUEUE_PRE(q != NULL);
     rk__spsc_sync_cons(q);
     rk_ring_cons_release(&q->ctrl, &q->cons, 1);
 }

@@ -13,6 +13,7 @@
 #include "ringkernel/clock.h"
 #include "ringkernel/device.h"
 #include "ringkernel/error.h"
+#include "ringkernel/log.h"
 #include "ringkernel/message.h"
 #include "ringkernel/pool.h"
 #include "ringkernel/queue.h"

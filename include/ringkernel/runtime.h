@@ -182,6 +182,19 @@ typedef struct rk_runtime_config {
     const char *backend;
 } rk_runtime_config;
 
+/* ------------------------------------------------------------ backends */
+
+/* The backends built in, best first ("cuda" before "cpu"): names
+ * rk_backend_name(0) .. rk_backend_name(rk_backend_count() - 1); NULL
+ * past the end. A built-in backend may still be unusable here. */
+size_t rk_backend_count(void);
+const char *rk_backend_name(size_t i);
+
+/* RK_OK if the backend called name (or "auto") can run kernels here;
+ * otherwise RK_ENOTFOUND (not built in) or RK_ENODEV / RK_ENOTSUP with
+ * rk_errdetail() naming the reason (no driver, no device, ...). */
+int rk_backend_probe(const char *name);
+
 /* Creates a runtime (cfg NULL or zeroed: defaults) and registers every
  * RK_RING_KERNEL definition linked into the program. */
 int rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg);

@@ -25,6 +25,10 @@
  * RK_HISTOGRAM_MAX_NS (2^42 ns, about 73 minutes) are counted in one
  * overflow bucket, reported as the recorded maximum, and enter the mean as
  * RK_HISTOGRAM_MAX_NS. See docs/telemetry.md.
+ *
+ * NULL arguments: functions returning int give RK_EINVAL; the others do
+ * nothing or give a neutral answer (0, 0.0, NULL, a zeroed summary).
+ * tests/test_bad_input.c holds every function here to that.
  */
 #ifndef RINGKERNEL_TELEMETRY_H
 #define RINGKERNEL_TELEMETRY_H
@@ -189,10 +193,16 @@ double rk_stats_rate_between(
 
 /*
  * Writes s as one JSON object on one line (no newline), e.g.
- *   {"label":"worker","uptime_ns":2000,"messages_processed":10,
- *    "latency_ns":{"count":5,"min_ns":1,...,"mean_ns":4.2}}
- * Counters appear in snapshot order under their descriptor names; each
- * latency summary is an object under its name. Like snprintf, at most size
+ *   {"label":"worker","uptime_ns":2000,
+ *    "counters":{"messages_processed":10,"queue_depth":0},
+ *    "latency":{"latency_ns":{"count":5,"min_ns":1,"max_ns":9,
+ *      "mean_ns":4.2,"p50_ns":4,"p90_ns":8,"p99_ns":9,"p999_ns":9}}}
+ * "counters" holds every counter and gauge in snapshot order under its
+ * descriptor name; "latency" holds each latency summary as an object
+ * under its name; both are present (possibly empty). The label is read up
+ * to RK_STATS_LABEL_MAX bytes even without a NUL; bytes that are not
+ * valid UTF-8 in the label or a name are written as U+FFFD, so the output
+ * is always valid JSON (docs/telemetry.md). Like snprintf, at most size
  * bytes are written (always NUL-terminated when size > 0) and *len (if not
  * NULL) receives the full length without the NUL. Returns RK_OK,
  * RK_ETOOBIG if the text was truncated, RK_EINVAL if s is NULL or buf is

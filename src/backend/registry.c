@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "common/common.h"
+#include "ringkernel/runtime.h"
 
 extern const rk__backend rk__backend_cpu;
 extern const rk__backend rk__backend_cuda;
@@ -74,4 +75,28 @@ rk__backend_find(const char *name, const rk__backend **out)
     }
     return rk__fail(RK_ENOTFOUND, "no backend '%s' (built in: %s)", name,
         list);
+}
+
+size_t
+rk_backend_count(void)
+{
+    size_t n = 0;
+
+    while (rk__backends[n] != NULL)
+        n++;
+    return n;
+}
+
+const char *
+rk_backend_name(size_t i)
+{
+    return i < rk_backend_count() ? rk__backends[i]->name : NULL;
+}
+
+int
+rk_backend_probe(const char *name)
+{
+    const rk__backend *be;
+
+    return rk__backend_find(name, &be);
 }

@@ -64,9 +64,65 @@ rk__fail(int err, const char *fmt, ...)
 _Noreturn void
 rk__panic(const char *file, int line, const char *what)
 {
+    /* The one message the library writes itself (log.h): the process is
+     * about to abort, so a quiet default would hide why. */
+    rk__log(RK_LOG_FATAL, "invariant broken at %s:%d: %s", file, line, what);
     fprintf(stderr, "ringkernel: invariant broken at %s:%d: %s\n", file, line,
             what);
     abort();
+}
+
+size_t
+rk__utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0], lo = 0x80, hi = 0xbf;
+    size_t k;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        k = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        k = 2;
+        if (c == 0xe0)
+            lo = 0xa0; /* overlong */
+        else if (c == 0xed)
+            hi = 0x9f; /* surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        k = 3;
+        if (c == 0xf0)
+            lo = 0x90; /* overlong */
+        else if (c == 0xf4)
+            hi = 0x8f; /* above U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (k > n - 1 || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t j = 2; j <= k; j++)
+        if ((s[j] & 0xc0) != 0x80)
+            return 0;
+    return k + 1;
+}
+
+int
+rk__utf8_valid(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    size_t i = 0;
+
+    while (i < n) {
+        size_t k;
+
+        if (s[i] < 0x80) { /* ASCII runs: the common case */
+            i++;
+            continue;
+        }
+        if ((k = rk__utf8_seq(s + i, n - i)) == 0)
+            return 0;
+        i += k;
+    }
+    return 1;
 }
 
 const char *

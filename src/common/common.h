@@ -13,6 +13,7 @@
 
 #include "ringkernel/clock.h"
 #include "ringkernel/error.h"
+#include "ringkernel/log.h"
 
 #define RK_CACHELINE 64
 
@@ -52,6 +53,31 @@ rk__panic(const char *file, int line, const char *what);
  */
 int
 rk__fail(int err, const char *fmt, ...) RK__PRINTF(2, 3);
+
+/*
+ * Passes one printf-style message to the application's log callback
+ * (rk_set_log), if one is installed and level passes the filter
+ * (RK_LOG_FATAL always does). The library's only way to report an event
+ * nobody asked about: never fprintf(stderr) from src/ (log.c).
+ */
+void
+rk__log(rk_log_level level, const char *fmt, ...) RK__PRINTF(2, 3);
+
+/* True if a message at level would be delivered past the level filter. */
+int
+rk__log_enabled(rk_log_level level);
+
+/*
+ * Valid UTF-8 as Python's strict decoder takes it (no overlong forms, no
+ * surrogates, nothing above U+10FFFF): the length of the sequence that
+ * starts at s[0] (1-4, within n), or 0 if it is not a valid one.
+ */
+size_t
+rk__utf8_seq(const unsigned char *s, size_t n);
+
+/* True if all n bytes at s are valid UTF-8 (rk__utf8_seq throughout). */
+int
+rk__utf8_valid(const void *s, size_t n);
 
 /* Clears the calling thread's detail. */
 void

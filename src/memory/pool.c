@@ -18,6 +18,21 @@
  * reservation counter: a miss reserves its block size with a CAS loop
  * before allocating, so concurrent misses can never pass the limit
  * together.
+ *
+ * Checks (rk_pool_config.checks, on by default in debug and sanitizer
+ * builds). A side table of live blocks (address -> requested size), an
+ * open-addressing hash under its own mutex, is filled by every
+ * allocation and emptied by every free: a free of a block that is not in
+ * it (freed twice, or never from this pool) or with a size other than the
+ * one it was allocated with is refused with RK_EINVAL and changes
+ * nothing. The table lives outside the blocks for the same reason as the
+ * free stacks: device memory cannot carry a header the host writes.
+ * Without checks a bad free is undefined behaviour (docs/memory.md).
+ *
+ * AddressSanitizer. In an ASan build a host block parked on a free stack
+ * is poisoned and unpoisoned when it is handed out again or released, as
+ * the Pony runtime's pool does, so a use after rk_pool_free() is
+ * reported even though the memory stays with the pool.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,6 +53,38 @@
 /* Largest cached class: the largest power of two no object size exceeds
  * (PTRDIFF_MAX), so every class size and shift stays in range. */
 #define RK__POOL_MAX_CLASS ((size_t)PTRDIFF_MAX / 2 + 1)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define RK__POOL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RK__POOL_ASAN 1
+#endif
+#endif
+#ifdef RK__POOL_ASAN
+#include <sanitizer/asan_interface.h>
+#define POOL_POISON(p, n)   ASAN_POISON_MEMORY_REGION(p, n)
+#define POOL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POOL_POISON(p, n)   ((void)(p), (void)(n))
+#define POOL_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+#ifdef RK_DEBUG
+#define RK__POOL_CHECKS_DEFAULT true
+#else
+#define RK__POOL_CHECKS_DEFAULT false
+#endif
+
+/* Live blocks for the checks: open addressing, linear probing, deletion
+ * by backward shift (no tombstones). cap is a power of two, at most half
+ * full. */
+struct rk__pool_live {
+    pthread_mutex_t lock;
+    uintptr_t *addr; /* 0 = empty slot */
+    size_t *size;    /* the size the block was allocated with */
+    size_t n, cap;
+};
 
 struct rk__pool_class {
     _Alignas(RK_CACHELINE) pthread_mutex_t lock;
@@ -63,6 +110,8 @@ struct rk_pool {
     _Atomic uint64_t huge_blocks;
     _Atomic uint64_t misses;
     _Atomic uint64_t limit_failures;
+    bool checks;
+    struct rk__pool_live live; /* used only when checks */
     struct rk__pool_class cls[];
 };
 
@@ -95,6 +144,135 @@ rk_pool_kind_name(rk_pool_kind kind)
     }
     return "unknown";
 }
+
+/* ------------------------------------------------------ live blocks */
+
+static size_t
+live_slot(const struct rk__pool_live *l, uintptr_t a)
+{
+    return (size_t)(((uint64_t)a * UINT64_C(0x9E3779B97F4A7C15)) >> 20)
+        & (l->cap - 1);
+}
+
+/* Under l->lock: room for one more entry. false if out of memory. */
+static bool
+live_grow(struct rk__pool_live *l)
+{
+    size_t ncap = l->cap ? l->cap * 2 : 64;
+    uintptr_t *na;
+    size_t *ns;
+    struct rk__pool_live old = *l;
+
+    if ((l->n + 1) * 2 <= l->cap)
+        return true;
+    na = calloc(ncap, sizeof(*na));
+    ns = malloc(ncap * sizeof(*ns));
+    if (na == NULL || ns == NULL) {
+        free(na);
+        free(ns);
+        return false;
+    }
+    l->addr = na;
+    l->size = ns;
+    l->cap = ncap;
+    for (size_t i = 0; i < old.cap; i++) {
+        if (old.addr[i] != 0) {
+            size_t j = live_slot(l, old.addr[i]);
+
+            while (l->addr[j] != 0)
+                j = (j + 1) & (ncap - 1);
+            l->addr[j] = old.addr[i];
+            l->size[j] = old.size[i];
+        }
+    }
+    free(old.addr);
+    free(old.size);
+    return true;
+}
+
+static int
+live_add(rk_pool *p, void *ptr, size_t size)
+{
+    struct rk__pool_live *l = &p->live;
+    uintptr_t a = (uintptr_t)ptr;
+    int rc = RK_OK;
+
+    pthread_mutex_lock(&l->lock);
+    if (!live_grow(l)) {
+        rc = rk__fail(RK_ENOMEM, "rk_pool_alloc: no memory to track blocks");
+    } else {
+        size_t j = live_slot(l, a);
+
+        while (l->addr[j] != 0 && l->addr[j] != a)
+            j = (j + 1) & (l->cap - 1);
+        if (l->addr[j] == a) {
+            /* Only a caller's allocator hook can do this: it returned a
+             * block the pool has handed out and not got back. */
+            rc = rk__fail(RK_EINVAL,
+                "rk_pool_alloc: the allocator returned %p, a block that "
+                "is still in use",
+                ptr);
+        } else {
+            l->addr[j] = a;
+            l->size[j] = size;
+            l->n++;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    return rc;
+}
+
+/* Removes ptr if it is live with this size: RK_OK. Otherwise RK_EINVAL
+ * with a detail, and the table is unchanged. */
+static int
+live_del(rk_pool *p, void *ptr, size_t size)
+{
+    struct rk__pool_live *l = &p->live;
+    uintptr_t a = (uintptr_t)ptr;
+    size_t j, had = 0;
+    int rc = RK_EINVAL;
+
+    pthread_mutex_lock(&l->lock);
+    j = l->cap ? live_slot(l, a) : 0;
+    while (l->cap != 0 && l->addr[j] != 0 && l->addr[j] != a)
+        j = (j + 1) & (l->cap - 1);
+    if (l->cap == 0 || l->addr[j] == 0) {
+        rc = RK_ENOTFOUND;
+    } else if ((had = l->size[j]) == size) {
+        /* Backward shift: pull later entries of the run into the hole. */
+        size_t hole = j;
+
+        for (size_t k = (j + 1) & (l->cap - 1); l->addr[k] != 0;
+             k = (k + 1) & (l->cap - 1)) {
+            size_t home = live_slot(l, l->addr[k]);
+
+            /* k's entry may move to hole unless its home lies in
+             * (hole, k] cyclically. */
+            if (((k - home) & (l->cap - 1)) >= ((k - hole) & (l->cap - 1))) {
+                l->addr[hole] = l->addr[k];
+                l->size[hole] = l->size[k];
+                hole = k;
+            }
+        }
+        l->addr[hole] = 0;
+        l->n--;
+        rc = RK_OK;
+    }
+    pthread_mutex_unlock(&l->lock);
+    if (rc == RK_ENOTFOUND)
+        return rk__fail(RK_EINVAL,
+            "rk_pool_free: %p is not a live block of this %s pool (freed "
+            "twice, or not allocated from it)",
+            ptr, rk_pool_kind_name(p->kind));
+    if (rc != RK_OK)
+        return rk__fail(RK_EINVAL,
+            "rk_pool_free: block %p was allocated with size %zu, freed "
+            "with size %zu",
+            ptr, had, size);
+    return RK_OK;
+}
+
+/* ---------------------------------------------------------------- pool */
 
 static const rk_allocator *
 hooks(const rk_pool *p)
@@ -153,6 +331,11 @@ rk_pool_create(rk_pool **out, const rk_pool_config *cfg)
     if ((unsigned)cfg->kind > RK_POOL_MALLOC)
         return rk__fail(
             RK_EINVAL, "rk_pool_create: unknown kind %d", (int)cfg->kind);
+    if ((unsigned)cfg->checks > RK_POOL_CHECKS_OFF)
+        return rk__fail(RK_EINVAL,
+            "rk_pool_create: checks is %d, not an "
+            "rk_pool_checks value",
+            (int)cfg->checks);
     if (!rk__is_pow2(minb) || !rk__is_pow2(maxb) || maxb < minb
         || maxb > RK__POOL_MAX_CLASS)
         return rk__fail(RK_EINVAL,
@@ -191,6 +374,10 @@ rk_pool_create(rk_pool **out, const rk_pool_config *cfg)
         p->alloc = *cfg->allocator;
         p->has_alloc = true;
     }
+    p->checks = cfg->checks == RK_POOL_CHECKS_DEFAULT
+        ? RK__POOL_CHECKS_DEFAULT
+        : cfg->checks == RK_POOL_CHECKS_ON;
+    pthread_mutex_init(&p->live.lock, NULL);
     for (unsigned i = 0; i < n; i++)
         pthread_mutex_init(&p->cls[i].lock, NULL);
     *out = p;
@@ -251,6 +438,24 @@ fresh_block(rk_pool *p, size_t bsize, void **out)
     return RK_OK;
 }
 
+static void take_back(rk_pool *pool, void *ptr, size_t size);
+
+/* The last step of a cache hit: record the block for the checks. A hit
+ * is never live (it came back through a checked free), so the only
+ * failure is no memory to track it: the block goes back to the cache. */
+static int
+handed_out(rk_pool *pool, void *blk, size_t size, void **out)
+{
+    int rc;
+
+    if (pool->checks && (rc = live_add(pool, blk, size)) != RK_OK) {
+        take_back(pool, blk, size);
+        return rc;
+    }
+    *out = blk;
+    return RK_OK;
+}
+
 int
 rk_pool_alloc(rk_pool *pool, size_t size, void **out)
 {
@@ -277,12 +482,28 @@ rk_pool_alloc(rk_pool *pool, size_t size, void **out)
         }
         pthread_mutex_unlock(&c->lock);
         if (blk != NULL) {
-            *out = blk;
-            return RK_OK;
+            if (pool->space == RK__MEM_HOST)
+                POOL_UNPOISON(blk, bsize);
+            return handed_out(pool, blk, size, out);
         }
     }
     rc = fresh_block(pool, bsize, &blk);
     if (rc != RK_OK) {
+        if (c != NULL) {
+            pthread_mutex_lock(&c->lock);
+            c->in_use--;
+            pthread_mutex_unlock(&c->lock);
+        }
+        return rc;
+    }
+    if (pool->checks && (rc = live_add(pool, blk, size)) != RK_OK) {
+        /* Undo the miss. A block the allocator returned twice is someone
+         * else's live block: it is not released. */
+        if (rc == RK_ENOMEM)
+            release_block(pool, blk, bsize);
+        else
+            sub(&pool->total_bytes, bsize);
+        sub(&pool->misses, 1);
         if (c != NULL) {
             pthread_mutex_lock(&c->lock);
             c->in_use--;
@@ -298,16 +519,15 @@ rk_pool_alloc(rk_pool *pool, size_t size, void **out)
     return RK_OK;
 }
 
-void
-rk_pool_free(rk_pool *pool, void *ptr, size_t size)
+/* Takes a block back (cache or release) without any check. */
+static void
+take_back(rk_pool *pool, void *ptr, size_t size)
 {
     struct rk__pool_class *c;
     size_t bsize;
     bool cached = false;
     int ci;
 
-    if (pool == NULL || ptr == NULL || size == 0)
-        return;
     ci = class_of(pool, size);
     bsize = ci < 0 ? size : pool->min_block << ci;
     if (ci < 0) {
@@ -326,6 +546,10 @@ rk_pool_free(rk_pool *pool, void *ptr, size_t size)
             }
         }
         if (c->nfree < c->cap) {
+            /* Poisoned before it is visible to another allocation, which
+             * unpoisons it after popping it under this lock. */
+            if (pool->space == RK__MEM_HOST)
+                POOL_POISON(ptr, bsize);
             c->stack[c->nfree++] = ptr;
             cached = true;
         }
@@ -334,6 +558,28 @@ rk_pool_free(rk_pool *pool, void *ptr, size_t size)
     /* Uncached sizes, or no room to remember the block. */
     if (!cached)
         release_block(pool, ptr, bsize);
+}
+
+int
+rk_pool_free(rk_pool *pool, void *ptr, size_t size)
+{
+    int rc;
+
+    if (pool == NULL || ptr == NULL)
+        return ptr == NULL ? RK_OK
+                           : rk__fail(RK_EINVAL, "rk_pool_free: NULL pool");
+    if (pool->checks && (rc = live_del(pool, ptr, size)) != RK_OK)
+        return rc;
+    if (size == 0) /* only reachable without checks */
+        return rk__fail(RK_EINVAL, "rk_pool_free: size is 0");
+    take_back(pool, ptr, size);
+    return RK_OK;
+}
+
+bool
+rk_pool_checking(const rk_pool *pool)
+{
+    return pool != NULL && pool->checks;
 }
 
 /* Bytes cached on free lists, summed class by class. */
@@ -369,7 +615,12 @@ rk_pool_trim(rk_pool *pool, size_t keep_bytes)
 
         pthread_mutex_lock(&c->lock);
         while (c->nfree > 0 && excess > 0) {
-            release_block(pool, c->stack[--c->nfree], bsize);
+            void *blk = c->stack[--c->nfree];
+
+            /* Cached, so poisoned; the allocator may write into it. */
+            if (pool->space == RK__MEM_HOST)
+                POOL_UNPOISON(blk, bsize);
+            release_block(pool, blk, bsize);
             excess = excess > bsize ? excess - bsize : 0;
         }
         pthread_mutex_unlock(&c->lock);
@@ -392,6 +643,9 @@ rk_pool_destroy(rk_pool *pool)
         pthread_mutex_destroy(&pool->cls[i].lock);
         free(pool->cls[i].stack);
     }
+    pthread_mutex_destroy(&pool->live.lock);
+    free(pool->live.addr);
+    free(pool->live.size);
     free(pool);
 }
 

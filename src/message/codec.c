@@ -5,7 +5,7 @@
  * token tape on its stack, then walks the tape against the type's field
  * table. Keys are matched with inline compares against the field the
  * previous key matched plus one (the right one for frames we or the
- * reference wrote, after the envelope keys), then the envelope keys by
+ * reference wrote, which put the fields first), then the envelope keys by
  * length, then every field. Values are checked and copied into the
  * struct; variable-length values are copied to fresh heap memory, so
  * nothing points into the frame. Encoding is in encode.c.
@@ -268,51 +268,6 @@ store_num(unsigned kind, void *dst, const struct num *n)
 
 /* ------------------------------------------------------------ decode */
 
-/* Strict UTF-8 as Python's decoder takes it: no overlong forms, no
- * surrogates, nothing above U+10FFFF. */
-static int
-utf8_valid(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-
-    while (i < n) {
-        unsigned c = s[i];
-        size_t k;
-        unsigned lo = 0x80, hi = 0xbf;
-
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) {
-            k = 1;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            k = 2;
-            if (c == 0xe0)
-                lo = 0xa0;
-            else if (c == 0xed)
-                hi = 0x9f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            k = 3;
-            if (c == 0xf0)
-                lo = 0x90;
-            else if (c == 0xf4)
-                hi = 0x8f;
-        } else {
-            return 0;
-        }
-        if (k > n - i - 1)
-            return 0;
-        if (s[i + 1] < lo || s[i + 1] > hi)
-            return 0;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xc0) != 0x80)
-                return 0;
-        i += k + 1;
-    }
-    return 1;
-}
-
 struct dctx {
     const struct rk__tok *tk; /* the tape */
     unsigned flags;
@@ -383,6 +338,7 @@ tok_num(const struct rk__tok *k, struct num *n)
  * scalars: the first that is not ends the walk with an error). */
 struct arr_src {
     uint64_t n;
+    uint32_t ndim; /* ndarray: entries in shape (0 for a numpy scalar) */
     const unsigned char *raw;
     int raw_kind;
     const struct rk__tok *list;
@@ -398,6 +354,7 @@ array_source(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
 
     if (o->type == RK__T_ARRAY) {
         a->n = o->n;
+        a->ndim = 1;
         a->list = o + 1;
         a->raw = NULL;
         return RK_OK;
@@ -438,6 +395,7 @@ array_source(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
         return FAIL_FIELD(RK_EFIELDTYPE, t, f, "unsupported dtype '%.*s'",
             (int)dtype->n, dtype->v.p);
     a->n = 1;
+    a->ndim = shape->n;
     for (uint32_t i = 0; i < shape->n; i++) {
         const struct rk__tok *d = &shape[1 + i]; /* scalars so far */
 
@@ -495,6 +453,35 @@ array_fill(const rk_msgtype *t, const rk_msgfield *f, const struct arr_src *a,
     return RK_OK;
 }
 
+/* A numpy scalar in a scalar field: PyDotCompute's encoder sends
+ * np.float32(1.5) or np.int64(3) as a 0-d ndarray map (shape []). The
+ * element converts as an array element does (store_num: range-checked,
+ * no float into an integer field, bool only into bool). */
+static int
+scalar_ndarray(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
+    uint32_t oi, char *p)
+{
+    struct arr_src a;
+    struct num n;
+    const char *why;
+    int rc;
+
+    if ((rc = array_source(c, t, f, oi, &a)) != RK_OK)
+        return rc;
+    if (a.ndim != 0)
+        return FAIL_FIELD(RK_EFIELDTYPE, t, f,
+            "expected %s or a 0-d ndarray, got %u-d", rk__kinds[f->kind].dtype,
+            a.ndim);
+    load_num((unsigned)a.raw_kind, a.raw, &n);
+    if (f->kind == RK_FK_BOOL && a.raw_kind == RK_FK_BOOL && a.raw[0] > 1)
+        return FAIL_FIELD(
+            RK_EFIELDTYPE, t, f, "bool element 0 is %u", a.raw[0]);
+    why = store_num(f->kind, p, &n);
+    if (why != NULL)
+        return FAIL_FIELD(RK_EFIELDTYPE, t, f, "%s", why);
+    return RK_OK;
+}
+
 static int decode_map(const struct dctx *c, const rk_msgtype *t, uint32_t mi,
     char *base, rk_msg_header *hdr, int depth);
 
@@ -521,6 +508,8 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
             memcpy(p, &o->v.u, sizeof(uint64_t));
             return RK_OK;
         }
+        if (o->type == RK__T_MAP)
+            return scalar_ndarray(c, t, f, oi, p);
         if (tok_num(o, &n) != 0)
             return FAIL_FIELD(RK_EFIELDTYPE, t, f, "expected %s, got %s",
                 rk__kinds[f->kind].dtype, tok_type_name(o));
@@ -564,7 +553,7 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
         if (sz > f->count)
             return FAIL_FIELD(RK_ETOOBIG, t, f, "length %u exceeds maximum %u",
                 sz, f->count);
-        if (is_str && !utf8_valid((const unsigned char *)src, sz))
+        if (is_str && !rk__utf8_valid(src, sz))
             return FAIL_FIELD(
                 RK_EFIELDTYPE, t, f, "%s", "string is not valid UTF-8");
         if (sz == 0 && !is_str)
@@ -710,7 +699,7 @@ decode_map(const struct dctx *c, const rk_msgtype *t, uint32_t mi, char *base,
             const char *kp = k->v.p;
 
             /* Frames we or the reference wrote list the fields in
-             * declaration order, after the envelope keys. */
+             * declaration order, before the envelope keys. */
             if (hint < nf && f[hint].name_len == kl
                 && bytes_eq(f[hint].name, kp, kl)) {
                 idx = hint;

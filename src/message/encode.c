@@ -292,27 +292,10 @@ encode_obj(struct wbuf *wp, const rk_msgtype *t, const rk_msg_header *h,
     if (rk__unlikely((rc = rk__msgtype_check_fields(t)) != RK_OK))
         return rc;
     f = t->fields();
+    /* PyDotCompute's order (the @message decorator's dataclass): the
+     * fields, then the envelope keys, then "__type__", which serialize()
+     * adds last. Nested maps end with "__type__" too. */
     wpack_map(w, t->nfields + 1u + (top ? 3u : 0u));
-    PACK_LIT(w, "__type__");
-    pack_str(w, t->name, strlen(t->name));
-    if (top) {
-        rk_uuid fresh;
-        const rk_uuid *mid = h ? &h->message_id : &fresh;
-
-        if (h == NULL)
-            fresh = rk_uuid_v7();
-        put_run(w, &runs.mid);
-        pack_uuid_body(w, mid);
-        put_run(w, &runs.prio);
-        wpack_uint8(w, h ? h->priority : RK_MSG_PRIORITY_DEFAULT);
-        put_run(w, &runs.corr);
-        if (h == NULL || rk_uuid_is_nil(&h->correlation_id)) {
-            wpack_nil(w);
-        } else {
-            put_run(w, &runs.uuid);
-            pack_uuid_body(w, &h->correlation_id);
-        }
-    }
     for (unsigned i = 0; i < t->nfields; i++) {
         const char *p = base + f[i].offset;
         struct var_head v = { NULL, 0 };
@@ -338,6 +321,13 @@ encode_obj(struct wbuf *wp, const rk_msgtype *t, const rk_msg_header *h,
             wpack_bin_body(w, v.ptr, v.len);
             break;
         case RK_FC_STRING:
+            /* The decoder (and Python) refuse what is not UTF-8, so the
+             * encoder must not write it. */
+            if (rk__unlikely(!rk__utf8_valid(v.ptr, v.len)))
+                return rk__fail(RK_EENCODE,
+                    "%s.%s: string is not valid "
+                    "UTF-8",
+                    t->name, f[i].name);
             wpack_str(w, v.len);
             wpack_str_body(w, v.ptr, v.len);
             break;
@@ -350,6 +340,26 @@ encode_obj(struct wbuf *wp, const rk_msgtype *t, const rk_msg_header *h,
             break;
         }
     }
+    if (top) {
+        rk_uuid fresh;
+        const rk_uuid *mid = h ? &h->message_id : &fresh;
+
+        if (h == NULL)
+            fresh = rk_uuid_v7();
+        put_run(w, &runs.mid);
+        pack_uuid_body(w, mid);
+        put_run(w, &runs.prio);
+        wpack_uint8(w, h ? h->priority : RK_MSG_PRIORITY_DEFAULT);
+        put_run(w, &runs.corr);
+        if (h == NULL || rk_uuid_is_nil(&h->correlation_id)) {
+            wpack_nil(w);
+        } else {
+            put_run(w, &runs.uuid);
+            pack_uuid_body(w, &h->correlation_id);
+        }
+    }
+    PACK_LIT(w, "__type__");
+    pack_str(w, t->name, strlen(t->name));
     *wp = lw;
     return RK_OK;
 }

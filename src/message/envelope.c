@@ -13,6 +13,8 @@
 void
 rk_msg_header_init(rk_msg_header *h, uint32_t type_id, uint8_t priority)
 {
+    if (h == NULL)
+        return;
     memset(h, 0, sizeof(*h));
     h->magic = RK_MSG_MAGIC;
     h->version = RK_MSG_VERSION;
@@ -25,12 +27,15 @@ rk_msg_header_init(rk_msg_header *h, uint32_t type_id, uint8_t priority)
 void
 rk_msg_reply(rk_msg_header *h, const rk_msg_header *orig)
 {
-    h->correlation_id = orig->message_id;
+    if (h != NULL && orig != NULL)
+        h->correlation_id = orig->message_id;
 }
 
 void
 rk_msg_with_correlation(rk_msg_header *h, const rk_uuid *corr)
 {
+    if (h == NULL)
+        return;
     if (corr == NULL)
         memset(&h->correlation_id, 0, sizeof(h->correlation_id));
     else
@@ -40,6 +45,9 @@ rk_msg_with_correlation(rk_msg_header *h, const rk_uuid *corr)
 int
 rk_msg_header_write(const rk_msg_header *h, void *dst, size_t cap)
 {
+    if (h == NULL || dst == NULL)
+        return rk__fail(RK_EINVAL, "rk_msg_header_write: NULL %s",
+            h == NULL ? "header" : "destination");
     if (cap < RK_MSG_HEADER_SIZE)
         return rk__fail(
             RK_EMSGSIZE, "header needs 64 bytes, slot has %zu", cap);

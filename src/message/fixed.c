@@ -114,8 +114,15 @@ rk__msgtype_validate(const rk_msgtype *t, int depth)
 int
 rk_msg_fixed_write(const rk_msgtype *t, const void *obj, void *dst, size_t cap)
 {
+    if (rk__unlikely(t == NULL || obj == NULL || dst == NULL))
+        return rk__fail(RK_EINVAL, "rk_msg_fixed_write: NULL %s",
+            t == NULL         ? "type"
+                : obj == NULL ? "object"
+                              : "destination");
     if (rk__unlikely(t->fixed_size == 0))
         return rk__fail(RK_ENOTSUP, "%s has variable-length fields", t->name);
+    if (rk__unlikely(t->fixed_size > t->size || t->fields == NULL))
+        return rk__fail(RK_EINVAL, "%s: malformed type descriptor", t->name);
     if (rk__unlikely(cap < t->fixed_size))
         return rk__fail(RK_EMSGSIZE, "%s needs %u bytes, slot has %zu",
             t->name, t->fixed_size, cap);
@@ -152,8 +159,15 @@ rk_msg_fixed_read(const rk_msgtype *t, const void *src, size_t len, void *obj)
 {
     int rc;
 
+    if (rk__unlikely(t == NULL || obj == NULL || (src == NULL && len != 0)))
+        return rk__fail(RK_EINVAL, "rk_msg_fixed_read: NULL %s",
+            t == NULL         ? "type"
+                : obj == NULL ? "object"
+                              : "source");
     if (rk__unlikely(t->fixed_size == 0))
         return rk__fail(RK_ENOTSUP, "%s has variable-length fields", t->name);
+    if (rk__unlikely(t->fixed_size > t->size || t->fields == NULL))
+        return rk__fail(RK_EINVAL, "%s: malformed type descriptor", t->name);
     if (rk__unlikely(len != t->fixed_size)) {
         memset(obj, 0, t->size);
         return rk__fail(len < t->fixed_size ? RK_ETRUNCATED : RK_EDECODE,
@@ -192,5 +206,7 @@ layout_hash(const rk_msgtype *t, uint64_t h, int depth)
 uint64_t
 rk_msgtype_layout_hash(const rk_msgtype *t)
 {
+    if (t == NULL || t->name == NULL || t->fields == NULL)
+        return 0;
     return layout_hash(t, UINT64_C(0xcbf29ce484222325), 0);
 }

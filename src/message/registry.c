@@ -37,10 +37,13 @@ hash_name(const char *s, size_t n)
     return (uint32_t)rk__fnv1a(UINT64_C(0xcbf29ce484222325), s, n);
 }
 
+/* Lengths first: name may hold NULs (a wire "__type__" can), so a
+ * strncmp could stop early and t->name[n] would then be read past the
+ * registered name's end. strlen reads t->name only up to its own NUL. */
 static int
 name_eq(const rk_msgtype *t, const char *name, size_t n)
 {
-    return strncmp(t->name, name, n) == 0 && t->name[n] == '\0';
+    return strlen(t->name) == n && memcmp(t->name, name, n) == 0;
 }
 
 const rk_msgtype *

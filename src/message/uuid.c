@@ -129,13 +129,19 @@ rk_uuid_is_nil(const rk_uuid *u)
 {
     static const rk_uuid nil;
 
+    if (u == NULL)
+        return true;
     return memcmp(u, &nil, sizeof(nil)) == 0;
 }
 
 int
 rk_uuid_cmp(const rk_uuid *a, const rk_uuid *b)
 {
-    int c = memcmp(a->b, b->b, sizeof(a->b));
+    int c;
+
+    if (a == NULL || b == NULL)
+        return (a != NULL) - (b != NULL);
+    c = memcmp(a->b, b->b, sizeof(a->b));
 
     return (c > 0) - (c < 0);
 }
@@ -144,8 +150,13 @@ void
 rk_uuid_format(const rk_uuid *u, char out[RK_UUID_STRLEN + 1])
 {
     static const char hex[] = "0123456789abcdef";
+    static const rk_uuid nil;
     size_t o = 0;
 
+    if (out == NULL)
+        return;
+    if (u == NULL)
+        u = &nil;
     for (size_t i = 0; i < 16; i++) {
         if (i == 4 || i == 6 || i == 8 || i == 10)
             out[o++] = '-';

@@ -14,37 +14,32 @@
 #include <string.h>
 
 #include "common/common.h"
-#include "common/futex.h"
+#include "common/ec.h"
 #include "common/spin.h"
+#include "queue/mqueue_int.h"
 #include "queue/vring.h"
 #include "ringkernel/queue.h"
 
-/* Waits spin first: common/spin.h (budget per direction). */
-
 /*
- * An eventcount. A waiter reads seq (the key), announces itself in
- * waiters, issues a seq_cst fence, re-checks its condition and only then
- * sleeps on seq == key. A notifier changes the state, issues a seq_cst
- * fence and, only if it sees a waiter, bumps seq and wakes. The two fences
- * order the waiter's announcement against the notifier's state change:
- * either the waiter's re-check sees the change or the notifier sees the
- * waiter, whose key then predates the bump, so futex_wait cannot sleep.
+ * Waiting is the library's one eventcount (common/ec.h) per direction,
+ * after an adaptive spin (common/spin.h, one budget per direction). A
+ * sender pays only the eventcount's light barrier and one load per
+ * publication; the waiter pays the heavy barrier.
  */
-typedef struct mq_park {
-    _Alignas(RK_CACHELINE) _Atomic uint32_t seq;
-    _Atomic uint32_t waiters;
-    rk__spin spin; /* adaptive spin budget before parking */
-} mq_park;
 
 struct rk_mqueue {
     rk__vring bands[RK_BAND_COUNT];
     /* Read-mostly line. */
     _Alignas(RK_CACHELINE) uint32_t nbands;
-    uint32_t capacity;
+    uint32_t capacity; /* messages admitted per band beyond the head */
     uint32_t slot_size;
+    uint32_t hold; /* slots the receiver may hold in place (0: none) */
     rk_backpressure bp;
-    bool sp; /* single producer: no CAS on tail, no RMW on counters */
-    bool mc; /* DROP_OLDEST: senders take from the head too, so CAS it */
+    bool sp;      /* single producer: no CAS on tail, no RMW on counters */
+    bool mc;      /* DROP_OLDEST: senders take from the head too, so CAS it */
+    bool limited; /* rings larger than capacity: admission tests the head */
+    rk__ec
+        *ne; /* not empty: ne_own, or the owner's (rk__mqueue_create_held) */
     _Atomic uint32_t closed;
     /* Senders' counters. */
     _Alignas(RK_CACHELINE) _Atomic uint64_t enqueued;
@@ -52,10 +47,17 @@ struct rk_mqueue {
     _Atomic uint64_t evicted;
     _Atomic uint64_t rejected;
     rk__hwmark hw; /* removals: dequeued + evicted */
-    /* Receiver's counter. */
+    /* Receiver's line: its counter and the run it holds in place. */
     _Alignas(RK_CACHELINE) _Atomic uint64_t dequeued;
-    mq_park notempty; /* the receiver waits here */
-    mq_park notfull;  /* BLOCK senders wait here */
+    _Atomic uint64_t held;    /* slots taken in place, not yet released */
+    _Atomic uint64_t recv_hw; /* high water kept here (limited queues) */
+    uint64_t held_pos;
+    uint32_t held_band;
+    /* Waiting. */
+    _Alignas(RK_CACHELINE) rk__ec ne_own; /* the receiver waits here */
+    rk__spin ne_spin;
+    _Alignas(RK_CACHELINE) rk__ec nf; /* BLOCK senders wait here */
+    rk__spin nf_spin;
 };
 
 rk_band
@@ -71,36 +73,6 @@ rk_priority_band(uint8_t priority)
 }
 
 /* ---------------------------------------------------------------- parking */
-
-static void
-park_init(mq_park *p)
-{
-    atomic_init(&p->seq, 0);
-    atomic_init(&p->waiters, 0);
-    rk__spin_init(&p->spin);
-}
-
-/* Called after the state change a waiter may be waiting for. */
-static inline void
-park_notify(mq_park *p)
-{
-    /* Pairs with the fence in park_wait: see struct mq_park. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (rk__unlikely(
-            atomic_load_explicit(&p->waiters, memory_order_relaxed) != 0)) {
-        /* Release pairs with the waiter's acquire load of its key. */
-        atomic_fetch_add_explicit(&p->seq, 1, memory_order_release);
-        rk__futex_wake(&p->seq, INT32_MAX);
-    }
-}
-
-static void
-park_wake_all(mq_park *p)
-{
-    /* Release pairs with the waiter's acquire load of its key. */
-    atomic_fetch_add_explicit(&p->seq, 1, memory_order_release);
-    rk__futex_wake(&p->seq, INT32_MAX);
-}
 
 typedef int (*mq_attempt)(rk_mqueue *q, void *ctx);
 
@@ -121,13 +93,13 @@ mq_try_once(void *arg)
 
 /*
  * Runs attempt until it returns something other than `again`: at once,
- * then through an adaptive spin, then parked on p until notified, closed
+ * then through an adaptive spin, then parked on ec until notified, closed
  * (attempt reports RK_ECLOSED itself) or the timeout. Returns attempt's
  * result, `again` for RK_NO_WAIT, or RK_ETIMEDOUT.
  */
 static int
-park_wait(rk_mqueue *q, mq_park *p, mq_attempt attempt, void *ctx, int again,
-    int64_t timeout_ns)
+park_wait(rk_mqueue *q, rk__ec *ec, rk__spin *spin, mq_attempt attempt,
+    void *ctx, int again, int64_t timeout_ns)
 {
     int rc = attempt(q, ctx);
     if (rc != again || timeout_ns == RK_NO_WAIT)
@@ -135,25 +107,17 @@ park_wait(rk_mqueue *q, mq_park *p, mq_attempt attempt, void *ctx, int again,
     uint64_t deadline = rk__deadline(timeout_ns);
     struct mq_try t = { q, attempt, ctx };
 
-    if ((rc = rk__spin_wait(&p->spin, mq_try_once, &t, again, deadline))
-        != again)
+    if ((rc = rk__spin_wait(spin, mq_try_once, &t, again, deadline)) != again)
         return rc;
     for (;;) {
-        /* Acquire pairs with the release bump in park_notify/close: a key
-         * read after a bump also sees the state that bump announced. */
-        uint32_t key = atomic_load_explicit(&p->seq, memory_order_acquire);
-        atomic_fetch_add_explicit(&p->waiters, 1, memory_order_relaxed);
-        /* Pairs with the fence in park_notify (Dekker: announce, then
-         * re-check; change, then look for waiters). */
-        atomic_thread_fence(memory_order_seq_cst);
+        /* prepare, re-check, then wait or cancel: ec.h's protocol. */
+        uint32_t key = rk__ec_prepare(ec);
         rc = attempt(q, ctx);
         if (rc != again) {
-            atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
+            rk__ec_cancel(ec);
             return rc;
         }
-        int w = rk__futex_wait(&p->seq, key, deadline);
-        atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
-        if (w == RK_ETIMEDOUT) {
+        if (rk__ec_wait(ec, key, deadline) == RK_ETIMEDOUT) {
             rc = attempt(q, ctx);
             return rc == again ? RK_ETIMEDOUT : rc;
         }
@@ -180,7 +144,9 @@ count_add(_Atomic uint64_t *c, uint64_t n, bool one_writer)
 static inline void
 note_depth(rk_mqueue *q, uint64_t total)
 {
-    if (!rk__hw_maybe(&q->hw, total))
+    /* A limited queue's receiver keeps the mark (take_held): reading its
+     * line here cost a miss on nearly every send of a ping-pong. */
+    if (q->limited || !rk__hw_maybe(&q->hw, total))
         return;
     uint64_t removed = atomic_load_explicit(&q->dequeued, memory_order_relaxed)
         + atomic_load_explicit(&q->evicted, memory_order_relaxed);
@@ -190,7 +156,8 @@ note_depth(rk_mqueue *q, uint64_t total)
 /* ---------------------------------------------------------------- create */
 
 int
-rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg)
+rk__mqueue_create_held(rk_mqueue **out, const rk_mqueue_config *cfg,
+    uint32_t hold, rk__ec *notempty)
 {
     if (out == NULL)
         return rk__fail(RK_EINVAL, "rk_mqueue_create: NULL out");
@@ -208,6 +175,16 @@ rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg)
     int rc = rk__queue_check_geometry(c.capacity, c.slot_size, "rk_mqueue");
     if (rc != RK_OK)
         return rc;
+    /* A receiver that holds up to `hold` slots in place gets that many
+     * more slots per band, and senders are admitted up to capacity beyond
+     * the head (mq_claim): held slots never take room from the queue. */
+    uint64_t ring = c.capacity;
+    while (ring < (uint64_t)c.capacity + hold)
+        ring <<= 1;
+    if (ring > (UINT64_C(1) << 31))
+        return rk__fail(RK_EINVAL,
+            "rk_mqueue: capacity %u plus a held batch of %u is too large",
+            c.capacity, hold);
 
     rk_mqueue *q = aligned_alloc(RK_CACHELINE, sizeof(*q));
     if (q == NULL)
@@ -216,12 +193,14 @@ rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg)
     q->nbands = c.priority_bands ? RK_BAND_COUNT : 1;
     q->capacity = c.capacity;
     q->slot_size = c.slot_size;
+    q->hold = hold;
     q->bp = c.backpressure;
     q->sp = c.single_producer;
     q->mc = c.backpressure == RK_BP_DROP_OLDEST;
+    q->limited = ring != c.capacity;
     for (uint32_t b = 0; b < q->nbands; b++) {
-        rc = rk__vring_init(
-            &q->bands[b], c.capacity, c.slot_size, "rk_mqueue");
+        rc = rk__vring_init_aligned(&q->bands[b], (uint32_t)ring, c.slot_size,
+            RK__VSLOT_HDR, "rk_mqueue");
         if (rc != RK_OK) {
             while (b-- > 0)
                 rk__vring_fini(&q->bands[b]);
@@ -237,10 +216,21 @@ rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg)
     atomic_init(&q->hw.high_water, 0);
     atomic_init(&q->hw.removed_hint, 0);
     atomic_init(&q->dequeued, 0);
-    park_init(&q->notempty);
-    park_init(&q->notfull);
+    atomic_init(&q->held, 0);
+    atomic_init(&q->recv_hw, 0);
+    rk__ec_init(&q->ne_own);
+    rk__ec_init(&q->nf);
+    rk__spin_init(&q->ne_spin);
+    rk__spin_init(&q->nf_spin);
+    q->ne = notempty != NULL ? notempty : &q->ne_own;
     *out = q;
     return RK_OK;
+}
+
+int
+rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg)
+{
+    return rk__mqueue_create_held(out, cfg, 0, NULL);
 }
 
 void
@@ -251,6 +241,96 @@ rk_mqueue_destroy(rk_mqueue *q)
     for (uint32_t b = 0; b < q->nbands; b++)
         rk__vring_fini(&q->bands[b]);
     free(q);
+}
+
+/* ---------------------------------------------------------------- claim */
+
+/*
+ * Claims up to want consecutive free positions of band r; returns how many
+ * (0: full) and the first in *first.
+ *
+ * Unlimited queue (the public rk_mqueue): free means the slot's sequence
+ * says so (vring.h).
+ *
+ * Limited queue (a receiver that holds slots in place): the ring is larger
+ * than capacity by the receiver's hold, and a position p is free when
+ * p < head + capacity. Its slot last held p - ring < head - hold, and the
+ * receiver takes past a position only after it released everything it
+ * held below it (rk__mqueue_take_held takes nothing while it holds), so
+ * that slot was freed before the head reached its value. Without evicting
+ * senders this bound is all a sender needs: it acquires the head (or a
+ * hint of it, below), which orders the receiver's reads of the slot before
+ * our writes, and never reads the slot's sequence word, a line the
+ * receiver wrote last (a read miss on every send; the write that replaces
+ * it does not stall). With evicting senders (DROP_OLDEST) the head also
+ * moves by eviction, before the evicted slot is freed, so the sequence is
+ * checked as well.
+ *
+ * The head is read through a hint on the senders' line and from the
+ * receiver's line only when the hint says full. Any value the head had is
+ * a safe hint (the head only grows); release/acquire on the hint carries
+ * the ordering of the head load that produced it to the senders that use
+ * it.
+ */
+static uint32_t
+mq_claim(rk_mqueue *q, rk__vring *r, uint32_t want, uint64_t *first)
+{
+    uint64_t p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    for (;;) {
+        uint32_t k = want, f = 0;
+        if (q->limited) {
+            /* Acquire pairs with the release store of the hint below. */
+            uint64_t h
+                = atomic_load_explicit(&r->head_hint, memory_order_acquire);
+            int64_t used = (int64_t)(p - h);
+            if (used < 0 || (uint64_t)used + want > q->capacity) {
+                /* Acquire pairs with the receiver's release store of the
+                 * head in take_run: the slots below it were freed. */
+                h = atomic_load_explicit(&r->head, memory_order_acquire);
+                /* Release: passes that ordering on (see above). */
+                atomic_store_explicit(&r->head_hint, h, memory_order_release);
+                used = (int64_t)(p - h);
+                if (used < 0) { /* a stale tail: another sender moved on */
+                    p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+                    continue;
+                }
+                if ((uint64_t)used >= q->capacity)
+                    return 0;
+                if ((uint64_t)used + want > q->capacity)
+                    k = q->capacity - (uint32_t)used;
+            }
+        }
+        if (q->limited && !q->mc) {
+            f = k; /* free by the bound alone */
+        } else {
+            /* Acquire pairs with rk__vring_free: the receiver's reads of
+             * the slot are done before we overwrite it. */
+            while (f < k
+                && atomic_load_explicit(
+                       &rk__vring_slot(r, p + f)->seq, memory_order_acquire)
+                    == p + f)
+                f++;
+            if (f == 0) {
+                uint64_t seq = atomic_load_explicit(
+                    &rk__vring_slot(r, p)->seq, memory_order_relaxed);
+                if (q->sp || (int64_t)(seq - p) < 0)
+                    return 0; /* still holds the message of p - ring */
+                p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+                continue; /* another sender claimed p */
+            }
+        }
+        if (q->sp) {
+            atomic_store_explicit(&r->tail, p + f, memory_order_relaxed);
+            *first = p;
+            return f;
+        }
+        /* Relaxed: arbitration between senders only. */
+        if (atomic_compare_exchange_weak_explicit(&r->tail, &p, p + f,
+                memory_order_relaxed, memory_order_relaxed)) {
+            *first = p;
+            return f;
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- send */
@@ -268,6 +348,11 @@ typedef struct send_ctx {
     const unsigned char *msgs;
     size_t stride;
     const size_t *lens;
+    /* Or written in place by fill (rk__mqueue_send_fill), fill_len each. */
+    rk__mqueue_fill fill;
+    void *fill_arg;
+    uint32_t fill_len;
+    bool count_one; /* a refusal counts the refused message only */
     size_t n;
     size_t done;
     rk__vring *band;
@@ -290,12 +375,6 @@ evict_oldest(rk_mqueue *q, rk__vring *r)
     return true;
 }
 
-static inline bool
-claim_one(rk_mqueue *q, rk__vring *r, uint64_t *pos)
-{
-    return q->sp ? rk__vring_claim_sp(r, pos) : rk__vring_claim_mp(r, pos);
-}
-
 static uint64_t
 send_deadline(send_ctx *c)
 {
@@ -307,20 +386,39 @@ send_deadline(send_ctx *c)
 /*
  * DROP_OLDEST on a full band: evicts until a slot can be claimed. The band
  * can be full with nothing evictable when its head slot is claimed by a
- * sender that has not published it yet (preempted mid-copy, say): then no
- * spinning helps until that sender runs. After MQ_EVICT_SPIN rounds the
+ * sender that has not published it yet (preempted mid-copy, say), or when
+ * the slot the sender needs is held in place by the receiver
+ * (eviction_helps): then no spinning helps until that sender runs or the
+ * receiver releases. After MQ_EVICT_SPIN rounds the
  * sender yields the CPU between tries and gives up at its timeout like a
  * BLOCK sender: RK_EFULL for RK_NO_WAIT, RK_ETIMEDOUT after it; the caller
  * counts it rejected. The deadline starts at the first yield.
  */
 #define MQ_EVICT_SPIN 64u
 
+/* Whether evicting the oldest message of r can make room at the tail. On
+ * a limited queue the tail's slot may still be held by the receiver (it
+ * holds a batch in place while senders evicted past it): evicting more
+ * would lose messages and free nothing, since a held slot is never
+ * evicted or overwritten. Then the sender waits as for a stuck head. */
+static bool
+eviction_helps(const rk_mqueue *q, const rk__vring *r)
+{
+    if (!q->limited)
+        return true;
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    /* Relaxed: a hint; mq_claim checks again. */
+    return atomic_load_explicit(
+               &rk__vring_slot(r, t)->seq, memory_order_relaxed)
+        == t;
+}
+
 static int
 claim_evicting(rk_mqueue *q, send_ctx *c, uint64_t *pos)
 {
     rk__vring *r = c->band;
     for (uint32_t round = 0;; round++) {
-        if (!evict_oldest(q, r)) {
+        if (!eviction_helps(q, r) || !evict_oldest(q, r)) {
             if (round < MQ_EVICT_SPIN) {
                 rk__cpu_relax();
             } else {
@@ -334,7 +432,7 @@ claim_evicting(rk_mqueue *q, send_ctx *c, uint64_t *pos)
                 sched_yield();
             }
         }
-        if (claim_one(q, r, pos))
+        if (mq_claim(q, r, 1, pos) == 1)
             return RK_OK;
     }
 }
@@ -376,13 +474,7 @@ send_attempt(rk_mqueue *q, void *arg)
     if (atomic_load_explicit(&q->closed, memory_order_acquire))
         return RK_ECLOSED;
     size_t want = c->n - c->done;
-    if (want == 1) {
-        k = claim_one(q, r, &pos) ? 1 : 0;
-    } else {
-        uint32_t w = want > UINT32_MAX ? UINT32_MAX : (uint32_t)want;
-        k = q->sp ? rk__vring_claim_batch_sp(r, w, &pos)
-                  : rk__vring_claim_batch_mp(r, w, &pos);
-    }
+    k = mq_claim(q, r, want > UINT32_MAX ? UINT32_MAX : (uint32_t)want, &pos);
     if (k == 0) {
         if (q->bp != RK_BP_DROP_OLDEST)
             return RK_EFULL;
@@ -391,10 +483,25 @@ send_attempt(rk_mqueue *q, void *arg)
             return rc;
         k = 1;
     }
-    for (uint32_t i = 0; i < k; i++) {
-        rk__vslot *s = rk__vring_slot(r, pos + i);
-        uint32_t len = copy_msg(c, c->done + i, rk__vslot_data(s));
-        atomic_store_explicit(&s->len, len, memory_order_relaxed);
+    if (c->fill != NULL) {
+        /* In place: one call per contiguous run (the ring may wrap). */
+        for (uint32_t i = 0; i < k;) {
+            uint64_t p = pos + i;
+            uint64_t to_end = r->mask + 1 - (p & r->mask);
+            uint32_t run = k - i < to_end ? k - i : (uint32_t)to_end;
+            c->fill(c->fill_arg, c->done + i,
+                rk__vslot_data(rk__vring_slot(r, p)), r->stride, run);
+            for (uint32_t j = 0; j < run; j++)
+                atomic_store_explicit(&rk__vring_slot(r, p + j)->len,
+                    c->fill_len, memory_order_relaxed);
+            i += run;
+        }
+    } else {
+        for (uint32_t i = 0; i < k; i++) {
+            rk__vslot *s = rk__vring_slot(r, pos + i);
+            uint32_t len = copy_msg(c, c->done + i, rk__vslot_data(s));
+            atomic_store_explicit(&s->len, len, memory_order_relaxed);
+        }
     }
     /* Counted before it is published, so dequeued never passes enqueued. */
     uint64_t total = count_add(&q->enqueued, k, q->sp);
@@ -402,7 +509,7 @@ send_attempt(rk_mqueue *q, void *arg)
         rk__vring_publish(r, pos + i);
     c->done += k;
     note_depth(q, total);
-    park_notify(&q->notempty);
+    rk__ec_notify(q->ne); /* after the publication, as ec.h requires */
     return RK_OK;
 }
 
@@ -428,7 +535,8 @@ send_run(rk_mqueue *q, send_ctx *c)
     do {
         if (q->bp == RK_BP_BLOCK) {
             int64_t left = send_time_left(c);
-            rc = park_wait(q, &q->notfull, send_attempt, c, RK_EFULL, left);
+            rc = park_wait(
+                q, &q->nf, &q->nf_spin, send_attempt, c, RK_EFULL, left);
             if (rc == RK_EFULL && c->timeout_ns > 0)
                 rc = RK_ETIMEDOUT; /* a batch whose time ran out */
         } else {
@@ -437,7 +545,7 @@ send_run(rk_mqueue *q, send_ctx *c)
     } while (rc == RK_OK && c->done < c->n);
     if (rc != RK_EFULL && rc != RK_ETIMEDOUT)
         return rc;
-    uint64_t refused = (uint64_t)(c->n - c->done);
+    uint64_t refused = c->count_one ? 1 : (uint64_t)(c->n - c->done);
     if (q->bp == RK_BP_DROP_NEW) {
         atomic_fetch_add_explicit(&q->dropped, refused, memory_order_relaxed);
         return RK_EDROPPED;
@@ -520,6 +628,26 @@ rk_mqueue_send_batch(rk_mqueue *q, const void *msgs, size_t stride,
     return rc;
 }
 
+int
+rk__mqueue_send_fill(rk_mqueue *q, uint8_t priority, uint32_t len, size_t n,
+    rk__mqueue_fill fill, void *arg, int64_t timeout_ns, size_t *sent)
+{
+    RK_ASSERT(len <= q->slot_size);
+    *sent = 0;
+    if (n == 0)
+        return RK_OK;
+    send_ctx c = { .fill = fill,
+        .fill_arg = arg,
+        .fill_len = len,
+        .count_one = true,
+        .n = n,
+        .band = band_of(q, priority),
+        .timeout_ns = timeout_ns };
+    int rc = send_run(q, &c);
+    *sent = c.done;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- recv */
 
 typedef struct recv_ctx {
@@ -595,7 +723,7 @@ recv_some(rk_mqueue *q, recv_ctx *c)
         return rc;
     count_add(&q->dequeued, c->n, true);
     if (q->bp == RK_BP_BLOCK)
-        park_notify(&q->notfull);
+        rk__ec_notify_all(&q->nf); /* after the frees: room to claim */
     return RK_OK;
 }
 
@@ -627,8 +755,8 @@ rk_mqueue_recv_batch(rk_mqueue *q, void *bufs, size_t stride, size_t *lens,
                 : max == 0 ? "max is 0"
                            : "NULL buffer");
     recv_ctx c = { bufs, stride, lens, max, 0 };
-    int rc
-        = park_wait(q, &q->notempty, recv_attempt, &c, RK_EEMPTY, timeout_ns);
+    int rc = park_wait(
+        q, q->ne, &q->ne_spin, recv_attempt, &c, RK_EEMPTY, timeout_ns);
     *n = c.n;
     return rc;
 }
@@ -649,6 +777,129 @@ rk_mqueue_recv(
     return rc;
 }
 
+/* ---------------------------------------------------------------- in place */
+
+/*
+ * Takes a run of up to n ready messages at the head of band r without
+ * freeing their slots (one contiguous run: it stops at the ring's end).
+ * With evicting senders the head moves by CAS, so a message is either
+ * evicted or taken, never both; slots the receiver holds lie below the
+ * head, where no evictor looks.
+ */
+static uint32_t
+take_run(rk_mqueue *q, rk__vring *r, uint32_t n, uint64_t *first)
+{
+    uint64_t p = atomic_load_explicit(&r->head, memory_order_relaxed);
+    for (;;) {
+        uint64_t to_end = r->mask + 1 - (p & r->mask);
+        uint32_t want = n < to_end ? n : (uint32_t)to_end, k = 0;
+        /* Acquire pairs with rk__vring_publish: payload and len visible. */
+        while (k < want
+            && atomic_load_explicit(
+                   &rk__vring_slot(r, p + k)->seq, memory_order_acquire)
+                == p + k + 1)
+            k++;
+        if (!q->mc) {
+            /* Release pairs with the senders' acquire of the head in
+             * mq_claim: every slot freed before is free to overwrite. */
+            if (k > 0)
+                atomic_store_explicit(&r->head, p + k, memory_order_release);
+            *first = p;
+            return k;
+        }
+        if (k == 0) {
+            uint64_t seq = atomic_load_explicit(
+                &rk__vring_slot(r, p)->seq, memory_order_relaxed);
+            if ((int64_t)(seq - (p + 1)) < 0)
+                return 0; /* empty, or its sender is still writing */
+            p = atomic_load_explicit(&r->head, memory_order_relaxed);
+            continue; /* an evictor moved the head */
+        }
+        /* Relaxed: arbitration against evictors only. */
+        if (atomic_compare_exchange_weak_explicit(&r->head, &p, p + k,
+                memory_order_relaxed, memory_order_relaxed)) {
+            *first = p;
+            return k;
+        }
+    }
+}
+
+int
+rk__mqueue_take_held(rk_mqueue *q, size_t max, rk__mqueue_run *out)
+{
+    RK_ASSERT(atomic_load_explicit(&q->held, memory_order_relaxed) == 0);
+    uint32_t want = max < q->hold ? (uint32_t)max : q->hold;
+    out->n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t b = q->nbands; b-- > 0;) {
+            rk__vring *r = &q->bands[b];
+            uint64_t pos;
+            uint32_t k = take_run(q, r, want, &pos);
+            if (k == 0)
+                continue;
+            /* High water, kept by the receiver here (see note_depth): a
+             * short run is the whole backlog of its band; a full one
+             * reads the senders' tail (only when the queue is backed up). */
+            uint64_t depth = k < want
+                ? k
+                : atomic_load_explicit(&r->tail, memory_order_relaxed) - pos;
+            if (depth > q->capacity)
+                depth = q->capacity;
+            /* On our own line: the senders' line changes every send. */
+            if (depth
+                > atomic_load_explicit(&q->recv_hw, memory_order_relaxed))
+                atomic_store_explicit(
+                    &q->recv_hw, depth, memory_order_relaxed);
+            q->held_band = b;
+            q->held_pos = pos;
+            atomic_store_explicit(&q->held, k, memory_order_relaxed);
+            count_add(&q->dequeued, k, true);
+            /* On a limited queue the room is the head, which moved. */
+            if (q->bp == RK_BP_BLOCK)
+                rk__ec_notify_all(&q->nf);
+            out->frames = rk__vslot_data(rk__vring_slot(r, pos));
+            out->stride = r->stride;
+            out->n = k;
+            return RK_OK;
+        }
+        /* Acquire pairs with the seq_cst store in rk_mqueue_close: every
+         * send that finished before the close is visible to the retry. */
+        if (pass == 0
+            && !atomic_load_explicit(&q->closed, memory_order_acquire))
+            return RK_EEMPTY;
+    }
+    return RK_ECLOSED;
+}
+
+uint32_t
+rk__mqueue_frame_len(const rk_mqueue *q, size_t i)
+{
+    const rk__vring *r = &q->bands[q->held_band];
+    return atomic_load_explicit(
+        &rk__vring_slot(r, q->held_pos + i)->len, memory_order_relaxed);
+}
+
+void
+rk__mqueue_release(rk_mqueue *q, size_t n)
+{
+    uint64_t held = atomic_load_explicit(&q->held, memory_order_relaxed);
+    rk__vring *r = &q->bands[q->held_band];
+
+    RK_ASSERT(n <= held);
+    for (size_t i = 0; i < n; i++)
+        rk__vring_free(r, q->held_pos + i);
+    q->held_pos += n;
+    atomic_store_explicit(&q->held, held - n, memory_order_relaxed);
+    if (q->bp == RK_BP_BLOCK && !q->limited)
+        rk__ec_notify_all(&q->nf); /* room is the freed slots */
+}
+
+uint64_t
+rk__mqueue_held(const rk_mqueue *q)
+{
+    return atomic_load_explicit(&q->held, memory_order_relaxed);
+}
+
 /* ---------------------------------------------------------------- misc */
 
 void
@@ -658,8 +909,8 @@ rk_mqueue_close(rk_mqueue *q)
         return;
     /* seq_cst pairs with the acquire loads of closed in the attempts. */
     atomic_store_explicit(&q->closed, 1, memory_order_seq_cst);
-    park_wake_all(&q->notempty);
-    park_wake_all(&q->notfull);
+    rk__ec_notify_all(q->ne);
+    rk__ec_notify_all(&q->nf);
 }
 
 bool
@@ -683,6 +934,9 @@ rk_mqueue_stats(const rk_mqueue *q, rk_queue_stats *out)
     out->enqueued = atomic_load_explicit(&q->enqueued, memory_order_relaxed);
     out->high_water
         = atomic_load_explicit(&q->hw.high_water, memory_order_relaxed);
+    uint64_t rhw = atomic_load_explicit(&q->recv_hw, memory_order_relaxed);
+    if (rhw > out->high_water)
+        out->high_water = rhw;
     uint64_t out_count = out->dequeued + out->evicted;
     out->depth = out->enqueued > out_count ? out->enqueued - out_count : 0;
 }
@@ -706,6 +960,6 @@ rk__mqueue_band(rk_mqueue *q, unsigned b)
 uint32_t
 rk__mqueue_waiters(const rk_mqueue *q, bool senders)
 {
-    const mq_park *p = senders ? &q->notfull : &q->notempty;
-    return atomic_load_explicit(&p->waiters, memory_order_relaxed);
+    const rk__ec *ec = senders ? &q->nf : q->ne;
+    return atomic_load_explicit(&ec->waiters, memory_order_relaxed);
 }

@@ -12,6 +12,13 @@ int
 rk__vring_init(
     rk__vring *r, uint32_t capacity, uint32_t slot_size, const char *what)
 {
+    return rk__vring_init_aligned(r, capacity, slot_size, RK__VSLOT_HDR, what);
+}
+
+int
+rk__vring_init_aligned(rk__vring *r, uint32_t capacity, uint32_t slot_size,
+    uint32_t align, const char *what)
+{
     int rc = rk__queue_check_geometry(capacity, slot_size, what);
     if (rc != RK_OK)
         return rc;
@@ -19,12 +26,15 @@ rk__vring_init(
      * for pos + 1" would be the same sequence value. */
     if (capacity < 2)
         return rk__fail(RK_EINVAL, "%s: capacity must be at least 2", what);
-    if (slot_size > UINT32_MAX - 2 * RK__VSLOT_HDR)
+    RK_ASSERT(rk__is_pow2(align) && align >= RK__VSLOT_HDR);
+    if (slot_size > UINT32_MAX - RK__VSLOT_HDR - align)
         return rk__fail(
             RK_EINVAL, "%s: slot_size %u too large", what, slot_size);
-    /* Header + payload, rounded to the header's alignment. */
-    uint32_t stride = (RK__VSLOT_HDR + slot_size + RK__VSLOT_HDR - 1)
-        & ~(RK__VSLOT_HDR - 1);
+    /* Header + payload, rounded to the alignment. */
+    uint32_t stride = (RK__VSLOT_HDR + slot_size + align - 1) & ~(align - 1);
+    if ((uint64_t)capacity * stride > RK__QUEUE_MAX_BYTES)
+        return rk__fail(RK_EINVAL, "%s: %u slots of %u bytes is too large",
+            what, capacity, stride);
     size_t bytes = (size_t)capacity * stride;
     bytes = (bytes + RK_CACHELINE - 1) & ~(size_t)(RK_CACHELINE - 1);
     memset(r, 0, sizeof(*r));
@@ -41,6 +51,7 @@ rk__vring_init(
         s->pad = 0;
     }
     atomic_init(&r->tail, 0);
+    atomic_init(&r->head_hint, 0);
     atomic_init(&r->head, 0);
     return RK_OK;
 }

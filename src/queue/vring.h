@@ -37,6 +37,10 @@ typedef struct rk__vslot {
 
 typedef struct rk__vring {
     _Alignas(RK_CACHELINE) _Atomic uint64_t tail; /* producers' line */
+    /* rk_mqueue with a consumer that holds slots in place: a value head
+     * had at some point (never above it), so that producers test their
+     * admission limit without reading the consumer's line per message. */
+    _Atomic uint64_t head_hint;
     _Alignas(RK_CACHELINE) _Atomic uint64_t head; /* consumers' line */
     /* Read-only after init: shared by both sides without bouncing. */
     _Alignas(RK_CACHELINE) unsigned char *slots;
@@ -48,6 +52,11 @@ typedef struct rk__vring {
 /* Allocates and initialises r's slots. RK_EINVAL / RK_ENOMEM. */
 int rk__vring_init(
     rk__vring *r, uint32_t capacity, uint32_t slot_size, const char *what);
+/* The same with the slot stride rounded up to align (a power of two, at
+ * least RK__VSLOT_HDR): rk_mqueue uses RK_CACHELINE, so that slots never
+ * share a line and the message in each starts 16 bytes into one. */
+int rk__vring_init_aligned(rk__vring *r, uint32_t capacity, uint32_t slot_size,
+    uint32_t align, const char *what);
 void rk__vring_fini(rk__vring *r);
 
 /* No queue's slot array may exceed this (1 TiB). */

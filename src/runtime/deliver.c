@@ -11,7 +11,6 @@
 
 #include "runtime/internal.h"
 
-#define FRAME_ON_STACK 2048
 
 static int
 admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len)
@@ -96,10 +95,8 @@ rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
         return rc;
     rc = rk__inq_send(
         &inst->in, h, sizeof(*h), payload, len, h->priority, timeout_ns);
-    if (rk__likely(rc == RK_OK)) {
-        rk__ec_notify(&inst->wake);
-        return RK_OK;
-    }
+    if (rk__likely(rc == RK_OK))
+        return RK_OK; /* the queue woke the kernel (inq.h) */
     if (rc == RK_ECLOSED)
         return closed(k, inst);
     return queue_fail(k, rc);
@@ -137,13 +134,6 @@ rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
     return rk_send(rt, kh, type_id, payload, len, priority, timeout_ns);
 }
 
-static void
-batch_wake(void *arg)
-{
-    rk__inst *inst = arg;
-    rk__ec_notify(&inst->wake);
-}
-
 int
 rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     size_t len, size_t n, uint8_t priority, int64_t timeout_ns, size_t *sent)
@@ -152,8 +142,7 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     rk__inst *inst;
     rk_msg_header h;
     uint32_t st;
-    size_t i, wake_every, stride;
-    unsigned char stage[FRAME_ON_STACK * 2], *big = NULL;
+    size_t i = 0;
     int rc = RK_OK;
 
     if (sent != NULL)
@@ -168,48 +157,9 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
         return rc;
     rk__header(&h, type_id, priority, rk__stamp(k) ? rk_now_ns() : 0, 0);
     h.payload_len = (uint32_t)len;
-    if (inst->in.lane != NULL) {
-        /* Single producer: whole runs of slots per index store. */
-        rc = rk__inq_send_many(
-            &inst->in, &h, base, len, n, timeout_ns, &i, batch_wake, inst);
-        goto done;
-    }
-    /* General queue: frames are staged in chunks of wake_every and sent
-     * with one claim per run of free slots. The kernel is woken after each
-     * chunk, so that it drains while we fill and never sleeps on a queue
-     * we block on (a chunk never exceeds half the capacity). The queue
-     * counts the rest of a chunk as refused with the first refused message,
-     * so only BLOCK (where that takes a timeout) sends chunks; the other
-     * policies send one message per call and stop at the first refusal. */
-    wake_every = k->def.config.input_capacity / 2;
-    wake_every = wake_every == 0 ? 1 : wake_every > 32 ? 32 : wake_every;
-    if (inst->in.bp != RK_BP_BLOCK)
-        wake_every = 1;
-    stride = sizeof(h) + len;
-    if (stride * wake_every > sizeof(stage)) {
-        wake_every = sizeof(stage) / stride;
-        if (wake_every == 0) {
-            big = malloc(stride);
-            if (big == NULL)
-                return rk__fail(RK_ENOMEM, "no memory for a send buffer");
-            wake_every = 1;
-        }
-    }
-    for (i = 0; i < n;) {
-        size_t m = n - i < wake_every ? n - i : wake_every, got = 0;
-        unsigned char *buf = big != NULL ? big : stage;
-
-        rk__fill_frames(
-            buf, stride, &h, (const unsigned char *)base + i * len, len, m);
-        rc = rk_mqueue_send_batch(
-            inst->in.mq, buf, stride, NULL, m, priority, timeout_ns, &got);
-        i += got;
-        rk__ec_notify(&inst->wake);
-        if (rc != RK_OK)
-            break;
-    }
-    free(big);
-done:
+    /* Either inbox: frames are written straight into runs of claimed
+     * slots, and the queue wakes the kernel after each run (inq.h). */
+    rc = rk__inq_send_many(&inst->in, &h, base, len, n, timeout_ns, &i);
     if (sent != NULL)
         *sent = i;
     if (rc == RK_ECLOSED)

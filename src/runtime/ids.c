@@ -3,9 +3,10 @@
  * rk__id_gen in internal.h) and the frame filler that stamps a run of
  * ids into consecutive frames.
  */
+#include <pthread.h>
 #include <string.h>
 
-#include "runtime/internal.h"
+#include "runtime/ids.h"
 
 /* Message ids: see rk__id_gen in internal.h. */
 _Thread_local rk__idgen rk__id_gen = { { { 0 } }, RK__ID_BLOCK };

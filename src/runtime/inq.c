@@ -1,84 +1,195 @@
 /*
  * src/runtime/inq.c - the input queue (see inq.h).
  *
- * The lane's producer waits for room (BLOCK) with the parking handshake of
- * outq.c: read prod_seq, publish prod_parked, seq_cst fence, re-check,
- * sleep; the consumer, after taking messages (which is what makes room,
- * see lane_space), issues a fence and wakes it only if it sees
- * prod_parked. The consumer never waits here: the
- * kernel parks on its control block (backend.h), which senders wake.
+ * Every wait here is the eventcount of common/ec.h. Producers wait for
+ * room (BLOCK) on prod_ec; the consumer, after taking messages (which is
+ * what makes room, see lane_space), notifies it. The consumer never waits
+ * here: the kernel parks on its wake eventcount, which every enqueue
+ * notifies (lanes: after the publication; DROP_OLDEST: the rk_mqueue's
+ * not-empty eventcount is that same wake eventcount).
  */
+#include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "common/barrier.h"
 #include "common/common.h"
-#include "common/futex.h"
+#include "common/ec.h"
 #include "common/spin.h"
+#include "queue/mqueue_int.h"
+#include "queue/vring.h"
 #include "ringkernel/message.h"
 #include "runtime/inq.h"
 #include "runtime/internal.h"
 
-int
-rk__inq_init(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold)
+/* Slot strides are multiples of this: every frame header 64-byte aligned
+ * (issue 10, defect 7: a stride of 64 + 3 put headers at odd addresses). */
+#define SLOT_ALIGN 64u
+
+/* Lanes for cfg: none under DROP_OLDEST (an rk_mqueue), one per band. */
+static uint32_t
+lane_count(const rk_mqueue_config *cfg)
 {
+    if (cfg->backpressure == RK_BP_DROP_OLDEST)
+        return 0;
+    return cfg->priority_bands ? RK_BAND_COUNT : 1;
+}
+
+uint32_t
+rk__inq_lane_count(const rk_mqueue_config *cfg)
+{
+    return cfg != NULL ? lane_count(cfg) : 0;
+}
+
+/* A lane's ring (slots) and stride for (cfg, hold), or RK_EINVAL naming
+ * the field that is out of range. */
+static int
+lane_geometry(const rk_mqueue_config *cfg, uint32_t hold, uint32_t *ring,
+    uint32_t *stride)
+{
+    uint64_t want = (uint64_t)cfg->capacity + hold, r = 1;
+    uint64_t st = ((uint64_t)cfg->slot_size + SLOT_ALIGN - 1)
+        & ~(uint64_t)(SLOT_ALIGN - 1);
+
+    if (cfg->capacity == 0 || !rk__is_pow2(cfg->capacity))
+        return rk__fail(RK_EINVAL,
+            "input_capacity %u must be a power of two (>= 1)", cfg->capacity);
+    if (cfg->slot_size == 0 || st > UINT32_MAX)
+        return rk__fail(RK_EINVAL,
+            "input slot_size (64 + max_payload) %u is out of range [1, %u]",
+            cfg->slot_size, UINT32_MAX - SLOT_ALIGN + 1);
+    while (r < want)
+        r <<= 1;
+    if (r > (UINT64_C(1) << 31))
+        return rk__fail(RK_EINVAL,
+            "input_capacity %u plus a batch of %u is too large", cfg->capacity,
+            hold);
+    if (r * st > RK__QUEUE_MAX_BYTES)
+        return rk__fail(RK_EINVAL,
+            "input_capacity %u x slot_size %llu is too large (limit %llu "
+            "bytes)",
+            cfg->capacity, (unsigned long long)st,
+            (unsigned long long)RK__QUEUE_MAX_BYTES);
+    *ring = (uint32_t)r;
+    *stride = (uint32_t)st;
+    return RK_OK;
+}
+
+size_t
+rk__inq_lane_bytes(const rk_mqueue_config *cfg, uint32_t hold)
+{
+    uint32_t ring = 0, stride = 0, n;
+
+    if (cfg == NULL || (n = lane_count(cfg)) == 0
+        || lane_geometry(cfg, hold, &ring, &stride) != RK_OK)
+        return 0;
+    return n * (RK__INQ_LANE_HDR + (size_t)ring * stride);
+}
+
+int
+rk__inq_init_at(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold,
+    rk__ec *wake, void *mem)
+{
+    uint32_t ring = 0, stride = 0, n = lane_count(cfg);
+    size_t per;
+    int rc;
+
+    RK_ASSERT(wake != NULL);
     memset(q, 0, sizeof(*q));
     q->slot_size = cfg->slot_size;
     q->bp = cfg->backpressure;
+    q->sp = cfg->single_producer;
+    q->wake = wake;
+    rk__ec_init(&q->prod_ec);
     rk__spin_init(&q->prod_spin);
-    if (cfg->single_producer && !cfg->priority_bands
-        && cfg->backpressure != RK_BP_DROP_OLDEST) {
-        uint64_t want = (uint64_t)cfg->capacity + hold, ring = 1;
-
-        if (!rk__is_pow2(cfg->capacity))
-            return rk_spsc_create(&q->lane, cfg->capacity, cfg->slot_size);
-        while (ring < want)
-            ring <<= 1;
-        if (ring > UINT32_MAX / 2 + 1)
+    if (n == 0) {
+        uint64_t st = ((uint64_t)cfg->slot_size + SLOT_ALIGN - 1)
+            & ~(uint64_t)(SLOT_ALIGN - 1);
+        if (st > UINT32_MAX)
             return rk__fail(RK_EINVAL,
-                "input_capacity %u plus a batch of %u is too large",
-                cfg->capacity, hold);
-        q->lane_cap = cfg->capacity;
-        return rk_spsc_create(&q->lane, (uint32_t)ring, cfg->slot_size);
+                "input slot_size (64 + max_payload) %u is too large",
+                cfg->slot_size);
+        return rk__mqueue_create_held(&q->mq, cfg, hold, wake);
     }
-    return rk_mqueue_create(&q->mq, cfg);
+    if ((rc = lane_geometry(cfg, hold, &ring, &stride)) != RK_OK)
+        return rc;
+    per = RK__INQ_LANE_HDR + (size_t)ring * stride;
+    if (mem == NULL) {
+        if ((mem = aligned_alloc(SLOT_ALIGN, n * per)) == NULL)
+            return rk__fail(RK_ENOMEM, "input lanes: %zu bytes", n * per);
+        q->lane_owned = mem;
+    }
+    RK_ASSERT((uintptr_t)mem % SLOT_ALIGN == 0);
+    for (uint32_t i = 0; i < n; i++) {
+        unsigned char *block = (unsigned char *)mem + i * per;
+        q->lanes[i] = (rk_spsc *)(void *)block;
+        rc = rk_spsc_init(q->lanes[i], block + RK__INQ_LANE_HDR, ring, stride);
+        if (rc != RK_OK) {
+            free(q->lane_owned);
+            memset(q->lanes, 0, sizeof(q->lanes));
+            q->lane_owned = NULL;
+            return rc;
+        }
+        atomic_init(&q->dequeued[i], 0);
+    }
+    q->lane = q->lanes[0];
+    q->nlanes = n;
+    q->lane_cap = cfg->capacity;
+    return RK_OK;
 }
 
-/*
- * Lane producer: room for up to want messages. A lane queues lane_cap
- * messages the kernel has not taken; slots it has taken but still holds (a
- * batch lent in place) do not count. The ring has at least lane_cap + hold
- * slots, so a producer that stays within lane_cap of what the kernel has
- * taken never writes into a held slot: it writes position p only if
- * p < taken + lane_cap, and p's slot last held position
- * p - ring <= taken - hold - 1, which the kernel released before it
- * published `taken`.
- */
-static uint32_t
-lane_space(rk__inq *q, uint32_t want)
+int
+rk__inq_init(
+    rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold, rk__ec *wake)
 {
-    uint64_t pos = q->lane->prod.pos, used = pos - q->prod_taken;
-
-    if (used + want > q->lane_cap) {
-        /* Acquire pairs with the release store of dequeued in
-         * rk__inq_take: every slot the kernel gave back before it
-         * published that count is free to overwrite. */
-        q->prod_taken
-            = atomic_load_explicit(&q->dequeued, memory_order_acquire);
-        used = pos - q->prod_taken;
-    }
-    return q->lane_cap - used < want ? (uint32_t)(q->lane_cap - used) : want;
+    return rk__inq_init_at(q, cfg, hold, wake, NULL);
 }
 
 void
 rk__inq_fini(rk__inq *q)
 {
     rk_mqueue_destroy(q->mq);
-    rk_spsc_destroy(q->lane);
+    free(q->lane_owned); /* caller memory (init_at) is the caller's */
     q->mq = NULL;
     q->lane = NULL;
+    q->lane_owned = NULL;
+    memset(q->lanes, 0, sizeof(q->lanes));
 }
 
-/* Single-writer counter bump (the lane has one producer, one consumer). */
+/* The lane of a priority. */
+static inline uint32_t
+band_of(const rk__inq *q, uint8_t priority)
+{
+    return q->nlanes == 1 ? 0 : (uint32_t)rk_priority_band(priority);
+}
+
+/*
+ * Producer (holds the role): room for up to want messages in lane b. A
+ * lane queues lane_cap messages the kernel has not taken; slots it has
+ * taken but still holds (a batch lent in place) do not count. The ring
+ * has at least lane_cap + hold slots, so a producer that stays within
+ * lane_cap of what the kernel has taken never writes into a held slot: it
+ * writes position p only if p < taken + lane_cap, and p's slot last held
+ * position p - ring <= taken - hold - 1, which the kernel released before
+ * it published `taken`.
+ */
+static uint32_t
+lane_space(rk__inq *q, uint32_t b, uint32_t want)
+{
+    uint64_t pos = q->lanes[b]->prod.pos, used = pos - q->prod_taken[b];
+
+    if (used + want > q->lane_cap) {
+        /* Acquire pairs with the release store of dequeued in
+         * rk__inq_take: every slot the kernel gave back before it
+         * published that count is free to overwrite. */
+        q->prod_taken[b]
+            = atomic_load_explicit(&q->dequeued[b], memory_order_acquire);
+        used = pos - q->prod_taken[b];
+    }
+    return q->lane_cap - used < want ? (uint32_t)(q->lane_cap - used) : want;
+}
+
+/* Single-writer counter bump (the holder of the producer role, or the
+ * consumer). */
 static void
 bump(_Atomic uint64_t *c, uint64_t n)
 {
@@ -93,97 +204,112 @@ is_closed(const rk__inq *q)
     return atomic_load_explicit(&q->closed, memory_order_acquire) != 0;
 }
 
-/* Waits for room in the lane until deadline. */
-static void
-lane_wait_room(rk__inq *q, uint64_t deadline)
+/* Room in lane b, read without the producer role (only atomics: the
+ * published tail, which equals the producer's position whenever nobody
+ * holds the role, and what the kernel has taken). */
+static bool
+room_unlocked(const rk__inq *q, uint32_t b)
 {
-    /* Acquire pairs with the release bump in lane_notify/close. */
-    uint32_t s = atomic_load_explicit(&q->prod_seq, memory_order_acquire);
+    uint64_t tail = rk_ring_load_relaxed(&q->lanes[b]->ctrl.tail);
+    uint64_t taken
+        = atomic_load_explicit(&q->dequeued[b], memory_order_relaxed);
 
-    atomic_store_explicit(&q->prod_parked, 1, memory_order_seq_cst);
-    /* Pairs with the fence in lane_notify. */
-    rk__heavy_barrier();
-    if (lane_space(q, 1) == 0 && !is_closed(q))
-        (void)rk__futex_wait(&q->prod_seq, s, deadline);
-    atomic_store_explicit(&q->prod_parked, 0, memory_order_relaxed);
-}
-
-static int lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline);
-
-/* The producer's spin test (rk__spin_attempt): 1 once there is room or
- * the lane closed, 0 while full. */
-static int
-lane_room(void *arg)
-{
-    rk__inq *q = arg;
-
-    return lane_space(q, 1) != 0 || is_closed(q);
+    return tail - taken < q->lane_cap;
 }
 
 /*
- * A lane has one producer at a time. Each send (or batch) takes the
- * producer role with an exchange and gives it back with a release store,
- * so successive producers on different threads see each other's ring
- * state (acquire/release), and a second, concurrent one is refused
- * (RK_EINVAL) instead of corrupting the ring. On one thread the flag's
- * line stays in its cache: an uncontended exchange and a store.
+ * The producer role. A kernel that promised one producer takes it with an
+ * exchange and refuses a second, concurrent sender (RK_EINVAL) instead of
+ * corrupting the lane. Otherwise the role is a spin lock: a sender holds
+ * it only while it writes and publishes (it gives it up to wait for room),
+ * so waiting for it is short; a sender that finds it taken spins, then
+ * yields the CPU to the holder. Acquire/release on the flag orders each
+ * holder's view of the producer state (prod.pos, prod_taken, the
+ * counters) after the previous holder's. On one thread the flag's line
+ * stays in its cache: an uncontended exchange and a store.
  */
+#define ROLE_SPIN 64u
+
 static int
-lane_enter(rk__inq *q)
+role_contended(rk__inq *q)
 {
-    /* Acquire pairs with the release store in lane_leave. */
+    if (q->sp) {
+        /* Not the producer: the counters are the producer's to bump. */
+        atomic_fetch_add_explicit(&q->misuse, 1, memory_order_relaxed);
+        return rk__fail(RK_EINVAL,
+            "the kernel promised a single producer (single_producer), but "
+            "two threads sent to it at once");
+    }
+    for (uint32_t i = 1;; i++) {
+        /* Acquire pairs with the release store in role_give. */
+        if (atomic_load_explicit(&q->busy, memory_order_relaxed) == 0
+            && atomic_exchange_explicit(&q->busy, 1, memory_order_acquire)
+                == 0)
+            return RK_OK;
+        if (i % ROLE_SPIN == 0)
+            sched_yield();
+        else
+            rk__cpu_relax();
+    }
+}
+
+static inline int
+role_take(rk__inq *q)
+{
+    /* Acquire pairs with the release store in role_give. */
     if (rk__likely(
             atomic_exchange_explicit(&q->busy, 1, memory_order_acquire) == 0))
         return RK_OK;
-    /* Not the producer: the counters are the producer's to bump. */
-    atomic_fetch_add_explicit(&q->misuse, 1, memory_order_relaxed);
-    return rk__fail(RK_EINVAL,
-        "the kernel promised a single producer (single_producer), but two "
-        "threads sent to it at once");
+    return role_contended(q);
 }
 
-static void
-lane_leave(rk__inq *q)
+static inline void
+role_give(rk__inq *q)
 {
-    /* Release pairs with the acquire exchange in lane_enter. */
+    /* Release pairs with the acquire exchange in role_take. */
     atomic_store_explicit(&q->busy, 0, memory_order_release);
 }
 
-static int
-lane_send_locked(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
-    size_t len, int64_t timeout_ns)
+/* Waits for room in lane b until deadline (ec.h's protocol: prepare,
+ * re-check, wait; rk__inq_take and rk__inq_close notify). */
+static void
+lane_wait_room(rk__inq *q, uint32_t b, uint64_t deadline)
 {
-    unsigned char *slot;
-    uint64_t deadline = 0;
-    int rc;
+    uint32_t key = rk__ec_prepare(&q->prod_ec);
 
-    for (;;) {
-        if (is_closed(q))
-            return RK_ECLOSED;
-        if (lane_space(q, 1) != 0) {
-            slot = rk_ring_slot(&q->lane->prod, q->lane->prod.pos);
-            break;
-        }
-        if ((rc = lane_full(q, timeout_ns, &deadline)) != RK_OK)
-            return rc;
-    }
-    if (rk__likely(hlen == RK_MSG_HEADER_SIZE))
-        memcpy(slot, hdr, RK_MSG_HEADER_SIZE); /* inlined, no call */
+    if (!room_unlocked(q, b) && !is_closed(q))
+        (void)rk__ec_wait(&q->prod_ec, key, deadline);
     else
-        memcpy(slot, hdr, hlen);
-    if (len != 0)
-        memcpy(slot + hlen, payload, len);
-    /* Counted before it is published, so dequeued never passes it. */
-    bump(&q->enqueued, 1);
-    rk_spsc_commit(q->lane);
-    return RK_OK;
+        rk__ec_cancel(&q->prod_ec);
 }
 
-/* A full lane: applies the backpressure policy. RK_OK means there may be
- * room now (BLOCK waited); anything else is the result for the message. */
+/* The producer's spin test (rk__spin_attempt): 1 once there is room or
+ * the queue closed, 0 while full. */
+struct room_arg {
+    const rk__inq *q;
+    uint32_t b;
+};
+
 static int
-lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline)
+lane_room(void *arg)
 {
+    const struct room_arg *r = arg;
+
+    return room_unlocked(r->q, r->b) || is_closed(r->q);
+}
+
+/*
+ * Lane b is full (the caller holds the role): applies the backpressure
+ * policy. RK_OK means there may be room now (BLOCK waited, holding the
+ * role again); anything else is the result for the message, counted.
+ * Several senders give the role up while they wait, so that the others
+ * (and their timeouts) are not held up; a single producer keeps it.
+ */
+static int
+lane_full(rk__inq *q, uint32_t b, int64_t timeout_ns, uint64_t *deadline)
+{
+    struct room_arg ra = { q, b };
+
     if (q->bp == RK_BP_DROP_NEW) {
         bump(&q->dropped, 1);
         return RK_EDROPPED;
@@ -198,42 +324,90 @@ lane_full(rk__inq *q, int64_t timeout_ns, uint64_t *deadline)
         bump(&q->rejected, 1);
         return RK_ETIMEDOUT;
     }
+    if (!q->sp)
+        role_give(q);
     /* Spin first: the kernel frees a batch at a time, usually within
      * microseconds (common/spin.h). */
-    if (rk__spin_wait(&q->prod_spin, lane_room, q, 0, *deadline) == 0
+    if (rk__spin_wait(&q->prod_spin, lane_room, &ra, 0, *deadline) == 0
         && rk_now_ns() < *deadline)
-        lane_wait_room(q, *deadline);
+        lane_wait_room(q, b, *deadline);
+    if (!q->sp)
+        (void)role_take(q); /* several senders: waits, never refuses */
     return RK_OK;
 }
 
+/* One frame into lane b (the caller holds the role). */
 static int
-lane_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
-    size_t len, int64_t timeout_ns)
+lane_send_locked(rk__inq *q, uint32_t b, const void *hdr, size_t hlen,
+    const void *payload, size_t len, int64_t timeout_ns)
 {
-    int rc = lane_enter(q);
+    rk_spsc *l = q->lanes[b];
+    unsigned char *slot;
+    uint64_t deadline = 0;
+    int rc;
 
-    if (rc != RK_OK)
-        return rc;
-    rc = lane_send_locked(q, hdr, hlen, payload, len, timeout_ns);
-    lane_leave(q);
-    return rc;
+    for (;;) {
+        if (is_closed(q))
+            return RK_ECLOSED;
+        if (lane_space(q, b, 1) != 0) {
+            slot = rk_ring_slot(&l->prod, l->prod.pos);
+            break;
+        }
+        if ((rc = lane_full(q, b, timeout_ns, &deadline)) != RK_OK)
+            return rc;
+    }
+    if (rk__likely(hlen == RK_MSG_HEADER_SIZE))
+        memcpy(slot, hdr, RK_MSG_HEADER_SIZE); /* inlined, no call */
+    else
+        memcpy(slot, hdr, hlen);
+    if (len != 0)
+        memcpy(slot + hlen, payload, len);
+    /* Counted before it is published, so dequeued never passes it. */
+    bump(&q->enqueued, 1);
+    rk_spsc_commit(l);
+    return RK_OK;
+}
+
+/* The DROP_OLDEST queue's in-place writer (rk__mqueue_fill): frames of a
+ * send_many, fresh ids, straight into the claimed slots. */
+typedef struct many_fill {
+    rk_msg_header *h;
+    const unsigned char *src;
+    size_t len;
+} many_fill;
+
+static void
+fill_many(void *arg, size_t first, unsigned char *dst, size_t stride, size_t k)
+{
+    many_fill *f = arg;
+
+    rk__fill_frames(dst, stride, f->h, f->src + first * f->len, f->len, k);
 }
 
 int
 rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
-    size_t n, int64_t timeout_ns, size_t *sent, void (*wake)(void *),
-    void *warg)
+    size_t n, int64_t timeout_ns, size_t *sent)
 {
-    rk_spsc *l = q->lane;
     const unsigned char *src = base;
     uint64_t deadline = 0;
+    uint32_t b;
+    rk_spsc *l;
     size_t i = 0;
     int rc = RK_OK;
 
-    RK_ASSERT(l != NULL && sizeof(*h) + len <= q->slot_size);
+    RK_ASSERT(sizeof(*h) + len <= q->slot_size);
     *sent = 0;
-    if (n != 0 && (rc = lane_enter(q)) != RK_OK)
+    if (q->mq != NULL) {
+        many_fill f = { h, src, len };
+        return rk__mqueue_send_fill(q->mq, h->priority,
+            (uint32_t)(sizeof(*h) + len), n, fill_many, &f, timeout_ns, sent);
+    }
+    if (n == 0)
+        return RK_OK;
+    if ((rc = role_take(q)) != RK_OK)
         return rc;
+    b = band_of(q, h->priority);
+    l = q->lanes[b];
     while (i < n) {
         uint32_t want = n - i > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - i);
         uint32_t k;
@@ -242,10 +416,9 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
             rc = RK_ECLOSED;
             break;
         }
-        k = lane_space(q, want);
+        k = lane_space(q, b, want);
         if (k == 0) {
-            wake(warg); /* let the kernel drain what is there */
-            if ((rc = lane_full(q, timeout_ns, &deadline)) != RK_OK)
+            if ((rc = lane_full(q, b, timeout_ns, &deadline)) != RK_OK)
                 break;
             continue;
         }
@@ -264,10 +437,9 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
         }
         bump(&q->enqueued, k); /* before publishing, as in lane_send */
         rk_ring_prod_publish(&l->ctrl, &l->prod, k);
-        wake(warg);
+        rk__ec_notify(q->wake); /* the kernel drains while we fill */
     }
-    if (n != 0)
-        lane_leave(q);
+    role_give(q);
     *sent = i;
     return rc;
 }
@@ -276,6 +448,8 @@ int
 rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
     size_t len, uint8_t priority, int64_t timeout_ns)
 {
+    int rc;
+
     if (q->mq != NULL) {
         struct rk_iov iov[2] = { { hdr, hlen }, { payload, len } };
         return rk_mqueue_sendv(q->mq, iov, 2, priority, timeout_ns);
@@ -283,100 +457,125 @@ rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
     if (hlen + len > q->slot_size)
         return rk__fail(
             RK_EMSGSIZE, "message exceeds slot_size %zu", q->slot_size);
-    return lane_send(q, hdr, hlen, payload, len, timeout_ns);
+    if ((rc = role_take(q)) != RK_OK)
+        return rc;
+    rc = lane_send_locked(
+        q, band_of(q, priority), hdr, hlen, payload, len, timeout_ns);
+    role_give(q);
+    if (rc == RK_OK)
+        rk__ec_notify(q->wake); /* after the publication (ec.h) */
+    return rc;
 }
 
 int
 rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
     rk__inq_batch *out)
 {
-    rk_spsc *l = q->lane;
-    uint32_t k, avail, run;
-
+    (void)bufs;
+    (void)stride;
+    (void)lens;
     out->n = 0;
     if (q->mq != NULL) {
-        out->frames = bufs;
-        out->stride = stride;
-        out->in_place = false;
-        return rk_mqueue_recv_batch(
-            q->mq, bufs, stride, lens, max, &out->n, RK_NO_WAIT);
-    }
-    /* The whole backlog, for the high-water mark (the consumer keeps it:
-     * a producer would have to read the consumer's line each send). */
-    avail = rk_ring_cons_avail(&l->ctrl, &l->cons, UINT32_MAX);
-    if (avail > atomic_load_explicit(&q->high_water, memory_order_relaxed))
-        atomic_store_explicit(&q->high_water, avail, memory_order_relaxed);
-    if (avail == 0)
-        return is_closed(q) && rk_ring_cons_avail(&l->ctrl, &l->cons, 1) == 0
-            ? RK_ECLOSED
-            : RK_EEMPTY;
-    k = avail < max ? avail : (uint32_t)max;
-    /* In place: the frames stay in their slots (no copy) until
-     * rk__inq_release. One contiguous run: stop at the ring's end. */
-    run = l->cons.mask + 1 - (uint32_t)(l->cons.pos & l->cons.mask);
-    k = k < run ? k : run;
-    out->frames = rk_ring_slot(&l->cons, l->cons.pos);
-    out->stride = l->cons.slot_size;
-    out->in_place = true;
-    out->n = k;
-    /* Counted when taken, as the general queue does: the books (stats
-     * depth) treat a held batch as dequeued and pending in the kernel.
-     * The count is also the producer's room (lane_space): release pairs
-     * with its acquire load, and orders our reads of every slot we gave
-     * back before this store (rk__inq_release) before the producer's
-     * overwrites. */
-    atomic_store_explicit(&q->dequeued,
-        atomic_load_explicit(&q->dequeued, memory_order_relaxed) + k,
-        memory_order_release);
-    if (q->bp == RK_BP_BLOCK) {
-        /* Pairs with the fence in lane_wait_room: the dequeued store is
-         * ordered before the load of prod_parked. */
-        rk__light_barrier();
-        if (atomic_load_explicit(&q->prod_parked, memory_order_relaxed)) {
-            /* Release pairs with the acquire load of prod_seq. */
-            atomic_fetch_add_explicit(&q->prod_seq, 1, memory_order_release);
-            rk__futex_wake(&q->prod_seq, INT32_MAX);
+        rk__mqueue_run held;
+        int rc = rk__mqueue_take_held(q->mq, max, &held);
+        if (rc == RK_OK) {
+            out->frames = held.frames;
+            out->stride = held.stride;
+            out->n = held.n;
+            out->in_place = true;
         }
+        return rc;
     }
-    return RK_OK;
+    for (uint32_t b = q->nlanes; b-- > 0;) {
+        rk_spsc *l = q->lanes[b];
+        /* The whole backlog, for the high-water mark (the consumer keeps
+         * it: a producer would have to read the consumer's line each
+         * send). */
+        uint32_t avail = rk_ring_cons_avail(&l->ctrl, &l->cons, UINT32_MAX);
+        uint32_t k, run;
+
+        if (avail == 0)
+            continue;
+        if (avail > atomic_load_explicit(&q->high_water, memory_order_relaxed))
+            atomic_store_explicit(&q->high_water, avail, memory_order_relaxed);
+        k = avail < max ? avail : (uint32_t)max;
+        /* In place: the frames stay in their slots (no copy) until
+         * rk__inq_release. One contiguous run: stop at the ring's end. */
+        run = l->cons.mask + 1 - (uint32_t)(l->cons.pos & l->cons.mask);
+        k = k < run ? k : run;
+        out->frames = rk_ring_slot(&l->cons, l->cons.pos);
+        out->stride = l->cons.slot_size;
+        out->in_place = true;
+        out->n = k;
+        q->held_band = b;
+        /* Counted when taken: the books (stats depth) treat a held batch
+         * as dequeued and pending in the kernel. The count is also the
+         * producers' room (lane_space): release pairs with their acquire
+         * load, and orders our reads of every slot we gave back before
+         * this store (rk__inq_release) before their overwrites. */
+        atomic_store_explicit(&q->dequeued[b],
+            atomic_load_explicit(&q->dequeued[b], memory_order_relaxed) + k,
+            memory_order_release);
+        if (q->bp == RK_BP_BLOCK) /* after the dequeued store: room */
+            rk__ec_notify_all(&q->prod_ec);
+        return RK_OK;
+    }
+    if (!is_closed(q))
+        return RK_EEMPTY;
+    /* Closed: everything published before the close is visible now
+     * (acquire in is_closed); look once more. */
+    for (uint32_t b = 0; b < q->nlanes; b++)
+        if (rk_ring_cons_avail(&q->lanes[b]->ctrl, &q->lanes[b]->cons, 1))
+            return RK_EEMPTY;
+    return RK_ECLOSED;
 }
 
 void
 rk__inq_release(rk__inq *q, size_t n)
 {
-    rk_spsc *l = q->lane;
-
-    if (l == NULL || n == 0)
+    if (n == 0)
         return;
-    /* The producer's room follows what was taken (rk__inq_take), not
+    if (q->mq != NULL) {
+        rk__mqueue_release(q->mq, n);
+        return;
+    }
+    /* The producers' room follows what was taken (rk__inq_take), not
      * head: no wake-up is owed here. */
+    rk_spsc *l = q->lanes[q->held_band];
     rk_ring_cons_release(&l->ctrl, &l->cons, (uint32_t)n);
 }
 
 size_t
 rk__inq_depth(const rk__inq *q)
 {
-    return q->mq != NULL ? rk_mqueue_depth(q->mq) : rk_spsc_depth(q->lane);
+    size_t d = 0;
+
+    /* Held slots count until released, for both kinds. */
+    if (q->mq != NULL)
+        return rk_mqueue_depth(q->mq) + (size_t)rk__mqueue_held(q->mq);
+    for (uint32_t b = 0; b < q->nlanes; b++)
+        d += rk_spsc_depth(q->lanes[b]);
+    return d;
 }
 
 void
 rk__inq_close(rk__inq *q)
 {
     if (q->mq != NULL) {
-        rk_mqueue_close(q->mq);
+        rk_mqueue_close(q->mq); /* notifies all on wake: it is q->mq's */
         return;
     }
-    /* seq_cst pairs with the acquire loads in is_closed; the bump wakes a
-     * producer waiting for room. */
+    /* seq_cst pairs with the acquire loads in is_closed; the notifies
+     * wake producers waiting for room and the kernel. */
     atomic_store_explicit(&q->closed, 1, memory_order_seq_cst);
-    atomic_fetch_add_explicit(&q->prod_seq, 1, memory_order_release);
-    rk__futex_wake(&q->prod_seq, INT32_MAX);
+    rk__ec_notify_all(&q->prod_ec);
+    rk__ec_notify_all(q->wake);
 }
 
 void
 rk__inq_stats(const rk__inq *q, rk_queue_stats *out)
 {
-    uint64_t deq;
+    uint64_t deq = 0;
 
     if (q->mq != NULL) {
         rk_mqueue_stats(q->mq, out);
@@ -384,7 +583,8 @@ rk__inq_stats(const rk__inq *q, rk_queue_stats *out)
     }
     memset(out, 0, sizeof(*out));
     /* Removals first, so depth does not go negative in practice. */
-    deq = atomic_load_explicit(&q->dequeued, memory_order_relaxed);
+    for (uint32_t b = 0; b < q->nlanes; b++)
+        deq += atomic_load_explicit(&q->dequeued[b], memory_order_relaxed);
     out->dequeued = deq;
     out->dropped = atomic_load_explicit(&q->dropped, memory_order_relaxed);
     out->rejected = atomic_load_explicit(&q->rejected, memory_order_relaxed)

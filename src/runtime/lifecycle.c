@@ -54,6 +54,18 @@ round64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
+/* Gives back what the backend placed for inst. */
+static void
+release_placed(rk__inst *inst)
+{
+    rk__placed *p[] = { &inst->ctl_mem, &inst->spill_mem, &inst->in_mem,
+        &inst->out_mem };
+
+    for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+        if (p[i]->host != NULL)
+            inst->be->release(p[i]);
+}
+
 void
 rk__inst_free(rk__inst *inst)
 {
@@ -71,10 +83,7 @@ rk__inst_free(rk__inst *inst)
     }
     rk__inq_fini(&inst->in);
     rk__outq_fini(&inst->out);
-    if (inst->ctl_mem.host != NULL)
-        be->release(&inst->ctl_mem);
-    if (inst->spill_mem.host != NULL)
-        be->release(&inst->spill_mem);
+    release_placed(inst);
     pthread_mutex_destroy(&inst->out_lock);
     free(inst);
 }
@@ -105,30 +114,56 @@ inst_create(rk__kernel *k, rk__inst **out)
     qin.backpressure = c->backpressure;
     qin.priority_bands = c->priority_bands;
     qin.single_producer = c->single_producer;
-    rc = rk__inq_init(&inst->in, &qin, c->batch);
+    /* Placement: everything an instance reads or writes in place comes
+     * from the backend (the control block, the spill area, the input's
+     * lanes and the output ring); the sizes were validated at register,
+     * so a 0 below means "no lanes" (DROP_OLDEST keeps a host queue). */
+    {
+        size_t in_bytes = rk__inq_lane_bytes(&qin, c->batch);
+        size_t out_bytes
+            = rk__outq_ring_bytes(c->output_capacity, inst->slot_size);
+        if (out_bytes == 0)
+            rc = rk__fail(RK_EINVAL,
+                "kernel '%s': output_capacity %u x slot %zu bytes overflows",
+                k->id, c->output_capacity, inst->slot_size);
+        else if ((rc = be->alloc(sizeof(rk_ctl), &inst->ctl_mem)) == RK_OK
+            && (rc = be->alloc(inst->stride * ((size_t)c->batch + 1),
+                    &inst->spill_mem))
+                == RK_OK
+            && (in_bytes == 0
+                || (rc = be->alloc(in_bytes, &inst->in_mem)) == RK_OK))
+            rc = be->alloc(out_bytes, &inst->out_mem);
+        if (rc != RK_OK) {
+            release_placed(inst);
+            pthread_mutex_destroy(&inst->out_lock);
+            free(inst);
+            return rc;
+        }
+    }
+    rc = rk__inq_init_at(
+        &inst->in, &qin, c->batch, &inst->wake, inst->in_mem.host);
     if (rc != RK_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", rk_errdetail());
+        release_placed(inst);
         pthread_mutex_destroy(&inst->out_lock);
         free(inst);
         return rk__fail(rc, "kernel '%s': cannot create its input queue (%s)",
-            k->id, rk_strerror(rc));
+            k->id, why);
     }
-    rc = rk__outq_init(&inst->out, c->output_capacity, inst->slot_size);
+    rc = rk__outq_init_at(&inst->out, inst->out_mem.host, c->output_capacity,
+        inst->slot_size);
     if (rc != RK_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", rk_errdetail());
         rk__inq_fini(&inst->in);
+        release_placed(inst);
         pthread_mutex_destroy(&inst->out_lock);
         free(inst);
         return rk__fail(rc,
-            "kernel '%s': cannot create its output queue (%s)", k->id,
-            rk_strerror(rc));
+            "kernel '%s': cannot create its output queue (%s)", k->id, why);
     }
     /* From here on rk__inst_free undoes whatever was set up. */
-    if ((rc = be->alloc(sizeof(rk_ctl), &inst->ctl_mem)) != RK_OK
-        || (rc = be->alloc(inst->stride * ((size_t)c->batch + 1),
-                &inst->spill_mem))
-            != RK_OK) {
-        rk__inst_free(inst);
-        return rc;
-    }
     inst->ctl = inst->ctl_mem.host;
     rk_ctl_init(inst->ctl);
     if (be->inst_size != 0) {

@@ -1,71 +1,130 @@
 /*
  * src/runtime/outq.c - the output queue (see outq.h).
  *
- * Parking uses the same handshake as the kernel's input (backend.h): the
- * waiter reads its seq word, publishes parked = 1, issues a seq_cst fence,
- * re-checks the ring and only then sleeps on seq; the other side, after
- * changing the ring, issues a seq_cst fence and wakes the waiter only if it
- * sees parked set. One of the two always sees the other.
+ * Both sides wait with the eventcount of common/ec.h: the waiter prepares,
+ * re-checks the ring (and closed), then waits or cancels; the other side
+ * notifies after changing the ring. Producer (kernel) notifies cons_ec
+ * after each commit; the consumer (host) notifies prod_ec after each
+ * release; close notifies both.
  */
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "common/barrier.h"
 #include "common/common.h"
-#include "common/futex.h"
+#include "common/ec.h"
 #include "common/spin.h"
+#include "queue/vring.h"
 #include "ringkernel/message.h"
 #include "runtime/outq.h"
 
 #define SPIN_CHECK 64
 #define SPIN_YIELD 1024
+#define SLOT_ALIGN 64u
+
+/* The ring's stride for slot_size, or 0 (with a detail) if out of range. */
+static uint32_t
+ring_stride(uint32_t capacity, size_t slot_size)
+{
+    uint64_t st;
+
+    if (capacity == 0 || !rk__is_pow2(capacity)
+        || capacity > (UINT32_C(1) << 31)) {
+        rk__fail(RK_EINVAL,
+            "output_capacity %u must be a power of two in [1, 2^31]",
+            capacity);
+        return 0;
+    }
+    if (slot_size == 0 || slot_size > UINT32_MAX - SLOT_ALIGN + 1) {
+        rk__fail(RK_EINVAL,
+            "output slot size (64 + max_payload) %zu is out of range [1, %u]",
+            slot_size, UINT32_MAX - SLOT_ALIGN + 1);
+        return 0;
+    }
+    st = ((uint64_t)slot_size + SLOT_ALIGN - 1) & ~(uint64_t)(SLOT_ALIGN - 1);
+    if ((uint64_t)capacity * st > RK__QUEUE_MAX_BYTES) {
+        rk__fail(RK_EINVAL,
+            "output_capacity %u x slot size %llu is too large (limit %llu "
+            "bytes)",
+            capacity, (unsigned long long)st,
+            (unsigned long long)RK__QUEUE_MAX_BYTES);
+        return 0;
+    }
+    return (uint32_t)st;
+}
+
+size_t
+rk__outq_ring_bytes(uint32_t capacity, size_t slot_size)
+{
+    uint32_t st = ring_stride(capacity, slot_size);
+
+    return st == 0 ? 0 : RK__OUTQ_HDR + (size_t)capacity * st;
+}
+
+int
+rk__outq_init_at(rk__outq *q, void *mem, uint32_t capacity, size_t slot_size)
+{
+    uint32_t st;
+    int rc;
+
+    memset(q, 0, sizeof(*q));
+    q->slot_size = slot_size;
+    rk__ec_init(&q->cons_ec);
+    rk__ec_init(&q->prod_ec);
+    rk__spin_init(&q->prod_spin);
+    if ((st = ring_stride(capacity, slot_size)) == 0)
+        return RK_EINVAL;
+    if (mem == NULL) {
+        size_t bytes = RK__OUTQ_HDR + (size_t)capacity * st;
+        if ((mem = aligned_alloc(SLOT_ALIGN, bytes)) == NULL)
+            return rk__fail(RK_ENOMEM, "output queue: %zu bytes", bytes);
+        q->owned = mem;
+    }
+    RK_ASSERT((uintptr_t)mem % SLOT_ALIGN == 0);
+    q->ring = mem;
+    rc = rk_spsc_init(
+        q->ring, (unsigned char *)mem + RK__OUTQ_HDR, capacity, st);
+    if (rc != RK_OK) {
+        free(q->owned);
+        q->owned = NULL;
+        q->ring = NULL;
+    }
+    return rc;
+}
 
 int
 rk__outq_init(rk__outq *q, uint32_t capacity, size_t slot_size)
 {
-    memset(q, 0, sizeof(*q));
-    q->slot_size = slot_size;
-    rk__spin_init(&q->prod_spin);
-    return rk_spsc_create(&q->ring, capacity, (uint32_t)slot_size);
+    return rk__outq_init_at(q, NULL, capacity, slot_size);
 }
 
 void
 rk__outq_fini(rk__outq *q)
 {
-    rk_spsc_destroy(q->ring);
+    free(q->owned); /* caller memory (init_at) is the caller's */
+    q->owned = NULL;
     q->ring = NULL;
 }
 
-/* The changing side of the handshake: wakes the other side if it parked. */
-static void
-notify(_Atomic uint32_t *parked, _Atomic uint32_t *seq)
+static bool
+is_closed(rk__outq *q)
 {
-    /* Pairs with the fence in park(): orders our ring update before the
-     * load of parked. */
-    rk__light_barrier();
-    if (atomic_load_explicit(parked, memory_order_relaxed)) {
-        /* Release pairs with the acquire load of seq in park(). */
-        atomic_fetch_add_explicit(seq, 1, memory_order_release);
-        rk__futex_wake(seq, INT32_MAX);
-    }
+    /* Acquire pairs with the seq_cst store in rk__outq_close. */
+    return atomic_load_explicit(&q->closed, memory_order_acquire) != 0;
 }
 
-/* The waiting side: sleeps unless ready() (re-checked after publishing
- * parked) or the queue closed. Returns RK_ETIMEDOUT at the deadline. */
+/* The waiting side: sleeps unless ready() (re-checked after prepare) or
+ * the queue closed. Returns RK_ETIMEDOUT at the deadline. */
 static int
-park(rk__outq *q, _Atomic uint32_t *parked, _Atomic uint32_t *seq,
-    bool (*ready)(rk__outq *), uint64_t deadline)
+park(rk__outq *q, rk__ec *ec, bool (*ready)(rk__outq *), uint64_t deadline)
 {
-    /* Acquire pairs with the release bump in notify()/close. */
-    uint32_t s = atomic_load_explicit(seq, memory_order_acquire);
-    int rc = RK_OK;
+    uint32_t key = rk__ec_prepare(ec);
 
-    atomic_store_explicit(parked, 1, memory_order_seq_cst);
-    rk__heavy_barrier();
-    if (!ready(q) && !atomic_load_explicit(&q->closed, memory_order_acquire))
-        rc = rk__futex_wait(seq, s, deadline);
-    atomic_store_explicit(parked, 0, memory_order_relaxed);
-    return rc;
+    if (ready(q) || is_closed(q)) {
+        rk__ec_cancel(ec);
+        return RK_OK;
+    }
+    return rk__ec_wait(ec, key, deadline);
 }
 
 static bool
@@ -108,7 +167,7 @@ rk__outq_send(
          * (common/spin.h). */
         if (rk__spin_wait(&q->prod_spin, room_or_closed, q, 0, UINT64_MAX))
             continue;
-        (void)park(q, &q->prod_parked, &q->prod_seq, has_room, UINT64_MAX);
+        (void)park(q, &q->prod_ec, has_room, UINT64_MAX);
     }
     if (rk__likely(hlen == RK_MSG_HEADER_SIZE))
         memcpy(slot, hdr, RK_MSG_HEADER_SIZE); /* inlined, no call */
@@ -117,7 +176,9 @@ rk__outq_send(
     if (len != 0)
         memcpy(slot + hlen, payload, len);
     rk_spsc_commit(q->ring);
-    notify(&q->cons_parked, &q->cons_seq);
+    /* All: host receivers may be several (each takes one frame and
+     * re-checks). After the publication (ec.h). */
+    rk__ec_notify_all(&q->cons_ec);
     return RK_OK;
 }
 
@@ -140,7 +201,7 @@ void
 rk__outq_release(rk__outq *q)
 {
     rk_spsc_release(q->ring);
-    notify(&q->prod_parked, &q->prod_seq);
+    rk__ec_notify(&q->prod_ec); /* after the release (ec.h) */
 }
 
 int
@@ -169,18 +230,16 @@ rk__outq_wait(rk__outq *q, int64_t spin_ns, uint64_t deadline)
             return has_frame(q) ? RK_OK : RK_ECLOSED;
         if (rk_now_ns() >= deadline)
             return RK_ETIMEDOUT;
-        (void)park(q, &q->cons_parked, &q->cons_seq, has_frame, deadline);
+        (void)park(q, &q->cons_ec, has_frame, deadline);
     }
 }
 
 void
 rk__outq_close(rk__outq *q)
 {
-    /* seq_cst pairs with the acquire loads of closed; the bumps wake any
-     * parked side (their futex value changes). */
+    /* seq_cst pairs with the acquire loads of closed; the notifies wake
+     * any waiting side (ec.h). */
     atomic_store_explicit(&q->closed, 1, memory_order_seq_cst);
-    atomic_fetch_add_explicit(&q->cons_seq, 1, memory_order_release);
-    atomic_fetch_add_explicit(&q->prod_seq, 1, memory_order_release);
-    rk__futex_wake(&q->cons_seq, INT32_MAX);
-    rk__futex_wake(&q->prod_seq, INT32_MAX);
+    rk__ec_notify_all(&q->cons_ec);
+    rk__ec_notify_all(&q->prod_ec);
 }

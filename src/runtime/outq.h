@@ -9,7 +9,12 @@
  * (no claim, no counters, no bands), which is most of a round trip.
  *
  * Frames are an rk_msg_header and payload_len bytes; a slot holds a frame
- * of up to slot_size bytes. The queue owns its ring; create/destroy pair.
+ * of up to slot_size bytes, at a stride rounded up to 64 bytes (headers
+ * 64-byte aligned). Both sides wait on eventcounts (common/ec.h).
+ *
+ * Storage: rk__outq_init allocates the ring (rk__outq_fini frees it);
+ * rk__outq_init_at builds it in caller memory (the backend's, for a
+ * device that writes it) and rk__outq_fini leaves that memory alone.
  */
 #ifndef RK_SRC_RUNTIME_OUTQ_H
 #define RK_SRC_RUNTIME_OUTQ_H
@@ -18,23 +23,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/ec.h"
 #include "common/spin.h"
 #include "ringkernel/queue.h"
 
 typedef struct rk__outq {
     rk_spsc *ring;
+    void *owned; /* the ring's memory when rk__outq_init allocated it */
     size_t slot_size;
     /* Host-side waiting (the consumer parks here). */
-    _Alignas(64) _Atomic uint32_t cons_seq;
-    _Atomic uint32_t cons_parked;
+    _Alignas(64) rk__ec cons_ec;
     /* Kernel-side waiting (the producer parks here when full). */
-    _Alignas(64) _Atomic uint32_t prod_seq;
-    _Atomic uint32_t prod_parked;
+    _Alignas(64) rk__ec prod_ec;
     rk__spin prod_spin; /* spin budget before parking (common/spin.h) */
     _Alignas(64) _Atomic uint32_t closed;
 } rk__outq;
 
+/* Placement: bytes of caller memory for a ring of capacity frames of up
+ * to slot_size bytes: an rk_spsc (its rk_ring_ctrl first) in the first
+ * RK__OUTQ_HDR bytes, then the slots. 0 if a size is out of range
+ * (rk__outq_init_at then says which). */
+#define RK__OUTQ_HDR ((sizeof(rk_spsc) + 63) & ~(size_t)63)
+size_t rk__outq_ring_bytes(uint32_t capacity, size_t slot_size);
+
+/* RK_OK, or RK_EINVAL naming output_capacity or the slot size (64 +
+ * max_payload) when out of range, RK_ENOMEM. */
 int rk__outq_init(rk__outq *q, uint32_t capacity, size_t slot_size);
+/* The same in mem (rk__outq_ring_bytes bytes, 64-byte aligned,
+ * host-accessible, caller-owned, alive until after rk__outq_fini). */
+int rk__outq_init_at(
+    rk__outq *q, void *mem, uint32_t capacity, size_t slot_size);
 void rk__outq_fini(rk__outq *q);
 
 /* Producer: writes header + payload as one frame, waiting while full.

@@ -6,6 +6,24 @@
 
 #include "runtime/internal.h"
 
+static const char *const state_names[] = {
+    "CREATED",
+    "LAUNCHED",
+    "ACTIVE",
+    "DEACTIVATED",
+    "TERMINATING",
+    "TERMINATED",
+    "FAILED",
+};
+
+const char *
+rk_kernel_state_name(rk_kernel_state s)
+{
+    if ((unsigned)s >= RK__KERNEL_STATE_COUNT)
+        return "UNKNOWN";
+    return state_names[s];
+}
+
 rk__kernel *
 rk__kernel_by_id(rk_runtime *rt, const char *id)
 {

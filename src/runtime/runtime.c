@@ -16,24 +16,6 @@
 #define DEFAULT_MAX_PAYLOAD 192u
 #define DEFAULT_BATCH       64u
 
-static const char *const state_names[] = {
-    "CREATED",
-    "LAUNCHED",
-    "ACTIVE",
-    "DEACTIVATED",
-    "TERMINATING",
-    "TERMINATED",
-    "FAILED",
-};
-
-const char *
-rk_kernel_state_name(rk_kernel_state s)
-{
-    if ((unsigned)s >= RK__KERNEL_STATE_COUNT)
-        return "UNKNOWN";
-    return state_names[s];
-}
-
 /* ------------------------------------------------ static registration */
 
 static _Atomic(rk_static_kernel *) static_head;
@@ -127,11 +109,13 @@ rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg)
     return RK_OK;
 }
 
-/* Ends one kernel for destroy. An instance that does not end within the
- * terminate timeout, even after its queues are closed (an actor stuck in
- * its own code), is detached: its thread keeps its instance's memory,
- * which is leaked on purpose rather than freed under it. */
-static void
+/* Ends one kernel for destroy; false if it could not be ended. An
+ * instance that does not end within the terminate timeout, even after its
+ * queues are closed (an actor stuck in its own code), is detached: its
+ * thread may still run, and reaches its instance, its kernel, the kernels
+ * it sends to and the runtime itself, so rk_runtime_destroy then frees
+ * nothing of the runtime (docs/runtime.md, "Destroy"). */
+static bool
 destroy_kernel(rk_runtime *rt, rk__kernel *k)
 {
     uint32_t st = rk__state_of(k);
@@ -140,10 +124,10 @@ destroy_kernel(rk_runtime *rt, rk__kernel *k)
 
     if (st == RK_KERNEL_CREATED || st == RK_KERNEL_TERMINATED
         || st == RK_KERNEL_FAILED)
-        return;
+        return true;
     rc = rk_kernel_terminate(rt, k->id, rt->cfg.terminate_timeout_ns);
     if (rc != RK_ETIMEDOUT)
-        return;
+        return true;
     inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     /* Closing both queues unblocks an actor stuck sending or receiving. */
     rk__inq_close(&inst->in);
@@ -155,27 +139,31 @@ destroy_kernel(rk_runtime *rt, rk__kernel *k)
         pthread_mutex_lock(&k->lock);
         rk__reap(k, inst);
         pthread_mutex_unlock(&k->lock);
-        return;
+        return true;
     }
-    fprintf(stderr,
-        "ringkernel: kernel '%s' did not end within the terminate "
-        "timeout; its thread is detached and its instance leaked\n",
+    rk__log(RK_LOG_ERROR,
+        "kernel '%s' did not end within the terminate timeout twice; its "
+        "thread is detached and the runtime's memory is left to it",
         k->id);
     inst->be->destroy(inst->bi, 1);
     inst->detached = true;
+    return false;
 }
 
 void
 rk_runtime_destroy(rk_runtime *rt)
 {
     uint32_t i;
+    bool all_ended = true;
 
     if (rt == NULL)
         return;
     for (i = 0; i < rt->nkernels; i++)
-        destroy_kernel(
+        all_ended &= destroy_kernel(
             rt, atomic_load_explicit(&rt->slots[i], memory_order_relaxed));
     rk__supervisor_stop(rt);
+    if (!all_ended)
+        return; /* a detached thread may still use any of it: leaked */
     for (i = 0; i < rt->nkernels; i++) {
         rk__kernel *k
             = atomic_load_explicit(&rt->slots[i], memory_order_relaxed);

@@ -25,8 +25,9 @@ on_fault(rk__inst *inst, uint64_t now)
     rk_ctl *c = inst->ctl;
     uint32_t faults = rk_ctl_load_relaxed(&c->faults);
 
-    if (inst->restart_at != 0 && inst->restart_fault == faults)
-        return; /* already scheduled */
+    if (faults == inst->answered
+        || (inst->restart_at != 0 && inst->restart_fault == faults))
+        return; /* answered (the instance has not resumed yet) or due */
     rk__fault_dead_letter(inst, faults);
     if (sv->policy == RK_SUPERVISE_RESTART
         && inst->restarts_done < sv->max_restarts
@@ -38,6 +39,7 @@ on_fault(rk__inst *inst, uint64_t now)
                                                       : b * 2;
         return;
     }
+    inst->answered = faults;
     rk_ctl_verdict_post(c, RK_CTL_GIVE_UP);
     inst->be->signal(inst->bi);
 }
@@ -75,6 +77,7 @@ visit(rk__kernel *k, uint64_t now)
     if (now < inst->restart_at)
         return inst->restart_at;
     inst->restart_at = 0;
+    inst->answered = inst->restart_fault;
     inst->restarts_done++;
     rk__counter_add(&inst->restarts, 1);
     rk_ctl_verdict_post(inst->ctl, inst->restart_fault);

@@ -2,6 +2,7 @@
  * src/telemetry/stats.c - snapshots of counters, rates and the JSON and
  * text formatters.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -200,28 +201,38 @@ ob_printf(outbuf *o, const char *fmt, ...)
         o->len += (size_t)n;
 }
 
-/* A JSON string literal: quotes, backslashes and control characters are
- * escaped; other bytes (UTF-8 included) pass through. */
+/* A JSON string literal of at most max bytes of s (stopping at a NUL):
+ * quotes, backslashes and control characters are escaped, valid UTF-8
+ * passes through, and each byte that does not start a valid UTF-8
+ * sequence becomes U+FFFD, so the output is always valid JSON whatever
+ * the label or descriptor name holds. */
 static void
-ob_json_string(outbuf *o, const char *s)
+ob_json_string(outbuf *o, const char *s, size_t max)
 {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strnlen(s, max), i = 0;
+
     ob_printf(o, "\"");
-    while (*s != '\0') {
+    while (i < n) {
         /* Copy the longest run that needs no escaping in one call. */
-        size_t run = 0;
-        while (s[run] != '\0' && s[run] != '"' && s[run] != '\\'
-            && (unsigned char)s[run] >= 0x20)
-            run++;
+        size_t run = 0, k;
+
+        while (i + run < n && u[i + run] >= 0x20 && u[i + run] != '"'
+            && u[i + run] != '\\'
+            && (k = rk__utf8_seq(u + i + run, n - i - run)) != 0)
+            run += k;
         if (run > 0) {
-            ob_printf(o, "%.*s", (int)run, s);
-            s += run;
+            ob_printf(o, "%.*s", (int)run, s + i);
+            i += run;
             continue;
         }
-        if (*s == '"' || *s == '\\')
-            ob_printf(o, "\\%c", *s);
+        if (u[i] == '"' || u[i] == '\\')
+            ob_printf(o, "\\%c", u[i]);
+        else if (u[i] < 0x20)
+            ob_printf(o, "\\u%04x", (unsigned)u[i]);
         else
-            ob_printf(o, "\\u%04x", (unsigned)(unsigned char)*s);
-        s++;
+            ob_printf(o, "\\ufffd");
+        i++;
     }
     ob_printf(o, "\"");
 }
@@ -265,13 +276,13 @@ rk_stats_format_json(const rk_stats *s, char *buf, size_t size, size_t *len)
     if (size > 0)
         buf[0] = '\0';
     ob_printf(&o, "{\"label\":");
-    ob_json_string(&o, s->label);
+    ob_json_string(&o, s->label, sizeof(s->label));
     ob_printf(&o, ",\"uptime_ns\":%llu,\"counters\":{",
         (unsigned long long)rk_stats_uptime_ns(s));
     for (size_t i = 0; i < s->ncounters; i++) {
         if (i > 0)
             ob_printf(&o, ",");
-        ob_json_string(&o, desc_name(s->counter[i].desc));
+        ob_json_string(&o, desc_name(s->counter[i].desc), SIZE_MAX);
         ob_printf(&o, ":%llu", (unsigned long long)s->counter[i].value);
     }
     ob_printf(&o, "},\"latency\":{");
@@ -279,13 +290,19 @@ rk_stats_format_json(const rk_stats *s, char *buf, size_t size, size_t *len)
         const rk_latency_summary *l = &s->latency[i].summary;
         if (i > 0)
             ob_printf(&o, ",");
-        ob_json_string(&o, desc_name(s->latency[i].desc));
-        ob_printf(&o,
-            ":{\"count\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,"
-            "\"mean_ns\":%.1f,\"p50_ns\":%llu,\"p90_ns\":%llu,"
-            "\"p99_ns\":%llu,\"p999_ns\":%llu}",
+        ob_json_string(&o, desc_name(s->latency[i].desc), SIZE_MAX);
+        ob_printf(&o, ":{\"count\":%llu,\"min_ns\":%llu,\"max_ns\":%llu,",
             (unsigned long long)l->count, (unsigned long long)l->min_ns,
-            (unsigned long long)l->max_ns, l->mean_ns,
+            (unsigned long long)l->max_ns);
+        /* JSON has no NaN or infinity: a mean that is not finite (only a
+         * hand-built snapshot can hold one) is written as null. */
+        if (isfinite(l->mean_ns))
+            ob_printf(&o, "\"mean_ns\":%.1f", l->mean_ns);
+        else
+            ob_printf(&o, "\"mean_ns\":null");
+        ob_printf(&o,
+            ",\"p50_ns\":%llu,\"p90_ns\":%llu,\"p99_ns\":%llu,"
+            "\"p999_ns\":%llu}",
             (unsigned long long)l->p50_ns, (unsigned long long)l->p90_ns,
             (unsigned long long)l->p99_ns, (unsigned long long)l->p999_ns);
     }
@@ -304,8 +321,10 @@ rk_stats_format_text(const rk_stats *s, char *buf, size_t size, size_t *len)
         return rv;
     if (size > 0)
         buf[0] = '\0';
-    ob_printf(&o, "%s: uptime %.3f s\n", s->label[0] ? s->label : "(stats)",
-        (double)up / 1e9);
+    /* label need not be NUL-terminated in a hand-built snapshot. */
+    ob_printf(&o, "%.*s: uptime %.3f s\n",
+        s->label[0] ? (int)strnlen(s->label, sizeof(s->label)) : 7,
+        s->label[0] ? s->label : "(stats)", (double)up / 1e9);
     for (size_t i = 0; i < s->ncounters; i++) {
         const rk_stat_desc *d = s->counter[i].desc;
         ob_printf(&o, "  %-24s %14llu %-6s", desc_name(d),

@@ -70,6 +70,19 @@ rk__cpu_ctx_fini(rk__backend_inst *bi)
     bi->ctx.lens = NULL;
 }
 
+void
+rk__cpu_ack(rk__backend_inst *bi, uint32_t ack)
+{
+    rk__ec *events = bi->events;
+
+    rk_ctl_ack(bi->ctl, ack);
+    rk__ec_notify_all(&bi->ack);
+    /* After an EXITED ack the host may destroy bi once it has joined the
+     * thread, which cannot happen before this function returns. */
+    if (ack == RK_CTL_ACK_FAULTED || ack == RK_CTL_ACK_EXITED)
+        rk__ec_notify_all(events);
+}
+
 static uint32_t
 load_cmd(const rk_ctx *ctx)
 {

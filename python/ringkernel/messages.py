@@ -1,0 +1,323 @@
+"""@message: dataclass-like message types encoded by the C codec.
+
+A ``@message`` class is a dataclass with three envelope fields appended
+(``message_id``, ``priority``, ``correlation_id``), as in PyDotCompute. Its
+fields are described to the C library as an ``rk_msgtype`` built at run
+time (``_core.MsgType``), so ``serialize()`` and every send produce the
+PyDotCompute msgpack wire format through the C encoder
+(docs/wire-format.md), and receives decode through the C decoder.
+
+Field annotations and what they become (docs/python.md has the table):
+
+=====================  ===========================================
+``int``                int64
+``float``              float64
+``bool``               bool
+``str``                string, at most ``DEFAULT_STR_MAX`` bytes
+``bytes``              bytes, at most ``DEFAULT_BYTES_MAX``
+``uuid.UUID``          ``{"__uuid_bin__": bin16}`` (as PyDotCompute)
+``list[float|int|bool]``  variable array, decoded as a list
+``numpy.ndarray``      variable float64 array, decoded as an ndarray
+another @message       nested map
+``int32``, ``float32``, ...          fixed-width scalars (this module)
+``array(float32, 4)``  fixed array of 4 (numpy array)
+``vla(float64, 1024)`` variable array of at most 1024
+``string(64)``, ``blob(256)``        bounded str / bytes
+``Annotated[T, spec]`` T for type checkers, spec for the wire
+=====================  ===========================================
+
+A type whose fields are all fixed-width scalars, fixed arrays and such
+nested types has a fixed layout: ``Cls.dtype`` is the numpy structured
+dtype of its C struct, ``Cls.view(buffer)`` reads payloads in place, and
+``RingKernelRuntime.send_batch`` sends a record array without copying.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+import uuid
+import zlib
+from typing import Any, Optional
+
+import numpy as np
+
+from . import _core
+
+# rk_fclass / rk_fkind values (include/ringkernel/message.h)
+SCALAR, ARRAY, VLA, BYTES, STRING, NESTED = range(6)
+(K_BOOL, K_INT8, K_INT16, K_INT32, K_INT64, K_UINT8, K_UINT16, K_UINT32,
+ K_UINT64, K_FLOAT, K_DOUBLE, K_NONE) = range(12)
+_PRESENT_DEFAULT, _PRESENT_LIST, _PRESENT_UUID = range(3)
+
+_KIND_DTYPE = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+               "uint32", "uint64", "float32", "float64"]
+
+#: Maxima for annotations that give none (a queue slot must still hold the
+#: whole message: see ring_kernel(max_payload=...)).
+DEFAULT_STR_MAX = 1 << 16
+DEFAULT_BYTES_MAX = 1 << 20
+DEFAULT_LIST_MAX = 1 << 16
+
+ENVELOPE_FIELDS = ("message_id", "priority", "correlation_id")
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldSpec:
+    """How one field travels: an rk_fclass, an rk_fkind, a count."""
+
+    cls: int
+    kind: int = K_NONE
+    count: int = 0
+    nested: Any = None  # a @message class, for NESTED
+    present: int = _PRESENT_DEFAULT
+
+    def __repr__(self) -> str:
+        names = ["scalar", "array", "vla", "bytes", "string", "nested"]
+        kind = _KIND_DTYPE[self.kind] if self.kind < K_NONE else ""
+        return f"FieldSpec({names[self.cls]} {kind} {self.count})".replace("  ", " ")
+
+
+def _scalar(kind: int) -> FieldSpec:
+    return FieldSpec(SCALAR, kind)
+
+
+bool_ = _scalar(K_BOOL)
+int8, int16, int32, int64 = (_scalar(k) for k in (K_INT8, K_INT16, K_INT32, K_INT64))
+uint8, uint16, uint32, uint64 = (_scalar(k) for k in (K_UINT8, K_UINT16, K_UINT32, K_UINT64))
+float32, float64 = _scalar(K_FLOAT), _scalar(K_DOUBLE)
+
+_BY_DTYPE = {np.dtype(n): k for k, n in enumerate(_KIND_DTYPE)}
+
+
+def _elem_kind(elem: Any) -> int:
+    if isinstance(elem, FieldSpec):
+        if elem.cls != SCALAR:
+            raise TypeError("array elements must be scalars")
+        return elem.kind
+    if elem is bool:
+        return K_BOOL
+    if elem is int:
+        return K_INT64
+    if elem is float:
+        return K_DOUBLE
+    try:
+        return _BY_DTYPE[np.dtype(elem)]
+    except (TypeError, KeyError):
+        raise TypeError(f"unsupported array element type {elem!r}") from None
+
+
+def array(elem: Any, n: int) -> FieldSpec:
+    """A fixed array of n elements (decoded as a numpy array)."""
+    if n <= 0:
+        raise ValueError("array length must be positive")
+    return FieldSpec(ARRAY, _elem_kind(elem), n)
+
+
+def vla(elem: Any, max_len: int = DEFAULT_LIST_MAX, *, as_list: bool = False) -> FieldSpec:
+    """A variable array of at most max_len elements (numpy array, or a list
+    with as_list)."""
+    if max_len <= 0:
+        raise ValueError("maximum length must be positive")
+    return FieldSpec(VLA, _elem_kind(elem), max_len,
+                     present=_PRESENT_LIST if as_list else _PRESENT_DEFAULT)
+
+
+def string(max_len: int = DEFAULT_STR_MAX) -> FieldSpec:
+    """A str of at most max_len UTF-8 bytes."""
+    return FieldSpec(STRING, K_NONE, max_len)
+
+
+def blob(max_len: int = DEFAULT_BYTES_MAX) -> FieldSpec:
+    """bytes of at most max_len."""
+    return FieldSpec(BYTES, K_NONE, max_len)
+
+
+# UUID fields travel as PyDotCompute writes them: {"__uuid_bin__": bin16},
+# a nested one-field map.
+_UUID_MT = _core.MsgType("UUID", 0x55554944, [("__uuid_bin__", BYTES, K_NONE, 16, None, 0)])
+
+
+def _spec_for(owner: str, name: str, ann: Any) -> FieldSpec:
+    if typing.get_origin(ann) is typing.Annotated:
+        for extra in ann.__metadata__:
+            if isinstance(extra, FieldSpec):
+                return extra
+        ann = typing.get_args(ann)[0]
+    if isinstance(ann, FieldSpec):
+        return ann
+    if ann is bool:
+        return bool_
+    if ann is int:
+        return int64
+    if ann is float:
+        return float64
+    if ann is str:
+        return string()
+    if ann is bytes:
+        return blob()
+    if ann is uuid.UUID:
+        return FieldSpec(NESTED, K_NONE, 0, _UUID_MT, _PRESENT_UUID)
+    if ann is np.ndarray:
+        return vla(np.float64)
+    origin = typing.get_origin(ann)
+    if origin in (list, typing.List, tuple):
+        args = typing.get_args(ann)
+        elem = args[0] if args else float
+        return vla(elem, as_list=True)
+    if isinstance(ann, type) and hasattr(ann, "__rk_msgtype__"):
+        return FieldSpec(NESTED, K_NONE, 0, ann)
+    raise TypeError(f"{owner}.{name}: unsupported field type {ann!r} "
+                    "(see ringkernel.messages for the supported ones)")
+
+
+def _type_id(name: str) -> int:
+    # A stable id from the name (CRC-32, never 0); ids only need to be
+    # unique within a process and agree between programs.
+    return zlib.crc32(name.encode()) or 1
+
+
+def _dtype_of(mt: Any) -> Optional[np.dtype]:
+    if not mt.fixed_size:
+        return None
+    names, formats, offsets = [], [], []
+    for name, offset, cls, kind, count, nested in mt.layout:
+        names.append(name)
+        offsets.append(offset)
+        if cls == SCALAR:
+            formats.append(np.dtype(_KIND_DTYPE[kind]))
+        elif cls == ARRAY:
+            formats.append((np.dtype(_KIND_DTYPE[kind]), (count,)))
+        else:
+            formats.append(_dtype_of(nested))
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": mt.size})
+
+
+def message(cls: Optional[type] = None, *, type_id: Optional[int] = None,
+            name: Optional[str] = None):
+    """Declares a message type (the seeds' @message). Usable bare or with
+    ``type_id=`` (the envelope type id; default: CRC-32 of the name) and
+    ``name=`` (the wire ``__type__``; default: the class name)."""
+
+    def wrap(c: type) -> type:
+        ann = c.__dict__.get("__annotations__", {})
+        for f in ENVELOPE_FIELDS:
+            ann.pop(f, None)
+        c.__annotations__ = ann
+        hints = typing.get_type_hints(c, include_extras=True)
+        user = [n for n in ann if typing.get_origin(hints[n]) is not typing.ClassVar]
+        specs = [(n, _spec_for(c.__name__, n, hints[n])) for n in user]
+        # envelope fields last, with defaults (PyDotCompute's order)
+        ann["message_id"] = uuid.UUID
+        ann["priority"] = int
+        ann["correlation_id"] = Optional[uuid.UUID]
+        c.message_id = dataclasses.field(default_factory=_core.uuid7)
+        c.priority = 128
+        c.correlation_id = None
+        plain = "__post_init__" not in c.__dict__ and "__init__" not in c.__dict__
+        if "__post_init__" not in c.__dict__:
+            c.__post_init__ = _post_init
+        dc = dataclasses.dataclass(c)
+        wire = name or c.__name__
+        fields = []
+        for n, s in specs:
+            nested = s.nested
+            if s.cls == NESTED and nested is not _UUID_MT:
+                nested = nested.__rk_msgtype__
+            fields.append((n, s.cls, s.kind, s.count, nested, s.present))
+        mt = _core.MsgType(wire, type_id or _type_id(wire), fields, dc)
+        mt.fast = plain  # decode may fill __dict__ without __init__
+        dc.__rk_msgtype__ = mt
+        dc.__rk_fields__ = dict(specs)
+        dc.dtype = _dtype_of(mt)
+        for attr, fn in _METHODS.items():
+            if attr not in c.__dict__:
+                setattr(dc, attr, fn)
+        _registry[wire] = dc
+        return dc
+
+    return wrap(cls) if cls is not None else wrap
+
+
+def _post_init(self) -> None:
+    if not isinstance(self.priority, int) or not 0 <= self.priority <= 255:
+        raise ValueError(f"Priority must be 0-255, got {self.priority}")
+
+
+def _serialize(self) -> bytes:
+    """The PyDotCompute msgpack form (through the C encoder)."""
+    return type(self).__rk_msgtype__.encode(self)
+
+
+@classmethod
+def _deserialize(cls, data: bytes):
+    """From msgpack (PyDotCompute's or ours) or the fixed form."""
+    return cls.__rk_msgtype__.decode(data)
+
+
+def _to_fixed(self) -> bytes:
+    """The fixed-layout form (the C struct's bytes)."""
+    mt = type(self).__rk_msgtype__
+    if not mt.fixed_size:
+        raise TypeError(f"{type(self).__name__} has no fixed layout")
+    return np.array([_record(self)], dtype=type(self).dtype).tobytes()
+
+
+def _record(obj: Any) -> tuple:
+    out = []
+    for n, s in type(obj).__rk_fields__.items():
+        v = getattr(obj, n)
+        out.append(_record(v) if s.cls == NESTED else v)
+    return tuple(out)
+
+
+@classmethod
+def _view(cls, buffer) -> np.ndarray:
+    """A zero-copy numpy view of fixed-form payloads (one or many back to
+    back) as records of cls.dtype."""
+    if cls.dtype is None:
+        raise TypeError(f"{cls.__name__} has no fixed layout")
+    return np.frombuffer(buffer, dtype=cls.dtype)
+
+
+@classmethod
+def _records(cls, n: int) -> np.ndarray:
+    """A zeroed record array of n messages, ready for send_batch."""
+    if cls.dtype is None:
+        raise TypeError(f"{cls.__name__} has no fixed layout")
+    return np.zeros(n, dtype=cls.dtype)
+
+
+def _reply(self, **kwargs):
+    """A reply: a new message correlated to this one (PyDotCompute's)."""
+    response_class = kwargs.pop("response_class", type(self))
+    return response_class(correlation_id=self.message_id, **kwargs)
+
+
+def _with_correlation(self, correlation_id):
+    return dataclasses.replace(self, correlation_id=correlation_id)
+
+
+_METHODS = {
+    "__post_init__": _post_init,
+    "serialize": _serialize,
+    "deserialize": _deserialize,
+    "to_fixed": _to_fixed,
+    "view": _view,
+    "records": _records,
+    "reply": _reply,
+    "with_correlation": _with_correlation,
+}
+
+_registry: dict[str, type] = {}
+
+
+def get_message_type(name: str) -> Optional[type]:
+    """A declared @message class by wire name."""
+    return _registry.get(name)
+
+
+def msgtype_of(cls_or_obj: Any):
+    """The _core.MsgType of a @message class or instance, or None."""
+    return getattr(cls_or_obj, "__rk_msgtype__", None)

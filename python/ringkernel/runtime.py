@@ -1,0 +1,490 @@
+"""RingKernelRuntime: the seeds' runtime over the C rk_runtime.
+
+``async with RingKernelRuntime() as rt`` gives the seeds' async API
+(``await rt.launch(...)``, ``await rt.receive(...)``).
+``with RingKernelRuntime() as rt`` gives the same methods, blocking
+(:class:`BlockingRuntime`). Either way the kernels, queues and lifecycle
+are the C runtime's; this module only converts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import enum
+import functools
+import os
+import weakref
+from typing import Any, AsyncIterator, Callable, Optional
+
+from . import _core
+from .errors import ClosedError, KernelTerminatedError, QueueTimeoutError, error
+from .kernels import KernelSpec, _ns, _registry, get_registered_kernel
+from .messages import msgtype_of
+
+
+class KernelState(enum.IntEnum):
+    """rk_kernel_state (the seeds' KernelState plus FAILED)."""
+
+    CREATED = 0
+    LAUNCHED = 1
+    ACTIVE = 2
+    DEACTIVATED = 3
+    TERMINATING = 4
+    TERMINATED = 5
+    FAILED = 6
+
+
+_live: "weakref.WeakSet[BlockingRuntime]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    # Kernel threads need the interpreter: stop them before it finalises.
+    for rt in list(_live):
+        rt.close()
+
+
+def load_library(path: str) -> None:
+    """Loads a shared library of C kernels (RK_RING_KERNEL definitions
+    linked against this package's libringkernel, see docs/python.md).
+    Runtimes created afterwards can launch them by id."""
+    _core.load_library(os.fspath(path))
+
+
+class BlockingRuntime:
+    """The runtime's blocking API (what ``with RingKernelRuntime()`` gives).
+
+    Timeouts are seconds (None: wait forever). Messages are @message
+    instances or, for untyped kernels, bytes-like objects.
+    """
+
+    def __init__(self, *, max_kernels: int = 0, dead_letter_capacity: int = 0,
+                 terminate_timeout: float = 5.0, host_spin_us: Optional[float] = None,
+                 load_static_kernels: bool = True, **_ignored: Any):
+        self._core = _core.Runtime(
+            max_kernels=max_kernels, dead_letter_capacity=dead_letter_capacity,
+            terminate_timeout_ns=_ns(terminate_timeout),
+            host_spin_ns=-1 if host_spin_us is not None and host_spin_us < 0
+            else int((host_spin_us or 0) * 1000),
+            no_static_kernels=not load_static_kernels)
+        self._pid = os.getpid()
+        self._registered: set[str] = set()
+        self._types: dict[str, tuple[Optional[type], Optional[type]]] = {}
+        self._launched: list[str] = []
+        _live.add(self)
+
+    # ----------------------------------------------------------- lifecycle
+    def close(self) -> None:
+        """Terminates every kernel and frees the runtime (idempotent)."""
+        if os.getpid() != self._pid:
+            return
+        self._core.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    @property
+    def kernel_ids(self) -> list[str]:
+        """Kernels launched through this object, in launch order."""
+        return list(self._launched)
+
+    def register(self, kernel_id: str, kernel_func: Optional[Callable] = None, *,
+                 input_type: Optional[type] = None, output_type: Optional[type] = None,
+                 **config: Any) -> None:
+        """Registers a Python kernel (from the @ring_kernel registry, or
+        kernel_func with the given config) without launching it."""
+        if kernel_id in self._registered:
+            return
+        if kernel_func is not None:
+            meta = getattr(kernel_func, "_ring_kernel_meta", None)
+            if meta is not None:
+                spec = meta["spec"]
+            else:
+                qs = config.pop("queue_size", None)
+                if qs is not None:
+                    config.setdefault("input_queue_size", qs)
+                    config.setdefault("output_queue_size", qs)
+                spec = KernelSpec(kernel_id=kernel_id, func=kernel_func, **config)
+            spec = KernelSpec(**{**spec.__dict__, "kernel_id": kernel_id,
+                                 "input_type": input_type or spec.input_type,
+                                 "output_type": output_type or spec.output_type})
+        else:
+            spec = get_registered_kernel(kernel_id)
+            if spec is None:
+                return  # maybe a C kernel: the C runtime will say
+        spec.register(self._core)
+        self._registered.add(kernel_id)
+        self._types[kernel_id] = (spec.input_type, spec.output_type)
+
+    def _register_known(self) -> None:
+        for kid in list(_registry):
+            if kid not in self._registered:
+                try:
+                    self.register(kid)
+                except Exception:
+                    pass  # e.g. the same id defined in C: the C one stays
+
+    def launch(self, kernel_id: str, kernel_func: Optional[Callable] = None, *,
+               input_type: Optional[type] = None, output_type: Optional[type] = None,
+               **config: Any) -> None:
+        """Phase 1: the kernel's queues and thread (it waits for activate).
+        kernel_id may name a @ring_kernel, kernel_func a function to run as
+        one, or a C kernel (types then say how to decode its messages)."""
+        if kernel_func is not None:
+            self.register(kernel_id, kernel_func, input_type=input_type,
+                          output_type=output_type, **config)
+        elif kernel_id in _registry and kernel_id not in self._registered:
+            self.register(kernel_id)  # its errors are this call's
+        # The others too, so that an unknown id's error lists every kernel.
+        self._register_known()
+        if input_type or output_type or kernel_id not in self._types:
+            old = self._types.get(kernel_id, (None, None))
+            self._types[kernel_id] = (input_type or old[0], output_type or old[1])
+        self._core.launch(kernel_id)
+        if kernel_id not in self._launched:
+            self._launched.append(kernel_id)
+
+    def activate(self, kernel_id: str) -> None:
+        self._core.activate(kernel_id)
+
+    def deactivate(self, kernel_id: str) -> None:
+        """Pauses the kernel at its next safe point (returns once it has)."""
+        self._core.deactivate(kernel_id)
+
+    def reactivate(self, kernel_id: str) -> None:
+        """Resumes a deactivated kernel."""
+        if self.get_kernel_state(kernel_id) != KernelState.DEACTIVATED:
+            raise error("RK_EALREADY" if self.get_kernel_state(kernel_id)
+                        == KernelState.ACTIVE else "RK_ENOTACTIVE",
+                        f"reactivate {kernel_id!r}: kernel is "
+                        f"{self.get_kernel_state(kernel_id).name}, not DEACTIVATED")
+        self._core.activate(kernel_id)
+
+    def terminate(self, kernel_id: str, timeout: float = 5.0) -> None:
+        """Graceful stop: queued input is still processed, then the actor
+        ends. QueueTimeoutError if it did not end within timeout."""
+        self._core.terminate(kernel_id, _ns(timeout))
+
+    def wait(self, kernel_id: str, timeout: Optional[float] = None) -> None:
+        """Waits until the kernel's instance has ended."""
+        self._core.wait(kernel_id, _ns(timeout))
+
+    def get_kernel_state(self, kernel_id: str) -> KernelState:
+        return KernelState(self._core.state(kernel_id))
+
+    # ------------------------------------------------------------ messages
+    def _out_type(self, kernel_id: str, message_type: Optional[type]):
+        if message_type is not None:
+            return msgtype_of(message_type)
+        return msgtype_of(self._types.get(kernel_id, (None, None))[1])
+
+    def send(self, kernel_id: str, message: Any, *, timeout: Optional[float] = None,
+             priority: Optional[int] = None, type_id: int = 0) -> None:
+        """Into the kernel's input. A @message goes as its msgpack form
+        (C codec); bytes-like data goes as is, with type_id."""
+        self._core.send(kernel_id, message, msgtype_of(message),
+                        -1 if priority is None else priority, _ns(timeout), type_id)
+
+    def send_fixed(self, kernel_id: str, message: Any, *,
+                   timeout: Optional[float] = None) -> None:
+        """A fixed-layout @message as its C struct bytes (what a C or GPU
+        kernel reads in place)."""
+        mt = msgtype_of(message)
+        self._core.send(kernel_id, message.to_fixed(), None, message.priority,
+                        _ns(timeout), mt.type_id)
+
+    def send_batch(self, kernel_id: str, records: Any, *, type_id: int = 0,
+                   message_type: Optional[type] = None, itemsize: Optional[int] = None,
+                   priority: int = 128, timeout: Optional[float] = None) -> int:
+        """Sends every record of a numpy structured array (a fixed-layout
+        type's ``records(n)``) as one message each, in one call: no copy
+        in Python, one wake-up. Returns how many went in."""
+        if message_type is not None:
+            type_id = msgtype_of(message_type).type_id
+        size = itemsize or records.dtype.itemsize
+        return self._core.send_batch(kernel_id, records, size, type_id, priority,
+                                     _ns(timeout))
+
+    def receive(self, kernel_id: str, timeout: Optional[float] = None, *,
+                message_type: Optional[type] = None) -> Any:
+        """The kernel's next output, decoded as its output_type (or
+        message_type; bytes when neither is known). Waits in C with the GIL
+        released, in slices, so Ctrl-C raises KeyboardInterrupt."""
+        return self._core.recv(kernel_id, self._out_type(kernel_id, message_type),
+                               _ns(timeout))
+
+    def receive_raw(self, kernel_id: str, timeout: Optional[float] = None) -> tuple[bytes, dict]:
+        """(payload bytes, envelope dict) of the next output."""
+        return self._core.recv_raw(kernel_id, None, _ns(timeout))
+
+    def request(self, kernel_id: str, message: Any, timeout: Optional[float] = None, *,
+                message_type: Optional[type] = None) -> Any:
+        """Sends message and waits for the output whose correlation id is
+        its id (rk_request); other output stays queued for receive()."""
+        return self._core.request(kernel_id, message, msgtype_of(message),
+                                  self._out_type(kernel_id, message_type), _ns(timeout))
+
+    def send_and_receive(self, kernel_id: str, message: Any,
+                         timeout: Optional[float] = None) -> Any:
+        """send then receive (the next output, correlated or not), with
+        the GIL released once across both."""
+        return self._core.send_recv(kernel_id, message, msgtype_of(message),
+                                    self._out_type(kernel_id, None), _ns(timeout))
+
+    # -------------------------------------------------- routes and topics
+    def connect(self, from_id: str, to_id: str) -> None:
+        """Routes from_id's output into to_id's input (kernel to kernel)."""
+        self._core.connect(from_id, to_id)
+
+    def disconnect(self, from_id: str) -> None:
+        self._core.disconnect(from_id)
+
+    def subscribe(self, kernel_id: str, topic: str) -> None:
+        self._core.subscribe(kernel_id, topic)
+
+    def unsubscribe(self, kernel_id: str, topic: str) -> None:
+        self._core.unsubscribe(kernel_id, topic)
+
+    def publish(self, topic: str, message: Any, *, timeout: Optional[float] = None) -> int:
+        """A copy to every subscriber; returns how many took it."""
+        return self._core.publish(topic, message, msgtype_of(message), -1, _ns(timeout))
+
+    def dead_letter(self, timeout: float = 0) -> Optional[dict]:
+        """The oldest dead letter as a dict, or None."""
+        return self._core.dead_letter(_ns(timeout))
+
+    # ----------------------------------------------------------- telemetry
+    def get_telemetry(self, kernel_id: str) -> dict:
+        """rk_kernel_stats as a dict (state, counters, latency p50/p99...)."""
+        return self._core.stats(kernel_id)
+
+    def get_all_telemetry(self) -> dict[str, dict]:
+        return {k: self.get_telemetry(k) for k in self._launched}
+
+    def get_stats_snapshot(self, kernel_id: str) -> dict:
+        """The telemetry snapshot (counters by descriptor name and the
+        latency summary), as rk_stats_format_json would print it."""
+        return self._core.telemetry(kernel_id)
+
+    # ---------------------------------------------------- context manager
+    def __enter__(self) -> "BlockingRuntime":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} kernels={self._launched} closed={self.closed}>"
+
+
+class _AsyncReceiver:
+    """One kernel's async receive: a C waiter thread signals an eventfd
+    watched with loop.add_reader; futures are served in order."""
+
+    def __init__(self, rt: BlockingRuntime, kernel_id: str, loop: asyncio.AbstractEventLoop):
+        self._rt = rt
+        self._kid = kernel_id
+        self._loop = loop
+        self._rv = rt._core.receiver(kernel_id)
+        self._fd = self._rv.fileno()
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+        self._stash: collections.deque[tuple[bool, Any]] = collections.deque()
+        loop.add_reader(self._fd, self._ready)
+
+    def close(self) -> None:
+        def detach() -> None:
+            self._loop.remove_reader(self._fd)
+            for f in self._waiters:
+                if not f.done():
+                    f.set_exception(error("RK_ECLOSED", "the runtime was closed"))
+
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            detach()
+        elif not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(detach)  # the loop's own thread
+        self._rv.close()
+
+    def _ready(self) -> None:
+        try:
+            done, msg = self._rv.take(self._rt._out_type(self._kid, None))
+            item = (True, msg)
+        except BaseException as e:  # delivered to the awaiting coroutine
+            done, item = True, (False, e)
+        if not done:
+            return
+        while self._waiters:
+            f = self._waiters.popleft()
+            if not f.done():
+                f.set_result(item)
+                break
+        else:
+            self._stash.append(item)
+        if any(not f.done() for f in self._waiters):
+            self._rv.start()
+
+    async def get(self, timeout: Optional[float]):
+        if self._stash:
+            ok, v = self._stash.popleft()
+        else:
+            fut = self._loop.create_future()
+            self._waiters.append(fut)
+            self._rv.start()
+            try:
+                if timeout is None:
+                    ok, v = await fut
+                else:
+                    ok, v = await asyncio.wait_for(fut, timeout)
+            except asyncio.TimeoutError:
+                raise error("RK_ETIMEDOUT", f"no output from {self._kid!r} in {timeout} s") from None
+            finally:
+                if fut in self._waiters:
+                    self._waiters.remove(fut)
+                if not any(not f.done() for f in self._waiters):
+                    self._rv.cancel()
+        if not ok:
+            raise v
+        return v
+
+
+class RingKernelRuntime(BlockingRuntime):
+    """The seeds' runtime: ``async with RingKernelRuntime() as rt`` and
+    ``await`` every call; or ``with RingKernelRuntime() as rt`` for the
+    blocking forms of the same calls."""
+
+    def __init__(self, *, async_spin_us: float = 20.0, **kw: Any):
+        """async_spin_us: how long an async receive first waits in C (the
+        event loop blocked, GIL released) for an answer that is about to
+        come, before it parks on the eventfd; 0 never blocks the loop."""
+        super().__init__(**kw)
+        self._receivers: dict[tuple[int, str], _AsyncReceiver] = {}
+        self._spin_ns = max(0, int(async_spin_us * 1000))
+
+    def __enter__(self) -> BlockingRuntime:
+        return BlockingView(self)
+
+    async def __aenter__(self) -> "RingKernelRuntime":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.shutdown()
+
+    async def start(self) -> None:
+        """Nothing to do: the runtime runs from construction (seeds' API)."""
+
+    async def shutdown(self, timeout: float = 10.0) -> None:
+        """Closes the runtime: pending receives fail with ClosedError, then
+        every kernel is terminated (off the event loop's thread)."""
+        self._close_receivers()  # on the loop's own thread
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.close)
+
+    def _close_receivers(self) -> None:
+        for r in list(getattr(self, "_receivers", {}).values()):
+            r.close()
+        if hasattr(self, "_receivers"):
+            self._receivers.clear()
+
+    def close(self) -> None:
+        self._close_receivers()
+        super().close()
+
+    @property
+    def is_active(self) -> bool:
+        return not self.closed
+
+    async def _call(self, fn: Callable, *args: Any, **kw: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, functools.partial(fn, *args, **kw))
+
+    async def launch(self, kernel_id: str, kernel_func: Optional[Callable] = None, **kw: Any) -> None:  # type: ignore[override]
+        BlockingRuntime.launch(self, kernel_id, kernel_func, **kw)
+
+    async def activate(self, kernel_id: str) -> None:  # type: ignore[override]
+        BlockingRuntime.activate(self, kernel_id)
+
+    async def deactivate(self, kernel_id: str) -> None:  # type: ignore[override]
+        await self._call(BlockingRuntime.deactivate, self, kernel_id)
+
+    async def reactivate(self, kernel_id: str) -> None:  # type: ignore[override]
+        BlockingRuntime.reactivate(self, kernel_id)
+
+    async def terminate(self, kernel_id: str, timeout: float = 5.0) -> None:  # type: ignore[override]
+        await self._call(BlockingRuntime.terminate, self, kernel_id, timeout)
+
+    async def wait(self, kernel_id: str, timeout: Optional[float] = None) -> None:  # type: ignore[override]
+        await self._call(BlockingRuntime.wait, self, kernel_id, timeout)
+
+    async def send(self, kernel_id: str, message: Any, **kw: Any) -> None:  # type: ignore[override]
+        # A send waits only while the input is full (BLOCK backpressure),
+        # with the GIL released.
+        BlockingRuntime.send(self, kernel_id, message, **kw)
+
+    async def send_batch(self, kernel_id: str, records: Any, **kw: Any) -> int:  # type: ignore[override]
+        return BlockingRuntime.send_batch(self, kernel_id, records, **kw)
+
+    async def receive(self, kernel_id: str, timeout: Optional[float] = None, *,  # type: ignore[override]
+                      message_type: Optional[type] = None) -> Any:
+        """The next output without blocking the event loop: taken at once
+        if one is queued, else the loop is woken through an eventfd."""
+        if message_type is not None:
+            self._types[kernel_id] = (self._types.get(kernel_id, (None, None))[0], message_type)
+        loop = asyncio.get_running_loop()
+        key = (id(loop), kernel_id)
+        r = self._receivers.get(key)
+        if r is None or r._loop is not loop:
+            if r is not None:
+                r.close()
+            r = self._receivers[key] = _AsyncReceiver(self, kernel_id, loop)
+        if not r._stash and not r._waiters:
+            try:
+                return self._core.recv(kernel_id, self._out_type(kernel_id, None),
+                                       self._spin_ns)
+            except QueueTimeoutError:
+                pass
+        return await r.get(timeout)
+
+    async def request(self, kernel_id: str, message: Any, timeout: Optional[float] = None, **kw: Any) -> Any:  # type: ignore[override]
+        return await self._call(BlockingRuntime.request, self, kernel_id, message, timeout, **kw)
+
+    async def send_and_receive(self, kernel_id: str, message: Any,  # type: ignore[override]
+                               timeout: Optional[float] = None) -> Any:
+        """send, then the next output: one GIL release for the send and
+        the first async_spin_us of the wait, then the eventfd path."""
+        r = self._receivers.get((id(asyncio.get_running_loop()), kernel_id))
+        if r is not None and (r._stash or r._waiters):
+            await self.send(kernel_id, message, timeout=timeout)
+            return await self.receive(kernel_id, timeout)
+        out = self._core.send_recv(kernel_id, message, msgtype_of(message),
+                                   self._out_type(kernel_id, None), _ns(timeout),
+                                   self._spin_ns, True)
+        if out is not None:
+            return out
+        return await self.receive(kernel_id, timeout)
+
+    async def receive_stream(self, kernel_id: str, timeout: Optional[float] = None) -> AsyncIterator[Any]:
+        """Every output of the kernel as it comes, until the kernel ends
+        or the runtime closes (or timeout seconds pass with none)."""
+        while True:
+            try:
+                yield await self.receive(kernel_id, timeout)
+            except (ClosedError, KernelTerminatedError):
+                return
+
+
+class BlockingView(BlockingRuntime):
+    """``with RingKernelRuntime() as rt``: the blocking API on the same C
+    runtime (closing it closes the runtime)."""
+
+    def __init__(self, owner: RingKernelRuntime):  # noqa: D107 - shares state
+        self.__dict__ = owner.__dict__
+        self._owner = owner
+
+    def close(self) -> None:
+        self._owner.close()

@@ -1,0 +1,277 @@
+/*
+ * buffer.c - Buffer: an rk_buffer (lazily synchronised host/device memory)
+ * whose host side Python reads and writes through the buffer protocol
+ * (numpy arrays over it without a copy). ringkernel/buffers.py wraps it
+ * as the seeds' UnifiedBuffer.
+ *
+ * Ownership: the Buffer object owns its rk_buffer; every exported view
+ * holds a reference to the object, so the memory outlives the views, and
+ * free() refuses while views exist. A buffer is not thread-safe (as
+ * rk_buffer); calls keep the GIL, which serialises them.
+ */
+#include "rkpy.h"
+
+#include <string.h>
+
+typedef struct rkpy_buffer {
+    PyObject_HEAD rk_buffer *buf;
+    Py_ssize_t shape[3];
+    Py_ssize_t strides[3];
+    int ndim;
+    char format[2];
+    Py_ssize_t exports;
+    int write_mode; /* exports are RK_ACCESS_WRITE (set_mode) */
+} rkpy_buffer;
+
+static const struct {
+    char fmt;
+    rk_dtype dt;
+} fmts[] = { { 'B', RK_DTYPE_U8 }, { 'b', RK_DTYPE_I8 }, { 'H', RK_DTYPE_U16 },
+    { 'h', RK_DTYPE_I16 }, { 'I', RK_DTYPE_U32 }, { 'i', RK_DTYPE_I32 },
+    { 'Q', RK_DTYPE_U64 }, { 'q', RK_DTYPE_I64 }, { 'f', RK_DTYPE_F32 },
+    { 'd', RK_DTYPE_F64 } };
+
+static int
+buffer_ok(rkpy_buffer *b)
+{
+    if (b->buf != NULL)
+        return 1;
+    rkpy_raise(RK_ECLOSED, "the buffer has been freed");
+    return 0;
+}
+
+/* Buffer(shape: tuple of 1-3 ints, format: struct char, device=0) */
+static int
+buffer_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+    rkpy_buffer *b = (rkpy_buffer *)self;
+    static char *kwlist[] = { "shape", "format", "device", NULL };
+    PyObject *shape;
+    const char *fmt;
+    int device = RK_DEVICE_CPU;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "O!s|i", kwlist, &PyTuple_Type, &shape, &fmt, &device))
+        return -1;
+    if (b->buf != NULL) {
+        PyErr_SetString(PyExc_TypeError, "Buffer is already initialised");
+        return -1;
+    }
+    rk_buffer_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    int found = 0;
+    for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++)
+        if (fmt[0] == fmts[i].fmt && fmt[1] == '\0') {
+            cfg.dtype = fmts[i].dt;
+            found = 1;
+        }
+    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    if (!found || nd < 1 || nd > 3) {
+        rkpy_raisef(RK_EINVAL,
+            "a buffer needs 1-3 dimensions and a numeric dtype (got %zd "
+            "dimensions, format '%s')",
+            nd, fmt);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+        if (d == -1 && PyErr_Occurred())
+            return -1;
+        if (d <= 0) {
+            rkpy_raise(RK_EINVAL, "every dimension must be positive");
+            return -1;
+        }
+        cfg.dims[i] = (size_t)d;
+        b->shape[i] = d;
+    }
+    cfg.device = (rk_device_kind)device;
+    int rc = rk_buffer_create(&b->buf, &cfg);
+    if (rc != RK_OK) {
+        b->buf = NULL;
+        rkpy_raise(rc, NULL);
+        return -1;
+    }
+    b->ndim = (int)nd;
+    b->format[0] = fmt[0];
+    b->format[1] = '\0';
+    Py_ssize_t st = (Py_ssize_t)rk_buffer_elem_size(b->buf);
+    for (int i = b->ndim - 1; i >= 0; i--) {
+        b->strides[i] = st;
+        st *= b->shape[i];
+    }
+    return 0;
+}
+
+static void
+buffer_dealloc(PyObject *self)
+{
+    rkpy_buffer *b = (rkpy_buffer *)self;
+    rk_buffer_destroy(b->buf);
+    Py_TYPE(self)->tp_free(self);
+}
+
+/* An export in write mode (or a writable request) is RK_ACCESS_WRITE:
+ * the host copy becomes the current one; else RK_ACCESS_READ. Both sync
+ * first. numpy asks for read-only exports, so the mode is set beforehand
+ * by set_mode(). */
+static int
+buffer_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    rkpy_buffer *b = (rkpy_buffer *)self;
+    if (!buffer_ok(b))
+        return -1;
+    void *p;
+    int writable = b->write_mode || (flags & PyBUF_WRITABLE) != 0;
+    int rc = rk_buffer_host(
+        b->buf, writable ? RK_ACCESS_WRITE : RK_ACCESS_READ, &p);
+    if (rc != RK_OK) {
+        rkpy_raise(rc, NULL);
+        return -1;
+    }
+    view->buf = p;
+    view->obj = Py_NewRef(self);
+    view->len = (Py_ssize_t)rk_buffer_bytes(b->buf);
+    view->readonly = !writable;
+    view->itemsize = (Py_ssize_t)rk_buffer_elem_size(b->buf);
+    view->format = (flags & PyBUF_FORMAT) ? b->format : NULL;
+    view->ndim = b->ndim;
+    view->shape = (flags & PyBUF_ND) ? b->shape : NULL;
+    view->strides
+        = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? b->strides : NULL;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    b->exports++;
+    return 0;
+}
+
+static void
+buffer_releasebuffer(PyObject *self, Py_buffer *view)
+{
+    (void)view;
+    ((rkpy_buffer *)self)->exports--;
+}
+
+static PyBufferProcs buffer_as_buffer = {
+    buffer_getbuffer,
+    buffer_releasebuffer,
+};
+
+static PyObject *
+buffer_call(PyObject *self, PyObject *arg)
+{
+    rkpy_buffer *b = (rkpy_buffer *)self;
+    if (!buffer_ok(b))
+        return NULL;
+    const char *op = PyUnicode_AsUTF8(arg);
+    if (op == NULL)
+        return NULL;
+    int rc;
+    void *p = NULL;
+    if (strcmp(op, "ensure_host") == 0)
+        rc = rk_buffer_ensure_host(b->buf, NULL);
+    else if (strcmp(op, "ensure_device") == 0)
+        rc = rk_buffer_ensure_device(b->buf, NULL);
+    else if (strcmp(op, "mark_host_dirty") == 0)
+        rc = rk_buffer_mark_host_dirty(b->buf);
+    else if (strcmp(op, "mark_device_dirty") == 0)
+        rc = rk_buffer_mark_device_dirty(b->buf);
+    else if (strcmp(op, "zeros") == 0)
+        rc = rk_buffer_zeros(b->buf);
+    else if (strcmp(op, "device_read") == 0)
+        rc = rk_buffer_device(b->buf, RK_ACCESS_READ, &p);
+    else if (strcmp(op, "device_write") == 0)
+        rc = rk_buffer_device(b->buf, RK_ACCESS_WRITE, &p);
+    else
+        return rkpy_raisef(RK_EINVAL, "unknown buffer operation '%s'", op);
+    if (rc != RK_OK)
+        return rkpy_raise(rc, NULL);
+    if (p != NULL)
+        return PyLong_FromVoidPtr(p);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+buffer_state(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    rkpy_buffer *b = (rkpy_buffer *)self;
+    if (!buffer_ok(b))
+        return NULL;
+    return PyLong_FromLong((long)rk_buffer_get_state(b->buf));
+}
+
+static PyObject *
+buffer_stats(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    rkpy_buffer *b = (rkpy_buffer *)self;
+    if (!buffer_ok(b))
+        return NULL;
+    rk_buffer_stats s;
+    rk_buffer_stats_get(b->buf, &s);
+    return Py_BuildValue("{sKsKsKsKsK}", "h2d_transfers",
+        (unsigned long long)s.h2d_transfers, "d2h_transfers",
+        (unsigned long long)s.d2h_transfers, "h2d_bytes",
+        (unsigned long long)s.h2d_bytes, "d2h_bytes",
+        (unsigned long long)s.d2h_bytes, "transfers_avoided",
+        (unsigned long long)s.transfers_avoided);
+}
+
+static PyObject *
+buffer_free(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    rkpy_buffer *b = (rkpy_buffer *)self;
+    if (b->exports > 0)
+        return rkpy_raise(
+            RK_EBUSY, "numpy arrays or memoryviews still use this buffer");
+    rk_buffer_destroy(b->buf);
+    b->buf = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+buffer_set_mode(PyObject *self, PyObject *arg)
+{
+    int w = PyObject_IsTrue(arg);
+    if (w < 0)
+        return NULL;
+    ((rkpy_buffer *)self)->write_mode = w;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef buffer_methods[] = {
+    { "set_mode", buffer_set_mode, METH_O,
+        "set_mode(write): how the next exports access the host copy" },
+    { "op", buffer_call, METH_O,
+        "op(name): ensure_host, ensure_device, mark_host_dirty, "
+        "mark_device_dirty, zeros, device_read, device_write" },
+    { "state", buffer_state, METH_NOARGS, "rk_buffer_state" },
+    { "stats", buffer_stats, METH_NOARGS, "transfer counters" },
+    { "free", buffer_free, METH_NOARGS, "destroys the rk_buffer" },
+    { NULL, NULL, 0, NULL },
+};
+
+static PyTypeObject Buffer_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ringkernel._core.Buffer",
+    .tp_basicsize = sizeof(rkpy_buffer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An rk_buffer; its host side through the buffer protocol.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = buffer_init,
+    .tp_dealloc = buffer_dealloc,
+    .tp_methods = buffer_methods,
+    .tp_as_buffer = &buffer_as_buffer,
+};
+
+int
+rkpy_buffer_init(PyObject *m)
+{
+    if (PyType_Ready(&Buffer_Type) < 0)
+        return -1;
+    Py_INCREF(&Buffer_Type);
+    if (PyModule_AddObject(m, "Buffer", (PyObject *)&Buffer_Type) < 0) {
+        Py_DECREF(&Buffer_Type);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,78 @@
+/*
+ * rkpy.h - shared declarations of the CPython extension ringkernel._core.
+ *
+ * The extension is a thin layer over the public C API (include/ringkernel):
+ * it owns no queue and no lifecycle of its own. Files:
+ *   module.c   module init, the error bridge (RK_E* -> Python exception
+ *              classes made by ringkernel/errors.py), fork checks, helpers
+ *   msgtype.c  MsgType: an rk_msgtype descriptor built at run time from a
+ *              @message class, encode/decode through the C codec
+ *   buffer.c   Buffer: an rk_buffer whose host side is a Python buffer
+ *   runtime.c  Runtime (rk_runtime), Ctx (a Python actor's rk_ctx), the
+ *              actor trampoline, and Receiver (async receive: a waiter
+ *              thread that blocks in rk_recv and signals an eventfd)
+ *
+ * Ownership: Python objects own their C state; an rk_runtime belongs to the
+ * Runtime object that created it and is destroyed by its close() or
+ * deallocation. Every call that can block releases the GIL.
+ */
+#ifndef RKPY_H
+#define RKPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <sys/types.h>
+
+#include "ringkernel/ringkernel.h"
+
+/* ---------------------------------------------------------- module.c */
+
+/* Sets a Python exception for rc (an RK_E* code) with detail (NULL: the
+ * thread's rk_errdetail()). Returns NULL for convenience. */
+PyObject *rkpy_raise(int rc, const char *detail);
+/* The same with a formatted detail. */
+PyObject *rkpy_raisef(int rc, const char *fmt, ...);
+/* True (and a ForkError set) when called in a process other than pid. */
+int rkpy_forked(pid_t pid);
+/* Python timeout in ns (int; negative: forever) -> int64. */
+int rkpy_timeout(PyObject *o, int64_t *out);
+/* uuid.UUID from 16 bytes; NULL for a nil id when nil_none. */
+PyObject *rkpy_uuid_new(const rk_uuid *u, int nil_none);
+/* 16 bytes from a uuid.UUID (or None when allow_none: nil). */
+int rkpy_uuid_get(PyObject *o, rk_uuid *out, int allow_none);
+/* The module's exception classes for a kernel end (ECLOSED) signal. */
+extern PyObject *rkpy_numpy_frombuffer; /* numpy.frombuffer or NULL */
+
+/* --------------------------------------------------------- msgtype.c */
+
+typedef struct rkpy_msgtype rkpy_msgtype;
+extern PyTypeObject rkpy_MsgType_Type;
+int rkpy_msgtype_init(PyObject *module);
+
+#define RKPY_MsgType_Check(o) PyObject_TypeCheck(o, &rkpy_MsgType_Type)
+
+/* The C descriptor of a MsgType. */
+const rk_msgtype *rkpy_msgtype_desc(PyObject *mt);
+
+/* Encodes obj (an instance of mt's class) into a thread-local buffer:
+ * *out and *len stay valid until the next encode on this thread. *prio gets
+ * obj.priority, *msg_id and *corr its ids (corr nil when None). */
+int rkpy_encode(PyObject *mt, PyObject *obj, const void **out, size_t *len,
+    uint8_t *prio, rk_uuid *msg_id, rk_uuid *corr);
+
+/* Decodes a payload of mt (msgpack, or mt's fixed form when it is one)
+ * into a new instance; the envelope hdr (may be NULL) gives message_id,
+ * correlation_id and priority. */
+PyObject *rkpy_decode(
+    PyObject *mt, const rk_msg_header *hdr, const void *buf, size_t len);
+
+/* --------------------------------------------------------- runtime.c */
+
+int rkpy_runtime_init(PyObject *module);
+
+/* ---------------------------------------------------------- buffer.c */
+
+int rkpy_buffer_init(PyObject *module);
+
+#endif

@@ -1,0 +1,666 @@
+/* The kernel's input queue (src/runtime/inq.h) and output queue
+ * (src/runtime/outq.h) on their own: lanes behind the producer lock and
+ * the DROP_OLDEST rk_mqueue, in-place takes, held slots outside the
+ * capacity, eviction never touching held slots, the wake eventcount,
+ * placement in caller memory, slot alignment and size checks, and many
+ * senders through the lock. Worker threads never call cmocka: they count
+ * failed checks in an atomic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "common/ec.h"
+#include "ringkernel/message.h"
+#include "runtime/inq.h"
+#include "runtime/outq.h"
+
+#ifdef RK_DEBUG
+#define SCALE 1u
+#else
+#define SCALE 10u
+#endif
+
+static _Atomic uint32_t worker_errors;
+
+#define CHECK(cond)                                                           \
+    do {                                                                      \
+        if (!(cond))                                                          \
+            atomic_fetch_add(&worker_errors, 1);                              \
+    } while (0)
+
+/* The three kinds: a single-producer lane, the general inbox (lanes
+ * behind the lock, four with bands) and DROP_OLDEST's rk_mqueue. */
+static rk_mqueue_config
+cfg_of(uint32_t cap, rk_backpressure bp, bool bands, bool sp)
+{
+    rk_mqueue_config c = { .capacity = cap,
+        .slot_size = RK_MSG_HEADER_SIZE + 8,
+        .backpressure = bp,
+        .priority_bands = bands,
+        .single_producer = sp };
+    return c;
+}
+
+/* Sends a frame whose payload is v (8 bytes) at priority prio. */
+static int
+send_u64(rk__inq *q, uint64_t v, uint8_t prio, int64_t timeout)
+{
+    rk_msg_header h;
+
+    memset(&h, 0, sizeof(h));
+    h.priority = prio;
+    h.payload_len = 8;
+    return rk__inq_send(q, &h, sizeof(h), &v, 8, prio, timeout);
+}
+
+static uint64_t
+frame_u64(const rk__inq_batch *b, size_t i)
+{
+    const unsigned char *f = b->frames + i * b->stride;
+    uint64_t v;
+    uint32_t plen;
+
+    memcpy(&plen, f + offsetof(rk_msg_header, payload_len), 4);
+    assert_int_equal(plen, 8);
+    memcpy(&v, f + RK_MSG_HEADER_SIZE, 8);
+    return v;
+}
+
+/* Takes one batch (up to max), checks it is in place and aligned, returns
+ * its size. */
+static size_t
+take(rk__inq *q, size_t max, rk__inq_batch *b)
+{
+    assert_int_equal(rk__inq_take(q, NULL, 0, NULL, max, b), RK_OK);
+    assert_true(b->in_place);
+    assert_true(b->n >= 1 && b->n <= max);
+    /* Headers are 8-byte aligned at least, lanes 64 (issue 10, 7). */
+    assert_int_equal((uintptr_t)b->frames % 8, 0);
+    assert_int_equal(b->stride % 8, 0);
+    return b->n;
+}
+
+/* ------------------------------------------------------------ basics */
+
+/* Every kind: FIFO per band, in place, counted, held slots in the depth
+ * until released. */
+static void
+test_in_place_fifo(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 3; kind++) {
+        rk_mqueue_config c = cfg_of(
+            8, kind == 2 ? RK_BP_DROP_OLDEST : RK_BP_REJECT, false, kind == 0);
+        rk__ec wake;
+        rk__inq q;
+        rk__inq_batch b;
+        rk_queue_stats st;
+
+        rk__ec_init(&wake);
+        assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
+        assert_true(kind == 2 ? q.mq != NULL : q.lane != NULL);
+        for (uint64_t i = 0; i < 6; i++)
+            assert_int_equal(send_u64(&q, 100 + i, 128, RK_NO_WAIT), RK_OK);
+        assert_int_equal(take(&q, 4, &b), 4);
+        for (size_t i = 0; i < 4; i++)
+            assert_int_equal(frame_u64(&b, i), 100 + i);
+        assert_int_equal(rk__inq_depth(&q), 6); /* 4 held + 2 queued */
+        rk__inq_stats(&q, &st);
+        assert_int_equal(st.enqueued, 6);
+        assert_int_equal(st.dequeued, 4);
+        rk__inq_release(&q, 4);
+        assert_int_equal(rk__inq_depth(&q), 2);
+        assert_int_equal(take(&q, 4, &b), 2);
+        assert_int_equal(frame_u64(&b, 0), 104);
+        assert_int_equal(frame_u64(&b, 1), 105);
+        rk__inq_release(&q, 2);
+        assert_int_equal(rk__inq_take(&q, NULL, 0, NULL, 4, &b), RK_EEMPTY);
+        rk__inq_close(&q);
+        assert_int_equal(rk__inq_take(&q, NULL, 0, NULL, 4, &b), RK_ECLOSED);
+        assert_int_equal(send_u64(&q, 1, 128, RK_NO_WAIT), RK_ECLOSED);
+        rk__inq_fini(&q);
+    }
+}
+
+/* Slots the kernel holds in place never take room from the queue: with
+ * capacity 4 and a held batch of 4, four more messages still go in, and
+ * the fifth is refused. Every kind, bands included. */
+static void
+test_held_slots_outside_capacity(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 4; kind++) {
+        rk_mqueue_config c
+            = cfg_of(4, kind == 3 ? RK_BP_DROP_OLDEST : RK_BP_REJECT,
+                kind == 2, kind == 0);
+        rk__ec wake;
+        rk__inq q;
+        rk__inq_batch b;
+
+        rk__ec_init(&wake);
+        assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
+        for (uint64_t i = 0; i < 4; i++)
+            assert_int_equal(send_u64(&q, i, 128, RK_NO_WAIT), RK_OK);
+        if (kind != 3)
+            assert_int_equal(send_u64(&q, 99, 128, RK_NO_WAIT), RK_EREJECTED);
+        assert_int_equal(take(&q, 4, &b), 4);
+        for (uint64_t i = 4; i < 8; i++)
+            assert_int_equal(send_u64(&q, i, 128, RK_NO_WAIT), RK_OK);
+        if (kind != 3)
+            assert_int_equal(send_u64(&q, 99, 128, RK_NO_WAIT), RK_EREJECTED);
+        /* The held frames were not overwritten. */
+        for (size_t i = 0; i < 4; i++)
+            assert_int_equal(frame_u64(&b, i), i);
+        rk__inq_release(&q, 4);
+        assert_int_equal(take(&q, 4, &b), 4);
+        for (size_t i = 0; i < 4; i++)
+            assert_int_equal(frame_u64(&b, i), 4 + i);
+        rk__inq_release(&q, 4);
+        rk__inq_fini(&q);
+    }
+}
+
+/* DROP_OLDEST evicts the oldest *queued* message, never one the kernel
+ * holds in place, and counts it (evicted, dropped). When senders have
+ * evicted so far ahead that the slot the next one needs is still held,
+ * that sender is refused (RK_EFULL without a timeout, counted rejected)
+ * instead of evicting messages to no purpose or overwriting a held one;
+ * after the release it gets in. */
+static void
+test_drop_oldest_spares_held(void **state)
+{
+    rk_mqueue_config c = cfg_of(4, RK_BP_DROP_OLDEST, false, false);
+    rk__ec wake;
+    rk__inq q;
+    rk__inq_batch b;
+    rk_queue_stats st;
+
+    (void)state;
+    rk__ec_init(&wake);
+    assert_int_equal(rk__inq_init(&q, &c, 2, &wake), RK_OK); /* ring 8 */
+    for (uint64_t i = 1; i <= 4; i++)
+        assert_int_equal(send_u64(&q, i, 128, RK_NO_WAIT), RK_OK);
+    assert_int_equal(take(&q, 2, &b), 2); /* holds 1, 2 */
+    for (uint64_t i = 5; i <= 8; i++)     /* 5, 6 fit; 7, 8 evict 3, 4 */
+        assert_int_equal(send_u64(&q, i, 128, RK_NO_WAIT), RK_OK);
+    /* 9's slot is 1's: refused, nothing more evicted. */
+    assert_int_equal(send_u64(&q, 9, 128, RK_NO_WAIT), RK_EFULL);
+    assert_int_equal(frame_u64(&b, 0), 1);
+    assert_int_equal(frame_u64(&b, 1), 2);
+    rk__inq_stats(&q, &st);
+    assert_int_equal(st.evicted, 2);
+    assert_int_equal(st.dropped, 2);
+    assert_int_equal(st.rejected, 1);
+    assert_int_equal(st.enqueued, 8);
+    assert_int_equal(st.dequeued, 2);
+    assert_int_equal(st.depth, 4);
+    rk__inq_release(&q, 2);
+    assert_int_equal(send_u64(&q, 9, 128, RK_NO_WAIT), RK_OK); /* evicts 5 */
+    assert_int_equal(take(&q, 2, &b), 2);
+    assert_int_equal(frame_u64(&b, 0), 6);
+    assert_int_equal(frame_u64(&b, 1), 7);
+    rk__inq_release(&q, 2);
+    /* 8 is in the ring's last slot: a run stops there. */
+    assert_int_equal(take(&q, 2, &b), 1);
+    assert_int_equal(frame_u64(&b, 0), 8);
+    rk__inq_release(&q, 1);
+    assert_int_equal(take(&q, 2, &b), 1);
+    assert_int_equal(frame_u64(&b, 0), 9);
+    rk__inq_release(&q, 1);
+    rk__inq_stats(&q, &st);
+    assert_int_equal(st.evicted, 3);
+    assert_int_equal(st.enqueued, st.dequeued + st.evicted + st.depth);
+    rk__inq_fini(&q);
+}
+
+/* Bands: each take is a run from the highest non-empty band. */
+static void
+test_bands_order(void **state)
+{
+    rk_mqueue_config c = cfg_of(4, RK_BP_REJECT, true, false);
+    rk__ec wake;
+    rk__inq q;
+    rk__inq_batch b;
+
+    (void)state;
+    rk__ec_init(&wake);
+    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
+    assert_int_equal(q.nlanes, RK_BAND_COUNT);
+    assert_int_equal(send_u64(&q, 1, 10, RK_NO_WAIT), RK_OK);  /* LOW */
+    assert_int_equal(send_u64(&q, 2, 250, RK_NO_WAIT), RK_OK); /* SYSTEM */
+    assert_int_equal(send_u64(&q, 3, 100, RK_NO_WAIT), RK_OK); /* NORMAL */
+    assert_int_equal(send_u64(&q, 4, 250, RK_NO_WAIT), RK_OK);
+    assert_int_equal(take(&q, 4, &b), 2);
+    assert_int_equal(frame_u64(&b, 0), 2);
+    assert_int_equal(frame_u64(&b, 1), 4);
+    rk__inq_release(&q, 2);
+    assert_int_equal(take(&q, 4, &b), 1);
+    assert_int_equal(frame_u64(&b, 0), 3);
+    rk__inq_release(&q, 1);
+    assert_int_equal(take(&q, 4, &b), 1);
+    assert_int_equal(frame_u64(&b, 0), 1);
+    rk__inq_release(&q, 1);
+    rk__inq_fini(&q);
+}
+
+/* send_many: one batch, fresh ids, the stop at the first refusal counted
+ * once, on every kind. */
+static void
+test_send_many(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 3; kind++) {
+        rk_mqueue_config c = cfg_of(4,
+            kind == 2 ? RK_BP_DROP_NEW : RK_BP_REJECT, kind == 1, kind == 0);
+        rk__ec wake;
+        rk__inq q;
+        rk__inq_batch b;
+        rk_msg_header h;
+        rk_queue_stats st;
+        uint64_t pay[6] = { 10, 11, 12, 13, 14, 15 };
+        size_t sent = 99;
+
+        rk__ec_init(&wake);
+        assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
+        memset(&h, 0, sizeof(h));
+        h.priority = 128;
+        h.payload_len = 8;
+        assert_int_equal(
+            rk__inq_send_many(&q, &h, pay, 8, 6, RK_NO_WAIT, &sent),
+            kind == 2 ? RK_EDROPPED : RK_EREJECTED);
+        assert_int_equal(sent, 4);
+        rk__inq_stats(&q, &st);
+        assert_int_equal(st.enqueued, 4);
+        assert_int_equal(kind == 2 ? st.dropped : st.rejected, 1);
+        assert_int_equal(take(&q, 4, &b), 4);
+        for (size_t i = 0; i < 4; i++) {
+            rk_msg_header hi, hj;
+            assert_int_equal(frame_u64(&b, i), 10 + i);
+            memcpy(&hi, b.frames + i * b.stride, sizeof(hi));
+            if (i > 0) {
+                memcpy(&hj, b.frames + (i - 1) * b.stride, sizeof(hj));
+                assert_memory_not_equal(
+                    &hi.message_id, &hj.message_id, sizeof(hi.message_id));
+            }
+        }
+        rk__inq_release(&q, 4);
+        rk__inq_fini(&q);
+    }
+}
+
+/* ------------------------------------------------------- waking */
+
+/* The queue wakes the kernel itself: a consumer parked on the wake
+ * eventcount (prepare, re-check, wait with no deadline) returns once a
+ * sender enqueues, on every kind; close wakes it too. Ordered by atomics:
+ * the sender sends only after the consumer has prepared. */
+typedef struct waiter {
+    rk__inq *q;
+    rk__ec *wake;
+    _Atomic int prepared;
+    int rc;
+} waiter;
+
+static void *
+kernel_like(void *arg)
+{
+    waiter *w = arg;
+    rk__inq_batch b;
+
+    for (;;) {
+        uint32_t key = rk__ec_prepare(w->wake);
+        atomic_store_explicit(&w->prepared, 1, memory_order_release);
+        if (rk__inq_depth(w->q) != 0) {
+            rk__ec_cancel(w->wake);
+            break;
+        }
+        if (rk__inq_take(w->q, NULL, 0, NULL, 1, &b) == RK_ECLOSED) {
+            rk__ec_cancel(w->wake);
+            w->rc = RK_ECLOSED;
+            return NULL;
+        }
+        (void)rk__ec_wait(w->wake, key, UINT64_MAX);
+    }
+    w->rc = rk__inq_take(w->q, NULL, 0, NULL, 1, &b);
+    if (w->rc == RK_OK)
+        rk__inq_release(w->q, b.n);
+    return NULL;
+}
+
+static void
+run_waiter(rk__inq *q, rk__ec *wake, bool close, int expect)
+{
+    waiter w = { .q = q, .wake = wake };
+    pthread_t t;
+
+    atomic_init(&w.prepared, 0);
+    assert_int_equal(pthread_create(&t, NULL, kernel_like, &w), 0);
+    while (!atomic_load_explicit(&w.prepared, memory_order_acquire))
+        rk__cpu_relax();
+    if (close) {
+        rk__inq_close(q);
+    } else {
+        rk_msg_header h;
+        uint64_t v = 7;
+        size_t sent;
+        memset(&h, 0, sizeof(h));
+        h.priority = 128;
+        h.payload_len = 8;
+        assert_int_equal(
+            rk__inq_send_many(q, &h, &v, 8, 1, RK_NO_WAIT, &sent), RK_OK);
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, expect);
+}
+
+static void
+test_enqueue_and_close_wake_the_kernel(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 3; kind++) {
+        rk_mqueue_config c = cfg_of(
+            8, kind == 2 ? RK_BP_DROP_OLDEST : RK_BP_BLOCK, false, kind == 0);
+        rk__ec wake;
+        rk__inq q;
+
+        rk__ec_init(&wake);
+        assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
+        run_waiter(&q, &wake, false, RK_OK);
+        assert_int_equal(send_u64(&q, 1, 128, RK_NO_WAIT), RK_OK);
+        run_waiter(&q, &wake, false, RK_OK); /* takes the queued one */
+        rk__inq_batch b;
+        assert_int_equal(take(&q, 4, &b), 1);
+        rk__inq_release(&q, 1);
+        run_waiter(&q, &wake, true, RK_ECLOSED);
+        rk__inq_fini(&q);
+    }
+}
+
+/* ----------------------------------------------- placement and sizes */
+
+static void
+test_placement(void **state)
+{
+    (void)state;
+    for (int bands = 0; bands < 2; bands++) {
+        rk_mqueue_config c = cfg_of(16, RK_BP_BLOCK, bands, false);
+        size_t bytes = rk__inq_lane_bytes(&c, 8);
+        uint32_t n = rk__inq_lane_count(&c);
+        unsigned char *mem;
+        rk__ec wake;
+        rk__inq q;
+        rk__inq_batch b;
+
+        assert_int_equal(n, bands ? RK_BAND_COUNT : 1);
+        assert_true(bytes >= n * (RK__INQ_LANE_HDR + 32 * 128));
+        mem = aligned_alloc(64, bytes);
+        assert_non_null(mem);
+        rk__ec_init(&wake);
+        assert_int_equal(rk__inq_init_at(&q, &c, 8, &wake, mem), RK_OK);
+        for (uint32_t i = 0; i < n; i++) {
+            unsigned char *lane = (unsigned char *)q.lanes[i];
+            assert_ptr_equal(lane, mem + i * (bytes / n));
+            /* The ring_proto.h control block a device reads is first. */
+            assert_ptr_equal(&q.lanes[i]->ctrl, lane);
+            assert_true(q.lanes[i]->prod.base >= mem
+                && q.lanes[i]->prod.base < mem + bytes);
+        }
+        assert_int_equal(send_u64(&q, 42, 128, RK_NO_WAIT), RK_OK);
+        assert_int_equal(take(&q, 1, &b), 1);
+        assert_true(b.frames >= mem && b.frames < mem + bytes);
+        assert_int_equal(frame_u64(&b, 0), 42);
+        rk__inq_release(&q, 1);
+        rk__inq_fini(&q); /* must not free mem (ASan: double free) */
+        free(mem);
+    }
+    /* DROP_OLDEST stays host memory: no lanes to place. */
+    rk_mqueue_config d = cfg_of(16, RK_BP_DROP_OLDEST, false, false);
+    assert_int_equal(rk__inq_lane_bytes(&d, 8), 0);
+    assert_int_equal(rk__inq_lane_count(&d), 0);
+}
+
+/* max_payload 3: a slot of 67 bytes; every frame header stays aligned
+ * (issue 10, defect 7), on the input lanes and on the output ring. */
+static void
+test_odd_slot_sizes_stay_aligned(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 3; kind++) {
+        rk_mqueue_config c = cfg_of(
+            4, kind == 2 ? RK_BP_DROP_OLDEST : RK_BP_BLOCK, false, kind == 0);
+        rk__ec wake;
+        rk__inq q;
+        rk__inq_batch b;
+        rk_msg_header h;
+        unsigned char p3[3] = { 1, 2, 3 };
+
+        c.slot_size = RK_MSG_HEADER_SIZE + 3;
+        rk__ec_init(&wake);
+        assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
+        memset(&h, 0, sizeof(h));
+        h.payload_len = 3;
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(
+                rk__inq_send(&q, &h, sizeof(h), p3, 3, 128, RK_NO_WAIT),
+                RK_OK);
+        assert_int_equal(take(&q, 4, &b), 3);
+        for (size_t i = 0; i < 3; i++)
+            assert_int_equal(
+                (uintptr_t)(b.frames + i * b.stride) % _Alignof(rk_msg_header),
+                0);
+        if (kind != 2)
+            assert_int_equal(b.stride % 64, 0);
+        rk__inq_release(&q, 3);
+        rk__inq_fini(&q);
+    }
+    rk__outq o;
+    rk_msg_header h;
+    size_t flen;
+    memset(&h, 0, sizeof(h));
+    h.payload_len = 3;
+    assert_int_equal(rk__outq_init(&o, 4, RK_MSG_HEADER_SIZE + 3), RK_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(rk__outq_send(&o, &h, sizeof(h), "abc", 3), RK_OK);
+        const unsigned char *f = rk__outq_peek(&o, &flen);
+        assert_non_null(f);
+        assert_int_equal((uintptr_t)f % 64, 0);
+        assert_int_equal(flen, RK_MSG_HEADER_SIZE + 3);
+        rk__outq_release(&o);
+    }
+    rk__outq_fini(&o);
+}
+
+/* Sizes that overflow are refused with a detail naming the field (issue
+ * 10, defect 1: 64 + max_payload truncated to 32 bits). */
+static void
+test_sizes_refused(void **state)
+{
+    rk_mqueue_config c = cfg_of(4, RK_BP_BLOCK, false, true);
+    rk__ec wake;
+    rk__inq q;
+    rk__outq o;
+
+    (void)state;
+    rk__ec_init(&wake);
+    c.slot_size = UINT32_MAX - 10;
+    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "max_payload"));
+    c.single_producer = false;
+    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "max_payload"));
+    c.backpressure = RK_BP_DROP_OLDEST;
+    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "max_payload"));
+    /* Too many bytes in all. */
+    c = cfg_of(UINT32_C(1) << 30, RK_BP_BLOCK, false, false);
+    c.slot_size = 1u << 20;
+    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "input_capacity"));
+    assert_int_equal(rk__inq_lane_bytes(&c, 4), 0);
+    c = cfg_of(3, RK_BP_BLOCK, false, false);
+    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "input_capacity"));
+    /* The output ring: a size_t slot that does not fit 32 bits. */
+    assert_int_equal(
+        rk__outq_init(&o, 4, (size_t)UINT32_MAX + RK_MSG_HEADER_SIZE),
+        RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "max_payload"));
+    assert_int_equal(rk__outq_ring_bytes(4, (size_t)UINT32_MAX + 64), 0);
+    assert_int_equal(rk__outq_init(&o, 6, 128), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "output_capacity"));
+}
+
+/* The output ring in caller memory: the ring is there, fini leaves it. */
+static void
+test_outq_placement(void **state)
+{
+    size_t bytes = rk__outq_ring_bytes(8, 100);
+    unsigned char *mem = aligned_alloc(64, bytes);
+    rk__outq o;
+    rk_msg_header h;
+    size_t flen;
+
+    (void)state;
+    assert_true(bytes >= RK__OUTQ_HDR + 8 * 128);
+    assert_non_null(mem);
+    assert_int_equal(rk__outq_init_at(&o, mem, 8, 100), RK_OK);
+    assert_ptr_equal((void *)o.ring, mem);
+    memset(&h, 0, sizeof(h));
+    h.payload_len = 4;
+    assert_int_equal(rk__outq_send(&o, &h, sizeof(h), "wxyz", 4), RK_OK);
+    const unsigned char *f = rk__outq_peek(&o, &flen);
+    assert_true(f >= mem && f < mem + bytes);
+    assert_memory_equal(f + RK_MSG_HEADER_SIZE, "wxyz", 4);
+    rk__outq_release(&o);
+    rk__outq_close(&o);
+    assert_int_equal(rk__outq_wait(&o, 0, UINT64_MAX), RK_ECLOSED);
+    rk__outq_fini(&o);
+    free(mem);
+}
+
+/* ------------------------------------------- many senders, the lock */
+
+enum { NSEND = 3 };
+
+typedef struct mp {
+    rk__inq *q;
+    uint32_t id, n;
+    bool batch;
+} mp;
+
+static void *
+mp_sender(void *arg)
+{
+    mp *m = arg;
+    rk_msg_header h;
+
+    memset(&h, 0, sizeof(h));
+    h.payload_len = 8;
+    for (uint32_t i = 0; i < m->n;) {
+        uint64_t v[4];
+        uint8_t prio = (uint8_t)(i % 2 ? 250 : 100);
+        size_t k = m->batch && m->n - i >= 4 ? 4 : 1, sent = 0;
+        for (size_t j = 0; j < k; j++)
+            v[j] = (uint64_t)m->id << 32 | (i + j);
+        h.priority = prio;
+        if (k == 1)
+            CHECK(send_u64(m->q, v[0], prio, RK_WAIT_FOREVER) == RK_OK);
+        else
+            CHECK(rk__inq_send_many(m->q, &h, v, 8, k, RK_WAIT_FOREVER, &sent)
+                    == RK_OK
+                && sent == k);
+        i += (uint32_t)k;
+    }
+    return NULL;
+}
+
+/* Three senders (single and batched sends, two bands) and a consumer
+ * that takes in place: every message arrives once, each sender's
+ * messages in order within a band, the counters add up. BLOCK with a
+ * small capacity, so senders wait for room (giving the lock up). */
+static void
+test_many_senders(void **state)
+{
+    (void)state;
+    for (int bands = 0; bands < 2; bands++) {
+        rk_mqueue_config c = cfg_of(16, RK_BP_BLOCK, bands, false);
+        uint32_t per = 20000 * SCALE;
+        uint64_t next[NSEND][2] = { { 0 } }, got = 0;
+        rk__ec wake;
+        rk__inq q;
+        mp m[NSEND];
+        pthread_t t[NSEND];
+        rk_queue_stats st;
+
+        rk__ec_init(&wake);
+        atomic_store(&worker_errors, 0);
+        assert_int_equal(rk__inq_init(&q, &c, 8, &wake), RK_OK);
+        for (uint32_t i = 0; i < NSEND; i++) {
+            m[i] = (mp) { &q, i, per, i != 0 };
+            assert_int_equal(pthread_create(&t[i], NULL, mp_sender, &m[i]), 0);
+        }
+        while (got < (uint64_t)NSEND * per) {
+            rk__inq_batch b;
+            int rc = rk__inq_take(&q, NULL, 0, NULL, 8, &b);
+            if (rc == RK_EEMPTY) {
+                uint32_t key = rk__ec_prepare(&wake);
+                if (rk__inq_depth(&q) != 0)
+                    rk__ec_cancel(&wake);
+                else
+                    (void)rk__ec_wait(&wake, key, UINT64_MAX);
+                continue;
+            }
+            assert_int_equal(rc, RK_OK);
+            for (size_t i = 0; i < b.n; i++) {
+                uint64_t v = frame_u64(&b, i);
+                uint32_t id = (uint32_t)(v >> 32), seq = (uint32_t)v;
+                assert_true(id < NSEND);
+                /* With bands, odd and even sequence numbers travel in
+                 * different bands; each band keeps its order. */
+                uint32_t band = bands ? seq % 2 : 0;
+                assert_true(seq >= next[id][band]);
+                assert_int_equal(seq % (bands ? 2 : 1), band);
+                next[id][band] = seq + (bands ? 2 : 1);
+            }
+            got += b.n;
+            rk__inq_release(&q, b.n);
+        }
+        for (uint32_t i = 0; i < NSEND; i++)
+            pthread_join(t[i], NULL);
+        assert_int_equal(atomic_load(&worker_errors), 0);
+        rk__inq_stats(&q, &st);
+        assert_int_equal(st.enqueued, (uint64_t)NSEND * per);
+        assert_int_equal(st.dequeued, (uint64_t)NSEND * per);
+        assert_int_equal(st.rejected + st.dropped, 0);
+        assert_true(st.high_water <= 16);
+        rk__inq_fini(&q);
+    }
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_in_place_fifo),
+        cmocka_unit_test(test_held_slots_outside_capacity),
+        cmocka_unit_test(test_drop_oldest_spares_held),
+        cmocka_unit_test(test_bands_order),
+        cmocka_unit_test(test_send_many),
+        cmocka_unit_test(test_enqueue_and_close_wake_the_kernel),
+        cmocka_unit_test(test_placement),
+        cmocka_unit_test(test_odd_slot_sizes_stay_aligned),
+        cmocka_unit_test(test_sizes_refused),
+        cmocka_unit_test(test_outq_placement),
+        cmocka_unit_test(test_many_senders),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
