@@ -22,7 +22,7 @@
  * that the tests and the stand-in driver run on CPU threads, one thread
  * per block, against the same ring_proto.h lanes and control block.
  *
- * The loop (rk_dev_run) is the CPU body's protocol (src/runtime/kernel.c)
+ * The loop (rk_dev_run) is the CPU body's protocol (src/backend/cpu/body.c)
  * with one device-side implementation:
  *   ack HELD, wait while cmd == HOLD; a STOP before any RUN exits at once
  *   unless RUN was posted (activated), which still drains;
@@ -34,7 +34,9 @@
  *   host's verdict: restart (skip it, go on) or give up / STOP (exit with
  *   that code, the messages after it left in the lane for the host);
  *   counters and the heartbeat go to the block's kernel-written line;
- *   exit_code, then ack EXITED.
+ *   exit_code, then ack EXITED. RK_DEV_ACTOR_KERNEL runs an actor (the
+ *   block's own loop on rk_dev_should_terminate and rk_dev_recv) inside
+ *   the same lifecycle and fault protocol.
  *
  * Memory: the kernel never allocates. Lanes are ring_proto.h SPSC rings
  * the host placed before launch: input lane 0 of each block is fed by the
