@@ -11,7 +11,10 @@
 #
 #   tools/gpu-check.sh [--build-only | --run-only] [BUILD_DIR]
 #
-# BUILD_DIR defaults to build-gpu. docs/cuda.md says what each figure
+# BUILD_DIR defaults to build-gpu (about 7 MB; carry it with the working
+# tree to an offline device machine: --build-only here, --run-only there;
+# the libraries the tests need beyond the base system travel in
+# BUILD_DIR/lib). docs/cuda.md says what each figure
 # means and where results are recorded (docs/benchmarks.md: what ran,
 # when, on which GPU).
 set -u
@@ -37,8 +40,17 @@ if [ "$mode" != run ]; then
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
         test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host fake_cuda \
         bench_cuda bench_cuda_compile >&2 || exit 2
+    # For an offline device machine that lacks them: the test and bench
+    # binaries' non-system libraries go with the build (build-gpu/lib).
+    mkdir -p "$B/lib"
+    for bin in "$B"/tests/test_cuda_* "$B"/bench/bench_cuda*; do
+        ldd "$bin" 2>/dev/null | awk '/cmocka|msgpack/ { print $3 }'
+    done | sort -u | while read -r lib; do
+        [ -n "$lib" ] && cp -L "$lib" "$B/lib/"
+    done
     [ "$mode" = build ] && exit 0
 fi
+export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 emit date info "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 emit commit info "$(git rev-parse HEAD 2>/dev/null || echo unknown)"
