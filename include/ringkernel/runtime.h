@@ -126,6 +126,17 @@ typedef struct rk_kernel_config {
     /* Latency sampling: one batch in latency_sample is timed (0: 16; 1:
      * every batch, and then the histogram counts every message). */
     uint32_t latency_sample;
+    /* The cuda backend's device code: the handler source in CUDA C (the
+     * subset of docs/cuda.md), compiled at launch with NVRTC together
+     * with ringkernel/dev_kernel.h (cached on disk); device_entry names
+     * the kernel its RK_DEV_KERNEL defines; device_source_name is the
+     * file name compile errors cite (NULL: "<id>.cu"). The cpu backend
+     * ignores them and runs actor/handler, so one definition can run on
+     * either. The runtime does not copy the strings: they must outlive
+     * the kernel. */
+    const char *device_source;
+    const char *device_entry;
+    const char *device_source_name;
 } rk_kernel_config;
 
 /*

@@ -125,7 +125,8 @@ typedef struct rk__dead {
 
 struct rk_runtime {
     rk_runtime_config cfg;
-    const rk__backend *be; /* the default for kernels that name none */
+    const rk__backend *be; /* cfg.backend, checked at create (kernels pick
+                              theirs at register: rk__backend_find_for) */
 
     /* The supervisor thread (supervisor.c) waits on events; backends
      * notify it when an instance faults or exits. */
