@@ -92,8 +92,7 @@ int
 cli_info(int argc, char **argv)
 {
     rk_device_list *list;
-    const char *detail = "", *chosen;
-    char why[512];
+    const char *detail = "";
     rk_cuda_status cs;
     int rc;
 
@@ -118,15 +117,14 @@ cli_info(int argc, char **argv)
         return CLI_FAILED;
     }
     cs = rk_device_list_cuda_status(list, &detail);
-    printf("backends:\n");
-    cli_backend_pick("cpu", &chosen, why, sizeof(why));
-    printf("  cpu   usable (one thread per kernel)\n");
-    printf("  cuda  %s",
-        cli_backend_pick("cuda", &chosen, why, sizeof(why)) == CLI_OK
-            ? "usable\n"
-            : "not usable: ");
-    if (why[0])
-        printf("%s\n", why);
+    printf("backends (best first):\n");
+    for (size_t i = 0; i < rk_backend_count(); i++) {
+        const char *name = rk_backend_name(i);
+        if (rk_backend_probe(name) == RK_OK)
+            printf("  %-5s usable\n", name);
+        else
+            printf("  %-5s not usable: %s\n", name, rk_errdetail());
+    }
     printf("cuda driver: %s%s%s", rk_cuda_status_name(cs), *detail ? " (" : "",
         detail);
     printf("%s", *detail ? ")" : "");
