@@ -81,6 +81,7 @@ EXAMPLE_TEST(pagerank)
 EXAMPLE_TEST(anomaly_detection)
 EXAMPLE_TEST(queue_demo)
 EXAMPLE_TEST(device_query)
+EXAMPLE_TEST(gpu_scale)
 
 int
 main(void)
@@ -93,6 +94,7 @@ main(void)
         cmocka_unit_test(test_anomaly_detection),
         cmocka_unit_test(test_queue_demo),
         cmocka_unit_test(test_device_query),
+        cmocka_unit_test(test_gpu_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

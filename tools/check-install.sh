@@ -29,4 +29,7 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgco
 # shellcheck disable=SC2046
 cc "$work/main.c" -o "$work/pc" $(pkg-config --cflags --libs ringkernel)
 LD_LIBRARY_PATH="$prefix/lib:$prefix/lib/x86_64-linux-gnu" "$work/pc"
-echo "install: find_package and pkg-config consumers OK"
+# The command is installed with the library and runs from there.
+"$prefix/bin/ringkernel" --version
+"$prefix/bin/ringkernel" info >/dev/null
+echo "install: find_package and pkg-config consumers and the ringkernel command OK"

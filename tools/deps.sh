@@ -9,6 +9,9 @@ pkgs=(build-essential cmake pkg-config
       libcmocka-dev      # the test framework
       libck-dev          # Concurrency Kit: ck_ring, the benchmark reference
       libcaf-dev         # C++ Actor Framework: the runtime benchmark reference
+      libmicrohttpd-dev  # the optional metrics HTTP endpoint (src/metrics/)
+      gnuplot-nox        # `ringkernel bench --plot DIR` PNG charts
+      curl python3-prometheus-client # metrics endpoint test: real client, parser
       clang libclang-rt-14-dev  # libFuzzer targets and LeakSanitizer
       python3 python3-pip)      # tools/pydeps.sh: PyDotCompute writes the test vectors
 

@@ -63,7 +63,8 @@ extern "C" {
     X(ECUDA, "CUDA driver call failed")                                       \
     X(ENVRTC, "NVRTC compilation failed")                                     \
     X(ENVML, "NVML call failed")                                              \
-    X(ELIMIT, "memory limit exceeded")
+    X(ELIMIT, "memory limit exceeded")                                        \
+    X(ECOMPILE, "device source did not compile")
 
 typedef enum rk_err {
 #define RK__ERR_ENUM(name, msg) RK_##name,

@@ -15,6 +15,7 @@
 #include "ringkernel/error.h"
 #include "ringkernel/log.h"
 #include "ringkernel/message.h"
+#include "ringkernel/metrics.h"
 #include "ringkernel/pool.h"
 #include "ringkernel/queue.h"
 #include "ringkernel/runtime.h"

@@ -147,6 +147,17 @@ typedef struct rk_kernel_config {
     /* Latency sampling: one batch in latency_sample is timed (0: 16; 1:
      * every batch, and then the histogram counts every message). */
     uint32_t latency_sample;
+    /* The cuda backend's device code: the handler source in CUDA C (the
+     * subset of docs/cuda.md), compiled at launch with NVRTC together
+     * with ringkernel/dev_kernel.h (cached on disk); device_entry names
+     * the kernel its RK_DEV_KERNEL defines; device_source_name is the
+     * file name compile errors cite (NULL: "<id>.cu"). The cpu backend
+     * ignores them and runs actor/handler, so one definition can run on
+     * either. The runtime does not copy the strings: they must outlive
+     * the kernel. */
+    const char *device_source;
+    const char *device_entry;
+    const char *device_source_name;
 } rk_kernel_config;
 
 /*
@@ -191,6 +202,20 @@ typedef struct rk_runtime_config {
      * and why the one asked for cannot run. */
     const char *backend;
 } rk_runtime_config;
+
+/* ----------------------------------------------------------- listing */
+
+/* The ids of the registered kernels, in registration order: up to cap of
+ * them are copied into ids (NUL-terminated), and *n is set to how many
+ * there are in all (which may exceed cap: call again with more room).
+ * RK_EINVAL for a NULL rt or n, or NULL ids with cap > 0. */
+int rk_runtime_kernel_ids(
+    rk_runtime *rt, char (*ids)[RK_ID_MAX + 1], size_t cap, size_t *n);
+
+/* The same for the topics that exist (a topic exists once something
+ * subscribed to it). */
+int rk_runtime_topic_names(
+    rk_runtime *rt, char (*names)[RK_ID_MAX + 1], size_t cap, size_t *n);
 
 /* ------------------------------------------------------------ backends */
 

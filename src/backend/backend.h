@@ -42,7 +42,7 @@
 
 /* Bump when an entry's meaning, the launch spec or the control block's
  * layout changes; a backend built for another version is refused. */
-#define RK__BACKEND_ABI 2
+#define RK__BACKEND_ABI 3
 
 struct rk__inst; /* the runtime's host-side instance (runtime/internal.h) */
 
@@ -81,10 +81,15 @@ typedef struct rk__backend_status {
 
 typedef struct rk__backend_inst rk__backend_inst; /* backend-private */
 
+/* What code a backend runs (rk__backend.code). */
+#define RK__CODE_HOST   1u /* C actor and handler functions */
+#define RK__CODE_DEVICE 2u /* rk_kernel_config.device_source */
+
 typedef struct rk__backend {
     uint32_t abi_version; /* RK__BACKEND_ABI */
     const char *name;     /* "cpu", "cuda", ... */
     size_t inst_size;     /* bytes of private state per instance */
+    uint32_t code;        /* RK__CODE_*: what kernels it can run */
     /* 0: the backend notifies spec->events itself on FAULTED/EXITED.
      * Otherwise the supervisor also rescans this often (ns). */
     uint64_t event_poll_ns;
@@ -135,6 +140,14 @@ typedef struct rk__backend {
  * RK_ENOTSUP with a detail naming the backends built in and why the one
  * asked for cannot run. */
 int rk__backend_find(const char *name, const rk__backend **out);
+
+/* As rk__backend_find, for a kernel whose code is described by code
+ * (RK__CODE_*: host functions, device source, or both): "auto"/NULL takes
+ * the first usable backend, best first, that runs one of them, so a kernel
+ * with device source goes to a GPU where one is usable and to the CPU
+ * otherwise, and a host-only kernel never lands on a device backend. */
+int rk__backend_find_for(
+    const char *name, uint32_t code, const rk__backend **out);
 
 /* The backends built in, best first, NULL-terminated. */
 extern const rk__backend *const rk__backends[];

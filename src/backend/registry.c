@@ -3,7 +3,8 @@
  *
  * Adding a backend is a folder under src/backend/ and one line in the
  * table below (docs/backend.md shows a skeleton). The table is ordered
- * best first: "auto" takes the first whose probe succeeds.
+ * best first: "auto" takes the first whose probe succeeds and that runs
+ * the kernel's code (rk__backend.code).
  */
 #include <string.h>
 
@@ -12,8 +13,10 @@
 #include "ringkernel/runtime.h"
 
 extern const rk__backend rk__backend_cpu;
+extern const rk__backend rk__backend_cuda;
 
 const rk__backend *const rk__backends[] = {
+    &rk__backend_cuda,
     &rk__backend_cpu,
     NULL,
 };
@@ -44,7 +47,7 @@ usable(const rk__backend *be)
 }
 
 int
-rk__backend_find(const char *name, const rk__backend **out)
+rk__backend_find_for(const char *name, uint32_t code, const rk__backend **out)
 {
     char list[128], why[256];
     int rc;
@@ -52,7 +55,8 @@ rk__backend_find(const char *name, const rk__backend **out)
     names(list, sizeof(list));
     if (name == NULL || strcmp(name, "auto") == 0) {
         for (size_t i = 0; rk__backends[i] != NULL; i++) {
-            if (usable(rk__backends[i]) == RK_OK) {
+            if ((rk__backends[i]->code & code) != 0
+                && usable(rk__backends[i]) == RK_OK) {
                 *out = rk__backends[i];
                 return RK_OK;
             }
@@ -73,6 +77,12 @@ rk__backend_find(const char *name, const rk__backend **out)
     }
     return rk__fail(RK_ENOTFOUND, "no backend '%s' (built in: %s)", name,
         list);
+}
+
+int
+rk__backend_find(const char *name, const rk__backend **out)
+{
+    return rk__backend_find_for(name, RK__CODE_HOST | RK__CODE_DEVICE, out);
 }
 
 size_t

@@ -153,8 +153,9 @@ struct rk_runtime {
     _Atomic uint32_t closing;
     rk__call_shard call_slots[RK__CALL_SLOTS]; /* one writer each */
     rk__call_shard calls[RK__CALL_SHARDS];     /* shared: atomic adds */
-    rk__ec calls_ec;       /* notified when a host call leaves */
-    const rk__backend *be; /* the default for kernels that name none */
+    rk__ec calls_ec; /* notified when a host call leaves */
+    const rk__backend *be; /* cfg.backend, checked at create (kernels pick
+                              theirs at register: rk__backend_find_for) */
 
     /* The supervisor thread (supervisor.c) waits on events; backends
      * notify it when an instance faults or exits. */

@@ -128,3 +128,27 @@ rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc)
         *rc = rk__not_found(rt, id);
     return k;
 }
+
+int
+rk_runtime_kernel_ids(
+    rk_runtime *rt, char (*ids)[RK_ID_MAX + 1], size_t cap, size_t *n)
+{
+    uint32_t i, total;
+    int rc;
+
+    if (rt == NULL || n == NULL || (ids == NULL && cap != 0))
+        return rk__fail(RK_EINVAL, "rk_runtime_kernel_ids: NULL argument");
+    if ((rc = rk__fork_check(rt, "rk_runtime_kernel_ids")) != RK_OK)
+        return rc;
+    pthread_mutex_lock(&rt->reg_lock);
+    total = rt->nkernels;
+    pthread_mutex_unlock(&rt->reg_lock);
+    for (i = 0; i < total && i < cap; i++) {
+        /* Acquire pairs with the release store in rk_runtime_register. */
+        rk__kernel *k
+            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
+        memcpy(ids[i], k->id, sizeof(k->id));
+    }
+    *n = total;
+    return RK_OK;
+}

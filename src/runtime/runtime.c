@@ -551,9 +551,14 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
         return rc;
     }
     k->rt = rt;
-    k->be = rt->be;
-    if (def->config.backend != NULL
-        && (rc = rk__backend_find(def->config.backend, &k->be)) != RK_OK) {
+    /* The kernel's backend: its own name, else the runtime's; "auto"
+     * picks by the code the kernel has (host functions, device source). */
+    if ((rc = rk__backend_find_for(
+             def->config.backend ? def->config.backend : rt->cfg.backend,
+             RK__CODE_HOST
+                 | (def->config.device_source ? RK__CODE_DEVICE : 0u),
+             &k->be))
+        != RK_OK) {
         char why[256];
         snprintf(why, sizeof(why), "%s", rk_errdetail());
         free(k);

@@ -187,3 +187,24 @@ rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out)
     pthread_rwlock_unlock(&rt->topics_lock);
     return rc;
 }
+
+
+int
+rk_runtime_topic_names(
+    rk_runtime *rt, char (*names)[RK_ID_MAX + 1], size_t cap, size_t *n)
+{
+    uint32_t i;
+
+    int rc;
+
+    if (rt == NULL || n == NULL || (names == NULL && cap != 0))
+        return rk__fail(RK_EINVAL, "rk_runtime_topic_names: NULL argument");
+    if ((rc = rk__fork_check(rt, "rk_runtime_topic_names")) != RK_OK)
+        return rc;
+    pthread_rwlock_rdlock(&rt->topics_lock);
+    for (i = 0; i < rt->ntopics && i < cap; i++)
+        memcpy(names[i], rt->topics[i].name, sizeof(rt->topics[i].name));
+    *n = rt->ntopics;
+    pthread_rwlock_unlock(&rt->topics_lock);
+    return RK_OK;
+}

@@ -124,6 +124,7 @@ const rk__backend rk__backend_cpu = {
     .abi_version = RK__BACKEND_ABI,
     .name = "cpu",
     .inst_size = sizeof(rk__backend_inst),
+    .code = RK__CODE_HOST,
     .event_poll_ns = 0,
     .probe = cpu_probe,
     .check = cpu_check,

@@ -1,0 +1,224 @@
+/*
+ * bench_cuda - the cuda backend end to end, through the runtime API.
+ *
+ * Rows (JSON lines, bench.h):
+ *   cuda_rtt_p50 / cuda_rtt_p99   host -> persistent kernel -> host round
+ *                                 trip (rk_send, rk_recv), ns
+ *   cuda_batched_throughput       rk_send_batch of echo messages while a
+ *                                 second thread receives them, msgs/s
+ *   cuda_launch_sync_p50          baseline (real GPU only): an empty
+ *                                 kernel launched with cuLaunchKernel and
+ *                                 waited for with cuStreamSynchronize, ns
+ *
+ * impl says what ran: "cuda" on a real GPU (the device name is in "gpu"),
+ * "cuda_sim" when RK_CUDA_DRIVER points at the test-only stand-in driver
+ * (tests/fake_cuda: the device code on CPU threads). cuda_sim figures
+ * measure the host relay and the loop on CPUs, never a GPU. Without a
+ * usable CUDA backend it prints one "skipped" row with the reason.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/kcache.h"
+#include "bench.h"
+#include "device/cuda_driver.h"
+#include "ringkernel/ringkernel.h"
+
+/* The echo kernel; its entry has the name of the stand-in's host build
+ * (tests/kernels/test_kernels.cu), so the same source runs on both. */
+static const char echo_src[]
+    = "RK_DEV_HANDLER(echo_h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
+      "{\n"
+      "    return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);\n"
+      "}\n"
+      "RK_DEV_KERNEL(rk_echo, echo_h)\n";
+
+static const char noop_src[] = "extern \"C\" __global__ void "
+                               "rk_bench_noop(int *p) { if (p) *p = 1; }\n";
+
+static int
+noop_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    (void)ctx;
+    (void)m;
+    return RK_OK;
+}
+
+typedef struct rx_arg {
+    rk_runtime *rt;
+    rk_kernel k;
+    size_t n;
+    int rc;
+} rx_arg;
+
+static void *
+rx_main(void *p)
+{
+    rx_arg *a = p;
+    unsigned char buf[256];
+    size_t len;
+    for (size_t i = 0; i < a->n; i++)
+        if ((a->rc = rk_recv(a->rt, a->k, NULL, buf, sizeof(buf), &len,
+                 INT64_C(30000000000)))
+            != RK_OK)
+            return NULL;
+    return NULL;
+}
+
+/* Baseline: launch + synchronise of an empty kernel (real GPUs only). */
+static void
+launch_baseline(const char *impl, const char *extra, int cc)
+{
+    const struct rk__cuda_driver *d;
+    rk__nvrtc_src s
+        = { .name = "noop.cu", .source = noop_src, .cc = cc, .raw = 1 };
+    rk__nvrtc_image img;
+    rk__cu_module mod;
+    rk__cu_function fn;
+    rk__cu_stream st;
+    int *null_arg = NULL;
+    void *params[1] = { &null_arg };
+    uint64_t t[2000];
+    size_t n = (size_t)(2000 * bench_scale());
+
+    if (n > 2000)
+        n = 2000;
+    if (n < 10)
+        n = 10;
+    if (rk__cuda_enter(0, &d) != RK_OK || rk__nvrtc_compile(&s, &img) != RK_OK
+        || d->cuModuleLoadData(&mod, img.data) != RK__CUDA_SUCCESS
+        || d->cuModuleGetFunction(&fn, mod, "rk_bench_noop")
+            != RK__CUDA_SUCCESS
+        || d->cuStreamCreate(&st, RK__CU_STREAM_NON_BLOCKING)
+            != RK__CUDA_SUCCESS) {
+        bench_emit("cuda", "cuda_launch_sync_p50", impl, 0, "ns",
+            "\"skipped\":\"could not load the baseline kernel\"");
+        return;
+    }
+    rk__nvrtc_image_free(&img);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t0 = bench_now_ns();
+        d->cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, st, params, NULL);
+        d->cuStreamSynchronize(st);
+        t[i] = bench_now_ns() - t0;
+    }
+    bench_emit("cuda", "cuda_launch_sync_p50", impl,
+        (double)bench_percentile(t, n, 50), "ns", extra);
+    d->cuStreamDestroy(st);
+    d->cuModuleUnload(mod);
+}
+
+int
+main(void)
+{
+    rk_runtime *rt = NULL;
+    rk_runtime_config cfg = { .no_static_kernels = true, .backend = "cuda" };
+    rk_kernel_def def = { .id = "echo", .handler = noop_handler };
+    rk_device_list *list = NULL;
+    const rk_device_info *gpu = NULL;
+    const char *impl;
+    char extra[300];
+    unsigned char buf[256], msg[32] = { 0 };
+    size_t len, n = (size_t)(20000 * bench_scale()), sent = 0;
+    uint64_t *rtt;
+    rk_kernel k;
+    int rc, sim;
+
+    if ((rc = rk_runtime_create(&rt, &cfg)) != RK_OK) {
+        char why[200];
+        snprintf(why, sizeof(why), "%s", rk_errdetail());
+        for (char *p = why; *p; p++)
+            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+                *p = '\'';
+        snprintf(extra, sizeof(extra), "\"reason\":\"%s\"", why);
+        bench_emit("cuda", "cuda_backend", "skipped", 0, "", extra);
+        return 0;
+    }
+    if (rk_devices_query(&list) != RK_OK
+        || rk_device_select(list, RK_DEVICE_CUDA, 0, &gpu) != RK_OK) {
+        bench_emit("cuda", "cuda_backend", "skipped", 0, "",
+            "\"reason\":\"no CUDA device\"");
+        return 0;
+    }
+    sim = strstr(gpu->name, "fake") != NULL;
+    impl = sim ? "cuda_sim" : "cuda";
+    snprintf(extra, sizeof(extra), "\"gpu\":\"%s\",\"cc\":\"%d.%d\"",
+        sim ? "none (stand-in driver, CPU threads)" : gpu->name, gpu->cc_major,
+        gpu->cc_minor);
+
+    def.config.device_source = echo_src;
+    def.config.device_entry = "rk_echo";
+    def.config.block_size = 32;
+    def.config.batch = 64;
+    def.config.max_payload = 64;
+    def.config.input_capacity = 4096;
+    def.config.output_capacity = 4096;
+    if (rk_runtime_register(rt, &def) != RK_OK
+        || rk_kernel_launch(rt, "echo") != RK_OK
+        || rk_kernel_activate(rt, "echo") != RK_OK
+        || rk_kernel_lookup(rt, "echo", &k) != RK_OK) {
+        fprintf(stderr, "bench_cuda: %s\n", rk_errdetail());
+        return 1;
+    }
+
+    /* Round trips. */
+    if (n < 100)
+        n = 100;
+    rtt = malloc(n * sizeof(*rtt));
+    if (rtt == NULL)
+        return 1;
+    for (size_t i = 0; i < n + 100; i++) {
+        uint64_t t0 = bench_now_ns();
+        if (rk_send(rt, k, 1, msg, 8, 128, INT64_C(30000000000)) != RK_OK
+            || rk_recv(
+                   rt, k, NULL, buf, sizeof(buf), &len, INT64_C(30000000000))
+                != RK_OK) {
+            fprintf(stderr, "bench_cuda: round trip: %s\n", rk_errdetail());
+            return 1;
+        }
+        if (i >= 100)
+            rtt[i - 100] = bench_now_ns() - t0; /* after 100 warm-ups */
+    }
+    bench_emit("cuda", "cuda_rtt_p50", impl,
+        (double)bench_percentile(rtt, n, 50), "ns", extra);
+    bench_emit("cuda", "cuda_rtt_p99", impl,
+        (double)bench_percentile(rtt, n, 99), "ns", extra);
+    free(rtt);
+
+    /* Batched throughput: one sender, one receiver thread. */
+    {
+        size_t total = n * 10, chunk = 256;
+        unsigned char *payloads = calloc(chunk, 16);
+        rx_arg rx = { .rt = rt, .k = k, .n = total };
+        pthread_t th;
+        uint64_t t0;
+        if (payloads == NULL || pthread_create(&th, NULL, rx_main, &rx) != 0)
+            return 1;
+        t0 = bench_now_ns();
+        for (size_t done = 0; done < total; done += sent)
+            if (rk_send_batch(rt, k, 1, payloads, 16,
+                    total - done < chunk ? total - done : chunk, 128,
+                    INT64_C(30000000000), &sent)
+                != RK_OK)
+                return 1;
+        pthread_join(th, NULL);
+        if (rx.rc != RK_OK)
+            return 1;
+        bench_emit("cuda", "cuda_batched_throughput", impl,
+            (double)total * 1e9 / (double)(bench_now_ns() - t0), "msg/s",
+            extra);
+        free(payloads);
+    }
+    rk_kernel_terminate(rt, "echo", INT64_C(30000000000));
+
+    if (!sim)
+        launch_baseline(impl, extra, gpu->cc_major * 10 + gpu->cc_minor);
+    else
+        bench_emit("cuda", "cuda_launch_sync_p50", impl, 0, "ns",
+            "\"skipped\":\"the stand-in driver has no real launch\"");
+    rk_device_list_free(list);
+    rk_runtime_destroy(rt);
+    return 0;
+}

@@ -1,0 +1,658 @@
+/*
+ * ringkernel/dev_kernel.h - the device actor API and the persistent loop.
+ *
+ * A ring kernel on a GPU is a persistent kernel; each thread block of it
+ * is one actor. The block's thread 0 takes a message (or a batch) from the
+ * block's input lanes and the whole block shares it, so a handler can be
+ * data-parallel over the block's threads. Everything here is
+ * block-collective: every thread of the block calls it with the same
+ * arguments and gets the same result (thread 0 does the protocol work,
+ * rk_dev_sync_block() publishes it to the others through the shared ctx).
+ *
+ * A user writes a handler in the C subset of docs/cuda.md:
+ *
+ *     RK_DEV_HANDLER(echo)(rk_dev_ctx *x, const rk_dev_msg *m)
+ *     {
+ *         return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);
+ *     }
+ *     RK_DEV_KERNEL(rk_echo, echo)
+ *
+ * and the runtime compiles it together with this header (NVRTC, or nvcc).
+ * The same file compiled as host C gives a host entry (rk_dev_host_kernel)
+ * that the tests and the stand-in driver run on CPU threads, one thread
+ * per block, against the same ring_proto.h lanes and control block.
+ *
+ * The loop (rk_dev_run) is the CPU body's protocol (src/backend/cpu/body.c)
+ * with one device-side implementation:
+ *   ack HELD, wait while cmd == HOLD; a STOP before any RUN exits at once
+ *   unless RUN was posted (activated), which still drains;
+ *   ack RUNNING; then at every safe point (between batches): PAUSE acks
+ *   PAUSED and polls with back-off until RUN (ack RUNNING) or STOP; STOP
+ *   drains: the loop ends only once every input lane is empty;
+ *   a handler returning non-zero is a fault: the block reports FAULTED
+ *   with the failing message at the head of its lane and waits for the
+ *   host's verdict: restart (skip it, go on) or give up / STOP (exit with
+ *   that code, the messages after it left in the lane for the host);
+ *   counters and the heartbeat go to the block's kernel-written line;
+ *   exit_code, then ack EXITED. RK_DEV_ACTOR_KERNEL runs an actor (the
+ *   block's own loop on rk_dev_should_terminate and rk_dev_recv) inside
+ *   the same lifecycle and fault protocol.
+ *
+ * Memory: the kernel never allocates. Lanes are ring_proto.h SPSC rings
+ * the host placed before launch: input lane 0 of each block is fed by the
+ * host, further input lanes by other kernels (K2K); the output lane goes
+ * to the host; route r is another kernel's input lane. Lanes in mapped
+ * host memory use system scope (ring_proto.h); see docs/cuda.md for K2K.
+ */
+#ifndef RINGKERNEL_DEV_KERNEL_H
+#define RINGKERNEL_DEV_KERNEL_H
+
+#include "ringkernel/dev_ctl.h"
+#include "ringkernel/error.h"
+#include "ringkernel/ring_proto.h"
+#include "ringkernel/rk_dev.h"
+
+#define RK_DEV_MAX_IN     4  /* input lanes per block (host + K2K) */
+#define RK_DEV_MAX_ROUTES 8  /* K2K routes per block */
+#define RK_DEV_MAX_BATCH  64 /* messages per receive */
+
+/* rk_msg_header.flags bits the device sets (runtime bits >= 8). A publish
+ * goes to the output lane with TOPIC set and the topic's index (assigned
+ * by the host relay) in bits 16..31. */
+#define RK_DEV_MSG_F_TOPIC     (1u << 8)
+#define RK_DEV_MSG_TOPIC_SHIFT 16
+#define RK_DEV_MSG_MAGIC       0x4B52u
+#define RK_DEV_MSG_VERSION     1u
+#define RK_DEV_MSG_HEADER_SIZE 64u
+
+/* The 64-byte envelope (ringkernel/message.h's rk_msg_header, which needs
+ * host headers). The tests check that the two layouts are identical. */
+typedef struct rk_dev_msg_header {
+    unsigned short magic;
+    unsigned char version;
+    unsigned char priority;
+    rk_dev_u32 type_id;
+    rk_dev_u32 flags;
+    rk_dev_u32 payload_len;
+    unsigned char message_id[16];
+    unsigned char correlation_id[16];
+    rk_dev_u64 send_ns;
+    rk_dev_u32 sender;
+    unsigned short type_version;
+    unsigned short reserved;
+} rk_dev_msg_header;
+
+/* One lane as the host placed it: the ring's control lines and slots. */
+typedef struct rk_dev_lane {
+    rk_ring_ctrl *ctrl;
+    unsigned char *slots;
+} rk_dev_lane;
+
+/*
+ * The launch argument (passed by value). Arrays are indexed by block:
+ * in[b * nin + i], out[b], routes[b * nroutes + r]. The arrays live in
+ * memory the device can read; they are read once, at the start.
+ */
+typedef struct rk_dev_kargs {
+    rk_dev_ctl *ctl;
+    const rk_dev_lane *in;
+    const rk_dev_lane *out;
+    const rk_dev_lane *routes;
+    rk_dev_u32 nin;       /* 1..RK_DEV_MAX_IN */
+    rk_dev_u32 nroutes;   /* 0..RK_DEV_MAX_ROUTES */
+    rk_dev_u32 kernel_id; /* stamped as sender (runtime slot + 1) */
+    rk_dev_u32 batch;     /* messages per receive, 1..RK_DEV_MAX_BATCH */
+    void *user;           /* the handler's own state, or NULL */
+} rk_dev_kargs;
+
+/* A received message: header and payload in the lane's slot (read in
+ * place; valid until the batch is released). len is the header's
+ * payload_len, clipped to the slot. */
+typedef struct rk_dev_msg {
+    const rk_dev_msg_header *hdr;
+    const unsigned char *data;
+    rk_dev_u32 len;
+} rk_dev_msg;
+
+/* The block's actor context. On a GPU it lives in shared memory, so every
+ * thread of the block reads what thread 0 wrote after a block sync. */
+typedef struct rk_dev_ctx {
+    rk_dev_kargs a;
+    rk_dev_u32 blk, nin, nroutes, batch;
+    rk_ring_ctrl *in_ctrl[RK_DEV_MAX_IN];
+    rk_ring_side in[RK_DEV_MAX_IN];
+    rk_ring_ctrl *out_ctrl;
+    rk_ring_side out;
+    rk_ring_ctrl *route_ctrl[RK_DEV_MAX_ROUTES];
+    rk_ring_side route[RK_DEV_MAX_ROUTES];
+    rk_dev_counters k;
+    rk_dev_u32 ack_seq, beat, backoff, msg_seq, faults;
+    rk_dev_u32 lane, n, rr; /* current batch: lane, size; next lane */
+    rk_dev_u32 flag;        /* broadcast: bool results */
+    rk_dev_i32 rc;          /* broadcast: int results */
+    unsigned char *slot;    /* broadcast: slot being written */
+} rk_dev_ctx;
+
+typedef int (*rk_dev_handler)(rk_dev_ctx *x, const rk_dev_msg *m);
+
+/* ---------------------------------------------------------- internals */
+
+RK_DEV_FN int
+rk_dev_thread0(void)
+{
+    return rk_dev_thread_idx() == 0;
+}
+
+RK_DEV_FN void
+rk_dev__beat(rk_dev_ctx *x)
+{
+    x->beat += 1;
+    rk_dev_ctl_heartbeat(x->a.ctl, x->blk, x->beat);
+}
+
+RK_DEV_FN void
+rk_dev__ack(rk_dev_ctx *x, rk_dev_u32 ack)
+{
+    rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+    rk_dev_ctl_ack(x->a.ctl, x->blk, ack, &x->ack_seq);
+}
+
+/* Thread 0's wait while cmd == what; returns the new command. */
+RK_DEV_FN rk_dev_u32
+rk_dev__wait_while(rk_dev_ctx *x, rk_dev_u32 what)
+{
+    rk_dev_u32 ns = 0, cmd;
+    while ((cmd = rk_dev_ctl_cmd(x->a.ctl)) == what) {
+        rk_dev__beat(x);
+        rk_dev_backoff(&ns);
+    }
+    return cmd;
+}
+
+/* Thread 0: 1 if any input lane holds a message (acquire of its tail). */
+RK_DEV_FN int
+rk_dev__any_input(rk_dev_ctx *x)
+{
+    for (rk_dev_u32 i = 0; i < x->nin; i++)
+        if (rk_ring_cons_avail(x->in_ctrl[i], &x->in[i], 1) != 0)
+            return 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------- lifecycle */
+
+/* Attaches the block to its lanes. Collective; call once at entry. */
+RK_DEV_FN void
+rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
+{
+    if (rk_dev_thread0()) {
+        rk_dev_u32 b = rk_dev_block_idx();
+        x->a = *a;
+        x->blk = b;
+        x->nin = a->nin == 0         ? 1
+            : a->nin > RK_DEV_MAX_IN ? RK_DEV_MAX_IN
+                                     : a->nin;
+        x->nroutes
+            = a->nroutes > RK_DEV_MAX_ROUTES ? RK_DEV_MAX_ROUTES : a->nroutes;
+        x->batch = a->batch == 0          ? 1
+            : a->batch > RK_DEV_MAX_BATCH ? RK_DEV_MAX_BATCH
+                                          : a->batch;
+        for (rk_dev_u32 i = 0; i < x->nin; i++) {
+            const rk_dev_lane *l = &a->in[b * a->nin + i];
+            x->in_ctrl[i] = l->ctrl;
+            rk_ring_cons_attach(l->ctrl, &x->in[i], l->slots);
+        }
+        x->out_ctrl = a->out[b].ctrl;
+        rk_ring_prod_attach(a->out[b].ctrl, &x->out, a->out[b].slots);
+        for (rk_dev_u32 r = 0; r < x->nroutes; r++) {
+            const rk_dev_lane *l = &a->routes[b * a->nroutes + r];
+            x->route_ctrl[r] = l->ctrl;
+            rk_ring_prod_attach(l->ctrl, &x->route[r], l->slots);
+        }
+        x->k.processed = x->k.sent = x->k.errors = x->k.last_ns = 0;
+        x->ack_seq = x->beat = x->backoff = x->msg_seq = x->faults = 0;
+        x->lane = x->n = x->rr = 0;
+    }
+    rk_dev_sync_block();
+}
+
+/* Reports HELD and waits for the first command. Returns 1 if the block
+ * should run (RUN, or a STOP after a RUN it missed, which still drains),
+ * 0 if it should exit at once (STOP before any RUN). Collective. */
+RK_DEV_FN int
+rk_dev_begin(rk_dev_ctx *x)
+{
+    if (rk_dev_thread0()) {
+        rk_dev__ack(x, RK_DEV_ACK_HELD);
+        rk_dev_u32 cmd = rk_dev__wait_while(x, RK_DEV_CMD_HOLD);
+        x->flag = cmd != RK_DEV_CMD_STOP || rk_dev_ctl_activated(x->a.ctl);
+        if (x->flag)
+            rk_dev__ack(x, RK_DEV_ACK_RUNNING);
+    }
+    rk_dev_sync_block();
+    return (int)x->flag;
+}
+
+/*
+ * The safe point. Returns 1 once the block must end: STOP was posted and
+ * every input lane is empty. PAUSE acknowledges PAUSED and waits here
+ * (polling with back-off) until RUN or STOP. Collective.
+ */
+RK_DEV_FN int
+rk_dev_should_terminate(rk_dev_ctx *x)
+{
+    if (rk_dev_thread0()) {
+        rk_dev_u32 cmd = rk_dev_ctl_cmd(x->a.ctl);
+        if (cmd == RK_DEV_CMD_PAUSE) {
+            rk_dev__ack(x, RK_DEV_ACK_PAUSED);
+            cmd = rk_dev__wait_while(x, RK_DEV_CMD_PAUSE);
+            if (cmd != RK_DEV_CMD_STOP)
+                rk_dev__ack(x, RK_DEV_ACK_RUNNING);
+        }
+        /* The acquire of cmd (STOP) came after the host's last enqueue,
+         * so the tails read below include every message sent before
+         * terminate: the drain misses none. */
+        x->flag = cmd == RK_DEV_CMD_STOP && !rk_dev__any_input(x);
+    }
+    rk_dev_sync_block();
+    return (int)x->flag;
+}
+
+/* Flushes the counters and reports EXITED with code. Collective; the
+ * block must return right after. */
+RK_DEV_FN void
+rk_dev_exit(rk_dev_ctx *x, rk_dev_i32 code)
+{
+    rk_dev_sync_block();
+    if (rk_dev_thread0()) {
+        rk_dev_ctl_exit_code(x->a.ctl, x->blk, code);
+        rk_dev__ack(x, RK_DEV_ACK_EXITED); /* release: exit_code first */
+    }
+}
+
+/* ---------------------------------------------------------- receiving */
+
+/*
+ * Takes up to x->batch messages from the next non-empty input lane
+ * (round robin) and returns how many; 0 after one back-off step when all
+ * lanes are empty. The batch stays in the lane until rk_dev_recv_done.
+ * Collective: every thread gets the same count and reads the same
+ * messages with rk_dev_msg_at.
+ */
+RK_DEV_FN rk_dev_u32
+rk_dev_recv_batch(rk_dev_ctx *x)
+{
+    if (rk_dev_thread0()) {
+        rk_dev_u32 n = 0, i;
+        rk_dev__beat(x);
+        for (i = 0; i < x->nin && n == 0; i++) {
+            rk_dev_u32 l = (x->rr + i) % x->nin;
+            n = rk_ring_cons_avail(x->in_ctrl[l], &x->in[l], x->batch);
+            if (n != 0)
+                x->lane = l;
+        }
+        x->n = n;
+        if (n == 0) {
+            rk_dev_backoff(&x->backoff);
+        } else {
+            x->backoff = 0;
+            x->rr = (x->lane + 1) % x->nin;
+            x->k.last_ns = rk_dev_now_ns();
+        }
+    }
+    rk_dev_sync_block();
+    return x->n;
+}
+
+/* Message i (< the count rk_dev_recv_batch returned) of the batch. */
+RK_DEV_FN rk_dev_msg
+rk_dev_msg_at(const rk_dev_ctx *x, rk_dev_u32 i)
+{
+    const rk_ring_side *s = &x->in[x->lane];
+    const unsigned char *slot = rk_ring_slot(s, s->pos + i);
+    rk_dev_msg m;
+    rk_dev_u32 room = s->slot_size - RK_DEV_MSG_HEADER_SIZE;
+    m.hdr = (const rk_dev_msg_header *)(const void *)slot;
+    m.data = slot + RK_DEV_MSG_HEADER_SIZE;
+    m.len = m.hdr->payload_len > room ? room : m.hdr->payload_len;
+    return m;
+}
+
+/* Hands the first `done` messages of the batch back to their producer and
+ * counts them processed. Collective: the block sync first makes every
+ * thread's reads of those slots happen before the release. */
+RK_DEV_FN void
+rk_dev_recv_done(rk_dev_ctx *x, rk_dev_u32 done)
+{
+    rk_dev_fence_sys(); /* each reader's loads before thread 0's release */
+    rk_dev_sync_block();
+    if (rk_dev_thread0()) {
+        /* What is not handed back stays held: the rest of the batch is
+         * taken again by the next receive (or is the failed message). */
+        x->n = done < x->n ? x->n - done : 0;
+        if (done != 0) {
+            rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], done);
+            x->k.processed += done;
+            rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+        }
+    }
+    rk_dev_sync_block();
+}
+
+/* One message: like rk_dev_recv_batch with a batch of 1. Returns 1 and
+ * fills *m, or 0 when nothing is queued. Release with rk_dev_recv_done. */
+RK_DEV_FN int
+rk_dev_recv(rk_dev_ctx *x, rk_dev_msg *m)
+{
+    rk_dev_u32 saved = x->batch;
+    rk_dev_sync_block();
+    if (rk_dev_thread0())
+        x->batch = 1;
+    rk_dev_u32 n = rk_dev_recv_batch(x);
+    if (rk_dev_thread0())
+        x->batch = saved;
+    if (n != 0)
+        *m = rk_dev_msg_at(x, 0);
+    rk_dev_sync_block();
+    return n != 0;
+}
+
+/* ---------------------------------------------------------- sending */
+
+/* Fills a device message id: v7-shaped, unique per (kernel, block,
+ * sequence): 48 bits of the global timer in ms, the block, the kernel id
+ * and a per-block counter. */
+RK_DEV_FN void
+rk_dev__msg_id(rk_dev_ctx *x, unsigned char *id, rk_dev_u64 now)
+{
+    rk_dev_u64 ms = now / 1000000u;
+    rk_dev_u32 k = x->a.kernel_id, seq = x->msg_seq++;
+    for (int i = 0; i < 6; i++)
+        id[i] = (unsigned char)(ms >> (40 - 8 * i));
+    id[6] = (unsigned char)(0x70u | ((x->blk >> 8) & 0x0fu));
+    id[7] = (unsigned char)x->blk;
+    id[8] = (unsigned char)(0x80u | ((k >> 16) & 0x3fu));
+    id[9] = (unsigned char)(k >> 8);
+    id[10] = (unsigned char)k;
+    id[11] = 0;
+    id[12] = (unsigned char)(seq >> 24);
+    id[13] = (unsigned char)(seq >> 16);
+    id[14] = (unsigned char)(seq >> 8);
+    id[15] = (unsigned char)seq;
+}
+
+/*
+ * Writes one message into a lane: thread 0 waits for a free slot (polling
+ * with back-off; the heartbeat keeps beating), the block copies the
+ * payload in parallel, thread 0 writes the header and publishes (the
+ * release store of the tail in ring_proto.h orders the whole slot before
+ * it). corr: the correlation id to copy (a reply), or NULL.
+ */
+RK_DEV_FN int
+rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
+    rk_dev_u32 type_id, rk_dev_u32 flags, const unsigned char *corr,
+    unsigned char prio, const void *payload, rk_dev_u32 len)
+{
+    if (rk_dev_thread0()) {
+        x->rc = RK_OK;
+        x->slot = 0;
+        if (len > s->slot_size - RK_DEV_MSG_HEADER_SIZE) {
+            x->rc = RK_EMSGSIZE;
+            x->k.errors += 1;
+        } else {
+            rk_dev_u32 ns = 0;
+            while (rk_ring_prod_space(c, s, 1) == 0) {
+                rk_dev__beat(x);
+                rk_dev_backoff(&ns);
+            }
+            x->slot = rk_ring_slot(s, s->pos);
+        }
+    }
+    rk_dev_sync_block();
+    if (x->rc != RK_OK)
+        return x->rc;
+    rk_dev_copy_block(x->slot + RK_DEV_MSG_HEADER_SIZE, payload, len);
+    rk_dev_fence_sys(); /* each copier's writes before thread 0's release */
+    rk_dev_sync_block();
+    if (rk_dev_thread0()) {
+        rk_dev_msg_header *h = (rk_dev_msg_header *)(void *)x->slot;
+        rk_dev_u64 now = rk_dev_now_ns();
+        h->magic = RK_DEV_MSG_MAGIC;
+        h->version = RK_DEV_MSG_VERSION;
+        h->priority = prio;
+        h->type_id = type_id;
+        h->flags = flags;
+        h->payload_len = len;
+        rk_dev__msg_id(x, h->message_id, now);
+        for (int i = 0; i < 16; i++)
+            h->correlation_id[i] = corr ? corr[i] : 0;
+        h->send_ns = now;
+        h->sender = x->a.kernel_id;
+        h->type_version = 0;
+        h->reserved = 0;
+        rk_ring_prod_publish(c, s, 1);
+        x->k.sent += 1;
+    }
+    rk_dev_sync_block();
+    return RK_OK;
+}
+
+/* Sends to the kernel's output lane (the host, or its rk_connect route
+ * through the host relay). RK_OK or RK_EMSGSIZE. Collective. */
+RK_DEV_FN int
+rk_dev_send(
+    rk_dev_ctx *x, rk_dev_u32 type_id, const void *payload, rk_dev_u32 len)
+{
+    return rk_dev__emit(
+        x, x->out_ctrl, &x->out, type_id, 0, 0, 128, payload, len);
+}
+
+/* Replies to req: correlation id = req's message id, req's priority. */
+RK_DEV_FN int
+rk_dev_reply(rk_dev_ctx *x, const rk_dev_msg *req, rk_dev_u32 type_id,
+    const void *payload, rk_dev_u32 len)
+{
+    return rk_dev__emit(x, x->out_ctrl, &x->out, type_id, 0,
+        req->hdr->message_id, req->hdr->priority, payload, len);
+}
+
+/* Sends on K2K route r (another kernel's input lane, no host hop).
+ * RK_OK, RK_EMSGSIZE, or RK_ENOTFOUND for a route that does not exist. */
+RK_DEV_FN int
+rk_dev_send_to(rk_dev_ctx *x, rk_dev_u32 route, rk_dev_u32 type_id,
+    const void *payload, rk_dev_u32 len)
+{
+    if (route >= x->nroutes)
+        return RK_ENOTFOUND;
+    return rk_dev__emit(x, x->route_ctrl[route], &x->route[route], type_id, 0,
+        0, 128, payload, len);
+}
+
+/* Publishes on topic index `topic` (the host relay maps it to the topic
+ * name and fans it out). RK_OK, RK_EMSGSIZE or RK_EINVAL (index too big). */
+RK_DEV_FN int
+rk_dev_publish(rk_dev_ctx *x, rk_dev_u32 topic, rk_dev_u32 type_id,
+    const void *payload, rk_dev_u32 len)
+{
+    if (topic > 0xffffu)
+        return RK_EINVAL;
+    return rk_dev__emit(x, x->out_ctrl, &x->out, type_id,
+        RK_DEV_MSG_F_TOPIC | (topic << RK_DEV_MSG_TOPIC_SHIFT), 0, 128,
+        payload, len);
+}
+
+/* ---------------------------------------------------------- counters */
+
+/* Counts an application-level error (shown as the kernel's errors). */
+RK_DEV_FN void
+rk_dev_count_error(rk_dev_ctx *x)
+{
+    if (rk_dev_thread0())
+        x->k.errors += 1;
+}
+
+/* The handler's state (rk_dev_kargs.user). */
+RK_DEV_FN void *
+rk_dev_user(const rk_dev_ctx *x)
+{
+    return x->a.user;
+}
+
+/* ---------------------------------------------------------- the loop */
+
+/*
+ * The handler or actor failed with rc, holding the message at the head of
+ * the current lane if a received one was not handed back (x->n != 0):
+ * report FAULTED and wait (polling, heartbeat beating) for the host's
+ * verdict. Returns 1 to restart (go on with the next message, or call the
+ * actor again), 0 to end (given up, or STOP). Either way a held failed
+ * message is handed back: the host copied it (to dead-letter it) before
+ * answering. Collective.
+ */
+RK_DEV_FN int
+rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
+{
+    if (rk_dev_thread0()) {
+        rk_dev_u32 n = ++x->faults, ns = 0, v, want;
+        x->k.errors += 1;
+        rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+        rk_dev_ctl_fault(x->a.ctl, x->blk, rc, n, x->n != 0, &x->ack_seq);
+        want = RK_DEV_VERDICT(x->blk, n);
+        for (;;) {
+            v = rk_dev_ctl_verdict(x->a.ctl);
+            if (v == want || v == RK_DEV_GIVE_UP
+                || rk_dev_ctl_cmd(x->a.ctl) == RK_DEV_CMD_STOP)
+                break;
+            rk_dev__beat(x);
+            rk_dev_backoff(&ns);
+        }
+        x->flag = v == want && rk_dev_ctl_cmd(x->a.ctl) != RK_DEV_CMD_STOP;
+        if (x->n != 0)
+            rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], 1);
+        x->n = 0;
+        if (x->flag)
+            rk_dev__ack(x, RK_DEV_ACK_RUNNING);
+    }
+    rk_dev_sync_block();
+    return (int)x->flag;
+}
+
+/*
+ * The persistent loop: lifecycle, batches, safe points, faults, drain and
+ * exit. fn is called by every thread of the block for each message; thread
+ * 0's return value decides (non-zero: a fault, see rk_dev__fault).
+ */
+RK_DEV_FN void
+rk_dev_run(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_handler fn)
+{
+    rk_dev_i32 code = RK_OK;
+
+    rk_dev_ctx_init(x, a);
+    if (rk_dev_begin(x)) {
+        while (!rk_dev_should_terminate(x)) {
+            rk_dev_u32 n = rk_dev_recv_batch(x), i;
+            for (i = 0; i < n; i++) {
+                rk_dev_msg m = rk_dev_msg_at(x, i);
+                int rc = fn(x, &m);
+                if (rk_dev_thread0())
+                    x->rc = rc;
+                rk_dev_sync_block();
+                rc = x->rc;
+                /* Every thread has read x->rc before thread 0 may write
+                 * it again for the next message (a handler need not
+                 * sync). */
+                rk_dev_sync_block();
+                if (rc != RK_OK) {
+                    code = rc;
+                    break;
+                }
+            }
+            rk_dev_recv_done(x, i);
+            if (code != RK_OK) {
+                if (!rk_dev__fault(x, code))
+                    break;
+                code = RK_OK;
+            }
+        }
+    }
+    rk_dev_exit(x, code);
+}
+
+/* An actor: the block's own loop on rk_dev_should_terminate and
+ * rk_dev_recv, called once per activation (again after a restart). It
+ * returns RK_OK to end the kernel, an error to fault. */
+typedef int (*rk_dev_actor)(rk_dev_ctx *x);
+
+/* The persistent loop around an actor (RK_DEV_ACTOR_KERNEL). */
+RK_DEV_FN void
+rk_dev_run_actor(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_actor fn)
+{
+    rk_dev_i32 code = RK_OK;
+
+    rk_dev_ctx_init(x, a);
+    if (rk_dev_begin(x)) {
+        for (;;) {
+            int rc = fn(x);
+            if (rk_dev_thread0())
+                x->rc = rc;
+            rk_dev_sync_block();
+            code = x->rc;
+            if (code == RK_OK || !rk_dev__fault(x, code))
+                break;
+            code = RK_OK;
+        }
+    }
+    rk_dev_exit(x, code);
+}
+
+/* ---------------------------------------------------------- entries */
+
+/* Declares a handler function with the right qualifiers. */
+#define RK_DEV_HANDLER(name) RK_DEV_FN int name
+
+#if defined(RK_DEV_CUDA)
+#define RK_DEV__ENTRY(name, runner, fn)                                       \
+    extern "C" __global__ void name(rk_dev_kargs rk_dev_args_)                \
+    {                                                                         \
+        __shared__ rk_dev_ctx rk_dev_x_;                                      \
+        runner(&rk_dev_args_, &rk_dev_x_, fn);                                \
+    }
+#else
+/* The host build of an entry: what the tests and the stand-in driver
+ * run, one CPU thread per block. args points at an rk_dev_kargs. */
+typedef struct rk_dev_host_kernel {
+    const char *name;
+    rk_dev_size arg_size;
+    void (*run)(const void *args, rk_dev_u32 block, rk_dev_u32 nblocks);
+} rk_dev_host_kernel;
+
+#if defined(__cplusplus)
+#define RK_DEV__EXTERN extern "C"
+#else
+#define RK_DEV__EXTERN
+#endif
+#define RK_DEV__ENTRY(name, runner, fn)                                       \
+    static void name##_rk_host(                                               \
+        const void *args, rk_dev_u32 block, rk_dev_u32 nblocks)               \
+    {                                                                         \
+        rk_dev_ctx x;                                                         \
+        rk_dev_host_enter(block, nblocks);                                    \
+        runner((const rk_dev_kargs *)args, &x, fn);                           \
+    }                                                                         \
+    RK_DEV__EXTERN const rk_dev_host_kernel rk_dev_host_kernel_##name;        \
+    RK_DEV__EXTERN const rk_dev_host_kernel rk_dev_host_kernel_##name         \
+        = { #name, sizeof(rk_dev_kargs), name##_rk_host };
+#endif
+
+/* A persistent kernel entry `name` running handler on every block (the
+ * loop is rk_dev_run). */
+#define RK_DEV_KERNEL(name, handler) RK_DEV__ENTRY(name, rk_dev_run, handler)
+
+/* A persistent kernel entry `name` running the actor on every block. */
+#define RK_DEV_ACTOR_KERNEL(name, actor)                                      \
+    RK_DEV__ENTRY(name, rk_dev_run_actor, actor)
+
+/* Declares an actor function with the right qualifiers. */
+#define RK_DEV_ACTOR(name) RK_DEV_FN int name
+
+#endif /* RINGKERNEL_DEV_KERNEL_H */

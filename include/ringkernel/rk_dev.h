@@ -1,0 +1,363 @@
+/*
+ * ringkernel/rk_dev.h - the portable shim under the device-side headers.
+ *
+ * Device code in ringkernel (the persistent loop, the device actor API and
+ * the handlers users write) is written once against this header and
+ * compiles four ways, like ring_proto.h:
+ *
+ *   - NVRTC (__CUDACC_RTC__): no standard headers; device intrinsics;
+ *   - nvcc (__CUDACC__, device pass __CUDA_ARCH__): the same;
+ *   - host C11 (gcc, clang): the same source runs on CPU threads in tests
+ *     and in the test-only stand-in driver, one thread per thread block;
+ *   - host C++ (g++, clang++, nvcc's host pass).
+ *
+ * What it provides:
+ *   - RK_DEV_FN / RK_DEV_SHARED / RK_DEV_ALIGN64 / 32- and 64-bit types;
+ *   - the block and thread index, block size and grid size; on the host a
+ *     block has exactly one thread (rk_dev_block_dim() == 1), so a
+ *     data-parallel loop `for (i = tid; i < n; i += bdim)` runs whole;
+ *   - rk_dev_sync_block() (__syncthreads; nothing on the host) and
+ *     rk_dev_fence_sys() (__threadfence_system);
+ *   - rk_dev_backoff(): __nanosleep on the device (sm_70+), a pause then
+ *     sched_yield on the host;
+ *   - acquire loads and release stores of 32- and 64-bit words at system
+ *     scope (host <-> device, PTX ld.acquire.sys / st.release.sys) and at
+ *     GPU scope (kernel <-> kernel in device memory, .gpu). On the host
+ *     both are C11 acquire/release (C) or __atomic builtins (C++);
+ *   - rk_dev_now_ns(): %globaltimer on the device, CLOCK_MONOTONIC on the
+ *     host. The two clocks are unrelated; see docs/cuda.md.
+ *
+ * Words shared across sides are declared with RK_DEV_A32 / RK_DEV_A64:
+ * _Atomic in host C (so TSan and the C11 model see them), plain words
+ * everywhere else, with one layout (checked by static assertions in the
+ * tests under every compiler).
+ *
+ * No read-modify-write across PCIe: nothing here offers one.
+ *
+ * Ownership: nothing here allocates or owns memory.
+ */
+#ifndef RINGKERNEL_RK_DEV_H
+#define RINGKERNEL_RK_DEV_H
+
+/* ---------------------------------------------------------- environment */
+#if defined(__CUDACC_RTC__)
+typedef unsigned long long rk_dev_u64;
+typedef unsigned int rk_dev_u32;
+typedef int rk_dev_i32;
+typedef unsigned char rk_dev_u8;
+typedef unsigned long long rk_dev_size;
+#elif defined(__CUDACC__) || defined(__cplusplus)
+#include <stddef.h>
+#include <stdint.h>
+typedef uint64_t rk_dev_u64;
+typedef uint32_t rk_dev_u32;
+typedef int32_t rk_dev_i32;
+typedef uint8_t rk_dev_u8;
+typedef size_t rk_dev_size;
+#else
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+typedef uint64_t rk_dev_u64;
+typedef uint32_t rk_dev_u32;
+typedef int32_t rk_dev_i32;
+typedef uint8_t rk_dev_u8;
+typedef size_t rk_dev_size;
+#define RK_DEV_HOST_C 1
+#endif
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define RK_DEV_CUDA 1
+/* Device functions are __device__ only: they use intrinsics. Everything
+ * a host program calls on these structs lives in the host build. */
+#define RK_DEV_FN      static __device__ __forceinline__
+#define RK_DEV_SHARED  __shared__
+#define RK_DEV_ALIGN64 alignas(64)
+#define RK_DEV_A32     rk_dev_u32
+#define RK_DEV_A64     rk_dev_u64
+#elif defined(__cplusplus)
+#define RK_DEV_FN      static inline
+#define RK_DEV_SHARED  /* a block is one host thread: locals suffice */
+#define RK_DEV_ALIGN64 alignas(64)
+#define RK_DEV_A32     rk_dev_u32
+#define RK_DEV_A64     rk_dev_u64
+#else
+#define RK_DEV_FN static inline
+#define RK_DEV_SHARED
+#define RK_DEV_ALIGN64 _Alignas(64)
+#define RK_DEV_A32     _Atomic rk_dev_u32
+#define RK_DEV_A64     _Atomic rk_dev_u64
+#endif
+
+/* True in the device pass (NVRTC, nvcc -arch): device intrinsics exist. */
+#if defined(__CUDA_ARCH__)
+#define RK_DEV_ON_DEVICE 1
+#if __CUDA_ARCH__ < 700
+#error "ringkernel device code needs sm_70 or newer (acquire/release PTX)"
+#endif
+#endif
+
+#if !defined(RK_DEV_ON_DEVICE)
+#include <sched.h>
+#include <time.h>
+#endif
+
+#define RK_DEV_LINE 64
+
+/* ---------------------------------------------------------- host blocks */
+/*
+ * On the host a "block" is one thread. The host runner (the test harness
+ * or the stand-in driver) tells the code which block it is with
+ * rk_dev_host_enter(); the values are thread-local to the translation unit
+ * that includes this header, which is the one holding the kernel entry
+ * (RK_DEV_KERNEL in dev_kernel.h calls it).
+ */
+#if !defined(RK_DEV_ON_DEVICE)
+#if defined(__cplusplus)
+static thread_local rk_dev_u32 rk_dev_host_blk, rk_dev_host_nblk = 1;
+#else
+static _Thread_local rk_dev_u32 rk_dev_host_blk, rk_dev_host_nblk = 1;
+#endif
+static inline void
+rk_dev_host_enter(rk_dev_u32 block, rk_dev_u32 nblocks)
+{
+    rk_dev_host_blk = block;
+    rk_dev_host_nblk = nblocks;
+}
+#endif
+
+/* ---------------------------------------------------------- indices */
+
+RK_DEV_FN rk_dev_u32
+rk_dev_thread_idx(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return threadIdx.x;
+#else
+    return 0;
+#endif
+}
+
+RK_DEV_FN rk_dev_u32
+rk_dev_block_dim(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return blockDim.x;
+#else
+    return 1;
+#endif
+}
+
+RK_DEV_FN rk_dev_u32
+rk_dev_block_idx(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return blockIdx.x;
+#else
+    return rk_dev_host_blk;
+#endif
+}
+
+RK_DEV_FN rk_dev_u32
+rk_dev_grid_dim(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return gridDim.x;
+#else
+    return rk_dev_host_nblk;
+#endif
+}
+
+/* Every thread of the block waits here; shared-memory writes before it are
+ * visible to the whole block after it. */
+RK_DEV_FN void
+rk_dev_sync_block(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    __syncthreads();
+#endif
+}
+
+/* ---------------------------------------------------------- back-off */
+
+/* One step of a polling back-off; *ns doubles from 32 ns to 8 us on the
+ * device. On the host: a pause for short waits, then the CPU is yielded so
+ * an oversubscribed machine still runs the peer being waited for. */
+RK_DEV_FN void
+rk_dev_backoff(rk_dev_u32 *ns)
+{
+    rk_dev_u32 cur = *ns < 32 ? 32 : *ns;
+#if defined(RK_DEV_ON_DEVICE)
+    __nanosleep(cur);
+#else
+    if (cur < 1024) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    } else {
+        sched_yield();
+    }
+#endif
+    *ns = cur >= 8192 ? 8192 : cur * 2;
+}
+
+/* Nanoseconds from the device's global timer (host: CLOCK_MONOTONIC, or
+ * TIME_UTC in strict C11 without POSIX). */
+RK_DEV_FN rk_dev_u64
+rk_dev_now_ns(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    rk_dev_u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#else
+    struct timespec ts;
+#if defined(CLOCK_MONOTONIC)
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#else
+    timespec_get(&ts, TIME_UTC); /* strict C11 without POSIX */
+#endif
+    return (rk_dev_u64)ts.tv_sec * 1000000000u + (rk_dev_u64)ts.tv_nsec;
+#endif
+}
+
+/* ---------------------------------------------------------- ordering */
+/*
+ * _sys: the other side is the host (mapped pinned memory over PCIe).
+ * _gpu: the other side is another kernel on the same GPU (device memory).
+ * _relaxed: the word's own writer, or statistics.
+ * On the host every scope is the same C11 order.
+ */
+#if defined(RK_DEV_ON_DEVICE)
+#define RK_DEV__LD(bits, scope, cons)                                         \
+    rk_dev_u##bits v;                                                         \
+    asm volatile("ld.acquire." scope ".u" #bits " %0, [%1];"                  \
+                 : "=" cons(v)                                                \
+                 : "l"(p)                                                     \
+                 : "memory");                                                 \
+    return v
+#define RK_DEV__ST(bits, scope, cons)                                         \
+    asm volatile("st.release." scope ".u" #bits " [%0], %1;"                  \
+                 :                                                            \
+                 : "l"(p), cons(v)                                            \
+                 : "memory")
+#elif defined(RK_DEV_HOST_C)
+#define RK_DEV__LD(bits, scope, cons)                                         \
+    return atomic_load_explicit(p, memory_order_acquire)
+#define RK_DEV__ST(bits, scope, cons)                                         \
+    atomic_store_explicit(p, v, memory_order_release)
+#else
+#define RK_DEV__LD(bits, scope, cons)                                         \
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE)
+#define RK_DEV__ST(bits, scope, cons) __atomic_store_n(p, v, __ATOMIC_RELEASE)
+#endif
+
+/* Acquire: what the other side wrote before its release store of *p is
+ * visible after this load. */
+RK_DEV_FN rk_dev_u32
+rk_dev_ld_acquire_sys32(const RK_DEV_A32 *p)
+{
+    RK_DEV__LD(32, "sys", "r");
+}
+
+RK_DEV_FN rk_dev_u64
+rk_dev_ld_acquire_sys64(const RK_DEV_A64 *p)
+{
+    RK_DEV__LD(64, "sys", "l");
+}
+
+RK_DEV_FN rk_dev_u32
+rk_dev_ld_acquire_gpu32(const RK_DEV_A32 *p)
+{
+    RK_DEV__LD(32, "gpu", "r");
+}
+
+RK_DEV_FN rk_dev_u64
+rk_dev_ld_acquire_gpu64(const RK_DEV_A64 *p)
+{
+    RK_DEV__LD(64, "gpu", "l");
+}
+
+/* Release: this thread's earlier writes are visible before *p = v is. */
+RK_DEV_FN void
+rk_dev_st_release_sys32(RK_DEV_A32 *p, rk_dev_u32 v)
+{
+    RK_DEV__ST(32, "sys", "r");
+}
+
+RK_DEV_FN void
+rk_dev_st_release_sys64(RK_DEV_A64 *p, rk_dev_u64 v)
+{
+    RK_DEV__ST(64, "sys", "l");
+}
+
+RK_DEV_FN void
+rk_dev_st_release_gpu32(RK_DEV_A32 *p, rk_dev_u32 v)
+{
+    RK_DEV__ST(32, "gpu", "r");
+}
+
+RK_DEV_FN void
+rk_dev_st_release_gpu64(RK_DEV_A64 *p, rk_dev_u64 v)
+{
+    RK_DEV__ST(64, "gpu", "l");
+}
+
+#undef RK_DEV__LD
+#undef RK_DEV__ST
+
+/* Relaxed store of a word this side alone writes (counters, heartbeat). */
+RK_DEV_FN void
+rk_dev_st_relaxed64(RK_DEV_A64 *p, rk_dev_u64 v)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    *(volatile rk_dev_u64 *)p = v;
+#elif defined(RK_DEV_HOST_C)
+    atomic_store_explicit(p, v, memory_order_relaxed);
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+RK_DEV_FN void
+rk_dev_st_relaxed32(RK_DEV_A32 *p, rk_dev_u32 v)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    *(volatile rk_dev_u32 *)p = v;
+#elif defined(RK_DEV_HOST_C)
+    atomic_store_explicit(p, v, memory_order_relaxed);
+#else
+    __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+/* A system-scope fence by the calling thread: its earlier writes (and
+ * reads) are ordered before its later ones for every observer, the host
+ * included. Used by every thread of a block before the block sync that
+ * precedes thread 0's release store, so the data the other threads wrote
+ * is covered by that release at system scope, not only at block scope.
+ * On the host a block is one thread: a compiler barrier suffices. */
+RK_DEV_FN void
+rk_dev_fence_sys(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    __threadfence_system();
+#elif defined(RK_DEV_HOST_C)
+    atomic_signal_fence(memory_order_seq_cst);
+#else
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/* Byte copy usable everywhere (no memcpy under NVRTC). Data-parallel over
+ * the block when every thread calls it with the same arguments. */
+RK_DEV_FN void
+rk_dev_copy_block(void *dst, const void *src, rk_dev_u32 n)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    for (rk_dev_u32 i = rk_dev_thread_idx(); i < n; i += rk_dev_block_dim())
+        d[i] = s[i];
+}
+
+#endif /* RINGKERNEL_RK_DEV_H */

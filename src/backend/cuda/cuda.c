@@ -1,0 +1,756 @@
+/*
+ * src/backend/cuda/cuda.c - the CUDA backend: each kernel instance is one
+ * persistent GPU kernel (ringkernel/dev_kernel.h) whose thread blocks are
+ * actors polling ring_proto.h lanes in mapped pinned host memory.
+ *
+ * What runs where:
+ *   - the device: the persistent loop, one actor per block, reading its
+ *     input lanes and writing its output lane and K2K routes, reporting on
+ *     its own line of the device control block (dev_ctl.h);
+ *   - the host relay (one thread per instance, here): the runtime's
+ *     inbox (rk__inq, which needs CAS and stays on the host) -> the
+ *     blocks' input lanes; their output lanes -> the runtime's output
+ *     queue or rk_connect route; the runtime's rk_ctl commands -> the
+ *     device control block; the blocks' acks, counters and exit -> rk_ctl
+ *     (the relay is the instance's single writer of rk_ctl's instance
+ *     lines); the heartbeat watchdog.
+ *   - nothing crosses PCIe but loads and stores (no host<->device RMW).
+ *
+ * Memory: the runtime's rk_ctl and spill area come from cuda_alloc
+ * (cuMemHostAlloc, DEVICEMAP|PORTABLE). launch allocates the device region
+ * (control block + lanes) the same way, before the kernel starts, and
+ * destroy frees it only after the kernel has returned: freeing or a
+ * synchronous copy on the legacy stream while a persistent kernel is
+ * resident can block forever. A kernel that never returns (watchdog,
+ * detach) keeps its memory: it is leaked on purpose.
+ *
+ * Threads: launch/destroy under the kernel's lock (backend.h); signal,
+ * wait_ack and query from any thread. The relay owns the device lanes'
+ * host sides and rk_ctl's instance lines.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/devhost.h"
+#include "backend/cuda/kcache.h"
+#include "common/common.h"
+#include "device/cuda_driver.h"
+#include "runtime/internal.h"
+
+/* Driver entry points beyond the shared loader's table, resolved from the
+ * same library handle. */
+typedef int jit_option;
+struct cuda_ext {
+    rk__cu_result (*module_load_ex)(
+        rk__cu_module *, const void *, unsigned, jit_option *, void **);
+    rk__cu_result (*occupancy)(int *, rk__cu_function, int, size_t);
+};
+
+#define CU_JIT_INFO_LOG_BUFFER             3
+#define CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES  4
+#define CU_JIT_ERROR_LOG_BUFFER            5
+#define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+#define CU_ATTR_KERNEL_EXEC_TIMEOUT        17
+#define CU_ERROR_NOT_FOUND                 500
+
+#define RELAY_IDLE_MAX_NS 200000u /* longest relay park when idle */
+#define WATCHDOG_NS       2000000000ull
+
+struct rk__backend_inst {
+    const struct rk__cuda_driver *drv;
+    struct cuda_ext ext;
+    rk__inst *inst;
+    rk_ctl *ctl;
+    rk__ec *wake, *events;
+    rk__ec ack; /* notified when the relay publishes an ack */
+    char id[RK_ID_MAX + 1];
+    int ordinal;
+
+    rk__placed region; /* control block + lanes (devhost) */
+    rk__dh d;
+    rk__cu_module mod;
+    rk__cu_stream stream;
+    int launched; /* cuLaunchKernel succeeded */
+
+    pthread_t relay;
+    int relay_started;
+    _Atomic uint32_t relay_stop;
+    _Atomic uint32_t hung; /* the watchdog fired: never free the region */
+    unsigned char *buf;    /* batch frames (take), then one output frame */
+    size_t *lens;
+    uint32_t batch;
+    uint32_t last_cmd;
+    /* Faults, one at a time: 1 reported on rk_ctl, 2 verdict forwarded
+     * to the device (until the block leaves FAULTED). */
+    int fault_state;
+    uint32_t fault_blk, fault_n, fault_code;
+    int gave_up;
+    uint32_t *handled;   /* per block: faults already reported */
+    uint64_t out_errors; /* device output refused (too long) */
+};
+
+static pthread_once_t ext_once = PTHREAD_ONCE_INIT;
+static struct cuda_ext ext;
+static int ext_ok;
+
+static void
+ext_load(void)
+{
+    const struct rk__cuda_driver *d;
+    if (rk__cuda_driver(&d) != RK_OK)
+        return;
+    *(void **)&ext.module_load_ex = dlsym(d->lib, "cuModuleLoadDataEx");
+    *(void **)&ext.occupancy
+        = dlsym(d->lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    ext_ok = ext.module_load_ex != NULL && ext.occupancy != NULL;
+}
+
+static int
+ordinal(void)
+{
+    const char *s = getenv("RK_CUDA_DEVICE");
+    return s != NULL ? atoi(s) : 0;
+}
+
+/* ------------------------------------------------------------ probe */
+
+static int
+cuda_probe(void)
+{
+    const struct rk__cuda_driver *d;
+    int rc, a, b;
+
+    if ((rc = rk__cuda_driver(&d)) != RK_OK)
+        return rc; /* RK_ENODEV with the loader's reason */
+    pthread_once(&ext_once, ext_load);
+    if (!ext_ok)
+        return rk__fail(RK_ENODEV,
+            "the CUDA driver lacks "
+            "cuModuleLoadDataEx or the occupancy API");
+    if (rk__nvrtc_version(&a, &b) != RK_OK)
+        return rk__fail(
+            RK_ENODEV, "no NVRTC to compile device code: %s", rk_errdetail());
+    return RK_OK;
+}
+
+static int
+cuda_check(const rk__backend_launch *spec)
+{
+    if (spec->grid_size > 65535 || spec->block_size > 1024)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': grid %u x block %u (at most 65535 x 1024)",
+            spec->kernel_id, spec->grid_size, spec->block_size);
+    return RK_OK;
+}
+
+/* ------------------------------------------------------------ memory */
+
+static int
+cuda_alloc(size_t size, rk__placed *out)
+{
+    const struct rk__cuda_driver *d;
+    void *p = NULL;
+    rk__cu_dptr dev = 0;
+    size_t n = (size + 63) & ~(size_t)63;
+    int rc;
+
+    if ((rc = rk__cuda_enter(ordinal(), &d)) != RK_OK)
+        return rc;
+    /* Pinned and mapped: the device reads and writes it over PCIe with
+     * system-scope loads and stores; PORTABLE: every context sees it. */
+    rc = rk__cuda_check(
+        d->cuMemHostAlloc(&p, n ? n : 64,
+            RK__CU_MEMHOSTALLOC_DEVICEMAP | RK__CU_MEMHOSTALLOC_PORTABLE),
+        "cuMemHostAlloc");
+    if (rc != RK_OK)
+        return rc;
+    if (((uintptr_t)p & 63u) != 0) {
+        d->cuMemFreeHost(p);
+        return rk__fail(RK_ECUDA, "cuMemHostAlloc returned unaligned memory");
+    }
+    rc = rk__cuda_check(
+        d->cuMemHostGetDevicePointer(&dev, p, 0), "cuMemHostGetDevicePointer");
+    if (rc != RK_OK) {
+        d->cuMemFreeHost(p);
+        return rc;
+    }
+    memset(p, 0, n ? n : 64);
+    *out = (rk__placed) { .host = p, .dev = dev, .size = size };
+    return RK_OK;
+}
+
+static void
+cuda_release(rk__placed *p)
+{
+    const struct rk__cuda_driver *d;
+
+    if (p->host != NULL && rk__cuda_enter(ordinal(), &d) == RK_OK)
+        (void)d->cuMemFreeHost(p->host);
+    p->host = NULL;
+}
+
+/* ------------------------------------------------------------ compile */
+
+static rk__kcache *kcache;
+static pthread_once_t kcache_once = PTHREAD_ONCE_INIT;
+
+static void
+kcache_open(void)
+{
+    rk__kcache_cfg cfg = { .dir = getenv("RK_KERNEL_CACHE_DIR") };
+    (void)rk__kcache_open(&kcache, &cfg);
+}
+
+/* Compiles the kernel's device source for the device, through the cache,
+ * and loads it (cuModuleLoadDataEx, so the JIT log of a PTX image reaches
+ * the detail). */
+static int
+load_module(rk__backend_inst *bi, const rk_kernel_config *c, int cc)
+{
+    char name[RK_ID_MAX + 8], jit_err[1024];
+    rk__nvrtc_src src = { .source = c->device_source, .cc = cc };
+    rk__nvrtc_image img;
+    jit_option opt[2]
+        = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+    void *val[2] = { jit_err, (void *)(uintptr_t)sizeof(jit_err) };
+    rk__cu_result r;
+    int how, rc;
+
+    snprintf(name, sizeof(name), "%s.cu", bi->id);
+    src.name = c->device_source_name ? c->device_source_name : name;
+    pthread_once(&kcache_once, kcache_open);
+    if (kcache == NULL)
+        return rk__fail(RK_ENOMEM, "no memory for the kernel cache");
+    rc = rk__kcache_compile(kcache, &src, &img, &how);
+    if (rc != RK_OK) {
+        char why[400];
+        snprintf(why, sizeof(why), "%s", rk_errdetail());
+        rk__nvrtc_image_free(&img);
+        return rk__fail(rc, "kernel '%s': %s", bi->id, why);
+    }
+    jit_err[0] = '\0';
+    r = bi->ext.module_load_ex(&bi->mod, img.data, 2, opt, val);
+    rk__nvrtc_image_free(&img);
+    if (r != RK__CUDA_SUCCESS) {
+        jit_err[sizeof(jit_err) - 1] = '\0';
+        rk__cuda_check(r, "cuModuleLoadDataEx");
+        return rk__fail(RK_ECUDA, "kernel '%s': module load failed (%d): %s",
+            bi->id, r, jit_err[0] ? jit_err : rk_errdetail());
+    }
+    return RK_OK;
+}
+
+/* ------------------------------------------------------------ relay */
+
+/* Publishes an ack on rk_ctl (the relay is the instance's writer). */
+static void
+relay_ack(rk__backend_inst *bi, uint32_t ack)
+{
+    rk_ctl_ack(bi->ctl, ack);
+    rk__ec_notify_all(&bi->ack);
+    if (ack == RK_CTL_ACK_EXITED || ack == RK_CTL_ACK_FAULTED)
+        rk__ec_notify_all(bi->events);
+}
+
+/* Runtime inbox -> device lanes, never more than the lanes have room
+ * for (so nothing taken from the inbox ever waits). Returns frames moved. */
+static size_t
+relay_in(rk__backend_inst *bi, uint32_t *rr)
+{
+    rk__inq_batch b;
+    size_t i, max = rk__dh_room(&bi->d);
+    uint32_t nb = bi->d.cfg.nblocks;
+
+    if (max > bi->batch)
+        max = bi->batch;
+    if (max == 0
+        || rk__inq_take(
+               &bi->inst->in, bi->buf, bi->inst->stride, bi->lens, max, &b)
+            != RK_OK)
+        return 0;
+    for (i = 0; i < b.n; i++) {
+        const unsigned char *f = b.frames + i * b.stride;
+        rk_msg_header h;
+        size_t len;
+        memcpy(&h, f, sizeof(h));
+        len = h.payload_len;
+        if (!b.in_place)
+            len = bi->lens[i] >= RK_MSG_HEADER_SIZE
+                ? bi->lens[i] - RK_MSG_HEADER_SIZE
+                : 0;
+        /* Round robin over the blocks with room (there is room: max). */
+        for (uint32_t t = 0; t < nb; t++, *rr = (*rr + 1) % nb)
+            if (rk__dh_send(&bi->d, *rr, &h, f + RK_MSG_HEADER_SIZE, len)
+                == RK_OK)
+                break;
+        *rr = (*rr + 1) % nb;
+    }
+    if (b.in_place)
+        rk__inq_release(&bi->inst->in, b.n);
+    return b.n;
+}
+
+/* Device output lanes -> the host output queue or the kernel's route. */
+static size_t
+relay_out(rk__backend_inst *bi)
+{
+    size_t moved = 0, len;
+    unsigned char *f = bi->buf;
+
+    for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++) {
+        while (rk__dh_recv(&bi->d, b, f, bi->inst->stride, &len) == RK_OK) {
+            rk_msg_header h;
+            /* Acquire pairs with the release in rk_connect. */
+            rk__kernel *to = atomic_load_explicit(
+                &bi->inst->k->route, memory_order_acquire);
+            memcpy(&h, f, sizeof(h));
+            moved++;
+            if (len > bi->inst->slot_size) {
+                /* Device output is checked like any input: a payload
+                 * over max_payload never reaches the host queue. */
+                bi->out_errors++; /* counted by relay_counters */
+                rk__dead_letter(bi->inst->k->rt, bi->inst, RK_DEAD_FAILED,
+                    RK_EMSGSIZE, f, RK_MSG_HEADER_SIZE);
+                continue;
+            }
+            if (to != NULL)
+                (void)rk__deliver(to, &h, f + RK_MSG_HEADER_SIZE,
+                    len - RK_MSG_HEADER_SIZE, RK_WAIT_FOREVER, "send");
+            else
+                (void)rk__outq_send(&bi->inst->out, f, RK_MSG_HEADER_SIZE,
+                    f + RK_MSG_HEADER_SIZE, len - RK_MSG_HEADER_SIZE);
+        }
+    }
+    return moved;
+}
+
+/* Faults: a block's FAULTED becomes rk_ctl's (with the failed message in
+ * the fail slot, for the supervisor to dead-letter); the supervisor's
+ * verdict goes back to that block. Returns 1 while one is in progress. */
+static int
+relay_fault(rk__backend_inst *bi)
+{
+    unsigned char *fail_slot = (unsigned char *)bi->inst->spill_mem.host
+        + bi->inst->stride * bi->batch;
+    uint32_t n, v;
+    int32_t err;
+
+    if (bi->fault_state == 0) {
+        for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++) {
+            size_t flen;
+            if (!rk__dh_fault_of(&bi->d, b, &n, &err) || n <= bi->handled[b])
+                continue;
+            bi->handled[b] = n;
+            flen = rk__dh_peek_failed(&bi->d, b, fail_slot, bi->inst->stride);
+            bi->fault_blk = b;
+            bi->fault_code = RK_DEV_VERDICT(b, n);
+            /* Release (FAULTED) pairs with the supervisor's acquire: the
+             * fail slot is written first. */
+            bi->fault_n = rk_ctl_fault(bi->ctl, (uint32_t)err, (uint32_t)flen);
+            bi->fault_state = 1;
+            rk__ec_notify_all(&bi->ack);
+            rk__ec_notify_all(bi->events);
+            return 1;
+        }
+        return 0;
+    }
+    if (bi->fault_state == 1) {
+        /* Acquire pairs with rk_ctl_verdict_post. */
+        v = rk_ctl_verdict_get(bi->ctl);
+        if (v == bi->fault_n) {
+            rk__dh_verdict(&bi->d, bi->fault_code);
+            bi->fault_state = 2;
+        } else if (v == RK_CTL_GIVE_UP) {
+            /* The instance ends as failed: the faulted block exits and
+             * the others are stopped; no more input goes in. */
+            rk__dh_verdict(&bi->d, RK_DEV_GIVE_UP);
+            rk__dh_post(&bi->d, RK_DEV_CMD_STOP);
+            bi->gave_up = 1;
+            bi->fault_state = 2;
+        }
+        return 1;
+    }
+    if (rk__dh_fault_of(&bi->d, bi->fault_blk, &n, &err))
+        return 1; /* the block has not seen the verdict yet */
+    bi->fault_state = 0;
+    return 0;
+}
+
+/* Device counters -> rk_ctl line 2. */
+static void
+relay_counters(rk__backend_inst *bi, const rk__dh_status *st)
+{
+    rk_ring_store_relaxed_u64(&bi->ctl->processed, st->processed);
+    rk_ring_store_relaxed_u64(&bi->ctl->errors, st->errors + bi->out_errors);
+    rk_ring_store_relaxed_u64(&bi->ctl->sent, st->sent);
+}
+
+/* The device ended: what it did not process goes to the spill area for
+ * the runtime to dead-letter, then EXITED. */
+static void
+relay_exit(rk__backend_inst *bi, int32_t code)
+{
+    rk__dh_status st;
+    uint32_t left;
+
+    rk__dh_status_get(&bi->d, &st);
+    relay_counters(bi, &st);
+    left = rk__dh_take_left(
+        &bi->d, bi->inst->spill_mem.host, bi->inst->stride, bi->batch);
+    rk_ctl_exit(bi->ctl, (uint32_t)code, left);
+    rk__ec_notify_all(&bi->ack);
+    rk__ec_notify_all(bi->events);
+}
+
+/* True while a block has input it has not taken yet: replies are coming
+ * and the relay polls rather than parks. (A batch already taken but not
+ * yet answered is not seen here; the relay's first parks are short.) */
+static int
+inflight(rk__backend_inst *bi)
+{
+    for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++)
+        if (rk__dh_pending(&bi->d, b) != 0)
+            return 1;
+    return 0;
+}
+
+static void *
+relay_main(void *arg)
+{
+    rk__backend_inst *bi = arg;
+    uint32_t rr = 0, acked = RK_CTL_ACK_NONE, idle_ns = 0;
+    uint64_t next_wd = rk_now_ns() + WATCHDOG_NS;
+    int stop_posted = 0;
+
+    for (;;) {
+        uint32_t key = rk__ec_prepare(bi->wake);
+        uint32_t cmd = rk_ctl_cmd(bi->ctl);
+        size_t moved = 0;
+        rk__dh_status st;
+
+        if (atomic_load_explicit(&bi->relay_stop, memory_order_acquire)) {
+            rk__ec_cancel(bi->wake);
+            break;
+        }
+        /* Input first, so a STOP reaches the device after everything the
+         * runtime queued before terminate. */
+        if (cmd != RK_CTL_HOLD && cmd != RK_CTL_PAUSE && !bi->gave_up)
+            moved += relay_in(bi, &rr);
+        if (cmd != bi->last_cmd && !stop_posted) {
+            if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl)
+                && bi->fault_state == 0 && !bi->gave_up
+                && (moved != 0 || rk__inq_depth(&bi->inst->in) != 0)) {
+                /* An activated kernel drains: the inbox goes to the device
+                 * before STOP does. A paused device is let run for it,
+                 * as the CPU body leaves PAUSED on STOP. */
+                if (bi->last_cmd != RK_CTL_RUN) {
+                    rk__dh_post(&bi->d, RK_CTL_RUN);
+                    bi->last_cmd = RK_CTL_RUN;
+                }
+            } else {
+                /* STOP during a fault ends the instance (as the CPU body
+                 * does); the rest of the inbox is the runtime's to
+                 * dead-letter. */
+                if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl))
+                    atomic_store_explicit(
+                        &bi->d.ctl->host.activated, 1, memory_order_release);
+                rk__dh_post(&bi->d, cmd);
+                bi->last_cmd = cmd;
+                stop_posted = cmd == RK_CTL_STOP;
+            }
+        }
+        moved += relay_out(bi);
+        rk__dh_status_get(&bi->d, &st);
+        relay_counters(bi, &st);
+        if (st.exited == bi->d.cfg.nblocks) {
+            rk__ec_cancel(bi->wake);
+            while (relay_out(bi) != 0)
+                ;
+            relay_exit(bi, st.exit_code);
+            return NULL;
+        }
+        if (relay_fault(bi)) {
+            acked = RK_CTL_ACK_FAULTED; /* rk_ctl says FAULTED meanwhile */
+        } else if (st.ack != acked && st.ack != RK_DEV_ACK_NONE
+            && st.ack != RK_DEV_ACK_EXITED && st.ack != RK_DEV_ACK_FAULTED) {
+            /* The lowest ack over the live blocks: HELD, RUNNING, PAUSED
+             * have the same values on rk_ctl. */
+            acked = st.ack;
+            relay_ack(bi, st.ack);
+        }
+        if (rk_now_ns() >= next_wd) {
+            next_wd = rk_now_ns() + WATCHDOG_NS;
+            if (rk__dh_watchdog(&bi->d, bi->id) == RK_ETIMEDOUT) {
+                /* The device stopped responding with work queued: report
+                 * the failure; the kernel may still be resident, so its
+                 * memory is never freed. */
+                rk__ec_cancel(bi->wake);
+                atomic_store_explicit(&bi->hung, 1, memory_order_release);
+                rk_ctl_exit(bi->ctl, RK_ETIMEDOUT, 0);
+                rk__ec_notify_all(&bi->ack);
+                rk__ec_notify_all(bi->events);
+                return NULL;
+            }
+        }
+        if (moved != 0 || inflight(bi)) {
+            /* Work on the device: its replies come without a wake-up, so
+             * poll (yielding the CPU) instead of parking. */
+            rk__ec_cancel(bi->wake);
+            idle_ns = 0;
+            if (moved == 0)
+                sched_yield();
+            continue;
+        }
+        /* Idle: park on the instance's wake (senders and signal notify
+         * it); the device cannot notify, so the park is bounded. */
+        idle_ns = idle_ns == 0 ? 2000 : idle_ns * 2;
+        if (idle_ns > RELAY_IDLE_MAX_NS)
+            idle_ns = RELAY_IDLE_MAX_NS;
+        (void)rk__ec_wait(bi->wake, key, rk_now_ns() + idle_ns);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ launch */
+
+static uint32_t
+floor_pow2(uint32_t v)
+{
+    uint32_t p = 1;
+    while (p * 2 <= v)
+        p *= 2;
+    return p;
+}
+
+static void
+undo_launch(rk__backend_inst *bi)
+{
+    if (bi->stream != NULL)
+        bi->drv->cuStreamDestroy(bi->stream);
+    if (bi->mod != NULL)
+        bi->drv->cuModuleUnload(bi->mod);
+    if (bi->region.host != NULL) {
+        rk__dh_fini(&bi->d);
+        cuda_release(&bi->region);
+    }
+    free(bi->buf);
+    free(bi->lens);
+    free(bi->handled);
+    bi->handled = NULL;
+    bi->stream = NULL;
+    bi->mod = NULL;
+    bi->buf = NULL;
+    bi->lens = NULL;
+}
+
+static int
+cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
+{
+    const rk_kernel_config *c = &spec->inst->k->def.config;
+    uint32_t grid = spec->grid_size ? spec->grid_size : 1;
+    uint32_t block = spec->block_size ? spec->block_size : 128;
+    rk__cu_device dev;
+    rk__cu_function fn;
+    rk__dh_cfg dc;
+    int major = 0, minor = 0, timeout = 0, sms = 0, per_sm = 0, rc;
+    void *params[1];
+    size_t sz;
+
+    memset(bi, 0, sizeof(*bi));
+    snprintf(bi->id, sizeof(bi->id), "%s", spec->kernel_id);
+    bi->inst = spec->inst;
+    bi->ctl = spec->ctl.host;
+    bi->wake = spec->wake;
+    bi->events = spec->events;
+    bi->ordinal = ordinal();
+    rk__ec_init(&bi->ack);
+    if (c->device_source == NULL || c->device_entry == NULL)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': the cuda backend needs device_source and "
+            "device_entry in its config",
+            bi->id);
+    if ((rc = rk__cuda_enter(bi->ordinal, &bi->drv)) != RK_OK)
+        return rc;
+    pthread_once(&ext_once, ext_load);
+    if (!ext_ok)
+        return rk__fail(
+            RK_ENODEV, "kernel '%s': driver lacks entry points", bi->id);
+    bi->ext = ext;
+    bi->drv->cuDeviceGet(&dev, bi->ordinal);
+    bi->drv->cuDeviceGetAttribute(
+        &major, RK__CU_ATTR_COMPUTE_CAPABILITY_MAJOR, dev);
+    bi->drv->cuDeviceGetAttribute(
+        &minor, RK__CU_ATTR_COMPUTE_CAPABILITY_MINOR, dev);
+    bi->drv->cuDeviceGetAttribute(&timeout, CU_ATTR_KERNEL_EXEC_TIMEOUT, dev);
+    bi->drv->cuDeviceGetAttribute(&sms, RK__CU_ATTR_MULTIPROCESSOR_COUNT, dev);
+    if (major * 10 + minor < RK__NVRTC_MIN_CC)
+        return rk__fail(RK_ENOTSUP,
+            "kernel '%s': device %d has compute capability %d.%d; "
+            "persistent kernels need 7.0 or newer",
+            bi->id, bi->ordinal, major, minor);
+    if (timeout && getenv("RK_CUDA_ALLOW_WATCHDOG") == NULL)
+        return rk__fail(RK_ENOTSUP,
+            "kernel '%s': device %d has the display watchdog "
+            "(KERNEL_EXEC_TIMEOUT) on, which kills a persistent kernel; "
+            "set RK_CUDA_ALLOW_WATCHDOG=1 to try anyway",
+            bi->id, bi->ordinal);
+    if ((rc = load_module(bi, c, major * 10 + minor)) != RK_OK)
+        return rc;
+    if (bi->drv->cuModuleGetFunction(&fn, bi->mod, c->device_entry)
+        != RK__CUDA_SUCCESS) {
+        undo_launch(bi);
+        return rk__fail(RK_ENOTFOUND,
+            "kernel '%s': the device source has no entry '%s' "
+            "(RK_DEV_KERNEL(%s, handler))",
+            bi->id, c->device_entry, c->device_entry);
+    }
+    /* Co-residency: every block of a persistent kernel must be resident at
+     * once, or blocks that never start leave their lanes unserved. */
+    rc = bi->ext.occupancy(&per_sm, fn, (int)block, 0);
+    if (rc != RK__CUDA_SUCCESS || per_sm <= 0
+        || (uint64_t)per_sm * (uint64_t)sms < grid) {
+        undo_launch(bi);
+        return rk__fail(RK_ENOTSUP,
+            "kernel '%s': %u blocks of %u threads cannot all be resident "
+            "(%d per SM x %d SMs); a persistent kernel would hang",
+            bi->id, grid, block, per_sm, sms);
+    }
+
+    bi->batch = c->batch ? c->batch : 64;
+    dc = (rk__dh_cfg) { .nblocks = grid,
+        .nin = 1,
+        .nroutes = 0,
+        .capacity = floor_pow2(bi->batch / grid ? bi->batch / grid : 1),
+        .slot_size = (uint32_t)bi->inst->stride,
+        .batch = bi->batch > RK_DEV_MAX_BATCH ? RK_DEV_MAX_BATCH : bi->batch,
+        .kernel_id = spec->inst->k->slot + 1 };
+    if ((sz = rk__dh_size(&dc)) == 0) {
+        undo_launch(bi);
+        return rk__fail(RK_EINVAL, "kernel '%s': %s", bi->id, rk_errdetail());
+    }
+    bi->buf = aligned_alloc(64, bi->inst->stride * (bi->batch + 1));
+    bi->lens = calloc(bi->batch, sizeof(*bi->lens));
+    bi->handled = calloc(grid, sizeof(*bi->handled));
+    if (bi->buf == NULL || bi->lens == NULL || bi->handled == NULL
+        || (rc = cuda_alloc(sz, &bi->region)) != RK_OK) {
+        undo_launch(bi);
+        return bi->buf == NULL || bi->lens == NULL || bi->handled == NULL
+            ? rk__fail(RK_ENOMEM, "kernel '%s': no memory", bi->id)
+            : rc;
+    }
+    if ((rc = rk__dh_place(&bi->d, &dc, bi->region.host, bi->region.dev, NULL))
+        != RK_OK) {
+        cuda_release(&bi->region);
+        undo_launch(bi);
+        return rc;
+    }
+    rc = rk__cuda_check(
+        bi->drv->cuStreamCreate(&bi->stream, RK__CU_STREAM_NON_BLOCKING),
+        "cuStreamCreate");
+    if (rc == RK_OK) {
+        params[0] = &bi->d.kargs;
+        rc = rk__cuda_check(bi->drv->cuLaunchKernel(fn, grid, 1, 1, block, 1,
+                                1, 0, bi->stream, params, NULL),
+            "cuLaunchKernel");
+    }
+    if (rc != RK_OK) {
+        undo_launch(bi);
+        return rk__fail(rc, "kernel '%s': %s", bi->id, rk_errdetail());
+    }
+    bi->launched = 1;
+    rc = pthread_create(&bi->relay, NULL, relay_main, bi);
+    if (rc != 0) {
+        /* The kernel runs: stop it before anything is freed. */
+        rk__dh_post(&bi->d, RK_DEV_CMD_STOP);
+        bi->drv->cuStreamSynchronize(bi->stream);
+        undo_launch(bi);
+        return rk__fail(RK_ENOMEM, "kernel '%s': no relay thread", bi->id);
+    }
+    bi->relay_started = 1;
+    return RK_OK;
+}
+
+static void
+cuda_signal(rk__backend_inst *bi)
+{
+    /* The relay re-reads cmd after its rk__ec_prepare. */
+    rk__ec_notify_all(bi->wake);
+}
+
+static int
+cuda_wait_ack(rk__backend_inst *bi, uint32_t mask, uint64_t deadline)
+{
+    mask |= 1u << RK_CTL_ACK_EXITED;
+    for (;;) {
+        uint32_t key = rk__ec_prepare(&bi->ack);
+        /* Acquire pairs with the relay's release store of the ack. */
+        if (mask & (1u << rk_ctl_ack_get(bi->ctl))) {
+            rk__ec_cancel(&bi->ack);
+            return RK_OK;
+        }
+        if (rk__ec_wait(&bi->ack, key, deadline) == RK_ETIMEDOUT)
+            return mask & (1u << rk_ctl_ack_get(bi->ctl)) ? RK_OK
+                                                          : RK_ETIMEDOUT;
+    }
+}
+
+static void
+cuda_query(rk__backend_inst *bi, rk__backend_status *out)
+{
+    out->ack = rk_ctl_ack_get(bi->ctl);
+    out->cpu_time_ns = 0; /* GPU time comes from NVML, not here */
+}
+
+static void
+cuda_destroy(rk__backend_inst *bi, int detach)
+{
+    int keep;
+
+    (void)rk__cuda_enter(bi->ordinal, NULL);
+    if (detach && bi->launched)
+        rk__dh_post(&bi->d, RK_DEV_CMD_STOP); /* let it end by itself */
+    if (bi->relay_started) {
+        atomic_store_explicit(&bi->relay_stop, 1, memory_order_release);
+        rk__ec_notify_all(bi->wake);
+        pthread_join(bi->relay, NULL);
+        bi->relay_started = 0;
+    }
+    keep = detach || atomic_load_explicit(&bi->hung, memory_order_acquire);
+    if (!keep && bi->launched) {
+        /* EXITED was acked: the kernel is returning; wait for it before
+         * freeing what it maps. */
+        rk__cuda_enter(bi->ordinal, NULL);
+        bi->drv->cuStreamSynchronize(bi->stream);
+    }
+    if (keep) {
+        free(bi->buf);
+        free(bi->lens);
+        free(bi->handled);
+        return; /* the region stays mapped: the kernel may still run */
+    }
+    undo_launch(bi);
+}
+
+const rk__backend rk__backend_cuda = {
+    .abi_version = RK__BACKEND_ABI,
+    .name = "cuda",
+    .inst_size = sizeof(rk__backend_inst),
+    .code = RK__CODE_DEVICE,
+    .event_poll_ns = 0,
+    .probe = cuda_probe,
+    .check = cuda_check,
+    .alloc = cuda_alloc,
+    .release = cuda_release,
+    .launch = cuda_launch,
+    .signal = cuda_signal,
+    .wait_ack = cuda_wait_ack,
+    .query = cuda_query,
+    .destroy = cuda_destroy,
+};

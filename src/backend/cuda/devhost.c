@@ -1,0 +1,480 @@
+/*
+ * src/backend/cuda/devhost.c - host half of a device instance's shared
+ * region (see devhost.h).
+ */
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/cuda/devhost.h"
+#include "common/common.h"
+
+#define RK__DH_MAX_SLOT (1u << 24)
+
+static size_t
+round64(size_t n)
+{
+    return (n + 63u) & ~(size_t)63u;
+}
+
+int
+rk__dh_check(const rk__dh_cfg *c)
+{
+    if (c->nblocks == 0 || c->nblocks > 65535)
+        return rk__fail(RK_EINVAL, "grid of %u blocks (1..65535)", c->nblocks);
+    if (c->nin == 0 || c->nin > RK_DEV_MAX_IN)
+        return rk__fail(RK_EINVAL, "%u input lanes per block (1..%u)", c->nin,
+            RK_DEV_MAX_IN);
+    if (c->nroutes > RK_DEV_MAX_ROUTES)
+        return rk__fail(RK_EINVAL, "%u routes per block (0..%u)", c->nroutes,
+            RK_DEV_MAX_ROUTES);
+    if (!rk__is_pow2(c->capacity) || c->capacity > (1u << 20))
+        return rk__fail(RK_EINVAL,
+            "lane capacity %u is not a power of two <= 2^20", c->capacity);
+    if (c->slot_size <= RK_MSG_HEADER_SIZE || c->slot_size > RK__DH_MAX_SLOT
+        || c->slot_size % 8 != 0)
+        return rk__fail(RK_EINVAL,
+            "slot size %u: must be a multiple of 8 in (64, 2^24]",
+            c->slot_size);
+    if (c->batch > RK_DEV_MAX_BATCH)
+        return rk__fail(
+            RK_EINVAL, "batch %u (0..%u)", c->batch, RK_DEV_MAX_BATCH);
+    return RK_OK;
+}
+
+static size_t
+lane_bytes(const rk__dh_cfg *c)
+{
+    return sizeof(rk_ring_ctrl) + round64((size_t)c->capacity * c->slot_size);
+}
+
+/* Offsets of the region's parts. */
+typedef struct layout {
+    size_t ctl, in_tab, out_tab, route_tab, lanes, size;
+} layout;
+
+static void
+compute(const rk__dh_cfg *c, layout *l)
+{
+    size_t nb = c->nblocks;
+    size_t nlanes = nb * c->nin + nb;
+
+    l->ctl = 0;
+    l->in_tab = round64(RK_DEV_CTL_SIZE(nb));
+    l->out_tab = l->in_tab + round64(nb * c->nin * sizeof(rk_dev_lane));
+    l->route_tab = l->out_tab + round64(nb * sizeof(rk_dev_lane));
+    l->lanes = l->route_tab
+        + round64((c->nroutes ? nb * c->nroutes : 1) * sizeof(rk_dev_lane));
+    l->size = l->lanes + nlanes * lane_bytes(c);
+}
+
+size_t
+rk__dh_size(const rk__dh_cfg *c)
+{
+    layout l;
+
+    if (rk__dh_check(c) != RK_OK)
+        return 0;
+    compute(c, &l);
+    return l.size;
+}
+
+/* Device address of a host address inside the region. */
+static void *
+dev_addr(const rk__dh *d, const void *host)
+{
+    return (void *)(uintptr_t)(d->dev_base
+        + (uint64_t)((const unsigned char *)host - d->base));
+}
+
+static void
+init_lane(rk__dh *d, unsigned char *at, rk_dev_lane *tab_entry,
+    rk__dh_host_lane *host, int host_is_producer)
+{
+    rk_ring_ctrl *ctrl = (rk_ring_ctrl *)(void *)at;
+    unsigned char *slots = at + sizeof(rk_ring_ctrl);
+
+    rk_ring_init(ctrl, d->cfg.capacity, d->cfg.slot_size);
+    tab_entry->ctrl = dev_addr(d, ctrl);
+    tab_entry->slots = dev_addr(d, slots);
+    if (host != NULL) {
+        host->ctrl = ctrl;
+        if (host_is_producer)
+            rk_ring_prod_attach(ctrl, &host->side, slots);
+        else
+            rk_ring_cons_attach(ctrl, &host->side, slots);
+    }
+}
+
+int
+rk__dh_place(rk__dh *d, const rk__dh_cfg *cfg, void *base, uint64_t dev_base,
+    void *user)
+{
+    layout l;
+    uint32_t nb = cfg->nblocks, b, i;
+    unsigned char *lane;
+    int rc = rk__dh_check(cfg);
+
+    if (rc != RK_OK)
+        return rc;
+    if (base == NULL || ((uintptr_t)base & 63u) != 0)
+        return rk__fail(RK_EINVAL, "region must be 64-byte aligned");
+    compute(cfg, &l);
+    memset(d, 0, sizeof(*d));
+    d->cfg = *cfg;
+    d->base = base;
+    d->dev_base = dev_base;
+    d->size = l.size;
+    d->in = calloc((size_t)nb * cfg->nin, sizeof(*d->in));
+    d->out = calloc(nb, sizeof(*d->out));
+    d->in_lock = calloc(nb, sizeof(*d->in_lock));
+    d->out_lock = calloc(nb, sizeof(*d->out_lock));
+    if (!d->in || !d->out || !d->in_lock || !d->out_lock) {
+        rk__dh_fini(d);
+        return rk__fail(RK_ENOMEM, "no memory for the host lane state");
+    }
+    for (b = 0; b < nb; b++) {
+        pthread_mutex_init(&d->in_lock[b], NULL);
+        pthread_mutex_init(&d->out_lock[b], NULL);
+    }
+    memset(base, 0, l.size);
+    d->ctl = (rk_dev_ctl *)(void *)(d->base + l.ctl);
+    d->in_tab = (rk_dev_lane *)(void *)(d->base + l.in_tab);
+    d->out_tab = (rk_dev_lane *)(void *)(d->base + l.out_tab);
+    d->route_tab = (rk_dev_lane *)(void *)(d->base + l.route_tab);
+    atomic_init(&d->ctl->host.cmd, RK_DEV_CMD_HOLD);
+    d->ctl->host.nblocks = nb;
+
+    lane = d->base + l.lanes;
+    for (b = 0; b < nb; b++) {
+        for (i = 0; i < cfg->nin; i++, lane += lane_bytes(cfg))
+            init_lane(d, lane, &d->in_tab[b * cfg->nin + i],
+                &d->in[b * cfg->nin + i], 1);
+        init_lane(d, lane, &d->out_tab[b], &d->out[b], 0);
+        lane += lane_bytes(cfg);
+    }
+    d->kargs.ctl = dev_addr(d, d->ctl);
+    d->kargs.in = dev_addr(d, d->in_tab);
+    d->kargs.out = dev_addr(d, d->out_tab);
+    d->kargs.routes = dev_addr(d, d->route_tab);
+    d->kargs.nin = cfg->nin;
+    d->kargs.nroutes = cfg->nroutes;
+    d->kargs.kernel_id = cfg->kernel_id;
+    d->kargs.batch = cfg->batch ? cfg->batch : 1;
+    d->kargs.user = user;
+    return RK_OK;
+}
+
+void
+rk__dh_fini(rk__dh *d)
+{
+    if (d->in_lock != NULL && d->out_lock != NULL)
+        for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
+            pthread_mutex_destroy(&d->in_lock[b]);
+            pthread_mutex_destroy(&d->out_lock[b]);
+        }
+    free(d->in);
+    free(d->out);
+    free(d->in_lock);
+    free(d->out_lock);
+    d->in = d->out = NULL;
+    d->in_lock = d->out_lock = NULL;
+}
+
+int
+rk__dh_connect(rk__dh *from, uint32_t b, uint32_t r, rk__dh *to, uint32_t tb,
+    uint32_t lane)
+{
+    if (b >= from->cfg.nblocks || r >= from->cfg.nroutes
+        || tb >= to->cfg.nblocks || lane == 0 || lane >= to->cfg.nin)
+        return rk__fail(RK_EINVAL,
+            "route %u of block %u -> lane %u of block %u does not exist", r, b,
+            lane, tb);
+    if (from->cfg.slot_size > to->cfg.slot_size)
+        return rk__fail(RK_EINVAL,
+            "route slots (%u bytes) exceed the "
+            "target's (%u)",
+            from->cfg.slot_size, to->cfg.slot_size);
+    from->route_tab[b * from->cfg.nroutes + r]
+        = to->in_tab[tb * to->cfg.nin + lane];
+    return RK_OK;
+}
+
+void
+rk__dh_post(rk__dh *d, uint32_t cmd)
+{
+    rk_dev_ctl_host *h = &d->ctl->host;
+
+    /* The host is the only writer of its line. activated is released
+     * before cmd so a kernel that acquires cmd == STOP also sees it. */
+    if (cmd == RK_DEV_CMD_RUN)
+        atomic_store_explicit(&h->activated, 1, memory_order_release);
+    /* Release pairs with the kernel's acquire of cmd (rk_dev_ctl_cmd):
+     * every message enqueued before the command is visible with it. */
+    atomic_store_explicit(&h->cmd, cmd, memory_order_release);
+    atomic_store_explicit(&h->wake_seq,
+        atomic_load_explicit(&h->wake_seq, memory_order_relaxed) + 1,
+        memory_order_release);
+}
+
+static int
+all_acked(rk__dh *d, uint32_t want)
+{
+    for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
+        /* Acquire pairs with the block's release in rk_dev_ctl_ack. */
+        uint32_t a
+            = atomic_load_explicit(&d->ctl->blk[b].ack, memory_order_acquire);
+        if (a != want && a != RK_DEV_ACK_EXITED)
+            return 0;
+    }
+    return 1;
+}
+
+int
+rk__dh_wait_ack(rk__dh *d, uint32_t want, uint64_t deadline)
+{
+    long ns = 1000;
+
+    for (;;) {
+        if (all_acked(d, want))
+            return RK_OK;
+        if (rk_now_ns() >= deadline)
+            return all_acked(d, want) ? RK_OK : RK_ETIMEDOUT;
+        /* Poll with back-off: the device cannot wake a futex. */
+        if (ns < 64000) {
+            sched_yield();
+            ns *= 2;
+        } else {
+            struct timespec ts = { 0, 50000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+void
+rk__dh_status_get(rk__dh *d, rk__dh_status *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->ack = RK_DEV_ACK_EXITED; /* lowest ack of a live, unfaulted block */
+    for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
+        rk_dev_ctl_block *k = &d->ctl->blk[b];
+        uint32_t a = atomic_load_explicit(&k->ack, memory_order_acquire);
+        if (a == RK_DEV_ACK_EXITED)
+            st->exited++;
+        else if (a == RK_DEV_ACK_FAULTED)
+            st->faulted++;
+        else if (a < st->ack)
+            st->ack = a;
+        if (a == RK_DEV_ACK_EXITED && st->exit_code == 0)
+            st->exit_code = (int32_t)atomic_load_explicit(
+                &k->exit_code, memory_order_relaxed);
+        st->processed
+            += atomic_load_explicit(&k->processed, memory_order_relaxed);
+        st->sent += atomic_load_explicit(&k->sent, memory_order_relaxed);
+        st->errors += atomic_load_explicit(&k->errors, memory_order_relaxed);
+        st->heartbeat
+            += atomic_load_explicit(&k->heartbeat, memory_order_relaxed);
+    }
+    if (st->faulted != 0 && st->ack == RK_DEV_ACK_EXITED)
+        st->ack = RK_DEV_ACK_FAULTED; /* every live block is faulted */
+}
+
+void
+rk__dh_verdict(rk__dh *d, uint32_t v)
+{
+    /* Release pairs with the block's acquire in rk_dev_ctl_verdict: the
+     * host's copy of the failed slot is done before the block frees it. */
+    atomic_store_explicit(&d->ctl->host.verdict, v, memory_order_release);
+}
+
+int
+rk__dh_fault_of(rk__dh *d, uint32_t b, uint32_t *n, int32_t *err)
+{
+    rk_dev_ctl_block *k = &d->ctl->blk[b];
+    /* Acquire pairs with the release of FAULTED in rk_dev_ctl_fault. */
+    if (atomic_load_explicit(&k->ack, memory_order_acquire)
+        != RK_DEV_ACK_FAULTED)
+        return 0;
+    *n = atomic_load_explicit(&k->faults, memory_order_relaxed);
+    *err = (int32_t)atomic_load_explicit(&k->exit_code, memory_order_relaxed);
+    return 1;
+}
+
+size_t
+rk__dh_peek_failed(rk__dh *d, uint32_t b, unsigned char *dst, size_t cap)
+{
+    /* Acquire pairs with the release of FAULTED: failed_held is its. */
+    if (atomic_load_explicit(&d->ctl->blk[b].ack, memory_order_acquire)
+            != RK_DEV_ACK_FAULTED
+        || atomic_load_explicit(
+               &d->ctl->blk[b].failed_held, memory_order_relaxed)
+            == 0)
+        return 0; /* the actor failed holding no message */
+    /* The block's current lane is the first non-empty one it polled; a
+     * faulted block stopped on it, so its head slot is the failed one.
+     * With one input lane (the backend's case) that is lane 0. */
+    for (uint32_t i = 0; i < d->cfg.nin; i++) {
+        rk__dh_host_lane *l = &d->in[b * d->cfg.nin + i];
+        uint64_t head = rk_ring_load_acquire(&l->ctrl->head);
+        uint64_t tail = rk_ring_load_acquire(&l->ctrl->tail);
+        const unsigned char *f;
+        uint32_t plen;
+        if (head == tail)
+            continue;
+        f = rk_ring_slot(&l->side, head);
+        memcpy(&plen, f + offsetof(rk_msg_header, payload_len), sizeof(plen));
+        if (plen > d->cfg.slot_size - RK_MSG_HEADER_SIZE)
+            plen = d->cfg.slot_size - RK_MSG_HEADER_SIZE;
+        if (RK_MSG_HEADER_SIZE + (size_t)plen > cap)
+            plen = (uint32_t)(cap - RK_MSG_HEADER_SIZE);
+        memcpy(dst, f, RK_MSG_HEADER_SIZE + (size_t)plen);
+        return RK_MSG_HEADER_SIZE + (size_t)plen;
+    }
+    return 0;
+}
+
+int
+rk__dh_send(rk__dh *d, uint32_t b, const rk_msg_header *h, const void *payload,
+    size_t len)
+{
+    rk__dh_host_lane *l;
+    rk_msg_header hh;
+    unsigned char *slot;
+    int rc = RK_OK;
+
+    if (b >= d->cfg.nblocks)
+        return rk__fail(RK_EINVAL, "no block %u", b);
+    if (len > d->cfg.slot_size - RK_MSG_HEADER_SIZE)
+        return rk__fail(RK_EMSGSIZE, "%zu-byte payload, slots hold %u", len,
+            d->cfg.slot_size - RK_MSG_HEADER_SIZE);
+    l = &d->in[b * d->cfg.nin];
+    pthread_mutex_lock(&d->in_lock[b]);
+    if (rk_ring_prod_space(l->ctrl, &l->side, 1) == 0) {
+        rc = RK_EFULL;
+    } else {
+        slot = rk_ring_slot(&l->side, l->side.pos);
+        hh = *h;
+        hh.payload_len = (uint32_t)len;
+        memcpy(slot, &hh, sizeof(hh));
+        if (len != 0)
+            memcpy(slot + RK_MSG_HEADER_SIZE, payload, len);
+        rk_ring_prod_publish(l->ctrl, &l->side, 1);
+    }
+    pthread_mutex_unlock(&d->in_lock[b]);
+    return rc;
+}
+
+uint32_t
+rk__dh_room(rk__dh *d)
+{
+    uint32_t n = 0;
+
+    for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
+        rk__dh_host_lane *l = &d->in[b * d->cfg.nin];
+        pthread_mutex_lock(&d->in_lock[b]);
+        n += rk_ring_prod_space(l->ctrl, &l->side, d->cfg.capacity);
+        pthread_mutex_unlock(&d->in_lock[b]);
+    }
+    return n;
+}
+
+int
+rk__dh_recv(rk__dh *d, uint32_t b, void *buf, size_t cap, size_t *len)
+{
+    rk__dh_host_lane *l;
+    int rc = RK_OK;
+
+    if (b >= d->cfg.nblocks)
+        return rk__fail(RK_EINVAL, "no block %u", b);
+    l = &d->out[b];
+    pthread_mutex_lock(&d->out_lock[b]);
+    if (rk_ring_cons_avail(l->ctrl, &l->side, 1) == 0) {
+        rc = RK_EEMPTY;
+    } else {
+        const unsigned char *slot = rk_ring_slot(&l->side, l->side.pos);
+        uint32_t plen;
+        memcpy(
+            &plen, slot + offsetof(rk_msg_header, payload_len), sizeof(plen));
+        if (plen > d->cfg.slot_size - RK_MSG_HEADER_SIZE)
+            plen = d->cfg.slot_size - RK_MSG_HEADER_SIZE; /* bad device */
+        if (RK_MSG_HEADER_SIZE + (size_t)plen > cap) {
+            rc = rk__fail(RK_EMSGSIZE, "frame of %u bytes, buffer %zu",
+                RK_MSG_HEADER_SIZE + plen, cap);
+        } else {
+            memcpy(buf, slot, RK_MSG_HEADER_SIZE + (size_t)plen);
+            *len = RK_MSG_HEADER_SIZE + (size_t)plen;
+            rk_ring_cons_release(l->ctrl, &l->side, 1);
+        }
+    }
+    pthread_mutex_unlock(&d->out_lock[b]);
+    return rc;
+}
+
+uint32_t
+rk__dh_take_left(rk__dh *d, unsigned char *dst, size_t stride, uint32_t max)
+{
+    uint32_t n = 0;
+
+    for (uint32_t i = 0; i < d->cfg.nblocks * d->cfg.nin && n < max; i++) {
+        rk_ring_ctrl *c = d->in[i].ctrl;
+        rk_ring_side s = d->in[i].side;
+        /* The blocks have exited (acquire of their EXITED ack): their
+         * last head is visible; read from there to the tail. */
+        uint64_t pos = rk_ring_load_acquire(&c->head);
+        uint64_t tail = rk_ring_load_acquire(&c->tail);
+        for (; pos < tail && n < max; pos++, n++) {
+            const unsigned char *f = rk_ring_slot(&s, pos);
+            uint32_t plen;
+            memcpy(
+                &plen, f + offsetof(rk_msg_header, payload_len), sizeof(plen));
+            if (plen > d->cfg.slot_size - RK_MSG_HEADER_SIZE)
+                plen = d->cfg.slot_size - RK_MSG_HEADER_SIZE;
+            if (RK_MSG_HEADER_SIZE + (size_t)plen > stride)
+                plen = (uint32_t)(stride - RK_MSG_HEADER_SIZE);
+            memcpy(dst + (size_t)n * stride, f, RK_MSG_HEADER_SIZE + plen);
+        }
+    }
+    return n;
+}
+
+uint64_t
+rk__dh_pending(rk__dh *d, uint32_t b)
+{
+    uint64_t n = 0;
+
+    for (uint32_t i = 0; i < d->cfg.nin; i++) {
+        rk_ring_ctrl *c = d->in[b * d->cfg.nin + i].ctrl;
+        /* Head first: head <= tail always holds for the values read. */
+        uint64_t head = rk_ring_load_acquire(&c->head);
+        uint64_t tail = rk_ring_load_acquire(&c->tail);
+        n += tail - head;
+    }
+    return n;
+}
+
+int
+rk__dh_watchdog(rk__dh *d, const char *who)
+{
+    rk__dh_status st;
+    uint64_t pending = 0;
+    uint32_t b;
+
+    rk__dh_status_get(d, &st);
+    for (b = 0; b < d->cfg.nblocks; b++)
+        pending += rk__dh_pending(d, b);
+    if (!d->wd_armed || st.heartbeat != d->wd_beat || pending == 0
+        || st.ack == RK_DEV_ACK_PAUSED || st.ack == RK_DEV_ACK_HELD) {
+        d->wd_armed = 1;
+        d->wd_beat = st.heartbeat;
+        return RK_OK;
+    }
+    for (b = 0; b < d->cfg.nblocks; b++)
+        if (atomic_load_explicit(&d->ctl->blk[b].ack, memory_order_acquire)
+            == RK_DEV_ACK_EXITED)
+            return RK_OK;
+    return rk__fail(RK_ETIMEDOUT,
+        "kernel '%s': heartbeat stopped at %u with %llu message(s) queued",
+        who, st.heartbeat, (unsigned long long)pending);
+}

@@ -1,0 +1,54 @@
+/*
+ * tests/support/cuda_helpers.h - shared pieces of the CUDA tests.
+ *
+ * Header-only (static inline); include after cmocka.h.
+ */
+#ifndef RK_TEST_CUDA_HELPERS_H
+#define RK_TEST_CUDA_HELPERS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/cuda/nvrtc.h"
+#include "ringkernel/error.h"
+
+/* True when NVRTC loads; otherwise says why (the caller skips). */
+static inline int
+cuda_have_nvrtc(void)
+{
+    int a, b;
+    if (rk__nvrtc_version(&a, &b) != RK_OK) {
+        print_message("NVRTC not available: %s\n", rk_errdetail());
+        return 0;
+    }
+    return 1;
+}
+
+/* A file of the source tree as a malloc'd string, or NULL. */
+static inline char *
+cuda_slurp(const char *rel)
+{
+    char path[512];
+    FILE *f;
+    long n;
+    char *s;
+
+    snprintf(path, sizeof(path), "%s/%s", RK_SOURCE_DIR, rel);
+    f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s != NULL && fread(s, 1, (size_t)n, f) == (size_t)n) {
+        s[n] = '\0';
+    } else {
+        free(s);
+        s = NULL;
+    }
+    fclose(f);
+    return s;
+}
+
+#endif /* RK_TEST_CUDA_HELPERS_H */

@@ -1,0 +1,532 @@
+/*
+ * The cuda backend end to end through the public runtime API.
+ *
+ * By default it runs on the test-only stand-in driver; with
+ * RK_TEST_CUDA_REAL=1 (tools/gpu-check.sh, on a machine with an NVIDIA
+ * GPU) the same tests run on the real driver and GPU, skipping the few
+ * that steer the stand-in's device attributes.
+ *
+ * Stand-in mode: the cuda backend's real host code (cuda.c: probe,
+ * NVRTC compile through the cache, module load, co-residency, mapped
+ * memory, launch, the host relay, commands, acks, teardown) driven through
+ * the public runtime API, with the test-only stand-in driver
+ * (tests/fake_cuda, loaded through RK_CUDA_DRIVER) running the host build
+ * of the same kernel source on CPU threads, one per block.
+ *
+ * NVRTC is real: the stand-in accepts only images NVRTC produced and
+ * finds an entry only if the image defines it. Nothing here ran on a GPU;
+ * see docs/cuda.md for what only a GPU can show.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/nvrtc.h"
+#include "cuda_helpers.h"
+#include "ringkernel/ringkernel.h"
+#include "rt_helpers.h"
+
+#define T_LONG RT_LONG
+
+static char *kernels_src;
+static char cache_dir[128];
+static int real_gpu; /* RK_TEST_CUDA_REAL=1: the real driver */
+
+static int
+ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    (void)ctx;
+    (void)m;
+    return RK_OK; /* the cpu fallback; never runs under "cuda" */
+}
+
+static rk_runtime *
+cuda_runtime(void)
+{
+    rk_runtime *rt = NULL;
+    rk_runtime_config cfg = { .no_static_kernels = true, .backend = "cuda" };
+    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
+    return rt;
+}
+
+static void
+reg(rk_runtime *rt, const char *id, const char *entry, uint32_t grid,
+    const char *src)
+{
+    rk_kernel_def def = { .id = id, .handler = ignore_handler };
+    def.config.device_source = src ? src : kernels_src;
+    def.config.device_entry = entry;
+    def.config.device_source_name = "test_kernels.cu";
+    def.config.grid_size = grid;
+    def.config.block_size = 64;
+    def.config.batch = 8;
+    def.config.max_payload = 128;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+}
+
+static void
+test_probe_and_devices(void **state)
+{
+    const char *detail;
+    rk_device_list *list;
+    const rk_device_info *gpu;
+    (void)state;
+
+    assert_int_equal(rk_cuda_probe(&detail), RK_CUDA_AVAILABLE);
+    assert_int_equal(rk_devices_query(&list), RK_OK);
+    assert_int_equal(rk_device_select(list, RK_DEVICE_CUDA, 0, &gpu), RK_OK);
+    assert_non_null(strstr(gpu->name, "fake"));
+    assert_int_equal(gpu->cc_major, 9);
+    assert_int_equal(gpu->multiprocessors, 2);
+    rk_device_list_free(list);
+}
+
+/* The lifecycle and the rings: HELD processes nothing, RUN echoes,
+ * DEACTIVATE holds input in the inbox, TERMINATE drains. */
+static void
+test_echo_lifecycle(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_msg_header h;
+    rk_kernel_stats st;
+    rk_kernel_state s;
+    char buf[128];
+    size_t len;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    reg(rt, "echo", "rk_echo", 1, NULL);
+    assert_int_equal(rk_kernel_lookup(rt, "echo", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "echo"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "echo"), RK_OK);
+    for (int i = 0; i < 50; i++) {
+        char msg[16];
+        int n = snprintf(msg, sizeof(msg), "m%d", i);
+        assert_int_equal(
+            rk_send(rt, k, 3, msg, (size_t)n, 128, T_LONG), RK_OK);
+        assert_int_equal(
+            rk_recv(rt, k, &h, buf, sizeof(buf), &len, T_LONG), RK_OK);
+        assert_int_equal(len, (size_t)n);
+        assert_memory_equal(buf, msg, len);
+        assert_int_equal(h.type_id, 3);
+        assert_int_equal(h.magic, RK_MSG_MAGIC);
+    }
+    assert_int_equal(rk_kernel_deactivate(rt, "echo"), RK_OK);
+    assert_int_equal(rk_kernel_state_get(rt, "echo", &s), RK_OK);
+    assert_int_equal(s, RK_KERNEL_DEACTIVATED);
+    assert_int_equal(rk_send(rt, k, 3, "late", 4, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "echo"), RK_OK);
+    assert_int_equal(
+        rk_recv(rt, k, &h, buf, sizeof(buf), &len, T_LONG), RK_OK);
+    assert_memory_equal(buf, "late", 4);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(rk_send(rt, k, 3, "x", 1, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "echo", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_state_get(rt, "echo", &s), RK_OK);
+    assert_int_equal(s, RK_KERNEL_TERMINATED);
+    assert_int_equal(rk_kernel_stats_get(rt, "echo", &st), RK_OK);
+    assert_int_equal(st.processed, 71); /* terminate drained all 20 */
+    assert_int_equal(st.sent, 71);
+    rk_runtime_destroy(rt);
+}
+
+/* TERMINATE of a deactivated kernel still handles everything queued,
+ * more than the device lanes hold at once. */
+static void
+test_terminate_paused_drains(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_kernel_stats st;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    reg(rt, "pz", "rk_echo", 1, NULL);
+    assert_int_equal(rk_kernel_lookup(rt, "pz", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "pz"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "pz"), RK_OK);
+    assert_int_equal(rk_kernel_deactivate(rt, "pz"), RK_OK);
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(rk_send(rt, k, 1, "p", 1, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "pz", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_stats_get(rt, "pz", &st), RK_OK);
+    assert_int_equal(st.processed, 40);
+    assert_int_equal(st.dead_lettered, 0);
+    assert_int_equal(st.sent, 40);
+    rk_runtime_destroy(rt);
+}
+
+/* A grid of three blocks: three actors share the kernel's inbox. */
+static void
+test_grid_of_actors(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    unsigned char p[40], buf[128];
+    uint32_t want = 0, got;
+    size_t len;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    for (int i = 0; i < 40; i++) {
+        p[i] = (unsigned char)i;
+        want += (uint32_t)i;
+    }
+    rt = cuda_runtime();
+    reg(rt, "sum", "rk_sum", 3, NULL);
+    assert_int_equal(rk_kernel_lookup(rt, "sum", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "sum"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "sum"), RK_OK);
+    for (int i = 0; i < 30; i++)
+        assert_int_equal(rk_send(rt, k, 1, p, 40, 128, T_LONG), RK_OK);
+    for (int i = 0; i < 30; i++) {
+        assert_int_equal(
+            rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+        assert_int_equal(len, 4);
+        got = (uint32_t)buf[0] | (uint32_t)buf[1] << 8;
+        assert_int_equal(got, want);
+    }
+    assert_int_equal(rk_kernel_terminate(rt, "sum", T_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
+/* A route between two device kernels goes through the host relay. */
+static void
+test_route_through_relay(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel a, b;
+    char buf[128];
+    size_t len;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    reg(rt, "a", "rk_echo", 1, NULL);
+    reg(rt, "b", "rk_echo", 1, NULL);
+    assert_int_equal(rk_connect(rt, "a", "b"), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "a", &a), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "b", &b), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "a"), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "b"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "a"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "b"), RK_OK);
+    assert_int_equal(rk_send(rt, a, 9, "hop", 3, 128, T_LONG), RK_OK);
+    assert_int_equal(
+        rk_recv(rt, b, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+    assert_int_equal(len, 3);
+    assert_memory_equal(buf, "hop", 3);
+    assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
+/* A device handler error: the kernel FAILS, the failing message is dead
+ * lettered with the handler's code. */
+static void
+test_handler_failure(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_kernel_state s;
+    rk_dead_letter dl;
+    unsigned char bad = 0xff, buf[128];
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    reg(rt, "fail", "rk_fail", 1, NULL);
+    assert_int_equal(rk_kernel_lookup(rt, "fail", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "fail"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "fail"), RK_OK);
+    assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_wait(rt, "fail", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_state_get(rt, "fail", &s), RK_OK);
+    assert_int_equal(s, RK_KERNEL_FAILED);
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+    assert_string_equal(dl.kernel_id, "fail");
+    assert_int_equal(dl.reason, RK_DEAD_FAILED);
+    assert_int_equal(dl.error, RK_EINVAL);
+    assert_int_equal(dl.len, 1);
+    assert_int_equal(buf[0], 0xff);
+    rk_runtime_destroy(rt);
+}
+
+/* A device actor (RK_DEV_ACTOR_KERNEL) under supervision: a restart
+ * calls the actor again, so its state starts over; the failed message is
+ * dead-lettered. */
+static void
+test_device_actor_restart(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_dead_letter dl;
+    unsigned char bad = 0xff, buf[128];
+    size_t len;
+    rk_kernel_def def = { .id = "count", .handler = ignore_handler };
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    def.config.device_source = kernels_src;
+    def.config.device_entry = "rk_count";
+    def.config.supervision.policy = RK_SUPERVISE_RESTART;
+    def.config.supervision.max_restarts = 1;
+    def.config.supervision.backoff_ns = 1000;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "count", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "count"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "count"), RK_OK);
+    for (int i = 1; i <= 2; i++) {
+        assert_int_equal(rk_send(rt, k, 1, "x", 1, 128, T_LONG), RK_OK);
+        assert_int_equal(
+            rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+        assert_int_equal(buf[0], i);
+    }
+    assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_send(rt, k, 1, "y", 1, 128, T_LONG), RK_OK);
+    assert_int_equal(
+        rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+    assert_int_equal(buf[0], 1); /* restarted: the count starts again */
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+    assert_int_equal(dl.reason, RK_DEAD_FAILED);
+    assert_int_equal(buf[0], 0xff);
+    assert_int_equal(rk_kernel_terminate(rt, "count", T_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
+/* Device output longer than max_payload is refused by the relay (dead
+ * letter, RK_EMSGSIZE), never written past a host slot. */
+static void
+test_oversized_device_output(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_kernel_stats st;
+    rk_dead_letter dl;
+    unsigned char buf[128];
+    size_t len;
+    rk_kernel_def def = { .id = "big", .handler = ignore_handler };
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    def.config.device_source = kernels_src;
+    def.config.device_entry = "rk_sum"; /* replies with 4 bytes */
+    def.config.max_payload = 2;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "big", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "big"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "big"), RK_OK);
+    assert_int_equal(rk_send(rt, k, 1, "ab", 2, 128, T_LONG), RK_OK);
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+    assert_int_equal(dl.error, RK_EMSGSIZE);
+    assert_int_equal(
+        rk_recv(rt, k, NULL, buf, sizeof(buf), &len, 0), RK_ETIMEDOUT);
+    assert_int_equal(rk_kernel_terminate(rt, "big", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_stats_get(rt, "big", &st), RK_OK);
+    assert_int_equal(st.errors, 1);
+    rk_runtime_destroy(rt);
+}
+
+/* Supervision restarts a faulted device kernel: the failing message is
+ * dead-lettered, the kernel goes on with the next ones, and after
+ * max_restarts it fails. */
+static void
+test_supervised_restart(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_kernel_state s;
+    rk_kernel_stats st;
+    rk_dead_letter dl;
+    unsigned char bad = 0xff, buf[128];
+    size_t len;
+    rk_kernel_def def = { .id = "sup", .handler = ignore_handler };
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    def.config.device_source = kernels_src;
+    def.config.device_entry = "rk_fail";
+    def.config.batch = 8;
+    def.config.supervision.policy = RK_SUPERVISE_RESTART;
+    def.config.supervision.max_restarts = 2;
+    def.config.supervision.backoff_ns = 1000;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "sup", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "sup"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "sup"), RK_OK);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
+        assert_int_equal(rk_send(rt, k, 1, "ok", 2, 128, T_LONG), RK_OK);
+        assert_int_equal(
+            rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+        assert_int_equal(len, 2);
+        assert_memory_equal(buf, "ok", 2);
+        assert_int_equal(
+            rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+        assert_int_equal(dl.reason, RK_DEAD_FAILED);
+        assert_int_equal(buf[0], 0xff);
+    }
+    assert_int_equal(rk_kernel_stats_get(rt, "sup", &st), RK_OK);
+    assert_int_equal(st.restarts, 2);
+    /* The third fault is past max_restarts: FAILED. */
+    assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_wait(rt, "sup", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_state_get(rt, "sup", &s), RK_OK);
+    assert_int_equal(s, RK_KERNEL_FAILED);
+    rk_runtime_destroy(rt);
+}
+
+/* Bad input at launch: each a clear error, nothing left running, and the
+ * kernel can be launched again once fixed. */
+static void
+test_launch_errors(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel_state s;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    /* A source that does not compile: RK_ECOMPILE naming file:line. */
+    reg(rt, "broken", "rk_echo", 1,
+        "RK_DEV_HANDLER(h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
+        "{\n    return nonsense(x);\n}\n");
+    assert_int_equal(rk_kernel_launch(rt, "broken"), RK_ECOMPILE);
+    assert_non_null(strstr(rk_errdetail(), "broken"));
+    assert_int_equal(rk_kernel_state_get(rt, "broken", &s), RK_OK);
+    assert_int_equal(s, RK_KERNEL_CREATED);
+
+    /* An entry the source does not define. */
+    reg(rt, "noentry", "no_such_kernel", 1, NULL);
+    assert_int_equal(rk_kernel_launch(rt, "noentry"), RK_ENOTFOUND);
+    assert_non_null(strstr(rk_errdetail(), "no_such_kernel"));
+
+    /* A grid that cannot be resident (stand-in: 2 SMs x 2 blocks; a GPU:
+     * far fewer than 65535 blocks of 1024 threads). */
+    reg(rt, "huge", "rk_echo", real_gpu ? 65535 : 5, NULL);
+    assert_int_equal(rk_kernel_launch(rt, "huge"), RK_ENOTSUP);
+    assert_non_null(strstr(rk_errdetail(), "resident"));
+    reg(rt, "fits", "rk_echo", 4, NULL);
+    assert_int_equal(rk_kernel_launch(rt, "fits"), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "fits", T_LONG), RK_OK);
+
+    if (real_gpu) {
+        rk_runtime_destroy(rt);
+        return; /* the rest steers the stand-in's attributes */
+    }
+    /* The display watchdog. */
+    setenv("FAKE_CUDA_EXEC_TIMEOUT", "1", 1);
+    reg(rt, "watched", "rk_echo", 1, NULL);
+    assert_int_equal(rk_kernel_launch(rt, "watched"), RK_ENOTSUP);
+    assert_non_null(strstr(rk_errdetail(), "watchdog"));
+    unsetenv("FAKE_CUDA_EXEC_TIMEOUT");
+    assert_int_equal(rk_kernel_launch(rt, "watched"), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "watched", T_LONG), RK_OK);
+
+    /* A device below sm_70. */
+    setenv("FAKE_CUDA_CC", "61", 1);
+    reg(rt, "old", "rk_echo", 1, NULL);
+    assert_int_equal(rk_kernel_launch(rt, "old"), RK_ENOTSUP);
+    assert_non_null(strstr(rk_errdetail(), "6.1"));
+    unsetenv("FAKE_CUDA_CC");
+
+    /* No device source at all. */
+    {
+        rk_kernel_def def = { .id = "nosrc", .handler = ignore_handler };
+        assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+        assert_int_equal(rk_kernel_launch(rt, "nosrc"), RK_EINVAL);
+        assert_non_null(strstr(rk_errdetail(), "device_source"));
+    }
+    rk_runtime_destroy(rt);
+}
+
+/* A STOP before the first RUN: the instance exits without processing;
+ * what was queued is dead-lettered as terminated. */
+static void
+test_terminate_unactivated(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_kernel_stats st;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    reg(rt, "idle", "rk_echo", 1, NULL);
+    assert_int_equal(rk_kernel_lookup(rt, "idle", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "idle"), RK_OK);
+    assert_int_equal(rk_send(rt, k, 1, "q", 1, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "idle", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_stats_get(rt, "idle", &st), RK_OK);
+    assert_int_equal(st.processed, 0);
+    assert_int_equal(st.dead_lettered, 1);
+    rk_runtime_destroy(rt);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_probe_and_devices),
+        cmocka_unit_test(test_echo_lifecycle),
+        cmocka_unit_test(test_terminate_paused_drains),
+        cmocka_unit_test(test_grid_of_actors),
+        cmocka_unit_test(test_route_through_relay),
+        cmocka_unit_test(test_handler_failure),
+        cmocka_unit_test(test_supervised_restart),
+        cmocka_unit_test(test_oversized_device_output),
+        cmocka_unit_test(test_device_actor_restart),
+        cmocka_unit_test(test_launch_errors),
+        cmocka_unit_test(test_terminate_unactivated),
+    };
+    int rc;
+
+    /* Before anything loads the driver: the stand-in (unless asked for
+     * the real one), and a private kernel cache. */
+    real_gpu = getenv("RK_TEST_CUDA_REAL") != NULL
+        && strcmp(getenv("RK_TEST_CUDA_REAL"), "1") == 0;
+    if (!real_gpu)
+        setenv("RK_CUDA_DRIVER", FAKE_CUDA_LIB, 1);
+    snprintf(cache_dir, sizeof(cache_dir), "/tmp/rk-fake-cache-XXXXXX");
+    if (mkdtemp(cache_dir) == NULL)
+        return 1;
+    setenv("RK_KERNEL_CACHE_DIR", cache_dir, 1);
+    kernels_src = cuda_slurp("tests/kernels/test_kernels.cu");
+    if (kernels_src == NULL)
+        return 1;
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    free(kernels_src);
+    {
+        char cmd[200];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
+        if (system(cmd) != 0)
+            rc = 1;
+    }
+    return rc;
+}

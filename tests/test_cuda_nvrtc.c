@@ -1,0 +1,305 @@
+/*
+ * Every device header and the persistent loop compiled by NVRTC through
+ * the backend's own loader (src/backend/cuda/nvrtc.c), with checks on the
+ * PTX: the entry points exist, host<->device words use system-scope
+ * acquire/release, K2K helpers GPU scope, and no instruction is an atomic
+ * read-modify-write (atom./red.), which PCIe would not make atomic. Also:
+ * the cubin/PTX choice per architecture, compile errors as RK_ECOMPILE
+ * naming the user's file:line, and a missing NVRTC as RK_ENVRTC.
+ *
+ * NVRTC needs no GPU. Without NVRTC the tests skip (the ctest entry is
+ * still run, so the skip shows).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/cuda/nvrtc.h"
+#include "cuda_helpers.h"
+#include "ringkernel/ringkernel.h"
+
+/* Counts PTX instructions starting with op (after an optional predicate),
+ * so "ld.shared" never counts as "red.". */
+static int
+count_op(const char *ptx, const char *op)
+{
+    int n = 0;
+    size_t ol = strlen(op);
+    for (const char *l = ptx; l && *l;
+         l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *p = l;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '@') {
+            while (*p && *p != ' ' && *p != '\t' && *p != '\n')
+                p++;
+            while (*p == ' ' || *p == '\t')
+                p++;
+        }
+        if (strncmp(p, op, ol) == 0)
+            n++;
+    }
+    return n;
+}
+
+static char *
+compile_ptx(const char *name, const char *src, int cc, int raw)
+{
+    rk__nvrtc_src s
+        = { .name = name, .source = src, .cc = cc, .want_ptx = 1, .raw = raw };
+    rk__nvrtc_image img;
+    int rc = rk__nvrtc_compile(&s, &img);
+    if (rc != RK_OK)
+        fail_msg("%s: %s\n%s", name, rk_errdetail(), img.log ? img.log : "");
+    assert_int_equal(img.kind, RK__IMG_PTX);
+    assert_int_equal(img.arch, cc);
+    char *ptx = (char *)img.data;
+    img.data = NULL;
+    rk__nvrtc_image_free(&img);
+    return ptx;
+}
+
+/* Each header alone: it must compile with nothing before it. */
+static void
+test_headers_compile_alone(void **state)
+{
+    static const char *const headers[]
+        = { "ringkernel/rk_dev.h", "ringkernel/dev_ctl.h",
+              "ringkernel/dev_kernel.h", "ringkernel/ring_proto.h" };
+    char src[256], name[32];
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+    for (size_t i = 0; i < sizeof(headers) / sizeof(headers[0]); i++) {
+        snprintf(name, sizeof(name), "alone_%zu.cu", i);
+        snprintf(src, sizeof(src),
+            "#include \"%s\"\n"
+            "extern \"C\" __global__ void probe(unsigned *p) { p[0] = 1; }\n",
+            headers[i]);
+        char *ptx = compile_ptx(name, src, 90, 1);
+        assert_non_null(strstr(ptx, ".entry probe"));
+        free(ptx);
+    }
+}
+
+/* The persistent loop and the actor API, through the test kernels. */
+static void
+test_loop_ptx(void **state)
+{
+    char *src, *ptx;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+    src = cuda_slurp("tests/kernels/test_kernels.cu");
+    assert_non_null(src);
+    ptx = compile_ptx("test_kernels.cu", src, 90, 1);
+    assert_non_null(strstr(ptx, ".visible .entry rk_echo("));
+    assert_non_null(strstr(ptx, ".visible .entry rk_fwd("));
+    assert_non_null(strstr(ptx, ".visible .entry rk_sum("));
+    assert_non_null(strstr(ptx, ".visible .entry rk_fail("));
+    assert_non_null(strstr(ptx, ".visible .entry rk_count("));
+    /* Control block and lanes: system scope, 32-bit control words. */
+    assert_true(count_op(ptx, "ld.acquire.sys.u32") > 0);
+    assert_true(count_op(ptx, "st.release.sys.u32") > 0);
+    assert_true(count_op(ptx, "ld.acquire.sys.u64") > 0);
+    assert_true(count_op(ptx, "st.release.sys.u64") > 0);
+    /* The block's writers and readers fence at system scope before the
+     * sync that precedes thread 0's release. */
+    assert_true(count_op(ptx, "membar.sys") + count_op(ptx, "fence.sc.sys")
+            + count_op(ptx, "fence.acq_rel.sys")
+        > 0);
+    /* Back-off, block sync, the device clock. */
+    assert_true(count_op(ptx, "nanosleep") > 0);
+    assert_true(
+        count_op(ptx, "bar.sync") > 0 || count_op(ptx, "barrier.sync") > 0);
+    assert_non_null(strstr(ptx, "%globaltimer"));
+    /* The shared ctx lives in shared memory. */
+    assert_non_null(strstr(ptx, ".shared"));
+    /* Never a read-modify-write. */
+    assert_int_equal(count_op(ptx, "atom."), 0);
+    assert_int_equal(count_op(ptx, "red."), 0);
+    free(ptx);
+    free(src);
+}
+
+/* The GPU-scope helpers compile to .gpu orders (K2K in device memory). */
+static void
+test_gpu_scope_ptx(void **state)
+{
+    static const char src[]
+        = "extern \"C\" __global__ void k2k(unsigned *a, "
+          "unsigned long long *b) {\n"
+          "  unsigned v = rk_dev_ld_acquire_gpu32(a);\n"
+          "  rk_dev_st_release_gpu64(b, v + rk_dev_ld_acquire_gpu64(b));\n"
+          "  rk_dev_st_release_gpu32(a + 1, v);\n"
+          "}\n";
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+    char *ptx = compile_ptx("k2k.cu", src, 80, 0);
+    assert_true(count_op(ptx, "ld.acquire.gpu.u32") > 0);
+    assert_true(count_op(ptx, "ld.acquire.gpu.u64") > 0);
+    assert_true(count_op(ptx, "st.release.gpu.u32") > 0);
+    assert_true(count_op(ptx, "st.release.gpu.u64") > 0);
+    assert_int_equal(count_op(ptx, "atom."), 0);
+    free(ptx);
+}
+
+/* The device's own sm_XX gives a cubin (an ELF image); an architecture
+ * NVRTC does not know falls back to PTX of the newest one below it; one
+ * below sm_70 is refused. */
+static void
+test_cubin_or_ptx(void **state)
+{
+    static const char src[] = "RK_DEV_HANDLER(h)(rk_dev_ctx *x, "
+                              "const rk_dev_msg *m) { return "
+                              "rk_dev_send(x, 1, m->data, m->len); }\n"
+                              "RK_DEV_KERNEL(my_kernel, h)\n";
+    rk__nvrtc_src s = { .name = "mine.cu", .source = src, .cc = 90 };
+    rk__nvrtc_image img;
+    int arch, kind;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+    assert_int_equal(rk__nvrtc_compile(&s, &img), RK_OK);
+    assert_int_equal(img.kind, RK__IMG_CUBIN);
+    assert_int_equal(img.arch, 90);
+    assert_true(img.size > 4);
+    assert_memory_equal(img.data, "\177ELF", 4);
+    assert_non_null(memmem(img.data, img.size, "my_kernel", 9));
+    rk__nvrtc_image_free(&img);
+
+    assert_int_equal(rk__nvrtc_target(91, &arch, &kind), RK_OK);
+    assert_int_equal(kind, RK__IMG_PTX);
+    assert_int_equal(arch, 90);
+
+    s.cc = 61;
+    assert_int_equal(rk__nvrtc_compile(&s, &img), RK_ENOTSUP);
+    assert_non_null(strstr(rk_errdetail(), "6.1"));
+}
+
+/* A user error: RK_ECOMPILE, detail with the user's file and line (the
+ * header include before it does not shift the numbering). */
+static void
+test_compile_error_names_line(void **state)
+{
+    static const char src[] = "// my handler\n"
+                              "RK_DEV_HANDLER(h)(rk_dev_ctx *x, "
+                              "const rk_dev_msg *m) {\n"
+                              "    return undefined_thing(x, m);\n"
+                              "}\n";
+    rk__nvrtc_src s = { .name = "broken.cu", .source = src, .cc = 90 };
+    rk__nvrtc_image img;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+    assert_int_equal(rk__nvrtc_compile(&s, &img), RK_ECOMPILE);
+    assert_non_null(strstr(rk_errdetail(), "broken.cu:3: error"));
+    assert_non_null(strstr(rk_errdetail(), "undefined_thing"));
+    assert_non_null(img.log);
+    assert_non_null(strstr(img.log, "broken.cu(3)"));
+    assert_null(img.data);
+    rk__nvrtc_image_free(&img);
+}
+
+/* The headers embedded in the library are the source tree's, and a
+ * compile with an include directory instead gives the same PTX. */
+static void
+test_embedded_headers(void **state)
+{
+    static const char src[] = "RK_DEV_HANDLER(h)(rk_dev_ctx *x, "
+                              "const rk_dev_msg *m) { return "
+                              "rk_dev_send(x, 1, m->data, m->len); }\n"
+                              "RK_DEV_KERNEL(emb_kernel, h)\n";
+    rk__nvrtc_src s
+        = { .name = "emb.cu", .source = src, .cc = 90, .want_ptx = 1 };
+    rk__nvrtc_image a, b;
+    (void)state;
+
+    assert_true(rk__dev_header_count >= 5);
+    for (size_t i = 0; i < rk__dev_header_count; i++) {
+        char rel[128];
+        char *text;
+        snprintf(rel, sizeof(rel), "include/%s", rk__dev_header_names[i]);
+        text = cuda_slurp(rel);
+        assert_non_null(text);
+        assert_string_equal(text, rk__dev_header_texts[i]);
+        free(text);
+    }
+    if (!cuda_have_nvrtc())
+        skip();
+    assert_null(rk__nvrtc_include_dir(&s));
+    assert_int_equal(rk__nvrtc_compile(&s, &a), RK_OK);
+    s.include_dir = RK_SOURCE_DIR "/include";
+    assert_int_equal(rk__nvrtc_compile(&s, &b), RK_OK);
+    assert_int_equal(a.size, b.size);
+    assert_memory_equal(a.data, b.data, a.size);
+    rk__nvrtc_image_free(&a);
+    rk__nvrtc_image_free(&b);
+    s.include_dir = "/nonexistent";
+    assert_int_equal(rk__nvrtc_compile(&s, &a), RK_ECOMPILE);
+    assert_non_null(strstr(rk_errdetail(), "dev_kernel.h"));
+    rk__nvrtc_image_free(&a);
+}
+
+/* No NVRTC: RK_ENVRTC with the loader's reason. NVRTC is loaded once per
+ * process, so this runs the test binary again with RK_NVRTC_LIBRARY set
+ * (main's child mode below). */
+static int
+missing_nvrtc_child(void)
+{
+    int a, b;
+    rk__nvrtc_src s = { .name = "x.cu", .source = "", .cc = 90 };
+    rk__nvrtc_image img;
+    if (rk__nvrtc_version(&a, &b) != RK_ENVRTC
+        || strstr(rk_errdetail(), "cannot load NVRTC") == NULL
+        || rk__nvrtc_compile(&s, &img) != RK_ENVRTC)
+        return 1;
+    return 0;
+}
+
+static void
+test_missing_nvrtc(void **state)
+{
+    pid_t pid;
+    int status;
+    (void)state;
+
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("RK_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so", 1);
+        execl("/proc/self/exe", "test_cuda_nvrtc", "--missing-nvrtc-child",
+            (char *)NULL);
+        _exit(2);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--missing-nvrtc-child") == 0)
+        return missing_nvrtc_child();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_headers_compile_alone),
+        cmocka_unit_test(test_loop_ptx),
+        cmocka_unit_test(test_gpu_scope_ptx),
+        cmocka_unit_test(test_cubin_or_ptx),
+        cmocka_unit_test(test_compile_error_names_line),
+        cmocka_unit_test(test_embedded_headers),
+        cmocka_unit_test(test_missing_nvrtc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,83 @@
+#!/bin/sh
+# tools/gpu-check.sh - what to run on a machine with an NVIDIA GPU.
+#
+# Builds the CUDA tests and benchmarks (unless --run-only and the build
+# directory already exists, e.g. carried to an offline device machine),
+# runs the CUDA tests against the REAL driver (no stand-in), then the
+# benchmarks. Everything it reports is one JSON object per line on stdout
+# (suite "gpu-check" for the tests and the environment; the benchmarks'
+# own rows); progress goes to stderr. Exit status: 0 when every test
+# passed.
+#
+#   tools/gpu-check.sh [--build-only | --run-only] [BUILD_DIR]
+#
+# BUILD_DIR defaults to build-gpu (about 7 MB; carry it with the working
+# tree to an offline device machine: --build-only here, --run-only there;
+# the libraries the tests need beyond the base system travel in
+# BUILD_DIR/lib). docs/cuda.md says what each figure
+# means and where results are recorded (docs/benchmarks.md: what ran,
+# when, on which GPU).
+set -u
+cd "$(dirname "$0")/.." || exit 2
+
+mode=all
+case "${1:-}" in
+--build-only) mode=build; shift ;;
+--run-only) mode=run; shift ;;
+esac
+B=${1:-build-gpu}
+
+json_str() { printf '%s' "$1" | tr '"\\\n' "''" | tr -d '\r'; }
+emit() { # name result [detail]
+    printf '{"suite":"gpu-check","name":"%s","result":"%s","detail":"%s"}\n' \
+        "$1" "$2" "$(json_str "${3:-}")"
+}
+
+if [ "$mode" != run ]; then
+    echo "gpu-check: building in $B" >&2
+    cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DRK_BUILD_EXAMPLES=OFF \
+        >&2 || exit 2
+    cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
+        test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host fake_cuda \
+        bench_cuda bench_cuda_compile >&2 || exit 2
+    # For an offline device machine that lacks them: the test and bench
+    # binaries' non-system libraries go with the build (build-gpu/lib).
+    mkdir -p "$B/lib"
+    for bin in "$B"/tests/test_cuda_* "$B"/bench/bench_cuda*; do
+        ldd "$bin" 2>/dev/null | awk '/cmocka|msgpack/ { print $3 }'
+    done | sort -u | while read -r lib; do
+        [ -n "$lib" ] && cp -L "$lib" "$B/lib/"
+    done
+    [ "$mode" = build ] && exit 0
+fi
+export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+emit date info "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+emit commit info "$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+emit nvidia_smi info "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -4)"
+
+unset RK_CUDA_DRIVER # the real libcuda.so.1, never the stand-in
+fail=0
+run_test() { # name [env...]
+    name=$1
+    shift
+    out=$(env "$@" timeout 600 "$B/tests/$name" 2>&1)
+    rc=$?
+    printf '%s\n' "$out" >&2
+    if [ $rc -eq 0 ]; then
+        emit "$name" pass "$(printf '%s' "$out" | grep -E 'PASSED|SKIPPED|device:' | tr '\n' ' ')"
+    else
+        emit "$name" fail "$(printf '%s' "$out" | grep -E 'FAILED|ERROR|LINE' | head -6 | tr '\n' ' ')"
+        fail=1
+    fi
+}
+run_test test_cuda_backend RK_TEST_CUDA_REAL=1
+run_test test_cuda_nvrtc
+run_test test_cuda_kcache
+run_test test_cuda_loop_host
+
+# Benchmarks: bench_cuda prints impl "cuda" on a real GPU ("cuda_sim"
+# would mean the stand-in was loaded: that is not a GPU figure).
+"$B/bench/bench_cuda" || fail=1
+"$B/bench/bench_cuda_compile" || fail=1
+exit $fail

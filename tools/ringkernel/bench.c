@@ -1,0 +1,550 @@
+/*
+ * tools/ringkernel/bench.c - `ringkernel bench [SUITE...]`: the seeds'
+ * headline benchmarks reproduced on this runtime.
+ *
+ *   pagerank  synthetic power-law graphs over a sweep of edge counts (and
+ *             any SNAP file given with --graph): one actor, partition
+ *             actors with a reducer (K2K), and the plain host loop; edges
+ *             per second per iteration and counting the graph build, each
+ *             checked against the host loop to 1e-12.
+ *   anomaly   the streaming pipeline (anomaly.c): per-reading latency
+ *             (generated -> verdict, generated -> alert) and throughput,
+ *             against batch processing of the same stream in fixed
+ *             windows; recall and precision on the injected anomalies.
+ *
+ * Output: a readable table on stdout, one JSON object per result line in
+ * the --json file, and with --plot DIR PNG charts drawn by gnuplot.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+typedef struct opts {
+    uint64_t sizes[16];
+    size_t nsizes;
+    const char *graph_file;
+    uint64_t iters, parts, readings, sensors, window;
+    double rate, paced_s;
+    const char *json_path, *plot_dir;
+    bool quick;
+    const char *backend;
+} opts;
+
+typedef struct sink {
+    FILE *json;             /* JSON lines */
+    FILE *out;              /* the table */
+    FILE *pr_dat, *cdf_dat; /* plot data, or NULL */
+    int failed;
+} sink;
+
+/* ------------------------------------------------------------ pagerank */
+
+static void
+pr_row(sink *s, const char *graph, const cli_graph *g, const char *config,
+    uint32_t parts, const cli_pr_result *r, double build_s, double maxdiff,
+    bool ok)
+{
+    double it
+        = r->iter_s > 0 ? (double)g->m * (double)r->iterations / r->iter_s : 0;
+    double all = (double)g->m * (double)r->iterations
+        / (r->iter_s + r->setup_s + build_s);
+
+    fprintf(s->out,
+        "%-12s %10" PRIu64 " %9u %-18s %5u %10.4f %10.4f %12.4g "
+        "%12.4g %9.2g %s\n",
+        graph, g->m, g->n, config, r->iterations, build_s, r->iter_s, it, all,
+        maxdiff, ok ? "ok" : "MISMATCH");
+    fprintf(s->json,
+        "{\"bench\":\"pagerank\",\"graph\":\"%s\",\"edges\":%" PRIu64
+        ",\"nodes\":%u,\"config\":\"%s\",\"parts\":%u,\"iterations\":%u,"
+        "\"build_s\":%.6f,\"setup_s\":%.6f,\"iter_s\":%.6f,"
+        "\"edges_per_s_iter\":%.6g,\"edges_per_s_with_build\":%.6g,"
+        "\"max_abs_diff\":%.3g,\"ok\":%s}\n",
+        graph, g->m, g->n, config, parts, r->iterations, build_s, r->setup_s,
+        r->iter_s, it, all, maxdiff, ok ? "true" : "false");
+    if (s->pr_dat)
+        fprintf(s->pr_dat, "%s %" PRIu64 " %.6g\n", config, g->m, it);
+    s->failed += !ok;
+}
+
+static int
+pr_graph(
+    sink *s, const opts *o, const char *name, cli_graph *g, double build_s)
+{
+    cli_pr_result ref, act;
+    uint32_t iters = (uint32_t)o->iters;
+    const uint32_t parts_list[2] = { 1, (uint32_t)o->parts };
+
+    cli_pagerank_reference(g, 0.85, 0, iters, &ref);
+    if (ref.rank == NULL)
+        return RK_ENOMEM;
+    pr_row(s, name, g, "cpu-host-loop", 0, &ref, build_s, 0, true);
+    for (int i = 0; i < 2; i++) {
+        char config[32];
+        double maxdiff = 0;
+        int rc;
+        if (i == 1 && parts_list[1] <= 1)
+            break;
+        rc = cli_pagerank_actors(g, parts_list[i], 0.85, 0, iters, &act);
+        if (rc != RK_OK) {
+            cli_pr_result_free(&ref);
+            return rc;
+        }
+        for (uint32_t v = 0; v < g->n; v++)
+            maxdiff = fmax(maxdiff, fabs(act.rank[v] - ref.rank[v]));
+        if (i == 0)
+            snprintf(config, sizeof(config), "cpu-1-actor");
+        else
+            snprintf(
+                config, sizeof(config), "cpu-%u-actors-k2k", parts_list[i]);
+        pr_row(s, name, g, config, parts_list[i], &act, build_s, maxdiff,
+            maxdiff <= 1e-12 && act.iterations == ref.iterations);
+        cli_pr_result_free(&act);
+    }
+    cli_pr_result_free(&ref);
+    return RK_OK;
+}
+
+static int
+bench_pagerank(sink *s, const opts *o)
+{
+    const char *chosen;
+    char why[512];
+    int rc = RK_OK;
+
+    fprintf(s->out,
+        "\npagerank: %" PRIu64 " iterations, damping 0.85; edges/s per "
+        "iteration, and counting graph build + kernel setup\n",
+        o->iters);
+    fprintf(s->out, "%-12s %10s %9s %-18s %5s %10s %10s %12s %12s %9s\n",
+        "graph", "edges", "nodes", "config", "iters", "build s", "iter s",
+        "edges/s", "w/ build", "max diff");
+    for (size_t i = 0; i < o->nsizes && rc == RK_OK; i++) {
+        cli_graph g;
+        uint64_t t0 = rk_now_ns();
+        if ((rc = cli_graph_synthetic(o->sizes[i], 42, &g)) != RK_OK)
+            break;
+        rc = pr_graph(s, o, "synthetic", &g, (double)(rk_now_ns() - t0) / 1e9);
+        cli_graph_free(&g);
+    }
+    if (rc == RK_OK && o->graph_file) {
+        cli_graph g;
+        uint64_t t0 = rk_now_ns();
+        if (cli_graph_load(o->graph_file, &g, why, sizeof(why)) != RK_OK) {
+            fprintf(stderr, "ringkernel bench: %s\n", why);
+            s->failed++;
+        } else {
+            const char *base = strrchr(o->graph_file, '/');
+            rc = pr_graph(s, o, base ? base + 1 : o->graph_file, &g,
+                (double)(rk_now_ns() - t0) / 1e9);
+            cli_graph_free(&g);
+        }
+    }
+    if (cli_backend_pick("cuda", &chosen, why, sizeof(why)) != CLI_OK) {
+        fprintf(s->out,
+            "cuda: not run (%s); no CPU/GPU crossover to "
+            "report\n",
+            why);
+        fprintf(s->json,
+            "{\"bench\":\"pagerank\",\"config\":\"cuda\",\"ran\":false}\n");
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------- anomaly */
+
+static void
+cdf(FILE *f, const char *label, const rk_histogram *h)
+{
+    static const double ps[] = { 0, 1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90,
+        95, 99, 99.5, 99.9, 99.99, 100 };
+
+    if (f == NULL || h == NULL)
+        return;
+    fprintf(f, "# %s\n", label);
+    for (size_t i = 0; i < sizeof(ps) / sizeof(*ps); i++)
+        fprintf(f, "%.3f %.5f\n",
+            (double)rk_histogram_percentile(h, ps[i]) / 1e3, ps[i] / 100);
+    fprintf(f, "\n\n");
+}
+
+/* One streaming run and one batch run of the same stream at one arrival
+ * rate (0: as fast as each takes it). */
+static int
+anomaly_round(sink *s, const opts *o, double rate, uint64_t readings)
+{
+    cli_anomaly_cfg cfg = { .sensors = (uint32_t)o->sensors,
+        .readings = readings,
+        .seed = 20240601,
+        .rate = rate };
+    cli_anomaly_result st;
+    cli_batch_result bt;
+    char mode[48], rate_s[24];
+    int rc;
+
+    if ((rc = cli_anomaly_run(&cfg, &st)) != RK_OK) {
+        cli_anomaly_result_free(&st);
+        return rc;
+    }
+    if ((rc = cli_anomaly_batch(
+             cfg.sensors, readings, cfg.seed, (uint32_t)o->window, rate, &bt))
+        != RK_OK) {
+        cli_anomaly_result_free(&st);
+        rk_histogram_destroy(bt.hist);
+        return rc;
+    }
+    double s_rec
+        = st.injected ? (double)st.true_alerts / (double)st.injected : 1;
+    double s_pre = st.alerts ? (double)st.true_alerts / (double)st.alerts : 1;
+    double b_rec
+        = bt.injected ? (double)bt.true_alerts / (double)bt.injected : 1;
+    double b_pre = bt.alerts ? (double)bt.true_alerts / (double)bt.alerts : 1;
+
+    if (rate > 0)
+        snprintf(rate_s, sizeof(rate_s), "%.0f", rate);
+    else
+        snprintf(rate_s, sizeof(rate_s), "max");
+    fprintf(s->out,
+        "%-22s %10s %12.0f %10.2f %10.2f %10.2f %10.2f %7.1f%% %8.1f%%\n",
+        "streaming (4 kernels)", rate_s, (double)st.readings / st.elapsed_s,
+        (double)st.verdict.p50_ns / 1e3, (double)st.verdict.p99_ns / 1e3,
+        (double)st.alert.p50_ns / 1e3, (double)st.alert.p99_ns / 1e3,
+        100 * s_rec, 100 * s_pre);
+    snprintf(mode, sizeof(mode), "batch (window %" PRIu64 ")", o->window);
+    fprintf(s->out,
+        "%-22s %10s %12.0f %10.2f %10.2f %10s %10s %7.1f%% %8.1f%%\n", mode,
+        rate_s, (double)bt.readings / bt.elapsed_s,
+        (double)bt.latency.p50_ns / 1e3, (double)bt.latency.p99_ns / 1e3, "-",
+        "-", 100 * b_rec, 100 * b_pre);
+    fprintf(s->json,
+        "{\"bench\":\"anomaly\",\"mode\":\"streaming\",\"offered_rate\":%.0f,"
+        "\"readings\":%" PRIu64 ",\"sensors\":%" PRIu64
+        ",\"readings_per_s\":%.6g,\"verdict_p50_ns\":%" PRIu64
+        ",\"verdict_p99_ns\":%" PRIu64 ",\"alert_p50_ns\":%" PRIu64
+        ",\"alert_p99_ns\":%" PRIu64 ",\"injected\":%" PRIu64
+        ",\"alerts\":%" PRIu64 ",\"recall\":%.6f,\"precision\":%.6f}\n",
+        rate, st.readings, o->sensors, (double)st.readings / st.elapsed_s,
+        st.verdict.p50_ns, st.verdict.p99_ns, st.alert.p50_ns, st.alert.p99_ns,
+        st.injected, st.alerts, s_rec, s_pre);
+    fprintf(s->json,
+        "{\"bench\":\"anomaly\",\"mode\":\"batch\",\"window\":%" PRIu64
+        ",\"offered_rate\":%.0f,\"readings\":%" PRIu64 ",\"sensors\":%" PRIu64
+        ",\"readings_per_s\":%.6g,\"latency_p50_ns\":%" PRIu64
+        ",\"latency_p99_ns\":%" PRIu64 ",\"injected\":%" PRIu64
+        ",\"alerts\":%" PRIu64 ",\"recall\":%.6f,\"precision\":%.6f}\n",
+        o->window, rate, bt.readings, o->sensors,
+        (double)bt.readings / bt.elapsed_s, bt.latency.p50_ns,
+        bt.latency.p99_ns, bt.injected, bt.alerts, b_rec, b_pre);
+    /* The CDF plot compares latency where it means something: at an
+     * arrival rate both keep up with. */
+    if (rate > 0) {
+        char label[80];
+        snprintf(label, sizeof(label), "streaming at %s/s", rate_s);
+        cdf(s->cdf_dat, label, st.verdict_hist);
+        snprintf(label, sizeof(label), "%s at %s/s", mode, rate_s);
+        cdf(s->cdf_dat, label, bt.hist);
+    }
+    /* Both see the same stream through the same detector. */
+    if (st.readings != readings || st.alerts != bt.alerts
+        || st.true_alerts != bt.true_alerts) {
+        fprintf(stderr, "ringkernel bench: streaming and batch disagree\n");
+        s->failed++;
+    }
+    cli_anomaly_result_free(&st);
+    rk_histogram_destroy(bt.hist);
+    return RK_OK;
+}
+
+static int
+bench_anomaly(sink *s, const opts *o)
+{
+    uint64_t paced = (uint64_t)(o->rate * o->paced_s);
+    int rc;
+
+    fprintf(s->out,
+        "\nanomaly: %" PRIu64
+        " sensors; latency from a reading's generation to the detector's "
+        "verdict\n(streaming: per reading; batch: when its window is "
+        "done) and to the alert at the sink\n",
+        o->sensors);
+    fprintf(s->out, "%-22s %10s %12s %10s %10s %10s %10s %8s %9s\n", "mode",
+        "offered/s", "readings/s", "p50 us", "p99 us", "alert p50",
+        "alert p99", "recall", "precision");
+    rc = anomaly_round(s, o, 0, o->readings);
+    if (rc == RK_OK && paced > 0)
+        rc = anomaly_round(s, o, o->rate, paced);
+    return rc;
+}
+
+/* --------------------------------------------------------------- plots */
+
+static int
+plot(const char *dir, bool have_pr, bool have_cdf, uint64_t parts)
+{
+    char configs[96];
+
+    char path[4096], cmd[4200];
+    FILE *gp;
+    int rc;
+
+    snprintf(path, sizeof(path), "%s/plots.gp", dir);
+    if ((gp = fopen(path, "w")) == NULL) {
+        perror(path);
+        return CLI_FAILED;
+    }
+    fprintf(gp,
+        "set terminal pngcairo size 900,560\nset grid\n"
+        "set key left top\n");
+    snprintf(configs, sizeof(configs), "cpu-host-loop cpu-1-actor");
+    if (parts > 1)
+        snprintf(configs + strlen(configs), sizeof(configs) - strlen(configs),
+            " cpu-%" PRIu64 "-actors-k2k", parts);
+    if (have_pr)
+        fprintf(gp,
+            "set output '%s/pagerank_edges_per_s.png'\n"
+            "set title 'PageRank: edges/s per iteration'\n"
+            "set logscale xy\nset xlabel 'edges'\nset ylabel 'edges/s'\n"
+            /* One line per configuration: grep picks its rows (a NaN
+             * filter would break the lines between points). */
+            "plot for [c in '%s'] '< grep \"^'.c.' \" %s/pagerank.dat' "
+            "using 2:3 with linespoints title c\n"
+            "unset logscale\n",
+            dir, configs, dir);
+    if (have_cdf)
+        fprintf(gp,
+            "set output '%s/anomaly_latency_cdf.png'\n"
+            "set title 'Anomaly detection: reading -> verdict latency CDF'\n"
+            "set logscale x\nset xlabel 'latency (us)'\n"
+            "set ylabel 'fraction of readings'\nset key right bottom\n"
+            "plot '%s/latency_cdf.dat' index 0 with linespoints title "
+            "'streaming (ring kernels), paced', '' index 1 with "
+            "linespoints title 'batch (fixed windows), paced'\n",
+            dir, dir);
+    fclose(gp);
+    snprintf(cmd, sizeof(cmd), "gnuplot '%s' 2>&1", path);
+    rc = system(cmd);
+    if (rc != 0) {
+        fprintf(stderr,
+            "ringkernel bench: gnuplot failed (exit %d); install gnuplot-nox "
+            "(tools/deps.sh does)\n",
+            rc);
+        return rc == 127 << 8 ? CLI_UNAVAILABLE : CLI_FAILED;
+    }
+    printf("plots: %s/*.png (data and script beside them)\n", dir);
+    return CLI_OK;
+}
+
+static void
+help(FILE *f)
+{
+    fprintf(f,
+        "usage: ringkernel bench [OPTIONS] [pagerank] [anomaly]\n\n"
+        "Runs the named suites (default: both), prints a table and writes\n"
+        "one JSON object per result line.\n\n"
+        "  --json FILE       JSON lines here (default bench-results.jsonl; "
+        "- for stdout,\n"
+        "                    which moves the table to stderr)\n"
+        "  --plot DIR        also draw PNG charts with gnuplot into DIR\n"
+        "  --quick           small sizes (smoke test)\n"
+        "  --sizes LIST      PageRank edge counts, e.g. 1k,10k,1M (default\n"
+        "                    1k,10k,100k,1M,10M)\n"
+        "  --graph FILE      also a SNAP edge list\n"
+        "  --iters N         PageRank iterations per run (default 20)\n"
+        "  --parts N         partition actors (default 2)\n"
+        "  --readings N      anomaly stream length (default 2M)\n"
+        "  --sensors N       anomaly sensors (default 16)\n"
+        "  --window N        batch window, readings (default 1000)\n"
+        "  --rate R          paced round: readings/s offered (default 100k)\n"
+        "  --paced-seconds S paced round length (default 2; quick 0.5)\n"
+        "  --backend NAME    cpu, cuda or auto (default auto)\n\n"
+        "exit status: 0 ok, 1 a run failed or results disagreed with the\n"
+        "reference, 2 bad command line, 3 backend or gnuplot unavailable.\n");
+}
+
+static bool
+parse_sizes(const char *s, opts *o)
+{
+    char buf[256], *save = NULL;
+
+    snprintf(buf, sizeof(buf), "%s", s);
+    o->nsizes = 0;
+    for (char *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        if (o->nsizes == 16 || !cli_parse_count(t, &o->sizes[o->nsizes])
+            || o->sizes[o->nsizes] > 2000000000)
+            return false;
+        o->nsizes++;
+    }
+    return o->nsizes > 0;
+}
+
+int
+cli_bench(int argc, char **argv)
+{
+    static const struct option lo[] = { { "json", required_argument, 0, 'j' },
+        { "plot", required_argument, 0, 'p' },
+        { "quick", no_argument, 0, 'q' },
+        { "sizes", required_argument, 0, 's' },
+        { "graph", required_argument, 0, 'g' },
+        { "iters", required_argument, 0, 'i' },
+        { "parts", required_argument, 0, 'P' },
+        { "readings", required_argument, 0, 'r' },
+        { "sensors", required_argument, 0, 'S' },
+        { "window", required_argument, 0, 'w' },
+        { "rate", required_argument, 0, 'R' },
+        { "paced-seconds", required_argument, 0, 'T' },
+        { "backend", required_argument, 0, 'b' },
+        { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    opts o = { .sizes = { 1000, 10000, 100000, 1000000, 10000000 },
+        .nsizes = 5,
+        .iters = 20,
+        .parts = 2,
+        .readings = 2000000,
+        .sensors = 16,
+        .window = 1000,
+        .rate = 100000,
+        .paced_s = 2,
+        .json_path = "bench-results.jsonl",
+        .backend = "auto" };
+    bool sizes_given = false, readings_given = false, paced_given = false,
+         run_pr = false, run_an = false;
+    sink s = { .out = stdout };
+    const char *chosen;
+    char why[512], path[4096];
+    int c, rc = RK_OK, status;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case 'j':
+            o.json_path = optarg;
+            break;
+        case 'p':
+            o.plot_dir = optarg;
+            break;
+        case 'q':
+            o.quick = true;
+            break;
+        case 's':
+            ok = parse_sizes(optarg, &o);
+            sizes_given = true;
+            break;
+        case 'g':
+            o.graph_file = optarg;
+            break;
+        case 'i':
+            ok = cli_parse_count(optarg, &o.iters) && o.iters < 100000;
+            break;
+        case 'P':
+            ok = cli_parse_count(optarg, &o.parts) && o.parts <= 64;
+            break;
+        case 'r':
+            ok = cli_parse_count(optarg, &o.readings);
+            readings_given = true;
+            break;
+        case 'S':
+            ok = cli_parse_count(optarg, &o.sensors)
+                && o.sensors <= CLI_MAX_SENSORS;
+            break;
+        case 'w':
+            ok = cli_parse_count(optarg, &o.window) && o.window <= 10000000;
+            break;
+        case 'b':
+            o.backend = optarg;
+            break;
+        case 'R': {
+            uint64_t r;
+            ok = cli_parse_count(optarg, &r) && r <= 1000000000;
+            o.rate = (double)r;
+            break;
+        }
+        case 'T':
+            ok = cli_parse_seconds(optarg, &o.paced_s);
+            paced_given = true;
+            break;
+        case 'h':
+            help(stdout);
+            return CLI_OK;
+        default:
+            help(stderr);
+            return CLI_USAGE;
+        }
+        if (!ok) {
+            fprintf(stderr, "ringkernel bench: bad value '%s'\n", optarg);
+            return CLI_USAGE;
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        if (strcmp(argv[i], "pagerank") == 0)
+            run_pr = true;
+        else if (strcmp(argv[i], "anomaly") == 0)
+            run_an = true;
+        else {
+            fprintf(stderr,
+                "ringkernel bench: unknown suite '%s' (pagerank, anomaly)\n",
+                argv[i]);
+            return CLI_USAGE;
+        }
+    }
+    if (!run_pr && !run_an)
+        run_pr = run_an = true;
+    if (o.quick && !sizes_given)
+        o.nsizes = 3;
+    if (o.quick && !readings_given)
+        o.readings = 100000;
+    if (o.quick && !paced_given)
+        o.paced_s = 0.5;
+    if ((status = cli_backend_pick(o.backend, &chosen, why, sizeof(why)))
+        != CLI_OK) {
+        fprintf(stderr, "ringkernel bench: %s\n", why);
+        return status;
+    }
+    if (strcmp(o.json_path, "-") == 0) {
+        s.json = stdout;
+        s.out = stderr;
+    } else if ((s.json = fopen(o.json_path, "w")) == NULL) {
+        perror(o.json_path);
+        return CLI_FAILED;
+    }
+    if (o.plot_dir) {
+        mkdir(o.plot_dir, 0777);
+        snprintf(path, sizeof(path), "%s/pagerank.dat", o.plot_dir);
+        if (run_pr && (s.pr_dat = fopen(path, "w")) == NULL)
+            perror(path);
+        snprintf(path, sizeof(path), "%s/latency_cdf.dat", o.plot_dir);
+        if (run_an && (s.cdf_dat = fopen(path, "w")) == NULL)
+            perror(path);
+    }
+    fprintf(s.out, "ringkernel %s bench on the %s backend (%ld CPUs online)\n",
+        rk_version(), chosen, sysconf(_SC_NPROCESSORS_ONLN));
+    if (run_pr)
+        rc = bench_pagerank(&s, &o);
+    if (rc == RK_OK && run_an)
+        rc = bench_anomaly(&s, &o);
+    if (s.pr_dat)
+        fclose(s.pr_dat);
+    if (s.cdf_dat)
+        fclose(s.cdf_dat);
+    if (s.json != stdout) {
+        fclose(s.json);
+        fprintf(s.out, "\nJSON lines: %s\n", o.json_path);
+    }
+    if (rc != RK_OK) {
+        cli_report_error("bench", "run", rc);
+        return CLI_FAILED;
+    }
+    status = s.failed ? CLI_FAILED : CLI_OK;
+    if (o.plot_dir && (s.pr_dat || s.cdf_dat)) {
+        int prc = plot(o.plot_dir, run_pr, run_an, o.parts);
+        if (status == CLI_OK)
+            status = prc;
+    }
+    return status;
+}
