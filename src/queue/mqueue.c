@@ -199,8 +199,8 @@ rk__mqueue_create_held(rk_mqueue **out, const rk_mqueue_config *cfg,
     q->mc = c.backpressure == RK_BP_DROP_OLDEST;
     q->limited = ring != c.capacity;
     for (uint32_t b = 0; b < q->nbands; b++) {
-        rc = rk__vring_init_aligned(&q->bands[b], (uint32_t)ring, c.slot_size,
-            RK__VSLOT_HDR, "rk_mqueue");
+        rc = rk__vring_init(
+            &q->bands[b], (uint32_t)ring, c.slot_size, "rk_mqueue");
         if (rc != RK_OK) {
             while (b-- > 0)
                 rk__vring_fini(&q->bands[b]);
