@@ -871,14 +871,6 @@ rk__mqueue_take_held(rk_mqueue *q, size_t max, rk__mqueue_run *out)
     return RK_ECLOSED;
 }
 
-uint32_t
-rk__mqueue_frame_len(const rk_mqueue *q, size_t i)
-{
-    const rk__vring *r = &q->bands[q->held_band];
-    return atomic_load_explicit(
-        &rk__vring_slot(r, q->held_pos + i)->len, memory_order_relaxed);
-}
-
 void
 rk__mqueue_release(rk_mqueue *q, size_t n)
 {
