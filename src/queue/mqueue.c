@@ -1,12 +1,14 @@
 /*
- * src/queue/mqueue.c - rk_mqueue: the blocking kernel inbox.
+ * src/queue/mqueue.c - rk_mqueue: the blocking multi-producer queue (and
+ * the runtime's DROP_OLDEST inbox, through queue/mqueue_int.h).
  *
  * One vring (vring.h) per priority band; a sender claims a slot in its
- * band, copies the message, counts it and publishes it; the receiver probes
- * the bands from SYSTEM down to LOW (four loads of slot sequence words that
- * stay in its cache while the bands are idle) and takes the first ready
- * message. Waiting is an eventcount per direction (see struct mq_park and
- * docs/queues.md, "Parking").
+ * band, copies the message (or has it written in place), counts it and
+ * publishes it; the receiver probes the bands from SYSTEM down to LOW (four
+ * loads of slot sequence words that stay in its cache while the bands are
+ * idle) and takes the first ready message, or lends a run of them in place
+ * (rk__mqueue_take_held). Waiting is the eventcount of common/ec.h, one per
+ * direction (docs/queues.md, "Parking").
  */
 #include <sched.h>
 #include <stdalign.h>
