@@ -460,6 +460,13 @@ inst_create(rk__kernel *k, rk__inst **out)
     rk__inst *inst;
     int rc;
 
+    /* GLUE (branch queue): the slot size is narrowed to 32 bits for the
+     * input queue below; refuse what does not fit (issue 10, defect 1). */
+    if ((uint64_t)RK_MSG_HEADER_SIZE + c->max_payload > UINT32_MAX - 63)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': max_payload %u is too large (64 + max_payload must "
+            "fit 32 bits after rounding up to 64)",
+            k->id, c->max_payload);
     inst = aligned_alloc(64, (sizeof(*inst) + 63) & ~(size_t)63);
     if (inst == NULL)
         return rk__fail(RK_ENOMEM, "kernel '%s': no memory", k->id);
@@ -485,12 +492,14 @@ inst_create(rk__kernel *k, rk__inst **out)
         rk__outq_fini(&inst->out);
     }
     if (rc != RK_OK) {
+        /* GLUE (branch queue): keep the queue's detail, which names the
+         * field (input_capacity, output_capacity, max_payload). */
+        char why[192];
+        snprintf(why, sizeof(why), "%s", rk_errdetail());
         rk__ctx_fini(&inst->ctx);
         free(inst);
-        return rk__fail(rc,
-            "kernel '%s': cannot create its queues (%s; capacities must be "
-            "powers of two)",
-            k->id, rk_strerror(rc));
+        return rk__fail(
+            rc, "kernel '%s': cannot create its queues: %s", k->id, why);
     }
     pthread_mutex_init(&inst->out_lock, NULL);
     *out = inst;
