@@ -273,8 +273,7 @@ test_instance_exits_with_error(void **state)
     assert_int_equal(rk_kernel_launch(rt, "r"), RK_OK);
     send_n(rt, "r", 5);
     assert_int_equal(rk_kernel_activate(rt, "r"), RK_OK);
-    /* The replies to 0, 1, 3, 4: the restart happened before 3. (A
-     * terminate posted while a fault awaits its verdict gives up.) */
+    /* The replies to 0, 1, 3, 4: the restart happened before 3. */
     for (uint32_t want = 0; want < 5; want++) {
         rk_msg_header rh;
         size_t len;

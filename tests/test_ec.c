@@ -19,20 +19,13 @@
 #include "common/barrier.h"
 #include "common/common.h"
 #include "common/ec.h"
+#include "worker_check.h"
 
 #ifdef RK_DEBUG
 #define ROUNDS 20000u
 #else
 #define ROUNDS 200000u
 #endif
-
-static _Atomic uint32_t worker_errors;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond))                                                          \
-            atomic_fetch_add(&worker_errors, 1);                              \
-    } while (0)
 
 /* ------------------------------------------------ ping-pong on two ecs */
 

@@ -22,20 +22,13 @@
 #include "ringkernel/message.h"
 #include "runtime/inq.h"
 #include "runtime/outq.h"
+#include "worker_check.h"
 
 #ifdef RK_DEBUG
 #define SCALE 1u
 #else
 #define SCALE 10u
 #endif
-
-static _Atomic uint32_t worker_errors;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond))                                                          \
-            atomic_fetch_add(&worker_errors, 1);                              \
-    } while (0)
 
 /* The three kinds: a single-producer lane, the general inbox (lanes
  * behind the lock, four with bands) and DROP_OLDEST's rk_mqueue. */

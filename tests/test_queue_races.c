@@ -18,20 +18,13 @@
 #include "common/common.h"
 #include "queue/vring.h"
 #include "ringkernel/queue.h"
+#include "worker_check.h"
 
 #ifdef RK_DEBUG
 #define SCALE 1u
 #else
 #define SCALE 10u
 #endif
-
-static _Atomic uint32_t worker_errors;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond))                                                          \
-            atomic_fetch_add(&worker_errors, 1);                              \
-    } while (0)
 
 static rk_mqueue *
 make(uint32_t cap, uint32_t slot, rk_backpressure bp, bool bands, bool sp)

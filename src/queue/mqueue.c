@@ -1,12 +1,14 @@
 /*
- * src/queue/mqueue.c - rk_mqueue: the blocking kernel inbox.
+ * src/queue/mqueue.c - rk_mqueue: the blocking multi-producer queue (and
+ * the runtime's DROP_OLDEST inbox, through queue/mqueue_int.h).
  *
  * One vring (vring.h) per priority band; a sender claims a slot in its
- * band, copies the message, counts it and publishes it; the receiver probes
- * the bands from SYSTEM down to LOW (four loads of slot sequence words that
- * stay in its cache while the bands are idle) and takes the first ready
- * message. Waiting is an eventcount per direction (see struct mq_park and
- * docs/queues.md, "Parking").
+ * band, copies the message (or has it written in place), counts it and
+ * publishes it; the receiver probes the bands from SYSTEM down to LOW (four
+ * loads of slot sequence words that stay in its cache while the bands are
+ * idle) and takes the first ready message, or lends a run of them in place
+ * (rk__mqueue_take_held). Waiting is the eventcount of common/ec.h, one per
+ * direction (docs/queues.md, "Parking").
  */
 #include <sched.h>
 #include <stdalign.h>
@@ -199,8 +201,8 @@ rk__mqueue_create_held(rk_mqueue **out, const rk_mqueue_config *cfg,
     q->mc = c.backpressure == RK_BP_DROP_OLDEST;
     q->limited = ring != c.capacity;
     for (uint32_t b = 0; b < q->nbands; b++) {
-        rc = rk__vring_init_aligned(&q->bands[b], (uint32_t)ring, c.slot_size,
-            RK__VSLOT_HDR, "rk_mqueue");
+        rc = rk__vring_init(
+            &q->bands[b], (uint32_t)ring, c.slot_size, "rk_mqueue");
         if (rc != RK_OK) {
             while (b-- > 0)
                 rk__vring_fini(&q->bands[b]);
@@ -869,14 +871,6 @@ rk__mqueue_take_held(rk_mqueue *q, size_t max, rk__mqueue_run *out)
             return RK_EEMPTY;
     }
     return RK_ECLOSED;
-}
-
-uint32_t
-rk__mqueue_frame_len(const rk_mqueue *q, size_t i)
-{
-    const rk__vring *r = &q->bands[q->held_band];
-    return atomic_load_explicit(
-        &rk__vring_slot(r, q->held_pos + i)->len, memory_order_relaxed);
 }
 
 void

@@ -12,13 +12,8 @@ int
 rk__vring_init(
     rk__vring *r, uint32_t capacity, uint32_t slot_size, const char *what)
 {
-    return rk__vring_init_aligned(r, capacity, slot_size, RK__VSLOT_HDR, what);
-}
+    const uint32_t align = RK__VSLOT_HDR;
 
-int
-rk__vring_init_aligned(rk__vring *r, uint32_t capacity, uint32_t slot_size,
-    uint32_t align, const char *what)
-{
     int rc = rk__queue_check_geometry(capacity, slot_size, what);
     if (rc != RK_OK)
         return rc;
@@ -26,7 +21,6 @@ rk__vring_init_aligned(rk__vring *r, uint32_t capacity, uint32_t slot_size,
      * for pos + 1" would be the same sequence value. */
     if (capacity < 2)
         return rk__fail(RK_EINVAL, "%s: capacity must be at least 2", what);
-    RK_ASSERT(rk__is_pow2(align) && align >= RK__VSLOT_HDR);
     if (slot_size > UINT32_MAX - RK__VSLOT_HDR - align)
         return rk__fail(
             RK_EINVAL, "%s: slot_size %u too large", what, slot_size);

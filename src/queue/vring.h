@@ -52,11 +52,7 @@ typedef struct rk__vring {
 /* Allocates and initialises r's slots. RK_EINVAL / RK_ENOMEM. */
 int rk__vring_init(
     rk__vring *r, uint32_t capacity, uint32_t slot_size, const char *what);
-/* The same with the slot stride rounded up to align (a power of two, at
- * least RK__VSLOT_HDR): rk_mqueue uses RK_CACHELINE, so that slots never
- * share a line and the message in each starts 16 bytes into one. */
-int rk__vring_init_aligned(rk__vring *r, uint32_t capacity, uint32_t slot_size,
-    uint32_t align, const char *what);
+
 void rk__vring_fini(rk__vring *r);
 
 /* No queue's slot array may exceed this (1 TiB). */

@@ -415,6 +415,8 @@ rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns)
     }
     inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
     post(inst, RK_CTL_STOP);
+    /* A fault waiting out its backoff is answered now (supervisor.c). */
+    rk__ec_notify_all(&rt->events);
     rc = inst->be->wait_ack(inst->bi, 0, rk__deadline(timeout_ns));
     if (rc == RK_OK)
         rk__reap(k, inst);

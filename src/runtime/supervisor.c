@@ -30,10 +30,13 @@ on_fault(rk__inst *inst, uint64_t now)
         return; /* answered (the instance has not resumed yet) or due */
     rk__fault_dead_letter(inst, faults);
     if (sv->policy == RK_SUPERVISE_RESTART
-        && inst->restarts_done < sv->max_restarts
-        && rk_ctl_load_relaxed(&c->cmd) != RK_CTL_STOP) {
+        && inst->restarts_done < sv->max_restarts) {
         int64_t b = inst->backoff_ns;
-        inst->restart_at = now + (uint64_t)(b > 0 ? b : 0);
+        /* Draining on STOP: restart at once, so the drain goes on and
+         * what was queued before terminate is still processed. */
+        inst->restart_at = rk_ctl_load_relaxed(&c->cmd) == RK_CTL_STOP
+            ? now
+            : now + (uint64_t)(b > 0 ? b : 0);
         inst->restart_fault = faults;
         inst->backoff_ns = b > sv->backoff_max_ns / 2 ? sv->backoff_max_ns
                                                       : b * 2;
@@ -69,12 +72,9 @@ visit(rk__kernel *k, uint64_t now)
     on_fault(inst, now);
     if (inst->restart_at == 0)
         return UINT64_MAX;
-    if (rk_ctl_load_relaxed(&inst->ctl->cmd) == RK_CTL_STOP) {
-        /* No restart: the instance ends by itself on STOP. */
-        inst->restart_at = 0;
-        return UINT64_MAX;
-    }
-    if (now < inst->restart_at)
+    /* A STOP cuts the backoff short. */
+    if (now < inst->restart_at
+        && rk_ctl_load_relaxed(&inst->ctl->cmd) != RK_CTL_STOP)
         return inst->restart_at;
     inst->restart_at = 0;
     inst->answered = inst->restart_fault;

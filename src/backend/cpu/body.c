@@ -461,8 +461,9 @@ spill_frame(rk_ctx *ctx, size_t i, unsigned char *dst)
 }
 
 /* The actor or handler failed with rc: the failed frame (if any) goes to
- * the fail slot, FAULTED is reported, and the runtime's verdict awaited.
- * True to restart, false to end as failed (given up, or STOP). */
+ * the fail slot, FAULTED is reported, and the runtime's verdict awaited
+ * (the runtime always answers, at once when a STOP is posted). True to
+ * restart, false to end as failed. */
 static bool
 fault(rk_ctx *ctx, int rc)
 {
@@ -484,9 +485,9 @@ fault(rk_ctx *ctx, int rc)
         /* Acquire pairs with rk_ctl_verdict_post: the host has read the
          * fail slot before it answers. */
         uint32_t v = rk_ctl_verdict_get(ctx->ctl);
-        if (v == n || v == RK_CTL_GIVE_UP || load_cmd(ctx) == RK_CTL_STOP) {
+        if (v == n || v == RK_CTL_GIVE_UP) {
             rk__ec_cancel(ctx->wake);
-            return v == n && load_cmd(ctx) != RK_CTL_STOP;
+            return v == n;
         }
         (void)rk__ec_wait(ctx->wake, key, UINT64_MAX);
     }
