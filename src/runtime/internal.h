@@ -92,7 +92,9 @@ typedef struct rk__inst {
     uint64_t restart_at; /* 0: no restart pending */
     uint32_t restart_fault;
     uint32_t answered; /* the last fault a verdict was posted for */
-    bool detached;     /* never exited: its memory is left to its thread */
+    /* Never exited: its memory is left to its thread. Atomic: destroy
+     * sets it while the supervisor thread may be looking at it. */
+    atomic_bool detached;
 
     /* Host side of the output queue (one consumer at a time). On its own
      * lines: the host writes them per receive, the kernel never.
