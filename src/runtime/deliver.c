@@ -11,6 +11,8 @@
 
 #include "runtime/internal.h"
 
+_Thread_local uint32_t rk__stamp_left;
+
 
 static int
 admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len)
@@ -117,7 +119,7 @@ rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,
         return rk__fail(RK_EINVAL, "rk_send: payload is NULL");
     if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
         return rc;
-    rk__header(&h, type_id, priority, rk__stamp(k) ? rk_now_ns() : 0, 0);
+    rk__header(&h, type_id, priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)len;
     return rk__deliver(k, &h, payload, len, timeout_ns);
 }
@@ -155,7 +157,7 @@ rk_send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     if ((rc = admit(k, inst, st, type_id, len)) != RK_OK)
         return rc;
-    rk__header(&h, type_id, priority, rk__stamp(k) ? rk_now_ns() : 0, 0);
+    rk__header(&h, type_id, priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)len;
     /* Either inbox: frames are written straight into runs of claimed
      * slots, and the queue wakes the kernel after each run (inq.h). */

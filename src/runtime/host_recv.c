@@ -225,7 +225,7 @@ rk_request(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *req,
         return rk__fail(RK_EINVAL, "rk_request: NULL buffer");
     if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
         return rc;
-    rk__header(&h, type_id, RK_MSG_PRIORITY_DEFAULT, rk__stamp(k) ? t0 : 0, 0);
+    rk__header(&h, type_id, RK_MSG_PRIORITY_DEFAULT, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)req_len;
     if ((rc = rk__deliver(k, &h, req, req_len, timeout_ns)) != RK_OK)
         return rc;
