@@ -210,15 +210,19 @@ extern _Thread_local uint32_t rk__stamp_left
 static inline uint64_t
 rk__send_stamp(const rk__kernel *k)
 {
-    uint32_t sample = k->def.config.latency_sample;
+    uint32_t sample = k->def.config.latency_sample != 0
+        ? k->def.config.latency_sample
+        : RK__LATENCY_SAMPLE_DEFAULT;
 
     if (k->def.config.telemetry_off)
         return 0;
-    if (rk__stamp_left != 0) {
+    /* The countdown is the thread's, across kernels: one left over from a
+     * kernel with a sparser rate does not delay this kernel's. */
+    if (rk__stamp_left != 0 && rk__stamp_left < sample) {
         rk__stamp_left--;
         return 0;
     }
-    rk__stamp_left = (sample != 0 ? sample : RK__LATENCY_SAMPLE_DEFAULT) - 1;
+    rk__stamp_left = sample - 1;
     return rk_now_ns();
 }
 
