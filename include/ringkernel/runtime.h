@@ -144,8 +144,11 @@ typedef struct rk_kernel_config {
      * runtime's. Checked at register: an unknown or unusable backend is
      * an error naming the ones available and why. */
     const char *backend;
-    /* Latency sampling: one batch in latency_sample is timed (0: 16; 1:
-     * every batch, and then the histogram counts every message). */
+    /* Latency sampling: one send in latency_sample, per sending thread,
+     * carries a timestamp, and the kernel times exactly the stamped
+     * messages (send -> dequeue), so an unsampled send and its handling
+     * read no clock. 0: 16. 1: every message is timed, and then the
+     * histogram's count equals the messages processed. */
     uint32_t latency_sample;
     /* The cuda backend's device code: the handler source in CUDA C (the
      * subset of docs/cuda.md), compiled at launch with NVRTC together

@@ -11,6 +11,8 @@
 
 #include "runtime/internal.h"
 
+_Thread_local uint32_t rk__stamp_left;
+
 /* Why a send (op: "send", "request", "publish") to k in state st is
  * refused, or RK_OK. Every refusal names the operation, the kernel and
  * its state or the rule. */
@@ -123,7 +125,7 @@ rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,
     if ((rc = rk__call_enter(rt, "send")) != RK_OK)
         return rc;
     if ((rc = rk__resolve(rt, kh, &k)) == RK_OK) {
-        rk__header(&h, type_id, priority, rk__stamp(k) ? rk_now_ns() : 0, 0);
+        rk__header(&h, type_id, priority, rk__send_stamp(k), 0);
         h.payload_len = (uint32_t)len;
         rc = rk__deliver(k, &h, payload, len, timeout_ns, "send");
     }
@@ -164,7 +166,7 @@ send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     if ((rc = admit(k, inst, st, type_id, len, "send")) != RK_OK)
         return rc;
-    rk__header(&h, type_id, priority, rk__stamp(k) ? rk_now_ns() : 0, 0);
+    rk__header(&h, type_id, priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)len;
     /* Either inbox: frames are written straight into runs of claimed
      * slots, and the queue wakes the kernel after each run (inq.h). */

@@ -312,7 +312,7 @@ rk_request_opts(rk_runtime *rt, rk_kernel kh, const rk_request_options *opts,
         return rc;
     if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
         goto out;
-    rk__header(&h, opts->type_id, opts->priority, rk__stamp(k) ? t0 : 0, 0);
+    rk__header(&h, opts->type_id, opts->priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)req_len;
     if ((rc = rk__deliver(k, &h, req, req_len, timeout_ns, "request"))
         != RK_OK)

@@ -24,7 +24,6 @@
 #include "runtime/internal.h"
 
 #define STRIDE_ALIGN 64
-#define SAMPLE_DEFAULT 16
 #ifndef RK__SPIN_YIELD
 #define RK__SPIN_YIELD 1024
 #endif
@@ -48,7 +47,6 @@ rk__cpu_ctx_init(rk__backend_inst *bi)
     ctx->ctl = bi->ctl;
     ctx->wake = bi->wake;
     ctx->batch = c->batch;
-    ctx->sample = c->latency_sample != 0 ? c->latency_sample : SAMPLE_DEFAULT;
     ctx->cur = -1;
     ctx->priority = RK_CTX_PRIORITY_INHERIT;
     ctx->user = c->user;
@@ -227,6 +225,19 @@ next_batch(rk_ctx *ctx)
     return RK_OK;
 }
 
+/* True if one of the n frames of the batch just taken carries a send
+ * timestamp. Reads each header's send_ns, which the hand-out reads soon
+ * anyway; stops at the first. */
+static bool
+batch_stamped(const rk_ctx *ctx, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (((const rk_msg_header *)(const void *)frame_at(ctx, i))->send_ns
+            != 0)
+            return true;
+    return false;
+}
+
 /*
  * Makes sure a prefetched message is waiting at ctx->pos: spins, then
  * parks (see rk__control for the handshake with senders). RK_OK,
@@ -254,15 +265,12 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
 
         if (rc == RK_OK) {
             size_t n = ctx->n;
-            /* One clock read per batch: latency is send -> dequeue. A
-             * kernel that keeps up takes tiny batches, where a clock read
-             * each would dominate, so small batches are sampled: one in
-             * latency_sample is timed (fetch_ns 0: not recorded); batches
-             * of at least that many messages always are. With sample 1
-             * every batch, hence every message, is timed. */
+            /* Latency is send -> dequeue, for the messages their sender
+             * stamped (one in latency_sample per sending thread, every
+             * one with 1): one clock read per batch that holds a stamped
+             * message, none otherwise (fetch_ns 0: nothing recorded). */
             ctx->fetch_ns = 0;
-            if (rk__telemetry_on(inst->telemetry)
-                && (n >= ctx->sample || ctx->fetches++ % ctx->sample == 0))
+            if (rk__telemetry_on(inst->telemetry) && batch_stamped(ctx, n))
                 ctx->fetch_ns = rk_now_ns();
             return RK_OK;
         }
@@ -588,8 +596,21 @@ ctx_header(rk_ctx *ctx, rk_msg_header *h, uint32_t type_id)
 {
     rk__inst *inst = ctx->inst;
 
-    rk__header(h, type_id, ctx_priority(ctx),
-        inst->telemetry ? rk_now_ns() : 0, inst->k->slot + 1);
+    /* An output is stamped when the message it answers was (sampling
+     * follows a message through a pipeline), or, sent outside any
+     * message, as the kernel's sends are sampled. */
+    uint64_t stamp = 0;
+    if (inst->telemetry) {
+        if (ctx->cur >= 0)
+            stamp = ((const rk_msg_header *)(const void *)frame_at(
+                         ctx, (size_t)ctx->cur))
+                        ->send_ns
+                ? rk_now_ns()
+                : 0;
+        else
+            stamp = rk__send_stamp(inst->k);
+    }
+    rk__header(h, type_id, ctx_priority(ctx), stamp, inst->k->slot + 1);
     if (inst->k->def.config.output_type != NULL
         && inst->k->def.config.output_type->id == type_id)
         h->type_version = inst->k->def.config.output_type->version;

@@ -40,7 +40,6 @@ struct rk_ctx {
     bool in_place;
     long cur;
     uint64_t fetch_ns; /* when the batch was taken; 0: not sampled */
-    uint32_t sample, fetches;
     uint64_t run_v, run_n; /* a run of equal latencies not yet recorded */
     bool in_handler;       /* the runtime owns the receive loop */
     uint32_t batch;
