@@ -26,7 +26,7 @@
 
 #include "ringkernel/ringkernel.h"
 
-/* ---------------------------------------------------------- module.c */
+/* ---------------------------------------------------------- common.c */
 
 /* Sets a Python exception for rc (an RK_E* code) with detail (NULL: the
  * thread's rk_errdetail()). Returns NULL for convenience. */
@@ -43,6 +43,12 @@ PyObject *rkpy_uuid_new(const rk_uuid *u, int nil_none);
 int rkpy_uuid_get(PyObject *o, rk_uuid *out, int allow_none);
 /* The module's exception classes for a kernel end (ECLOSED) signal. */
 extern PyObject *rkpy_numpy_frombuffer; /* numpy.frombuffer or NULL */
+/* uuid7() of the module: a new message id. */
+PyObject *rkpy_uuid7(PyObject *self, PyObject *unused);
+/* Sets up the shared objects above (once, from PyInit__core). */
+int rkpy_common_init(void);
+/* The exception factory errors.py installs. */
+void rkpy_set_error_factory(PyObject *f);
 
 /* --------------------------------------------------------- msgtype.c */
 

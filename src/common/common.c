@@ -61,17 +61,6 @@ rk__fail(int err, const char *fmt, ...)
     return err;
 }
 
-_Noreturn void
-rk__panic(const char *file, int line, const char *what)
-{
-    /* The one message the library writes itself (log.h): the process is
-     * about to abort, so a quiet default would hide why. */
-    rk__log(RK_LOG_FATAL, "invariant broken at %s:%d: %s", file, line, what);
-    fprintf(stderr, "ringkernel: invariant broken at %s:%d: %s\n", file, line,
-            what);
-    abort();
-}
-
 size_t
 rk__utf8_seq(const unsigned char *s, size_t n)
 {

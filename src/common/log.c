@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "common.h"
 #include "ringkernel/log.h"
@@ -85,4 +86,15 @@ rk__log(rk_log_level level, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     fn(level, msg, user);
+}
+
+_Noreturn void
+rk__panic(const char *file, int line, const char *what)
+{
+    /* The one message the library writes itself (log.h): the process is
+     * about to abort, so a quiet default would hide why. */
+    rk__log(RK_LOG_FATAL, "invariant broken at %s:%d: %s", file, line, what);
+    fprintf(stderr, "ringkernel: invariant broken at %s:%d: %s\n", file, line,
+            what);
+    abort();
 }

@@ -215,6 +215,7 @@ rk_metrics_listen(rk_metrics *m, const char *addr)
     info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : ntohs(sa.sin_port);
     m->server = s;
+    m->server_stop = rk__metrics_server_stop;
     return RK_OK;
 }
 
@@ -232,6 +233,7 @@ rk__metrics_server_stop(rk_metrics *m)
     MHD_stop_daemon(m->server->d);
     free(m->server);
     m->server = NULL;
+    m->server_stop = NULL;
 }
 
 #else /* !RK_HAVE_MHD */

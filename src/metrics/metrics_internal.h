@@ -28,6 +28,10 @@ struct rk_metrics {
     rk_gpu_monitor *mon; /* NULL with no_gpu_monitor */
     rk_metrics_config cfg;
     struct rk__metrics_server *server;
+    /* Stops and frees server; set by http.c while it listens, so the
+     * collector (render.c) releases an attached server without calling
+     * up into the endpoint's code. */
+    void (*server_stop)(rk_metrics *m);
 };
 
 /* Stops and frees m->server (http.c); no-op when it is NULL. */

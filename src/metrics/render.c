@@ -158,7 +158,8 @@ rk_metrics_destroy(rk_metrics *m)
 {
     if (m == NULL)
         return;
-    rk__metrics_server_stop(m);
+    if (m->server_stop != NULL)
+        m->server_stop(m);
     free_list(m->kernels, m->nkernels);
     free_list(m->topics, m->ntopics);
     rk_gpu_monitor_close(m->mon);

@@ -181,7 +181,7 @@ struct rk_runtime {
     uint64_t dlq_overflow;
 };
 
-/* ---- runtime.c */
+/* ---- calls.c */
 /* Enters a host call op of rt: RK_OK, or RK_EINVAL (rt NULL), RK_EFORKED
  * (a forked child's copy), RK_ECLOSED (destroy has begun) with a detail
  * naming op. A call that entered calls rk__call_leave exactly once, after
@@ -191,6 +191,10 @@ void rk__call_leave(rk_runtime *rt);
 /* RK_EFORKED (with a detail naming op) if rt was created by the parent of
  * this forked process, else RK_OK. */
 int rk__fork_check(const rk_runtime *rt, const char *op);
+/* The process's fork generation (registers the atfork handler once). */
+uint32_t rk__fork_gen(void);
+/* Waits until every host call has left (destroy, after closing). */
+void rk__calls_wait(rk_runtime *rt);
 
 /* ---- registry.c */
 rk__kernel *rk__kernel_by_id(rk_runtime *rt, const char *id);
