@@ -62,7 +62,9 @@ extern "C" {
     X(ECUDA, "CUDA driver call failed")                                       \
     X(ENVRTC, "NVRTC compilation failed")                                     \
     X(ENVML, "NVML call failed")                                              \
-    X(ELIMIT, "memory limit exceeded")
+    X(ELIMIT, "memory limit exceeded")                                        \
+    /* cluster */                                                             \
+    X(EUNREACHABLE, "kernel is on a rank that died or left the cluster")
 
 typedef enum rk_err {
 #define RK__ERR_ENUM(name, msg) RK_##name,
