@@ -192,23 +192,33 @@ idmap_take(cl_idmap *m, const rk_uuid *id, int *rank, uint32_t *proxy)
     return i != -1;
 }
 
-/* Takes one entry of rank; false when none is left. */
-static bool
-idmap_take_rank(cl_idmap *m, int rank, rk_uuid *id, uint32_t *proxy)
+/* Takes every entry of rank (one pass); *n of them in a malloc'd array
+ * the caller frees (NULL when none, or out of memory: then dropped). */
+static cl_ident *
+idmap_take_rank(cl_idmap *m, int rank, size_t *n)
 {
-    bool found = false;
+    cl_ident *out = NULL;
+    size_t cnt = 0, cap = 0;
 
     pthread_mutex_lock(&m->lock);
-    for (int32_t i = 0; i < CL_IDMAP && !found; i++) {
-        if (m->ent[i].used && m->ent[i].rank == rank) {
-            *id = m->ent[i].id;
-            *proxy = m->ent[i].proxy;
-            idmap_unlink(m, i);
-            found = true;
+    for (int32_t i = 0; i < CL_IDMAP; i++) {
+        if (!m->ent[i].used || m->ent[i].rank != rank)
+            continue;
+        if (cnt == cap) {
+            cl_ident *grown;
+            cap = cap ? cap * 2 : 64;
+            if ((grown = realloc(out, cap * sizeof(*out))) == NULL)
+                cap = cnt; /* keep what we have; the rest is dropped */
+            else
+                out = grown;
         }
+        if (cnt < cap)
+            out[cnt++] = m->ent[i];
+        idmap_unlink(m, i);
     }
     pthread_mutex_unlock(&m->lock);
-    return found;
+    *n = cnt;
+    return out;
 }
 
 /* ------------------------------------------------------------ objects */
@@ -230,6 +240,12 @@ typedef struct cl_export {
     pthread_cond_t cond;
     cl_mail *mail;
     uint32_t mhead, mcount;
+    /* ingress (BLOCK exports): frames the progress thread hands over, each
+     * after its source rank (4 bytes), sent by this export's ingress
+     * thread with blocking sends; under lock, signalled by cond */
+    cl_buf in;
+    pthread_t ingress;
+    bool ingress_started;
 } cl_export;
 
 typedef struct cl_proxy {
@@ -260,6 +276,7 @@ typedef struct cl_peer {
     cl_buf held; /* frames from this peer waiting for a full kernel */
     uint32_t credits, window;
     uint32_t owed; /* credits to return to this peer */
+    _Atomic uint32_t owed_async; /* the same, from ingress threads */
     cl_sendbuf sb[CL_NSEND];
     unsigned cur;
     uint64_t last_heard, last_sent;
@@ -569,6 +586,106 @@ drain_main(void *arg)
     return NULL;
 }
 
+/* Tells src that the message of frame f was refused with rc. */
+static void
+send_error(rk_cluster *cl, int src, const rk__cl_frame *f, int rc)
+{
+    rk__cl_frame err;
+
+    memset(&err, 0, sizeof(err));
+    err.kind = RK__CL_ERROR;
+    err.priority = f->priority;
+    err.target = (uint32_t)f->aux;
+    err.aux = rc;
+    err.corr = f->id;
+    err.id = rk_uuid_v7();
+    stage_frame(cl, src, 1, &err, NULL, RK_NO_WAIT);
+}
+
+static rk_msg_header
+frame_header(const rk__cl_frame *f)
+{
+    rk_msg_header h;
+
+    memset(&h, 0, sizeof(h));
+    h.priority = f->priority;
+    h.type_id = f->type_id;
+    h.type_version = f->type_version;
+    h.flags = f->flags & RK_MSG_F_ENCODING_MASK;
+    h.message_id = f->id;
+    h.correlation_id = f->corr;
+    return h;
+}
+
+/* The ingress thread of a BLOCK export: sends what the progress thread
+ * handed over, waiting while the kernel is full (in steps of a second, so
+ * that a leave is never stuck behind a kernel that stopped taking input;
+ * each step that expires counts once in the kernel's rejected). */
+static void
+ingress_one(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f)
+{
+    rk_msg_header h = frame_header(f);
+    bool serve = !e->cfg.local_output;
+    rk_kernel k;
+    int rc;
+
+    for (;;) {
+        if ((rc = rk_kernel_lookup(cl->rt, e->id, &k)) != RK_OK)
+            break;
+        if (serve)
+            idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux);
+        rc = rk__cluster_send_frame(cl->rt, k, &h, f->payload, f->len,
+            1000 * 1000000);
+        if (rc != RK_OK && serve)
+            idmap_take(&cl->served, &f->id, NULL, NULL);
+        if (rc != RK_ETIMEDOUT || atomic_load(&cl->drain_stop)
+            || atomic_load(&cl->peers[src].state) != PEER_LIVE)
+            break;
+    }
+    if (rc == RK_OK) {
+        STAT(cl, delivered, 1);
+    } else {
+        STAT(cl, rejected, 1);
+        send_error(cl, src, f, rc);
+    }
+    atomic_fetch_add(&cl->peers[src].owed_async, 1);
+    wake_progress(cl);
+}
+
+static void *
+ingress_main(void *arg)
+{
+    cl_export *e = arg;
+    rk_cluster *cl = e->cl;
+    cl_buf work = { 0 };
+
+    for (;;) {
+        pthread_mutex_lock(&e->lock);
+        while (e->in.len == 0 && !atomic_load(&cl->drain_stop))
+            pthread_cond_wait(&e->cond, &e->lock);
+        if (e->in.len == 0) {
+            pthread_mutex_unlock(&e->lock);
+            break;
+        }
+        buf_swap(&e->in, &work);
+        pthread_mutex_unlock(&e->lock);
+        for (size_t off = 0; off + 4 <= work.len;) {
+            int src = (int)rk__cl_get32(work.p + off);
+            size_t at = off + 4;
+            rk__cl_frame f;
+
+            if (rk__cl_frame_next(work.p, work.len, &at, &f) != RK_OK)
+                break; /* cannot happen: the progress thread wrote it */
+            if (src >= 0 && src < cl->size)
+                ingress_one(cl, e, src, &f);
+            off = at;
+        }
+        buf_reset(&work);
+    }
+    free(work.p);
+    return NULL;
+}
+
 /* ------------------------------------------------------ progress: send */
 
 static uint64_t
@@ -583,8 +700,6 @@ peer_down(rk_cluster *cl, int rank, int state)
 {
     cl_peer *p = &cl->peers[rank];
     int was = PEER_LIVE;
-    rk_uuid id;
-    uint32_t proxy;
 
     if (!atomic_compare_exchange_strong(&p->state, &was, state))
         return;
@@ -596,29 +711,34 @@ peer_down(rk_cluster *cl, int rank, int state)
     buf_reset(&p->backlog[0]);
     buf_reset(&p->backlog[1]);
     buf_reset(&p->held);
-    /* Messages sent to it and not answered: an error reply each, so a
-     * request waiting for one ends with RK_EUNREACHABLE in the payload. */
-    while (idmap_take_rank(&cl->fwd, rank, &id, &proxy)) {
+    /* Messages sent to a dead rank and not answered: an error reply each
+     * (as many as the proxies take without waiting), so a request waiting
+     * for one ends with RK_EUNREACHABLE in the payload. A rank that left
+     * said goodbye after answering all it will: nothing to fail. */
+    size_t n = 0;
+    cl_ident *lost = idmap_take_rank(&cl->fwd, rank, &n);
+    for (size_t i = 0; i < n && state == PEER_DEAD; i++) {
         rk_msg_header h;
         rk_kernel k;
         uint8_t le[4];
 
         STAT(cl, unreachable, 1);
-        if (proxy >= cl->n_proxies
-            || rk_kernel_lookup(cl->rt, cl->proxies[proxy].id, &k) != RK_OK)
+        if (lost[i].proxy >= cl->n_proxies
+            || rk_kernel_lookup(cl->rt, cl->proxies[lost[i].proxy].id, &k)
+                != RK_OK)
             continue;
         memset(&h, 0, sizeof(h));
         h.message_id = rk_uuid_v7();
-        h.correlation_id = id;
+        h.correlation_id = lost[i].id;
         h.priority = RK_MSG_PRIORITY_DEFAULT;
         h.type_id = RK_CLUSTER_TYPE_ERROR;
         h.flags = RK__CL_F_INJECT;
         rk__cl_put32(le, (uint32_t)RK_EUNREACHABLE);
-        rk__cluster_send_frame(cl->rt, k, &h, le, sizeof(le), 10 * 1000000);
+        rk__cluster_send_frame(cl->rt, k, &h, le, sizeof(le), RK_NO_WAIT);
     }
+    free(lost);
     /* Replies owed to it can no longer be sent. */
-    while (idmap_take_rank(&cl->served, rank, &id, &proxy))
-        ;
+    free(idmap_take_rank(&cl->served, rank, &n));
 }
 
 /* The send buffer to fill next, or NULL while all are in flight. */
@@ -750,17 +870,9 @@ static bool
 deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
 {
     cl_peer *p = &cl->peers[src];
-    rk_msg_header h;
+    rk_msg_header h = frame_header(f);
     rk_kernel k;
     int rc;
-
-    memset(&h, 0, sizeof(h));
-    h.priority = f->priority;
-    h.type_id = f->type_id;
-    h.type_version = f->type_version;
-    h.flags = f->flags & RK_MSG_F_ENCODING_MASK;
-    h.message_id = f->id;
-    h.correlation_id = f->corr;
 
     switch (f->kind) {
     case RK__CL_DATA: {
@@ -768,6 +880,25 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
                                                  : NULL;
         bool serve = e != NULL && !e->cfg.local_output;
 
+        if (e != NULL && e->cfg.backpressure == RK_BP_BLOCK) {
+            /* A BLOCK kernel that is full must make the sender wait, not
+             * refuse: its ingress thread sends with a wait, and the credit
+             * goes back once the kernel took the message. */
+            uint8_t *dst;
+            pthread_mutex_lock(&e->lock);
+            rc = buf_append(&e->in, 4 + rk__cl_frame_size(f->len), &dst);
+            if (rc == RK_OK) {
+                rk__cl_put32(dst, (uint32_t)src);
+                rk__cl_frame_write(dst + 4, f, f->payload);
+                pthread_cond_broadcast(&e->cond);
+            }
+            pthread_mutex_unlock(&e->lock);
+            if (rc == RK_OK) {
+                STAT(cl, received, 1);
+                return true;
+            }
+            return false; /* out of memory: try again later */
+        }
         if (e == NULL) {
             rc = rk__fail(RK_ENOTFOUND, "cluster: no export %u", f->target);
         } else if ((rc = rk_kernel_lookup(cl->rt, e->id, &k)) == RK_OK) {
@@ -787,16 +918,8 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         } else if (rc == RK_EDROPPED) {
             STAT(cl, dropped, 1);
         } else {
-            rk__cl_frame err;
-            memset(&err, 0, sizeof(err));
-            err.kind = RK__CL_ERROR;
-            err.priority = f->priority;
-            err.target = (uint32_t)f->aux;
-            err.aux = rc;
-            err.corr = f->id;
-            err.id = rk_uuid_v7();
             STAT(cl, rejected, 1);
-            stage_frame(cl, src, 1, &err, NULL, RK_NO_WAIT);
+            send_error(cl, src, f, rc);
         }
         return true;
     }
@@ -990,6 +1113,7 @@ progress_main(void *arg)
 
             if (r == cl->rank || atomic_load(&p->state) != PEER_LIVE)
                 continue;
+            p->owed += atomic_exchange(&p->owed_async, 0);
             if (p->held.len != 0)
                 did |= retry_held(cl, r);
             did |= pump(cl, p, now);
@@ -1088,6 +1212,8 @@ cluster_stop(rk_cluster *cl)
             pthread_mutex_unlock(&e->lock);
             if (e->drain_started)
                 pthread_join(e->drain, NULL);
+            if (e->ingress_started)
+                pthread_join(e->ingress, NULL);
         }
         for (int r = 0; r < cl->size; r++) {
             pthread_mutex_lock(&cl->peers[r].lock);
@@ -1123,6 +1249,7 @@ cluster_free(rk_cluster *cl)
         for (uint32_t j = 0; j < e->mcount; j++)
             free(e->mail[(e->mhead + j) % CL_MAILBOX].data);
         free(e->mail);
+        free(e->in.p);
         pthread_mutex_destroy(&e->lock);
         pthread_cond_destroy(&e->cond);
     }
@@ -1544,6 +1671,13 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     }
     for (size_t i = 0; i < cl->n_exports; i++) {
         cl_export *e = &cl->exports[i];
+        if (e->cfg.backpressure == RK_BP_BLOCK) {
+            if (pthread_create(&e->ingress, NULL, ingress_main, e) != 0) {
+                rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi: ingress thread");
+                goto fail;
+            }
+            e->ingress_started = true;
+        }
         if (e->cfg.local_output)
             continue;
         if (pthread_create(&e->drain, NULL, drain_main, e) != 0) {

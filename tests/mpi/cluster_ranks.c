@@ -338,7 +338,7 @@ test_basic(void **state)
 
 /* ------------------------------------------------------------ stress */
 
-#define K_STRESS 5000
+#define K_STRESS 10000
 
 typedef struct producer {
     rk_runtime *rt;
@@ -424,6 +424,16 @@ test_stress(void **state)
     assert_int_equal(rk_kernel_stats_get(rt, "count", &ks), RK_OK);
     assert_int_equal(ks.dropped + ks.rejected, 0);
     assert_int_equal(rk_cluster_stats_get(cl, &st), RK_OK);
+    if (getenv("RK_CLUSTER_DEBUG"))
+        fprintf(stderr,
+            "rank %d: fwd %llu frames %llu batches %llu stalls %llu sleeps "
+            "%llu delivered %llu\n",
+            rank, (unsigned long long)st.forwarded,
+            (unsigned long long)st.sent_frames,
+            (unsigned long long)st.sent_batches,
+            (unsigned long long)st.credit_stalls,
+            (unsigned long long)st.idle_sleeps,
+            (unsigned long long)st.delivered);
     assert_int_equal(st.delivered, (uint64_t)(n - 1) * (NPROD * K_STRESS + 1));
     assert_int_equal(st.rejected + st.dropped + st.unreachable, 0);
     assert_int_equal(rk_cluster_leave(cl), RK_OK);
