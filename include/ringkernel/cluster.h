@@ -80,7 +80,12 @@ typedef struct rk_cluster_config {
     /* A peer silent for this long is declared dead (0: 3 s); peers are
      * sent a heartbeat every heartbeat_ns / 4 when otherwise quiet. */
     int64_t heartbeat_ns;
-    /* Longest the progress thread sleeps when idle (0: 1 ms). */
+    /* After its last activity the progress thread keeps polling MPI (and
+     * yielding the CPU) for poll_ns (0: 1 ms), then sleeps in doubling
+     * steps up to idle_sleep_max_ns (0: 1 ms). Open MPI gives no file
+     * descriptor to wait on, so a message that arrives while the thread
+     * sleeps waits for the end of the step. */
+    int64_t poll_ns;
     int64_t idle_sleep_max_ns;
     /* rk_cluster_leave and the leave done by rk_runtime_destroy wait this
      * long for the peers' goodbyes (0: 2 s). */

@@ -48,7 +48,6 @@
 #define CL_NRECV      4      /* receives kept posted */
 #define CL_IDMAP      65536  /* correlation entries kept (power of 2) */
 #define CL_MAILBOX    4096   /* local outputs kept per export */
-#define CL_SPIN_NS    100000 /* poll without sleeping after activity */
 #define CL_CONTROL_ID "rk.cluster"
 
 enum { PEER_LIVE = 0, PEER_GONE, PEER_DEAD };
@@ -1150,7 +1149,7 @@ progress_main(void *arg)
             nap = 2000;
             continue;
         }
-        if (ns_since(last_act, now) < CL_SPIN_NS) {
+        if (ns_since(last_act, now) < (uint64_t)cl->cfg.poll_ns) {
             sched_yield();
             continue;
         }
@@ -1313,6 +1312,8 @@ config_defaults(rk_cluster_config *c)
         c->credits = 1024;
     if (c->heartbeat_ns <= 0)
         c->heartbeat_ns = 3000000000LL;
+    if (c->poll_ns <= 0)
+        c->poll_ns = 1000000;
     if (c->idle_sleep_max_ns <= 0)
         c->idle_sleep_max_ns = 1000000;
     if (c->leave_timeout_ns <= 0)
