@@ -149,8 +149,8 @@ main(int argc, char **argv)
                     MPI_STATUS_IGNORE);
         }
         if (rank == 0)
-            MPI_Recv(&ack, 1, MPI_BYTE, 1, 3, MPI_COMM_WORLD,
-                MPI_STATUS_IGNORE);
+            MPI_Recv(
+                &ack, 1, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         else
             MPI_Send(&ack, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
         mpi_tp = (double)n_tp / ((double)(bench_now_ns() - t0) / 1e9);
@@ -207,8 +207,8 @@ main(int argc, char **argv)
         for (size_t i = 0; i < n_tp; i++)
             check(rk_send(rt, ks, 1, buf, PAYLOAD, 128, RK_WAIT_FOREVER),
                 "send");
-        check(rk_request(rt, ks, T_FENCE, NULL, 0, &h, &count,
-                  sizeof(count), &len, 120000000000LL),
+        check(rk_request(rt, ks, T_FENCE, NULL, 0, &h, &count, sizeof(count),
+                  &len, 120000000000LL),
             "fence");
         rk_tp = (double)n_tp / ((double)(bench_now_ns() - t0) / 1e9);
         if (count != n_tp) {
@@ -216,8 +216,8 @@ main(int argc, char **argv)
                 (unsigned long long)count, n_tp);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
-        emit_pair("oneway_throughput_64B", rk_tp, mpi_tp, "msgs/s",
-            "ratio_to_mpi");
+        emit_pair(
+            "oneway_throughput_64B", rk_tp, mpi_tp, "msgs/s", "ratio_to_mpi");
         check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER), "done");
     } else {
         /* Wait (parked, not polling MPI) until rank 0 is done. */

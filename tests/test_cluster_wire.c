@@ -8,9 +8,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "cluster/wire.h"
 #include "ringkernel/ringkernel.h"
@@ -21,9 +21,14 @@ test_frame_roundtrip(void **state)
     (void)state;
     uint8_t buf[RK__CL_BATCH_HDR + 2 * RK__CL_FRAME_HDR + 64];
     const char payload[] = "hello"; /* 6 bytes: padded to 8 */
-    rk__cl_frame f = { .kind = RK__CL_DATA, .priority = 200,
-        .type_version = 3, .target = 7, .type_id = 0xA1B2C3D4u,
-        .flags = RK_MSG_F_MSGPACK, .len = sizeof(payload), .aux = -5,
+    rk__cl_frame f = { .kind = RK__CL_DATA,
+        .priority = 200,
+        .type_version = 3,
+        .target = 7,
+        .type_id = 0xA1B2C3D4u,
+        .flags = RK_MSG_F_MSGPACK,
+        .len = sizeof(payload),
+        .aux = -5,
         .send_ns = 0x0102030405060708ull };
     rk__cl_frame g = { .kind = RK__CL_ERROR, .aux = RK_EREJECTED };
     rk__cl_batch b;
@@ -96,16 +101,16 @@ test_frame_malformed(void **state)
     assert_int_equal(off, RK__CL_BATCH_HDR); /* not advanced */
     /* an unknown kind */
     buf[RK__CL_BATCH_HDR] = 0;
-    assert_int_equal(rk__cl_frame_next(buf, sizeof(buf), &off, &out),
-        RK_EDECODE);
+    assert_int_equal(
+        rk__cl_frame_next(buf, sizeof(buf), &off, &out), RK_EDECODE);
     buf[RK__CL_BATCH_HDR] = RK__CL_KIND_MAX + 1;
-    assert_int_equal(rk__cl_frame_next(buf, sizeof(buf), &off, &out),
-        RK_EDECODE);
+    assert_int_equal(
+        rk__cl_frame_next(buf, sizeof(buf), &off, &out), RK_EDECODE);
     buf[RK__CL_BATCH_HDR] = RK__CL_REPLY;
     /* padding must be zero */
     buf[sizeof(buf) - 1] = 1;
-    assert_int_equal(rk__cl_frame_next(buf, sizeof(buf), &off, &out),
-        RK_EDECODE);
+    assert_int_equal(
+        rk__cl_frame_next(buf, sizeof(buf), &off, &out), RK_EDECODE);
     buf[sizeof(buf) - 1] = 0;
     assert_int_equal(rk__cl_frame_next(buf, sizeof(buf), &off, &out), RK_OK);
     assert_memory_equal(out.payload, "abc", 3);
@@ -126,7 +131,8 @@ test_directory(void **state)
     assert_int_equal(rk__cl_dir_size(2, 1), sizeof(buf));
     rk__cl_dir_header_write(buf, 2, 1, 99);
     rk__cl_dir_export_write(buf + RK__CL_DIR_HDR, &e);
-    rk__cl_dir_export_write(buf + RK__CL_DIR_HDR + RK__CL_DIR_EXPORT, &long_id);
+    rk__cl_dir_export_write(
+        buf + RK__CL_DIR_HDR + RK__CL_DIR_EXPORT, &long_id);
     rk__cl_dir_topic_write(buf + RK__CL_DIR_HDR + 2 * RK__CL_DIR_EXPORT, &t);
     assert_int_equal(rk__cl_dir_parse(buf, sizeof(buf), &d), RK_OK);
     assert_int_equal(d.credits, 99);
@@ -179,7 +185,7 @@ test_join_alone(void **state)
     rk_cluster_config cfg = { .exports = &bad, .n_exports = 1 };
 
     assert_int_equal(rk_runtime_create(&rt, &rc), RK_OK);
-    assert_int_equal(rk_cluster_mpi(NULL, NULL, NULL, &cl), 
+    assert_int_equal(rk_cluster_mpi(NULL, NULL, NULL, &cl),
 #ifdef RK_TEST_HAVE_MPI
         RK_EINVAL);
 #else

@@ -274,7 +274,7 @@ typedef struct cl_peer {
     cl_buf backlog[2];
     cl_buf held; /* frames from this peer waiting for a full kernel */
     uint32_t credits, window;
-    uint32_t owed; /* credits to return to this peer */
+    uint32_t owed;               /* credits to return to this peer */
     _Atomic uint32_t owed_async; /* the same, from ingress threads */
     cl_sendbuf sb[CL_NSEND];
     unsigned cur;
@@ -308,8 +308,8 @@ struct rk_cluster {
 
     pthread_t progress;
     bool progress_started;
-    _Atomic bool stop;      /* progress thread: leave and exit */
-    _Atomic bool stopped;   /* progress thread has exited */
+    _Atomic bool stop;    /* progress thread: leave and exit */
+    _Atomic bool stopped; /* progress thread has exited */
     _Atomic bool drain_stop;
     pthread_mutex_t stop_lock; /* serialises cluster_stop */
     bool stop_done;
@@ -404,8 +404,8 @@ stage_frame(rk_cluster *cl, int rank, int cls, const rk__cl_frame *f,
 
         if (now >= deadline) {
             pthread_mutex_unlock(&p->lock);
-            return rk__fail(RK_ETIMEDOUT, "cluster: rank %d is not keeping up",
-                rank);
+            return rk__fail(
+                RK_ETIMEDOUT, "cluster: rank %d is not keeping up", rank);
         }
         t = deadline - now < 10000000 ? deadline : now + 10000000;
         ts.tv_sec = (time_t)(t / 1000000000u);
@@ -633,8 +633,8 @@ ingress_one(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f)
             break;
         if (serve)
             idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux);
-        rc = rk__cluster_send_frame(cl->rt, k, &h, f->payload, f->len,
-            1000 * 1000000);
+        rc = rk__cluster_send_frame(
+            cl->rt, k, &h, f->payload, f->len, 1000 * 1000000);
         if (rc != RK_OK && serve)
             idmap_take(&cl->served, &f->id, NULL, NULL);
         if (rc != RK_ETIMEDOUT || atomic_load(&cl->drain_stop)
@@ -875,8 +875,8 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
 
     switch (f->kind) {
     case RK__CL_DATA: {
-        cl_export *e = f->target < cl->n_exports ? &cl->exports[f->target]
-                                                 : NULL;
+        cl_export *e
+            = f->target < cl->n_exports ? &cl->exports[f->target] : NULL;
         bool serve = e != NULL && !e->cfg.local_output;
 
         if (e != NULL && e->cfg.backpressure == RK_BP_BLOCK) {
@@ -1132,7 +1132,9 @@ progress_main(void *arg)
                 if (r == cl->rank || p->bye_sent
                     || atomic_load(&p->state) != PEER_LIVE)
                     continue;
-                if ((empty || now > leave_by - (uint64_t)cl->cfg.leave_timeout_ns / 2)
+                if ((empty
+                        || now > leave_by
+                                - (uint64_t)cl->cfg.leave_timeout_ns / 2)
                     && flush(cl, p, RK__CL_B_BYE, now))
                     p->bye_sent = true;
             }
@@ -1155,7 +1157,7 @@ progress_main(void *arg)
         }
         idle_sleep(cl, nap);
         nap = nap * 2 > cl->cfg.idle_sleep_max_ns ? cl->cfg.idle_sleep_max_ns
-                                                   : nap * 2;
+                                                  : nap * 2;
     }
     cl->clean = true;
     for (int r = 0; r < cl->size; r++) {
@@ -1447,16 +1449,16 @@ directory_exchange(rk_cluster *cl)
         rc = rk__fail(RK_ENOMEM, "cluster: directory of %zu bytes", total);
         goto out;
     }
-    mrc = MPI_Allgatherv(mine, mylen, MPI_BYTE, all, lens, displs, MPI_BYTE,
-        cl->comm);
+    mrc = MPI_Allgatherv(
+        mine, mylen, MPI_BYTE, all, lens, displs, MPI_BYTE, cl->comm);
     if (mrc != MPI_SUCCESS) {
         rc = mpi_fail(mrc, "MPI_Allgatherv");
         goto out;
     }
     /* Every rank agrees on the largest batch (receive buffers). */
     uint32_t bb = cl->cfg.batch_bytes;
-    mrc = MPI_Allreduce(&bb, &cl->batch_bytes, 1, MPI_UINT32_T, MPI_MAX,
-        cl->comm);
+    mrc = MPI_Allreduce(
+        &bb, &cl->batch_bytes, 1, MPI_UINT32_T, MPI_MAX, cl->comm);
     if (mrc != MPI_SUCCESS) {
         rc = mpi_fail(mrc, "MPI_Allreduce");
         goto out;
@@ -1488,8 +1490,7 @@ directory_exchange(rk_cluster *cl)
                 rk_kernel_state s;
 
                 if (pass < 2) {
-                    if ((rc = rk__cl_dir_export_get(&dirs[r], i, &e))
-                        != RK_OK)
+                    if ((rc = rk__cl_dir_export_get(&dirs[r], i, &e)) != RK_OK)
                         goto out;
                     if (pass == 0)
                         snprintf(id, sizeof(id), "%d/%s", r, e.id);
@@ -1505,8 +1506,7 @@ directory_exchange(rk_cluster *cl)
                         != RK_OK)
                         goto out;
                 } else {
-                    if ((rc = rk__cl_dir_topic_get(&dirs[r], i, &t))
-                        != RK_OK)
+                    if ((rc = rk__cl_dir_topic_get(&dirs[r], i, &t)) != RK_OK)
                         goto out;
                     snprintf(id, sizeof(id), "%d/#%s", r, t.name);
                     if ((rc = proxy_add(cl, cap, id, r, t.index, true))
@@ -1749,7 +1749,7 @@ rk_cluster_leave(rk_cluster *cl)
     }
     return clean ? RK_OK
                  : rk__fail(RK_EUNREACHABLE,
-                       "rk_cluster_leave: a peer died or did not say goodbye");
+                     "rk_cluster_leave: a peer died or did not say goodbye");
 }
 
 int
@@ -1817,8 +1817,10 @@ rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr, void *buf,
     *len = m->len;
     if (m->len > cap) {
         pthread_mutex_unlock(&e->lock);
-        return rk__fail(RK_EMSGSIZE, "rk_cluster_recv: %zu-byte payload, %zu "
-                                     "-byte buffer", m->len, cap);
+        return rk__fail(RK_EMSGSIZE,
+            "rk_cluster_recv: %zu-byte payload, %zu "
+            "-byte buffer",
+            m->len, cap);
     }
     if (hdr != NULL)
         *hdr = m->hdr;

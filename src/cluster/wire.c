@@ -71,11 +71,11 @@ int
 rk__cl_batch_parse(const uint8_t *buf, size_t len, rk__cl_batch *out)
 {
     if (len < RK__CL_BATCH_HDR)
-        return rk__fail(RK_ETRUNCATED, "cluster batch: %zu bytes, header is %u",
-            len, RK__CL_BATCH_HDR);
+        return rk__fail(RK_ETRUNCATED,
+            "cluster batch: %zu bytes, header is %u", len, RK__CL_BATCH_HDR);
     if (rk__cl_get32(buf) != RK__CL_MAGIC)
-        return rk__fail(RK_EDECODE, "cluster batch: bad magic 0x%08x",
-            rk__cl_get32(buf));
+        return rk__fail(
+            RK_EDECODE, "cluster batch: bad magic 0x%08x", rk__cl_get32(buf));
     out->version = get16(buf + 4);
     if (out->version != RK__CL_VERSION)
         return rk__fail(RK_EDECODE, "cluster batch: version %u, expected %u",
@@ -105,8 +105,8 @@ rk__cl_frame_next(
     p = buf + at;
     out->kind = p[0];
     if (out->kind < RK__CL_DATA || out->kind > RK__CL_KIND_MAX)
-        return rk__fail(RK_EDECODE, "cluster frame at %zu: kind %u", at,
-            out->kind);
+        return rk__fail(
+            RK_EDECODE, "cluster frame at %zu: kind %u", at, out->kind);
     out->priority = p[1];
     out->type_version = get16(p + 2);
     out->target = rk__cl_get32(p + 4);
@@ -123,8 +123,8 @@ rk__cl_frame_next(
             out->len, len - at - RK__CL_FRAME_HDR);
     size = rk__cl_frame_size(out->len);
     if (size > len - at)
-        return rk__fail(RK_ETRUNCATED, "cluster frame at %zu: padding cut",
-            at);
+        return rk__fail(
+            RK_ETRUNCATED, "cluster frame at %zu: padding cut", at);
     for (size_t i = RK__CL_FRAME_HDR + out->len; i < size; i++)
         if (p[i] != 0)
             return rk__fail(RK_EDECODE, "cluster frame at %zu: padding", at);
@@ -168,8 +168,8 @@ name_read(const uint8_t *src, char *out, const char *what, uint32_t i)
     size_t n = strnlen((const char *)src, RK__CL_NAME_MAX + 1);
 
     if (n == 0 || n > RK__CL_NAME_MAX)
-        return rk__fail(RK_EDECODE, "cluster directory: %s %u has a bad name",
-            what, i);
+        return rk__fail(
+            RK_EDECODE, "cluster directory: %s %u has a bad name", what, i);
     memcpy(out, src, n + 1);
     return RK_OK;
 }
@@ -214,8 +214,7 @@ rk__cl_dir_parse(const uint8_t *buf, size_t len, rk__cl_dir *out)
 }
 
 int
-rk__cl_dir_export_get(
-    const rk__cl_dir *d, uint32_t i, rk__cl_dir_export *out)
+rk__cl_dir_export_get(const rk__cl_dir *d, uint32_t i, rk__cl_dir_export *out)
 {
     const uint8_t *p = d->exports + (size_t)i * RK__CL_DIR_EXPORT;
     int rc;

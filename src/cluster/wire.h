@@ -81,12 +81,12 @@ rk__cl_frame_size(size_t len)
     return RK__CL_FRAME_HDR + ((len + 7u) & ~(size_t)7u);
 }
 
-void rk__cl_batch_write(uint8_t *dst, uint16_t flags, uint32_t nframes,
-    uint32_t credits);
+void rk__cl_batch_write(
+    uint8_t *dst, uint16_t flags, uint32_t nframes, uint32_t credits);
 /* Writes f's header and payload (f->len bytes) at dst, padded;
  * rk__cl_frame_size(f->len) bytes. */
-void rk__cl_frame_write(uint8_t *dst, const rk__cl_frame *f,
-    const void *payload);
+void rk__cl_frame_write(
+    uint8_t *dst, const rk__cl_frame *f, const void *payload);
 
 /* RK_OK, or RK_ETRUNCATED / RK_EDECODE with a detail. */
 int rk__cl_batch_parse(const uint8_t *buf, size_t len, rk__cl_batch *out);
@@ -131,8 +131,10 @@ void rk__cl_dir_topic_write(uint8_t *dst, const rk__cl_dir_topic *t);
 /* Checks the header and that the records fit in len bytes exactly. */
 int rk__cl_dir_parse(const uint8_t *buf, size_t len, rk__cl_dir *out);
 /* Record i; RK_EDECODE for a name without NUL, empty, or a bad policy. */
-int rk__cl_dir_export_get(const rk__cl_dir *d, uint32_t i, rk__cl_dir_export *out);
-int rk__cl_dir_topic_get(const rk__cl_dir *d, uint32_t i, rk__cl_dir_topic *out);
+int rk__cl_dir_export_get(
+    const rk__cl_dir *d, uint32_t i, rk__cl_dir_export *out);
+int rk__cl_dir_topic_get(
+    const rk__cl_dir *d, uint32_t i, rk__cl_dir_topic *out);
 
 /* Little-endian stores and loads, whatever the host. */
 static inline void

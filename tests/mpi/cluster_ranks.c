@@ -18,20 +18,20 @@
  * Every rank runs the same cmocka test; a failed assertion fails that
  * rank, and mpirun's exit status fails the ctest entry.
  */
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "ringkernel/ringkernel.h"
 
@@ -83,7 +83,7 @@ fwd_h(rk_ctx *ctx, const rk_msg_view *m)
 }
 
 /* count: checks per-(rank, producer) order; T_DONE goes out. */
-#define MAXR 8
+#define MAXR  8
 #define NPROD 2
 typedef struct counter {
     int64_t next[MAXR][NPROD];
@@ -108,8 +108,8 @@ count_h(rk_ctx *ctx, const rk_msg_view *m)
         struct timespec ts = { 0, (long)c->delay_us * 1000 };
         nanosleep(&ts, NULL);
     }
-    if (v.rank < 0 || v.rank >= MAXR || v.producer < 0
-        || v.producer >= NPROD || c->next[v.rank][v.producer] != v.seq)
+    if (v.rank < 0 || v.rank >= MAXR || v.producer < 0 || v.producer >= NPROD
+        || c->next[v.rank][v.producer] != v.seq)
         atomic_fetch_add(&c->bad, 1);
     else
         c->next[v.rank][v.producer]++;
@@ -159,8 +159,8 @@ wait_forwarded(rk_runtime *rt, const char *id)
     for (;;) {
         assert_int_equal(rk_kernel_stats_get(rt, id, &s), RK_OK);
         if (s.pending == 0
-            && s.offered == s.processed + s.dropped + s.rejected
-                    + s.dead_lettered)
+            && s.offered
+                == s.processed + s.dropped + s.rejected + s.dead_lettered)
             return;
         assert_true((int64_t)rk_now_ns() < until);
         sched_yield();
@@ -200,8 +200,11 @@ test_basic(void **state)
         { .id = "sink", .input_capacity = 4096 },
         { .id = only, .input_capacity = 4096 },
     };
-    rk_cluster_config cc = { .exports = ex, .n_exports = 3, .topics = topics,
-        .n_topics = 1, .leave_timeout_ns = 60 * SEC };
+    rk_cluster_config cc = { .exports = ex,
+        .n_exports = 3,
+        .topics = topics,
+        .n_topics = 1,
+        .leave_timeout_ns = 60 * SEC };
 
     /* Every rank but 0 has a subscriber to "news" at join. */
     {
@@ -245,8 +248,8 @@ test_basic(void **state)
         assert_int_equal(rk_send_id(rt, id, T_SEND, &v, sizeof(v),
                              (uint8_t)(i % 256), RK_WAIT_FOREVER),
             RK_OK);
-        assert_int_equal(rk_send_id(rt, "fwd", T_SEND, &v, sizeof(v), 7,
-                             RK_WAIT_FOREVER),
+        assert_int_equal(
+            rk_send_id(rt, "fwd", T_SEND, &v, sizeof(v), 7, RK_WAIT_FOREVER),
             RK_OK);
     }
     /* rank 0 publishes; each subscriber rank gets every copy once */
@@ -254,8 +257,8 @@ test_basic(void **state)
         for (int i = 0; i < K_NEWS; i++) {
             msg v = { rank, -1, i };
             size_t got = 0;
-            assert_int_equal(rk_publish(rt, "news", T_NEWS, &v, sizeof(v),
-                                 128, RK_WAIT_FOREVER, &got),
+            assert_int_equal(rk_publish(rt, "news", T_NEWS, &v, sizeof(v), 128,
+                                 RK_WAIT_FOREVER, &got),
                 RK_OK);
             assert_int_equal(got, (size_t)(n - 1)); /* one proxy per rank */
         }
@@ -274,8 +277,8 @@ test_basic(void **state)
         if (r == rank)
             continue;
         id_of(id, sizeof(id), r, "sink");
-        assert_int_equal(rk_send_id(rt, id, T_DONE, &v, sizeof(v), 128,
-                             RK_WAIT_FOREVER),
+        assert_int_equal(
+            rk_send_id(rt, id, T_DONE, &v, sizeof(v), 128, RK_WAIT_FOREVER),
             RK_OK);
     }
 
@@ -286,8 +289,8 @@ test_basic(void **state)
         rk_msg_header h;
         size_t len;
 
-        assert_int_equal(rk_cluster_recv(cl, "sink", &h, &v, sizeof(v),
-                             &len, 30 * SEC),
+        assert_int_equal(
+            rk_cluster_recv(cl, "sink", &h, &v, sizeof(v), &len, 30 * SEC),
             RK_OK);
         assert_int_equal(len, sizeof(v));
         switch (h.type_id) {
@@ -321,8 +324,8 @@ test_basic(void **state)
         msg v;
         rk_msg_header h;
         size_t len;
-        assert_int_equal(rk_cluster_recv(cl, "sink", &h, &v, sizeof(v),
-                             &len, 30 * SEC),
+        assert_int_equal(
+            rk_cluster_recv(cl, "sink", &h, &v, sizeof(v), &len, 30 * SEC),
             RK_OK);
         assert_int_equal(h.type_id, T_ROUTE);
         assert_int_equal(v.seq, routes);
@@ -362,8 +365,8 @@ produce(void *arg)
             if (r == p->rank)
                 continue;
             id_of(id, sizeof(id), r, "count");
-            if (rk_send_id(p->rt, id, T_SEND, &v, sizeof(v), 128,
-                    RK_WAIT_FOREVER)
+            if (rk_send_id(
+                    p->rt, id, T_SEND, &v, sizeof(v), 128, RK_WAIT_FOREVER)
                 != RK_OK)
                 p->failures++;
         }
@@ -379,7 +382,9 @@ test_stress(void **state)
     counter *c = calloc(1, sizeof(*c));
     rk_kernel_config cfg = { .input_capacity = 64, .user = c };
     rk_cluster_export ex = { .id = "count", .input_capacity = 64 };
-    rk_cluster_config cc = { .exports = &ex, .n_exports = 1, .credits = 32,
+    rk_cluster_config cc = { .exports = &ex,
+        .n_exports = 1,
+        .credits = 32,
         .leave_timeout_ns = 60 * SEC };
     rk_cluster *cl;
     producer prod[NPROD];
@@ -403,8 +408,8 @@ test_stress(void **state)
         if (r == rank)
             continue;
         id_of(id, sizeof(id), r, "count");
-        assert_int_equal(rk_send_id(rt, id, T_DONE, &v, sizeof(v), 128,
-                             RK_WAIT_FOREVER),
+        assert_int_equal(
+            rk_send_id(rt, id, T_DONE, &v, sizeof(v), 128, RK_WAIT_FOREVER),
             RK_OK);
     }
     /* Done from every other rank: it came after that rank's producers'
@@ -461,17 +466,22 @@ test_policy(void **state)
     rk_kernel_config big = { .input_capacity = 256 };
     rk_cluster_export ex[] = {
         { .id = "blk", .input_capacity = CAP_FULL },
-        { .id = "rej", .input_capacity = CAP_FULL,
+        { .id = "rej",
+            .input_capacity = CAP_FULL,
             .backpressure = RK_BP_REJECT },
-        { .id = "dnew", .input_capacity = CAP_FULL,
+        { .id = "dnew",
+            .input_capacity = CAP_FULL,
             .backpressure = RK_BP_DROP_NEW },
-        { .id = "dold", .input_capacity = CAP_FULL,
+        { .id = "dold",
+            .input_capacity = CAP_FULL,
             .backpressure = RK_BP_DROP_OLDEST },
         { .id = "ctl", .input_capacity = 256 },
     };
     const char *full[] = { "rej", "dnew", "dold" };
     rk_backpressure bp[] = { RK_BP_REJECT, RK_BP_DROP_NEW, RK_BP_DROP_OLDEST };
-    rk_cluster_config cc = { .exports = ex, .n_exports = 5, .credits = 16,
+    rk_cluster_config cc = { .exports = ex,
+        .n_exports = 5,
+        .credits = 16,
         .leave_timeout_ns = 60 * SEC };
     rk_cluster *cl;
 
@@ -479,8 +489,8 @@ test_policy(void **state)
     handler(rt, "blk", count_h, slow, true);
     /* Launched, never activated: their queues fill at CAP_FULL. */
     for (int i = 0; i < 3; i++) {
-        rk_kernel_config f = { .input_capacity = CAP_FULL,
-            .backpressure = bp[i] };
+        rk_kernel_config f
+            = { .input_capacity = CAP_FULL, .backpressure = bp[i] };
         handler(rt, full[i], sink_h, f, false);
     }
     handler(rt, "ctl", sink_h, big, true);
@@ -525,8 +535,7 @@ test_policy(void **state)
             rk_kernel_stats ps;
             assert_int_equal(rk_kernel_stats_get(rt, id, &ps), RK_OK);
             assert_int_equal(ps.offered, K_BURST);
-            assert_int_equal(
-                ps.processed + ps.dropped + ps.rejected, K_BURST);
+            assert_int_equal(ps.processed + ps.dropped + ps.rejected, K_BURST);
             assert_true(ps.processed <= (uint64_t)ok[k]);
             ok[k] = (int64_t)ps.processed;
         }
@@ -542,8 +551,8 @@ test_policy(void **state)
             rk_msg_header h;
             uint8_t le[4];
             size_t len;
-            assert_int_equal(rk_recv_id(rt, "1/rej", &h, le, sizeof(le), &len,
-                                 30 * SEC),
+            assert_int_equal(
+                rk_recv_id(rt, "1/rej", &h, le, sizeof(le), &len, 30 * SEC),
                 RK_OK);
             assert_int_equal(h.type_id, RK_CLUSTER_TYPE_ERROR);
             assert_int_equal(len, 4);
@@ -557,23 +566,23 @@ test_policy(void **state)
         msg fin;
         size_t len;
         rk_msg_header h;
-        assert_int_equal(rk_cluster_recv(cl, "ctl", &h, &fin, sizeof(fin),
-                             &len, 120 * SEC),
+        assert_int_equal(
+            rk_cluster_recv(cl, "ctl", &h, &fin, sizeof(fin), &len, 120 * SEC),
             RK_OK);
         assert_int_equal(h.type_id, T_FINAL);
         /* blk's done came before the final through the same link; once
          * blk puts it out, blk has processed everything before it. */
         {
             msg d;
-            assert_int_equal(rk_cluster_recv(cl, "blk", &h, &d, sizeof(d),
-                                 &len, 120 * SEC),
+            assert_int_equal(
+                rk_cluster_recv(cl, "blk", &h, &d, sizeof(d), &len, 120 * SEC),
                 RK_OK);
             assert_int_equal(h.type_id, T_DONE);
         }
         assert_int_equal(atomic_load(&c->bad), 0);
         assert_int_equal(atomic_load(&c->got), K_BLOCK);
-        int64_t ok[3] = { fin.seq & 0xffff, (fin.seq >> 16) & 0xffff,
-            fin.seq >> 32 };
+        int64_t ok[3]
+            = { fin.seq & 0xffff, (fin.seq >> 16) & 0xffff, fin.seq >> 32 };
         rk_cluster_stats st;
         assert_int_equal(rk_cluster_stats_get(cl, &st), RK_OK);
         uint64_t rej = 0, drop = 0;
@@ -582,8 +591,8 @@ test_policy(void **state)
             assert_int_equal(rk_kernel_stats_get(rt, full[k], &ks), RK_OK);
             /* every message forwarded is offered exactly once here */
             assert_int_equal(ks.offered, ok[k]);
-            assert_int_equal(ks.pending,
-                ok[k] < CAP_FULL ? (uint64_t)ok[k] : CAP_FULL);
+            assert_int_equal(
+                ks.pending, ok[k] < CAP_FULL ? (uint64_t)ok[k] : CAP_FULL);
             uint64_t over = ok[k] > CAP_FULL ? (uint64_t)ok[k] - CAP_FULL : 0;
             if (k == 0) {
                 assert_int_equal(ks.rejected, over);
@@ -613,8 +622,10 @@ test_kill(void **state)
     rk_runtime *rt = runtime();
     rk_kernel_config any = { .input_capacity = 256 };
     rk_cluster_export ex = { .id = "echo", .input_capacity = 256 };
-    rk_cluster_config cc = { .exports = &ex, .n_exports = 1,
-        .heartbeat_ns = SEC, .leave_timeout_ns = 10 * SEC };
+    rk_cluster_config cc = { .exports = &ex,
+        .n_exports = 1,
+        .heartbeat_ns = SEC,
+        .leave_timeout_ns = 10 * SEC };
     rk_cluster *cl;
     char id[64];
 
@@ -637,8 +648,8 @@ test_kill(void **state)
         size_t len;
 
         assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
-        int rc = rk_request(rt, k, T_REQ, &q, sizeof(q), &h, &r, sizeof(r),
-            &len, 30 * SEC);
+        int rc = rk_request(
+            rt, k, T_REQ, &q, sizeof(q), &h, &r, sizeof(r), &len, 30 * SEC);
         assert_int_equal(rc, RK_OK); /* never a timeout */
         if (h.type_id == RK_CLUSTER_TYPE_ERROR) {
             uint8_t *le = (uint8_t *)&r;
