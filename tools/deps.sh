@@ -9,7 +9,8 @@ pkgs=(build-essential cmake pkg-config
       libcmocka-dev      # the test framework
       libck-dev          # Concurrency Kit: ck_ring, the benchmark reference
       libcaf-dev         # C++ Actor Framework: the runtime benchmark reference
-      clang libclang-rt-14-dev) # libFuzzer targets and LeakSanitizer
+      clang libclang-rt-14-dev # libFuzzer targets and LeakSanitizer
+      libopenmpi-dev openmpi-bin) # Open MPI: the multi-node cluster layer (src/cluster/)
 
 missing=()
 for p in "${pkgs[@]}"; do
