@@ -193,7 +193,7 @@ test_join_alone(void **state)
 #endif
     assert_null(cl);
 #ifdef RK_TEST_HAVE_MPI
-    /* An export naming no kernel fails before any MPI call. */
+    /* An export naming no kernel fails the join (after the ranks vote). */
     assert_int_equal(rk_cluster_mpi(rt, NULL, &cfg, &cl), RK_ENOTFOUND);
     assert_non_null(strstr(rk_errdetail(), "nope"));
     assert_int_equal(rk_cluster_mpi(rt, NULL, NULL, &cl), RK_OK);

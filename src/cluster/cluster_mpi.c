@@ -1216,7 +1216,7 @@ cluster_stop(rk_cluster *cl)
             if (e->ingress_started)
                 pthread_join(e->ingress, NULL);
         }
-        for (int r = 0; r < cl->size; r++) {
+        for (int r = 0; cl->peers != NULL && r < cl->size; r++) {
             pthread_mutex_lock(&cl->peers[r].lock);
             pthread_cond_broadcast(&cl->peers[r].room);
             pthread_mutex_unlock(&cl->peers[r].lock);
@@ -1463,6 +1463,7 @@ directory_exchange(rk_cluster *cl)
         rc = mpi_fail(mrc, "MPI_Allreduce");
         goto out;
     }
+    cl->stage_limit = (size_t)cl->batch_bytes * 4;
     for (int r = 0; r < cl->size; r++) {
         rc = rk__cl_dir_parse(all + displs[r], (size_t)lens[r], &dirs[r]);
         if (rc != RK_OK)
@@ -1533,6 +1534,26 @@ out:
     return rc;
 }
 
+/* Every rank's verdict on a step of the join: rc if this rank failed,
+ * RK_EINTERNAL if another did, else RK_OK. Collective. */
+static int
+agree(rk_cluster *cl, int rc)
+{
+    int bad = rc != RK_OK, any = 0;
+    char detail[512];
+
+    snprintf(detail, sizeof(detail), "%s", rk_errdetail());
+    if (MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, cl->comm)
+        != MPI_SUCCESS)
+        any = 1;
+    if (rc != RK_OK)
+        return rk__fail(rc, "%s", detail);
+    if (any)
+        return rk__fail(
+            RK_EINTERNAL, "rk_cluster_mpi: another rank failed to join");
+    return RK_OK;
+}
+
 int
 rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     rk_cluster **out)
@@ -1575,13 +1596,14 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
         || (rc = idmap_init(&cl->fwd)) != RK_OK)
         goto fail;
 
-    /* Local exports and topics (checked before any collective, but every
-     * rank goes on to the collectives so that none is left waiting). */
+    /* Local exports and topics. A rank that finds a mistake here still
+     * takes part in the vote below, so that no other rank is left waiting
+     * in a collective. */
     cl->exports = calloc(c.n_exports + 1, sizeof(*cl->exports));
     cl->topics = calloc(c.n_topics + 1, sizeof(*cl->topics));
     if (cl->exports == NULL || cl->topics == NULL) {
         rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
-        goto fail;
+        goto checked;
     }
     for (size_t i = 0; i < c.n_exports; i++) {
         cl_export *e = &cl->exports[i];
@@ -1602,27 +1624,35 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
         e->cfg.id = NULL;
         if (x->id == NULL || strlen(x->id) > RK_ID_MAX) {
             rc = rk__fail(RK_EINVAL, "rk_cluster_mpi: export %zu: bad id", i);
-            goto fail;
+            goto checked;
         }
         snprintf(e->id, sizeof(e->id), "%s", x->id);
         if ((rc = rk_kernel_state_get(rt, e->id, &s)) != RK_OK)
-            goto fail;
+            goto checked;
         if ((e->mail = calloc(CL_MAILBOX, sizeof(*e->mail))) == NULL) {
             rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
-            goto fail;
+            goto checked;
         }
     }
     for (size_t i = 0; i < c.n_topics; i++) {
         if (c.topics[i] == NULL || strlen(c.topics[i]) > RK_ID_MAX) {
             rc = rk__fail(RK_EINVAL, "rk_cluster_mpi: topic %zu: bad name", i);
-            goto fail;
+            goto checked;
         }
         snprintf(cl->topics[i], sizeof(cl->topics[i]), "%s", c.topics[i]);
         cl->n_topics++;
     }
 
-    if ((rc = mpi_setup(cl, comm)) != RK_OK)
+checked : {
+    int mrc = mpi_setup(cl, comm);
+    if (mrc != RK_OK) {
+        rc = rc != RK_OK ? rc : mrc; /* without MPI, no vote */
         goto fail;
+    }
+}
+    if ((rc = agree(cl, rc)) != RK_OK)
+        goto fail;
+
     if ((cl->peers = calloc((size_t)cl->size, sizeof(*cl->peers))) == NULL) {
         rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
         goto fail;
@@ -1640,9 +1670,9 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
             p->sb[i].req = MPI_REQUEST_NULL;
         p->last_heard = p->last_sent = rk_now_ns();
     }
-    if ((rc = directory_exchange(cl)) != RK_OK)
+    rc = directory_exchange(cl);
+    if ((rc = agree(cl, rc)) != RK_OK)
         goto fail;
-    cl->stage_limit = (size_t)cl->batch_bytes * 4;
     for (int r = 0; r < cl->size; r++) {
         for (int i = 0; i < CL_NSEND; i++) {
             if ((cl->peers[r].sb[i].p = malloc(cl->batch_bytes)) == NULL) {

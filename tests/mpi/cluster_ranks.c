@@ -635,9 +635,20 @@ test_kill(void **state)
     int victim = n - 1;
     assert_true(n >= 3);
     if (rank == victim) {
-        /* Serve until a request with seq 40 kills this process. */
-        for (;;)
-            pause();
+        /* Serve until a request with seq 40 kills this process. If the
+         * others stop first (they failed), do not outlive them: end when
+         * they are all unreachable, and fail. */
+        int64_t until = (int64_t)rk_now_ns() + 120 * SEC;
+        for (;;) {
+            struct timespec ts = { 0, 50 * 1000000 };
+            int live = 0;
+            for (int r = 0; r < victim; r++)
+                live += rk_cluster_peer_status(cl, r) == RK_OK;
+            if (live == 0 || (int64_t)rk_now_ns() > until)
+                break;
+            nanosleep(&ts, NULL);
+        }
+        fail_msg("rank %d was never killed", rank);
     }
     id_of(id, sizeof(id), victim, "echo");
     bool unreachable = false;
