@@ -196,6 +196,18 @@ test_join_alone(void **state)
     /* An export naming no kernel fails the join (after the ranks vote). */
     assert_int_equal(rk_cluster_mpi(rt, NULL, &cfg, &cl), RK_ENOTFOUND);
     assert_non_null(strstr(rk_errdetail(), "nope"));
+    /* rk_runtime_destroy without a leave stops the cluster's threads
+     * through its control kernel (under ASan: and frees it). */
+    {
+        rk_runtime *rt2;
+        rk_cluster *cl2;
+        assert_int_equal(rk_runtime_create(&rt2, &rc), RK_OK);
+        assert_int_equal(rk_cluster_mpi(rt2, NULL, NULL, &cl2), RK_OK);
+        rk_kernel_state st;
+        assert_int_equal(rk_kernel_state_get(rt2, "rk.cluster", &st), RK_OK);
+        assert_int_equal(st, RK_KERNEL_ACTIVE);
+        rk_runtime_destroy(rt2);
+    }
     assert_int_equal(rk_cluster_mpi(rt, NULL, NULL, &cl), RK_OK);
     assert_int_equal(rk_cluster_size(cl), 1);
     assert_int_equal(rk_cluster_rank(cl), 0);
