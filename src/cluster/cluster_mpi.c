@@ -1126,8 +1126,12 @@ progress_main(void *arg)
                 leave_by = now + (uint64_t)cl->cfg.leave_timeout_ns;
             for (int r = 0; r < cl->size; r++) {
                 cl_peer *p = &cl->peers[r];
-                bool empty = p->backlog[0].off == p->backlog[0].len
+                bool empty;
+
+                pthread_mutex_lock(&p->lock); /* producers append to stage */
+                empty = p->backlog[0].off == p->backlog[0].len
                     && p->stage[0].len == 0;
+                pthread_mutex_unlock(&p->lock);
 
                 if (r == cl->rank || p->bye_sent
                     || atomic_load(&p->state) != PEER_LIVE)
