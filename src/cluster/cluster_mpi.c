@@ -334,6 +334,19 @@ struct rk_cluster {
     atomic_fetch_add_explicit(&(cl)->st.f, (n), memory_order_relaxed)
 
 static void cluster_free(rk_cluster *cl);
+
+/* Condition variables here wait with CLOCK_MONOTONIC deadlines (the
+ * clock rk_now_ns reads). */
+static void
+cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
 static void cluster_stop(rk_cluster *cl);
 
 static void
@@ -1587,13 +1600,7 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     atomic_init(&cl->refs, 1);
     pthread_mutex_init(&cl->stop_lock, NULL);
     pthread_mutex_init(&cl->wake_lock, NULL);
-    {
-        pthread_condattr_t a;
-        pthread_condattr_init(&a);
-        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-        pthread_cond_init(&cl->wake, &a);
-        pthread_condattr_destroy(&a);
-    }
+    cond_init_mono(&cl->wake);
     for (int i = 0; i < CL_NRECV; i++)
         cl->rreq[i] = MPI_REQUEST_NULL;
     if ((rc = idmap_init(&cl->served)) != RK_OK
@@ -1615,13 +1622,7 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
         rk_kernel_state s;
 
         pthread_mutex_init(&e->lock, NULL);
-        {
-            pthread_condattr_t a;
-            pthread_condattr_init(&a);
-            pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-            pthread_cond_init(&e->cond, &a);
-            pthread_condattr_destroy(&a);
-        }
+        cond_init_mono(&e->cond);
         cl->n_exports++;
         e->cl = cl;
         e->cfg = *x;
@@ -1663,13 +1664,9 @@ checked : {
     }
     for (int r = 0; r < cl->size; r++) {
         cl_peer *p = &cl->peers[r];
-        pthread_condattr_t a;
 
         pthread_mutex_init(&p->lock, NULL);
-        pthread_condattr_init(&a);
-        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-        pthread_cond_init(&p->room, &a);
-        pthread_condattr_destroy(&a);
+        cond_init_mono(&p->room);
         for (int i = 0; i < CL_NSEND; i++)
             p->sb[i].req = MPI_REQUEST_NULL;
         p->last_heard = p->last_sent = rk_now_ns();
