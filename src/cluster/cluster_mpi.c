@@ -401,38 +401,59 @@ frame_from_header(rk__cl_frame *f, const rk_msg_header *h, size_t len)
  * timeout) while the stage is over its limit: a slow peer slows its
  * proxies, whose own queues then apply their backpressure. */
 static int
-stage_frame(rk_cluster *cl, int rank, int cls, const rk__cl_frame *f,
-    const void *payload, int64_t timeout_ns)
+stage_reserve(rk_cluster *cl, cl_peer *p, int rank, int cls, size_t len,
+    uint64_t deadline, uint8_t **dst)
 {
-    cl_peer *p = &cl->peers[rank];
-    uint64_t deadline = rk__deadline(timeout_ns);
-    uint8_t *dst;
-    int rc;
-
-    pthread_mutex_lock(&p->lock);
     while (cls == 0 && p->stage[0].len >= cl->stage_limit
         && atomic_load(&p->state) == PEER_LIVE && !atomic_load(&cl->stopped)) {
         struct timespec ts;
         uint64_t now = rk_now_ns(), t;
 
-        if (now >= deadline) {
-            pthread_mutex_unlock(&p->lock);
+        if (now >= deadline)
             return rk__fail(
                 RK_ETIMEDOUT, "cluster: rank %d is not keeping up", rank);
-        }
         t = deadline - now < 10000000 ? deadline : now + 10000000;
         ts.tv_sec = (time_t)(t / 1000000000u);
         ts.tv_nsec = (long)(t % 1000000000u);
         pthread_cond_timedwait(&p->room, &p->lock, &ts);
     }
-    if (atomic_load(&p->state) != PEER_LIVE || atomic_load(&cl->stopped)) {
-        pthread_mutex_unlock(&p->lock);
+    if (atomic_load(&p->state) != PEER_LIVE || atomic_load(&cl->stopped))
         return rk__fail(RK_EUNREACHABLE, "cluster: rank %d is %s", rank,
             atomic_load(&p->state) == PEER_DEAD ? "dead" : "gone");
-    }
-    rc = buf_append(&p->stage[cls], rk__cl_frame_size(f->len), &dst);
+    return buf_append(&p->stage[cls], len, dst);
+}
+
+static int
+stage_frame(rk_cluster *cl, int rank, int cls, const rk__cl_frame *f,
+    const void *payload, int64_t timeout_ns)
+{
+    cl_peer *p = &cl->peers[rank];
+    uint8_t *dst;
+    int rc;
+
+    pthread_mutex_lock(&p->lock);
+    rc = stage_reserve(cl, p, rank, cls, rk__cl_frame_size(f->len),
+        rk__deadline(timeout_ns), &dst);
     if (rc == RK_OK)
         rk__cl_frame_write(dst, f, payload);
+    pthread_mutex_unlock(&p->lock);
+    if (rc == RK_OK)
+        wake_progress(cl);
+    return rc;
+}
+
+/* Appends frames already encoded (a proxy's run) under one lock. */
+static int
+stage_bytes(rk_cluster *cl, int rank, const uint8_t *bytes, size_t len)
+{
+    cl_peer *p = &cl->peers[rank];
+    uint8_t *dst;
+    int rc;
+
+    pthread_mutex_lock(&p->lock);
+    rc = stage_reserve(cl, p, rank, 0, len, UINT64_MAX, &dst);
+    if (rc == RK_OK)
+        memcpy(dst, bytes, len);
     pthread_mutex_unlock(&p->lock);
     if (rc == RK_OK)
         wake_progress(cl);
@@ -451,21 +472,55 @@ proxy_error_reply(rk_ctx *ctx, const rk_msg_header *req, int err)
     return rk_ctx_reply(ctx, &v, RK_CLUSTER_TYPE_ERROR, le, sizeof(le));
 }
 
+/* Hands a proxy's run of frames to its peer; on failure each message
+ * gets its error reply. */
+static void
+proxy_flush(rk_ctx *ctx, cl_proxy *px, cl_buf *run, uint32_t n)
+{
+    rk_cluster *cl = px->cl;
+    int rc;
+
+    if (n == 0)
+        return;
+    rc = stage_bytes(cl, px->rank, run->p, run->len);
+    if (rc == RK_OK) {
+        STAT(cl, forwarded, n);
+    } else {
+        rk__cl_frame f;
+        size_t off = 0;
+
+        while (rk__cl_frame_next(run->p, run->len, &off, &f) == RK_OK) {
+            rk_msg_header h;
+
+            STAT(cl, unreachable, 1);
+            if (px->topic)
+                continue;
+            idmap_take(&cl->fwd, &f.id, NULL, NULL);
+            memset(&h, 0, sizeof(h));
+            h.message_id = f.id;
+            h.priority = f.priority;
+            proxy_error_reply(ctx, &h, rc);
+        }
+    }
+    buf_reset(run);
+}
+
+/* A proxy takes what is queued for it (up to 256 messages or 16 KiB)
+ * before handing it over under one lock, and waits only when it has
+ * nothing left to hand over. */
 static int
 proxy_actor(rk_ctx *ctx)
 {
     cl_proxy *px = rk_ctx_user(ctx);
     rk_cluster *cl = px->cl;
+    cl_buf run = { 0 };
+    uint32_t n = 0;
     rk_msg_view m;
 
     for (;;) {
-        int rc = rk_ctx_recv(ctx, &m, 100 * 1000000);
+        int rc = rk_ctx_recv(ctx, &m, n != 0 ? RK_NO_WAIT : 100 * 1000000);
 
-        if (rc == RK_ETIMEDOUT)
-            continue;
-        if (rc != RK_OK)
-            break;
-        if (m.hdr->flags & RK__CL_F_INJECT) {
+        if (rc == RK_OK && (m.hdr->flags & RK__CL_F_INJECT)) {
             /* A reply (or an error) from the owning rank: put it out as
              * the answer to the message whose id it correlates. */
             rk_msg_header req = *m.hdr;
@@ -475,26 +530,34 @@ proxy_actor(rk_ctx *ctx)
             rk_ctx_reply(ctx, &v, m.hdr->type_id, m.data, m.len);
             continue;
         }
-        if (m.hdr->flags & RK__CL_F_REMOTE)
+        if (rc == RK_OK && (m.hdr->flags & RK__CL_F_REMOTE))
             continue; /* a publish that came from a peer: not back out */
-        rk__cl_frame f;
-        frame_from_header(&f, m.hdr, m.len);
-        f.kind = px->topic ? RK__CL_TOPIC : RK__CL_DATA;
-        f.target = px->target;
-        f.aux = (int32_t)px->index;
-        if (!px->topic)
-            idmap_put(&cl->fwd, &f.id, px->rank, px->index);
-        rc = stage_frame(cl, px->rank, 0, &f, m.data, RK_WAIT_FOREVER);
         if (rc == RK_OK) {
-            STAT(cl, forwarded, 1);
-        } else {
+            rk__cl_frame f;
+            uint8_t *dst;
+
+            frame_from_header(&f, m.hdr, m.len);
+            f.kind = px->topic ? RK__CL_TOPIC : RK__CL_DATA;
+            f.target = px->target;
+            f.aux = (int32_t)px->index;
+            if (buf_append(&run, rk__cl_frame_size(f.len), &dst) != RK_OK) {
+                STAT(cl, unreachable, 1);
+                if (!px->topic)
+                    proxy_error_reply(ctx, m.hdr, RK_ENOMEM);
+                continue;
+            }
+            rk__cl_frame_write(dst, &f, m.data);
             if (!px->topic)
-                idmap_take(&cl->fwd, &f.id, NULL, NULL);
-            STAT(cl, unreachable, 1);
-            if (!px->topic)
-                proxy_error_reply(ctx, m.hdr, rc);
+                idmap_put(&cl->fwd, &f.id, px->rank, px->index);
+            if (++n < 256 && run.len < 16384)
+                continue;
         }
+        proxy_flush(ctx, px, &run, n);
+        n = 0;
+        if (rc != RK_OK && rc != RK_ETIMEDOUT)
+            break;
     }
+    free(run.p);
     if (!atomic_exchange(&px->exited, true))
         unref(cl);
     return RK_OK;
