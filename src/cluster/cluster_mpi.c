@@ -111,16 +111,23 @@ typedef struct cl_idmap {
     uint32_t head;
 } cl_idmap;
 
+/* The ids of one thread differ only in a few bytes (the runtime numbers
+ * a block of v7 ids in their low 32 bits): mix all 128 bits (the
+ * murmur3 finaliser) so that they spread over every bucket. */
 static uint32_t
 id_hash(const rk_uuid *u)
 {
-    uint64_t a, b;
+    uint64_t a, b, x;
 
     memcpy(&a, u->b, 8);
     memcpy(&b, u->b + 8, 8);
-    a ^= b * 0x9E3779B97F4A7C15ull;
-    a ^= a >> 29;
-    return (uint32_t)a & (CL_IDMAP - 1);
+    x = a ^ (b * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (uint32_t)x & (CL_IDMAP - 1);
 }
 
 static int
