@@ -168,6 +168,9 @@ main(int argc, char **argv)
     rk_cluster_config cc = { .leave_timeout_ns = 120000000000LL };
     rk_cluster *cl;
 
+    /* RK_BENCH_POLL_NS: the progress thread's poll window (cluster.h). */
+    if (getenv("RK_BENCH_POLL_NS") != NULL)
+        cc.poll_ns = atoll(getenv("RK_BENCH_POLL_NS"));
     check(rk_runtime_create(&rt, &rc), "runtime");
     if (rank == 1) {
         cc.exports = ex;
