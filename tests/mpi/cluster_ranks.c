@@ -12,6 +12,9 @@
  *   policy  BLOCK (slow kernel, nothing lost), REJECT (errors come back
  *           to the sender), DROP_NEW and DROP_OLDEST (counted where they
  *           drop) across ranks, with the books balanced on both sides
+ *   badjoin rank 1 exports a kernel it does not have: its join fails with
+ *           RK_ENOTFOUND, every other rank's with RK_EINTERNAL, and all
+ *           return (nobody is left in a collective)
  *   kill    the last rank kills itself mid-run: survivors' requests to it
  *           end with RK_EUNREACHABLE and they leave within their timeout
  *
@@ -620,6 +623,36 @@ test_policy(void **state)
     free(c);
 }
 
+/* ----------------------------------------------------------- badjoin */
+
+static void
+test_badjoin(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    rk_kernel_config any = { .input_capacity = 64 };
+    rk_cluster_export ex[] = { { .id = "echo" }, { .id = "missing" } };
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    int rank = r != NULL ? atoi(r) : 0;
+    rk_cluster_config cc = { .exports = ex, .n_exports = rank == 1 ? 2 : 1 };
+    rk_cluster *cl = NULL;
+
+    handler(rt, "echo", echo_h, any, true);
+    int rc = rk_cluster_mpi(rt, NULL, &cc, &cl);
+    assert_null(cl);
+    if (rank == 1) {
+        assert_int_equal(rc, RK_ENOTFOUND);
+        assert_non_null(strstr(rk_errdetail(), "missing"));
+    } else {
+        assert_int_equal(rc, RK_EINTERNAL);
+        assert_non_null(strstr(rk_errdetail(), "another rank"));
+    }
+    /* The runtime is untouched: no cluster kernel was left behind. */
+    rk_kernel_state st;
+    assert_int_equal(rk_kernel_state_get(rt, "rk.cluster", &st), RK_ENOTFOUND);
+    rk_runtime_destroy(rt);
+}
+
 /* -------------------------------------------------------------- kill */
 
 static void
@@ -716,6 +749,7 @@ main(int argc, char **argv)
     const struct CMUnitTest stress[] = { cmocka_unit_test(test_stress) };
     const struct CMUnitTest policy[] = { cmocka_unit_test(test_policy) };
     const struct CMUnitTest kill[] = { cmocka_unit_test(test_kill) };
+    const struct CMUnitTest badjoin[] = { cmocka_unit_test(test_badjoin) };
 
     mode = argc > 1 ? argv[1] : "basic";
     if (strcmp(mode, "basic") == 0)
@@ -726,6 +760,8 @@ main(int argc, char **argv)
         return cmocka_run_group_tests(policy, NULL, NULL);
     if (strcmp(mode, "kill") == 0)
         return cmocka_run_group_tests(kill, NULL, NULL);
-    fprintf(stderr, "usage: cluster_ranks basic|stress|policy|kill\n");
+    if (strcmp(mode, "badjoin") == 0)
+        return cmocka_run_group_tests(badjoin, NULL, NULL);
+    fprintf(stderr, "usage: cluster_ranks basic|stress|policy|badjoin|kill\n");
     return 2;
 }
