@@ -99,8 +99,9 @@ typedef struct rk_cluster_config {
  * the program has not; started without mpirun, the program is a cluster
  * of one. The exported kernels must be registered before the call. If
  * any rank fails its part, every rank's call fails (RK_EINTERNAL on the
- * others), so none is left waiting in a collective; MPI is then
- * finalised if this call initialised it.
+ * others), so none is left waiting in a collective. MPI stays
+ * initialised after a failed join (a program that gives up calls
+ * MPI_Finalize itself).
  * Errors: RK_ENOTSUP (built without MPI, or MPI's thread level too low),
  * RK_ENOTFOUND (an export names no kernel), RK_EINVAL, RK_ENOMEM,
  * RK_EINTERNAL (an MPI call failed; the detail has MPI's message).

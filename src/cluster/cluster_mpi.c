@@ -1816,10 +1816,8 @@ fail:
                     MPI_Request_free(&cl->rreq[i]);
             MPI_Comm_free(&cl->comm);
         }
-        /* MPI we started ends with the failed join (every rank failed
-         * together, see agree), so the program can exit cleanly. */
-        if (cl->mpi_ours)
-            MPI_Finalize();
+        /* MPI stays initialised (a later call may try again); a program
+         * that gives up calls MPI_Finalize itself. */
         unref(cl);
         return rk__fail(rc, "%s", detail);
     }

@@ -36,6 +36,8 @@
 
 #include <cmocka.h>
 
+#include <mpi.h>
+
 #include "ringkernel/ringkernel.h"
 
 #define SEC 1000000000LL
@@ -651,6 +653,9 @@ test_badjoin(void **state)
     rk_kernel_state st;
     assert_int_equal(rk_kernel_state_get(rt, "rk.cluster", &st), RK_ENOTFOUND);
     rk_runtime_destroy(rt);
+    /* The join started MPI and left it running: end it, as a program that
+     * gives up would. */
+    MPI_Finalize();
 }
 
 /* -------------------------------------------------------------- kill */
