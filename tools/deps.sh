@@ -12,6 +12,7 @@ pkgs=(build-essential cmake pkg-config
       libmicrohttpd-dev  # the optional metrics HTTP endpoint (src/metrics/)
       gnuplot-nox        # `ringkernel bench --plot DIR` PNG charts
       curl python3-prometheus-client # metrics endpoint test: real client, parser
+      libopenmpi-dev openmpi-bin # Open MPI: the multi-node cluster layer (src/cluster/)
       clang libclang-rt-14-dev  # libFuzzer targets and LeakSanitizer
       python3 python3-pip)      # tools/pydeps.sh: PyDotCompute writes the test vectors
 

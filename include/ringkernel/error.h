@@ -64,7 +64,9 @@ extern "C" {
     X(ENVRTC, "NVRTC compilation failed")                                     \
     X(ENVML, "NVML call failed")                                              \
     X(ELIMIT, "memory limit exceeded")                                        \
-    X(ECOMPILE, "device source did not compile")
+    X(ECOMPILE, "device source did not compile")                             \
+    /* cluster */                                                             \
+    X(EUNREACHABLE, "kernel is on a rank that died or left the cluster")
 
 typedef enum rk_err {
 #define RK__ERR_ENUM(name, msg) RK_##name,

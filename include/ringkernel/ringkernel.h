@@ -11,6 +11,7 @@
 
 #include "ringkernel/buffer.h"
 #include "ringkernel/clock.h"
+#include "ringkernel/cluster.h"
 #include "ringkernel/device.h"
 #include "ringkernel/error.h"
 #include "ringkernel/log.h"

@@ -327,6 +327,19 @@ typedef struct rk_msg_view {
     size_t len;
 } rk_msg_view;
 
+/* Forwarding a message with its identity: as rk_send / rk_publish, but
+ * the envelope is the caller's h (message id, correlation id, priority,
+ * type id and version, flags are kept; magic, version, payload_len,
+ * sender are set, and send_ns is stamped by the kernel's sampling). For
+ * relays and bridges (the MPI cluster layer) that pass a message on
+ * without changing it, so a reply still correlates with the original
+ * request. Same admission, results and counting as rk_send. */
+int rk_send_frame(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns);
+int rk_publish_frame(rk_runtime *rt, const char *topic,
+    const rk_msg_header *h, const void *payload, size_t len,
+    int64_t timeout_ns, size_t *delivered);
+
 /* Host -> kernel input. type_id is the payload's message type (0:
  * untyped); a kernel with an input_type refuses any other with RK_ETYPE.
  * The payload is copied. */

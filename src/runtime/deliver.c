@@ -134,6 +134,26 @@ rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,
 }
 
 int
+rk_send_frame(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns)
+{
+    rk__kernel *k;
+    rk_msg_header out;
+    int rc;
+
+    if (h == NULL || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_send_frame: NULL argument");
+    if ((rc = rk__call_enter(rt, "send")) != RK_OK)
+        return rc;
+    if ((rc = rk__resolve(rt, kh, &k)) == RK_OK) {
+        rk__forwarded_header(&out, h, len, rk__send_stamp(k));
+        rc = rk__deliver(k, &out, payload, len, timeout_ns, "send");
+    }
+    rk__call_leave(rt);
+    return rc;
+}
+
+int
 rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
     const void *payload, size_t len, uint8_t priority, int64_t timeout_ns)
 {

@@ -83,4 +83,19 @@ rk__header(rk_msg_header *h, uint32_t type_id, uint8_t prio, uint64_t send_ns,
     h->sender = sender;
 }
 
+/* A forwarded message's envelope (rk_send_frame, rk_publish_frame): the
+ * caller's h, made valid for a payload of len bytes and stamped send_ns. */
+static inline void
+rk__forwarded_header(
+    rk_msg_header *out, const rk_msg_header *h, size_t len, uint64_t send_ns)
+{
+    *out = *h;
+    out->magic = RK_MSG_MAGIC;
+    out->version = RK_MSG_VERSION;
+    out->payload_len = (uint32_t)len;
+    out->send_ns = send_ns;
+    out->sender = 0;
+    out->reserved = 0;
+}
+
 #endif /* RK_SRC_RUNTIME_IDS_H */

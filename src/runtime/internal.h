@@ -244,6 +244,7 @@ void rk__supervisor_stop(rk_runtime *rt);
 int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns, const char *op);
 
+
 /* Latency sampling: one send in latency_sample per sending thread carries
  * a timestamp (the kernel times exactly the stamped messages), so the
  * common send pays no clock read. Per-thread countdown; hidden as

@@ -166,6 +166,29 @@ rk_publish(rk_runtime *rt, const char *topic, uint32_t type_id,
 }
 
 int
+rk_publish_frame(rk_runtime *rt, const char *topic, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns, size_t *delivered)
+{
+    int rc;
+
+    if (delivered != NULL)
+        *delivered = 0;
+    if (rt == NULL || h == NULL || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_publish_frame: NULL argument");
+    if ((rc = check_name("rk_publish_frame", topic)) != RK_OK)
+        return rc;
+    if ((rc = rk__call_enter(rt, "publish")) != RK_OK)
+        return rc;
+    {
+        rk_msg_header out;
+        rk__forwarded_header(&out, h, len, rk_now_ns());
+        rc = rk__publish(rt, topic, &out, payload, len, timeout_ns, delivered);
+    }
+    rk__call_leave(rt);
+    return rc;
+}
+
+int
 rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out)
 {
     rk__topic *t;

@@ -1,0 +1,274 @@
+/*
+ * bench/bench_cluster.c - the cluster across two MPI ranks against raw MPI
+ * with the same 64-byte payloads, in the same run:
+ *
+ *   mpirun -np 2 --oversubscribe build/bench/bench_cluster
+ *
+ *   rtt_p50 / rtt_p99       host -> remote kernel -> host (rk_request on
+ *                           "1/echo"), against an MPI_Send/MPI_Recv
+ *                           ping-pong between the same ranks
+ *   oneway_throughput       64-byte messages to "1/sink" (rk_send_batch,
+ *                           256 a call; batched again on the wire by the
+ *                           progress thread), ended by a request to the
+ *                           same kernel that answers with its count,
+ *                           against MPI_Send streaming of the same
+ *                           payloads ended by a one-byte ack
+ *   idle_cpu_percent        CPU time of each whole process (kernels,
+ *                           proxies, progress thread) over an idle second
+ * Rank 0 prints JSON lines (bench.h); RK_BENCH_SCALE scales the counts.
+ */
+#include <mpi.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "bench.h"
+#include "ringkernel/ringkernel.h"
+
+#define SUITE   "cluster"
+#define PAYLOAD 64
+#define T_FENCE 9
+#define T_DONE  10
+
+static double scale;
+static int rank;
+
+static size_t
+scaled(double n)
+{
+    double v = n * scale;
+    return v < 10 ? 10 : (size_t)v;
+}
+
+static void
+check(int rc, const char *what)
+{
+    if (rc != RK_OK) {
+        fprintf(stderr, "bench_cluster rank %d: %s: %s (%s)\n", rank, what,
+            rk_err_name(rc), rk_errdetail());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+static int
+echo_h(rk_ctx *ctx, const rk_msg_view *m)
+{
+    return rk_ctx_reply(ctx, m, 1, m->data, m->len);
+}
+
+static _Atomic uint64_t sunk;
+
+static int
+sink_h(rk_ctx *ctx, const rk_msg_view *m)
+{
+    uint64_t n;
+
+    if (m->hdr->type_id == T_DONE)
+        return rk_ctx_send(ctx, T_DONE, NULL, 0);
+    if (m->hdr->type_id != T_FENCE) {
+        atomic_fetch_add_explicit(&sunk, 1, memory_order_relaxed);
+        return RK_OK;
+    }
+    n = atomic_exchange(&sunk, 0);
+    return rk_ctx_reply(ctx, m, T_FENCE, &n, sizeof(n));
+}
+
+static void
+emit_pair(const char *name, double rk, double mpi, const char *unit,
+    const char *ratio_name)
+{
+    char extra[160];
+
+    bench_emit(SUITE, name, "mpi", mpi, unit, "\"ranks\":2");
+    snprintf(extra, sizeof(extra), "\"ranks\":2,\"%s\":%.3f", ratio_name,
+        mpi > 0 ? rk / mpi : 0.0);
+    bench_emit(SUITE, name, "ringkernel", rk, unit, extra);
+}
+
+static double
+cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec
+        + ((double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_usec) / 1e6;
+}
+
+int
+main(int argc, char **argv)
+{
+    int level, size;
+    size_t n_rtt, n_tp;
+    uint64_t *lat;
+    uint8_t buf[PAYLOAD];
+    double mpi_p50, mpi_p99, mpi_tp, rk_p50, rk_p99, rk_tp;
+
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &level);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != 2) {
+        if (rank == 0)
+            fprintf(stderr, "bench_cluster: run with mpirun -np 2\n");
+        MPI_Finalize();
+        return 2;
+    }
+    scale = bench_scale();
+    n_rtt = scaled(20000);
+    n_tp = scaled(500000);
+    lat = calloc(n_rtt, sizeof(*lat));
+    memset(buf, 0xab, sizeof(buf));
+
+    /* ---- raw MPI baselines */
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (size_t i = 0; i < n_rtt; i++) {
+        if (rank == 0) {
+            uint64_t t0 = bench_now_ns();
+            MPI_Send(buf, PAYLOAD, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+            MPI_Recv(buf, PAYLOAD, MPI_BYTE, 1, 1, MPI_COMM_WORLD,
+                MPI_STATUS_IGNORE);
+            lat[i] = bench_now_ns() - t0;
+        } else {
+            MPI_Recv(buf, PAYLOAD, MPI_BYTE, 0, 1, MPI_COMM_WORLD,
+                MPI_STATUS_IGNORE);
+            MPI_Send(buf, PAYLOAD, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+        }
+    }
+    mpi_p50 = (double)bench_percentile(lat, n_rtt, 50);
+    mpi_p99 = (double)bench_percentile(lat, n_rtt, 99);
+    MPI_Barrier(MPI_COMM_WORLD);
+    {
+        uint64_t t0 = bench_now_ns();
+        uint8_t ack = 0;
+        for (size_t i = 0; i < n_tp; i++) {
+            if (rank == 0)
+                MPI_Send(buf, PAYLOAD, MPI_BYTE, 1, 2, MPI_COMM_WORLD);
+            else
+                MPI_Recv(buf, PAYLOAD, MPI_BYTE, 0, 2, MPI_COMM_WORLD,
+                    MPI_STATUS_IGNORE);
+        }
+        if (rank == 0)
+            MPI_Recv(
+                &ack, 1, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else
+            MPI_Send(&ack, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
+        mpi_tp = (double)n_tp / ((double)(bench_now_ns() - t0) / 1e9);
+    }
+
+    /* ---- the cluster */
+    rk_runtime *rt;
+    rk_runtime_config rc = { .no_static_kernels = true };
+    rk_kernel_config kc = { .input_capacity = 4096, .telemetry_off = true };
+    rk_kernel_def echo = { .id = "echo", .handler = echo_h, .config = kc };
+    rk_kernel_def sink = { .id = "sink", .handler = sink_h, .config = kc };
+    rk_cluster_export ex[] = { { .id = "echo", .input_capacity = 4096 },
+        { .id = "sink", .input_capacity = 4096 } };
+    rk_cluster_config cc = { .leave_timeout_ns = 120000000000LL };
+    rk_cluster *cl;
+
+    /* RK_BENCH_POLL_NS: the progress thread's poll window (cluster.h). */
+    if (getenv("RK_BENCH_POLL_NS") != NULL)
+        cc.poll_ns = atoll(getenv("RK_BENCH_POLL_NS"));
+    check(rk_runtime_create(&rt, &rc), "runtime");
+    if (rank == 1) {
+        cc.exports = ex;
+        cc.n_exports = 2;
+        check(rk_runtime_register(rt, &echo), "register echo");
+        check(rk_runtime_register(rt, &sink), "register sink");
+        for (int i = 0; i < 2; i++) {
+            check(rk_kernel_launch(rt, ex[i].id), "launch");
+            check(rk_kernel_activate(rt, ex[i].id), "activate");
+        }
+    }
+    check(rk_cluster_mpi(rt, NULL, &cc, &cl), "join");
+    if (rank == 0) {
+        rk_kernel ke, ks;
+        rk_msg_header h;
+        size_t len;
+        uint64_t count = 0;
+
+        check(rk_kernel_lookup(rt, "1/echo", &ke), "lookup echo");
+        check(rk_kernel_lookup(rt, "1/sink", &ks), "lookup sink");
+        for (size_t i = 0; i < n_rtt / 10; i++) /* warm up */
+            check(rk_request(rt, ke, 1, buf, PAYLOAD, &h, buf, sizeof(buf),
+                      &len, 10000000000LL),
+                "warm-up request");
+        for (size_t i = 0; i < n_rtt; i++) {
+            uint64_t t0 = bench_now_ns();
+            check(rk_request(rt, ke, 1, buf, PAYLOAD, &h, buf, sizeof(buf),
+                      &len, 10000000000LL),
+                "request");
+            lat[i] = bench_now_ns() - t0;
+        }
+        rk_p50 = (double)bench_percentile(lat, n_rtt, 50);
+        rk_p99 = (double)bench_percentile(lat, n_rtt, 99);
+        emit_pair("rtt_p50", rk_p50, mpi_p50, "ns", "ratio_to_mpi");
+        emit_pair("rtt_p99", rk_p99, mpi_p99, "ns", "ratio_to_mpi");
+
+        /* The host hands messages over 256 at a time (rk_send_batch);
+         * the proxy and the progress thread batch them on the wire. */
+        static uint8_t many[256 * PAYLOAD];
+        uint64_t t0 = bench_now_ns();
+        for (size_t i = 0; i < n_tp;) {
+            size_t n = n_tp - i < 256 ? n_tp - i : 256, sent = 0;
+            check(rk_send_batch(rt, ks, 1, many, PAYLOAD, n, 128,
+                      RK_WAIT_FOREVER, &sent),
+                "send");
+            i += sent;
+        }
+        check(rk_request(rt, ks, T_FENCE, NULL, 0, &h, &count, sizeof(count),
+                  &len, 120000000000LL),
+            "fence");
+        rk_tp = (double)n_tp / ((double)(bench_now_ns() - t0) / 1e9);
+        if (count != n_tp) {
+            fprintf(stderr, "bench_cluster: sink counted %llu of %zu\n",
+                (unsigned long long)count, n_tp);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        emit_pair(
+            "oneway_throughput_64B", rk_tp, mpi_tp, "msgs/s", "ratio_to_mpi");
+        check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER), "done");
+    } else {
+        /* Wait (parked, not polling MPI) until rank 0 is done. */
+        rk_msg_header h;
+        size_t len;
+        check(rk_cluster_recv(cl, "sink", &h, NULL, 0, &len, 600000000000LL),
+            "wait for rank 0");
+    }
+
+    /* Idle: both processes joined, nothing sent, for one second; each
+     * rank measures itself. */
+    {
+        double c0, c1;
+        uint64_t t0, t1;
+        struct timespec one = { 1, 0 };
+        rk_cluster_stats s0, s1;
+        /* Let the last replies and credits settle first. */
+        struct timespec settle = { 0, 200000000 };
+
+        nanosleep(&settle, NULL);
+        rk_cluster_stats_get(cl, &s0);
+        c0 = cpu_s();
+        t0 = bench_now_ns();
+        nanosleep(&one, NULL);
+        c1 = cpu_s();
+        t1 = bench_now_ns();
+        rk_cluster_stats_get(cl, &s1);
+        {
+            char extra[160];
+            snprintf(extra, sizeof(extra),
+                "\"rank\":%d,\"idle_ns\":%llu,\"progress_sleeps\":%llu", rank,
+                (unsigned long long)(t1 - t0),
+                (unsigned long long)(s1.idle_sleeps - s0.idle_sleeps));
+            bench_emit(SUITE, "idle_cpu_percent", "ringkernel",
+                100.0 * (c1 - c0) / ((double)(t1 - t0) / 1e9), "%", extra);
+        }
+    }
+    check(rk_cluster_leave(cl), "leave");
+    rk_runtime_destroy(rt);
+    free(lat);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,1964 @@
+/*
+ * src/cluster/cluster_mpi.c - ringkernel across MPI ranks (design in
+ * docs/cluster.md).
+ *
+ * Who does what:
+ *   - proxies: one local actor kernel per remote kernel ("R/id", and "id"
+ *     when no local kernel has the name) and per remote topic member
+ *     ("R/#topic"). A proxy forwards each message it receives as a frame
+ *     into its peer's staging buffer, and puts replies the progress
+ *     thread injects (flag RK__CL_F_INJECT) out on its own output queue
+ *     with rk_ctx_reply, so rk_request on the proxy sees them.
+ *   - drain threads: one per exported kernel whose output the cluster
+ *     reads; an output whose correlation id answers a message from a peer
+ *     goes back to that peer, anything else to the local mailbox read
+ *     with rk_cluster_recv.
+ *   - the progress thread: the only thread that calls MPI after the join.
+ *     It moves staged frames into per-peer batches (within the peer's
+ *     credits), sends them with MPI_Isend, receives with persistent
+ *     MPI_Recv_init requests, delivers frames to local kernels (holding
+ *     them while a BLOCK kernel is full), returns credits, sends
+ *     heartbeats, declares silent peers dead, and runs the goodbye.
+ *   - the control kernel "rk.cluster": an actor that only waits; when
+ *     rk_runtime_destroy terminates it, it stops the threads above, so
+ *     nothing outlives the runtime.
+ *
+ * Locks: each peer's lock guards its staging buffers; a mailbox lock per
+ * export; one lock per id map; wake_lock pairs the progress thread's
+ * sleep with producers' wake-ups. No lock is held while calling the
+ * runtime or MPI, and no two of these are ever held together.
+ */
+#include "ringkernel/cluster.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster/wire.h"
+#include "common/common.h"
+
+/* Envelope flag bits the cluster sets on what it forwards (the runtime's
+ * bits 8-31 of rk_msg_header.flags; users' sends never carry them). */
+#define RK__CL_F_INJECT 0x80000000u /* a reply for a proxy to put out */
+#define RK__CL_F_REMOTE 0x40000000u /* a publish that came from a peer */
+
+#define CL_TAG        0x524b /* one tag for every batch */
+#define CL_NSEND      4      /* send buffers per peer */
+#define CL_NRECV      4      /* receives kept posted */
+#define CL_IDMAP      65536  /* correlation entries kept (power of 2) */
+#define CL_MAILBOX    4096   /* local outputs kept per export */
+#define CL_CONTROL_ID "rk.cluster"
+
+enum { PEER_LIVE = 0, PEER_GONE, PEER_DEAD };
+
+/* ------------------------------------------------------------ buffers */
+
+typedef struct cl_buf {
+    uint8_t *p;
+    size_t len, cap, off; /* bytes [off, len) are unread */
+} cl_buf;
+
+static int
+buf_append(cl_buf *b, size_t n, uint8_t **where)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        uint8_t *p;
+
+        while (cap < b->len + n)
+            cap *= 2;
+        if ((p = realloc(b->p, cap)) == NULL)
+            return rk__fail(RK_ENOMEM, "cluster: staging buffer of %zu", cap);
+        b->p = p;
+        b->cap = cap;
+    }
+    *where = b->p + b->len;
+    b->len += n;
+    return RK_OK;
+}
+
+static void
+buf_reset(cl_buf *b)
+{
+    b->len = b->off = 0;
+}
+
+static void
+buf_swap(cl_buf *a, cl_buf *b)
+{
+    cl_buf t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* ------------------------------------------------------------- id map */
+
+/* message id -> (rank, proxy index), bounded: the oldest entry is
+ * overwritten when full (a reply that late is then kept locally). */
+typedef struct cl_ident {
+    rk_uuid id;
+    int32_t rank;
+    uint32_t proxy;
+    int32_t next; /* bucket chain, -1 ends */
+    bool used;
+} cl_ident;
+
+typedef struct cl_idmap {
+    pthread_mutex_t lock;
+    cl_ident *ent;
+    int32_t *bucket;
+    uint32_t head;
+} cl_idmap;
+
+/* The ids of one thread differ only in a few bytes (the runtime numbers
+ * a block of v7 ids in their low 32 bits): mix all 128 bits (the
+ * murmur3 finaliser) so that they spread over every bucket. */
+static uint32_t
+id_hash(const rk_uuid *u)
+{
+    uint64_t a, b, x;
+
+    memcpy(&a, u->b, 8);
+    memcpy(&b, u->b + 8, 8);
+    x = a ^ (b * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (uint32_t)x & (CL_IDMAP - 1);
+}
+
+static int
+idmap_init(cl_idmap *m)
+{
+    pthread_mutex_init(&m->lock, NULL);
+    m->ent = calloc(CL_IDMAP, sizeof(*m->ent));
+    m->bucket = malloc(CL_IDMAP * sizeof(*m->bucket));
+    if (m->ent == NULL || m->bucket == NULL)
+        return rk__fail(RK_ENOMEM, "cluster: id map");
+    memset(m->bucket, 0xff, CL_IDMAP * sizeof(*m->bucket));
+    return RK_OK;
+}
+
+static void
+idmap_free(cl_idmap *m)
+{
+    free(m->ent);
+    free(m->bucket);
+    pthread_mutex_destroy(&m->lock);
+}
+
+static void
+idmap_unlink(cl_idmap *m, int32_t i)
+{
+    int32_t *pp = &m->bucket[id_hash(&m->ent[i].id)];
+
+    while (*pp != -1 && *pp != i)
+        pp = &m->ent[*pp].next;
+    if (*pp == i)
+        *pp = m->ent[i].next;
+    m->ent[i].used = false;
+}
+
+static void
+idmap_put(cl_idmap *m, const rk_uuid *id, int rank, uint32_t proxy)
+{
+    int32_t i;
+    uint32_t h = id_hash(id);
+
+    pthread_mutex_lock(&m->lock);
+    i = (int32_t)m->head;
+    m->head = (m->head + 1) & (CL_IDMAP - 1);
+    if (m->ent[i].used)
+        idmap_unlink(m, i);
+    m->ent[i] = (cl_ident) { *id, rank, proxy, m->bucket[h], true };
+    m->bucket[h] = i;
+    pthread_mutex_unlock(&m->lock);
+}
+
+static bool
+idmap_take(cl_idmap *m, const rk_uuid *id, int *rank, uint32_t *proxy)
+{
+    int32_t i;
+
+    pthread_mutex_lock(&m->lock);
+    for (i = m->bucket[id_hash(id)]; i != -1; i = m->ent[i].next)
+        if (memcmp(m->ent[i].id.b, id->b, 16) == 0)
+            break;
+    if (i != -1) {
+        if (rank != NULL)
+            *rank = m->ent[i].rank;
+        if (proxy != NULL)
+            *proxy = m->ent[i].proxy;
+        idmap_unlink(m, i);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return i != -1;
+}
+
+/* Takes every entry of rank (one pass); *n of them in a malloc'd array
+ * the caller frees (NULL when none, or out of memory: then dropped). */
+static cl_ident *
+idmap_take_rank(cl_idmap *m, int rank, size_t *n)
+{
+    cl_ident *out = NULL;
+    size_t cnt = 0, cap = 0;
+
+    pthread_mutex_lock(&m->lock);
+    for (int32_t i = 0; i < CL_IDMAP; i++) {
+        if (!m->ent[i].used || m->ent[i].rank != rank)
+            continue;
+        if (cnt == cap) {
+            cl_ident *grown;
+            cap = cap ? cap * 2 : 64;
+            if ((grown = realloc(out, cap * sizeof(*out))) == NULL)
+                cap = cnt; /* keep what we have; the rest is dropped */
+            else
+                out = grown;
+        }
+        if (cnt < cap)
+            out[cnt++] = m->ent[i];
+        idmap_unlink(m, i);
+    }
+    pthread_mutex_unlock(&m->lock);
+    *n = cnt;
+    return out;
+}
+
+/* ------------------------------------------------------------ objects */
+
+typedef struct cl_mail {
+    rk_msg_header hdr;
+    size_t len;
+    uint8_t *data;
+} cl_mail;
+
+typedef struct cl_export {
+    char id[RK_ID_MAX + 1];
+    rk_cluster_export cfg;
+    rk_cluster *cl;
+    pthread_t drain;
+    bool drain_started;
+    /* mailbox: outputs not for a peer, read by rk_cluster_recv */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    cl_mail *mail;
+    uint32_t mhead, mcount;
+    /* ingress (BLOCK exports): frames the progress thread hands over, each
+     * after its source rank (4 bytes), sent by this export's ingress
+     * thread with blocking sends; under lock, signalled by cond */
+    cl_buf in;
+    pthread_t ingress;
+    bool ingress_started;
+} cl_export;
+
+typedef struct cl_proxy {
+    char id[RK_ID_MAX + 1];
+    rk_cluster *cl;
+    int rank;        /* owning rank */
+    uint32_t target; /* export or topic index there */
+    uint32_t index;  /* this proxy's index here */
+    bool topic;
+    _Atomic bool exited;
+} cl_proxy;
+
+typedef struct cl_sendbuf {
+    uint8_t *p;
+    size_t len;
+    uint32_t nframes;
+    MPI_Request req;
+} cl_sendbuf;
+
+typedef struct cl_peer {
+    /* shared: producers append, the progress thread swaps out */
+    pthread_mutex_t lock;
+    pthread_cond_t room;
+    cl_buf stage[2]; /* 0: DATA/TOPIC (credited), 1: REPLY/ERROR */
+    _Atomic int state;
+    /* progress thread only */
+    cl_buf backlog[2];
+    cl_buf held; /* frames from this peer waiting for a full kernel */
+    uint32_t credits, window;
+    uint32_t owed;               /* credits to return to this peer */
+    _Atomic uint32_t owed_async; /* the same, from ingress threads */
+    cl_sendbuf sb[CL_NSEND];
+    unsigned cur;
+    uint64_t last_heard, last_sent;
+    bool bye_sent, bye_got;
+} cl_peer;
+
+struct rk_cluster {
+    rk_runtime *rt;
+    MPI_Comm comm;
+    int rank, size;
+    bool mpi_ours;
+    rk_cluster_config cfg;
+    uint32_t batch_bytes;
+    size_t stage_limit;
+
+    cl_export *exports;
+    size_t n_exports;
+    char (*topics)[RK_ID_MAX + 1];
+    size_t n_topics;
+    cl_proxy *proxies;
+    size_t n_proxies;
+    cl_peer *peers;
+
+    cl_idmap served; /* messages from peers: id -> (rank, proxy) */
+    cl_idmap fwd;    /* messages sent to peers, not yet answered */
+
+    uint8_t *rbuf[CL_NRECV];
+    MPI_Request rreq[CL_NRECV];
+    int rnext; /* the receive posted first (progress thread) */
+
+    pthread_t progress;
+    bool progress_started;
+    _Atomic bool stop;    /* progress thread: leave and exit */
+    _Atomic bool stopped; /* progress thread has exited */
+    _Atomic bool drain_stop;
+    pthread_mutex_t stop_lock; /* serialises cluster_stop */
+    bool stop_done;
+    bool leaving; /* rk_cluster_leave is running (control kernel) */
+    bool clean;   /* every peer said goodbye */
+
+    pthread_mutex_t wake_lock;
+    pthread_cond_t wake;
+    _Atomic int sleeping;
+    _Atomic int work;
+
+    _Atomic int refs;
+
+    struct {
+        _Atomic uint64_t forwarded, sent_frames, sent_batches, received,
+            delivered, rejected, dropped, replies_sent, replies_received,
+            remote_errors, unreachable, credit_stalls, idle_sleeps;
+    } st;
+};
+
+#define STAT(cl, f, n)                                                        \
+    atomic_fetch_add_explicit(&(cl)->st.f, (n), memory_order_relaxed)
+
+static void cluster_free(rk_cluster *cl);
+
+/* Condition variables here wait with CLOCK_MONOTONIC deadlines (the
+ * clock rk_now_ns reads). */
+static void
+cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}
+static void cluster_stop(rk_cluster *cl);
+
+static void
+unref(rk_cluster *cl)
+{
+    /* acq_rel: the last one out sees every other user's writes. */
+    if (atomic_fetch_sub_explicit(&cl->refs, 1, memory_order_acq_rel) == 1)
+        cluster_free(cl);
+}
+
+static int
+mpi_fail(int mrc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int n = 0;
+
+    if (MPI_Error_string(mrc, msg, &n) != MPI_SUCCESS)
+        snprintf(msg, sizeof(msg), "MPI error %d", mrc);
+    return rk__fail(RK_EINTERNAL, "cluster: %s failed: %s", what, msg);
+}
+
+/* Wakes the progress thread if it sleeps. The seq_cst store of work and
+ * load of sleeping pair with the progress thread's seq_cst store of
+ * sleeping and load of work (a Dekker handshake: one of the two sees the
+ * other). */
+static void
+wake_progress(rk_cluster *cl)
+{
+    atomic_store(&cl->work, 1);
+    if (atomic_load(&cl->sleeping)) {
+        pthread_mutex_lock(&cl->wake_lock);
+        pthread_cond_signal(&cl->wake);
+        pthread_mutex_unlock(&cl->wake_lock);
+    }
+}
+
+static void
+frame_from_header(rk__cl_frame *f, const rk_msg_header *h, size_t len)
+{
+    memset(f, 0, sizeof(*f));
+    f->priority = h->priority;
+    f->type_version = h->type_version;
+    f->type_id = h->type_id;
+    f->flags = h->flags & RK_MSG_F_ENCODING_MASK;
+    f->len = (uint32_t)len;
+    f->send_ns = h->send_ns;
+    f->id = h->message_id;
+    f->corr = h->correlation_id;
+}
+
+/* Appends a frame to peer's staging class cls. Class 0 waits (up to the
+ * timeout) while the stage is over its limit: a slow peer slows its
+ * proxies, whose own queues then apply their backpressure. */
+static int
+stage_reserve(rk_cluster *cl, cl_peer *p, int rank, int cls, size_t len,
+    uint64_t deadline, uint8_t **dst)
+{
+    while (cls == 0 && p->stage[0].len >= cl->stage_limit
+        && atomic_load(&p->state) == PEER_LIVE && !atomic_load(&cl->stopped)) {
+        struct timespec ts;
+        uint64_t now = rk_now_ns(), t;
+
+        if (now >= deadline)
+            return rk__fail(
+                RK_ETIMEDOUT, "cluster: rank %d is not keeping up", rank);
+        t = deadline - now < 10000000 ? deadline : now + 10000000;
+        ts.tv_sec = (time_t)(t / 1000000000u);
+        ts.tv_nsec = (long)(t % 1000000000u);
+        pthread_cond_timedwait(&p->room, &p->lock, &ts);
+    }
+    if (atomic_load(&p->state) != PEER_LIVE || atomic_load(&cl->stopped))
+        return rk__fail(RK_EUNREACHABLE, "cluster: rank %d is %s", rank,
+            atomic_load(&p->state) == PEER_DEAD ? "dead" : "gone");
+    return buf_append(&p->stage[cls], len, dst);
+}
+
+static int
+stage_frame(rk_cluster *cl, int rank, int cls, const rk__cl_frame *f,
+    const void *payload, int64_t timeout_ns)
+{
+    cl_peer *p = &cl->peers[rank];
+    uint8_t *dst;
+    int rc;
+
+    pthread_mutex_lock(&p->lock);
+    rc = stage_reserve(cl, p, rank, cls, rk__cl_frame_size(f->len),
+        rk__deadline(timeout_ns), &dst);
+    if (rc == RK_OK)
+        rk__cl_frame_write(dst, f, payload);
+    pthread_mutex_unlock(&p->lock);
+    if (rc == RK_OK)
+        wake_progress(cl);
+    return rc;
+}
+
+/* Appends frames already encoded (a proxy's run) under one lock. */
+static int
+stage_bytes(rk_cluster *cl, int rank, const uint8_t *bytes, size_t len)
+{
+    cl_peer *p = &cl->peers[rank];
+    uint8_t *dst;
+    int rc;
+
+    pthread_mutex_lock(&p->lock);
+    rc = stage_reserve(cl, p, rank, 0, len, UINT64_MAX, &dst);
+    if (rc == RK_OK)
+        memcpy(dst, bytes, len);
+    pthread_mutex_unlock(&p->lock);
+    if (rc == RK_OK)
+        wake_progress(cl);
+    return rc;
+}
+
+/* ------------------------------------------------------------ proxies */
+
+static int
+proxy_error_reply(rk_ctx *ctx, const rk_msg_header *req, int err)
+{
+    rk_msg_view v = { req, NULL, 0 };
+    uint8_t le[4];
+
+    rk__cl_put32(le, (uint32_t)err);
+    return rk_ctx_reply(ctx, &v, RK_CLUSTER_TYPE_ERROR, le, sizeof(le));
+}
+
+/* Hands a proxy's run of frames to its peer; on failure each message
+ * gets its error reply. */
+static void
+proxy_flush(rk_ctx *ctx, cl_proxy *px, cl_buf *run, uint32_t n)
+{
+    rk_cluster *cl = px->cl;
+    int rc;
+
+    if (n == 0)
+        return;
+    rc = stage_bytes(cl, px->rank, run->p, run->len);
+    if (rc == RK_OK) {
+        STAT(cl, forwarded, n);
+    } else {
+        rk__cl_frame f;
+        size_t off = 0;
+
+        while (rk__cl_frame_next(run->p, run->len, &off, &f) == RK_OK) {
+            rk_msg_header h;
+
+            STAT(cl, unreachable, 1);
+            if (px->topic)
+                continue;
+            idmap_take(&cl->fwd, &f.id, NULL, NULL);
+            memset(&h, 0, sizeof(h));
+            h.message_id = f.id;
+            h.priority = f.priority;
+            proxy_error_reply(ctx, &h, rc);
+        }
+    }
+    buf_reset(run);
+}
+
+/* A proxy takes what is queued for it (up to 256 messages or 16 KiB)
+ * before handing it over under one lock, and waits only when it has
+ * nothing left to hand over. */
+static int
+proxy_actor(rk_ctx *ctx)
+{
+    cl_proxy *px = rk_ctx_user(ctx);
+    rk_cluster *cl = px->cl;
+    cl_buf run = { 0 };
+    uint32_t n = 0;
+    rk_msg_view m;
+
+    for (;;) {
+        int rc = rk_ctx_recv(ctx, &m, n != 0 ? RK_NO_WAIT : 100 * 1000000);
+
+        if (rc == RK_OK && (m.hdr->flags & RK__CL_F_INJECT)) {
+            /* A reply (or an error) from the owning rank: put it out as
+             * the answer to the message whose id it correlates. */
+            rk_msg_header req = *m.hdr;
+            rk_msg_view v = { &req, NULL, 0 };
+
+            req.message_id = m.hdr->correlation_id;
+            rk_ctx_reply(ctx, &v, m.hdr->type_id, m.data, m.len);
+            continue;
+        }
+        if (rc == RK_OK && (m.hdr->flags & RK__CL_F_REMOTE))
+            continue; /* a publish that came from a peer: not back out */
+        if (rc == RK_OK) {
+            rk__cl_frame f;
+            uint8_t *dst;
+
+            frame_from_header(&f, m.hdr, m.len);
+            f.kind = px->topic ? RK__CL_TOPIC : RK__CL_DATA;
+            f.target = px->target;
+            f.aux = (int32_t)px->index;
+            if (buf_append(&run, rk__cl_frame_size(f.len), &dst) != RK_OK) {
+                STAT(cl, unreachable, 1);
+                if (!px->topic)
+                    proxy_error_reply(ctx, m.hdr, RK_ENOMEM);
+                continue;
+            }
+            rk__cl_frame_write(dst, &f, m.data);
+            if (!px->topic)
+                idmap_put(&cl->fwd, &f.id, px->rank, px->index);
+            if (++n < 256 && run.len < 16384)
+                continue;
+        }
+        proxy_flush(ctx, px, &run, n);
+        n = 0;
+        if (rc != RK_OK && rc != RK_ETIMEDOUT)
+            break;
+    }
+    free(run.p);
+    if (!atomic_exchange(&px->exited, true))
+        unref(cl);
+    return RK_OK;
+}
+
+static int
+control_actor(rk_ctx *ctx)
+{
+    rk_cluster *cl = rk_ctx_user(ctx);
+    rk_msg_view m;
+    bool leaving;
+
+    while (!rk_should_terminate(ctx)) {
+        int rc = rk_ctx_recv(ctx, &m, 1000 * 1000000);
+        if (rc != RK_OK && rc != RK_ETIMEDOUT)
+            break;
+    }
+    cluster_stop(cl);
+    pthread_mutex_lock(&cl->stop_lock);
+    leaving = cl->leaving;
+    pthread_mutex_unlock(&cl->stop_lock);
+    if (!leaving)
+        unref(cl); /* rk_runtime_destroy without leave: the handle's ref */
+    unref(cl);
+    return RK_OK;
+}
+
+/* ------------------------------------------------------------- drains */
+
+static void
+mail_put(cl_export *e, const rk_msg_header *h, const void *data, size_t len)
+{
+    cl_mail *slot;
+    uint8_t *copy = malloc(len ? len : 1);
+
+    if (copy == NULL)
+        return;
+    memcpy(copy, data, len);
+    pthread_mutex_lock(&e->lock);
+    while (e->mcount == CL_MAILBOX && !atomic_load(&e->cl->drain_stop)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 20000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+    }
+    if (e->mcount == CL_MAILBOX) {
+        pthread_mutex_unlock(&e->lock);
+        free(copy);
+        return;
+    }
+    slot = &e->mail[(e->mhead + e->mcount) % CL_MAILBOX];
+    slot->hdr = *h;
+    slot->len = len;
+    slot->data = copy;
+    e->mcount++;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void *
+drain_main(void *arg)
+{
+    cl_export *e = arg;
+    rk_cluster *cl = e->cl;
+    size_t cap = e->cfg.max_payload ? e->cfg.max_payload : 192;
+    uint8_t *buf = malloc(cap);
+    rk_msg_header h;
+    size_t len;
+
+    while (buf != NULL && !atomic_load(&cl->drain_stop)) {
+        int rc = rk_recv_id(cl->rt, e->id, &h, buf, cap, &len, 20 * 1000000);
+        int rank;
+        uint32_t proxy;
+
+        if (rc == RK_ETIMEDOUT)
+            continue;
+        if (rc != RK_OK) {
+            /* The kernel is not running: look again later. */
+            struct timespec ts = { 0, 20 * 1000000 };
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (!rk_uuid_is_nil(&h.correlation_id)
+            && idmap_take(&cl->served, &h.correlation_id, &rank, &proxy)) {
+            rk__cl_frame f;
+
+            frame_from_header(&f, &h, len);
+            f.kind = RK__CL_REPLY;
+            f.target = proxy;
+            if (stage_frame(cl, rank, 1, &f, buf, RK_WAIT_FOREVER) == RK_OK)
+                STAT(cl, replies_sent, 1);
+            continue;
+        }
+        mail_put(e, &h, buf, len);
+    }
+    free(buf);
+    return NULL;
+}
+
+/* Tells src that the message of frame f was refused with rc. */
+static void
+send_error(rk_cluster *cl, int src, const rk__cl_frame *f, int rc)
+{
+    rk__cl_frame err;
+
+    memset(&err, 0, sizeof(err));
+    err.kind = RK__CL_ERROR;
+    err.priority = f->priority;
+    err.target = (uint32_t)f->aux;
+    err.aux = rc;
+    err.corr = f->id;
+    err.id = rk_uuid_v7();
+    stage_frame(cl, src, 1, &err, NULL, RK_NO_WAIT);
+}
+
+static rk_msg_header
+frame_header(const rk__cl_frame *f)
+{
+    rk_msg_header h;
+
+    memset(&h, 0, sizeof(h));
+    h.priority = f->priority;
+    h.type_id = f->type_id;
+    h.type_version = f->type_version;
+    h.flags = f->flags & RK_MSG_F_ENCODING_MASK;
+    h.message_id = f->id;
+    h.correlation_id = f->corr;
+    return h;
+}
+
+/* The ingress thread of a BLOCK export: sends what the progress thread
+ * handed over, waiting while the kernel is full (in steps of a second, so
+ * that a leave is never stuck behind a kernel that stopped taking input;
+ * each step that expires counts once in the kernel's rejected). */
+static void
+ingress_one(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f)
+{
+    rk_msg_header h = frame_header(f);
+    bool serve = !e->cfg.local_output;
+    rk_kernel k;
+    int rc;
+
+    for (;;) {
+        if ((rc = rk_kernel_lookup(cl->rt, e->id, &k)) != RK_OK)
+            break;
+        if (serve)
+            idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux);
+        rc = rk_send_frame(
+            cl->rt, k, &h, f->payload, f->len, 1000 * 1000000);
+        if (rc != RK_OK && serve)
+            idmap_take(&cl->served, &f->id, NULL, NULL);
+        if (rc != RK_ETIMEDOUT || atomic_load(&cl->drain_stop)
+            || atomic_load(&cl->peers[src].state) != PEER_LIVE)
+            break;
+    }
+    if (rc == RK_OK) {
+        STAT(cl, delivered, 1);
+    } else {
+        STAT(cl, rejected, 1);
+        send_error(cl, src, f, rc);
+    }
+    atomic_fetch_add(&cl->peers[src].owed_async, 1);
+    wake_progress(cl);
+}
+
+static void *
+ingress_main(void *arg)
+{
+    cl_export *e = arg;
+    rk_cluster *cl = e->cl;
+    cl_buf work = { 0 };
+
+    for (;;) {
+        pthread_mutex_lock(&e->lock);
+        while (e->in.len == 0 && !atomic_load(&cl->drain_stop))
+            pthread_cond_wait(&e->cond, &e->lock);
+        if (e->in.len == 0) {
+            pthread_mutex_unlock(&e->lock);
+            break;
+        }
+        buf_swap(&e->in, &work);
+        pthread_mutex_unlock(&e->lock);
+        for (size_t off = 0; off + 4 <= work.len;) {
+            int src = (int)rk__cl_get32(work.p + off);
+            size_t at = off + 4;
+            rk__cl_frame f;
+
+            if (rk__cl_frame_next(work.p, work.len, &at, &f) != RK_OK)
+                break; /* cannot happen: the progress thread wrote it */
+            if (src >= 0 && src < cl->size)
+                ingress_one(cl, e, src, &f);
+            off = at;
+        }
+        buf_reset(&work);
+    }
+    free(work.p);
+    return NULL;
+}
+
+/* ------------------------------------------------------ progress: send */
+
+static uint64_t
+ns_since(uint64_t then, uint64_t now)
+{
+    return now > then ? now - then : 0;
+}
+
+/* Declares a peer dead (or gone) and fails what waits on it. */
+static void
+peer_down(rk_cluster *cl, int rank, int state)
+{
+    cl_peer *p = &cl->peers[rank];
+    int was = PEER_LIVE;
+
+    if (!atomic_compare_exchange_strong(&p->state, &was, state))
+        return;
+    pthread_mutex_lock(&p->lock);
+    buf_reset(&p->stage[0]);
+    buf_reset(&p->stage[1]);
+    pthread_cond_broadcast(&p->room);
+    pthread_mutex_unlock(&p->lock);
+    buf_reset(&p->backlog[0]);
+    buf_reset(&p->backlog[1]);
+    buf_reset(&p->held);
+    /* Messages sent to a dead rank and not answered: an error reply each
+     * (as many as the proxies take without waiting), so a request waiting
+     * for one ends with RK_EUNREACHABLE in the payload. A rank that left
+     * said goodbye after answering all it will: nothing to fail. */
+    size_t n = 0;
+    cl_ident *lost = idmap_take_rank(&cl->fwd, rank, &n);
+    for (size_t i = 0; i < n && state == PEER_DEAD; i++) {
+        rk_msg_header h;
+        rk_kernel k;
+        uint8_t le[4];
+
+        STAT(cl, unreachable, 1);
+        if (lost[i].proxy >= cl->n_proxies
+            || rk_kernel_lookup(cl->rt, cl->proxies[lost[i].proxy].id, &k)
+                != RK_OK)
+            continue;
+        memset(&h, 0, sizeof(h));
+        h.message_id = rk_uuid_v7();
+        h.correlation_id = lost[i].id;
+        h.priority = RK_MSG_PRIORITY_DEFAULT;
+        h.type_id = RK_CLUSTER_TYPE_ERROR;
+        h.flags = RK__CL_F_INJECT;
+        rk__cl_put32(le, (uint32_t)RK_EUNREACHABLE);
+        rk_send_frame(cl->rt, k, &h, le, sizeof(le), RK_NO_WAIT);
+    }
+    free(lost);
+    /* Replies owed to it can no longer be sent. */
+    free(idmap_take_rank(&cl->served, rank, &n));
+}
+
+/* The send buffer to fill next, or NULL while all are in flight. */
+static cl_sendbuf *
+sendbuf(rk_cluster *cl, cl_peer *p)
+{
+    cl_sendbuf *b = &p->sb[p->cur];
+
+    if (b->req != MPI_REQUEST_NULL) {
+        int done = 0;
+        int mrc = MPI_Test(&b->req, &done, MPI_STATUS_IGNORE);
+        if (mrc != MPI_SUCCESS) {
+            peer_down(cl, (int)(p - cl->peers), PEER_DEAD);
+            return NULL;
+        }
+        if (!done)
+            return NULL;
+    }
+    if (b->len == 0)
+        b->len = RK__CL_BATCH_HDR;
+    return b;
+}
+
+/* Sends the current buffer (with flags, and the credits owed). */
+static bool
+flush(rk_cluster *cl, cl_peer *p, uint16_t flags, uint64_t now)
+{
+    cl_sendbuf *b = sendbuf(cl, p);
+    int rank = (int)(p - cl->peers);
+    int mrc;
+
+    if (b == NULL)
+        return false;
+    rk__cl_batch_write(b->p, flags, b->nframes, p->owed);
+    mrc = MPI_Isend(
+        b->p, (int)b->len, MPI_BYTE, rank, CL_TAG, cl->comm, &b->req);
+    if (mrc != MPI_SUCCESS) {
+        peer_down(cl, rank, PEER_DEAD);
+        return false;
+    }
+    STAT(cl, sent_batches, 1);
+    STAT(cl, sent_frames, b->nframes);
+    p->owed = 0;
+    p->last_sent = now;
+    b->len = 0;
+    b->nframes = 0;
+    p->cur = (p->cur + 1) % CL_NSEND;
+    return true;
+}
+
+/* Moves staged frames into batches and sends them. True if it did
+ * anything. */
+static bool
+pump(rk_cluster *cl, cl_peer *p, uint64_t now)
+{
+    bool did = false, more = false;
+
+    if (atomic_load(&p->state) != PEER_LIVE)
+        return false;
+    for (int cls = 0; cls < 2; cls++) {
+        if (p->backlog[cls].off == p->backlog[cls].len) {
+            buf_reset(&p->backlog[cls]);
+            pthread_mutex_lock(&p->lock);
+            if (p->stage[cls].len != 0) {
+                buf_swap(&p->stage[cls], &p->backlog[cls]);
+                if (cls == 0)
+                    pthread_cond_broadcast(&p->room);
+            }
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+    /* Replies and errors first: they never wait for credits. */
+    for (int cls = 1; cls >= 0; cls--) {
+        cl_buf *bl = &p->backlog[cls];
+
+        while (bl->off < bl->len) {
+            const uint8_t *fr = bl->p + bl->off;
+            size_t size = rk__cl_frame_size(rk__cl_get32(fr + 16));
+            cl_sendbuf *b;
+
+            if (cls == 0 && p->credits == 0) {
+                STAT(cl, credit_stalls, 1);
+                more = true;
+                break;
+            }
+            if ((b = sendbuf(cl, p)) == NULL) {
+                more = true;
+                break;
+            }
+            if (b->len + size > cl->batch_bytes) {
+                if (!flush(cl, p, 0, now)) {
+                    more = true;
+                    break;
+                }
+                continue;
+            }
+            memcpy(b->p + b->len, fr, size);
+            b->len += size;
+            b->nframes++;
+            bl->off += size;
+            if (cls == 0)
+                p->credits--;
+            did = true;
+        }
+    }
+    /* The batch goes as soon as nothing more can join it now; frames
+     * that keep coming while the buffers are in flight join it for up to
+     * batch_window_ns. Owed credits go once half a window is owed, or
+     * when the thread has nothing else to do; a quiet link gets a
+     * heartbeat every heartbeat_ns / 4. */
+    {
+        cl_sendbuf *b = &p->sb[p->cur];
+        uint64_t quiet = ns_since(p->last_sent, now);
+        bool go = b->nframes != 0
+            && (!more || quiet >= (uint64_t)cl->cfg.batch_window_ns);
+
+        if (go || p->owed >= p->window / 2 || (p->owed != 0 && !did)
+            || quiet >= (uint64_t)cl->cfg.heartbeat_ns / 4)
+            did |= flush(cl, p, 0, now);
+    }
+    return did;
+}
+
+/* --------------------------------------------------- progress: receive */
+
+/* One frame from a peer. Returns false if it must be held (a BLOCK
+ * kernel is full) and tried again later. */
+static bool
+deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
+{
+    cl_peer *p = &cl->peers[src];
+    rk_msg_header h = frame_header(f);
+    rk_kernel k;
+    int rc;
+
+    switch (f->kind) {
+    case RK__CL_DATA: {
+        cl_export *e
+            = f->target < cl->n_exports ? &cl->exports[f->target] : NULL;
+        bool serve = e != NULL && !e->cfg.local_output;
+
+        if (e != NULL && e->cfg.backpressure == RK_BP_BLOCK) {
+            /* A BLOCK kernel that is full must make the sender wait, not
+             * refuse: its ingress thread sends with a wait, and the credit
+             * goes back once the kernel took the message. */
+            uint8_t *dst;
+            pthread_mutex_lock(&e->lock);
+            rc = buf_append(&e->in, 4 + rk__cl_frame_size(f->len), &dst);
+            if (rc == RK_OK) {
+                rk__cl_put32(dst, (uint32_t)src);
+                rk__cl_frame_write(dst + 4, f, f->payload);
+                pthread_cond_broadcast(&e->cond);
+            }
+            pthread_mutex_unlock(&e->lock);
+            if (rc == RK_OK) {
+                STAT(cl, received, 1);
+                return true;
+            }
+            return false; /* out of memory: try again later */
+        }
+        if (e == NULL) {
+            rc = rk__fail(RK_ENOTFOUND, "cluster: no export %u", f->target);
+        } else if ((rc = rk_kernel_lookup(cl->rt, e->id, &k)) == RK_OK) {
+            if (serve)
+                idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux);
+            rc = rk_send_frame(
+                cl->rt, k, &h, f->payload, f->len, RK_NO_WAIT);
+            if (rc != RK_OK && serve)
+                idmap_take(&cl->served, &f->id, NULL, NULL);
+        }
+        if (rc == RK_ETIMEDOUT || rc == RK_EFULL)
+            return false;
+        STAT(cl, received, 1);
+        p->owed++;
+        if (rc == RK_OK) {
+            STAT(cl, delivered, 1);
+        } else if (rc == RK_EDROPPED) {
+            STAT(cl, dropped, 1);
+        } else {
+            STAT(cl, rejected, 1);
+            send_error(cl, src, f, rc);
+        }
+        return true;
+    }
+    case RK__CL_TOPIC:
+        STAT(cl, received, 1);
+        p->owed++;
+        if (f->target >= cl->n_topics) {
+            STAT(cl, rejected, 1);
+            return true;
+        }
+        h.flags |= RK__CL_F_REMOTE;
+        /* A subscriber that is full misses it: counted failed in the
+         * topic's stats here, as a local publish would be. */
+        (void)rk_publish_frame(cl->rt, cl->topics[f->target], &h,
+            f->payload, f->len, RK_NO_WAIT, NULL);
+        STAT(cl, delivered, 1);
+        return true;
+    case RK__CL_REPLY:
+    case RK__CL_ERROR: {
+        uint8_t le[4];
+        const void *data = f->payload;
+        size_t len = f->len;
+
+        if (f->target >= cl->n_proxies)
+            return true;
+        if (f->kind == RK__CL_ERROR) {
+            h.type_id = RK_CLUSTER_TYPE_ERROR;
+            h.flags = 0;
+            rk__cl_put32(le, (uint32_t)f->aux);
+            data = le;
+            len = sizeof(le);
+        }
+        h.flags |= RK__CL_F_INJECT;
+        if (rk_kernel_lookup(cl->rt, cl->proxies[f->target].id, &k) != RK_OK)
+            return true;
+        /* Counted first: the requester may read the reply (and the
+         * counters) before this thread gets back from the send. */
+        if (f->kind == RK__CL_ERROR)
+            STAT(cl, remote_errors, 1);
+        else
+            STAT(cl, replies_received, 1);
+        rc = rk_send_frame(cl->rt, k, &h, data, len, RK_NO_WAIT);
+        if (rc == RK_ETIMEDOUT || rc == RK_EFULL || rc == RK_EREJECTED) {
+            if (f->kind == RK__CL_ERROR)
+                STAT(cl, remote_errors, (uint64_t)-1);
+            else
+                STAT(cl, replies_received, (uint64_t)-1);
+            return false;
+        }
+        idmap_take(&cl->fwd, &f->corr, NULL, NULL);
+        return true;
+    }
+    default:
+        return true;
+    }
+}
+
+/* Frames from held (oldest first) while they go in. True if any did. */
+static bool
+retry_held(rk_cluster *cl, int src)
+{
+    cl_peer *p = &cl->peers[src];
+    bool did = false;
+
+    while (p->held.off < p->held.len) {
+        rk__cl_frame f;
+        size_t off = p->held.off;
+
+        if (rk__cl_frame_next(p->held.p, p->held.len, &off, &f) != RK_OK) {
+            buf_reset(&p->held); /* cannot happen: we wrote them */
+            break;
+        }
+        if (!deliver(cl, src, &f))
+            break;
+        p->held.off = off;
+        did = true;
+    }
+    if (p->held.off == p->held.len)
+        buf_reset(&p->held);
+    return did;
+}
+
+static void
+batch_in(rk_cluster *cl, int src, const uint8_t *buf, size_t len)
+{
+    cl_peer *p = &cl->peers[src];
+    rk__cl_batch b;
+    rk__cl_frame f;
+    size_t off = RK__CL_BATCH_HDR;
+    int rc;
+
+    if (rk__cl_batch_parse(buf, len, &b) != RK_OK)
+        return; /* not ours or corrupt: nothing in it can be trusted */
+    p->last_heard = rk_now_ns();
+    p->credits += b.credits;
+    if (b.flags & RK__CL_B_BYE)
+        p->bye_got = true;
+    if (atomic_load(&p->state) != PEER_LIVE)
+        return;
+    while ((rc = rk__cl_frame_next(buf, len, &off, &f)) == RK_OK) {
+        size_t start = off - rk__cl_frame_size(f.len);
+        uint8_t *dst;
+
+        if (p->held.len == 0 && deliver(cl, src, &f))
+            continue;
+        /* Keep this frame and every later one, in order. */
+        if (buf_append(&p->held, len - start, &dst) == RK_OK)
+            memcpy(dst, buf + start, len - start);
+        break;
+    }
+}
+
+/* Receives complete in the order they were posted, and a restarted
+ * persistent receive goes to the back of that order: testing only the
+ * oldest one keeps every peer's batches in the order it sent them (MPI's
+ * non-overtaking rule); MPI_Testsome's index order would not. */
+static bool
+poll_recv(rk_cluster *cl)
+{
+    bool did = false;
+
+    for (int k = 0; k < CL_NRECV; k++) {
+        int i = cl->rnext, done = 0, count = 0, src;
+        MPI_Status st;
+
+        if (MPI_Test(&cl->rreq[i], &done, &st) != MPI_SUCCESS || !done)
+            break;
+        src = st.MPI_SOURCE;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        if (src >= 0 && src < cl->size && src != cl->rank && count > 0)
+            batch_in(cl, src, cl->rbuf[i], (size_t)count);
+        MPI_Start(&cl->rreq[i]);
+        cl->rnext = (cl->rnext + 1) % CL_NRECV;
+        did = true;
+    }
+    return did;
+}
+
+/* ------------------------------------------------------ progress: main */
+
+static void
+idle_sleep(rk_cluster *cl, int64_t ns)
+{
+    struct timespec ts;
+
+    pthread_mutex_lock(&cl->wake_lock);
+    atomic_store(&cl->sleeping, 1);
+    if (!atomic_exchange(&cl->work, 0) && !atomic_load(&cl->stop)) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += ns;
+        while (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        STAT(cl, idle_sleeps, 1);
+        pthread_cond_timedwait(&cl->wake, &cl->wake_lock, &ts);
+    }
+    atomic_store(&cl->sleeping, 0);
+    pthread_mutex_unlock(&cl->wake_lock);
+}
+
+static bool
+all_quiet(rk_cluster *cl)
+{
+    for (int r = 0; r < cl->size; r++) {
+        cl_peer *p = &cl->peers[r];
+        if (r == cl->rank || atomic_load(&p->state) != PEER_LIVE)
+            continue;
+        if (!p->bye_got || p->held.len != 0)
+            return false;
+    }
+    return true;
+}
+
+static void *
+progress_main(void *arg)
+{
+    rk_cluster *cl = arg;
+    uint64_t last_act = rk_now_ns(), leave_by = 0;
+    int64_t nap = 2000;
+
+    for (int i = 0; i < CL_NRECV; i++)
+        MPI_Start(&cl->rreq[i]);
+    for (;;) {
+        uint64_t now = rk_now_ns();
+        bool did = poll_recv(cl);
+
+        atomic_store_explicit(&cl->work, 0, memory_order_relaxed);
+        for (int r = 0; r < cl->size; r++) {
+            cl_peer *p = &cl->peers[r];
+
+            if (r == cl->rank || atomic_load(&p->state) != PEER_LIVE)
+                continue;
+            p->owed += atomic_exchange(&p->owed_async, 0);
+            if (p->held.len != 0)
+                did |= retry_held(cl, r);
+            did |= pump(cl, p, now);
+            if (!p->bye_got
+                && ns_since(p->last_heard, now)
+                    > (uint64_t)cl->cfg.heartbeat_ns)
+                peer_down(cl, r, PEER_DEAD);
+        }
+        if (atomic_load(&cl->stop)) {
+            if (leave_by == 0)
+                leave_by = now + (uint64_t)cl->cfg.leave_timeout_ns;
+            for (int r = 0; r < cl->size; r++) {
+                cl_peer *p = &cl->peers[r];
+                bool empty;
+
+                pthread_mutex_lock(&p->lock); /* producers append to stage */
+                empty = p->backlog[0].off == p->backlog[0].len
+                    && p->stage[0].len == 0;
+                pthread_mutex_unlock(&p->lock);
+
+                if (r == cl->rank || p->bye_sent
+                    || atomic_load(&p->state) != PEER_LIVE)
+                    continue;
+                if ((empty
+                        || now > leave_by
+                                - (uint64_t)cl->cfg.leave_timeout_ns / 2)
+                    && flush(cl, p, RK__CL_B_BYE, now))
+                    p->bye_sent = true;
+            }
+            bool sent_all = true;
+            for (int r = 0; r < cl->size; r++)
+                if (r != cl->rank && !cl->peers[r].bye_sent
+                    && atomic_load(&cl->peers[r].state) == PEER_LIVE)
+                    sent_all = false;
+            if ((sent_all && all_quiet(cl)) || now > leave_by)
+                break;
+        }
+        if (did) {
+            last_act = now;
+            nap = 2000;
+            continue;
+        }
+        if (ns_since(last_act, now) < (uint64_t)cl->cfg.poll_ns) {
+            sched_yield();
+            continue;
+        }
+        idle_sleep(cl, nap);
+        nap = nap * 2 > cl->cfg.idle_sleep_max_ns ? cl->cfg.idle_sleep_max_ns
+                                                  : nap * 2;
+    }
+    cl->clean = true;
+    for (int r = 0; r < cl->size; r++) {
+        cl_peer *p = &cl->peers[r];
+        if (r == cl->rank)
+            continue;
+        if (atomic_load(&p->state) == PEER_DEAD || !p->bye_got)
+            cl->clean = false;
+        peer_down(cl, r, PEER_GONE);
+    }
+    /* Our last sends: wait for them briefly, then give up on them. */
+    for (int r = 0; r < cl->size; r++) {
+        for (int i = 0; i < CL_NSEND; i++) {
+            MPI_Request *q = &cl->peers[r].sb[i].req;
+            uint64_t until = rk_now_ns() + 100000000;
+            int done = 0;
+
+            while (*q != MPI_REQUEST_NULL && !done && rk_now_ns() < until)
+                if (MPI_Test(q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                    break;
+            if (*q != MPI_REQUEST_NULL && !done) {
+                cl->clean = false;
+                MPI_Request_free(q);
+            }
+        }
+    }
+    for (int i = 0; i < CL_NRECV; i++) {
+        MPI_Cancel(&cl->rreq[i]);
+        MPI_Wait(&cl->rreq[i], MPI_STATUS_IGNORE);
+        MPI_Request_free(&cl->rreq[i]);
+    }
+    atomic_store(&cl->stopped, true);
+    return NULL;
+}
+
+/* Stops the progress and drain threads (once; later calls wait for the
+ * first). */
+static void
+cluster_stop(rk_cluster *cl)
+{
+    pthread_mutex_lock(&cl->stop_lock);
+    if (!cl->stop_done) {
+        atomic_store(&cl->stop, true);
+        wake_progress(cl);
+        if (cl->progress_started)
+            pthread_join(cl->progress, NULL);
+        atomic_store(&cl->stopped, true);
+        atomic_store(&cl->drain_stop, true);
+        for (size_t i = 0; i < cl->n_exports; i++) {
+            cl_export *e = &cl->exports[i];
+            pthread_mutex_lock(&e->lock);
+            pthread_cond_broadcast(&e->cond);
+            pthread_mutex_unlock(&e->lock);
+            if (e->drain_started)
+                pthread_join(e->drain, NULL);
+            if (e->ingress_started)
+                pthread_join(e->ingress, NULL);
+        }
+        for (int r = 0; cl->peers != NULL && r < cl->size; r++) {
+            pthread_mutex_lock(&cl->peers[r].lock);
+            pthread_cond_broadcast(&cl->peers[r].room);
+            pthread_mutex_unlock(&cl->peers[r].lock);
+        }
+        cl->stop_done = true;
+    }
+    pthread_mutex_unlock(&cl->stop_lock);
+}
+
+/* ---------------------------------------------------------------- join */
+
+static void
+cluster_free(rk_cluster *cl)
+{
+    if (cl->peers != NULL) {
+        for (int r = 0; r < cl->size; r++) {
+            cl_peer *p = &cl->peers[r];
+            for (int c = 0; c < 2; c++) {
+                free(p->stage[c].p);
+                free(p->backlog[c].p);
+            }
+            free(p->held.p);
+            for (int i = 0; i < CL_NSEND; i++)
+                free(p->sb[i].p);
+            pthread_mutex_destroy(&p->lock);
+            pthread_cond_destroy(&p->room);
+        }
+    }
+    for (size_t i = 0; i < cl->n_exports; i++) {
+        cl_export *e = &cl->exports[i];
+        for (uint32_t j = 0; j < e->mcount; j++)
+            free(e->mail[(e->mhead + j) % CL_MAILBOX].data);
+        free(e->mail);
+        free(e->in.p);
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->cond);
+    }
+    for (int i = 0; i < CL_NRECV; i++)
+        free(cl->rbuf[i]);
+    idmap_free(&cl->served);
+    idmap_free(&cl->fwd);
+    free(cl->peers);
+    free(cl->exports);
+    free(cl->topics);
+    free(cl->proxies);
+    pthread_mutex_destroy(&cl->stop_lock);
+    pthread_mutex_destroy(&cl->wake_lock);
+    pthread_cond_destroy(&cl->wake);
+    free(cl);
+}
+
+static int
+mpi_setup(rk_cluster *cl, const void *comm)
+{
+    int init = 0, level = 0, mrc;
+
+    MPI_Initialized(&init);
+    if (!init) {
+        mrc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &level);
+        if (mrc != MPI_SUCCESS)
+            return mpi_fail(mrc, "MPI_Init_thread");
+        cl->mpi_ours = true;
+    } else {
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (fin)
+            return rk__fail(RK_EINVAL, "rk_cluster_mpi: MPI is finalized");
+        MPI_Query_thread(&level);
+    }
+    if (level < MPI_THREAD_SERIALIZED)
+        return rk__fail(RK_ENOTSUP,
+            "rk_cluster_mpi: MPI thread level %d; the cluster needs "
+            "MPI_THREAD_SERIALIZED (initialise MPI with MPI_Init_thread)",
+            level);
+    mrc = MPI_Comm_dup(
+        comm != NULL ? *(const MPI_Comm *)comm : MPI_COMM_WORLD, &cl->comm);
+    if (mrc != MPI_SUCCESS)
+        return mpi_fail(mrc, "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(cl->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(cl->comm, &cl->rank);
+    MPI_Comm_size(cl->comm, &cl->size);
+    return RK_OK;
+}
+
+static void
+config_defaults(rk_cluster_config *c)
+{
+    if (c->batch_bytes == 0)
+        c->batch_bytes = 32 * 1024;
+    if (c->batch_bytes < 4096)
+        c->batch_bytes = 4096;
+    if (c->batch_window_ns <= 0)
+        c->batch_window_ns = 20000;
+    if (c->credits == 0)
+        c->credits = 1024;
+    if (c->heartbeat_ns <= 0)
+        c->heartbeat_ns = 3000000000LL;
+    if (c->poll_ns <= 0)
+        c->poll_ns = 1000000;
+    if (c->idle_sleep_max_ns <= 0)
+        c->idle_sleep_max_ns = 1000000;
+    if (c->leave_timeout_ns <= 0)
+        c->leave_timeout_ns = 2000000000LL;
+}
+
+/* Our directory record: exports and the topics we have subscribers for. */
+static int
+directory_local(rk_cluster *cl, uint8_t **out, size_t *len)
+{
+    uint32_t nt = 0;
+    bool *has = calloc(cl->n_topics + 1, sizeof(bool));
+    uint8_t *d, *p;
+
+    if (has == NULL)
+        return rk__fail(RK_ENOMEM, "cluster: directory");
+    for (size_t i = 0; i < cl->n_topics; i++) {
+        rk_topic_stats ts;
+        if (rk_topic_stats_get(cl->rt, cl->topics[i], &ts) == RK_OK
+            && ts.subscribers > 0) {
+            has[i] = true;
+            nt++;
+        }
+    }
+    *len = rk__cl_dir_size((uint32_t)cl->n_exports, nt);
+    if ((d = malloc(*len)) == NULL) {
+        free(has);
+        return rk__fail(RK_ENOMEM, "cluster: directory");
+    }
+    rk__cl_dir_header_write(d, (uint32_t)cl->n_exports, nt, cl->cfg.credits);
+    p = d + RK__CL_DIR_HDR;
+    for (size_t i = 0; i < cl->n_exports; i++, p += RK__CL_DIR_EXPORT) {
+        const rk_cluster_export *x = &cl->exports[i].cfg;
+        rk__cl_dir_export e;
+        snprintf(e.id, sizeof(e.id), "%s", cl->exports[i].id);
+        e.capacity = x->input_capacity;
+        e.max_payload = x->max_payload;
+        e.backpressure = (uint32_t)x->backpressure;
+        e.bands = x->priority_bands;
+        rk__cl_dir_export_write(p, &e);
+    }
+    for (size_t i = 0; i < cl->n_topics; i++) {
+        rk__cl_dir_topic t;
+        if (!has[i])
+            continue;
+        snprintf(t.name, sizeof(t.name), "%s", cl->topics[i]);
+        t.index = (uint32_t)i;
+        rk__cl_dir_topic_write(p, &t);
+        p += RK__CL_DIR_TOPIC;
+    }
+    free(has);
+    *out = d;
+    return RK_OK;
+}
+
+static int
+proxy_add(rk_cluster *cl, size_t cap, const char *id, int rank,
+    uint32_t target, bool topic)
+{
+    cl_proxy *px;
+
+    if (cl->n_proxies == cap)
+        return rk__fail(RK_EINTERNAL, "cluster: proxy table full");
+    px = &cl->proxies[cl->n_proxies];
+    if (snprintf(px->id, sizeof(px->id), "%s", id) >= (int)sizeof(px->id))
+        return rk__fail(RK_EINVAL, "cluster: proxy id '%s' is too long", id);
+    px->cl = cl;
+    px->rank = rank;
+    px->target = target;
+    px->index = (uint32_t)cl->n_proxies;
+    px->topic = topic;
+    cl->n_proxies++;
+    return RK_OK;
+}
+
+/* Registers, launches and activates one kernel of the cluster. */
+static int
+start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn, void *user,
+    const rk__cl_dir_export *e)
+{
+    rk_kernel_def def;
+    int rc;
+
+    memset(&def, 0, sizeof(def));
+    def.id = id;
+    def.actor = fn;
+    def.config.user = user;
+    def.config.backend = "cpu";
+    def.config.spin = 200;
+    if (e != NULL) {
+        def.config.input_capacity = e->capacity;
+        def.config.max_payload = e->max_payload;
+        def.config.backpressure = (rk_backpressure)e->backpressure;
+        def.config.priority_bands = e->bands != 0;
+    }
+    if ((rc = rk_runtime_register(cl->rt, &def)) != RK_OK)
+        return rc;
+    if ((rc = rk_kernel_launch(cl->rt, id)) != RK_OK)
+        return rc;
+    return rk_kernel_activate(cl->rt, id);
+}
+
+static int
+directory_exchange(rk_cluster *cl)
+{
+    uint8_t *mine = NULL, *all = NULL;
+    size_t len = 0, total = 0, cap = 0;
+    int *lens = NULL, *displs = NULL, mrc, rc;
+    rk__cl_dir *dirs = NULL;
+
+    if ((rc = directory_local(cl, &mine, &len)) != RK_OK)
+        return rc;
+    lens = calloc((size_t)cl->size, sizeof(int));
+    displs = calloc((size_t)cl->size, sizeof(int));
+    dirs = calloc((size_t)cl->size, sizeof(*dirs));
+    if (lens == NULL || displs == NULL || dirs == NULL) {
+        rc = rk__fail(RK_ENOMEM, "cluster: directory");
+        goto out;
+    }
+    int mylen = (int)len;
+    if ((mrc = MPI_Allgather(&mylen, 1, MPI_INT, lens, 1, MPI_INT, cl->comm))
+        != MPI_SUCCESS) {
+        rc = mpi_fail(mrc, "MPI_Allgather");
+        goto out;
+    }
+    for (int r = 0; r < cl->size; r++) {
+        displs[r] = (int)total;
+        total += (size_t)lens[r];
+    }
+    if ((all = malloc(total)) == NULL) {
+        rc = rk__fail(RK_ENOMEM, "cluster: directory of %zu bytes", total);
+        goto out;
+    }
+    mrc = MPI_Allgatherv(
+        mine, mylen, MPI_BYTE, all, lens, displs, MPI_BYTE, cl->comm);
+    if (mrc != MPI_SUCCESS) {
+        rc = mpi_fail(mrc, "MPI_Allgatherv");
+        goto out;
+    }
+    /* Every rank agrees on the largest batch (receive buffers). */
+    uint32_t bb = cl->cfg.batch_bytes;
+    mrc = MPI_Allreduce(
+        &bb, &cl->batch_bytes, 1, MPI_UINT32_T, MPI_MAX, cl->comm);
+    if (mrc != MPI_SUCCESS) {
+        rc = mpi_fail(mrc, "MPI_Allreduce");
+        goto out;
+    }
+    cl->stage_limit = (size_t)cl->batch_bytes * 4;
+    for (int r = 0; r < cl->size; r++) {
+        rc = rk__cl_dir_parse(all + displs[r], (size_t)lens[r], &dirs[r]);
+        if (rc != RK_OK)
+            goto out;
+        if (r != cl->rank)
+            cap += 2 * dirs[r].n_exports + dirs[r].n_topics;
+        cl->peers[r].credits = cl->peers[r].window = dirs[r].credits;
+    }
+    if ((cl->proxies = calloc(cap + 1, sizeof(*cl->proxies))) == NULL) {
+        rc = rk__fail(RK_ENOMEM, "cluster: proxies");
+        goto out;
+    }
+    /* Proxies: "R/id" for every remote export, "id" for the first rank
+     * exporting a name no local kernel has, "R/#topic" for remote topic
+     * members. */
+    for (int pass = 0; pass < 3; pass++) {
+        for (int r = 0; r < cl->size; r++) {
+            if (r == cl->rank)
+                continue;
+            uint32_t n = pass < 2 ? dirs[r].n_exports : dirs[r].n_topics;
+            for (uint32_t i = 0; i < n; i++) {
+                char id[2 * (RK_ID_MAX + 1) + 16];
+                rk__cl_dir_export e;
+                rk__cl_dir_topic t;
+                rk_kernel_state s;
+
+                if (pass < 2) {
+                    if ((rc = rk__cl_dir_export_get(&dirs[r], i, &e)) != RK_OK)
+                        goto out;
+                    if (pass == 0)
+                        snprintf(id, sizeof(id), "%d/%s", r, e.id);
+                    else
+                        snprintf(id, sizeof(id), "%s", e.id);
+                    if (pass == 1
+                        && rk_kernel_state_get(cl->rt, id, &s) == RK_OK)
+                        continue; /* a local kernel (or earlier proxy) */
+                    if ((rc = proxy_add(cl, cap, id, r, i, false)) != RK_OK)
+                        goto out;
+                    if ((rc = start_kernel(cl, id, proxy_actor,
+                             &cl->proxies[cl->n_proxies - 1], &e))
+                        != RK_OK)
+                        goto out;
+                } else {
+                    if ((rc = rk__cl_dir_topic_get(&dirs[r], i, &t)) != RK_OK)
+                        goto out;
+                    snprintf(id, sizeof(id), "%d/#%s", r, t.name);
+                    if ((rc = proxy_add(cl, cap, id, r, t.index, true))
+                        != RK_OK)
+                        goto out;
+                    if ((rc = start_kernel(cl, id, proxy_actor,
+                             &cl->proxies[cl->n_proxies - 1], NULL))
+                        != RK_OK)
+                        goto out;
+                    if ((rc = rk_subscribe(cl->rt, id, t.name)) != RK_OK)
+                        goto out;
+                }
+                atomic_fetch_add(&cl->refs, 1);
+            }
+        }
+    }
+    rc = RK_OK;
+out:
+    free(mine);
+    free(all);
+    free(lens);
+    free(displs);
+    free(dirs);
+    return rc;
+}
+
+/* Every rank's verdict on a step of the join: rc if this rank failed,
+ * RK_EINTERNAL if another did, else RK_OK. Collective. */
+static int
+agree(rk_cluster *cl, int rc)
+{
+    int bad = rc != RK_OK, any = 0;
+    char detail[512];
+
+    snprintf(detail, sizeof(detail), "%s", rk_errdetail());
+    if (MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, cl->comm)
+        != MPI_SUCCESS)
+        any = 1;
+    if (rc != RK_OK)
+        return rk__fail(rc, "%s", detail);
+    if (any)
+        return rk__fail(
+            RK_EINTERNAL, "rk_cluster_mpi: another rank failed to join");
+    return RK_OK;
+}
+
+int
+rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
+    rk_cluster **out)
+{
+    rk_cluster *cl;
+    rk_cluster_config c;
+    int rc;
+
+    if (out != NULL)
+        *out = NULL;
+    if (rt == NULL || out == NULL)
+        return rk__fail(RK_EINVAL, "rk_cluster_mpi: NULL argument");
+    memset(&c, 0, sizeof(c));
+    if (cfg != NULL)
+        c = *cfg;
+    if ((c.n_exports != 0 && c.exports == NULL)
+        || (c.n_topics != 0 && c.topics == NULL))
+        return rk__fail(RK_EINVAL, "rk_cluster_mpi: NULL export/topic list");
+    config_defaults(&c);
+    if ((cl = calloc(1, sizeof(*cl))) == NULL)
+        return rk__fail(RK_ENOMEM, "rk_cluster_mpi");
+    cl->rt = rt;
+    cl->cfg = c;
+    cl->cfg.exports = NULL;
+    cl->cfg.topics = NULL;
+    cl->comm = MPI_COMM_NULL;
+    atomic_init(&cl->refs, 1);
+    pthread_mutex_init(&cl->stop_lock, NULL);
+    pthread_mutex_init(&cl->wake_lock, NULL);
+    cond_init_mono(&cl->wake);
+    for (int i = 0; i < CL_NRECV; i++)
+        cl->rreq[i] = MPI_REQUEST_NULL;
+    if ((rc = idmap_init(&cl->served)) != RK_OK
+        || (rc = idmap_init(&cl->fwd)) != RK_OK)
+        goto fail;
+
+    /* Local exports and topics. A rank that finds a mistake here still
+     * takes part in the vote below, so that no other rank is left waiting
+     * in a collective. */
+    cl->exports = calloc(c.n_exports + 1, sizeof(*cl->exports));
+    cl->topics = calloc(c.n_topics + 1, sizeof(*cl->topics));
+    if (cl->exports == NULL || cl->topics == NULL) {
+        rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
+        goto checked;
+    }
+    for (size_t i = 0; i < c.n_exports; i++) {
+        cl_export *e = &cl->exports[i];
+        const rk_cluster_export *x = &cfg->exports[i];
+        rk_kernel_state s;
+
+        pthread_mutex_init(&e->lock, NULL);
+        cond_init_mono(&e->cond);
+        cl->n_exports++;
+        e->cl = cl;
+        e->cfg = *x;
+        e->cfg.id = NULL;
+        if (x->id == NULL || strlen(x->id) > RK_ID_MAX) {
+            rc = rk__fail(RK_EINVAL, "rk_cluster_mpi: export %zu: bad id", i);
+            goto checked;
+        }
+        snprintf(e->id, sizeof(e->id), "%s", x->id);
+        if ((rc = rk_kernel_state_get(rt, e->id, &s)) != RK_OK)
+            goto checked;
+        if ((e->mail = calloc(CL_MAILBOX, sizeof(*e->mail))) == NULL) {
+            rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
+            goto checked;
+        }
+    }
+    for (size_t i = 0; i < c.n_topics; i++) {
+        if (c.topics[i] == NULL || strlen(c.topics[i]) > RK_ID_MAX) {
+            rc = rk__fail(RK_EINVAL, "rk_cluster_mpi: topic %zu: bad name", i);
+            goto checked;
+        }
+        snprintf(cl->topics[i], sizeof(cl->topics[i]), "%s", c.topics[i]);
+        cl->n_topics++;
+    }
+
+checked : {
+    int mrc = mpi_setup(cl, comm);
+    if (mrc != RK_OK) {
+        rc = rc != RK_OK ? rc : mrc; /* without MPI, no vote */
+        goto fail;
+    }
+}
+    if ((rc = agree(cl, rc)) != RK_OK)
+        goto fail;
+
+    if ((cl->peers = calloc((size_t)cl->size, sizeof(*cl->peers))) == NULL) {
+        rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
+        goto fail;
+    }
+    for (int r = 0; r < cl->size; r++) {
+        cl_peer *p = &cl->peers[r];
+
+        pthread_mutex_init(&p->lock, NULL);
+        cond_init_mono(&p->room);
+        for (int i = 0; i < CL_NSEND; i++)
+            p->sb[i].req = MPI_REQUEST_NULL;
+        p->last_heard = p->last_sent = rk_now_ns();
+    }
+    rc = directory_exchange(cl);
+    if ((rc = agree(cl, rc)) != RK_OK)
+        goto fail;
+    for (int r = 0; r < cl->size; r++) {
+        for (int i = 0; i < CL_NSEND; i++) {
+            if ((cl->peers[r].sb[i].p = malloc(cl->batch_bytes)) == NULL) {
+                rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
+                goto fail;
+            }
+        }
+    }
+    for (int i = 0; i < CL_NRECV; i++) {
+        if ((cl->rbuf[i] = malloc(cl->batch_bytes)) == NULL) {
+            rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
+            goto fail;
+        }
+        int mrc = MPI_Recv_init(cl->rbuf[i], (int)cl->batch_bytes, MPI_BYTE,
+            MPI_ANY_SOURCE, CL_TAG, cl->comm, &cl->rreq[i]);
+        if (mrc != MPI_SUCCESS) {
+            rc = mpi_fail(mrc, "MPI_Recv_init");
+            goto fail;
+        }
+    }
+    /* The control kernel: rk_runtime_destroy stops the cluster through it. */
+    atomic_fetch_add(&cl->refs, 1);
+    if ((rc = start_kernel(cl, CL_CONTROL_ID, control_actor, cl, NULL))
+        != RK_OK) {
+        atomic_fetch_sub(&cl->refs, 1);
+        goto fail;
+    }
+    for (size_t i = 0; i < cl->n_exports; i++) {
+        cl_export *e = &cl->exports[i];
+        if (e->cfg.backpressure == RK_BP_BLOCK) {
+            if (pthread_create(&e->ingress, NULL, ingress_main, e) != 0) {
+                rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi: ingress thread");
+                goto fail;
+            }
+            e->ingress_started = true;
+        }
+        if (e->cfg.local_output)
+            continue;
+        if (pthread_create(&e->drain, NULL, drain_main, e) != 0) {
+            rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi: drain thread");
+            goto fail;
+        }
+        e->drain_started = true;
+    }
+    /* Everyone's proxies exist before anyone's progress thread sends. */
+    MPI_Barrier(cl->comm);
+    if (pthread_create(&cl->progress, NULL, progress_main, cl) != 0) {
+        rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi: progress thread");
+        goto fail;
+    }
+    cl->progress_started = true;
+    *out = cl;
+    return RK_OK;
+
+fail:
+    /* A failed join: stop what started, end the kernels we registered. */
+    {
+        char detail[512];
+        snprintf(detail, sizeof(detail), "%s", rk_errdetail());
+        cluster_stop(cl);
+        pthread_mutex_lock(&cl->stop_lock);
+        cl->leaving = true;
+        pthread_mutex_unlock(&cl->stop_lock);
+        for (size_t i = 0; i < cl->n_proxies; i++)
+            rk_kernel_terminate(rt, cl->proxies[i].id, 1000000000);
+        rk_kernel_terminate(rt, CL_CONTROL_ID, 1000000000);
+        if (cl->comm != MPI_COMM_NULL) {
+            for (int i = 0; i < CL_NRECV; i++)
+                if (cl->rreq[i] != MPI_REQUEST_NULL)
+                    MPI_Request_free(&cl->rreq[i]);
+            MPI_Comm_free(&cl->comm);
+        }
+        /* MPI stays initialised (a later call may try again); a program
+         * that gives up calls MPI_Finalize itself. */
+        unref(cl);
+        return rk__fail(rc, "%s", detail);
+    }
+}
+
+int
+rk_cluster_leave(rk_cluster *cl)
+{
+    bool clean, ours;
+    int64_t t;
+
+    if (cl == NULL)
+        return RK_OK;
+    pthread_mutex_lock(&cl->stop_lock);
+    cl->leaving = true;
+    pthread_mutex_unlock(&cl->stop_lock);
+    cluster_stop(cl);
+    clean = cl->clean;
+    ours = cl->mpi_ours;
+    t = cl->cfg.leave_timeout_ns;
+    for (size_t i = 0; i < cl->n_proxies; i++)
+        rk_kernel_terminate(cl->rt, cl->proxies[i].id, t);
+    rk_kernel_terminate(cl->rt, CL_CONTROL_ID, t);
+    if (clean)
+        MPI_Comm_free(&cl->comm);
+    unref(cl);
+    if (ours && clean) {
+        int fin = 0;
+        MPI_Finalized(&fin);
+        if (!fin)
+            MPI_Finalize();
+    }
+    return clean ? RK_OK
+                 : rk__fail(RK_EUNREACHABLE,
+                     "rk_cluster_leave: a peer died or did not say goodbye");
+}
+
+int
+rk_cluster_rank(const rk_cluster *cl)
+{
+    return cl != NULL ? cl->rank : -1;
+}
+
+int
+rk_cluster_size(const rk_cluster *cl)
+{
+    return cl != NULL ? cl->size : 0;
+}
+
+int
+rk_cluster_peer_status(const rk_cluster *cl, int rank)
+{
+    if (cl == NULL || rank < 0 || rank >= cl->size)
+        return rk__fail(RK_EINVAL, "rk_cluster_peer_status: rank %d", rank);
+    if (rank == cl->rank)
+        return atomic_load(&cl->stopped)
+            ? rk__fail(RK_EUNREACHABLE, "this rank has left")
+            : RK_OK;
+    switch (atomic_load(&cl->peers[rank].state)) {
+    case PEER_LIVE:
+        return RK_OK;
+    case PEER_DEAD:
+        return rk__fail(RK_EUNREACHABLE, "rank %d died", rank);
+    default:
+        return rk__fail(RK_EUNREACHABLE, "rank %d left", rank);
+    }
+}
+
+int
+rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns)
+{
+    cl_export *e = NULL;
+    uint64_t deadline = rk__deadline(timeout_ns);
+    cl_mail *m;
+
+    if (cl == NULL || id == NULL || len == NULL || (buf == NULL && cap != 0))
+        return rk__fail(RK_EINVAL, "rk_cluster_recv: NULL argument");
+    for (size_t i = 0; i < cl->n_exports; i++)
+        if (strcmp(cl->exports[i].id, id) == 0)
+            e = &cl->exports[i];
+    if (e == NULL || e->cfg.local_output)
+        return rk_recv_id(cl->rt, id, hdr, buf, cap, len, timeout_ns);
+    pthread_mutex_lock(&e->lock);
+    while (e->mcount == 0) {
+        struct timespec ts;
+        uint64_t now = rk_now_ns();
+        if (now >= deadline) {
+            pthread_mutex_unlock(&e->lock);
+            return RK_ETIMEDOUT;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t abs = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec
+            + (deadline - now < 50000000 ? deadline - now : 50000000);
+        ts.tv_sec = (time_t)(abs / 1000000000u);
+        ts.tv_nsec = (long)(abs % 1000000000u);
+        pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+    }
+    m = &e->mail[e->mhead];
+    *len = m->len;
+    if (m->len > cap) {
+        pthread_mutex_unlock(&e->lock);
+        return rk__fail(RK_EMSGSIZE,
+            "rk_cluster_recv: %zu-byte payload, %zu "
+            "-byte buffer",
+            m->len, cap);
+    }
+    if (hdr != NULL)
+        *hdr = m->hdr;
+    memcpy(buf, m->data, m->len);
+    free(m->data);
+    e->mhead = (e->mhead + 1) % CL_MAILBOX;
+    e->mcount--;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    return RK_OK;
+}
+
+int
+rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out)
+{
+    if (cl == NULL || out == NULL)
+        return rk__fail(RK_EINVAL, "rk_cluster_stats_get: NULL argument");
+#define GET(f) out->f = atomic_load_explicit(&cl->st.f, memory_order_relaxed)
+    GET(forwarded);
+    GET(sent_frames);
+    GET(sent_batches);
+    GET(received);
+    GET(delivered);
+    GET(rejected);
+    GET(dropped);
+    GET(replies_sent);
+    GET(replies_received);
+    GET(remote_errors);
+    GET(unreachable);
+    GET(credit_stalls);
+    GET(idle_sleeps);
+#undef GET
+    return RK_OK;
+}

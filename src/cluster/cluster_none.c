@@ -1,0 +1,80 @@
+/*
+ * src/cluster/cluster_none.c - the cluster API in a build without MPI:
+ * every call says how to get it (docs/cluster.md).
+ */
+#include "ringkernel/cluster.h"
+
+#include "common/common.h"
+
+static int
+no_mpi(const char *what)
+{
+    return rk__fail(RK_ENOTSUP,
+        "%s: ringkernel was built without MPI; install an MPI (Debian: "
+        "libopenmpi-dev openmpi-bin, see tools/deps.sh) and rebuild, CMake "
+        "finds it (-DRK_WITH_MPI=ON makes it required)",
+        what);
+}
+
+int
+rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
+    rk_cluster **out)
+{
+    (void)rt;
+    (void)comm;
+    (void)cfg;
+    if (out != NULL)
+        *out = NULL;
+    return no_mpi("rk_cluster_mpi");
+}
+
+int
+rk_cluster_rank(const rk_cluster *cl)
+{
+    (void)cl;
+    return -1;
+}
+
+int
+rk_cluster_size(const rk_cluster *cl)
+{
+    (void)cl;
+    return 0;
+}
+
+int
+rk_cluster_leave(rk_cluster *cl)
+{
+    (void)cl;
+    return RK_OK;
+}
+
+int
+rk_cluster_peer_status(const rk_cluster *cl, int rank)
+{
+    (void)cl;
+    (void)rank;
+    return no_mpi("rk_cluster_peer_status");
+}
+
+int
+rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr, void *buf,
+    size_t cap, size_t *len, int64_t timeout_ns)
+{
+    (void)cl;
+    (void)id;
+    (void)hdr;
+    (void)buf;
+    (void)cap;
+    (void)len;
+    (void)timeout_ns;
+    return no_mpi("rk_cluster_recv");
+}
+
+int
+rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out)
+{
+    (void)cl;
+    (void)out;
+    return no_mpi("rk_cluster_stats_get");
+}

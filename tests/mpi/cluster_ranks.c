@@ -1,0 +1,772 @@
+/*
+ * tests/mpi/cluster_ranks.c - the cluster across MPI ranks, run by ctest
+ * under mpirun (tests/CMakeLists.txt): `cluster_ranks MODE` on every rank.
+ *
+ *   basic   cross-rank send (envelope kept), request/reply by "R/id" and
+ *           by bare name, a K2K route into a remote kernel, a topic with
+ *           subscribers on several ranks (each copy exactly once), a
+ *           clean leave on every rank
+ *   stress  2 producers per rank send sequence-numbered messages to every
+ *           other rank's BLOCK kernel with a small credit window: every
+ *           message arrives once, in order per producer (conservation)
+ *   policy  BLOCK (slow kernel, nothing lost), REJECT (errors come back
+ *           to the sender), DROP_NEW and DROP_OLDEST (counted where they
+ *           drop) across ranks, with the books balanced on both sides
+ *   badjoin rank 1 exports a kernel it does not have: its join fails with
+ *           RK_ENOTFOUND, every other rank's with RK_EINTERNAL, and all
+ *           return (nobody is left in a collective)
+ *   kill    the last rank kills itself mid-run: survivors' requests to it
+ *           end with RK_EUNREACHABLE and they leave within their timeout
+ *
+ * Every rank runs the same cmocka test; a failed assertion fails that
+ * rank, and mpirun's exit status fails the ctest entry.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <mpi.h>
+
+#include "ringkernel/ringkernel.h"
+
+#define SEC 1000000000LL
+
+static const char *mode;
+
+typedef struct msg {
+    int32_t rank;     /* sender's rank */
+    int32_t producer; /* producer thread, or -1 */
+    int64_t seq;
+} msg;
+
+enum { T_SEND = 1, T_ROUTE, T_NEWS, T_DONE, T_REQ, T_FINAL };
+
+/* ---------------------------------------------------------- kernels */
+
+/* echo: replies with the request's payload and this rank in .producer. */
+static int my_rank;
+
+static int
+echo_h(rk_ctx *ctx, const rk_msg_view *m)
+{
+    msg r;
+
+    if (m->len != sizeof(r))
+        return RK_EINVAL;
+    memcpy(&r, m->data, sizeof(r));
+    if (strcmp(mode, "kill") == 0 && r.seq == 40)
+        raise(SIGKILL); /* the rank dies with requests in flight */
+    r.producer = my_rank;
+    return rk_ctx_reply(ctx, m, T_REQ, &r, sizeof(r));
+}
+
+/* sink: puts out every input unchanged (the host reads it with
+ * rk_cluster_recv), with the input's type and priority. */
+static int
+sink_h(rk_ctx *ctx, const rk_msg_view *m)
+{
+    rk_ctx_set_priority(ctx, m->hdr->priority);
+    return rk_ctx_send(ctx, m->hdr->type_id, m->data, m->len);
+}
+
+/* fwd: the upstream of a route; forwards its input as T_ROUTE. */
+static int
+fwd_h(rk_ctx *ctx, const rk_msg_view *m)
+{
+    return rk_ctx_send(ctx, T_ROUTE, m->data, m->len);
+}
+
+/* count: checks per-(rank, producer) order; T_DONE goes out. */
+#define MAXR  8
+#define NPROD 2
+typedef struct counter {
+    int64_t next[MAXR][NPROD];
+    _Atomic uint64_t got;
+    _Atomic uint64_t bad;
+    useconds_t delay_us;
+} counter;
+
+static int
+count_h(rk_ctx *ctx, const rk_msg_view *m)
+{
+    counter *c = rk_ctx_user(ctx);
+    msg v;
+
+    if (m->len != sizeof(v))
+        return RK_EINVAL;
+    memcpy(&v, m->data, sizeof(v));
+    if (m->hdr->type_id == T_DONE || m->hdr->type_id == T_FINAL)
+        return rk_ctx_send(ctx, m->hdr->type_id, &v, sizeof(v));
+    if (c->delay_us != 0) {
+        /* A slow consumer, so that the sender feels backpressure. */
+        struct timespec ts = { 0, (long)c->delay_us * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    if (v.rank < 0 || v.rank >= MAXR || v.producer < 0 || v.producer >= NPROD
+        || c->next[v.rank][v.producer] != v.seq)
+        atomic_fetch_add(&c->bad, 1);
+    else
+        c->next[v.rank][v.producer]++;
+    atomic_fetch_add(&c->got, 1);
+    return RK_OK;
+}
+
+/* ----------------------------------------------------------- helpers */
+
+static rk_runtime *
+runtime(void)
+{
+    rk_runtime *rt;
+    rk_runtime_config rc = { .no_static_kernels = true };
+
+    assert_int_equal(rk_runtime_create(&rt, &rc), RK_OK);
+    return rt;
+}
+
+static void
+handler(rk_runtime *rt, const char *id, rk_handler_fn h, rk_kernel_config c,
+    bool activate)
+{
+    rk_kernel_def d = { .id = id, .handler = h, .config = c };
+
+    assert_int_equal(rk_runtime_register(rt, &d), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, id), RK_OK);
+    if (activate)
+        assert_int_equal(rk_kernel_activate(rt, id), RK_OK);
+}
+
+static void
+id_of(char *out, size_t cap, int rank, const char *id)
+{
+    snprintf(out, cap, "%d/%s", rank, id);
+}
+
+/* Waits (bounded) until local proxy id has handled every message offered
+ * to it: its books balance with nothing pending (a proxy counts a message
+ * processed once it has been forwarded). */
+static void
+wait_forwarded(rk_runtime *rt, const char *id)
+{
+    rk_kernel_stats s;
+    int64_t until = (int64_t)rk_now_ns() + 20 * SEC;
+
+    for (;;) {
+        assert_int_equal(rk_kernel_stats_get(rt, id, &s), RK_OK);
+        if (s.pending == 0
+            && s.offered
+                == s.processed + s.dropped + s.rejected + s.dead_lettered)
+            return;
+        assert_true((int64_t)rk_now_ns() < until);
+        sched_yield();
+    }
+}
+
+/* ------------------------------------------------------------- basic */
+
+#define K_SEND 200
+#define K_NEWS 50
+#define K_REQ  100
+
+static void
+test_basic(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    rk_kernel_config any = { .input_capacity = 4096, .output_capacity = 4096 };
+    rk_cluster *cl;
+    char only[32], id[64];
+    const char *topics[] = { "news" };
+    int rank, n;
+
+    /* Every rank: echo, sink, fwd; a kernel with a name of its own. */
+    handler(rt, "echo", echo_h, any, true);
+    handler(rt, "sink", sink_h, any, true);
+    handler(rt, "fwd", fwd_h, any, true);
+    {
+        char env[16];
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        snprintf(env, sizeof(env), "%s", r ? r : "0");
+        snprintf(only, sizeof(only), "only%s", env);
+    }
+    handler(rt, only, echo_h, any, true);
+    rk_cluster_export ex[] = {
+        { .id = "echo", .input_capacity = 4096 },
+        { .id = "sink", .input_capacity = 4096 },
+        { .id = only, .input_capacity = 4096 },
+    };
+    rk_cluster_config cc = { .exports = ex,
+        .n_exports = 3,
+        .topics = topics,
+        .n_topics = 1,
+        .leave_timeout_ns = 60 * SEC };
+
+    /* echo answers with my_rank, possibly before our join returns: set
+     * it from the launcher now, check it against the cluster below. */
+    {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        my_rank = r != NULL ? atoi(r) : 0;
+    }
+    /* Every rank but 0 has a subscriber to "news" at join. */
+    {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        if (r != NULL && atoi(r) != 0)
+            assert_int_equal(rk_subscribe(rt, "sink", "news"), RK_OK);
+    }
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
+    rank = rk_cluster_rank(cl);
+    assert_int_equal(rank, my_rank);
+    n = rk_cluster_size(cl);
+    assert_true(n >= 2 && n <= MAXR);
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+
+    /* request/reply: "R/echo" and the bare "onlyR" of the next rank */
+    for (int i = 0; i < K_REQ; i++) {
+        msg q = { rank, -1, i }, r;
+        rk_msg_header h;
+        rk_kernel k;
+        size_t len;
+
+        if (i % 2)
+            id_of(id, sizeof(id), next, "echo");
+        else
+            snprintf(id, sizeof(id), "only%d", next);
+        assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+        assert_int_equal(rk_request(rt, k, T_REQ, &q, sizeof(q), &h, &r,
+                             sizeof(r), &len, 10 * SEC),
+            RK_OK);
+        assert_int_equal(len, sizeof(r));
+        assert_int_equal(h.type_id, T_REQ);
+        assert_int_equal(r.producer, next); /* answered by that rank */
+        assert_int_equal(r.seq, i);
+        assert_false(rk_uuid_is_nil(&h.correlation_id));
+    }
+
+    /* send with priorities, and a route fwd -> next's sink */
+    id_of(id, sizeof(id), next, "sink");
+    assert_int_equal(rk_connect(rt, "fwd", id), RK_OK);
+    for (int i = 0; i < K_SEND; i++) {
+        msg v = { rank, -1, i };
+        assert_int_equal(rk_send_id(rt, id, T_SEND, &v, sizeof(v),
+                             (uint8_t)(i % 256), RK_WAIT_FOREVER),
+            RK_OK);
+        assert_int_equal(
+            rk_send_id(rt, "fwd", T_SEND, &v, sizeof(v), 7, RK_WAIT_FOREVER),
+            RK_OK);
+    }
+    /* rank 0 publishes; each subscriber rank gets every copy once */
+    if (rank == 0) {
+        for (int i = 0; i < K_NEWS; i++) {
+            msg v = { rank, -1, i };
+            size_t got = 0;
+            assert_int_equal(rk_publish(rt, "news", T_NEWS, &v, sizeof(v), 128,
+                                 RK_WAIT_FOREVER, &got),
+                RK_OK);
+            assert_int_equal(got, (size_t)(n - 1)); /* one proxy per rank */
+        }
+        /* Frames of one link keep the order in which proxies handed them
+         * over; once the topic proxies have forwarded everything, a done
+         * sent afterwards comes after the last copy. */
+        for (int r = 1; r < n; r++) {
+            id_of(id, sizeof(id), r, "#news");
+            wait_forwarded(rt, id);
+        }
+    }
+    /* Done, through the same proxies as what came before (FIFO): to
+     * every other rank's sink, directly and through the route. */
+    for (int r = 0; r < n; r++) {
+        msg v = { rank, -1, -1 };
+        if (r == rank)
+            continue;
+        id_of(id, sizeof(id), r, "sink");
+        assert_int_equal(
+            rk_send_id(rt, id, T_DONE, &v, sizeof(v), 128, RK_WAIT_FOREVER),
+            RK_OK);
+    }
+
+    /* Read our sink until every other rank said done. */
+    int done = 0, sends = 0, routes = 0, news = 0;
+    while (done < n - 1) {
+        msg v;
+        rk_msg_header h;
+        size_t len;
+
+        assert_int_equal(
+            rk_cluster_recv(cl, "sink", &h, &v, sizeof(v), &len, 30 * SEC),
+            RK_OK);
+        assert_int_equal(len, sizeof(v));
+        switch (h.type_id) {
+        case T_SEND:
+            assert_int_equal(v.rank, prev);
+            assert_int_equal(v.seq, sends);
+            assert_int_equal(h.priority, sends % 256);
+            sends++;
+            break;
+        case T_ROUTE:
+            assert_int_equal(v.rank, prev);
+            assert_int_equal(v.seq, routes);
+            routes++;
+            break;
+        case T_NEWS:
+            assert_int_equal(v.rank, 0);
+            assert_int_equal(v.seq, news);
+            news++;
+            break;
+        case T_DONE:
+            done++;
+            break;
+        default:
+            fail_msg("unexpected type %u", h.type_id);
+        }
+    }
+    assert_int_equal(sends, K_SEND);
+    /* The route's messages may still be behind the last done only if
+     * prev's fwd had not forwarded them yet: read the rest. */
+    while (routes < K_SEND) {
+        msg v;
+        rk_msg_header h;
+        size_t len;
+        assert_int_equal(
+            rk_cluster_recv(cl, "sink", &h, &v, sizeof(v), &len, 30 * SEC),
+            RK_OK);
+        assert_int_equal(h.type_id, T_ROUTE);
+        assert_int_equal(v.seq, routes);
+        routes++;
+    }
+    assert_int_equal(news, rank == 0 ? 0 : K_NEWS);
+
+    rk_cluster_stats st;
+    assert_int_equal(rk_cluster_stats_get(cl, &st), RK_OK);
+    assert_int_equal(st.replies_received, K_REQ);
+    assert_int_equal(st.rejected, 0);
+    assert_int_equal(st.unreachable, 0);
+
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
+/* ------------------------------------------------------------ stress */
+
+#define K_STRESS 10000
+
+typedef struct producer {
+    rk_runtime *rt;
+    int rank, n, index;
+    int failures;
+} producer;
+
+static void *
+produce(void *arg)
+{
+    producer *p = arg;
+    char id[64];
+
+    for (int64_t i = 0; i < K_STRESS; i++) {
+        for (int r = 0; r < p->n; r++) {
+            msg v = { p->rank, p->index, i };
+            if (r == p->rank)
+                continue;
+            id_of(id, sizeof(id), r, "count");
+            if (rk_send_id(
+                    p->rt, id, T_SEND, &v, sizeof(v), 128, RK_WAIT_FOREVER)
+                != RK_OK)
+                p->failures++;
+        }
+    }
+    return NULL;
+}
+
+static void
+test_stress(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    counter *c = calloc(1, sizeof(*c));
+    rk_kernel_config cfg = { .input_capacity = 64, .user = c };
+    rk_cluster_export ex = { .id = "count", .input_capacity = 64 };
+    rk_cluster_config cc = { .exports = &ex,
+        .n_exports = 1,
+        .credits = 32,
+        .leave_timeout_ns = 60 * SEC };
+    rk_cluster *cl;
+    producer prod[NPROD];
+    pthread_t th[NPROD];
+
+    handler(rt, "count", count_h, cfg, true);
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
+    int rank = rk_cluster_rank(cl), n = rk_cluster_size(cl);
+    assert_true(n <= MAXR);
+    for (int i = 0; i < NPROD; i++) {
+        prod[i] = (producer) { rt, rank, n, i, 0 };
+        assert_int_equal(pthread_create(&th[i], NULL, produce, &prod[i]), 0);
+    }
+    for (int i = 0; i < NPROD; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(prod[i].failures, 0);
+    }
+    for (int r = 0; r < n; r++) {
+        char id[64];
+        msg v = { rank, -1, -1 };
+        if (r == rank)
+            continue;
+        id_of(id, sizeof(id), r, "count");
+        assert_int_equal(
+            rk_send_id(rt, id, T_DONE, &v, sizeof(v), 128, RK_WAIT_FOREVER),
+            RK_OK);
+    }
+    /* Done from every other rank: it came after that rank's producers'
+     * messages through the same proxy, so all of them are counted. */
+    for (int d = 0; d < n - 1; d++) {
+        msg v;
+        size_t len;
+        assert_int_equal(
+            rk_cluster_recv(cl, "count", NULL, &v, sizeof(v), &len, 120 * SEC),
+            RK_OK);
+    }
+    assert_int_equal(atomic_load(&c->bad), 0);
+    assert_int_equal(
+        atomic_load(&c->got), (uint64_t)(n - 1) * NPROD * K_STRESS);
+    for (int r = 0; r < n; r++)
+        for (int p = 0; p < NPROD; p++)
+            assert_int_equal(c->next[r][p], r == rank ? 0 : K_STRESS);
+
+    rk_kernel_stats ks;
+    rk_cluster_stats st;
+    assert_int_equal(rk_kernel_stats_get(rt, "count", &ks), RK_OK);
+    assert_int_equal(ks.dropped + ks.rejected, 0);
+    assert_int_equal(rk_cluster_stats_get(cl, &st), RK_OK);
+    if (getenv("RK_CLUSTER_DEBUG"))
+        fprintf(stderr,
+            "rank %d: fwd %llu frames %llu batches %llu stalls %llu sleeps "
+            "%llu delivered %llu\n",
+            rank, (unsigned long long)st.forwarded,
+            (unsigned long long)st.sent_frames,
+            (unsigned long long)st.sent_batches,
+            (unsigned long long)st.credit_stalls,
+            (unsigned long long)st.idle_sleeps,
+            (unsigned long long)st.delivered);
+    assert_int_equal(st.delivered, (uint64_t)(n - 1) * (NPROD * K_STRESS + 1));
+    assert_int_equal(st.rejected + st.dropped + st.unreachable, 0);
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    rk_runtime_destroy(rt);
+    free(c);
+}
+
+/* ------------------------------------------------------------ policy */
+
+#define K_BLOCK  2000
+#define K_BURST  40
+#define CAP_FULL 8
+
+static void
+test_policy(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    counter *c = calloc(1, sizeof(*c));
+    rk_kernel_config slow = { .input_capacity = CAP_FULL, .user = c };
+    rk_kernel_config big = { .input_capacity = 256 };
+    rk_cluster_export ex[] = {
+        { .id = "blk", .input_capacity = CAP_FULL },
+        { .id = "rej",
+            .input_capacity = CAP_FULL,
+            .backpressure = RK_BP_REJECT },
+        { .id = "dnew",
+            .input_capacity = CAP_FULL,
+            .backpressure = RK_BP_DROP_NEW },
+        { .id = "dold",
+            .input_capacity = CAP_FULL,
+            .backpressure = RK_BP_DROP_OLDEST },
+        { .id = "ctl", .input_capacity = 256 },
+    };
+    const char *full[] = { "rej", "dnew", "dold" };
+    rk_backpressure bp[] = { RK_BP_REJECT, RK_BP_DROP_NEW, RK_BP_DROP_OLDEST };
+    rk_cluster_config cc = { .exports = ex,
+        .n_exports = 5,
+        .credits = 16,
+        .leave_timeout_ns = 60 * SEC };
+    rk_cluster *cl;
+
+    c->delay_us = 20;
+    handler(rt, "blk", count_h, slow, true);
+    /* Launched, never activated: their queues fill at CAP_FULL. */
+    for (int i = 0; i < 3; i++) {
+        rk_kernel_config f
+            = { .input_capacity = CAP_FULL, .backpressure = bp[i] };
+        handler(rt, full[i], sink_h, f, false);
+    }
+    handler(rt, "ctl", sink_h, big, true);
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
+    int rank = rk_cluster_rank(cl);
+    assert_int_equal(rk_cluster_size(cl), 2);
+
+    if (rank == 0) {
+        /* BLOCK: a slow remote kernel, nothing lost, all in order. */
+        for (int64_t i = 0; i < K_BLOCK; i++) {
+            msg v = { 0, 0, i };
+            assert_int_equal(rk_send_id(rt, "1/blk", T_SEND, &v, sizeof(v),
+                                 128, RK_WAIT_FOREVER),
+                RK_OK);
+        }
+        msg end = { 0, -1, -1 };
+        assert_int_equal(rk_send_id(rt, "1/blk", T_DONE, &end, sizeof(end),
+                             128, RK_WAIT_FOREVER),
+            RK_OK);
+        wait_forwarded(rt, "1/blk");
+        /* The others: a burst each, counting what the proxy said. */
+        msg fin = { 0, -1, 0 };
+        int64_t ok[3] = { 0 }, refused[3] = { 0 };
+        for (int k = 0; k < 3; k++) {
+            char id[64];
+            id_of(id, sizeof(id), 1, full[k]);
+            for (int64_t i = 0; i < K_BURST; i++) {
+                msg v = { 0, 0, i };
+                int rc = rk_send_id(
+                    rt, id, T_SEND, &v, sizeof(v), 128, RK_NO_WAIT);
+                if (rc == RK_OK)
+                    ok[k]++;
+                else if (rc == (k == 0 ? RK_EREJECTED : RK_EDROPPED))
+                    refused[k]++;
+                else
+                    fail_msg("%s: %s", id, rk_err_name(rc));
+            }
+            assert_int_equal(ok[k] + refused[k], K_BURST);
+            wait_forwarded(rt, id);
+            /* What the proxy forwarded (DROP_OLDEST may also have dropped
+             * some of the accepted ones in the proxy's own queue). */
+            rk_kernel_stats ps;
+            assert_int_equal(rk_kernel_stats_get(rt, id, &ps), RK_OK);
+            assert_int_equal(ps.offered, K_BURST);
+            assert_int_equal(ps.processed + ps.dropped + ps.rejected, K_BURST);
+            assert_true(ps.processed <= (uint64_t)ok[k]);
+            ok[k] = (int64_t)ps.processed;
+        }
+        /* Tell rank 1 what went out: seq = ok counts packed. */
+        fin.seq = ok[0] | ok[1] << 16 | ok[2] << 32;
+        assert_int_equal(rk_send_id(rt, "1/ctl", T_FINAL, &fin, sizeof(fin),
+                             128, RK_WAIT_FOREVER),
+            RK_OK);
+        /* REJECT: each message the remote kernel refused comes back to
+         * the sending proxy's output as an error carrying its id. */
+        int64_t expect = ok[0] > CAP_FULL ? ok[0] - CAP_FULL : 0;
+        for (int64_t i = 0; i < expect; i++) {
+            rk_msg_header h;
+            uint8_t le[4];
+            size_t len;
+            assert_int_equal(
+                rk_recv_id(rt, "1/rej", &h, le, sizeof(le), &len, 30 * SEC),
+                RK_OK);
+            assert_int_equal(h.type_id, RK_CLUSTER_TYPE_ERROR);
+            assert_int_equal(len, 4);
+            assert_int_equal(le[0] | le[1] << 8, RK_EREJECTED);
+            assert_false(rk_uuid_is_nil(&h.correlation_id));
+        }
+        rk_cluster_stats st;
+        assert_int_equal(rk_cluster_stats_get(cl, &st), RK_OK);
+        assert_int_equal(st.remote_errors, expect);
+    } else {
+        msg fin;
+        size_t len;
+        rk_msg_header h;
+        assert_int_equal(
+            rk_cluster_recv(cl, "ctl", &h, &fin, sizeof(fin), &len, 120 * SEC),
+            RK_OK);
+        assert_int_equal(h.type_id, T_FINAL);
+        /* blk's done came before the final through the same link; once
+         * blk puts it out, blk has processed everything before it. */
+        {
+            msg d;
+            assert_int_equal(
+                rk_cluster_recv(cl, "blk", &h, &d, sizeof(d), &len, 120 * SEC),
+                RK_OK);
+            assert_int_equal(h.type_id, T_DONE);
+        }
+        assert_int_equal(atomic_load(&c->bad), 0);
+        assert_int_equal(atomic_load(&c->got), K_BLOCK);
+        int64_t ok[3]
+            = { fin.seq & 0xffff, (fin.seq >> 16) & 0xffff, fin.seq >> 32 };
+        rk_cluster_stats st;
+        assert_int_equal(rk_cluster_stats_get(cl, &st), RK_OK);
+        uint64_t rej = 0, drop = 0;
+        for (int k = 0; k < 3; k++) {
+            rk_kernel_stats ks;
+            assert_int_equal(rk_kernel_stats_get(rt, full[k], &ks), RK_OK);
+            /* every message forwarded is offered exactly once here */
+            assert_int_equal(ks.offered, ok[k]);
+            assert_int_equal(
+                ks.pending, ok[k] < CAP_FULL ? (uint64_t)ok[k] : CAP_FULL);
+            uint64_t over = ok[k] > CAP_FULL ? (uint64_t)ok[k] - CAP_FULL : 0;
+            if (k == 0) {
+                assert_int_equal(ks.rejected, over);
+                rej += over;
+            } else {
+                assert_int_equal(ks.dropped, over);
+                drop += k == 1 ? over : 0; /* DROP_NEW reports it */
+            }
+        }
+        assert_int_equal(st.rejected, rej);
+        assert_int_equal(st.dropped, drop);
+        rk_kernel_stats bs;
+        assert_int_equal(rk_kernel_stats_get(rt, "blk", &bs), RK_OK);
+        assert_int_equal(bs.dropped + bs.rejected, 0);
+    }
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    rk_runtime_destroy(rt);
+    free(c);
+}
+
+/* ----------------------------------------------------------- badjoin */
+
+static void
+test_badjoin(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    rk_kernel_config any = { .input_capacity = 64 };
+    rk_cluster_export ex[] = { { .id = "echo" }, { .id = "missing" } };
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    int rank = r != NULL ? atoi(r) : 0;
+    rk_cluster_config cc = { .exports = ex, .n_exports = rank == 1 ? 2 : 1 };
+    rk_cluster *cl = NULL;
+
+    handler(rt, "echo", echo_h, any, true);
+    int rc = rk_cluster_mpi(rt, NULL, &cc, &cl);
+    assert_null(cl);
+    if (rank == 1) {
+        assert_int_equal(rc, RK_ENOTFOUND);
+        assert_non_null(strstr(rk_errdetail(), "missing"));
+    } else {
+        assert_int_equal(rc, RK_EINTERNAL);
+        assert_non_null(strstr(rk_errdetail(), "another rank"));
+    }
+    /* The runtime is untouched: no cluster kernel was left behind. */
+    rk_kernel_state st;
+    assert_int_equal(rk_kernel_state_get(rt, "rk.cluster", &st), RK_ENOTFOUND);
+    rk_runtime_destroy(rt);
+    /* The join started MPI and left it running: end it, as a program that
+     * gives up would. */
+    MPI_Finalize();
+}
+
+/* -------------------------------------------------------------- kill */
+
+static void
+test_kill(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    rk_kernel_config any = { .input_capacity = 256 };
+    rk_cluster_export ex = { .id = "echo", .input_capacity = 256 };
+    rk_cluster_config cc = { .exports = &ex,
+        .n_exports = 1,
+        .heartbeat_ns = SEC,
+        .leave_timeout_ns = 10 * SEC };
+    rk_cluster *cl;
+    char id[64];
+
+    handler(rt, "echo", echo_h, any, true);
+    {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        my_rank = r != NULL ? atoi(r) : 0;
+    }
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
+    int rank = rk_cluster_rank(cl), n = rk_cluster_size(cl);
+    assert_int_equal(rank, my_rank);
+    int victim = n - 1;
+    assert_true(n >= 3);
+    if (rank == victim) {
+        /* Serve until a request with seq 40 kills this process. If the
+         * others stop first (they failed), do not outlive them: end when
+         * they are all unreachable, and fail. */
+        int64_t until = (int64_t)rk_now_ns() + 120 * SEC;
+        for (;;) {
+            struct timespec ts = { 0, 50 * 1000000 };
+            int live = 0;
+            for (int r = 0; r < victim; r++)
+                live += rk_cluster_peer_status(cl, r) == RK_OK;
+            if (live == 0 || (int64_t)rk_now_ns() > until)
+                break;
+            nanosleep(&ts, NULL);
+        }
+        fail_msg("rank %d was never killed", rank);
+    }
+    id_of(id, sizeof(id), victim, "echo");
+    bool unreachable = false;
+    for (int64_t i = 0; i < 100000 && !unreachable; i++) {
+        msg q = { rank, -1, i }, r;
+        rk_msg_header h;
+        rk_kernel k;
+        size_t len;
+
+        assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+        int rc = rk_request(
+            rt, k, T_REQ, &q, sizeof(q), &h, &r, sizeof(r), &len, 30 * SEC);
+        assert_int_equal(rc, RK_OK); /* never a timeout */
+        if (h.type_id == RK_CLUSTER_TYPE_ERROR) {
+            uint8_t *le = (uint8_t *)&r;
+            assert_int_equal(len, 4);
+            assert_int_equal(le[0] | le[1] << 8, RK_EUNREACHABLE);
+            unreachable = true;
+        } else {
+            assert_int_equal(r.seq, i);
+        }
+    }
+    assert_true(unreachable);
+    assert_int_equal(rk_cluster_peer_status(cl, victim), RK_EUNREACHABLE);
+    assert_int_equal(rk_cluster_peer_status(cl, (rank + 1) % (n - 1)), RK_OK);
+    /* A later request fails at once with the same error. */
+    {
+        msg q = { rank, -1, -1 }, r;
+        rk_msg_header h;
+        size_t len;
+        rk_kernel k;
+        assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+        assert_int_equal(rk_request(rt, k, T_REQ, &q, sizeof(q), &h, &r,
+                             sizeof(r), &len, 30 * SEC),
+            RK_OK);
+        assert_int_equal(h.type_id, RK_CLUSTER_TYPE_ERROR);
+    }
+    uint64_t t0 = rk_now_ns();
+    /* Not clean (a peer died), but it ends within its timeout. */
+    assert_int_equal(rk_cluster_leave(cl), RK_EUNREACHABLE);
+    assert_true(rk_now_ns() - t0 < (uint64_t)(cc.leave_timeout_ns + 5 * SEC));
+    rk_runtime_destroy(rt);
+    printf("cluster_ranks kill: rank %d survived\n", rank);
+    fflush(stdout);
+    /* MPI cannot be finalised with a dead peer: leave without it. */
+    _exit(0);
+}
+
+int
+main(int argc, char **argv)
+{
+    const struct CMUnitTest basic[] = { cmocka_unit_test(test_basic) };
+    const struct CMUnitTest stress[] = { cmocka_unit_test(test_stress) };
+    const struct CMUnitTest policy[] = { cmocka_unit_test(test_policy) };
+    const struct CMUnitTest kill[] = { cmocka_unit_test(test_kill) };
+    const struct CMUnitTest badjoin[] = { cmocka_unit_test(test_badjoin) };
+
+    mode = argc > 1 ? argv[1] : "basic";
+    if (strcmp(mode, "basic") == 0)
+        return cmocka_run_group_tests(basic, NULL, NULL);
+    if (strcmp(mode, "stress") == 0)
+        return cmocka_run_group_tests(stress, NULL, NULL);
+    if (strcmp(mode, "policy") == 0)
+        return cmocka_run_group_tests(policy, NULL, NULL);
+    if (strcmp(mode, "kill") == 0)
+        return cmocka_run_group_tests(kill, NULL, NULL);
+    if (strcmp(mode, "badjoin") == 0)
+        return cmocka_run_group_tests(badjoin, NULL, NULL);
+    fprintf(stderr, "usage: cluster_ranks basic|stress|policy|badjoin|kill\n");
+    return 2;
+}
