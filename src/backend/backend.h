@@ -133,6 +133,14 @@ typedef struct rk__backend {
     void (*destroy)(rk__backend_inst *bi, int detach);
 } rk__backend;
 
+/* ---- src/backend/ack.c: shared by backends */
+
+/* wait_ack for a backend whose instance notifies ack (an eventcount) after
+ * every acknowledgement it stores in ctl: waits until the ack is in mask
+ * (EXITED always counts) or the deadline. RK_OK or RK_ETIMEDOUT. */
+int rk__ack_wait(
+    rk__ec *ack, const rk_ctl *ctl, uint32_t mask, uint64_t deadline);
+
 /* ---- src/backend/registry.c */
 
 /* The backend called name ("cpu", "cuda", or "auto"/NULL for the best

@@ -82,18 +82,7 @@ cpu_signal(rk__backend_inst *bi)
 static int
 cpu_wait_ack(rk__backend_inst *bi, uint32_t mask, uint64_t deadline)
 {
-    mask |= 1u << RK_CTL_ACK_EXITED;
-    for (;;) {
-        uint32_t key = rk__ec_prepare(&bi->ack);
-        /* Acquire pairs with the release store in rk_ctl_ack. */
-        if (mask & (1u << rk_ctl_ack_get(bi->ctl))) {
-            rk__ec_cancel(&bi->ack);
-            return RK_OK;
-        }
-        if (rk__ec_wait(&bi->ack, key, deadline) == RK_ETIMEDOUT)
-            return mask & (1u << rk_ctl_ack_get(bi->ctl)) ? RK_OK
-                                                          : RK_ETIMEDOUT;
-    }
+    return rk__ack_wait(&bi->ack, bi->ctl, mask, deadline);
 }
 
 static void
