@@ -355,6 +355,21 @@ test_unknown_backend_is_refused(void **state)
     def.config.backend = "tpu";
     assert_int_equal(rk_runtime_register(rt, &def), RK_ENOTFOUND);
     assert_non_null(strstr(rk_errdetail(), "kernel 'x'"));
+    /* A backend built in but unusable here (cuda without a driver or a
+     * GPU): refused at register with the probe's code and reason. */
+    for (size_t i = 0; i < rk_backend_count(); i++) {
+        const char *name = rk_backend_name(i);
+        int why = rk_backend_probe(name);
+        char detail[256];
+        if (why == RK_OK)
+            continue;
+        snprintf(detail, sizeof(detail), "%s", rk_errdetail());
+        def.config.backend = name;
+        assert_int_equal(rk_runtime_register(rt, &def), why);
+        assert_non_null(strstr(rk_errdetail(), "kernel 'x'"));
+        assert_non_null(strstr(rk_errdetail(), name));
+        assert_true(strlen(detail) > 0);
+    }
     rk_runtime_destroy(rt);
 }
 
