@@ -439,7 +439,7 @@ stage_frame(rk_cluster *cl, int rank, int cls, const rk__cl_frame *f,
     const void *payload, int64_t timeout_ns)
 {
     cl_peer *p = &cl->peers[rank];
-    uint8_t *dst;
+    uint8_t *dst = NULL;
     int rc;
 
     pthread_mutex_lock(&p->lock);
@@ -458,7 +458,7 @@ static int
 stage_bytes(rk_cluster *cl, int rank, const uint8_t *bytes, size_t len)
 {
     cl_peer *p = &cl->peers[rank];
-    uint8_t *dst;
+    uint8_t *dst = NULL;
     int rc;
 
     pthread_mutex_lock(&p->lock);
@@ -545,7 +545,7 @@ proxy_actor(rk_ctx *ctx)
             continue; /* a publish that came from a peer: not back out */
         if (rc == RK_OK) {
             rk__cl_frame f;
-            uint8_t *dst;
+            uint8_t *dst = NULL;
 
             frame_from_header(&f, m.hdr, m.len);
             f.kind = px->topic ? RK__CL_TOPIC : RK__CL_DATA;
@@ -970,7 +970,7 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
             /* A BLOCK kernel that is full must make the sender wait, not
              * refuse: its ingress thread sends with a wait, and the credit
              * goes back once the kernel took the message. */
-            uint8_t *dst;
+            uint8_t *dst = NULL;
             pthread_mutex_lock(&e->lock);
             rc = buf_append(&e->in, 4 + rk__cl_frame_size(f->len), &dst);
             if (rc == RK_OK) {
@@ -1107,7 +1107,7 @@ batch_in(rk_cluster *cl, int src, const uint8_t *buf, size_t len)
         return;
     while ((rc = rk__cl_frame_next(buf, len, &off, &f)) == RK_OK) {
         size_t start = off - rk__cl_frame_size(f.len);
-        uint8_t *dst;
+        uint8_t *dst = NULL;
 
         if (p->held.len == 0 && deliver(cl, src, &f))
             continue;
