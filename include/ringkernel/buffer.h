@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/buffer.h - typed host/device buffers with lazy synchronisation.
  *
  * A buffer is a 1-, 2- or 3-dimensional array of one element type that can
@@ -50,13 +50,13 @@ typedef enum rk_dtype {
     RK_DTYPE_I64,
     RK_DTYPE_F32,
     RK_DTYPE_F64,
-    RK_DTYPE_OPAQUE /* fixed-size records; elem_size in the config */
+    RK_DTYPE_OPAQUE /**< fixed-size records; elem_size in the config */
 } rk_dtype;
 
-/* Element size in bytes; 0 for RK_DTYPE_OPAQUE and unknown values. */
+/** Element size in bytes; 0 for RK_DTYPE_OPAQUE and unknown values. */
 size_t rk_dtype_size(rk_dtype t);
 
-/* "f32", "opaque", ... Never NULL. */
+/** "f32", "opaque", ... Never NULL. */
 const char *rk_dtype_name(rk_dtype t);
 
 typedef enum rk_buffer_state {
@@ -68,79 +68,79 @@ typedef enum rk_buffer_state {
     RK_BUFFER_DEVICE_DIRTY
 } rk_buffer_state;
 
-/* "HOST_DIRTY", ... Never NULL. */
+/** "HOST_DIRTY", ... Never NULL. */
 const char *rk_buffer_state_name(rk_buffer_state s);
 
-/* How an accessor will use the memory it returns. */
+/** How an accessor will use the memory it returns. */
 typedef enum rk_access {
-    RK_ACCESS_READ = 0,   /* read only: sync if stale, state stays clean */
-    RK_ACCESS_WRITE = 1,  /* read and modify: sync if stale, then this side
+    RK_ACCESS_READ = 0,   /**< read only: sync if stale, state stays clean */
+    RK_ACCESS_WRITE = 1,  /**< read and modify: sync if stale, then this side
                              becomes the only current copy */
-    RK_ACCESS_DISCARD = 2 /* overwrite everything: no sync at all; this
+    RK_ACCESS_DISCARD = 2 /**< overwrite everything: no sync at all; this
                              side becomes the only current copy */
 } rk_access;
 
 enum {
-    /* Host side in page-locked, device-mapped memory (CUDA devices only;
+    /** Host side in page-locked, device-mapped memory (CUDA devices only;
      * ignored for the CPU device). Makes async transfers truly async. */
     RK_BUFFER_PINNED = 1u << 0
 };
 
-/* Zeroed fields mean the defaults in parentheses. */
+/** Zeroed fields mean the defaults in parentheses. */
 typedef struct rk_buffer_config {
-    rk_dtype dtype;        /* (RK_DTYPE_U8) */
-    size_t elem_size;      /* only for RK_DTYPE_OPAQUE; else 0 or equal to
+    rk_dtype dtype;        /**< (RK_DTYPE_U8) */
+    size_t elem_size;      /**< only for RK_DTYPE_OPAQUE; else 0 or equal to
                               rk_dtype_size(dtype) */
-    size_t dims[3];        /* dims[0] > 0 required; trailing zeros end the
+    size_t dims[3];        /**< dims[0] > 0 required; trailing zeros end the
                               shape, so {4,3,0} is 4x3 */
-    rk_device_kind device; /* (RK_DEVICE_CPU); RK_DEVICE_ANY: CUDA 0 when
+    rk_device_kind device; /**< (RK_DEVICE_CPU); RK_DEVICE_ANY: CUDA 0 when
                               present, else the CPU */
-    int ordinal;           /* CUDA device ordinal (0) */
-    unsigned flags;        /* RK_BUFFER_* */
-    rk_pool *host_pool;    /* host memory from here (HOST/PINNED/MALLOC) */
-    rk_pool *device_pool;  /* device memory from here: a DEVICE pool for
+    int ordinal;           /**< CUDA device ordinal (0) */
+    unsigned flags;        /**< RK_BUFFER_* */
+    rk_pool *host_pool;    /**< host memory from here (HOST/PINNED/MALLOC) */
+    rk_pool *device_pool;  /**< device memory from here: a DEVICE pool for
                               CUDA, a host-memory pool for the CPU device */
 } rk_buffer_config;
 
-/* Transfer counters since creation (or the last reset). */
+/** Transfer counters since creation (or the last reset). */
 typedef struct rk_buffer_stats {
     uint64_t h2d_transfers;
     uint64_t d2h_transfers;
     uint64_t h2d_bytes;
     uint64_t d2h_bytes;
-    /* Sync checks (READ/WRITE accessors, ensure_*, copy_to) that found the
+    /** Sync checks (READ/WRITE accessors, ensure_*, copy_to) that found the
      * wanted side already current and copied nothing. */
     uint64_t transfers_avoided;
 } rk_buffer_stats;
 
 typedef struct rk_buffer rk_buffer;
 
-/* Creates a buffer in RK_BUFFER_UNINITIALIZED; memory is allocated on
+/** Creates a buffer in RK_BUFFER_UNINITIALIZED; memory is allocated on
  * first use of each side. RK_EINVAL for a bad shape/type/pool, RK_ENODEV
  * for a CUDA device that is not there, RK_ETOOBIG when the byte size
  * overflows or exceeds PTRDIFF_MAX. The caller owns *out. */
 int rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg);
 
-/* Frees both sides. NULL is ignored. */
+/** Frees both sides. NULL is ignored. */
 void rk_buffer_destroy(rk_buffer *buf);
 
 rk_buffer_state rk_buffer_get_state(const rk_buffer *buf);
 
-/* Host pointer to the elements, synchronised per mode (see rk_access). */
+/** Host pointer to the elements, synchronised per mode (see rk_access). */
 int rk_buffer_host(rk_buffer *buf, rk_access mode, void **ptr);
 
-/* Device pointer (a CUDA device address, or the CPU device's separate
+/** Device pointer (a CUDA device address, or the CPU device's separate
  * allocation), synchronised per mode. Synchronous. */
 int rk_buffer_device(rk_buffer *buf, rk_access mode, void **dptr);
 
-/* Declare that the host (device) copy was modified through a pointer
+/** Declare that the host (device) copy was modified through a pointer
  * obtained earlier: that side becomes the only current copy. RK_ESTATE
  * when that side holds no memory yet. */
 int rk_buffer_mark_host_dirty(rk_buffer *buf);
 
 int rk_buffer_mark_device_dirty(rk_buffer *buf);
 
-/*
+/**
  * Make the host (device) copy current, copying only when it is stale.
  * stream is a CUstream for CUDA buffers (NULL: copy synchronously); with
  * a stream the copy is queued and the data is there once the stream has
@@ -151,15 +151,15 @@ int rk_buffer_ensure_host(rk_buffer *buf, void *stream);
 
 int rk_buffer_ensure_device(rk_buffer *buf, void *stream);
 
-/* Replace the whole contents from src (bytes must equal
+/** Replace the whole contents from src (bytes must equal
  * rk_buffer_bytes()). Written on the host side; no sync needed. */
 int rk_buffer_copy_from(rk_buffer *buf, const void *src, size_t bytes);
 
-/* Copy the whole contents to dst (bytes == rk_buffer_bytes()), syncing
+/** Copy the whole contents to dst (bytes == rk_buffer_bytes()), syncing
  * the host side first if it is stale. */
 int rk_buffer_copy_to(rk_buffer *buf, void *dst, size_t bytes);
 
-/* Set every element to *elem (elem_size bytes). Host side, no sync. */
+/** Set every element to *elem (elem_size bytes). Host side, no sync. */
 int rk_buffer_fill(rk_buffer *buf, const void *elem);
 
 int rk_buffer_zeros(rk_buffer *buf);
@@ -168,7 +168,7 @@ void rk_buffer_stats_get(const rk_buffer *buf, rk_buffer_stats *out);
 
 void rk_buffer_stats_reset(rk_buffer *buf);
 
-/* Shape and type. rk_buffer_dim() gives 1 for i >= ndim. For a NULL buf
+/** Shape and type. rk_buffer_dim() gives 1 for i >= ndim. For a NULL buf
  * these (and rk_buffer_get_state, rk_buffer_is_pinned) give the neutral
  * answer: 0, 1 for rk_buffer_dim, false, the enum's zero value; every
  * function returning int gives RK_EINVAL for a NULL buf. */
@@ -186,7 +186,7 @@ size_t rk_buffer_bytes(const rk_buffer *buf);
 
 rk_device_kind rk_buffer_device_kind(const rk_buffer *buf);
 
-/* True when the host side is (or will be) pinned memory. */
+/** True when the host side is (or will be) pinned memory. */
 bool rk_buffer_is_pinned(const rk_buffer *buf);
 
 #ifdef __cplusplus

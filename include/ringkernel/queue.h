@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/queue.h - lock-free bounded queues: the message hot path.
  *
  * Three layers, fastest first:
@@ -40,35 +40,35 @@ extern "C" {
 /* ================================================================ common */
 
 typedef enum rk_backpressure {
-    RK_BP_BLOCK = 0,   /* wait for room up to the send timeout */
-    RK_BP_REJECT,      /* fail at once with RK_EREJECTED */
-    RK_BP_DROP_OLDEST, /* evict the oldest message of the same band */
-    RK_BP_DROP_NEW     /* discard the new message: RK_EDROPPED */
+    RK_BP_BLOCK = 0,   /**< wait for room up to the send timeout */
+    RK_BP_REJECT,      /**< fail at once with RK_EREJECTED */
+    RK_BP_DROP_OLDEST, /**< evict the oldest message of the same band */
+    RK_BP_DROP_NEW     /**< discard the new message: RK_EDROPPED */
 } rk_backpressure;
 
 typedef enum rk_band {
-    RK_BAND_LOW = 0, /* priority < 64 */
-    RK_BAND_NORMAL,  /* 64..159 */
-    RK_BAND_HIGH,    /* 160..223 */
-    RK_BAND_SYSTEM   /* >= 224 */
+    RK_BAND_LOW = 0, /**< priority < 64 */
+    RK_BAND_NORMAL,  /**< 64..159 */
+    RK_BAND_HIGH,    /**< 160..223 */
+    RK_BAND_SYSTEM   /**< >= 224 */
 } rk_band;
 
 #define RK_BAND_COUNT 4
 
-/* The band of a 0-255 message priority. */
+/** The band of a 0-255 message priority. */
 rk_band rk_priority_band(uint8_t priority);
 
-/* A snapshot of a queue's counters. Exact when the queue is quiescent;
+/** A snapshot of a queue's counters. Exact when the queue is quiescent;
  * while it is in use each field is a recent value (they are read one by
  * one with relaxed loads). */
 typedef struct rk_queue_stats {
-    uint64_t enqueued;   /* messages admitted into the queue */
-    uint64_t dequeued;   /* messages received */
-    uint64_t dropped;    /* messages lost to DROP_OLDEST or DROP_NEW */
-    uint64_t rejected;   /* sends refused: REJECT, or BLOCK giving up */
-    uint64_t depth;      /* messages in the queue now */
-    uint64_t high_water; /* largest depth seen by a sender */
-    uint64_t evicted;    /* the part of dropped evicted by DROP_OLDEST */
+    uint64_t enqueued;   /**< messages admitted into the queue */
+    uint64_t dequeued;   /**< messages received */
+    uint64_t dropped;    /**< messages lost to DROP_OLDEST or DROP_NEW */
+    uint64_t rejected;   /**< sends refused: REJECT, or BLOCK giving up */
+    uint64_t depth;      /**< messages in the queue now */
+    uint64_t high_water; /**< largest depth seen by a sender */
+    uint64_t evicted;    /**< the part of dropped evicted by DROP_OLDEST */
 } rk_queue_stats;
 /* Invariant: enqueued == dequeued + evicted + depth. Under DROP_OLDEST
  * dropped == evicted; under DROP_NEW evicted == 0 and dropped counts the
@@ -76,7 +76,7 @@ typedef struct rk_queue_stats {
 
 /* ================================================================ SPSC */
 
-/*
+/**
  * A single-producer single-consumer ring. The struct is public so that it
  * can live in caller memory and its hot paths can inline; treat its fields
  * as private. Exactly one thread may produce and one thread may consume at
@@ -85,18 +85,18 @@ typedef struct rk_queue_stats {
  * ck: q and elem must not be NULL. The out-of-line calls check q.
  */
 typedef struct rk_spsc {
-    rk_ring_ctrl ctrl;                  /* shared indices (3 lines) */
-    RK_PROTO_ALIGN64 rk_ring_side prod; /* producer-private line */
-    uint64_t prod_limit; /* try_enqueue: head + capacity, last read */
-    RK_PROTO_ALIGN64 rk_ring_side cons; /* consumer-private line */
-    RK_PROTO_ALIGN64 void *owned;       /* buffer rk_spsc_create owns */
+    rk_ring_ctrl ctrl;                  /**< shared indices (3 lines) */
+    RK_PROTO_ALIGN64 rk_ring_side prod; /**< producer-private line */
+    uint64_t prod_limit; /**< try_enqueue: head + capacity, last read */
+    RK_PROTO_ALIGN64 rk_ring_side cons; /**< consumer-private line */
+    RK_PROTO_ALIGN64 void *owned;       /**< buffer rk_spsc_create owns */
 } rk_spsc;
 
-/* Bytes of slot storage rk_spsc_init needs: capacity * slot_size, or 0 if
+/** Bytes of slot storage rk_spsc_init needs: capacity * slot_size, or 0 if
  * that overflows. */
 size_t rk_spsc_buffer_size(uint32_t capacity, uint32_t slot_size);
 
-/*
+/**
  * Initialises q over caller-owned storage of rk_spsc_buffer_size() bytes
  * (64-byte alignment recommended). The caller keeps ownership of q and
  * buffer; both must outlive the queue. RK_EINVAL for a NULL pointer, a
@@ -106,7 +106,7 @@ size_t rk_spsc_buffer_size(uint32_t capacity, uint32_t slot_size);
 int rk_spsc_init(
     rk_spsc *q, void *buffer, uint32_t capacity, uint32_t slot_size);
 
-/* Allocates a queue and its storage; rk_spsc_destroy frees both. */
+/** Allocates a queue and its storage; rk_spsc_destroy frees both. */
 int rk_spsc_create(rk_spsc **out, uint32_t capacity, uint32_t slot_size);
 void rk_spsc_destroy(rk_spsc *q);
 
@@ -159,7 +159,7 @@ rk__slot_get(const unsigned char *base, uint64_t idx, uint32_t size, void *dst)
 #pragma GCC diagnostic pop
 #endif
 
-/*
+/**
  * Private state on the host (the untyped calls; the typed handles of
  * RK_SPSC_TYPED keep the same state in the handle instead). The producer
  * keeps its index privately in prod.pos and stores it as well as the
@@ -189,7 +189,7 @@ rk__spsc_sync_cons(rk_spsc *q)
     return q->cons.pos = rk_ring_load_relaxed(&q->ctrl.head);
 }
 
-/* rk_ring_cons_avail with the own index passed in (read from the shared
+/** rk_ring_cons_avail with the own index passed in (read from the shared
  * word) instead of taken from s->pos. */
 static inline uint32_t
 rk__spsc_avail_at(rk_spsc *q, uint64_t pos, uint32_t want)
@@ -205,7 +205,7 @@ rk__spsc_avail_at(rk_spsc *q, uint64_t pos, uint32_t want)
     return avail < want ? (uint32_t)avail : want;
 }
 
-/* Single-element producer (typed and untyped), out of the fast path:
+/** Single-element producer (typed and untyped), out of the fast path:
  * re-reads head, caches head + capacity in prod_limit and head in prod.peer
  * (for the batch and reserve calls), and returns the free slots at pos. */
 static inline uint64_t
@@ -221,7 +221,7 @@ rk__spsc_refresh_limit(rk_spsc *q, uint64_t pos)
     return head + cap - pos; /* pos <= head + capacity always */
 }
 
-/* Producer: copies slot_size bytes from elem. RK_EFULL if no room. */
+/** Producer: copies slot_size bytes from elem. RK_EFULL if no room. */
 static inline int
 rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 {
@@ -239,7 +239,7 @@ rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
     return RK_OK;
 }
 
-/* Consumer: copies slot_size bytes into elem. RK_EEMPTY if none. */
+/** Consumer: copies slot_size bytes into elem. RK_EEMPTY if none. */
 static inline int
 rk_spsc_try_dequeue(rk_spsc *q, void *elem)
 {
@@ -255,14 +255,14 @@ rk_spsc_try_dequeue(rk_spsc *q, void *elem)
     return RK_OK;
 }
 
-/* Producer: enqueues up to n elements from the contiguous array elems
+/** Producer: enqueues up to n elements from the contiguous array elems
  * (n * slot_size bytes) with one index publication. Returns how many. */
 uint32_t rk_spsc_enqueue_batch(rk_spsc *q, const void *elems, uint32_t n);
 
-/* Consumer: dequeues up to n elements into elems. Returns how many. */
+/** Consumer: dequeues up to n elements into elems. Returns how many. */
 uint32_t rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n);
 
-/* Producer, zero copy: the next free slot (slot_size writable bytes) or
+/** Producer, zero copy: the next free slot (slot_size writable bytes) or
  * NULL when full. Write the message there, then rk_spsc_commit(). A
  * reserve without a commit is simply repeated by the next reserve. */
 static inline void *
@@ -281,7 +281,7 @@ rk_spsc_commit(rk_spsc *q)
     rk_ring_prod_publish(&q->ctrl, &q->prod, 1);
 }
 
-/* Consumer, zero copy: the oldest message in place, or NULL when empty.
+/** Consumer, zero copy: the oldest message in place, or NULL when empty.
  * The pointer is valid until rk_spsc_release(). */
 static inline const void *
 rk_spsc_peek(rk_spsc *q)
@@ -301,9 +301,9 @@ rk_spsc_release(rk_spsc *q)
     rk_ring_cons_release(&q->ctrl, &q->cons, 1);
 }
 
-/* Messages in the ring (approximate while both sides run). */
+/** Messages in the ring (approximate while both sides run). */
 size_t rk_spsc_depth(const rk_spsc *q);
-/* Counters: enqueued = the tail position, dequeued = the head, depth =
+/** Counters: enqueued = the tail position, dequeued = the head, depth =
  * their difference (read head first, so never negative). rejected and
  * high_water are not kept (they would cost the inline hot paths a store)
  * and read 0, as do dropped and evicted. A NULL q zeroes *out. */
@@ -365,11 +365,11 @@ void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
 #define RK__ALIGNOF(T) _Alignof(T)
 #endif
 
-/* Out of line, for name_check: RK_EINVAL (with a detail) unless q's slots
+/** Out of line, for name_check: RK_EINVAL (with a detail) unless q's slots
  * are `size` bytes at addresses aligned to `align`. */
 int rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align);
 
-/* A typed producer, out of the fast path: the free slots at pos, from a
+/** A typed producer, out of the fast path: the free slots at pos, from a
  * fresh head; *limit becomes head + capacity. */
 static inline uint64_t
 rk__spsc_typed_room(rk_spsc *q, uint64_t pos, uint64_t mask, uint64_t *limit)
@@ -382,7 +382,7 @@ rk__spsc_typed_room(rk_spsc *q, uint64_t pos, uint64_t mask, uint64_t *limit)
     return *limit - pos; /* pos <= head + capacity always */
 }
 
-/* A typed consumer, out of the fast path: the messages at pos, from a
+/** A typed consumer, out of the fast path: the messages at pos, from a
  * fresh tail, which becomes *peer. */
 static inline uint64_t
 rk__spsc_typed_avail(rk_spsc *q, uint64_t pos, uint64_t *peer)
@@ -530,7 +530,7 @@ rk__spsc_typed_avail(rk_spsc *q, uint64_t pos, uint64_t *peer)
 /* ================================================================ MPSC/MPMC
  */
 
-/*
+/**
  * Bounded queues of fixed-size elements on Vyukov's design. Handles are
  * opaque and allocated by _create; no operation allocates afterwards.
  * rk_mpsc: any number of producer threads, one consumer thread at a time.
@@ -545,17 +545,17 @@ typedef struct rk_mpmc rk_mpmc;
 
 int rk_mpsc_create(rk_mpsc **out, uint32_t capacity, uint32_t slot_size);
 void rk_mpsc_destroy(rk_mpsc *q);
-int rk_mpsc_try_enqueue(rk_mpsc *q, const void *elem); /* RK_OK / RK_EFULL */
-int rk_mpsc_try_dequeue(rk_mpsc *q, void *elem);       /* RK_OK / RK_EEMPTY */
+int rk_mpsc_try_enqueue(rk_mpsc *q, const void *elem); /**< RK_OK / RK_EFULL */
+int rk_mpsc_try_dequeue(rk_mpsc *q, void *elem);       /**< RK_OK / RK_EEMPTY */
 uint32_t rk_mpsc_enqueue_batch(rk_mpsc *q, const void *elems, uint32_t n);
 uint32_t rk_mpsc_dequeue_batch(rk_mpsc *q, void *elems, uint32_t n);
-/* Zero copy: claims a slot (NULL when full) and returns its address; the
+/** Zero copy: claims a slot (NULL when full) and returns its address; the
  * caller writes slot_size bytes and passes the ticket to commit. Every
  * successful reserve must be committed, or the consumer stalls there. */
 void *rk_mpsc_reserve(rk_mpsc *q, uint64_t *ticket);
 void rk_mpsc_commit(rk_mpsc *q, uint64_t ticket);
 size_t rk_mpsc_depth(const rk_mpsc *q);
-/* Counters: enqueued and dequeued are the tail and head positions
+/** Counters: enqueued and dequeued are the tail and head positions
  * (enqueued includes reserved slots not yet committed), depth their
  * difference; rejected counts elements refused for lack of room (a failed
  * try_enqueue or reserve, the shortfall of a batch); high_water is the
@@ -572,11 +572,11 @@ uint32_t rk_mpmc_dequeue_batch(rk_mpmc *q, void *elems, uint32_t n);
 void *rk_mpmc_reserve(rk_mpmc *q, uint64_t *ticket);
 void rk_mpmc_commit(rk_mpmc *q, uint64_t ticket);
 size_t rk_mpmc_depth(const rk_mpmc *q);
-void rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out); /* as rk_mpsc */
+void rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out); /**< as rk_mpsc */
 
 /* ================================================================ mqueue */
 
-/*
+/**
  * rk_mqueue: the blocking message queue used as a kernel inbox or outbox.
  * Any number of sender threads (or exactly one with single_producer), one
  * receiver thread at a time. Messages are byte strings of at most
@@ -605,18 +605,18 @@ void rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out); /* as rk_mpsc */
 typedef struct rk_mqueue rk_mqueue;
 
 typedef struct rk_mqueue_config {
-    uint32_t capacity;  /* slots (per band when bands are on); pow2;
+    uint32_t capacity;  /**< slots (per band when bands are on); pow2;
                            0 = default 1024 */
-    uint32_t slot_size; /* max message bytes per slot; 0 = default 256 */
+    uint32_t slot_size; /**< max message bytes per slot; 0 = default 256 */
     rk_backpressure backpressure;
     bool priority_bands;
-    bool single_producer; /* promise of one producer thread: SPSC fast path */
+    bool single_producer; /**< promise of one producer thread: SPSC fast path */
 } rk_mqueue_config;
 
 #define RK_MQUEUE_DEFAULT_CAPACITY  1024u
 #define RK_MQUEUE_DEFAULT_SLOT_SIZE 256u
 
-/* Creates a queue (NULL cfg = defaults). The caller owns *out and frees it
+/** Creates a queue (NULL cfg = defaults). The caller owns *out and frees it
  * with rk_mqueue_destroy, after every other thread has stopped using it. */
 int rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg);
 void rk_mqueue_destroy(rk_mqueue *q);
@@ -624,7 +624,7 @@ void rk_mqueue_destroy(rk_mqueue *q);
 int rk_mqueue_send(rk_mqueue *q, const void *msg, size_t len, uint8_t priority,
     int64_t timeout_ns);
 
-/* Gather send: the iov pieces, concatenated, form one message in one slot
+/** Gather send: the iov pieces, concatenated, form one message in one slot
  * (e.g. header + payload without an intermediate copy). */
 struct rk_iov {
     const void *base;
@@ -633,7 +633,7 @@ struct rk_iov {
 int rk_mqueue_sendv(rk_mqueue *q, const struct rk_iov *iov, int iovcnt,
     uint8_t priority, int64_t timeout_ns);
 
-/*
+/**
  * Batch send of n messages to the band of priority: message i is lens[i]
  * bytes (stride bytes when lens is NULL) at (const char *)msgs + i * stride.
  * Free consecutive slots are claimed together (one tail update for the
@@ -650,11 +650,11 @@ int rk_mqueue_send_batch(rk_mqueue *q, const void *msgs, size_t stride,
     const size_t *lens, size_t n, uint8_t priority, int64_t timeout_ns,
     size_t *sent);
 
-/* Receives one message into buf (cap bytes); *len gets its length. */
+/** Receives one message into buf (cap bytes); *len gets its length. */
 int rk_mqueue_recv(
     rk_mqueue *q, void *buf, size_t cap, size_t *len, int64_t timeout_ns);
 
-/* Waits (up to the timeout) for at least one message, then takes up to max
+/** Waits (up to the timeout) for at least one message, then takes up to max
  * without waiting more: message i goes to (char *)bufs + i * stride (at
  * most stride bytes) and its length to lens[i]; *n gets the count. A
  * message longer than stride stops the batch (RK_EMSGSIZE only if it is the
@@ -662,7 +662,7 @@ int rk_mqueue_recv(
 int rk_mqueue_recv_batch(rk_mqueue *q, void *bufs, size_t stride, size_t *lens,
     size_t max, size_t *n, int64_t timeout_ns);
 
-/* Closes the queue and wakes every waiter. Later sends fail RK_ECLOSED;
+/** Closes the queue and wakes every waiter. Later sends fail RK_ECLOSED;
  * receives drain what is left, then return RK_ECLOSED. Idempotent. */
 void rk_mqueue_close(rk_mqueue *q);
 bool rk_mqueue_is_closed(const rk_mqueue *q);

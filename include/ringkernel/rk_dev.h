@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/rk_dev.h - the portable shim under the device-side headers.
  *
  * Device code in ringkernel (the persistent loop, the device actor API and
@@ -68,7 +68,7 @@ typedef size_t rk_dev_size;
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define RK_DEV_CUDA 1
-/* Device functions are __device__ only: they use intrinsics. Everything
+/** Device functions are __device__ only: they use intrinsics. Everything
  * a host program calls on these structs lives in the host build. */
 #define RK_DEV_FN      static __device__ __forceinline__
 #define RK_DEV_SHARED  __shared__
@@ -77,7 +77,7 @@ typedef size_t rk_dev_size;
 #define RK_DEV_A64     rk_dev_u64
 #elif defined(__cplusplus)
 #define RK_DEV_FN      static inline
-#define RK_DEV_SHARED  /* a block is one host thread: locals suffice */
+#define RK_DEV_SHARED  /**< a block is one host thread: locals suffice */
 #define RK_DEV_ALIGN64 alignas(64)
 #define RK_DEV_A32     rk_dev_u32
 #define RK_DEV_A64     rk_dev_u64
@@ -168,7 +168,7 @@ rk_dev_grid_dim(void)
 #endif
 }
 
-/* Every thread of the block waits here; shared-memory writes before it are
+/** Every thread of the block waits here; shared-memory writes before it are
  * visible to the whole block after it. */
 RK_DEV_FN void
 rk_dev_sync_block(void)
@@ -180,7 +180,7 @@ rk_dev_sync_block(void)
 
 /* ---------------------------------------------------------- back-off */
 
-/* One step of a polling back-off; *ns doubles from 32 ns to 8 us on the
+/** One step of a polling back-off; *ns doubles from 32 ns to 8 us on the
  * device. On the host: a pause for short waits, then the CPU is yielded so
  * an oversubscribed machine still runs the peer being waited for. */
 RK_DEV_FN void
@@ -201,7 +201,7 @@ rk_dev_backoff(rk_dev_u32 *ns)
     *ns = cur >= 8192 ? 8192 : cur * 2;
 }
 
-/* Nanoseconds from the device's global timer (host: CLOCK_MONOTONIC, or
+/** Nanoseconds from the device's global timer (host: CLOCK_MONOTONIC, or
  * TIME_UTC in strict C11 without POSIX). */
 RK_DEV_FN rk_dev_u64
 rk_dev_now_ns(void)
@@ -252,7 +252,7 @@ rk_dev_now_ns(void)
 #define RK_DEV__ST(bits, scope, cons) __atomic_store_n(p, v, __ATOMIC_RELEASE)
 #endif
 
-/* Acquire: what the other side wrote before its release store of *p is
+/** Acquire: what the other side wrote before its release store of *p is
  * visible after this load. */
 RK_DEV_FN rk_dev_u32
 rk_dev_ld_acquire_sys32(const RK_DEV_A32 *p)
@@ -278,7 +278,7 @@ rk_dev_ld_acquire_gpu64(const RK_DEV_A64 *p)
     RK_DEV__LD(64, "gpu", "l");
 }
 
-/* Release: this thread's earlier writes are visible before *p = v is. */
+/** Release: this thread's earlier writes are visible before *p = v is. */
 RK_DEV_FN void
 rk_dev_st_release_sys32(RK_DEV_A32 *p, rk_dev_u32 v)
 {
@@ -306,7 +306,7 @@ rk_dev_st_release_gpu64(RK_DEV_A64 *p, rk_dev_u64 v)
 #undef RK_DEV__LD
 #undef RK_DEV__ST
 
-/* Relaxed store of a word this side alone writes (counters, heartbeat). */
+/** Relaxed store of a word this side alone writes (counters, heartbeat). */
 RK_DEV_FN void
 rk_dev_st_relaxed64(RK_DEV_A64 *p, rk_dev_u64 v)
 {
@@ -331,7 +331,7 @@ rk_dev_st_relaxed32(RK_DEV_A32 *p, rk_dev_u32 v)
 #endif
 }
 
-/* A system-scope fence by the calling thread: its earlier writes (and
+/** A system-scope fence by the calling thread: its earlier writes (and
  * reads) are ordered before its later ones for every observer, the host
  * included. Used by every thread of a block before the block sync that
  * precedes thread 0's release store, so the data the other threads wrote
@@ -349,7 +349,7 @@ rk_dev_fence_sys(void)
 #endif
 }
 
-/* Byte copy usable everywhere (no memcpy under NVRTC). Data-parallel over
+/** Byte copy usable everywhere (no memcpy under NVRTC). Data-parallel over
  * the block when every thread calls it with the same arguments. */
 RK_DEV_FN void
 rk_dev_copy_block(void *dst, const void *src, rk_dev_u32 n)

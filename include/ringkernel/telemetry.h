@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/telemetry.h - counters, latency histograms and their snapshots.
  *
  * Statistics live inside the object they describe (a kernel, a queue) and
@@ -43,12 +43,12 @@ extern "C" {
 
 /* ------------------------------------------------------------ histograms */
 
-/* Largest value tracked with full precision (2^42 ns, about 73 minutes). */
+/** Largest value tracked with full precision (2^42 ns, about 73 minutes). */
 #define RK_HISTOGRAM_MAX_NS (UINT64_C(1) << 42)
 
-/* A latency distribution. All fields are 0 when count is 0. */
+/** A latency distribution. All fields are 0 when count is 0. */
 typedef struct rk_latency_summary {
-    uint64_t count; /* values recorded */
+    uint64_t count; /**< values recorded */
     uint64_t min_ns;
     uint64_t max_ns;
     uint64_t p50_ns;
@@ -58,38 +58,38 @@ typedef struct rk_latency_summary {
     double mean_ns;
 } rk_latency_summary;
 
-/* A standalone histogram (about 10 KiB, one allocation at create). */
+/** A standalone histogram (about 10 KiB, one allocation at create). */
 typedef struct rk_histogram rk_histogram;
 
-/* Allocates an empty histogram; on success the caller owns *out and frees
+/** Allocates an empty histogram; on success the caller owns *out and frees
  * it with rk_histogram_destroy. RK_EINVAL if out is NULL, RK_ENOMEM. */
 int rk_histogram_create(rk_histogram **out);
 
-/* Frees h. NULL is ignored. No thread may use h afterwards. */
+/** Frees h. NULL is ignored. No thread may use h afterwards. */
 void rk_histogram_destroy(rk_histogram *h);
 
-/* Records one value. Safe from any number of threads at once, and
+/** Records one value. Safe from any number of threads at once, and
  * concurrently with summaries. Never allocates. */
 void rk_histogram_record(rk_histogram *h, uint64_t ns);
 
-/* Fills *out from the current contents. Safe concurrently with writers. */
+/** Fills *out from the current contents. Safe concurrently with writers. */
 void rk_histogram_summary(const rk_histogram *h, rk_latency_summary *out);
 
-/* The nearest-rank p-th percentile (0 <= p <= 100, clamped), or 0 if h is
+/** The nearest-rank p-th percentile (0 <= p <= 100, clamped), or 0 if h is
  * empty. p = 0 gives the exact minimum and p = 100 the exact maximum. */
 uint64_t rk_histogram_percentile(const rk_histogram *h, double p);
 
-/* Adds every value of src into dst (src is unchanged; dst == src does
+/** Adds every value of src into dst (src is unchanged; dst == src does
  * nothing). Safe concurrently with writers on either histogram. */
 void rk_histogram_merge(rk_histogram *dst, const rk_histogram *src);
 
-/* Empties h. Records made concurrently with a reset may be lost or kept,
+/** Empties h. Records made concurrently with a reset may be lost or kept,
  * but the histogram stays valid. */
 void rk_histogram_reset(rk_histogram *h);
 
 /* ------------------------------------------------------------ counters */
 
-/* A counter only grows (messages handled); a gauge goes up and down (queue
+/** A counter only grows (messages handled); a gauge goes up and down (queue
  * depth). Rates are computed for counters only. */
 typedef enum rk_stat_kind {
     RK_STAT_COUNTER = 0,
@@ -104,7 +104,7 @@ typedef enum rk_stat_unit {
     RK_UNIT_EVENTS,
 } rk_stat_unit;
 
-/* The static description of one counter or histogram. name is a JSON-safe
+/** The static description of one counter or histogram. name is a JSON-safe
  * identifier ("messages_processed"); desc is one human sentence. */
 typedef struct rk_stat_desc {
     const char *name;
@@ -113,7 +113,7 @@ typedef struct rk_stat_desc {
     rk_stat_unit unit;
 } rk_stat_desc;
 
-/* Short unit label: "", "msg", "B", "ns", "events"; "?" if unknown. */
+/** Short unit label: "", "msg", "B", "ns", "events"; "?" if unknown. */
 const char *rk_stat_unit_name(rk_stat_unit unit);
 
 /* ------------------------------------------------------------ snapshots */
@@ -123,16 +123,16 @@ const char *rk_stat_unit_name(rk_stat_unit unit);
 #define RK_STATS_LABEL_MAX     64
 
 typedef struct rk_stat_value {
-    const rk_stat_desc *desc; /* borrowed: points into a static table */
+    const rk_stat_desc *desc; /**< borrowed: points into a static table */
     uint64_t value;
 } rk_stat_value;
 
 typedef struct rk_stat_latency {
-    const rk_stat_desc *desc; /* borrowed, unit RK_UNIT_NS */
+    const rk_stat_desc *desc; /**< borrowed, unit RK_UNIT_NS */
     rk_latency_summary summary;
 } rk_stat_latency;
 
-/*
+/**
  * A snapshot of one object's statistics, owned by the caller (a plain value
  * that can be copied and kept). label names the object (a kernel id);
  * start_ns is when the object started counting and taken_ns when the
@@ -148,7 +148,7 @@ typedef struct rk_stats {
     rk_stat_latency latency[RK_STATS_MAX_LATENCIES];
 } rk_stats;
 
-/*
+/**
  * Building a snapshot by hand (the runtime fills its own from the live
  * counters; these are for application code, e.g. to print an rk_histogram
  * with the formatters below). rk_stats_init empties *s, copies label
@@ -164,26 +164,26 @@ int rk_stats_add_value(rk_stats *s, const rk_stat_desc *desc, uint64_t value);
 int rk_stats_add_summary(
     rk_stats *s, const rk_stat_desc *desc, const rk_latency_summary *sum);
 
-/* The counter called name in s, or NULL if there is none. */
+/** The counter called name in s, or NULL if there is none. */
 const rk_stat_value *rk_stats_find(const rk_stats *s, const char *name);
 
-/* The latency summary called name in s, or NULL if there is none. */
+/** The latency summary called name in s, or NULL if there is none. */
 const rk_latency_summary *rk_stats_find_latency(
     const rk_stats *s, const char *name);
 
 /* ------------------------------------------------------------ rates */
 
-/* taken_ns - start_ns, or 0 if the clock values are inverted. */
+/** taken_ns - start_ns, or 0 if the clock values are inverted. */
 uint64_t rk_stats_uptime_ns(const rk_stats *s);
 
-/* count / seconds for elapsed_ns; 0.0 when elapsed_ns is 0. */
+/** count / seconds for elapsed_ns; 0.0 when elapsed_ns is 0. */
 double rk_rate_per_sec(uint64_t count, uint64_t elapsed_ns);
 
-/* The average rate of counter name over the object's uptime (value /
+/** The average rate of counter name over the object's uptime (value /
  * uptime), or 0.0 if it is absent or uptime is 0. */
 double rk_stats_rate(const rk_stats *s, const char *name);
 
-/* The rate of counter name between two snapshots of the same object
+/** The rate of counter name between two snapshots of the same object
  * (delta / (cur->taken_ns - prev->taken_ns)); 0.0 if the counter is absent
  * from either, went backwards, or no time passed. */
 double rk_stats_rate_between(
@@ -191,7 +191,7 @@ double rk_stats_rate_between(
 
 /* ------------------------------------------------------------ formatting */
 
-/*
+/**
  * Writes s as one JSON object on one line (no newline), e.g.
  *   {"label":"worker","uptime_ns":2000,
  *    "counters":{"messages_processed":10,"queue_depth":0},
@@ -211,12 +211,12 @@ double rk_stats_rate_between(
 int rk_stats_format_json(
     const rk_stats *s, char *buf, size_t size, size_t *len);
 
-/* Same contract, readable multi-line text: one line per counter with its
+/** Same contract, readable multi-line text: one line per counter with its
  * unit, its rate for counters, and one line per latency summary. */
 int rk_stats_format_text(
     const rk_stats *s, char *buf, size_t size, size_t *len);
 
-/* Writes rk_stats_format_text (json = 0) or rk_stats_format_json plus a
+/** Writes rk_stats_format_text (json = 0) or rk_stats_format_json plus a
  * newline (json != 0) to f. Returns RK_OK, RK_EINVAL, RK_ENOMEM (a long
  * snapshot needs a temporary buffer) or RK_EINTERNAL if the write failed. */
 int rk_stats_print(FILE *f, const rk_stats *s, int json);
