@@ -40,6 +40,7 @@
 extern "C" {
 #endif
 
+/** An opaque cluster membership, owned by the caller until rk_cluster_leave() (or rk_runtime_destroy()) ends it. */
 typedef struct rk_cluster rk_cluster;
 
 /**
@@ -50,11 +51,11 @@ typedef struct rk_cluster rk_cluster;
  * policy and payload limit, so a full remote kernel is felt at the proxy.
  */
 typedef struct rk_cluster_export {
-    const char *id;
+    const char *id; /**< the kernel id; not copied, must outlive the cluster */
     uint32_t input_capacity;      /**< 0: 1024 */
     uint32_t max_payload;         /**< 0: 192 */
     rk_backpressure backpressure; /**< 0: BLOCK */
-    bool priority_bands;
+    bool priority_bands; /**< as registered (rk_kernel_config.priority_bands) */
     /** false (default): the cluster reads this kernel's output, so that a
      * reply to a message from another rank goes back to that rank; other
      * output is kept for rk_cluster_recv(). true: the local host reads the
@@ -62,18 +63,19 @@ typedef struct rk_cluster_export {
     bool local_output;
 } rk_cluster_export;
 
+/** Cluster settings; zeroed fields mean the defaults shown. The arrays are read during the join only. */
 typedef struct rk_cluster_config {
     const rk_cluster_export *exports; /**< local kernels other ranks reach */
-    size_t n_exports;
+    size_t n_exports; /**< entries in exports */
     /** Topics shared across ranks. A rank that has subscribers for one of
      * these at join tells the others, whose publishes then reach them. */
     const char *const *topics;
-    size_t n_topics;
+    size_t n_topics; /**< entries in topics */
     /** A batch to one rank is sent when full (batch_bytes, 0: 32 KiB), when
      * its oldest message is batch_window_ns old (0: 20 us), or as soon as
      * the progress thread has nothing more to take. */
     uint32_t batch_bytes;
-    int64_t batch_window_ns;
+    int64_t batch_window_ns; /**< see batch_bytes */
     /** Flow control: messages to one rank in flight before it confirms
      * delivery (0: 1024). */
     uint32_t credits;
@@ -86,7 +88,7 @@ typedef struct rk_cluster_config {
      * descriptor to wait on, so a message that arrives while the thread
      * sleeps waits for the end of the step. */
     int64_t poll_ns;
-    int64_t idle_sleep_max_ns;
+    int64_t idle_sleep_max_ns; /**< see poll_ns */
     /** rk_cluster_leave and the leave done by rk_runtime_destroy wait this
      * long for the peers' goodbyes (0: 2 s). */
     int64_t leave_timeout_ns;
@@ -111,6 +113,7 @@ int rk_cluster_mpi(rk_runtime *rt, const void *comm,
 
 /** This process's rank and the communicator's size. */
 int rk_cluster_rank(const rk_cluster *cl);
+/** The number of ranks in the communicator (see rk_cluster_rank()). */
 int rk_cluster_size(const rk_cluster *cl);
 
 /**
@@ -147,6 +150,7 @@ int rk_cluster_peer_status(const rk_cluster *cl, int rank);
 #define RK_CLUSTER_TYPE_INJECT 0xFFFFFF02u
 
 /** Counters of this process's side of the cluster (relaxed snapshot). */
+/** Counters of a cluster since the join; a caller-owned snapshot. */
 typedef struct rk_cluster_stats {
     uint64_t forwarded;        /**< messages proxies handed to the network */
     uint64_t sent_frames;      /**< frames put on the wire (all kinds) */
@@ -163,6 +167,7 @@ typedef struct rk_cluster_stats {
     uint64_t idle_sleeps;      /**< times the progress thread slept */
 } rk_cluster_stats;
 
+/** Fills *out (caller-owned) with the cluster's counters. RK_EINVAL for NULL. */
 int rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out);
 
 #ifdef __cplusplus

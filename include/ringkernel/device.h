@@ -38,6 +38,7 @@
 extern "C" {
 #endif
 
+/** The kinds of device. */
 typedef enum rk_device_kind {
     RK_DEVICE_CPU = 0,  /**< the host processor(s) */
     RK_DEVICE_CUDA = 1, /**< an NVIDIA GPU through the CUDA driver API */
@@ -62,11 +63,11 @@ const char *rk_cuda_status_name(rk_cuda_status s);
  * and every capability flag true except host_native_atomics (which is
  * trivially true for the CPU and reported so). */
 typedef struct rk_device_info {
-    rk_device_kind kind;
+    rk_device_kind kind; /**< CPU or CUDA */
     int ordinal;    /**< index among devices of the same kind */
     char name[128]; /**< "NVIDIA H100 80GB HBM3", or the CPU model name */
     int cc_major;   /**< compute capability; 0 for the CPU */
-    int cc_minor;
+    int cc_minor; /**< compute capability, minor part; 0 for the CPU */
     uint64_t total_mem;        /**< bytes; for the CPU: MemTotal */
     uint64_t free_mem;         /**< bytes at query time; CPU: MemAvailable */
     int multiprocessors;       /**< SMs; CPU: online logical cores */
@@ -80,10 +81,11 @@ typedef struct rk_device_info {
     /** The two properties the GPU queue design depends on: whether CPU and
      * GPU atomics on mapped memory are atomic with respect to each other,
      * and whether managed memory may be touched by both at once. */
-    bool host_native_atomics;
-    bool concurrent_managed_access;
+    bool host_native_atomics; /**< CPU and GPU atomics on mapped memory are mutually atomic */
+    bool concurrent_managed_access; /**< CPU and GPU may touch managed memory at once */
 } rk_device_info;
 
+/** An opaque list of devices from rk_devices_query(); the caller owns it. */
 typedef struct rk_device_list rk_device_list;
 
 /** Enumerates devices. Fails only with RK_ENOMEM; a missing CUDA driver or
@@ -91,6 +93,7 @@ typedef struct rk_device_list rk_device_list;
  * caller owns *out. */
 int rk_devices_query(rk_device_list **out);
 
+/** Frees a list and every rk_device_info it handed out. NULL is ignored. */
 void rk_device_list_free(rk_device_list *list);
 
 /** Number of devices (>= 1: the CPU is always there). */
@@ -123,6 +126,7 @@ rk_cuda_status rk_cuda_probe(const char **detail);
 
 /* ------------------------------------------------------------ monitor */
 
+/** Whether the GPU monitor (NVML) works here. */
 typedef enum rk_monitor_status {
     RK_MONITOR_AVAILABLE = 0,  /**< NVML loaded and initialised */
     RK_MONITOR_UNAVAILABLE = 1 /**< no NVML library, or nvmlInit failed */
@@ -131,37 +135,40 @@ typedef enum rk_monitor_status {
 /** Which fields of an rk_gpu_reading hold a value: NVML reports "not
  * supported" for some metrics on some boards, and those stay unset. */
 enum {
-    RK_READING_UTILIZATION = 1u << 0,
-    RK_READING_MEMORY = 1u << 1,
-    RK_READING_TEMPERATURE = 1u << 2,
-    RK_READING_POWER = 1u << 3,
-    RK_READING_POWER_LIMIT = 1u << 4,
-    RK_READING_CLOCKS = 1u << 5
+    RK_READING_UTILIZATION = 1u << 0, /**< util_gpu_pct and util_mem_pct */
+    RK_READING_MEMORY = 1u << 1, /**< mem_total, mem_free and mem_used */
+    RK_READING_TEMPERATURE = 1u << 2, /**< temperature_c */
+    RK_READING_POWER = 1u << 3, /**< power_mw */
+    RK_READING_POWER_LIMIT = 1u << 4, /**< power_limit_mw */
+    RK_READING_CLOCKS = 1u << 5 /**< the three clock fields */
 };
 
+/** One GPU's readings at one moment; a caller-owned value. Only the fields named by valid hold a value. */
 typedef struct rk_gpu_reading {
     unsigned index; /**< NVML device index */
-    char name[96];
+    char name[96]; /**< board name from NVML */
     unsigned valid;        /**< RK_READING_* bits */
     unsigned util_gpu_pct; /**< % of time a kernel ran, last sample period */
     unsigned util_mem_pct; /**< % of time memory was read or written */
     uint64_t mem_total;    /**< bytes */
-    uint64_t mem_free;
-    uint64_t mem_used;
+    uint64_t mem_free; /**< bytes */
+    uint64_t mem_used; /**< bytes */
     unsigned temperature_c;  /**< GPU core, degrees Celsius */
     unsigned power_mw;       /**< current draw, milliwatts */
     unsigned power_limit_mw; /**< enforced limit, milliwatts */
-    unsigned clock_graphics_mhz;
-    unsigned clock_sm_mhz;
-    unsigned clock_mem_mhz;
+    unsigned clock_graphics_mhz; /**< graphics clock, MHz */
+    unsigned clock_sm_mhz; /**< SM clock, MHz */
+    unsigned clock_mem_mhz; /**< memory clock, MHz */
 } rk_gpu_reading;
 
+/** An opaque GPU monitor (NVML through dlopen); the caller owns it. */
 typedef struct rk_gpu_monitor rk_gpu_monitor;
 
 /** Opens a monitor. Fails only with RK_ENOMEM; without NVML the monitor is
  * still returned and reports RK_MONITOR_UNAVAILABLE. Caller owns *out. */
 int rk_gpu_monitor_open(rk_gpu_monitor **out);
 
+/** Closes a monitor (and releases NVML when it is the last). NULL is ignored. */
 void rk_gpu_monitor_close(rk_gpu_monitor *mon);
 
 /** Status and detail ("libnvidia-ml.so.1: cannot open ...", "" if

@@ -39,6 +39,7 @@ extern "C" {
 
 /* ================================================================ common */
 
+/** What a send to a full queue does. */
 typedef enum rk_backpressure {
     RK_BP_BLOCK = 0,   /**< wait for room up to the send timeout */
     RK_BP_REJECT,      /**< fail at once with RK_EREJECTED */
@@ -46,6 +47,7 @@ typedef enum rk_backpressure {
     RK_BP_DROP_NEW     /**< discard the new message: RK_EDROPPED */
 } rk_backpressure;
 
+/** Priority bands: a queue with bands on delivers higher bands first, FIFO within a band. */
 typedef enum rk_band {
     RK_BAND_LOW = 0, /**< priority < 64 */
     RK_BAND_NORMAL,  /**< 64..159 */
@@ -53,7 +55,7 @@ typedef enum rk_band {
     RK_BAND_SYSTEM   /**< >= 224 */
 } rk_band;
 
-#define RK_BAND_COUNT 4
+#define RK_BAND_COUNT 4 /**< number of rk_band values */
 
 /** The band of a 0-255 message priority. */
 rk_band rk_priority_band(uint8_t priority);
@@ -108,6 +110,7 @@ int rk_spsc_init(
 
 /** Allocates a queue and its storage; rk_spsc_destroy frees both. */
 int rk_spsc_create(rk_spsc **out, uint32_t capacity, uint32_t slot_size);
+/** Frees a queue made by rk_spsc_create and its storage. NULL is ignored. */
 void rk_spsc_destroy(rk_spsc *q);
 
 /*
@@ -274,6 +277,7 @@ rk_spsc_reserve(rk_spsc *q)
     return rk_ring_slot(&q->prod, q->prod.pos);
 }
 
+/** Producer: publishes the message written into the slot rk_spsc_reserve() returned. */
 static inline void
 rk_spsc_commit(rk_spsc *q)
 {
@@ -293,6 +297,7 @@ rk_spsc_peek(rk_spsc *q)
     return rk_ring_slot(&q->cons, q->cons.pos);
 }
 
+/** Consumer: frees the slot rk_spsc_peek() returned; its pointer is invalid afterwards. */
 static inline void
 rk_spsc_release(rk_spsc *q)
 {
@@ -311,7 +316,7 @@ void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
 
 /* ---------------------------------------------------------- typed SPSC */
 
-/*
+/** @def RK_SPSC_TYPED(name, T)
  * RK_SPSC_TYPED(name, T) generates typed handles on an rk_spsc for one
  * element type T, in the manner of Concurrency Kit's CK_RING_PROTOTYPE:
  * the slot stride is sizeof(T), a compile-time constant, and elements are
@@ -541,19 +546,26 @@ rk__spsc_typed_avail(rk_spsc *q, uint64_t pos, uint64_t *peer)
  * to a consumer for that short time).
  */
 typedef struct rk_mpsc rk_mpsc;
+/** The multi-producer multi-consumer queue (see rk_mpsc). */
 typedef struct rk_mpmc rk_mpmc;
 
+/** Allocates a queue of capacity elements (a power of two) of slot_size bytes each. The caller owns *out. RK_EINVAL, RK_ENOMEM. */
 int rk_mpsc_create(rk_mpsc **out, uint32_t capacity, uint32_t slot_size);
+/** Frees a queue; no thread may still use it. NULL is ignored. */
 void rk_mpsc_destroy(rk_mpsc *q);
 int rk_mpsc_try_enqueue(rk_mpsc *q, const void *elem); /**< RK_OK / RK_EFULL */
 int rk_mpsc_try_dequeue(rk_mpsc *q, void *elem);       /**< RK_OK / RK_EEMPTY */
+/** Enqueues up to n elements from the array elems; returns how many went in. */
 uint32_t rk_mpsc_enqueue_batch(rk_mpsc *q, const void *elems, uint32_t n);
+/** Dequeues up to n elements into elems; returns how many came out. */
 uint32_t rk_mpsc_dequeue_batch(rk_mpsc *q, void *elems, uint32_t n);
 /** Zero copy: claims a slot (NULL when full) and returns its address; the
  * caller writes slot_size bytes and passes the ticket to commit. Every
  * successful reserve must be committed, or the consumer stalls there. */
 void *rk_mpsc_reserve(rk_mpsc *q, uint64_t *ticket);
+/** Publishes the slot claimed by rk_mpsc_reserve with this ticket. */
 void rk_mpsc_commit(rk_mpsc *q, uint64_t ticket);
+/** Elements in the queue (approximate while threads run). */
 size_t rk_mpsc_depth(const rk_mpsc *q);
 /** Counters: enqueued and dequeued are the tail and head positions
  * (enqueued includes reserved slots not yet committed), depth their
@@ -563,14 +575,23 @@ size_t rk_mpsc_depth(const rk_mpsc *q);
  * and evicted are 0. A NULL q zeroes *out. */
 void rk_mpsc_stats(const rk_mpsc *q, rk_queue_stats *out);
 
+/** As rk_mpsc_create, for an rk_mpmc. */
 int rk_mpmc_create(rk_mpmc **out, uint32_t capacity, uint32_t slot_size);
+/** As rk_mpsc_destroy. */
 void rk_mpmc_destroy(rk_mpmc *q);
+/** As rk_mpsc_try_enqueue: RK_OK or RK_EFULL. */
 int rk_mpmc_try_enqueue(rk_mpmc *q, const void *elem);
+/** As rk_mpsc_try_dequeue, from any thread: RK_OK or RK_EEMPTY. */
 int rk_mpmc_try_dequeue(rk_mpmc *q, void *elem);
+/** As rk_mpsc_enqueue_batch. */
 uint32_t rk_mpmc_enqueue_batch(rk_mpmc *q, const void *elems, uint32_t n);
+/** As rk_mpsc_dequeue_batch. */
 uint32_t rk_mpmc_dequeue_batch(rk_mpmc *q, void *elems, uint32_t n);
+/** As rk_mpsc_reserve. */
 void *rk_mpmc_reserve(rk_mpmc *q, uint64_t *ticket);
+/** As rk_mpsc_commit. */
 void rk_mpmc_commit(rk_mpmc *q, uint64_t ticket);
+/** As rk_mpsc_depth. */
 size_t rk_mpmc_depth(const rk_mpmc *q);
 void rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out); /**< as rk_mpsc */
 
@@ -604,32 +625,36 @@ void rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out); /**< as rk_mpsc */
  */
 typedef struct rk_mqueue rk_mqueue;
 
+/** An rk_mqueue's configuration; zeroed fields mean the defaults shown. */
 typedef struct rk_mqueue_config {
     uint32_t capacity;  /**< slots (per band when bands are on); pow2;
                            0 = default 1024 */
     uint32_t slot_size; /**< max message bytes per slot; 0 = default 256 */
-    rk_backpressure backpressure;
-    bool priority_bands;
+    rk_backpressure backpressure; /**< send to a full queue (0: BLOCK) */
+    bool priority_bands; /**< one ring per rk_band, higher bands first */
     bool single_producer; /**< promise of one producer thread: SPSC fast path */
 } rk_mqueue_config;
 
-#define RK_MQUEUE_DEFAULT_CAPACITY  1024u
-#define RK_MQUEUE_DEFAULT_SLOT_SIZE 256u
+#define RK_MQUEUE_DEFAULT_CAPACITY  1024u /**< capacity when the config gives 0 */
+#define RK_MQUEUE_DEFAULT_SLOT_SIZE 256u /**< slot_size when the config gives 0 */
 
 /** Creates a queue (NULL cfg = defaults). The caller owns *out and frees it
  * with rk_mqueue_destroy, after every other thread has stopped using it. */
 int rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg);
+/** Frees the queue and any messages still in it. NULL is ignored. */
 void rk_mqueue_destroy(rk_mqueue *q);
 
+/** Sends one message of len bytes (copied) at priority; the results are listed above (see rk_mqueue). */
 int rk_mqueue_send(rk_mqueue *q, const void *msg, size_t len, uint8_t priority,
     int64_t timeout_ns);
 
 /** Gather send: the iov pieces, concatenated, form one message in one slot
  * (e.g. header + payload without an intermediate copy). */
 struct rk_iov {
-    const void *base;
-    size_t len;
+    const void *base; /**< start of the piece */
+    size_t len; /**< bytes in the piece */
 };
+/** Sends the iovcnt pieces of iov as one message; the results of rk_mqueue_send. */
 int rk_mqueue_sendv(rk_mqueue *q, const struct rk_iov *iov, int iovcnt,
     uint8_t priority, int64_t timeout_ns);
 
@@ -665,9 +690,12 @@ int rk_mqueue_recv_batch(rk_mqueue *q, void *bufs, size_t stride, size_t *lens,
 /** Closes the queue and wakes every waiter. Later sends fail RK_ECLOSED;
  * receives drain what is left, then return RK_ECLOSED. Idempotent. */
 void rk_mqueue_close(rk_mqueue *q);
+/** True once rk_mqueue_close has been called. */
 bool rk_mqueue_is_closed(const rk_mqueue *q);
 
+/** Fills *out (caller-owned) with the queue's counters. */
 void rk_mqueue_stats(const rk_mqueue *q, rk_queue_stats *out);
+/** Messages in the queue now (approximate while threads run). */
 size_t rk_mqueue_depth(const rk_mqueue *q);
 
 #ifdef __cplusplus

@@ -33,7 +33,9 @@
 extern "C" {
 #endif
 
+/** An opaque runtime; the caller owns it (rk_runtime_create, rk_runtime_destroy). */
 typedef struct rk_runtime rk_runtime;
+/** A kernel's context, handed to its actor or handler by the runtime, which owns it; valid only on that kernel's thread during the call. */
 typedef struct rk_ctx rk_ctx;
 
 /** Longest kernel id or topic name, in bytes, without the terminating NUL. */
@@ -67,8 +69,8 @@ const char *rk_kernel_state_name(rk_kernel_state s);
  * RK_ESTALE. Handles are never dereferenced memory, so a stale one is safe.
  */
 typedef struct rk_kernel {
-    uint32_t slot;
-    uint32_t gen;
+    uint32_t slot; /**< index of the kernel's slot in the runtime */
+    uint32_t gen; /**< generation of the instance the handle was resolved for */
 } rk_kernel;
 
 /* ----------------------------------------------------------- definition */
@@ -86,8 +88,9 @@ typedef enum rk_restart_policy {
     RK_SUPERVISE_RESTART   /**< restart up to max_restarts times, backoff */
 } rk_restart_policy;
 
+/** How a kernel's failures are handled; zeroed fields mean the defaults shown. */
 typedef struct rk_supervision {
-    rk_restart_policy policy;
+    rk_restart_policy policy; /**< stop or restart (0: STOP) */
     uint32_t max_restarts;  /**< restarts allowed in all (0 with RESTART: 3) */
     int64_t backoff_ns;     /**< first backoff; doubles each time (0: 1 ms) */
     int64_t backoff_max_ns; /**< cap on the backoff (0: 1 s) */
@@ -105,7 +108,7 @@ typedef struct rk_supervision {
 #define RK_KERNEL_MAX_QUEUE_BYTES (UINT64_C(1) << 30) /**< slots x slot size */
 /** Limits on the runtime's own sizes (rk_runtime_create, same rules). */
 #define RK_RUNTIME_MAX_KERNELS      UINT32_C(65536)
-#define RK_RUNTIME_MAX_DEAD_LETTERS (UINT32_C(1) << 20)
+#define RK_RUNTIME_MAX_DEAD_LETTERS (UINT32_C(1) << 20) /**< largest dead_letter_capacity */
 
 /**
  * A kernel's configuration. Zeroed fields take the defaults noted.
@@ -127,7 +130,7 @@ typedef struct rk_kernel_config {
                              upstream route); the input becomes an SPSC
                              lane (not with bands or DROP_OLDEST). A
                              concurrent second sender gets RK_EINVAL. */
-    rk_inactive_policy when_inactive;
+    rk_inactive_policy when_inactive; /**< sends while not ACTIVE (0: QUEUE) */
     /** Messages taken from the input per dequeue, for actors and handlers
      * alike (0: 64). Priority bands order what is queued at each dequeue:
      * a SYSTEM message that arrives while a batch of NORMAL ones is being
@@ -138,7 +141,7 @@ typedef struct rk_kernel_config {
     uint32_t spin;       /**< receive spins before parking (0: 2000) */
     uint32_t grid_size;  /**< GPU backend only */
     uint32_t block_size; /**< GPU backend only */
-    rk_supervision supervision;
+    rk_supervision supervision; /**< failure handling (0: STOP) */
     void *user; /**< handed to the actor as rk_ctx_user() */
     /** The backend that runs this kernel: "cpu", "cuda", "auto"; NULL: the
      * runtime's. Checked at register: an unknown or unusable backend is
@@ -159,8 +162,8 @@ typedef struct rk_kernel_config {
      * either. The runtime does not copy the strings: they must outlive
      * the kernel. */
     const char *device_source;
-    const char *device_entry;
-    const char *device_source_name;
+    const char *device_entry; /**< see device_source */
+    const char *device_source_name; /**< see device_source */
 } rk_kernel_config;
 
 /**
@@ -182,14 +185,15 @@ typedef int (*rk_handler_fn)(rk_ctx *ctx, const struct rk_msg_view *msg);
 
 /** A kernel definition. Exactly one of actor and handler is set. */
 typedef struct rk_kernel_def {
-    const char *id;
-    rk_actor_fn actor;
-    rk_handler_fn handler;
-    rk_kernel_config config;
+    const char *id; /**< unique kernel id, at most RK_ID_MAX bytes; copied */
+    rk_actor_fn actor; /**< the actor style, or NULL */
+    rk_handler_fn handler; /**< the handler style, or NULL */
+    rk_kernel_config config; /**< sizes and policies (zeroed: defaults) */
 } rk_kernel_def;
 
 /* ------------------------------------------------------------- runtime */
 
+/** A runtime's configuration (rk_runtime_create); zeroed fields mean the defaults shown. */
 typedef struct rk_runtime_config {
     uint32_t max_kernels;          /**< kernel slots (0: 256) */
     uint32_t dead_letter_capacity; /**< dead letters kept (0: 1024) */
@@ -226,6 +230,7 @@ int rk_runtime_topic_names(
  * rk_backend_name(0) .. rk_backend_name(rk_backend_count() - 1); NULL
  * past the end. A built-in backend may still be unusable here. */
 size_t rk_backend_count(void);
+/** The name of built-in backend i, or NULL past the end (see rk_backend_count()). */
 const char *rk_backend_name(size_t i);
 
 /** RK_OK if the backend called name (or "auto") can run kernels here;
@@ -258,7 +263,7 @@ void rk_runtime_destroy(rk_runtime *rt);
  * for a duplicate id, RK_EINVAL for a bad definition. */
 int rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def);
 
-/** Static registration, the C form of a @ring_kernel decorator:
+/** Static registration, the C form of a \@ring_kernel decorator:
  *
  *     static int echo(rk_ctx *ctx) { ... }
  *     RK_RING_KERNEL(echo, "echo", .input_capacity = 256);
@@ -267,8 +272,8 @@ int rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def);
  * every runtime created afterwards registers it. RK_RING_HANDLER is the
  * same for a handler. */
 typedef struct rk_static_kernel {
-    const rk_kernel_def *def;
-    struct rk_static_kernel *next;
+    const rk_kernel_def *def; /**< the definition registered */
+    struct rk_static_kernel *next; /**< next node of the global list (set by rk_static_kernel_add) */
 } rk_static_kernel;
 
 /** Adds a node to the global list (called by the macros at load time). */
@@ -284,8 +289,10 @@ void rk_static_kernel_add(rk_static_kernel *node);
     }                                                                         \
     struct rk__static_kernel_semicolon_##fn
 
+/** Defines a static actor kernel: fn is the rk_actor_fn, kid the id, then rk_kernel_config field initialisers (see rk_static_kernel). */
 #define RK_RING_KERNEL(fn, kid, ...)                                          \
     RK__STATIC_KERNEL(fn, kid, actor, __VA_ARGS__)
+/** RK_RING_KERNEL for a handler: fn is an rk_handler_fn. */
 #define RK_RING_HANDLER(fn, kid, ...)                                         \
     RK__STATIC_KERNEL(fn, kid, handler, __VA_ARGS__)
 
@@ -297,6 +304,7 @@ int rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out);
  * RK_ENOTACTIVE, RK_ETERMINATED or RK_EFAILED (see docs/runtime.md), with
  * a detail naming the state and the operation. */
 int rk_kernel_launch(rk_runtime *rt, const char *id);
+/** Activates a LAUNCHED or DEACTIVATED kernel: it starts processing its input (same errors as rk_kernel_launch). */
 int rk_kernel_activate(rk_runtime *rt, const char *id);
 /** Pauses; returns once the kernel has stopped at a safe point (its next
  * receive or rk_should_terminate()), or RK_ETIMEDOUT after
@@ -315,6 +323,7 @@ int rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns);
  * RK_ETIMEDOUT, RK_ENOTLAUNCHED. */
 int rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns);
 
+/** The kernel's current lifecycle state, into *out. RK_ENOTFOUND for an unknown id. */
 int rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out);
 
 /* ------------------------------------------------------------ messages */
@@ -322,9 +331,9 @@ int rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out);
 /** A received message as the actor sees it: header, payload and length.
  * Valid until the kernel's next receive. */
 typedef struct rk_msg_view {
-    const rk_msg_header *hdr;
-    const void *data;
-    size_t len;
+    const rk_msg_header *hdr; /**< the envelope */
+    const void *data; /**< the payload (len bytes) */
+    size_t len; /**< payload length in bytes */
 } rk_msg_view;
 
 /** Forwarding a message with its identity: as rk_send / rk_publish, but
@@ -336,6 +345,7 @@ typedef struct rk_msg_view {
  * request. Same admission, results and counting as rk_send. */
 int rk_send_frame(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
     const void *payload, size_t len, int64_t timeout_ns);
+/** rk_publish with the envelope kept: delivers h and its payload to every subscriber of topic (see rk_send_frame). */
 int rk_publish_frame(rk_runtime *rt, const char *topic,
     const rk_msg_header *h, const void *payload, size_t len,
     int64_t timeout_ns, size_t *delivered);
@@ -390,6 +400,7 @@ typedef struct rk_request_options {
     int64_t timeout_ns; /**< for the send and the reply together */
 } rk_request_options;
 
+/** The default rk_request_options: untyped, default priority, no deadline. */
 #define RK_REQUEST_OPTIONS_INIT                                               \
     {                                                                         \
         0, RK_MSG_PRIORITY_DEFAULT, RK_WAIT_FOREVER                           \
@@ -408,9 +419,12 @@ int rk_request_opts(rk_runtime *rt, rk_kernel k,
  * output type is not to's input type. rk_disconnect restores the output
  * queue the host reads. */
 int rk_connect(rk_runtime *rt, const char *from, const char *to);
+/** Removes from's route (rk_connect): its output goes back to the queue the host reads. */
 int rk_disconnect(rk_runtime *rt, const char *from);
 
+/** Subscribes kernel kernel_id to topic: every rk_publish to topic delivers a copy to its input. */
 int rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
+/** Ends a subscription made by rk_subscribe. */
 int rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
 
 /** Delivers a copy to every subscriber; *delivered (may be NULL) counts the
@@ -419,6 +433,7 @@ int rk_publish(rk_runtime *rt, const char *topic, uint32_t type_id,
     const void *payload, size_t len, uint8_t priority, int64_t timeout_ns,
     size_t *delivered);
 
+/** Counters of one topic; a caller-owned snapshot. */
 typedef struct rk_topic_stats {
     uint64_t published;   /**< publish calls */
     uint64_t delivered;   /**< copies that went into a subscriber */
@@ -426,21 +441,24 @@ typedef struct rk_topic_stats {
     uint32_t subscribers; /**< now */
 } rk_topic_stats;
 
+/** Fills *out with topic's counters. RK_ENOTFOUND for an unknown topic. */
 int rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out);
 
 /* ----------------------------------------------------- dead letters */
 
+/** Why a message became a dead letter. */
 typedef enum rk_dead_reason {
     RK_DEAD_FAILED = 1, /**< the message being handled when the kernel failed */
     RK_DEAD_TERMINATED, /**< still queued when the kernel terminated */
     RK_DEAD_ABANDONED   /**< still queued when supervision gave up */
 } rk_dead_reason;
 
+/** A message that could not be handled, as rk_dead_letter_recv returns it (the payload goes to the caller's buffer). */
 typedef struct rk_dead_letter {
-    char kernel_id[RK_ID_MAX + 1];
-    rk_dead_reason reason;
+    char kernel_id[RK_ID_MAX + 1]; /**< the kernel it was meant for */
+    rk_dead_reason reason; /**< why it was not handled */
     int error; /**< the actor's or handler's error, else RK_OK */
-    rk_msg_header hdr;
+    rk_msg_header hdr; /**< the message's envelope */
     size_t len; /**< payload length (the copy is cut to cap) */
 } rk_dead_letter;
 
@@ -450,8 +468,9 @@ int rk_dead_letter_recv(rk_runtime *rt, rk_dead_letter *out, void *buf,
 
 /* ----------------------------------------------------------- telemetry */
 
+/** A kernel's statistics; a caller-owned snapshot. */
 typedef struct rk_kernel_stats {
-    rk_kernel_state state;
+    rk_kernel_state state; /**< lifecycle state */
     uint64_t offered;       /**< sends attempted into the input */
     uint64_t processed;     /**< handled to completion */
     uint64_t dropped;       /**< dropped by the backpressure policy */
@@ -459,15 +478,15 @@ typedef struct rk_kernel_stats {
     uint64_t dead_lettered; /**< sent to the dead-letter queue */
     uint64_t pending;       /**< in the input queue or being handled */
     uint64_t errors;        /**< actor or handler failures */
-    uint64_t restarts;
+    uint64_t restarts; /**< restarts done by supervision */
     uint64_t sent; /**< messages the kernel sent (any target) */
-    uint64_t queue_depth;
-    uint64_t queue_high_water;
+    uint64_t queue_depth; /**< messages in the input queue now */
+    uint64_t queue_high_water; /**< largest input queue depth seen */
     uint64_t latency_count;  /**< latency samples (0 with telemetry off) */
     uint64_t latency_p50_ns; /**< send timestamp -> start of processing */
-    uint64_t latency_p99_ns;
-    uint64_t latency_p999_ns;
-    uint64_t latency_max_ns;
+    uint64_t latency_p99_ns; /**< 99th percentile of the same */
+    uint64_t latency_p999_ns; /**< 99.9th percentile of the same */
+    uint64_t latency_max_ns; /**< largest of the same */
     uint64_t uptime_ns;   /**< since the first activation of the instance */
     double throughput;    /**< processed per second of uptime */
     uint64_t cpu_time_ns; /**< CPU time of the kernel thread (0: n/a) */
@@ -522,10 +541,14 @@ int rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
  * RK_EINVAL for a value outside 0..255 and RK_CTX_PRIORITY_INHERIT.
  */
 #define RK_CTX_PRIORITY_INHERIT (-1)
+/** Sets the priority of what this kernel sends from now on (see RK_CTX_PRIORITY_INHERIT). */
 int rk_ctx_set_priority(rk_ctx *ctx, int priority);
 
+/** The kernel's rk_kernel_config.user pointer (the caller's; never touched by the runtime). */
 void *rk_ctx_user(rk_ctx *ctx);
+/** The kernel's id; owned by the runtime, valid while the kernel exists. */
 const char *rk_ctx_kernel_id(rk_ctx *ctx);
+/** The runtime the kernel belongs to (borrowed). */
 rk_runtime *rk_ctx_runtime(rk_ctx *ctx);
 
 #ifdef __cplusplus

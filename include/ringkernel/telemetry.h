@@ -49,13 +49,13 @@ extern "C" {
 /** A latency distribution. All fields are 0 when count is 0. */
 typedef struct rk_latency_summary {
     uint64_t count; /**< values recorded */
-    uint64_t min_ns;
-    uint64_t max_ns;
-    uint64_t p50_ns;
-    uint64_t p90_ns;
-    uint64_t p99_ns;
-    uint64_t p999_ns;
-    double mean_ns;
+    uint64_t min_ns; /**< smallest value */
+    uint64_t max_ns; /**< largest value */
+    uint64_t p50_ns; /**< median */
+    uint64_t p90_ns; /**< 90th percentile */
+    uint64_t p99_ns; /**< 99th percentile */
+    uint64_t p999_ns; /**< 99.9th percentile */
+    double mean_ns; /**< arithmetic mean */
 } rk_latency_summary;
 
 /** A standalone histogram (about 10 KiB, one allocation at create). */
@@ -92,25 +92,26 @@ void rk_histogram_reset(rk_histogram *h);
 /** A counter only grows (messages handled); a gauge goes up and down (queue
  * depth). Rates are computed for counters only. */
 typedef enum rk_stat_kind {
-    RK_STAT_COUNTER = 0,
-    RK_STAT_GAUGE = 1,
+    RK_STAT_COUNTER = 0, /**< only grows */
+    RK_STAT_GAUGE = 1, /**< goes up and down */
 } rk_stat_kind;
 
+/** The unit of a statistic. */
 typedef enum rk_stat_unit {
-    RK_UNIT_NONE = 0,
-    RK_UNIT_MESSAGES,
-    RK_UNIT_BYTES,
-    RK_UNIT_NS,
-    RK_UNIT_EVENTS,
+    RK_UNIT_NONE = 0, /**< a plain number */
+    RK_UNIT_MESSAGES, /**< messages */
+    RK_UNIT_BYTES, /**< bytes */
+    RK_UNIT_NS, /**< nanoseconds */
+    RK_UNIT_EVENTS, /**< occurrences of an event */
 } rk_stat_unit;
 
 /** The static description of one counter or histogram. name is a JSON-safe
  * identifier ("messages_processed"); desc is one human sentence. */
 typedef struct rk_stat_desc {
-    const char *name;
-    const char *desc;
-    rk_stat_kind kind;
-    rk_stat_unit unit;
+    const char *name; /**< JSON-safe identifier */
+    const char *desc; /**< one human sentence */
+    rk_stat_kind kind; /**< counter or gauge */
+    rk_stat_unit unit; /**< what the value counts */
 } rk_stat_desc;
 
 /** Short unit label: "", "msg", "B", "ns", "events"; "?" if unknown. */
@@ -118,18 +119,23 @@ const char *rk_stat_unit_name(rk_stat_unit unit);
 
 /* ------------------------------------------------------------ snapshots */
 
+/** Most counters one rk_stats holds. */
 #define RK_STATS_MAX_COUNTERS  32
+/** Most latency summaries one rk_stats holds. */
 #define RK_STATS_MAX_LATENCIES 4
+/** Size of rk_stats.label, with the NUL. */
 #define RK_STATS_LABEL_MAX     64
 
+/** One counter's value in an rk_stats snapshot. */
 typedef struct rk_stat_value {
     const rk_stat_desc *desc; /**< borrowed: points into a static table */
-    uint64_t value;
+    uint64_t value; /**< the value when the snapshot was taken */
 } rk_stat_value;
 
+/** One latency summary in an rk_stats snapshot. */
 typedef struct rk_stat_latency {
     const rk_stat_desc *desc; /**< borrowed, unit RK_UNIT_NS */
-    rk_latency_summary summary;
+    rk_latency_summary summary; /**< the distribution when the snapshot was taken */
 } rk_stat_latency;
 
 /**
@@ -139,13 +145,13 @@ typedef struct rk_stat_latency {
  * snapshot was taken, both on rk_now_ns().
  */
 typedef struct rk_stats {
-    char label[RK_STATS_LABEL_MAX];
-    uint64_t start_ns;
-    uint64_t taken_ns;
-    size_t ncounters;
-    rk_stat_value counter[RK_STATS_MAX_COUNTERS];
-    size_t nlatencies;
-    rk_stat_latency latency[RK_STATS_MAX_LATENCIES];
+    char label[RK_STATS_LABEL_MAX]; /**< the object's name (a kernel id) */
+    uint64_t start_ns; /**< when the object started counting */
+    uint64_t taken_ns; /**< when the snapshot was taken */
+    size_t ncounters; /**< entries used in counter */
+    rk_stat_value counter[RK_STATS_MAX_COUNTERS]; /**< the counters, in add order */
+    size_t nlatencies; /**< entries used in latency */
+    rk_stat_latency latency[RK_STATS_MAX_LATENCIES]; /**< the latency summaries, in add order */
 } rk_stats;
 
 /**
@@ -159,8 +165,10 @@ typedef struct rk_stats {
  */
 void rk_stats_init(rk_stats *s, const char *label, uint64_t start_ns);
 
+/** Appends a counter value to s (see rk_stats_init for the rules). */
 int rk_stats_add_value(rk_stats *s, const rk_stat_desc *desc, uint64_t value);
 
+/** Appends a latency summary to s (see rk_stats_init for the rules). */
 int rk_stats_add_summary(
     rk_stats *s, const rk_stat_desc *desc, const rk_latency_summary *sum);
 

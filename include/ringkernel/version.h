@@ -7,13 +7,14 @@
 #ifndef RINGKERNEL_VERSION_H
 #define RINGKERNEL_VERSION_H
 
-#define RK_VERSION_MAJOR 0
-#define RK_VERSION_MINOR 1
-#define RK_VERSION_PATCH 0
+#define RK_VERSION_MAJOR 0 /**< major version: incompatible API changes */
+#define RK_VERSION_MINOR 1 /**< minor version: compatible additions */
+#define RK_VERSION_PATCH 0 /**< patch version: fixes */
 
 /** ABI version of the shared library (its SOVERSION). Bump on any ABI break. */
 #define RK_ABI_VERSION 0
 
+/** The version of the headers as MAJOR*10000 + MINOR*100 + PATCH (compare with rk_version_number()). */
 #define RK_VERSION_NUMBER \
     ((RK_VERSION_MAJOR * 10000) + (RK_VERSION_MINOR * 100) + RK_VERSION_PATCH)
 
