@@ -38,7 +38,7 @@
 #include "ringkernel/ring_proto.h"
 
 #if defined(RK_PROTO_HOST_C)
-#define RK_CTL_A32 _Atomic rk_proto_u32
+#define RK_CTL_A32 _Atomic rk_proto_u32 /**< a 32-bit control word shared with the other side (_Atomic in host C, a plain word elsewhere) */
 #else
 #define RK_CTL_A32 rk_proto_u32
 #endif
@@ -52,7 +52,7 @@
 /** Acknowledgements (instance -> host). */
 #define RK_CTL_ACK_NONE    0u /**< not started yet */
 #define RK_CTL_ACK_HELD    1u /**< waiting for the first RUN */
-#define RK_CTL_ACK_RUNNING 2u
+#define RK_CTL_ACK_RUNNING 2u /**< processing (after RUN) */
 #define RK_CTL_ACK_PAUSED  3u /**< stopped at a safe point */
 #define RK_CTL_ACK_EXITED  4u /**< ended; exit_code, failed_len, left_n valid */
 #define RK_CTL_ACK_FAULTED 5u /**< the actor or handler failed: waiting for
@@ -63,6 +63,7 @@
 #define RK_CTL_GIVE_UP 0xffffffffu
 
 /** The block: three 64-byte lines, 192 bytes under every compiler. */
+/** The control block of one kernel instance: three 64-byte lines, each with one writer. The runtime allocates and owns it; the instance only reads line 0 and writes line 1 and 2. */
 typedef struct rk_ctl {
     /** Line 0: written by the host only. */
     RK_PROTO_ALIGN64 RK_CTL_A32 cmd; /**< RK_CTL_HOLD..STOP */
@@ -70,7 +71,7 @@ typedef struct rk_ctl {
                              the first RUN still drains the input */
     RK_CTL_A32 verdict;   /**< answer to a fault (RK_CTL_GIVE_UP, or the
                              fault number to restart after) */
-    rk_proto_u32 pad0[13];
+    rk_proto_u32 pad0[13]; /**< padding to the end of the 64-byte line */
     /** Line 1: written by the instance only. */
     RK_PROTO_ALIGN64 RK_CTL_A32 ack; /**< RK_CTL_ACK_* */
     RK_CTL_A32 exit_code; /**< an RK_* code as unsigned; RK_OK = clean end */
@@ -79,16 +80,17 @@ typedef struct rk_ctl {
     RK_CTL_A32 faults;     /**< faults reported so far */
     RK_CTL_A32 left_n;     /**< at EXITED: unprocessed frames the instance
                               left in the spill area, for the host */
-    rk_proto_u32 pad1[11];
+    rk_proto_u32 pad1[11]; /**< padding to the end of the 64-byte line */
     /** Line 2: the instance's counters (single writer, statistics). */
     RK_PROTO_ALIGN64 RK_PROTO_A64 processed; /**< messages handled */
     RK_PROTO_A64 errors; /**< handler or actor failures */
     RK_PROTO_A64 sent;   /**< messages the instance sent */
-    rk_proto_u64 pad2[5];
+    rk_proto_u64 pad2[5]; /**< padding to the end of the 64-byte line */
 } rk_ctl;
 
 /* ---------------------------------------------------------- primitives */
 
+/** Acquire load of a control word: pairs with the other side's rk_ctl_store_release(). */
 RK_PROTO_FN rk_proto_u32
 rk_ctl_load_acquire(const RK_CTL_A32 *p)
 {
@@ -109,6 +111,7 @@ rk_ctl_load_acquire(const RK_CTL_A32 *p)
 #endif
 }
 
+/** Release store of a control word: everything written before it is visible to a reader that sees v with rk_ctl_load_acquire(). */
 RK_PROTO_FN void
 rk_ctl_store_release(RK_CTL_A32 *p, rk_proto_u32 v)
 {
@@ -126,6 +129,7 @@ rk_ctl_store_release(RK_CTL_A32 *p, rk_proto_u32 v)
 #endif
 }
 
+/** Relaxed store of a word this side alone writes (counters): no ordering. */
 RK_PROTO_FN void
 rk_ctl_store_relaxed(RK_CTL_A32 *p, rk_proto_u32 v)
 {
@@ -138,6 +142,7 @@ rk_ctl_store_relaxed(RK_CTL_A32 *p, rk_proto_u32 v)
 #endif
 }
 
+/** Relaxed load of a control word (statistics, or the writer's own word): no ordering. */
 RK_PROTO_FN rk_proto_u32
 rk_ctl_load_relaxed(const RK_CTL_A32 *p)
 {
