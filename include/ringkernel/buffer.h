@@ -42,16 +42,16 @@ extern "C" {
 /** Element type of a buffer. */
 typedef enum rk_dtype {
     RK_DTYPE_U8 = 0, /**< uint8_t */
-    RK_DTYPE_I8, /**< int8_t */
-    RK_DTYPE_U16, /**< uint16_t */
-    RK_DTYPE_I16, /**< int16_t */
-    RK_DTYPE_U32, /**< uint32_t */
-    RK_DTYPE_I32, /**< int32_t */
-    RK_DTYPE_U64, /**< uint64_t */
-    RK_DTYPE_I64, /**< int64_t */
-    RK_DTYPE_F32, /**< float */
-    RK_DTYPE_F64, /**< double */
-    RK_DTYPE_OPAQUE /**< fixed-size records; elem_size in the config */
+    RK_DTYPE_I8,     /**< int8_t */
+    RK_DTYPE_U16,    /**< uint16_t */
+    RK_DTYPE_I16,    /**< int16_t */
+    RK_DTYPE_U32,    /**< uint32_t */
+    RK_DTYPE_I32,    /**< int32_t */
+    RK_DTYPE_U64,    /**< uint64_t */
+    RK_DTYPE_I64,    /**< int64_t */
+    RK_DTYPE_F32,    /**< float */
+    RK_DTYPE_F64,    /**< double */
+    RK_DTYPE_OPAQUE  /**< fixed-size records; elem_size in the config */
 } rk_dtype;
 
 /** Element size in bytes; 0 for RK_DTYPE_OPAQUE and unknown values. */
@@ -63,11 +63,13 @@ const char *rk_dtype_name(rk_dtype t);
 /** Which copy of a buffer is current (the table in the file comment). */
 typedef enum rk_buffer_state {
     RK_BUFFER_UNINITIALIZED = 0, /**< nothing allocated, no data yet */
-    RK_BUFFER_HOST_ONLY, /**< the host copy is current; no device copy exists */
-    RK_BUFFER_DEVICE_ONLY, /**< the device copy is current; no host copy exists */
+    RK_BUFFER_HOST_ONLY,   /**< the host copy is current; no device copy exists
+                            */
+    RK_BUFFER_DEVICE_ONLY, /**< the device copy is current; no host copy exists
+                            */
     RK_BUFFER_SYNCHRONIZED, /**< both copies exist and are equal */
-    RK_BUFFER_HOST_DIRTY, /**< both exist; the host copy is newer */
-    RK_BUFFER_DEVICE_DIRTY /**< both exist; the device copy is newer */
+    RK_BUFFER_HOST_DIRTY,   /**< both exist; the host copy is newer */
+    RK_BUFFER_DEVICE_DIRTY  /**< both exist; the device copy is newer */
 } rk_buffer_state;
 
 /** "HOST_DIRTY", ... Never NULL. */
@@ -108,14 +110,15 @@ typedef struct rk_buffer_config {
 typedef struct rk_buffer_stats {
     uint64_t h2d_transfers; /**< host-to-device copies made */
     uint64_t d2h_transfers; /**< device-to-host copies made */
-    uint64_t h2d_bytes; /**< bytes copied host to device */
-    uint64_t d2h_bytes; /**< bytes copied device to host */
+    uint64_t h2d_bytes;     /**< bytes copied host to device */
+    uint64_t d2h_bytes;     /**< bytes copied device to host */
     /** Sync checks (READ/WRITE accessors, ensure_*, copy_to) that found the
      * wanted side already current and copied nothing. */
     uint64_t transfers_avoided;
 } rk_buffer_stats;
 
-/** An opaque buffer; the caller owns it (rk_buffer_create, rk_buffer_destroy). */
+/** An opaque buffer; the caller owns it (rk_buffer_create, rk_buffer_destroy).
+ */
 typedef struct rk_buffer rk_buffer;
 
 /** Creates a buffer in RK_BUFFER_UNINITIALIZED; memory is allocated on
@@ -154,7 +157,8 @@ int rk_buffer_mark_device_dirty(rk_buffer *buf);
  */
 int rk_buffer_ensure_host(rk_buffer *buf, void *stream);
 
-/** The device-side counterpart of rk_buffer_ensure_host(): makes the device copy current, with the same stream rules. */
+/** The device-side counterpart of rk_buffer_ensure_host(): makes the device
+ * copy current, with the same stream rules. */
 int rk_buffer_ensure_device(rk_buffer *buf, void *stream);
 
 /** Replace the whole contents from src (bytes must equal

@@ -40,7 +40,8 @@
 extern "C" {
 #endif
 
-/** An opaque cluster membership, owned by the caller until rk_cluster_leave() (or rk_runtime_destroy()) ends it. */
+/** An opaque cluster membership, owned by the caller until rk_cluster_leave()
+ * (or rk_runtime_destroy()) ends it. */
 typedef struct rk_cluster rk_cluster;
 
 /**
@@ -55,7 +56,8 @@ typedef struct rk_cluster_export {
     uint32_t input_capacity;      /**< 0: 1024 */
     uint32_t max_payload;         /**< 0: 192 */
     rk_backpressure backpressure; /**< 0: BLOCK */
-    bool priority_bands; /**< as registered (rk_kernel_config.priority_bands) */
+    bool
+        priority_bands; /**< as registered (rk_kernel_config.priority_bands) */
     /** false (default): the cluster reads this kernel's output, so that a
      * reply to a message from another rank goes back to that rank; other
      * output is kept for rk_cluster_recv(). true: the local host reads the
@@ -63,10 +65,11 @@ typedef struct rk_cluster_export {
     bool local_output;
 } rk_cluster_export;
 
-/** Cluster settings; zeroed fields mean the defaults shown. The arrays are read during the join only. */
+/** Cluster settings; zeroed fields mean the defaults shown. The arrays are
+ * read during the join only. */
 typedef struct rk_cluster_config {
     const rk_cluster_export *exports; /**< local kernels other ranks reach */
-    size_t n_exports; /**< entries in exports */
+    size_t n_exports;                 /**< entries in exports */
     /** Topics shared across ranks. A rank that has subscribers for one of
      * these at join tells the others, whose publishes then reach them. */
     const char *const *topics;
@@ -167,7 +170,8 @@ typedef struct rk_cluster_stats {
     uint64_t idle_sleeps;      /**< times the progress thread slept */
 } rk_cluster_stats;
 
-/** Fills *out (caller-owned) with the cluster's counters. RK_EINVAL for NULL. */
+/** Fills *out (caller-owned) with the cluster's counters. RK_EINVAL for NULL.
+ */
 int rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out);
 
 #ifdef __cplusplus

@@ -38,7 +38,8 @@
 #include "ringkernel/ring_proto.h"
 
 #if defined(RK_PROTO_HOST_C)
-#define RK_CTL_A32 _Atomic rk_proto_u32 /**< a 32-bit control word shared with the other side (_Atomic in host C, a plain word elsewhere) */
+/** a 32-bit control word shared with the other side (_Atomic in host C, a plain word elsewhere) */
+#define RK_CTL_A32 _Atomic rk_proto_u32
 #else
 #define RK_CTL_A32 rk_proto_u32
 #endif
@@ -54,7 +55,8 @@
 #define RK_CTL_ACK_HELD    1u /**< waiting for the first RUN */
 #define RK_CTL_ACK_RUNNING 2u /**< processing (after RUN) */
 #define RK_CTL_ACK_PAUSED  3u /**< stopped at a safe point */
-#define RK_CTL_ACK_EXITED  4u /**< ended; exit_code, failed_len, left_n valid */
+/** ended; exit_code, failed_len, left_n valid */
+#define RK_CTL_ACK_EXITED  4u
 #define RK_CTL_ACK_FAULTED 5u /**< the actor or handler failed: waiting for
                                  the host's verdict (restart or give up) */
 

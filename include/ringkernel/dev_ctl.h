@@ -35,22 +35,31 @@
 
 /** Commands and acknowledgements: the runtime's own (ctl_proto.h), so the
  * relay mirrors them between rk_ctl and this block unchanged. */
-#define RK_DEV_CMD_HOLD    RK_CTL_HOLD
-#define RK_DEV_CMD_RUN     RK_CTL_RUN /**< RK_CTL_RUN: process messages */
-#define RK_DEV_CMD_PAUSE   RK_CTL_PAUSE /**< RK_CTL_PAUSE: stop at the next safe point */
-#define RK_DEV_CMD_STOP    RK_CTL_STOP /**< RK_CTL_STOP: drain the input, then end */
-#define RK_DEV_ACK_NONE    RK_CTL_ACK_NONE /**< RK_CTL_ACK_NONE: not started yet */
-#define RK_DEV_ACK_HELD    RK_CTL_ACK_HELD /**< RK_CTL_ACK_HELD: waiting for the first RUN */
-#define RK_DEV_ACK_RUNNING RK_CTL_ACK_RUNNING /**< RK_CTL_ACK_RUNNING: processing */
-#define RK_DEV_ACK_PAUSED  RK_CTL_ACK_PAUSED /**< RK_CTL_ACK_PAUSED: stopped at a safe point */
-#define RK_DEV_ACK_EXITED  RK_CTL_ACK_EXITED /**< RK_CTL_ACK_EXITED: ended, exit_code valid */
-#define RK_DEV_ACK_FAULTED RK_CTL_ACK_FAULTED /**< RK_CTL_ACK_FAULTED: failed, waiting for the verdict */
+#define RK_DEV_CMD_HOLD RK_CTL_HOLD
+#define RK_DEV_CMD_RUN  RK_CTL_RUN /**< RK_CTL_RUN: process messages */
+/** RK_CTL_PAUSE: stop at the next safe point */
+#define RK_DEV_CMD_PAUSE RK_CTL_PAUSE
+/** RK_CTL_STOP: drain the input, then end */
+#define RK_DEV_CMD_STOP RK_CTL_STOP
+/** RK_CTL_ACK_NONE: not started yet */
+#define RK_DEV_ACK_NONE RK_CTL_ACK_NONE
+/** RK_CTL_ACK_HELD: waiting for the first RUN */
+#define RK_DEV_ACK_HELD RK_CTL_ACK_HELD
+/** RK_CTL_ACK_RUNNING: processing */
+#define RK_DEV_ACK_RUNNING RK_CTL_ACK_RUNNING
+/** RK_CTL_ACK_PAUSED: stopped at a safe point */
+#define RK_DEV_ACK_PAUSED RK_CTL_ACK_PAUSED
+/** RK_CTL_ACK_EXITED: ended, exit_code valid */
+#define RK_DEV_ACK_EXITED RK_CTL_ACK_EXITED
+/** RK_CTL_ACK_FAULTED: failed, waiting for the verdict */
+#define RK_DEV_ACK_FAULTED RK_CTL_ACK_FAULTED
 
 /** Verdicts (host -> a faulted block): restart block b after its fault
  * number n is RK_DEV_VERDICT(b, n); RK_DEV_GIVE_UP ends it. */
 #define RK_DEV_VERDICT(b, n)                                                  \
     ((((rk_dev_u32)(b) + 1u) << 16) | ((rk_dev_u32)(n)&0xffffu))
-#define RK_DEV_GIVE_UP RK_CTL_GIVE_UP /**< verdict: do not restart (RK_CTL_GIVE_UP) */
+/** verdict: do not restart (RK_CTL_GIVE_UP) */
+#define RK_DEV_GIVE_UP RK_CTL_GIVE_UP
 
 /** Line 0 of a device control block: written by the host only. */
 typedef struct rk_dev_ctl_host {
@@ -59,10 +68,12 @@ typedef struct rk_dev_ctl_host {
     RK_DEV_A32 activated;          /**< 1 once RUN was first posted */
     rk_dev_u32 nblocks;            /**< set before launch, read-only */
     RK_DEV_A32 verdict;            /**< answer to one block's fault */
-    unsigned char pad[RK_DEV_LINE - 20]; /**< padding to the end of the 64-byte line */
+    unsigned char
+        pad[RK_DEV_LINE - 20]; /**< padding to the end of the 64-byte line */
 } rk_dev_ctl_host;
 
-/** One block's line of the control block: written by that block's thread 0 only. */
+/** One block's line of the control block: written by that block's thread 0
+ * only. */
 typedef struct rk_dev_ctl_block {
     RK_DEV_ALIGN64 RK_DEV_A32 ack; /**< RK_DEV_ACK_* (release by the block) */
     RK_DEV_A32 ack_seq;            /**< bumped with every ack */
@@ -75,12 +86,16 @@ typedef struct rk_dev_ctl_block {
     RK_DEV_A32 faults;             /**< faults reported by this block */
     RK_DEV_A32 failed_held;        /**< 1: the failed message is at the head
                                       of the block's lane; 0: none */
-    unsigned char pad[RK_DEV_LINE - 56]; /**< padding to the end of the 64-byte line */
+    unsigned char
+        pad[RK_DEV_LINE - 56]; /**< padding to the end of the 64-byte line */
 } rk_dev_ctl_block;
 
-/** The control block of a device kernel, in host-mapped memory: the host line, then one line per block. The runtime allocates and owns it (RK_DEV_CTL_SIZE bytes); the device only reads the host line and writes its own block line. */
+/** The control block of a device kernel, in host-mapped memory: the host line,
+ * then one line per block. The runtime allocates and owns it (RK_DEV_CTL_SIZE
+ * bytes); the device only reads the host line and writes its own block line.
+ */
 typedef struct rk_dev_ctl {
-    rk_dev_ctl_host host; /**< written by the host */
+    rk_dev_ctl_host host;    /**< written by the host */
     rk_dev_ctl_block blk[1]; /**< nblocks lines follow */
 } rk_dev_ctl;
 
@@ -94,7 +109,8 @@ typedef struct rk_dev_ctl {
  * with the host's release store of the same word (rk_dev_ctl_post on the
  * host); each release pairs with the host's acquire load in its poll. */
 
-/** The host's current command (RK_DEV_CMD_*), acquire: pairs with the host's release store. */
+/** The host's current command (RK_DEV_CMD_*), acquire: pairs with the host's
+ * release store. */
 RK_DEV_FN rk_dev_u32
 rk_dev_ctl_cmd(const rk_dev_ctl *c)
 {
@@ -140,7 +156,8 @@ rk_dev_ctl_fault(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_i32 err, rk_dev_u32 n,
     rk_dev_ctl_ack(c, b, RK_DEV_ACK_FAULTED, seq); /* release: both first */
 }
 
-/** Block b records its exit code; it is read by the host once the block acknowledges EXITED. */
+/** Block b records its exit code; it is read by the host once the block
+ * acknowledges EXITED. */
 RK_DEV_FN void
 rk_dev_ctl_exit_code(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_i32 code)
 {
@@ -158,7 +175,8 @@ rk_dev_ctl_heartbeat(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_u32 beat)
  * snapshot and needs no ordering with the messages. */
 typedef struct rk_dev_counters {
     /** @{ */
-    /** Messages handled, messages sent, failures, and rk_dev_now_ns() of the last batch. */
+    /** Messages handled, messages sent, failures, and rk_dev_now_ns() of the
+     * last batch. */
     rk_dev_u64 processed, sent, errors, last_ns;
     /** @} */
 } rk_dev_counters;

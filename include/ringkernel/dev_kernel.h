@@ -60,31 +60,32 @@
  * goes to the output lane with TOPIC set and the topic's index (assigned
  * by the host relay) in bits 16..31. */
 #define RK_DEV_MSG_F_TOPIC     (1u << 8)
-#define RK_DEV_MSG_TOPIC_SHIFT 16 /**< first bit of the topic index in flags */
+#define RK_DEV_MSG_TOPIC_SHIFT 16 /**< first bit of the topic index in flags  \
+                                   */
 #define RK_DEV_MSG_MAGIC       0x4B52u /**< RK_MSG_MAGIC */
-#define RK_DEV_MSG_VERSION     1u /**< RK_MSG_VERSION */
-#define RK_DEV_MSG_HEADER_SIZE 64u /**< RK_MSG_HEADER_SIZE */
+#define RK_DEV_MSG_VERSION     1u      /**< RK_MSG_VERSION */
+#define RK_DEV_MSG_HEADER_SIZE 64u     /**< RK_MSG_HEADER_SIZE */
 
 /** The 64-byte envelope (ringkernel/message.h's rk_msg_header, which needs
  * host headers). The tests check that the two layouts are identical. */
 typedef struct rk_dev_msg_header {
-    unsigned short magic; /**< 0x4B52 ("RK") */
-    unsigned char version; /**< RK_DEV_MSG_VERSION */
+    unsigned short magic;   /**< 0x4B52 ("RK") */
+    unsigned char version;  /**< RK_DEV_MSG_VERSION */
     unsigned char priority; /**< 0-255, higher is more urgent */
-    rk_dev_u32 type_id; /**< message type id of the payload, 0 = untyped */
-    rk_dev_u32 flags; /**< RK_MSG_F_* and RK_DEV_MSG_F_* bits */
+    rk_dev_u32 type_id;     /**< message type id of the payload, 0 = untyped */
+    rk_dev_u32 flags;       /**< RK_MSG_F_* and RK_DEV_MSG_F_* bits */
     rk_dev_u32 payload_len; /**< bytes of payload after the header */
-    unsigned char message_id[16]; /**< UUID v7 */
+    unsigned char message_id[16];     /**< UUID v7 */
     unsigned char correlation_id[16]; /**< all zeros = none */
-    rk_dev_u64 send_ns; /**< send timestamp */
-    rk_dev_u32 sender; /**< sending kernel id, 0 = host or unknown */
+    rk_dev_u64 send_ns;               /**< send timestamp */
+    rk_dev_u32 sender;           /**< sending kernel id, 0 = host or unknown */
     unsigned short type_version; /**< layout version of the payload type */
-    unsigned short reserved; /**< must be 0 */
+    unsigned short reserved;     /**< must be 0 */
 } rk_dev_msg_header;
 
 /** One lane as the host placed it: the ring's control lines and slots. */
 typedef struct rk_dev_lane {
-    rk_ring_ctrl *ctrl; /**< the ring's control block */
+    rk_ring_ctrl *ctrl;   /**< the ring's control block */
     unsigned char *slots; /**< the ring's slot array */
 } rk_dev_lane;
 
@@ -94,15 +95,15 @@ typedef struct rk_dev_lane {
  * memory the device can read; they are read once, at the start.
  */
 typedef struct rk_dev_kargs {
-    rk_dev_ctl *ctl; /**< the control block */
-    const rk_dev_lane *in; /**< input lanes, nin per block */
-    const rk_dev_lane *out; /**< output lane, one per block */
+    rk_dev_ctl *ctl;           /**< the control block */
+    const rk_dev_lane *in;     /**< input lanes, nin per block */
+    const rk_dev_lane *out;    /**< output lane, one per block */
     const rk_dev_lane *routes; /**< K2K route lanes, nroutes per block */
-    rk_dev_u32 nin;       /**< 1..RK_DEV_MAX_IN */
-    rk_dev_u32 nroutes;   /**< 0..RK_DEV_MAX_ROUTES */
-    rk_dev_u32 kernel_id; /**< stamped as sender (runtime slot + 1) */
-    rk_dev_u32 batch;     /**< messages per receive, 1..RK_DEV_MAX_BATCH */
-    void *user;           /**< the handler's own state, or NULL */
+    rk_dev_u32 nin;            /**< 1..RK_DEV_MAX_IN */
+    rk_dev_u32 nroutes;        /**< 0..RK_DEV_MAX_ROUTES */
+    rk_dev_u32 kernel_id;      /**< stamped as sender (runtime slot + 1) */
+    rk_dev_u32 batch; /**< messages per receive, 1..RK_DEV_MAX_BATCH */
+    void *user;       /**< the handler's own state, or NULL */
 } rk_dev_kargs;
 
 /** A received message: header and payload in the lane's slot (read in
@@ -110,8 +111,8 @@ typedef struct rk_dev_kargs {
  * payload_len, clipped to the slot. */
 typedef struct rk_dev_msg {
     const rk_dev_msg_header *hdr; /**< the envelope, in the slot */
-    const unsigned char *data; /**< the payload, in the slot */
-    rk_dev_u32 len; /**< payload bytes */
+    const unsigned char *data;    /**< the payload, in the slot */
+    rk_dev_u32 len;               /**< payload bytes */
 } rk_dev_msg;
 
 /** The block's actor context. On a GPU it lives in shared memory, so every
@@ -124,29 +125,35 @@ typedef struct rk_dev_ctx {
     /** @} */
     rk_ring_ctrl *in_ctrl[RK_DEV_MAX_IN]; /**< this block's input rings */
     rk_ring_side in[RK_DEV_MAX_IN]; /**< consumer state of each input ring */
-    rk_ring_ctrl *out_ctrl; /**< this block's output ring */
-    rk_ring_side out; /**< producer state of the output ring */
-    rk_ring_ctrl *route_ctrl[RK_DEV_MAX_ROUTES]; /**< this block's route rings */
-    rk_ring_side route[RK_DEV_MAX_ROUTES]; /**< producer state of each route ring */
+    rk_ring_ctrl *out_ctrl;         /**< this block's output ring */
+    rk_ring_side out;               /**< producer state of the output ring */
+    rk_ring_ctrl
+        *route_ctrl[RK_DEV_MAX_ROUTES]; /**< this block's route rings */
+    rk_ring_side
+        route[RK_DEV_MAX_ROUTES]; /**< producer state of each route ring */
     rk_dev_counters k; /**< counters, published to the control block */
     /** @{ */
-    /** Loop state: the last acknowledgement, heartbeat, idle backoff, message sequence and fault count. */
+    /** Loop state: the last acknowledgement, heartbeat, idle backoff, message
+     * sequence and fault count. */
     rk_dev_u32 ack_seq, beat, backoff, msg_seq, faults;
     /** @} */
     /** @{ */
     rk_dev_u32 lane, n, rr; /**< current batch: lane, size; next lane */
     /** @} */
-    rk_dev_u32 flag;        /**< broadcast: bool results */
-    rk_dev_i32 rc;          /**< broadcast: int results */
-    unsigned char *slot;    /**< broadcast: slot being written */
+    rk_dev_u32 flag;     /**< broadcast: bool results */
+    rk_dev_i32 rc;       /**< broadcast: int results */
+    unsigned char *slot; /**< broadcast: slot being written */
 } rk_dev_ctx;
 
-/** A device handler: called for each message m with the block's context x; returns RK_OK or an error, which faults the block (supervision on the host decides). */
+/** A device handler: called for each message m with the block's context x;
+ * returns RK_OK or an error, which faults the block (supervision on the host
+ * decides). */
 typedef int (*rk_dev_handler)(rk_dev_ctx *x, const rk_dev_msg *m);
 
 /* ---------------------------------------------------------- internals */
 
-/** True on the block's thread 0 (the one that does the block's single-threaded work). */
+/** True on the block's thread 0 (the one that does the block's single-threaded
+ * work). */
 RK_DEV_FN int
 rk_dev_thread0(void)
 {
@@ -631,9 +638,11 @@ rk_dev_run_actor(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_actor fn)
 /** The host build of an entry: what the tests and the stand-in driver
  * run, one CPU thread per block. args points at an rk_dev_kargs. */
 typedef struct rk_dev_host_kernel {
-    const char *name; /**< the entry's name */
+    const char *name;     /**< the entry's name */
     rk_dev_size arg_size; /**< sizeof(rk_dev_kargs) */
-    void (*run)(const void *args, rk_dev_u32 block, rk_dev_u32 nblocks); /**< runs block of nblocks on the calling thread */
+    void (*run)(const void *args, rk_dev_u32 block,
+        rk_dev_u32
+            nblocks); /**< runs block of nblocks on the calling thread */
 } rk_dev_host_kernel;
 
 #if defined(__cplusplus)

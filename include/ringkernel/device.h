@@ -64,13 +64,13 @@ const char *rk_cuda_status_name(rk_cuda_status s);
  * trivially true for the CPU and reported so). */
 typedef struct rk_device_info {
     rk_device_kind kind; /**< CPU or CUDA */
-    int ordinal;    /**< index among devices of the same kind */
-    char name[128]; /**< "NVIDIA H100 80GB HBM3", or the CPU model name */
-    int cc_major;   /**< compute capability; 0 for the CPU */
-    int cc_minor; /**< compute capability, minor part; 0 for the CPU */
-    uint64_t total_mem;        /**< bytes; for the CPU: MemTotal */
-    uint64_t free_mem;         /**< bytes at query time; CPU: MemAvailable */
-    int multiprocessors;       /**< SMs; CPU: online logical cores */
+    int ordinal;         /**< index among devices of the same kind */
+    char name[128];      /**< "NVIDIA H100 80GB HBM3", or the CPU model name */
+    int cc_major;        /**< compute capability; 0 for the CPU */
+    int cc_minor;        /**< compute capability, minor part; 0 for the CPU */
+    uint64_t total_mem;  /**< bytes; for the CPU: MemTotal */
+    uint64_t free_mem;   /**< bytes at query time; CPU: MemAvailable */
+    int multiprocessors; /**< SMs; CPU: online logical cores */
     int max_threads_per_block; /**< CPU: 1 */
     int warp_size;             /**< CPU: 1 */
     int clock_khz;             /**< SM clock; CPU: 0 when unknown */
@@ -81,8 +81,10 @@ typedef struct rk_device_info {
     /** The two properties the GPU queue design depends on: whether CPU and
      * GPU atomics on mapped memory are atomic with respect to each other,
      * and whether managed memory may be touched by both at once. */
-    bool host_native_atomics; /**< CPU and GPU atomics on mapped memory are mutually atomic */
-    bool concurrent_managed_access; /**< CPU and GPU may touch managed memory at once */
+    bool host_native_atomics; /**< CPU and GPU atomics on mapped memory are
+                                 mutually atomic */
+    bool concurrent_managed_access; /**< CPU and GPU may touch managed memory
+                                       at once */
 } rk_device_info;
 
 /** An opaque list of devices from rk_devices_query(); the caller owns it. */
@@ -136,29 +138,30 @@ typedef enum rk_monitor_status {
  * supported" for some metrics on some boards, and those stay unset. */
 enum {
     RK_READING_UTILIZATION = 1u << 0, /**< util_gpu_pct and util_mem_pct */
-    RK_READING_MEMORY = 1u << 1, /**< mem_total, mem_free and mem_used */
+    RK_READING_MEMORY = 1u << 1,      /**< mem_total, mem_free and mem_used */
     RK_READING_TEMPERATURE = 1u << 2, /**< temperature_c */
-    RK_READING_POWER = 1u << 3, /**< power_mw */
+    RK_READING_POWER = 1u << 3,       /**< power_mw */
     RK_READING_POWER_LIMIT = 1u << 4, /**< power_limit_mw */
-    RK_READING_CLOCKS = 1u << 5 /**< the three clock fields */
+    RK_READING_CLOCKS = 1u << 5       /**< the three clock fields */
 };
 
-/** One GPU's readings at one moment; a caller-owned value. Only the fields named by valid hold a value. */
+/** One GPU's readings at one moment; a caller-owned value. Only the fields
+ * named by valid hold a value. */
 typedef struct rk_gpu_reading {
-    unsigned index; /**< NVML device index */
-    char name[96]; /**< board name from NVML */
-    unsigned valid;        /**< RK_READING_* bits */
-    unsigned util_gpu_pct; /**< % of time a kernel ran, last sample period */
-    unsigned util_mem_pct; /**< % of time memory was read or written */
-    uint64_t mem_total;    /**< bytes */
-    uint64_t mem_free; /**< bytes */
-    uint64_t mem_used; /**< bytes */
+    unsigned index;          /**< NVML device index */
+    char name[96];           /**< board name from NVML */
+    unsigned valid;          /**< RK_READING_* bits */
+    unsigned util_gpu_pct;   /**< % of time a kernel ran, last sample period */
+    unsigned util_mem_pct;   /**< % of time memory was read or written */
+    uint64_t mem_total;      /**< bytes */
+    uint64_t mem_free;       /**< bytes */
+    uint64_t mem_used;       /**< bytes */
     unsigned temperature_c;  /**< GPU core, degrees Celsius */
     unsigned power_mw;       /**< current draw, milliwatts */
     unsigned power_limit_mw; /**< enforced limit, milliwatts */
     unsigned clock_graphics_mhz; /**< graphics clock, MHz */
-    unsigned clock_sm_mhz; /**< SM clock, MHz */
-    unsigned clock_mem_mhz; /**< memory clock, MHz */
+    unsigned clock_sm_mhz;       /**< SM clock, MHz */
+    unsigned clock_mem_mhz;      /**< memory clock, MHz */
 } rk_gpu_reading;
 
 /** An opaque GPU monitor (NVML through dlopen); the caller owns it. */
@@ -168,7 +171,8 @@ typedef struct rk_gpu_monitor rk_gpu_monitor;
  * still returned and reports RK_MONITOR_UNAVAILABLE. Caller owns *out. */
 int rk_gpu_monitor_open(rk_gpu_monitor **out);
 
-/** Closes a monitor (and releases NVML when it is the last). NULL is ignored. */
+/** Closes a monitor (and releases NVML when it is the last). NULL is ignored.
+ */
 void rk_gpu_monitor_close(rk_gpu_monitor *mon);
 
 /** Status and detail ("libnvidia-ml.so.1: cannot open ...", "" if

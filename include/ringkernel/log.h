@@ -21,10 +21,10 @@ extern "C" {
 /** Severity of a library log message. */
 typedef enum rk_log_level {
     RK_LOG_DEBUG = 0, /**< detail for developers */
-    RK_LOG_INFO = 1, /**< normal events worth noting */
-    RK_LOG_WARN = 2, /**< something went wrong but the library carried on */
+    RK_LOG_INFO = 1,  /**< normal events worth noting */
+    RK_LOG_WARN = 2,  /**< something went wrong but the library carried on */
     RK_LOG_ERROR = 3, /**< an operation failed */
-    RK_LOG_FATAL = 4 /**< a broken invariant; the process aborts */
+    RK_LOG_FATAL = 4  /**< a broken invariant; the process aborts */
 } rk_log_level;
 
 /**

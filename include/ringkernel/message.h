@@ -49,7 +49,8 @@ typedef struct rk_uuid {
     uint8_t b[16]; /**< the 16 bytes, most significant first */
 } rk_uuid;
 
-/** Length of the canonical text form "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx". */
+/** Length of the canonical text form "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+ */
 #define RK_UUID_STRLEN 36
 
 /**
@@ -82,17 +83,21 @@ int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
 
 /* ------------------------------------------------------------ envelope */
 
-#define RK_MSG_HEADER_SIZE      64 /**< bytes of rk_msg_header on the wire */
-#define RK_MSG_MAGIC            0x4B52u /**< bytes 'R','K' */
-#define RK_MSG_VERSION          1u /**< the envelope version this library writes */
-#define RK_MSG_PRIORITY_DEFAULT 128u /**< the priority of a message that sets none */
+#define RK_MSG_HEADER_SIZE 64      /**< bytes of rk_msg_header on the wire */
+#define RK_MSG_MAGIC       0x4B52u /**< bytes 'R','K' */
+/** the envelope version this library writes */
+#define RK_MSG_VERSION 1u
+/** the priority of a message that sets none */
+#define RK_MSG_PRIORITY_DEFAULT 128u
 
 /** rk_msg_header.flags. Bits 0-7 belong to this layer; bits 8-31 are free
  * for the runtime (RK_MSG_F_USER_SHIFT). */
-#define RK_MSG_F_MSGPACK       0x1u /**< payload is a msgpack map (rk_msg_encode) */
-#define RK_MSG_F_FIXED         0x2u /**< payload is a fixed layout (rk_msg_fixed_*) */
+/** payload is a msgpack map (rk_msg_encode) */
+#define RK_MSG_F_MSGPACK 0x1u
+/** payload is a fixed layout (rk_msg_fixed_*) */
+#define RK_MSG_F_FIXED         0x2u
 #define RK_MSG_F_ENCODING_MASK 0x3u /**< the encoding bits */
-#define RK_MSG_F_USER_SHIFT    8 /**< first bit free for the runtime */
+#define RK_MSG_F_USER_SHIFT    8    /**< first bit free for the runtime */
 
 /**
  * The envelope at the front of every queue slot. Layout (all little-endian,
@@ -115,18 +120,18 @@ int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
  * A plain value type: copy it freely; it owns nothing.
  */
 typedef struct rk_msg_header {
-    uint16_t magic; /**< 0x4B52 ("RK") */
-    uint8_t version; /**< RK_MSG_VERSION */
-    uint8_t priority; /**< 0-255, higher is more urgent */
-    uint32_t type_id; /**< rk_msgtype.id of the payload, 0 = untyped */
-    uint32_t flags; /**< RK_MSG_F_* bits */
-    uint32_t payload_len; /**< bytes of payload after the header */
-    rk_uuid message_id; /**< UUID v7 */
+    uint16_t magic;         /**< 0x4B52 ("RK") */
+    uint8_t version;        /**< RK_MSG_VERSION */
+    uint8_t priority;       /**< 0-255, higher is more urgent */
+    uint32_t type_id;       /**< rk_msgtype.id of the payload, 0 = untyped */
+    uint32_t flags;         /**< RK_MSG_F_* bits */
+    uint32_t payload_len;   /**< bytes of payload after the header */
+    rk_uuid message_id;     /**< UUID v7 */
     rk_uuid correlation_id; /**< all zeros = none */
-    uint64_t send_ns; /**< rk_now_ns() when sent */
-    uint32_t sender; /**< sending kernel id, 0 = host or unknown */
-    uint16_t type_version; /**< rk_msgtype.version of the payload */
-    uint16_t reserved; /**< must be 0 */
+    uint64_t send_ns;       /**< rk_now_ns() when sent */
+    uint32_t sender;        /**< sending kernel id, 0 = host or unknown */
+    uint16_t type_version;  /**< rk_msgtype.version of the payload */
+    uint16_t reserved;      /**< must be 0 */
 } rk_msg_header;
 
 #if !defined(__cplusplus)
@@ -200,11 +205,11 @@ struct rk_msgtype;
 
 /** One field of a message type. Static, produced by RK_MSGTYPE_DEFINE. */
 typedef struct rk_msgfield {
-    const char *name;  /**< C member name = wire key */
-    uint32_t name_len; /**< strlen(name) */
-    uint8_t cls;       /**< rk_fclass */
-    uint8_t kind;      /**< rk_fkind of the element */
-    uint16_t reserved; /**< 0 */
+    const char *name;   /**< C member name = wire key */
+    uint32_t name_len;  /**< strlen(name) */
+    uint8_t cls;        /**< rk_fclass */
+    uint8_t kind;       /**< rk_fkind of the element */
+    uint16_t reserved;  /**< 0 */
     uint32_t elem_size; /**< bytes of one element (NESTED: the struct) */
     uint32_t offset;    /**< offsetof(struct, member) */
     uint32_t count;     /**< ARRAY: length; VLA/BYTES/STRING: maximum length */
@@ -216,10 +221,10 @@ typedef struct rk_msgfield {
  * descriptors are compared by address.
  */
 typedef struct rk_msgtype {
-    const char *name; /**< wire "__type__" (the Python class name) */
-    uint32_t id;      /**< non-zero; rk_msg_header.type_id */
-    uint16_t version; /**< layout version, rk_msg_header.type_version */
-    uint16_t nfields; /**< entries in the field table */
+    const char *name;    /**< wire "__type__" (the Python class name) */
+    uint32_t id;         /**< non-zero; rk_msg_header.type_id */
+    uint16_t version;    /**< layout version, rk_msg_header.type_version */
+    uint16_t nfields;    /**< entries in the field table */
     uint32_t size;       /**< sizeof the C struct */
     uint32_t fixed_size; /**< == size if fixed-layout capable, else 0 */
     uint32_t nbools;     /**< bool elements anywhere in the fixed form */
@@ -235,7 +240,7 @@ rk_msgtype_fields(const rk_msgtype *t)
 
 /** Heap-owned variable-length values in decoded structs (see rk_msg_free). */
 typedef struct rk_str {
-    char *ptr; /**< NUL-terminated after decode (len excludes the NUL) */
+    char *ptr;    /**< NUL-terminated after decode (len excludes the NUL) */
     uint32_t len; /**< length in bytes, without the NUL */
 } rk_str;
 /** A byte string, heap-owned after decode like rk_str. */
@@ -245,30 +250,41 @@ typedef struct rk_bytes {
 } rk_bytes;
 #define RK__VLA_TYPEDEF(T, ct)                                                \
     typedef struct T {                                                        \
-        ct *ptr;      /**< the elements, len of them */                      \
+        ct *ptr;      /**< the elements, len of them */                       \
         uint32_t len; /**< number of elements */                              \
     } T;
-/** A heap-owned variable-length array of bool (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of bool (an RK_VLA field after decode).
+ */
 RK__VLA_TYPEDEF(rk_vla_bool, bool)
-/** A heap-owned variable-length array of int8_t (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of int8_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_i8, int8_t)
-/** A heap-owned variable-length array of int16_t (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of int16_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_i16, int16_t)
-/** A heap-owned variable-length array of int32_t (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of int32_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_i32, int32_t)
-/** A heap-owned variable-length array of int64_t (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of int64_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_i64, int64_t)
-/** A heap-owned variable-length array of uint8_t (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of uint8_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_u8, uint8_t)
-/** A heap-owned variable-length array of uint16_t (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of uint16_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_u16, uint16_t)
-/** A heap-owned variable-length array of uint32_t (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of uint32_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_u32, uint32_t)
-/** A heap-owned variable-length array of uint64_t (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of uint64_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_u64, uint64_t)
-/** A heap-owned variable-length array of float (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of float (an RK_VLA field after decode).
+ */
 RK__VLA_TYPEDEF(rk_vla_f32, float)
-/** A heap-owned variable-length array of double (an RK_VLA field after decode). */
+/** A heap-owned variable-length array of double (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_f64, double)
 
 /* ------------------------------------------------ field-list vocabulary */
@@ -277,17 +293,27 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
  * (class, kind, C type, count, nested type) that the RK_MSGTYPE_* macros
  * take apart; treat them as opaque.
  */
-#define RK_BOOL   (rk__scalar, rk__bool, bool, 0, rk__none)
-#define RK_INT8   (rk__scalar, rk__i8, int8_t, 0, rk__none) /**< a scalar int8_t */
-#define RK_INT16  (rk__scalar, rk__i16, int16_t, 0, rk__none) /**< a scalar int16_t */
-#define RK_INT32  (rk__scalar, rk__i32, int32_t, 0, rk__none) /**< a scalar int32_t */
-#define RK_INT64  (rk__scalar, rk__i64, int64_t, 0, rk__none) /**< a scalar int64_t */
-#define RK_UINT8  (rk__scalar, rk__u8, uint8_t, 0, rk__none) /**< a scalar uint8_t */
-#define RK_UINT16 (rk__scalar, rk__u16, uint16_t, 0, rk__none) /**< a scalar uint16_t */
-#define RK_UINT32 (rk__scalar, rk__u32, uint32_t, 0, rk__none) /**< a scalar uint32_t */
-#define RK_UINT64 (rk__scalar, rk__u64, uint64_t, 0, rk__none) /**< a scalar uint64_t */
-#define RK_FLOAT  (rk__scalar, rk__f32, float, 0, rk__none) /**< a scalar float */
-#define RK_DOUBLE (rk__scalar, rk__f64, double, 0, rk__none) /**< a scalar double */
+#define RK_BOOL (rk__scalar, rk__bool, bool, 0, rk__none)
+/** a scalar int8_t */
+#define RK_INT8 (rk__scalar, rk__i8, int8_t, 0, rk__none)
+/** a scalar int16_t */
+#define RK_INT16 (rk__scalar, rk__i16, int16_t, 0, rk__none)
+/** a scalar int32_t */
+#define RK_INT32 (rk__scalar, rk__i32, int32_t, 0, rk__none)
+/** a scalar int64_t */
+#define RK_INT64 (rk__scalar, rk__i64, int64_t, 0, rk__none)
+/** a scalar uint8_t */
+#define RK_UINT8 (rk__scalar, rk__u8, uint8_t, 0, rk__none)
+/** a scalar uint16_t */
+#define RK_UINT16 (rk__scalar, rk__u16, uint16_t, 0, rk__none)
+/** a scalar uint32_t */
+#define RK_UINT32 (rk__scalar, rk__u32, uint32_t, 0, rk__none)
+/** a scalar uint64_t */
+#define RK_UINT64 (rk__scalar, rk__u64, uint64_t, 0, rk__none)
+/** a scalar float */
+#define RK_FLOAT (rk__scalar, rk__f32, float, 0, rk__none)
+/** a scalar double */
+#define RK_DOUBLE (rk__scalar, rk__f64, double, 0, rk__none)
 /** elem is one of the scalar specs above; n > 0. */
 #define RK_ARRAY(elem, n)                                                     \
     (rk__array, RK__SPEC_KIND elem, RK__SPEC_CTYPE elem, n, rk__none)
@@ -295,7 +321,7 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
 #define RK_VLA(elem, max)                                                     \
     (rk__vla, RK__SPEC_KIND elem, RK__SPEC_CTYPE elem, max, rk__none)
 /** Up to max bytes (an rk_bytes member). */
-#define RK_BYTES(max)  (rk__bytes, rk__none, uint8_t, max, rk__none)
+#define RK_BYTES(max) (rk__bytes, rk__none, uint8_t, max, rk__none)
 /** A string of up to max bytes (an rk_str member). */
 #define RK_STRING(max) (rk__string, rk__none, char, max, rk__none)
 /** T is another type declared with RK_MSGTYPE_DECLARE. */
@@ -416,7 +442,8 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
     };                                                                        \
     extern const rk_msgtype T##_msgtype
 
-/** 1 if T (declared with RK_MSGTYPE_DECLARE) has a fixed layout, else 0; a constant expression. */
+/** 1 if T (declared with RK_MSGTYPE_DECLARE) has a fixed layout, else 0; a
+ * constant expression. */
 #define RK_MSGTYPE_FIXED(T) (!T##__rk_var)
 
 /**

@@ -38,7 +38,8 @@
 extern "C" {
 #endif
 
-/** An opaque metrics collector and optional HTTP server; the caller owns it. */
+/** An opaque metrics collector and optional HTTP server; the caller owns it.
+ */
 typedef struct rk_metrics rk_metrics;
 
 /** Where the endpoint listens when no address is given. */
@@ -46,7 +47,8 @@ typedef struct rk_metrics rk_metrics;
 /** The environment variable rk_metrics_serve_env() reads. */
 #define RK_METRICS_ENV "RK_METRICS_ADDR"
 
-/** What a collector reports and how its server behaves; zeroed fields mean the defaults shown. */
+/** What a collector reports and how its server behaves; zeroed fields mean the
+ * defaults shown. */
 typedef struct rk_metrics_config {
     /** Kernels to report: a NULL-terminated list of ids, or NULL to report
      * every kernel registered at the time of each scrape. */

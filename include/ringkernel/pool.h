@@ -50,9 +50,10 @@ extern "C" {
 /** Where a pool's memory comes from (the variants in the file comment). */
 typedef enum rk_pool_kind {
     RK_POOL_HOST = 0, /**< ordinary host memory, cached per size class */
-    RK_POOL_PINNED = 1, /**< page-locked, device-mapped host memory; needs CUDA */
+    RK_POOL_PINNED
+    = 1, /**< page-locked, device-mapped host memory; needs CUDA */
     RK_POOL_DEVICE = 2, /**< GPU memory; needs CUDA */
-    RK_POOL_MALLOC = 3 /**< pass-through to the allocator, nothing cached */
+    RK_POOL_MALLOC = 3  /**< pass-through to the allocator, nothing cached */
 } rk_pool_kind;
 
 /** "host", "pinned", "device", "malloc". Never NULL. */
@@ -65,9 +66,11 @@ const char *rk_pool_kind_name(rk_pool_kind kind);
  * same size. NULL hooks mean aligned_alloc/free.
  */
 typedef struct rk_allocator {
-    void *(*alloc)(void *ctx, size_t size, size_t align); /**< returns size bytes aligned to align, or NULL */
-    void (*free)(void *ctx, void *ptr, size_t size); /**< releases a block alloc returned, with its size */
-    void *ctx; /**< passed to both hooks */
+    void *(*alloc)(void *ctx, size_t size,
+        size_t align); /**< returns size bytes aligned to align, or NULL */
+    void (*free)(void *ctx, void *ptr,
+        size_t size); /**< releases a block alloc returned, with its size */
+    void *ctx;        /**< passed to both hooks */
 } rk_allocator;
 
 /**
@@ -78,8 +81,8 @@ typedef struct rk_allocator {
  */
 typedef enum rk_pool_checks {
     RK_POOL_CHECKS_DEFAULT = 0, /**< on in RK_DEBUG builds of the library */
-    RK_POOL_CHECKS_ON = 1, /**< always check */
-    RK_POOL_CHECKS_OFF = 2 /**< never check */
+    RK_POOL_CHECKS_ON = 1,      /**< always check */
+    RK_POOL_CHECKS_OFF = 2      /**< never check */
 } rk_pool_checks;
 
 /** Zeroed fields mean the defaults shown. */
@@ -96,15 +99,16 @@ typedef struct rk_pool_config {
     rk_pool_checks checks;         /**< RK_POOL_CHECKS_DEFAULT */
 } rk_pool_config;
 
-/** A pool's statistics (terms defined in the file comment); a caller-owned snapshot. */
+/** A pool's statistics (terms defined in the file comment); a caller-owned
+ * snapshot. */
 typedef struct rk_pool_stats {
-    uint64_t used_bytes; /**< bytes in blocks handed out (class-rounded) */
-    uint64_t free_bytes; /**< bytes cached on free lists */
-    uint64_t total_bytes; /**< used + free: what the pool holds */
-    uint64_t used_blocks; /**< blocks handed out */
-    uint64_t free_blocks; /**< blocks cached on free lists */
-    uint64_t hits; /**< allocations served from a free list */
-    uint64_t misses; /**< allocations that needed fresh memory */
+    uint64_t used_bytes;     /**< bytes in blocks handed out (class-rounded) */
+    uint64_t free_bytes;     /**< bytes cached on free lists */
+    uint64_t total_bytes;    /**< used + free: what the pool holds */
+    uint64_t used_blocks;    /**< blocks handed out */
+    uint64_t free_blocks;    /**< blocks cached on free lists */
+    uint64_t hits;           /**< allocations served from a free list */
+    uint64_t misses;         /**< allocations that needed fresh memory */
     uint64_t limit_failures; /**< allocations refused with RK_ELIMIT */
 } rk_pool_stats;
 

@@ -47,7 +47,8 @@ typedef enum rk_backpressure {
     RK_BP_DROP_NEW     /**< discard the new message: RK_EDROPPED */
 } rk_backpressure;
 
-/** Priority bands: a queue with bands on delivers higher bands first, FIFO within a band. */
+/** Priority bands: a queue with bands on delivers higher bands first, FIFO
+ * within a band. */
 typedef enum rk_band {
     RK_BAND_LOW = 0, /**< priority < 64 */
     RK_BAND_NORMAL,  /**< 64..159 */
@@ -277,7 +278,8 @@ rk_spsc_reserve(rk_spsc *q)
     return rk_ring_slot(&q->prod, q->prod.pos);
 }
 
-/** Producer: publishes the message written into the slot rk_spsc_reserve() returned. */
+/** Producer: publishes the message written into the slot rk_spsc_reserve()
+ * returned. */
 static inline void
 rk_spsc_commit(rk_spsc *q)
 {
@@ -297,7 +299,8 @@ rk_spsc_peek(rk_spsc *q)
     return rk_ring_slot(&q->cons, q->cons.pos);
 }
 
-/** Consumer: frees the slot rk_spsc_peek() returned; its pointer is invalid afterwards. */
+/** Consumer: frees the slot rk_spsc_peek() returned; its pointer is invalid
+ * afterwards. */
 static inline void
 rk_spsc_release(rk_spsc *q)
 {
@@ -549,13 +552,15 @@ typedef struct rk_mpsc rk_mpsc;
 /** The multi-producer multi-consumer queue (see rk_mpsc). */
 typedef struct rk_mpmc rk_mpmc;
 
-/** Allocates a queue of capacity elements (a power of two) of slot_size bytes each. The caller owns *out. RK_EINVAL, RK_ENOMEM. */
+/** Allocates a queue of capacity elements (a power of two) of slot_size bytes
+ * each. The caller owns *out. RK_EINVAL, RK_ENOMEM. */
 int rk_mpsc_create(rk_mpsc **out, uint32_t capacity, uint32_t slot_size);
 /** Frees a queue; no thread may still use it. NULL is ignored. */
 void rk_mpsc_destroy(rk_mpsc *q);
 int rk_mpsc_try_enqueue(rk_mpsc *q, const void *elem); /**< RK_OK / RK_EFULL */
-int rk_mpsc_try_dequeue(rk_mpsc *q, void *elem);       /**< RK_OK / RK_EEMPTY */
-/** Enqueues up to n elements from the array elems; returns how many went in. */
+int rk_mpsc_try_dequeue(rk_mpsc *q, void *elem); /**< RK_OK / RK_EEMPTY */
+/** Enqueues up to n elements from the array elems; returns how many went in.
+ */
 uint32_t rk_mpsc_enqueue_batch(rk_mpsc *q, const void *elems, uint32_t n);
 /** Dequeues up to n elements into elems; returns how many came out. */
 uint32_t rk_mpsc_dequeue_batch(rk_mpsc *q, void *elems, uint32_t n);
@@ -632,11 +637,14 @@ typedef struct rk_mqueue_config {
     uint32_t slot_size; /**< max message bytes per slot; 0 = default 256 */
     rk_backpressure backpressure; /**< send to a full queue (0: BLOCK) */
     bool priority_bands; /**< one ring per rk_band, higher bands first */
-    bool single_producer; /**< promise of one producer thread: SPSC fast path */
+    bool
+        single_producer; /**< promise of one producer thread: SPSC fast path */
 } rk_mqueue_config;
 
-#define RK_MQUEUE_DEFAULT_CAPACITY  1024u /**< capacity when the config gives 0 */
-#define RK_MQUEUE_DEFAULT_SLOT_SIZE 256u /**< slot_size when the config gives 0 */
+/** capacity when the config gives 0 */
+#define RK_MQUEUE_DEFAULT_CAPACITY 1024u
+/** slot_size when the config gives 0 */
+#define RK_MQUEUE_DEFAULT_SLOT_SIZE 256u
 
 /** Creates a queue (NULL cfg = defaults). The caller owns *out and frees it
  * with rk_mqueue_destroy, after every other thread has stopped using it. */
@@ -644,7 +652,8 @@ int rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg);
 /** Frees the queue and any messages still in it. NULL is ignored. */
 void rk_mqueue_destroy(rk_mqueue *q);
 
-/** Sends one message of len bytes (copied) at priority; the results are listed above (see rk_mqueue). */
+/** Sends one message of len bytes (copied) at priority; the results are listed
+ * above (see rk_mqueue). */
 int rk_mqueue_send(rk_mqueue *q, const void *msg, size_t len, uint8_t priority,
     int64_t timeout_ns);
 
@@ -652,9 +661,10 @@ int rk_mqueue_send(rk_mqueue *q, const void *msg, size_t len, uint8_t priority,
  * (e.g. header + payload without an intermediate copy). */
 struct rk_iov {
     const void *base; /**< start of the piece */
-    size_t len; /**< bytes in the piece */
+    size_t len;       /**< bytes in the piece */
 };
-/** Sends the iovcnt pieces of iov as one message; the results of rk_mqueue_send. */
+/** Sends the iovcnt pieces of iov as one message; the results of
+ * rk_mqueue_send. */
 int rk_mqueue_sendv(rk_mqueue *q, const struct rk_iov *iov, int iovcnt,
     uint8_t priority, int64_t timeout_ns);
 

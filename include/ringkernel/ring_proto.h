@@ -60,13 +60,16 @@ typedef uint32_t rk_proto_u32;
 #include <stdint.h>
 typedef uint64_t rk_proto_u64; /**< 64-bit unsigned word of the protocol */
 typedef uint32_t rk_proto_u32; /**< 32-bit unsigned word of the protocol */
-#define RK_PROTO_FN      static inline /**< how protocol functions are declared (static inline; __host__ __device__ under CUDA) */
+/** how protocol functions are declared (static inline; __host__ __device__
+ * under CUDA) */
+#define RK_PROTO_FN      static inline
 #define RK_PROTO_ALIGN64 _Alignas(64) /**< starts a 64-byte line */
-#define RK_PROTO_A64     _Atomic uint64_t /**< a 64-bit index word shared by both sides (_Atomic in host C) */
+/** a 64-bit index word shared by both sides (_Atomic in host C) */
+#define RK_PROTO_A64     _Atomic uint64_t
 #define RK_PROTO_HOST_C  1 /**< defined in a host C build (C11 atomics) */
 #endif
 
-#define RK_RING_LINE  64 /**< cache line size the layout assumes */
+#define RK_RING_LINE  64          /**< cache line size the layout assumes */
 #define RK_RING_MAGIC 0x524b5231u /**< "RKR1" */
 
 /* ---------------------------------------------------------- layout */
@@ -80,16 +83,19 @@ typedef uint32_t rk_proto_u32; /**< 32-bit unsigned word of the protocol */
 typedef struct rk_ring_ctrl {
     /** Line 0: written only by the producer. */
     RK_PROTO_ALIGN64 RK_PROTO_A64 tail; /**< positions published so far */
-    unsigned char pad0[RK_RING_LINE - 8]; /**< padding to the end of the 64-byte line */
+    unsigned char
+        pad0[RK_RING_LINE - 8]; /**< padding to the end of the 64-byte line */
     /** Line 1: written only by the consumer. */
     RK_PROTO_ALIGN64 RK_PROTO_A64 head; /**< positions consumed so far */
-    unsigned char pad1[RK_RING_LINE - 8]; /**< padding to the end of the 64-byte line */
+    unsigned char
+        pad1[RK_RING_LINE - 8]; /**< padding to the end of the 64-byte line */
     /** Line 2: written once by rk_ring_init, read-only afterwards. */
     RK_PROTO_ALIGN64 rk_proto_u32 magic; /**< RK_RING_MAGIC */
     rk_proto_u32 capacity;               /**< slots, a power of two */
     rk_proto_u32 slot_size;              /**< bytes per slot */
-    rk_proto_u32 reserved; /**< 0 */
-    unsigned char pad2[RK_RING_LINE - 16]; /**< padding to the end of the 64-byte line */
+    rk_proto_u32 reserved;               /**< 0 */
+    unsigned char
+        pad2[RK_RING_LINE - 16]; /**< padding to the end of the 64-byte line */
 } rk_ring_ctrl;
 
 /**
@@ -102,7 +108,8 @@ typedef struct rk_ring_side {
     rk_proto_u64 peer;   /**< cached copy of the other side's index */
     unsigned char *base; /**< the slot array */
     rk_proto_u32 mask;   /**< capacity - 1 */
-    rk_proto_u32 slot_size; /**< bytes per slot (copied from the control block) */
+    rk_proto_u32
+        slot_size; /**< bytes per slot (copied from the control block) */
 } rk_ring_side;
 
 /* ---------------------------------------------------------- primitives */

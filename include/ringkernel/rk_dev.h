@@ -60,9 +60,9 @@ typedef size_t rk_dev_size;
 #include <stdint.h>
 typedef uint64_t rk_dev_u64; /**< 64-bit unsigned */
 typedef uint32_t rk_dev_u32; /**< 32-bit unsigned */
-typedef int32_t rk_dev_i32; /**< 32-bit signed */
-typedef uint8_t rk_dev_u8; /**< 8-bit unsigned */
-typedef size_t rk_dev_size; /**< a size in bytes */
+typedef int32_t rk_dev_i32;  /**< 32-bit signed */
+typedef uint8_t rk_dev_u8;   /**< 8-bit unsigned */
+typedef size_t rk_dev_size;  /**< a size in bytes */
 #define RK_DEV_HOST_C 1 /**< defined in a host C build (C11 atomics) */
 #endif
 
@@ -82,11 +82,17 @@ typedef size_t rk_dev_size; /**< a size in bytes */
 #define RK_DEV_A32     rk_dev_u32
 #define RK_DEV_A64     rk_dev_u64
 #else
-#define RK_DEV_FN static inline /**< how device functions are declared (static __device__ __forceinline__ under CUDA) */
-#define RK_DEV_SHARED /**< block-shared storage (__shared__ under CUDA; nothing on the host, where a block is one thread) */
+/** how device functions are declared (static __device__ __forceinline__ under
+ * CUDA) */
+#define RK_DEV_FN static inline
+/** block-shared storage (__shared__ under CUDA; nothing on the host, where a
+ * block is one thread) */
+#define RK_DEV_SHARED
 #define RK_DEV_ALIGN64 _Alignas(64) /**< starts a 64-byte line */
-#define RK_DEV_A32     _Atomic rk_dev_u32 /**< a 32-bit word shared across sides (_Atomic in host C) */
-#define RK_DEV_A64     _Atomic rk_dev_u64 /**< a 64-bit word shared across sides (_Atomic in host C) */
+/** a 32-bit word shared across sides (_Atomic in host C) */
+#define RK_DEV_A32     _Atomic rk_dev_u32
+/** a 64-bit word shared across sides (_Atomic in host C) */
+#define RK_DEV_A64     _Atomic rk_dev_u64
 #endif
 
 /* True in the device pass (NVRTC, nvcc -arch): device intrinsics exist. */
@@ -117,11 +123,13 @@ typedef size_t rk_dev_size; /**< a size in bytes */
 static thread_local rk_dev_u32 rk_dev_host_blk, rk_dev_host_nblk = 1;
 #else
 /** @{ */
-/** This thread's block index and the block count (host build only; set by rk_dev_host_enter()). */
+/** This thread's block index and the block count (host build only; set by
+ * rk_dev_host_enter()). */
 static _Thread_local rk_dev_u32 rk_dev_host_blk, rk_dev_host_nblk = 1;
 /** @} */
 #endif
-/** Host build only: tells the calling thread that it runs block of nblocks (the host runner calls it before the kernel body). */
+/** Host build only: tells the calling thread that it runs block of nblocks
+ * (the host runner calls it before the kernel body). */
 static inline void
 rk_dev_host_enter(rk_dev_u32 block, rk_dev_u32 nblocks)
 {
@@ -154,7 +162,8 @@ rk_dev_block_dim(void)
 #endif
 }
 
-/** The block's index in the grid (blockIdx.x; the runner's block on the host). */
+/** The block's index in the grid (blockIdx.x; the runner's block on the host).
+ */
 RK_DEV_FN rk_dev_u32
 rk_dev_block_idx(void)
 {
@@ -268,14 +277,16 @@ rk_dev_ld_acquire_sys32(const RK_DEV_A32 *p)
     RK_DEV__LD(32, "sys", "r");
 }
 
-/** Acquire load of a 64-bit word at system scope (see rk_dev_ld_acquire_sys32). */
+/** Acquire load of a 64-bit word at system scope (see
+ * rk_dev_ld_acquire_sys32). */
 RK_DEV_FN rk_dev_u64
 rk_dev_ld_acquire_sys64(const RK_DEV_A64 *p)
 {
     RK_DEV__LD(64, "sys", "l");
 }
 
-/** Acquire load of a 32-bit word at GPU scope (kernel to kernel in device memory). */
+/** Acquire load of a 32-bit word at GPU scope (kernel to kernel in device
+ * memory). */
 RK_DEV_FN rk_dev_u32
 rk_dev_ld_acquire_gpu32(const RK_DEV_A32 *p)
 {
@@ -296,7 +307,8 @@ rk_dev_st_release_sys32(RK_DEV_A32 *p, rk_dev_u32 v)
     RK_DEV__ST(32, "sys", "r");
 }
 
-/** Release store of a 64-bit word at system scope (see rk_dev_st_release_sys32). */
+/** Release store of a 64-bit word at system scope (see
+ * rk_dev_st_release_sys32). */
 RK_DEV_FN void
 rk_dev_st_release_sys64(RK_DEV_A64 *p, rk_dev_u64 v)
 {

@@ -108,7 +108,8 @@ typedef struct rk_supervision {
 #define RK_KERNEL_MAX_QUEUE_BYTES (UINT64_C(1) << 30) /**< slots x slot size */
 /** Limits on the runtime's own sizes (rk_runtime_create, same rules). */
 #define RK_RUNTIME_MAX_KERNELS      UINT32_C(65536)
-#define RK_RUNTIME_MAX_DEAD_LETTERS (UINT32_C(1) << 20) /**< largest dead_letter_capacity */
+/** largest dead_letter_capacity */
+#define RK_RUNTIME_MAX_DEAD_LETTERS (UINT32_C(1) << 20)
 
 /**
  * A kernel's configuration. Zeroed fields take the defaults noted.

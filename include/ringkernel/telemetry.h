@@ -48,14 +48,14 @@ extern "C" {
 
 /** A latency distribution. All fields are 0 when count is 0. */
 typedef struct rk_latency_summary {
-    uint64_t count; /**< values recorded */
-    uint64_t min_ns; /**< smallest value */
-    uint64_t max_ns; /**< largest value */
-    uint64_t p50_ns; /**< median */
-    uint64_t p90_ns; /**< 90th percentile */
-    uint64_t p99_ns; /**< 99th percentile */
+    uint64_t count;   /**< values recorded */
+    uint64_t min_ns;  /**< smallest value */
+    uint64_t max_ns;  /**< largest value */
+    uint64_t p50_ns;  /**< median */
+    uint64_t p90_ns;  /**< 90th percentile */
+    uint64_t p99_ns;  /**< 99th percentile */
     uint64_t p999_ns; /**< 99.9th percentile */
-    double mean_ns; /**< arithmetic mean */
+    double mean_ns;   /**< arithmetic mean */
 } rk_latency_summary;
 
 /** A standalone histogram (about 10 KiB, one allocation at create). */
@@ -93,23 +93,23 @@ void rk_histogram_reset(rk_histogram *h);
  * depth). Rates are computed for counters only. */
 typedef enum rk_stat_kind {
     RK_STAT_COUNTER = 0, /**< only grows */
-    RK_STAT_GAUGE = 1, /**< goes up and down */
+    RK_STAT_GAUGE = 1,   /**< goes up and down */
 } rk_stat_kind;
 
 /** The unit of a statistic. */
 typedef enum rk_stat_unit {
     RK_UNIT_NONE = 0, /**< a plain number */
     RK_UNIT_MESSAGES, /**< messages */
-    RK_UNIT_BYTES, /**< bytes */
-    RK_UNIT_NS, /**< nanoseconds */
-    RK_UNIT_EVENTS, /**< occurrences of an event */
+    RK_UNIT_BYTES,    /**< bytes */
+    RK_UNIT_NS,       /**< nanoseconds */
+    RK_UNIT_EVENTS,   /**< occurrences of an event */
 } rk_stat_unit;
 
 /** The static description of one counter or histogram. name is a JSON-safe
  * identifier ("messages_processed"); desc is one human sentence. */
 typedef struct rk_stat_desc {
-    const char *name; /**< JSON-safe identifier */
-    const char *desc; /**< one human sentence */
+    const char *name;  /**< JSON-safe identifier */
+    const char *desc;  /**< one human sentence */
     rk_stat_kind kind; /**< counter or gauge */
     rk_stat_unit unit; /**< what the value counts */
 } rk_stat_desc;
@@ -120,22 +120,23 @@ const char *rk_stat_unit_name(rk_stat_unit unit);
 /* ------------------------------------------------------------ snapshots */
 
 /** Most counters one rk_stats holds. */
-#define RK_STATS_MAX_COUNTERS  32
+#define RK_STATS_MAX_COUNTERS 32
 /** Most latency summaries one rk_stats holds. */
 #define RK_STATS_MAX_LATENCIES 4
 /** Size of rk_stats.label, with the NUL. */
-#define RK_STATS_LABEL_MAX     64
+#define RK_STATS_LABEL_MAX 64
 
 /** One counter's value in an rk_stats snapshot. */
 typedef struct rk_stat_value {
     const rk_stat_desc *desc; /**< borrowed: points into a static table */
-    uint64_t value; /**< the value when the snapshot was taken */
+    uint64_t value;           /**< the value when the snapshot was taken */
 } rk_stat_value;
 
 /** One latency summary in an rk_stats snapshot. */
 typedef struct rk_stat_latency {
     const rk_stat_desc *desc; /**< borrowed, unit RK_UNIT_NS */
-    rk_latency_summary summary; /**< the distribution when the snapshot was taken */
+    rk_latency_summary
+        summary; /**< the distribution when the snapshot was taken */
 } rk_stat_latency;
 
 /**
@@ -146,12 +147,15 @@ typedef struct rk_stat_latency {
  */
 typedef struct rk_stats {
     char label[RK_STATS_LABEL_MAX]; /**< the object's name (a kernel id) */
-    uint64_t start_ns; /**< when the object started counting */
-    uint64_t taken_ns; /**< when the snapshot was taken */
-    size_t ncounters; /**< entries used in counter */
-    rk_stat_value counter[RK_STATS_MAX_COUNTERS]; /**< the counters, in add order */
-    size_t nlatencies; /**< entries used in latency */
-    rk_stat_latency latency[RK_STATS_MAX_LATENCIES]; /**< the latency summaries, in add order */
+    uint64_t start_ns;              /**< when the object started counting */
+    uint64_t taken_ns;              /**< when the snapshot was taken */
+    size_t ncounters;               /**< entries used in counter */
+    rk_stat_value
+        counter[RK_STATS_MAX_COUNTERS]; /**< the counters, in add order */
+    size_t nlatencies;                  /**< entries used in latency */
+    rk_stat_latency
+        latency[RK_STATS_MAX_LATENCIES]; /**< the latency summaries, in add
+                                            order */
 } rk_stats;
 
 /**
