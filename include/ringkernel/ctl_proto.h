@@ -38,7 +38,8 @@
 #include "ringkernel/ring_proto.h"
 
 #if defined(RK_PROTO_HOST_C)
-/** a 32-bit control word shared with the other side (_Atomic in host C, a plain word elsewhere) */
+/** a 32-bit control word shared with the other side (_Atomic in host C, a
+ * plain word elsewhere) */
 #define RK_CTL_A32 _Atomic rk_proto_u32
 #else
 #define RK_CTL_A32 rk_proto_u32
@@ -65,7 +66,9 @@
 #define RK_CTL_GIVE_UP 0xffffffffu
 
 /** The block: three 64-byte lines, 192 bytes under every compiler. */
-/** The control block of one kernel instance: three 64-byte lines, each with one writer. The runtime allocates and owns it; the instance only reads line 0 and writes line 1 and 2. */
+/** The control block of one kernel instance: three 64-byte lines, each with
+ * one writer. The runtime allocates and owns it; the instance only reads
+ * line 0 and writes lines 1 and 2. */
 typedef struct rk_ctl {
     /** Line 0: written by the host only. */
     RK_PROTO_ALIGN64 RK_CTL_A32 cmd; /**< RK_CTL_HOLD..STOP */
@@ -92,7 +95,8 @@ typedef struct rk_ctl {
 
 /* ---------------------------------------------------------- primitives */
 
-/** Acquire load of a control word: pairs with the other side's rk_ctl_store_release(). */
+/** Acquire load of a control word: pairs with the other side's
+ * rk_ctl_store_release(). */
 RK_PROTO_FN rk_proto_u32
 rk_ctl_load_acquire(const RK_CTL_A32 *p)
 {
@@ -113,7 +117,8 @@ rk_ctl_load_acquire(const RK_CTL_A32 *p)
 #endif
 }
 
-/** Release store of a control word: everything written before it is visible to a reader that sees v with rk_ctl_load_acquire(). */
+/** Release store of a control word: everything written before it is visible to
+ * a reader that sees v with rk_ctl_load_acquire(). */
 RK_PROTO_FN void
 rk_ctl_store_release(RK_CTL_A32 *p, rk_proto_u32 v)
 {
@@ -144,7 +149,8 @@ rk_ctl_store_relaxed(RK_CTL_A32 *p, rk_proto_u32 v)
 #endif
 }
 
-/** Relaxed load of a control word (statistics, or the writer's own word): no ordering. */
+/** Relaxed load of a control word (statistics, or the writer's own word): no
+ * ordering. */
 RK_PROTO_FN rk_proto_u32
 rk_ctl_load_relaxed(const RK_CTL_A32 *p)
 {

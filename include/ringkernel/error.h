@@ -68,7 +68,8 @@ extern "C" {
     /* cluster */                                                             \
     X(EUNREACHABLE, "kernel is on a rank that died or left the cluster")
 
-/** The error codes: RK_OK and the RK_E* codes of RK_ERRNO_MAP, in list order. RK__ERR_COUNT is one past the last. */
+/** The error codes: RK_OK and the RK_E* codes of RK_ERRNO_MAP, in list order.
+ * RK__ERR_COUNT is one past the last. */
 typedef enum rk_err {
 #define RK__ERR_ENUM(name, msg) RK_##name,
     RK_ERRNO_MAP(RK__ERR_ENUM)

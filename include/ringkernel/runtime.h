@@ -33,9 +33,11 @@
 extern "C" {
 #endif
 
-/** An opaque runtime; the caller owns it (rk_runtime_create, rk_runtime_destroy). */
+/** An opaque runtime; the caller owns it (rk_runtime_create,
+ * rk_runtime_destroy). */
 typedef struct rk_runtime rk_runtime;
-/** A kernel's context, handed to its actor or handler by the runtime, which owns it; valid only on that kernel's thread during the call. */
+/** A kernel's context, handed to its actor or handler by the runtime, which
+ * owns it; valid only on that kernel's thread during the call. */
 typedef struct rk_ctx rk_ctx;
 
 /** Longest kernel id or topic name, in bytes, without the terminating NUL. */
@@ -70,7 +72,8 @@ const char *rk_kernel_state_name(rk_kernel_state s);
  */
 typedef struct rk_kernel {
     uint32_t slot; /**< index of the kernel's slot in the runtime */
-    uint32_t gen; /**< generation of the instance the handle was resolved for */
+    /** generation of the instance the handle was resolved for */
+    uint32_t gen;
 } rk_kernel;
 
 /* ----------------------------------------------------------- definition */
@@ -88,7 +91,8 @@ typedef enum rk_restart_policy {
     RK_SUPERVISE_RESTART   /**< restart up to max_restarts times, backoff */
 } rk_restart_policy;
 
-/** How a kernel's failures are handled; zeroed fields mean the defaults shown. */
+/** How a kernel's failures are handled; zeroed fields mean the defaults
+ * shown. */
 typedef struct rk_supervision {
     rk_restart_policy policy; /**< stop or restart (0: STOP) */
     uint32_t max_restarts;  /**< restarts allowed in all (0 with RESTART: 3) */
@@ -194,7 +198,8 @@ typedef struct rk_kernel_def {
 
 /* ------------------------------------------------------------- runtime */
 
-/** A runtime's configuration (rk_runtime_create); zeroed fields mean the defaults shown. */
+/** A runtime's configuration (rk_runtime_create); zeroed fields mean the
+ * defaults shown. */
 typedef struct rk_runtime_config {
     uint32_t max_kernels;          /**< kernel slots (0: 256) */
     uint32_t dead_letter_capacity; /**< dead letters kept (0: 1024) */
@@ -231,7 +236,8 @@ int rk_runtime_topic_names(
  * rk_backend_name(0) .. rk_backend_name(rk_backend_count() - 1); NULL
  * past the end. A built-in backend may still be unusable here. */
 size_t rk_backend_count(void);
-/** The name of built-in backend i, or NULL past the end (see rk_backend_count()). */
+/** The name of built-in backend i, or NULL past the end (see
+ * rk_backend_count()). */
 const char *rk_backend_name(size_t i);
 
 /** RK_OK if the backend called name (or "auto") can run kernels here;
@@ -274,7 +280,8 @@ int rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def);
  * same for a handler. */
 typedef struct rk_static_kernel {
     const rk_kernel_def *def; /**< the definition registered */
-    struct rk_static_kernel *next; /**< next node of the global list (set by rk_static_kernel_add) */
+    /** next node of the global list (set by rk_static_kernel_add) */
+    struct rk_static_kernel *next;
 } rk_static_kernel;
 
 /** Adds a node to the global list (called by the macros at load time). */
@@ -290,7 +297,8 @@ void rk_static_kernel_add(rk_static_kernel *node);
     }                                                                         \
     struct rk__static_kernel_semicolon_##fn
 
-/** Defines a static actor kernel: fn is the rk_actor_fn, kid the id, then rk_kernel_config field initialisers (see rk_static_kernel). */
+/** Defines a static actor kernel: fn is the rk_actor_fn, kid the id, then
+ * rk_kernel_config field initialisers (see rk_static_kernel). */
 #define RK_RING_KERNEL(fn, kid, ...)                                          \
     RK__STATIC_KERNEL(fn, kid, actor, __VA_ARGS__)
 /** RK_RING_KERNEL for a handler: fn is an rk_handler_fn. */
@@ -305,7 +313,8 @@ int rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out);
  * RK_ENOTACTIVE, RK_ETERMINATED or RK_EFAILED (see docs/runtime.md), with
  * a detail naming the state and the operation. */
 int rk_kernel_launch(rk_runtime *rt, const char *id);
-/** Activates a LAUNCHED or DEACTIVATED kernel: it starts processing its input (same errors as rk_kernel_launch). */
+/** Activates a LAUNCHED or DEACTIVATED kernel: it starts processing its input
+ * (same errors as rk_kernel_launch). */
 int rk_kernel_activate(rk_runtime *rt, const char *id);
 /** Pauses; returns once the kernel has stopped at a safe point (its next
  * receive or rk_should_terminate()), or RK_ETIMEDOUT after
@@ -324,7 +333,8 @@ int rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns);
  * RK_ETIMEDOUT, RK_ENOTLAUNCHED. */
 int rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns);
 
-/** The kernel's current lifecycle state, into *out. RK_ENOTFOUND for an unknown id. */
+/** The kernel's current lifecycle state, into *out. RK_ENOTFOUND for an
+ * unknown id. */
 int rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out);
 
 /* ------------------------------------------------------------ messages */
@@ -346,7 +356,8 @@ typedef struct rk_msg_view {
  * request. Same admission, results and counting as rk_send. */
 int rk_send_frame(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
     const void *payload, size_t len, int64_t timeout_ns);
-/** rk_publish with the envelope kept: delivers h and its payload to every subscriber of topic (see rk_send_frame). */
+/** rk_publish with the envelope kept: delivers h and its payload to every
+ * subscriber of topic (see rk_send_frame). */
 int rk_publish_frame(rk_runtime *rt, const char *topic,
     const rk_msg_header *h, const void *payload, size_t len,
     int64_t timeout_ns, size_t *delivered);
@@ -420,10 +431,12 @@ int rk_request_opts(rk_runtime *rt, rk_kernel k,
  * output type is not to's input type. rk_disconnect restores the output
  * queue the host reads. */
 int rk_connect(rk_runtime *rt, const char *from, const char *to);
-/** Removes from's route (rk_connect): its output goes back to the queue the host reads. */
+/** Removes from's route (rk_connect): its output goes back to the queue the
+ * host reads. */
 int rk_disconnect(rk_runtime *rt, const char *from);
 
-/** Subscribes kernel kernel_id to topic: every rk_publish to topic delivers a copy to its input. */
+/** Subscribes kernel kernel_id to topic: every rk_publish to topic delivers a
+ * copy to its input. */
 int rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
 /** Ends a subscription made by rk_subscribe. */
 int rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
@@ -454,7 +467,8 @@ typedef enum rk_dead_reason {
     RK_DEAD_ABANDONED   /**< still queued when supervision gave up */
 } rk_dead_reason;
 
-/** A message that could not be handled, as rk_dead_letter_recv returns it (the payload goes to the caller's buffer). */
+/** A message that could not be handled, as rk_dead_letter_recv returns it (the
+ * payload goes to the caller's buffer). */
 typedef struct rk_dead_letter {
     char kernel_id[RK_ID_MAX + 1]; /**< the kernel it was meant for */
     rk_dead_reason reason; /**< why it was not handled */
@@ -542,10 +556,12 @@ int rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
  * RK_EINVAL for a value outside 0..255 and RK_CTX_PRIORITY_INHERIT.
  */
 #define RK_CTX_PRIORITY_INHERIT (-1)
-/** Sets the priority of what this kernel sends from now on (see RK_CTX_PRIORITY_INHERIT). */
+/** Sets the priority of what this kernel sends from now on (see
+ * RK_CTX_PRIORITY_INHERIT). */
 int rk_ctx_set_priority(rk_ctx *ctx, int priority);
 
-/** The kernel's rk_kernel_config.user pointer (the caller's; never touched by the runtime). */
+/** The kernel's rk_kernel_config.user pointer (the caller's; never touched by
+ * the runtime). */
 void *rk_ctx_user(rk_ctx *ctx);
 /** The kernel's id; owned by the runtime, valid while the kernel exists. */
 const char *rk_ctx_kernel_id(rk_ctx *ctx);

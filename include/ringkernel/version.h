@@ -14,7 +14,8 @@
 /** ABI version of the shared library (its SOVERSION). Bump on any ABI break. */
 #define RK_ABI_VERSION 0
 
-/** The version of the headers as MAJOR*10000 + MINOR*100 + PATCH (compare with rk_version_number()). */
+/** The version of the headers as MAJOR*10000 + MINOR*100 + PATCH (compare with
+ * rk_version_number()). */
 #define RK_VERSION_NUMBER \
     ((RK_VERSION_MAJOR * 10000) + (RK_VERSION_MINOR * 100) + RK_VERSION_PATCH)
 
