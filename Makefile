@@ -13,7 +13,7 @@ SOAK_SECONDS ?= 600
 # runs them.
 CTEST_SKIP ?= -LE pending
 
-.PHONY: all deps build demo test test-pending soak pytest pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format
+.PHONY: all deps build demo test test-pending soak pytest pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format docs
 
 all: build
 
@@ -94,6 +94,17 @@ bench: deps
 	$(CMAKE) --build build-bench -j$(JOBS) --target run_bench
 	$(MAKE) pybench BUILD=build-bench
 
+# The API reference from the public headers' comments (docs/Doxyfile):
+# build-docs/html/index.html. Any Doxygen warning, an undocumented public
+# symbol included, fails the target; the warnings are in
+# build-docs/warnings.log.
+docs: deps
+	@mkdir -p build-docs
+	@rm -f build-docs/warnings.log
+	doxygen docs/Doxyfile || { cat build-docs/warnings.log >&2; exit 1; }
+	@if [ -s build-docs/warnings.log ]; then cat build-docs/warnings.log >&2; exit 1; fi
+	@echo "docs: build-docs/html/index.html"
+
 install: build
 	$(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
@@ -101,4 +112,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build-bench build-pyasan
+	rm -rf build build-asan build-tsan build-fuzz build-bench build-pyasan build-docs

@@ -13,6 +13,7 @@ pkgs=(build-essential cmake pkg-config
       gnuplot-nox        # `ringkernel bench --plot DIR` PNG charts
       curl python3-prometheus-client # metrics endpoint test: real client, parser
       libopenmpi-dev openmpi-bin # Open MPI: the multi-node cluster layer (src/cluster/)
+      doxygen            # `make docs`: the API reference from include/ringkernel/
       clang libclang-rt-14-dev  # libFuzzer targets and LeakSanitizer
       python3 python3-pip)      # tools/pydeps.sh: PyDotCompute writes the test vectors
 

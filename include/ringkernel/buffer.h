@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/buffer.h - typed host/device buffers with lazy synchronisation.
  *
  * A buffer is a 1-, 2- or 3-dimensional array of one element type that can
@@ -39,108 +39,116 @@
 extern "C" {
 #endif
 
+/** Element type of a buffer. */
 typedef enum rk_dtype {
-    RK_DTYPE_U8 = 0,
-    RK_DTYPE_I8,
-    RK_DTYPE_U16,
-    RK_DTYPE_I16,
-    RK_DTYPE_U32,
-    RK_DTYPE_I32,
-    RK_DTYPE_U64,
-    RK_DTYPE_I64,
-    RK_DTYPE_F32,
-    RK_DTYPE_F64,
-    RK_DTYPE_OPAQUE /* fixed-size records; elem_size in the config */
+    RK_DTYPE_U8 = 0, /**< uint8_t */
+    RK_DTYPE_I8,     /**< int8_t */
+    RK_DTYPE_U16,    /**< uint16_t */
+    RK_DTYPE_I16,    /**< int16_t */
+    RK_DTYPE_U32,    /**< uint32_t */
+    RK_DTYPE_I32,    /**< int32_t */
+    RK_DTYPE_U64,    /**< uint64_t */
+    RK_DTYPE_I64,    /**< int64_t */
+    RK_DTYPE_F32,    /**< float */
+    RK_DTYPE_F64,    /**< double */
+    RK_DTYPE_OPAQUE  /**< fixed-size records; elem_size in the config */
 } rk_dtype;
 
-/* Element size in bytes; 0 for RK_DTYPE_OPAQUE and unknown values. */
+/** Element size in bytes; 0 for RK_DTYPE_OPAQUE and unknown values. */
 size_t rk_dtype_size(rk_dtype t);
 
-/* "f32", "opaque", ... Never NULL. */
+/** "f32", "opaque", ... Never NULL. */
 const char *rk_dtype_name(rk_dtype t);
 
+/** Which copy of a buffer is current (the table in the file comment). */
 typedef enum rk_buffer_state {
-    RK_BUFFER_UNINITIALIZED = 0,
-    RK_BUFFER_HOST_ONLY,
-    RK_BUFFER_DEVICE_ONLY,
-    RK_BUFFER_SYNCHRONIZED,
-    RK_BUFFER_HOST_DIRTY,
-    RK_BUFFER_DEVICE_DIRTY
+    RK_BUFFER_UNINITIALIZED = 0, /**< nothing allocated, no data yet */
+    RK_BUFFER_HOST_ONLY,   /**< the host copy is current; no device copy exists
+                            */
+    RK_BUFFER_DEVICE_ONLY, /**< the device copy is current; no host copy exists
+                            */
+    RK_BUFFER_SYNCHRONIZED, /**< both copies exist and are equal */
+    RK_BUFFER_HOST_DIRTY,   /**< both exist; the host copy is newer */
+    RK_BUFFER_DEVICE_DIRTY  /**< both exist; the device copy is newer */
 } rk_buffer_state;
 
-/* "HOST_DIRTY", ... Never NULL. */
+/** "HOST_DIRTY", ... Never NULL. */
 const char *rk_buffer_state_name(rk_buffer_state s);
 
-/* How an accessor will use the memory it returns. */
+/** How an accessor will use the memory it returns. */
 typedef enum rk_access {
-    RK_ACCESS_READ = 0,   /* read only: sync if stale, state stays clean */
-    RK_ACCESS_WRITE = 1,  /* read and modify: sync if stale, then this side
+    RK_ACCESS_READ = 0,   /**< read only: sync if stale, state stays clean */
+    RK_ACCESS_WRITE = 1,  /**< read and modify: sync if stale, then this side
                              becomes the only current copy */
-    RK_ACCESS_DISCARD = 2 /* overwrite everything: no sync at all; this
+    RK_ACCESS_DISCARD = 2 /**< overwrite everything: no sync at all; this
                              side becomes the only current copy */
 } rk_access;
 
 enum {
-    /* Host side in page-locked, device-mapped memory (CUDA devices only;
+    /** Host side in page-locked, device-mapped memory (CUDA devices only;
      * ignored for the CPU device). Makes async transfers truly async. */
     RK_BUFFER_PINNED = 1u << 0
 };
 
-/* Zeroed fields mean the defaults in parentheses. */
+/** Zeroed fields mean the defaults in parentheses. */
 typedef struct rk_buffer_config {
-    rk_dtype dtype;        /* (RK_DTYPE_U8) */
-    size_t elem_size;      /* only for RK_DTYPE_OPAQUE; else 0 or equal to
+    rk_dtype dtype;        /**< (RK_DTYPE_U8) */
+    size_t elem_size;      /**< only for RK_DTYPE_OPAQUE; else 0 or equal to
                               rk_dtype_size(dtype) */
-    size_t dims[3];        /* dims[0] > 0 required; trailing zeros end the
+    size_t dims[3];        /**< dims[0] > 0 required; trailing zeros end the
                               shape, so {4,3,0} is 4x3 */
-    rk_device_kind device; /* (RK_DEVICE_CPU); RK_DEVICE_ANY: CUDA 0 when
+    rk_device_kind device; /**< (RK_DEVICE_CPU); RK_DEVICE_ANY: CUDA 0 when
                               present, else the CPU */
-    int ordinal;           /* CUDA device ordinal (0) */
-    unsigned flags;        /* RK_BUFFER_* */
-    rk_pool *host_pool;    /* host memory from here (HOST/PINNED/MALLOC) */
-    rk_pool *device_pool;  /* device memory from here: a DEVICE pool for
+    int ordinal;           /**< CUDA device ordinal (0) */
+    unsigned flags;        /**< RK_BUFFER_* */
+    rk_pool *host_pool;    /**< host memory from here (HOST/PINNED/MALLOC) */
+    rk_pool *device_pool;  /**< device memory from here: a DEVICE pool for
                               CUDA, a host-memory pool for the CPU device */
 } rk_buffer_config;
 
-/* Transfer counters since creation (or the last reset). */
+/** Transfer counters since creation (or the last reset). */
 typedef struct rk_buffer_stats {
-    uint64_t h2d_transfers;
-    uint64_t d2h_transfers;
-    uint64_t h2d_bytes;
-    uint64_t d2h_bytes;
-    /* Sync checks (READ/WRITE accessors, ensure_*, copy_to) that found the
+    uint64_t h2d_transfers; /**< host-to-device copies made */
+    uint64_t d2h_transfers; /**< device-to-host copies made */
+    uint64_t h2d_bytes;     /**< bytes copied host to device */
+    uint64_t d2h_bytes;     /**< bytes copied device to host */
+    /** Sync checks (READ/WRITE accessors, ensure_*, copy_to) that found the
      * wanted side already current and copied nothing. */
     uint64_t transfers_avoided;
 } rk_buffer_stats;
 
+/** An opaque buffer; the caller owns it (rk_buffer_create, rk_buffer_destroy).
+ */
 typedef struct rk_buffer rk_buffer;
 
-/* Creates a buffer in RK_BUFFER_UNINITIALIZED; memory is allocated on
+/** Creates a buffer in RK_BUFFER_UNINITIALIZED; memory is allocated on
  * first use of each side. RK_EINVAL for a bad shape/type/pool, RK_ENODEV
  * for a CUDA device that is not there, RK_ETOOBIG when the byte size
  * overflows or exceeds PTRDIFF_MAX. The caller owns *out. */
 int rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg);
 
-/* Frees both sides. NULL is ignored. */
+/** Frees both sides. NULL is ignored. */
 void rk_buffer_destroy(rk_buffer *buf);
 
+/** The buffer's current state (RK_BUFFER_UNINITIALIZED for NULL). */
 rk_buffer_state rk_buffer_get_state(const rk_buffer *buf);
 
-/* Host pointer to the elements, synchronised per mode (see rk_access). */
+/** Host pointer to the elements, synchronised per mode (see rk_access). */
 int rk_buffer_host(rk_buffer *buf, rk_access mode, void **ptr);
 
-/* Device pointer (a CUDA device address, or the CPU device's separate
+/** Device pointer (a CUDA device address, or the CPU device's separate
  * allocation), synchronised per mode. Synchronous. */
 int rk_buffer_device(rk_buffer *buf, rk_access mode, void **dptr);
 
-/* Declare that the host (device) copy was modified through a pointer
+/** Declare that the host (device) copy was modified through a pointer
  * obtained earlier: that side becomes the only current copy. RK_ESTATE
  * when that side holds no memory yet. */
 int rk_buffer_mark_host_dirty(rk_buffer *buf);
 
+/** The device-side counterpart of rk_buffer_mark_host_dirty(). */
 int rk_buffer_mark_device_dirty(rk_buffer *buf);
 
-/*
+/**
  * Make the host (device) copy current, copying only when it is stale.
  * stream is a CUstream for CUDA buffers (NULL: copy synchronously); with
  * a stream the copy is queued and the data is there once the stream has
@@ -149,44 +157,55 @@ int rk_buffer_mark_device_dirty(rk_buffer *buf);
  */
 int rk_buffer_ensure_host(rk_buffer *buf, void *stream);
 
+/** The device-side counterpart of rk_buffer_ensure_host(): makes the device
+ * copy current, with the same stream rules. */
 int rk_buffer_ensure_device(rk_buffer *buf, void *stream);
 
-/* Replace the whole contents from src (bytes must equal
+/** Replace the whole contents from src (bytes must equal
  * rk_buffer_bytes()). Written on the host side; no sync needed. */
 int rk_buffer_copy_from(rk_buffer *buf, const void *src, size_t bytes);
 
-/* Copy the whole contents to dst (bytes == rk_buffer_bytes()), syncing
+/** Copy the whole contents to dst (bytes == rk_buffer_bytes()), syncing
  * the host side first if it is stale. */
 int rk_buffer_copy_to(rk_buffer *buf, void *dst, size_t bytes);
 
-/* Set every element to *elem (elem_size bytes). Host side, no sync. */
+/** Set every element to *elem (elem_size bytes). Host side, no sync. */
 int rk_buffer_fill(rk_buffer *buf, const void *elem);
 
+/** Sets every byte of the contents to zero. Host side, no sync. */
 int rk_buffer_zeros(rk_buffer *buf);
 
+/** Copies the transfer counters into *out (caller-owned). */
 void rk_buffer_stats_get(const rk_buffer *buf, rk_buffer_stats *out);
 
+/** Sets every transfer counter back to zero. */
 void rk_buffer_stats_reset(rk_buffer *buf);
 
-/* Shape and type. rk_buffer_dim() gives 1 for i >= ndim. For a NULL buf
+/** Shape and type. rk_buffer_dim() gives 1 for i >= ndim. For a NULL buf
  * these (and rk_buffer_get_state, rk_buffer_is_pinned) give the neutral
  * answer: 0, 1 for rk_buffer_dim, false, the enum's zero value; every
  * function returning int gives RK_EINVAL for a NULL buf. */
 rk_dtype rk_buffer_dtype(const rk_buffer *buf);
 
+/** Bytes per element (the config's elem_size for RK_DTYPE_OPAQUE). */
 size_t rk_buffer_elem_size(const rk_buffer *buf);
 
+/** Number of dimensions, 1 to 3. */
 unsigned rk_buffer_ndim(const rk_buffer *buf);
 
+/** Extent of dimension i (1 for i >= ndim). */
 size_t rk_buffer_dim(const rk_buffer *buf, unsigned i);
 
+/** Number of elements: the product of the dimensions. */
 size_t rk_buffer_count(const rk_buffer *buf);
 
+/** Size of the contents in bytes: count times element size. */
 size_t rk_buffer_bytes(const rk_buffer *buf);
 
+/** The kind of device the device side lives on. */
 rk_device_kind rk_buffer_device_kind(const rk_buffer *buf);
 
-/* True when the host side is (or will be) pinned memory. */
+/** True when the host side is (or will be) pinned memory. */
 bool rk_buffer_is_pinned(const rk_buffer *buf);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/cluster.h - kernels on other MPI ranks, addressed like local
  * ones.
  *
@@ -40,9 +40,11 @@
 extern "C" {
 #endif
 
+/** An opaque cluster membership, owned by the caller until rk_cluster_leave()
+ * (or rk_runtime_destroy()) ends it. */
 typedef struct rk_cluster rk_cluster;
 
-/*
+/**
  * A local kernel made reachable from other ranks. The public API cannot
  * read a kernel's configuration back, so the export repeats the fields
  * the remote proxies mirror: give the values the kernel was registered
@@ -50,49 +52,52 @@ typedef struct rk_cluster rk_cluster;
  * policy and payload limit, so a full remote kernel is felt at the proxy.
  */
 typedef struct rk_cluster_export {
-    const char *id;
-    uint32_t input_capacity;      /* 0: 1024 */
-    uint32_t max_payload;         /* 0: 192 */
-    rk_backpressure backpressure; /* 0: BLOCK */
-    bool priority_bands;
-    /* false (default): the cluster reads this kernel's output, so that a
+    const char *id; /**< the kernel id; not copied, must outlive the cluster */
+    uint32_t input_capacity;      /**< 0: 1024 */
+    uint32_t max_payload;         /**< 0: 192 */
+    rk_backpressure backpressure; /**< 0: BLOCK */
+    bool
+        priority_bands; /**< as registered (rk_kernel_config.priority_bands) */
+    /** false (default): the cluster reads this kernel's output, so that a
      * reply to a message from another rank goes back to that rank; other
      * output is kept for rk_cluster_recv(). true: the local host reads the
      * output with rk_recv as usual, and remote requests get no reply. */
     bool local_output;
 } rk_cluster_export;
 
+/** Cluster settings; zeroed fields mean the defaults shown. The arrays are
+ * read during the join only. */
 typedef struct rk_cluster_config {
-    const rk_cluster_export *exports; /* local kernels other ranks reach */
-    size_t n_exports;
-    /* Topics shared across ranks. A rank that has subscribers for one of
+    const rk_cluster_export *exports; /**< local kernels other ranks reach */
+    size_t n_exports;                 /**< entries in exports */
+    /** Topics shared across ranks. A rank that has subscribers for one of
      * these at join tells the others, whose publishes then reach them. */
     const char *const *topics;
-    size_t n_topics;
-    /* A batch to one rank is sent when full (batch_bytes, 0: 32 KiB), when
+    size_t n_topics; /**< entries in topics */
+    /** A batch to one rank is sent when full (batch_bytes, 0: 32 KiB), when
      * its oldest message is batch_window_ns old (0: 20 us), or as soon as
      * the progress thread has nothing more to take. */
     uint32_t batch_bytes;
-    int64_t batch_window_ns;
-    /* Flow control: messages to one rank in flight before it confirms
+    int64_t batch_window_ns; /**< see batch_bytes */
+    /** Flow control: messages to one rank in flight before it confirms
      * delivery (0: 1024). */
     uint32_t credits;
-    /* A peer silent for this long is declared dead (0: 3 s); peers are
+    /** A peer silent for this long is declared dead (0: 3 s); peers are
      * sent a heartbeat every heartbeat_ns / 4 when otherwise quiet. */
     int64_t heartbeat_ns;
-    /* After its last activity the progress thread keeps polling MPI (and
+    /** After its last activity the progress thread keeps polling MPI (and
      * yielding the CPU) for poll_ns (0: 1 ms), then sleeps in doubling
      * steps up to idle_sleep_max_ns (0: 1 ms). Open MPI gives no file
      * descriptor to wait on, so a message that arrives while the thread
      * sleeps waits for the end of the step. */
     int64_t poll_ns;
-    int64_t idle_sleep_max_ns;
-    /* rk_cluster_leave and the leave done by rk_runtime_destroy wait this
+    int64_t idle_sleep_max_ns; /**< see poll_ns */
+    /** rk_cluster_leave and the leave done by rk_runtime_destroy wait this
      * long for the peers' goodbyes (0: 2 s). */
     int64_t leave_timeout_ns;
 } rk_cluster_config;
 
-/*
+/**
  * Joins rt to the MPI communicator *comm (a pointer to an MPI_Comm; NULL:
  * MPI_COMM_WORLD). Collective: every rank of the communicator must call
  * it. Initialises MPI (MPI_THREAD_MULTIPLE asked, SERIALIZED needed) when
@@ -109,11 +114,12 @@ typedef struct rk_cluster_config {
 int rk_cluster_mpi(rk_runtime *rt, const void *comm,
     const rk_cluster_config *cfg, rk_cluster **out);
 
-/* This process's rank and the communicator's size. */
+/** This process's rank and the communicator's size. */
 int rk_cluster_rank(const rk_cluster *cl);
+/** The number of ranks in the communicator (see rk_cluster_rank()). */
 int rk_cluster_size(const rk_cluster *cl);
 
-/*
+/**
  * Leaves the cluster: stops forwarding, tells the peers, waits up to
  * leave_timeout_ns for their goodbyes, terminates the proxies and frees
  * cl. Not collective in the MPI sense: a rank that leaves early becomes
@@ -122,7 +128,7 @@ int rk_cluster_size(const rk_cluster *cl);
  */
 int rk_cluster_leave(rk_cluster *cl);
 
-/*
+/**
  * The output of an exported kernel the cluster reads (local_output
  * false) that was not a reply to another rank: the same contract as
  * rk_recv_id. For a kernel exported with local_output, or not exported,
@@ -131,11 +137,11 @@ int rk_cluster_leave(rk_cluster *cl);
 int rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr,
     void *buf, size_t cap, size_t *len, int64_t timeout_ns);
 
-/* RK_OK if the rank is a live member; RK_EUNREACHABLE if it died or
+/** RK_OK if the rank is a live member; RK_EUNREACHABLE if it died or
  * left; RK_EINVAL if out of range. */
 int rk_cluster_peer_status(const rk_cluster *cl, int rank);
 
-/*
+/**
  * Reserved message types. A reply of type RK_CLUSTER_TYPE_ERROR (payload:
  * one little-endian int32, an RK_E* code) comes out of a proxy's output
  * with the correlation id of a message the remote rank could not deliver
@@ -143,26 +149,29 @@ int rk_cluster_peer_status(const rk_cluster *cl, int rank);
  * so an rk_request waiting for it ends instead of timing out.
  */
 #define RK_CLUSTER_TYPE_ERROR 0xFFFFFF01u
-/* Used between the progress thread and proxies; never seen by users. */
+/** Used between the progress thread and proxies; never seen by users. */
 #define RK_CLUSTER_TYPE_INJECT 0xFFFFFF02u
 
-/* Counters of this process's side of the cluster (relaxed snapshot). */
+/** Counters of this process's side of the cluster (relaxed snapshot). */
+/** Counters of a cluster since the join; a caller-owned snapshot. */
 typedef struct rk_cluster_stats {
-    uint64_t forwarded;        /* messages proxies handed to the network */
-    uint64_t sent_frames;      /* frames put on the wire (all kinds) */
-    uint64_t sent_batches;     /* MPI messages carrying them */
-    uint64_t received;         /* data frames received for local kernels */
-    uint64_t delivered;        /* of those, taken by the local kernel */
-    uint64_t rejected;         /* of those, refused (error sent back) */
-    uint64_t dropped;          /* of those, dropped by DROP_NEW */
-    uint64_t replies_sent;     /* replies returned to requesting ranks */
-    uint64_t replies_received; /* replies put out by local proxies */
-    uint64_t remote_errors;    /* error notices received from peers */
-    uint64_t unreachable;      /* messages failed because a rank died */
-    uint64_t credit_stalls;    /* times a rank had no credit left */
-    uint64_t idle_sleeps;      /* times the progress thread slept */
+    uint64_t forwarded;        /**< messages proxies handed to the network */
+    uint64_t sent_frames;      /**< frames put on the wire (all kinds) */
+    uint64_t sent_batches;     /**< MPI messages carrying them */
+    uint64_t received;         /**< data frames received for local kernels */
+    uint64_t delivered;        /**< of those, taken by the local kernel */
+    uint64_t rejected;         /**< of those, refused (error sent back) */
+    uint64_t dropped;          /**< of those, dropped by DROP_NEW */
+    uint64_t replies_sent;     /**< replies returned to requesting ranks */
+    uint64_t replies_received; /**< replies put out by local proxies */
+    uint64_t remote_errors;    /**< error notices received from peers */
+    uint64_t unreachable;      /**< messages failed because a rank died */
+    uint64_t credit_stalls;    /**< times a rank had no credit left */
+    uint64_t idle_sleeps;      /**< times the progress thread slept */
 } rk_cluster_stats;
 
+/** Fills *out (caller-owned) with the cluster's counters. RK_EINVAL for NULL.
+ */
 int rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/ctl_proto.h - a kernel instance's control block: its layout
  * and its protocol, shared by the host and the instance (a CPU thread or a
  * persistent GPU kernel).
@@ -38,57 +38,65 @@
 #include "ringkernel/ring_proto.h"
 
 #if defined(RK_PROTO_HOST_C)
+/** a 32-bit control word shared with the other side (_Atomic in host C, a
+ * plain word elsewhere) */
 #define RK_CTL_A32 _Atomic rk_proto_u32
 #else
 #define RK_CTL_A32 rk_proto_u32
 #endif
 
-/* Commands (host -> instance). */
-#define RK_CTL_HOLD  0u /* LAUNCHED: exist, process nothing */
-#define RK_CTL_RUN   1u /* ACTIVE */
-#define RK_CTL_PAUSE 2u /* DEACTIVATED: stop at the next safe point */
-#define RK_CTL_STOP  3u /* TERMINATING: drain the input, then end */
+/** Commands (host -> instance). */
+#define RK_CTL_HOLD  0u /**< LAUNCHED: exist, process nothing */
+#define RK_CTL_RUN   1u /**< ACTIVE */
+#define RK_CTL_PAUSE 2u /**< DEACTIVATED: stop at the next safe point */
+#define RK_CTL_STOP  3u /**< TERMINATING: drain the input, then end */
 
-/* Acknowledgements (instance -> host). */
-#define RK_CTL_ACK_NONE    0u /* not started yet */
-#define RK_CTL_ACK_HELD    1u /* waiting for the first RUN */
-#define RK_CTL_ACK_RUNNING 2u
-#define RK_CTL_ACK_PAUSED  3u /* stopped at a safe point */
-#define RK_CTL_ACK_EXITED  4u /* ended; exit_code, failed_len, left_n valid */
-#define RK_CTL_ACK_FAULTED 5u /* the actor or handler failed: waiting for
+/** Acknowledgements (instance -> host). */
+#define RK_CTL_ACK_NONE    0u /**< not started yet */
+#define RK_CTL_ACK_HELD    1u /**< waiting for the first RUN */
+#define RK_CTL_ACK_RUNNING 2u /**< processing (after RUN) */
+#define RK_CTL_ACK_PAUSED  3u /**< stopped at a safe point */
+/** ended; exit_code, failed_len, left_n valid */
+#define RK_CTL_ACK_EXITED  4u
+#define RK_CTL_ACK_FAULTED 5u /**< the actor or handler failed: waiting for
                                  the host's verdict (restart or give up) */
 
-/* rk_ctl.verdict: 0 none yet; n: restart after fault number n;
+/** rk_ctl.verdict: 0 none yet; n: restart after fault number n;
  * RK_CTL_GIVE_UP: end the instance as failed. */
 #define RK_CTL_GIVE_UP 0xffffffffu
 
-/* The block: three 64-byte lines, 192 bytes under every compiler. */
+/** The block: three 64-byte lines, 192 bytes under every compiler. */
+/** The control block of one kernel instance: three 64-byte lines, each with
+ * one writer. The runtime allocates and owns it; the instance only reads
+ * line 0 and writes lines 1 and 2. */
 typedef struct rk_ctl {
-    /* Line 0: written by the host only. */
-    RK_PROTO_ALIGN64 RK_CTL_A32 cmd; /* RK_CTL_HOLD..STOP */
-    RK_CTL_A32 activated; /* 1 once RUN was posted: a STOP that overtook
+    /** Line 0: written by the host only. */
+    RK_PROTO_ALIGN64 RK_CTL_A32 cmd; /**< RK_CTL_HOLD..STOP */
+    RK_CTL_A32 activated; /**< 1 once RUN was posted: a STOP that overtook
                              the first RUN still drains the input */
-    RK_CTL_A32 verdict;   /* answer to a fault (RK_CTL_GIVE_UP, or the
+    RK_CTL_A32 verdict;   /**< answer to a fault (RK_CTL_GIVE_UP, or the
                              fault number to restart after) */
-    rk_proto_u32 pad0[13];
-    /* Line 1: written by the instance only. */
-    RK_PROTO_ALIGN64 RK_CTL_A32 ack; /* RK_CTL_ACK_* */
-    RK_CTL_A32 exit_code; /* an RK_* code as unsigned; RK_OK = clean end */
-    RK_CTL_A32 failed_len; /* bytes of the failed frame in the fail slot of
+    rk_proto_u32 pad0[13]; /**< padding to the end of the 64-byte line */
+    /** Line 1: written by the instance only. */
+    RK_PROTO_ALIGN64 RK_CTL_A32 ack; /**< RK_CTL_ACK_* */
+    RK_CTL_A32 exit_code; /**< an RK_* code as unsigned; RK_OK = clean end */
+    RK_CTL_A32 failed_len; /**< bytes of the failed frame in the fail slot of
                               the spill area, 0: none */
-    RK_CTL_A32 faults;     /* faults reported so far */
-    RK_CTL_A32 left_n;     /* at EXITED: unprocessed frames the instance
+    RK_CTL_A32 faults;     /**< faults reported so far */
+    RK_CTL_A32 left_n;     /**< at EXITED: unprocessed frames the instance
                               left in the spill area, for the host */
-    rk_proto_u32 pad1[11];
-    /* Line 2: the instance's counters (single writer, statistics). */
-    RK_PROTO_ALIGN64 RK_PROTO_A64 processed; /* messages handled */
-    RK_PROTO_A64 errors; /* handler or actor failures */
-    RK_PROTO_A64 sent;   /* messages the instance sent */
-    rk_proto_u64 pad2[5];
+    rk_proto_u32 pad1[11]; /**< padding to the end of the 64-byte line */
+    /** Line 2: the instance's counters (single writer, statistics). */
+    RK_PROTO_ALIGN64 RK_PROTO_A64 processed; /**< messages handled */
+    RK_PROTO_A64 errors; /**< handler or actor failures */
+    RK_PROTO_A64 sent;   /**< messages the instance sent */
+    rk_proto_u64 pad2[5]; /**< padding to the end of the 64-byte line */
 } rk_ctl;
 
 /* ---------------------------------------------------------- primitives */
 
+/** Acquire load of a control word: pairs with the other side's
+ * rk_ctl_store_release(). */
 RK_PROTO_FN rk_proto_u32
 rk_ctl_load_acquire(const RK_CTL_A32 *p)
 {
@@ -109,6 +117,8 @@ rk_ctl_load_acquire(const RK_CTL_A32 *p)
 #endif
 }
 
+/** Release store of a control word: everything written before it is visible to
+ * a reader that sees v with rk_ctl_load_acquire(). */
 RK_PROTO_FN void
 rk_ctl_store_release(RK_CTL_A32 *p, rk_proto_u32 v)
 {
@@ -126,6 +136,7 @@ rk_ctl_store_release(RK_CTL_A32 *p, rk_proto_u32 v)
 #endif
 }
 
+/** Relaxed store of a word this side alone writes (counters): no ordering. */
 RK_PROTO_FN void
 rk_ctl_store_relaxed(RK_CTL_A32 *p, rk_proto_u32 v)
 {
@@ -138,6 +149,8 @@ rk_ctl_store_relaxed(RK_CTL_A32 *p, rk_proto_u32 v)
 #endif
 }
 
+/** Relaxed load of a control word (statistics, or the writer's own word): no
+ * ordering. */
 RK_PROTO_FN rk_proto_u32
 rk_ctl_load_relaxed(const RK_CTL_A32 *p)
 {
@@ -152,7 +165,7 @@ rk_ctl_load_relaxed(const RK_CTL_A32 *p)
 
 /* ---------------------------------------------------------- host side */
 
-/* Before the instance starts: HOLD, no acknowledgement, counters zero. */
+/** Before the instance starts: HOLD, no acknowledgement, counters zero. */
 RK_PROTO_FN void
 rk_ctl_init(rk_ctl *c)
 {
@@ -183,7 +196,7 @@ rk_ctl_init(rk_ctl *c)
 #endif
 }
 
-/* Posts a command. The release pairs with the instance's acquire load in
+/** Posts a command. The release pairs with the instance's acquire load in
  * rk_ctl_cmd: what the host wrote before (queued input) is visible with
  * the command. RUN also records that the kernel was activated, before the
  * command itself, so an instance that reads STOP can tell whether RUN was
@@ -196,7 +209,7 @@ rk_ctl_post(rk_ctl *c, rk_proto_u32 cmd)
     rk_ctl_store_release(&c->cmd, cmd);
 }
 
-/* The instance's last acknowledgement; after EXITED, exit_code and
+/** The instance's last acknowledgement; after EXITED, exit_code and
  * failed_len are valid (acquire pairs with the release in rk_ctl_exit). */
 RK_PROTO_FN rk_proto_u32
 rk_ctl_ack_get(const rk_ctl *c)
@@ -206,21 +219,21 @@ rk_ctl_ack_get(const rk_ctl *c)
 
 /* ---------------------------------------------------------- instance side */
 
-/* The command in force (acquire pairs with the release in rk_ctl_post). */
+/** The command in force (acquire pairs with the release in rk_ctl_post). */
 RK_PROTO_FN rk_proto_u32
 rk_ctl_cmd(const rk_ctl *c)
 {
     return rk_ctl_load_acquire(&c->cmd);
 }
 
-/* True if RUN was ever posted (acquire pairs with rk_ctl_post). */
+/** True if RUN was ever posted (acquire pairs with rk_ctl_post). */
 RK_PROTO_FN int
 rk_ctl_was_activated(const rk_ctl *c)
 {
     return rk_ctl_load_acquire(&c->activated) != 0;
 }
 
-/* Publishes an acknowledgement (release: everything the instance did
+/** Publishes an acknowledgement (release: everything the instance did
  * before, e.g. the last message's effects, is visible with it). */
 RK_PROTO_FN void
 rk_ctl_ack(rk_ctl *c, rk_proto_u32 ack)
@@ -228,7 +241,7 @@ rk_ctl_ack(rk_ctl *c, rk_proto_u32 ack)
     rk_ctl_store_release(&c->ack, ack);
 }
 
-/* Reports a fault: the error, the failed frame's length (0: none; the
+/** Reports a fault: the error, the failed frame's length (0: none; the
  * frame is in the fail slot), the fault number, then FAULTED (release
  * pairs with rk_ctl_ack_get). The instance then waits for a verdict
  * (rk_ctl_verdict_get) or STOP. Returns the fault number. */
@@ -244,7 +257,7 @@ rk_ctl_fault(rk_ctl *c, rk_proto_u32 error, rk_proto_u32 failed_len)
     return n;
 }
 
-/* The host's answer to the last fault (acquire pairs with
+/** The host's answer to the last fault (acquire pairs with
  * rk_ctl_verdict_post). */
 RK_PROTO_FN rk_proto_u32
 rk_ctl_verdict_get(const rk_ctl *c)
@@ -252,7 +265,7 @@ rk_ctl_verdict_get(const rk_ctl *c)
     return rk_ctl_load_acquire(&c->verdict);
 }
 
-/* Host: answers fault n (restart) or gives up (RK_CTL_GIVE_UP). The
+/** Host: answers fault n (restart) or gives up (RK_CTL_GIVE_UP). The
  * release orders the host's reading of the fail slot before the instance
  * may reuse it. */
 RK_PROTO_FN void
@@ -261,7 +274,7 @@ rk_ctl_verdict_post(rk_ctl *c, rk_proto_u32 v)
     rk_ctl_store_release(&c->verdict, v);
 }
 
-/* Ends the instance: the exit code, how many unprocessed frames it left
+/** Ends the instance: the exit code, how many unprocessed frames it left
  * in the spill area, then EXITED (release pairs with rk_ctl_ack_get). A
  * fault not yet answered stays reported (faults, failed_len). */
 RK_PROTO_FN void
@@ -272,7 +285,7 @@ rk_ctl_exit(rk_ctl *c, rk_proto_u32 exit_code, rk_proto_u32 left_n)
     rk_ctl_store_release(&c->ack, RK_CTL_ACK_EXITED);
 }
 
-/* Adds n to one of the instance's counters (single writer). */
+/** Adds n to one of the instance's counters (single writer). */
 RK_PROTO_FN void
 rk_ctl_count(RK_PROTO_A64 *ctr, rk_proto_u64 n)
 {

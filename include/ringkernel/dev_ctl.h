@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/dev_ctl.h - the control block a device kernel shares with the
  * host, and the only functions the device loop uses to touch it.
  *
@@ -33,55 +33,73 @@
 #include "ringkernel/ctl_proto.h"
 #include "ringkernel/rk_dev.h"
 
-/* Commands and acknowledgements: the runtime's own (ctl_proto.h), so the
+/** Commands and acknowledgements: the runtime's own (ctl_proto.h), so the
  * relay mirrors them between rk_ctl and this block unchanged. */
-#define RK_DEV_CMD_HOLD    RK_CTL_HOLD
-#define RK_DEV_CMD_RUN     RK_CTL_RUN
-#define RK_DEV_CMD_PAUSE   RK_CTL_PAUSE
-#define RK_DEV_CMD_STOP    RK_CTL_STOP
-#define RK_DEV_ACK_NONE    RK_CTL_ACK_NONE
-#define RK_DEV_ACK_HELD    RK_CTL_ACK_HELD
+#define RK_DEV_CMD_HOLD RK_CTL_HOLD
+#define RK_DEV_CMD_RUN  RK_CTL_RUN /**< RK_CTL_RUN: process messages */
+/** RK_CTL_PAUSE: stop at the next safe point */
+#define RK_DEV_CMD_PAUSE RK_CTL_PAUSE
+/** RK_CTL_STOP: drain the input, then end */
+#define RK_DEV_CMD_STOP RK_CTL_STOP
+/** RK_CTL_ACK_NONE: not started yet */
+#define RK_DEV_ACK_NONE RK_CTL_ACK_NONE
+/** RK_CTL_ACK_HELD: waiting for the first RUN */
+#define RK_DEV_ACK_HELD RK_CTL_ACK_HELD
+/** RK_CTL_ACK_RUNNING: processing */
 #define RK_DEV_ACK_RUNNING RK_CTL_ACK_RUNNING
-#define RK_DEV_ACK_PAUSED  RK_CTL_ACK_PAUSED
-#define RK_DEV_ACK_EXITED  RK_CTL_ACK_EXITED
+/** RK_CTL_ACK_PAUSED: stopped at a safe point */
+#define RK_DEV_ACK_PAUSED RK_CTL_ACK_PAUSED
+/** RK_CTL_ACK_EXITED: ended, exit_code valid */
+#define RK_DEV_ACK_EXITED RK_CTL_ACK_EXITED
+/** RK_CTL_ACK_FAULTED: failed, waiting for the verdict */
 #define RK_DEV_ACK_FAULTED RK_CTL_ACK_FAULTED
 
-/* Verdicts (host -> a faulted block): restart block b after its fault
+/** Verdicts (host -> a faulted block): restart block b after its fault
  * number n is RK_DEV_VERDICT(b, n); RK_DEV_GIVE_UP ends it. */
 #define RK_DEV_VERDICT(b, n)                                                  \
     ((((rk_dev_u32)(b) + 1u) << 16) | ((rk_dev_u32)(n)&0xffffu))
+/** verdict: do not restart (RK_CTL_GIVE_UP) */
 #define RK_DEV_GIVE_UP RK_CTL_GIVE_UP
 
+/** Line 0 of a device control block: written by the host only. */
 typedef struct rk_dev_ctl_host {
-    RK_DEV_ALIGN64 RK_DEV_A32 cmd; /* RK_DEV_CMD_* (release by the host) */
-    RK_DEV_A32 wake_seq;           /* bumped with every command */
-    RK_DEV_A32 activated;          /* 1 once RUN was first posted */
-    rk_dev_u32 nblocks;            /* set before launch, read-only */
-    RK_DEV_A32 verdict;            /* answer to one block's fault */
-    unsigned char pad[RK_DEV_LINE - 20];
+    RK_DEV_ALIGN64 RK_DEV_A32 cmd; /**< RK_DEV_CMD_* (release by the host) */
+    RK_DEV_A32 wake_seq;           /**< bumped with every command */
+    RK_DEV_A32 activated;          /**< 1 once RUN was first posted */
+    rk_dev_u32 nblocks;            /**< set before launch, read-only */
+    RK_DEV_A32 verdict;            /**< answer to one block's fault */
+    unsigned char
+        pad[RK_DEV_LINE - 20]; /**< padding to the end of the 64-byte line */
 } rk_dev_ctl_host;
 
+/** One block's line of the control block: written by that block's thread 0
+ * only. */
 typedef struct rk_dev_ctl_block {
-    RK_DEV_ALIGN64 RK_DEV_A32 ack; /* RK_DEV_ACK_* (release by the block) */
-    RK_DEV_A32 ack_seq;            /* bumped with every ack */
-    RK_DEV_A32 exit_code;          /* valid once ack == EXITED (int) */
-    RK_DEV_A32 heartbeat;          /* bumped at every pass of the loop */
-    RK_DEV_A64 processed;          /* messages handled */
-    RK_DEV_A64 sent;               /* messages sent (any route) */
-    RK_DEV_A64 errors;             /* handler failures and refused sends */
-    RK_DEV_A64 last_ns;            /* rk_dev_now_ns() of the last batch */
-    RK_DEV_A32 faults;             /* faults reported by this block */
-    RK_DEV_A32 failed_held;        /* 1: the failed message is at the head
+    RK_DEV_ALIGN64 RK_DEV_A32 ack; /**< RK_DEV_ACK_* (release by the block) */
+    RK_DEV_A32 ack_seq;            /**< bumped with every ack */
+    RK_DEV_A32 exit_code;          /**< valid once ack == EXITED (int) */
+    RK_DEV_A32 heartbeat;          /**< bumped at every pass of the loop */
+    RK_DEV_A64 processed;          /**< messages handled */
+    RK_DEV_A64 sent;               /**< messages sent (any route) */
+    RK_DEV_A64 errors;             /**< handler failures and refused sends */
+    RK_DEV_A64 last_ns;            /**< rk_dev_now_ns() of the last batch */
+    RK_DEV_A32 faults;             /**< faults reported by this block */
+    RK_DEV_A32 failed_held;        /**< 1: the failed message is at the head
                                       of the block's lane; 0: none */
-    unsigned char pad[RK_DEV_LINE - 56];
+    unsigned char
+        pad[RK_DEV_LINE - 56]; /**< padding to the end of the 64-byte line */
 } rk_dev_ctl_block;
 
+/** The control block of a device kernel, in host-mapped memory: the host line,
+ * then one line per block. The runtime allocates and owns it (RK_DEV_CTL_SIZE
+ * bytes); the device only reads the host line and writes its own block line.
+ */
 typedef struct rk_dev_ctl {
-    rk_dev_ctl_host host;
-    rk_dev_ctl_block blk[1]; /* nblocks lines follow */
+    rk_dev_ctl_host host;    /**< written by the host */
+    rk_dev_ctl_block blk[1]; /**< nblocks lines follow */
 } rk_dev_ctl;
 
-/* Bytes for a control block of nblocks blocks. */
+/** Bytes for a control block of nblocks blocks. */
 #define RK_DEV_CTL_SIZE(nblocks)                                              \
     (sizeof(rk_dev_ctl_host)                                                  \
         + (rk_dev_size)(nblocks) * sizeof(rk_dev_ctl_block))
@@ -91,19 +109,22 @@ typedef struct rk_dev_ctl {
  * with the host's release store of the same word (rk_dev_ctl_post on the
  * host); each release pairs with the host's acquire load in its poll. */
 
+/** The host's current command (RK_DEV_CMD_*), acquire: pairs with the host's
+ * release store. */
 RK_DEV_FN rk_dev_u32
 rk_dev_ctl_cmd(const rk_dev_ctl *c)
 {
     return rk_dev_ld_acquire_sys32(&c->host.cmd);
 }
 
+/** 1 once the host posted RUN for the first time (acquire). */
 RK_DEV_FN rk_dev_u32
 rk_dev_ctl_activated(const rk_dev_ctl *c)
 {
     return rk_dev_ld_acquire_sys32(&c->host.activated);
 }
 
-/* Publishes block b's acknowledgement. The counters and exit code written
+/** Publishes block b's acknowledgement. The counters and exit code written
  * before it are visible to a host that acquires ack. ack_seq is written by
  * this block alone, so the increment is a local read and a store. */
 RK_DEV_FN void
@@ -114,7 +135,7 @@ rk_dev_ctl_ack(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_u32 ack, rk_dev_u32 *seq)
     rk_dev_st_release_sys32(&c->blk[b].ack_seq, *seq);
 }
 
-/* The host's answer to a fault (acquire pairs with the host's release
+/** The host's answer to a fault (acquire pairs with the host's release
  * store of verdict, made after it copied the failed message). */
 RK_DEV_FN rk_dev_u32
 rk_dev_ctl_verdict(const rk_dev_ctl *c)
@@ -122,7 +143,7 @@ rk_dev_ctl_verdict(const rk_dev_ctl *c)
     return rk_dev_ld_acquire_sys32(&c->host.verdict);
 }
 
-/* Reports block b's fault number n with error err, then FAULTED. With
+/** Reports block b's fault number n with error err, then FAULTED. With
  * held set, the failed message stays at the head of the block's input
  * lane until the verdict. */
 RK_DEV_FN void
@@ -135,24 +156,32 @@ rk_dev_ctl_fault(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_i32 err, rk_dev_u32 n,
     rk_dev_ctl_ack(c, b, RK_DEV_ACK_FAULTED, seq); /* release: both first */
 }
 
+/** Block b records its exit code; it is read by the host once the block
+ * acknowledges EXITED. */
 RK_DEV_FN void
 rk_dev_ctl_exit_code(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_i32 code)
 {
     rk_dev_st_relaxed32(&c->blk[b].exit_code, (rk_dev_u32)code);
 }
 
+/** Block b publishes its loop heartbeat (relaxed: a liveness hint only). */
 RK_DEV_FN void
 rk_dev_ctl_heartbeat(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_u32 beat)
 {
     rk_dev_st_relaxed32(&c->blk[b].heartbeat, beat);
 }
 
-/* Counters: one writer (the block's thread 0), relaxed; the host reads a
+/** Counters: one writer (the block's thread 0), relaxed; the host reads a
  * snapshot and needs no ordering with the messages. */
 typedef struct rk_dev_counters {
+    /** @{ */
+    /** Messages handled, messages sent, failures, and rk_dev_now_ns() of the
+     * last batch. */
     rk_dev_u64 processed, sent, errors, last_ns;
+    /** @} */
 } rk_dev_counters;
 
+/** Block b publishes its counters k into its line (relaxed stores). */
 RK_DEV_FN void
 rk_dev_ctl_counters(rk_dev_ctl *c, rk_dev_u32 b, const rk_dev_counters *k)
 {

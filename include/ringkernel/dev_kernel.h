@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/dev_kernel.h - the device actor API and the persistent loop.
  *
  * A ring kernel on a GPU is a persistent kernel; each thread block of it
@@ -52,91 +52,108 @@
 #include "ringkernel/ring_proto.h"
 #include "ringkernel/rk_dev.h"
 
-#define RK_DEV_MAX_IN     4  /* input lanes per block (host + K2K) */
-#define RK_DEV_MAX_ROUTES 8  /* K2K routes per block */
-#define RK_DEV_MAX_BATCH  64 /* messages per receive */
+#define RK_DEV_MAX_IN     4  /**< input lanes per block (host + K2K) */
+#define RK_DEV_MAX_ROUTES 8  /**< K2K routes per block */
+#define RK_DEV_MAX_BATCH  64 /**< messages per receive */
 
-/* rk_msg_header.flags bits the device sets (runtime bits >= 8). A publish
+/** rk_msg_header.flags bits the device sets (runtime bits >= 8). A publish
  * goes to the output lane with TOPIC set and the topic's index (assigned
  * by the host relay) in bits 16..31. */
 #define RK_DEV_MSG_F_TOPIC     (1u << 8)
-#define RK_DEV_MSG_TOPIC_SHIFT 16
-#define RK_DEV_MSG_MAGIC       0x4B52u
-#define RK_DEV_MSG_VERSION     1u
-#define RK_DEV_MSG_HEADER_SIZE 64u
+#define RK_DEV_MSG_TOPIC_SHIFT 16 /**< first bit of the topic index in flags  \
+                                   */
+#define RK_DEV_MSG_MAGIC       0x4B52u /**< RK_MSG_MAGIC */
+#define RK_DEV_MSG_VERSION     1u      /**< RK_MSG_VERSION */
+#define RK_DEV_MSG_HEADER_SIZE 64u     /**< RK_MSG_HEADER_SIZE */
 
-/* The 64-byte envelope (ringkernel/message.h's rk_msg_header, which needs
+/** The 64-byte envelope (ringkernel/message.h's rk_msg_header, which needs
  * host headers). The tests check that the two layouts are identical. */
 typedef struct rk_dev_msg_header {
-    unsigned short magic;
-    unsigned char version;
-    unsigned char priority;
-    rk_dev_u32 type_id;
-    rk_dev_u32 flags;
-    rk_dev_u32 payload_len;
-    unsigned char message_id[16];
-    unsigned char correlation_id[16];
-    rk_dev_u64 send_ns;
-    rk_dev_u32 sender;
-    unsigned short type_version;
-    unsigned short reserved;
+    unsigned short magic;   /**< 0x4B52 ("RK") */
+    unsigned char version;  /**< RK_DEV_MSG_VERSION */
+    unsigned char priority; /**< 0-255, higher is more urgent */
+    rk_dev_u32 type_id;     /**< message type id of the payload, 0 = untyped */
+    rk_dev_u32 flags;       /**< RK_MSG_F_* and RK_DEV_MSG_F_* bits */
+    rk_dev_u32 payload_len; /**< bytes of payload after the header */
+    unsigned char message_id[16];     /**< UUID v7 */
+    unsigned char correlation_id[16]; /**< all zeros = none */
+    rk_dev_u64 send_ns;               /**< send timestamp */
+    rk_dev_u32 sender;           /**< sending kernel id, 0 = host or unknown */
+    unsigned short type_version; /**< layout version of the payload type */
+    unsigned short reserved;     /**< must be 0 */
 } rk_dev_msg_header;
 
-/* One lane as the host placed it: the ring's control lines and slots. */
+/** One lane as the host placed it: the ring's control lines and slots. */
 typedef struct rk_dev_lane {
-    rk_ring_ctrl *ctrl;
-    unsigned char *slots;
+    rk_ring_ctrl *ctrl;   /**< the ring's control block */
+    unsigned char *slots; /**< the ring's slot array */
 } rk_dev_lane;
 
-/*
+/**
  * The launch argument (passed by value). Arrays are indexed by block:
  * in[b * nin + i], out[b], routes[b * nroutes + r]. The arrays live in
  * memory the device can read; they are read once, at the start.
  */
 typedef struct rk_dev_kargs {
-    rk_dev_ctl *ctl;
-    const rk_dev_lane *in;
-    const rk_dev_lane *out;
-    const rk_dev_lane *routes;
-    rk_dev_u32 nin;       /* 1..RK_DEV_MAX_IN */
-    rk_dev_u32 nroutes;   /* 0..RK_DEV_MAX_ROUTES */
-    rk_dev_u32 kernel_id; /* stamped as sender (runtime slot + 1) */
-    rk_dev_u32 batch;     /* messages per receive, 1..RK_DEV_MAX_BATCH */
-    void *user;           /* the handler's own state, or NULL */
+    rk_dev_ctl *ctl;           /**< the control block */
+    const rk_dev_lane *in;     /**< input lanes, nin per block */
+    const rk_dev_lane *out;    /**< output lane, one per block */
+    const rk_dev_lane *routes; /**< K2K route lanes, nroutes per block */
+    rk_dev_u32 nin;            /**< 1..RK_DEV_MAX_IN */
+    rk_dev_u32 nroutes;        /**< 0..RK_DEV_MAX_ROUTES */
+    rk_dev_u32 kernel_id;      /**< stamped as sender (runtime slot + 1) */
+    rk_dev_u32 batch; /**< messages per receive, 1..RK_DEV_MAX_BATCH */
+    void *user;       /**< the handler's own state, or NULL */
 } rk_dev_kargs;
 
-/* A received message: header and payload in the lane's slot (read in
+/** A received message: header and payload in the lane's slot (read in
  * place; valid until the batch is released). len is the header's
  * payload_len, clipped to the slot. */
 typedef struct rk_dev_msg {
-    const rk_dev_msg_header *hdr;
-    const unsigned char *data;
-    rk_dev_u32 len;
+    const rk_dev_msg_header *hdr; /**< the envelope, in the slot */
+    const unsigned char *data;    /**< the payload, in the slot */
+    rk_dev_u32 len;               /**< payload bytes */
 } rk_dev_msg;
 
-/* The block's actor context. On a GPU it lives in shared memory, so every
+/** The block's actor context. On a GPU it lives in shared memory, so every
  * thread of the block reads what thread 0 wrote after a block sync. */
 typedef struct rk_dev_ctx {
-    rk_dev_kargs a;
+    rk_dev_kargs a; /**< the launch argument */
+    /** @{ */
+    /** This block's index, and the launch's nin, nroutes and batch. */
     rk_dev_u32 blk, nin, nroutes, batch;
-    rk_ring_ctrl *in_ctrl[RK_DEV_MAX_IN];
-    rk_ring_side in[RK_DEV_MAX_IN];
-    rk_ring_ctrl *out_ctrl;
-    rk_ring_side out;
-    rk_ring_ctrl *route_ctrl[RK_DEV_MAX_ROUTES];
-    rk_ring_side route[RK_DEV_MAX_ROUTES];
-    rk_dev_counters k;
+    /** @} */
+    rk_ring_ctrl *in_ctrl[RK_DEV_MAX_IN]; /**< this block's input rings */
+    rk_ring_side in[RK_DEV_MAX_IN]; /**< consumer state of each input ring */
+    rk_ring_ctrl *out_ctrl;         /**< this block's output ring */
+    rk_ring_side out;               /**< producer state of the output ring */
+    rk_ring_ctrl
+        *route_ctrl[RK_DEV_MAX_ROUTES]; /**< this block's route rings */
+    rk_ring_side
+        route[RK_DEV_MAX_ROUTES]; /**< producer state of each route ring */
+    rk_dev_counters k; /**< counters, published to the control block */
+    /** @{ */
+    /** Loop state: the last acknowledgement, heartbeat, idle backoff, message
+     * sequence and fault count. */
     rk_dev_u32 ack_seq, beat, backoff, msg_seq, faults;
-    rk_dev_u32 lane, n, rr; /* current batch: lane, size; next lane */
-    rk_dev_u32 flag;        /* broadcast: bool results */
-    rk_dev_i32 rc;          /* broadcast: int results */
-    unsigned char *slot;    /* broadcast: slot being written */
+    /** @} */
+    /** @{ */
+    rk_dev_u32 lane, n, rr; /**< current batch: lane, size; next lane */
+    /** @} */
+    rk_dev_u32 flag;     /**< broadcast: bool results */
+    rk_dev_i32 rc;       /**< broadcast: int results */
+    unsigned char *slot; /**< broadcast: slot being written */
 } rk_dev_ctx;
 
+/** A device handler: called for each message m with the block's context x;
+ * returns RK_OK or an error, which faults the block (supervision on the host
+ * decides). */
 typedef int (*rk_dev_handler)(rk_dev_ctx *x, const rk_dev_msg *m);
 
 /* ---------------------------------------------------------- internals */
 
+/** True on the block's thread 0 (the one that does the block's single-threaded
+ * work). */
 RK_DEV_FN int
 rk_dev_thread0(void)
 {
@@ -157,7 +174,7 @@ rk_dev__ack(rk_dev_ctx *x, rk_dev_u32 ack)
     rk_dev_ctl_ack(x->a.ctl, x->blk, ack, &x->ack_seq);
 }
 
-/* Thread 0's wait while cmd == what; returns the new command. */
+/** Thread 0's wait while cmd == what; returns the new command. */
 RK_DEV_FN rk_dev_u32
 rk_dev__wait_while(rk_dev_ctx *x, rk_dev_u32 what)
 {
@@ -169,7 +186,7 @@ rk_dev__wait_while(rk_dev_ctx *x, rk_dev_u32 what)
     return cmd;
 }
 
-/* Thread 0: 1 if any input lane holds a message (acquire of its tail). */
+/** Thread 0: 1 if any input lane holds a message (acquire of its tail). */
 RK_DEV_FN int
 rk_dev__any_input(rk_dev_ctx *x)
 {
@@ -181,7 +198,7 @@ rk_dev__any_input(rk_dev_ctx *x)
 
 /* ---------------------------------------------------------- lifecycle */
 
-/* Attaches the block to its lanes. Collective; call once at entry. */
+/** Attaches the block to its lanes. Collective; call once at entry. */
 RK_DEV_FN void
 rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
 {
@@ -216,7 +233,7 @@ rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
     rk_dev_sync_block();
 }
 
-/* Reports HELD and waits for the first command. Returns 1 if the block
+/** Reports HELD and waits for the first command. Returns 1 if the block
  * should run (RUN, or a STOP after a RUN it missed, which still drains),
  * 0 if it should exit at once (STOP before any RUN). Collective. */
 RK_DEV_FN int
@@ -233,7 +250,7 @@ rk_dev_begin(rk_dev_ctx *x)
     return (int)x->flag;
 }
 
-/*
+/**
  * The safe point. Returns 1 once the block must end: STOP was posted and
  * every input lane is empty. PAUSE acknowledges PAUSED and waits here
  * (polling with back-off) until RUN or STOP. Collective.
@@ -258,7 +275,7 @@ rk_dev_should_terminate(rk_dev_ctx *x)
     return (int)x->flag;
 }
 
-/* Flushes the counters and reports EXITED with code. Collective; the
+/** Flushes the counters and reports EXITED with code. Collective; the
  * block must return right after. */
 RK_DEV_FN void
 rk_dev_exit(rk_dev_ctx *x, rk_dev_i32 code)
@@ -272,7 +289,7 @@ rk_dev_exit(rk_dev_ctx *x, rk_dev_i32 code)
 
 /* ---------------------------------------------------------- receiving */
 
-/*
+/**
  * Takes up to x->batch messages from the next non-empty input lane
  * (round robin) and returns how many; 0 after one back-off step when all
  * lanes are empty. The batch stays in the lane until rk_dev_recv_done.
@@ -304,7 +321,7 @@ rk_dev_recv_batch(rk_dev_ctx *x)
     return x->n;
 }
 
-/* Message i (< the count rk_dev_recv_batch returned) of the batch. */
+/** Message i (< the count rk_dev_recv_batch returned) of the batch. */
 RK_DEV_FN rk_dev_msg
 rk_dev_msg_at(const rk_dev_ctx *x, rk_dev_u32 i)
 {
@@ -318,7 +335,7 @@ rk_dev_msg_at(const rk_dev_ctx *x, rk_dev_u32 i)
     return m;
 }
 
-/* Hands the first `done` messages of the batch back to their producer and
+/** Hands the first `done` messages of the batch back to their producer and
  * counts them processed. Collective: the block sync first makes every
  * thread's reads of those slots happen before the release. */
 RK_DEV_FN void
@@ -339,7 +356,7 @@ rk_dev_recv_done(rk_dev_ctx *x, rk_dev_u32 done)
     rk_dev_sync_block();
 }
 
-/* One message: like rk_dev_recv_batch with a batch of 1. Returns 1 and
+/** One message: like rk_dev_recv_batch with a batch of 1. Returns 1 and
  * fills *m, or 0 when nothing is queued. Release with rk_dev_recv_done. */
 RK_DEV_FN int
 rk_dev_recv(rk_dev_ctx *x, rk_dev_msg *m)
@@ -359,7 +376,7 @@ rk_dev_recv(rk_dev_ctx *x, rk_dev_msg *m)
 
 /* ---------------------------------------------------------- sending */
 
-/* Fills a device message id: v7-shaped, unique per (kernel, block,
+/** Fills a device message id: v7-shaped, unique per (kernel, block,
  * sequence): 48 bits of the global timer in ms, the block, the kernel id
  * and a per-block counter. */
 RK_DEV_FN void
@@ -381,7 +398,7 @@ rk_dev__msg_id(rk_dev_ctx *x, unsigned char *id, rk_dev_u64 now)
     id[15] = (unsigned char)seq;
 }
 
-/*
+/**
  * Writes one message into a lane: thread 0 waits for a free slot (polling
  * with back-off; the heartbeat keeps beating), the block copies the
  * payload in parallel, thread 0 writes the header and publishes (the
@@ -437,7 +454,7 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
     return RK_OK;
 }
 
-/* Sends to the kernel's output lane (the host, or its rk_connect route
+/** Sends to the kernel's output lane (the host, or its rk_connect route
  * through the host relay). RK_OK or RK_EMSGSIZE. Collective. */
 RK_DEV_FN int
 rk_dev_send(
@@ -447,7 +464,7 @@ rk_dev_send(
         x, x->out_ctrl, &x->out, type_id, 0, 0, 128, payload, len);
 }
 
-/* Replies to req: correlation id = req's message id, req's priority. */
+/** Replies to req: correlation id = req's message id, req's priority. */
 RK_DEV_FN int
 rk_dev_reply(rk_dev_ctx *x, const rk_dev_msg *req, rk_dev_u32 type_id,
     const void *payload, rk_dev_u32 len)
@@ -456,7 +473,7 @@ rk_dev_reply(rk_dev_ctx *x, const rk_dev_msg *req, rk_dev_u32 type_id,
         req->hdr->message_id, req->hdr->priority, payload, len);
 }
 
-/* Sends on K2K route r (another kernel's input lane, no host hop).
+/** Sends on K2K route r (another kernel's input lane, no host hop).
  * RK_OK, RK_EMSGSIZE, or RK_ENOTFOUND for a route that does not exist. */
 RK_DEV_FN int
 rk_dev_send_to(rk_dev_ctx *x, rk_dev_u32 route, rk_dev_u32 type_id,
@@ -468,7 +485,7 @@ rk_dev_send_to(rk_dev_ctx *x, rk_dev_u32 route, rk_dev_u32 type_id,
         0, 128, payload, len);
 }
 
-/* Publishes on topic index `topic` (the host relay maps it to the topic
+/** Publishes on topic index `topic` (the host relay maps it to the topic
  * name and fans it out). RK_OK, RK_EMSGSIZE or RK_EINVAL (index too big). */
 RK_DEV_FN int
 rk_dev_publish(rk_dev_ctx *x, rk_dev_u32 topic, rk_dev_u32 type_id,
@@ -483,7 +500,7 @@ rk_dev_publish(rk_dev_ctx *x, rk_dev_u32 topic, rk_dev_u32 type_id,
 
 /* ---------------------------------------------------------- counters */
 
-/* Counts an application-level error (shown as the kernel's errors). */
+/** Counts an application-level error (shown as the kernel's errors). */
 RK_DEV_FN void
 rk_dev_count_error(rk_dev_ctx *x)
 {
@@ -491,7 +508,7 @@ rk_dev_count_error(rk_dev_ctx *x)
         x->k.errors += 1;
 }
 
-/* The handler's state (rk_dev_kargs.user). */
+/** The handler's state (rk_dev_kargs.user). */
 RK_DEV_FN void *
 rk_dev_user(const rk_dev_ctx *x)
 {
@@ -500,7 +517,7 @@ rk_dev_user(const rk_dev_ctx *x)
 
 /* ---------------------------------------------------------- the loop */
 
-/*
+/**
  * The handler or actor failed with rc, holding the message at the head of
  * the current lane if a received one was not handed back (x->n != 0):
  * report FAULTED and wait (polling, heartbeat beating) for the host's
@@ -537,7 +554,7 @@ rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
     return (int)x->flag;
 }
 
-/*
+/**
  * The persistent loop: lifecycle, batches, safe points, faults, drain and
  * exit. fn is called by every thread of the block for each message; thread
  * 0's return value decides (non-zero: a fault, see rk_dev__fault).
@@ -578,12 +595,12 @@ rk_dev_run(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_handler fn)
     rk_dev_exit(x, code);
 }
 
-/* An actor: the block's own loop on rk_dev_should_terminate and
+/** An actor: the block's own loop on rk_dev_should_terminate and
  * rk_dev_recv, called once per activation (again after a restart). It
  * returns RK_OK to end the kernel, an error to fault. */
 typedef int (*rk_dev_actor)(rk_dev_ctx *x);
 
-/* The persistent loop around an actor (RK_DEV_ACTOR_KERNEL). */
+/** The persistent loop around an actor (RK_DEV_ACTOR_KERNEL). */
 RK_DEV_FN void
 rk_dev_run_actor(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_actor fn)
 {
@@ -607,7 +624,7 @@ rk_dev_run_actor(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_actor fn)
 
 /* ---------------------------------------------------------- entries */
 
-/* Declares a handler function with the right qualifiers. */
+/** Declares a handler function with the right qualifiers. */
 #define RK_DEV_HANDLER(name) RK_DEV_FN int name
 
 #if defined(RK_DEV_CUDA)
@@ -618,12 +635,14 @@ rk_dev_run_actor(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_actor fn)
         runner(&rk_dev_args_, &rk_dev_x_, fn);                                \
     }
 #else
-/* The host build of an entry: what the tests and the stand-in driver
+/** The host build of an entry: what the tests and the stand-in driver
  * run, one CPU thread per block. args points at an rk_dev_kargs. */
 typedef struct rk_dev_host_kernel {
-    const char *name;
-    rk_dev_size arg_size;
-    void (*run)(const void *args, rk_dev_u32 block, rk_dev_u32 nblocks);
+    const char *name;     /**< the entry's name */
+    rk_dev_size arg_size; /**< sizeof(rk_dev_kargs) */
+    void (*run)(const void *args, rk_dev_u32 block,
+        rk_dev_u32
+            nblocks); /**< runs block of nblocks on the calling thread */
 } rk_dev_host_kernel;
 
 #if defined(__cplusplus)
@@ -644,15 +663,15 @@ typedef struct rk_dev_host_kernel {
         = { #name, sizeof(rk_dev_kargs), name##_rk_host };
 #endif
 
-/* A persistent kernel entry `name` running handler on every block (the
+/** A persistent kernel entry `name` running handler on every block (the
  * loop is rk_dev_run). */
 #define RK_DEV_KERNEL(name, handler) RK_DEV__ENTRY(name, rk_dev_run, handler)
 
-/* A persistent kernel entry `name` running the actor on every block. */
+/** A persistent kernel entry `name` running the actor on every block. */
 #define RK_DEV_ACTOR_KERNEL(name, actor)                                      \
     RK_DEV__ENTRY(name, rk_dev_run_actor, actor)
 
-/* Declares an actor function with the right qualifiers. */
+/** Declares an actor function with the right qualifiers. */
 #define RK_DEV_ACTOR(name) RK_DEV_FN int name
 
 #endif /* RINGKERNEL_DEV_KERNEL_H */

@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/error.h - the library's error codes.
  *
  * Every function that can fail returns an int: RK_OK (0) on success or one
@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-/*
+/**
  * X(NAME, message). Codes are numbered in list order starting at 0, so new
  * codes go at the end of their section and a released code is never
  * renumbered within an ABI version.
@@ -68,6 +68,8 @@ extern "C" {
     /* cluster */                                                             \
     X(EUNREACHABLE, "kernel is on a rank that died or left the cluster")
 
+/** The error codes: RK_OK and the RK_E* codes of RK_ERRNO_MAP, in list order.
+ * RK__ERR_COUNT is one past the last. */
 typedef enum rk_err {
 #define RK__ERR_ENUM(name, msg) RK_##name,
     RK_ERRNO_MAP(RK__ERR_ENUM)
@@ -75,17 +77,17 @@ typedef enum rk_err {
         RK__ERR_COUNT
 } rk_err;
 
-/* A static, human-readable message for err ("timed out"). Never NULL; an
+/** A static, human-readable message for err ("timed out"). Never NULL; an
  * unknown code gives "unknown error". */
 const char *
 rk_strerror(int err);
 
-/* The code's symbolic name ("RK_ETIMEDOUT"). Never NULL; an unknown code
+/** The code's symbolic name ("RK_ETIMEDOUT"). Never NULL; an unknown code
  * gives "RK_E?". */
 const char *
 rk_err_name(int err);
 
-/* Detail about the most recent failure on the calling thread, or "" when
+/** Detail about the most recent failure on the calling thread, or "" when
  * the failing call left none. The string is thread-local and is overwritten
  * by the next failing call on this thread. */
 const char *

@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/log.h - where the library's own diagnostics go.
  *
  * The library never writes to stderr (or anywhere else) on its own. The
@@ -18,15 +18,16 @@
 extern "C" {
 #endif
 
+/** Severity of a library log message. */
 typedef enum rk_log_level {
-    RK_LOG_DEBUG = 0,
-    RK_LOG_INFO = 1,
-    RK_LOG_WARN = 2,
-    RK_LOG_ERROR = 3,
-    RK_LOG_FATAL = 4
+    RK_LOG_DEBUG = 0, /**< detail for developers */
+    RK_LOG_INFO = 1,  /**< normal events worth noting */
+    RK_LOG_WARN = 2,  /**< something went wrong but the library carried on */
+    RK_LOG_ERROR = 3, /**< an operation failed */
+    RK_LOG_FATAL = 4  /**< a broken invariant; the process aborts */
 } rk_log_level;
 
-/*
+/**
  * The callback receives the level, one formatted message (no trailing
  * newline, NUL-terminated, at most 511 bytes; the library owns it and it
  * is valid only during the call) and the user pointer given to
@@ -36,19 +37,19 @@ typedef enum rk_log_level {
  */
 typedef void (*rk_log_fn)(rk_log_level level, const char *msg, void *user);
 
-/*
+/**
  * Installs fn with its user pointer (fn NULL: drop every message, the
  * default). Thread-safe; a message being delivered while the callback
  * changes goes to the old or the new one, never to a mix of the two.
  */
 void rk_set_log(rk_log_fn fn, void *user);
 
-/* Messages below min_level are not formatted or delivered (default
+/** Messages below min_level are not formatted or delivered (default
  * RK_LOG_INFO). Returns RK_OK, or RK_EINVAL for a level outside
  * RK_LOG_DEBUG..RK_LOG_FATAL. */
 int rk_set_log_level(rk_log_level min_level);
 
-/* "debug", "info", "warn", "error", "fatal"; "?" for anything else. */
+/** "debug", "info", "warn", "error", "fatal"; "?" for anything else. */
 const char *rk_log_level_name(rk_log_level level);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/message.h - message envelope, ids, typed messages, codecs.
  *
  * Every message that travels through a ringkernel queue is one slot holding
@@ -44,15 +44,16 @@ extern "C" {
 
 /* ------------------------------------------------------------------ ids */
 
-/* A 16-byte UUID in RFC 9562 byte order (big-endian fields, as printed). */
+/** A 16-byte UUID in RFC 9562 byte order (big-endian fields, as printed). */
 typedef struct rk_uuid {
-    uint8_t b[16];
+    uint8_t b[16]; /**< the 16 bytes, most significant first */
 } rk_uuid;
 
-/* Length of the canonical text form "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx". */
+/** Length of the canonical text form "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+ */
 #define RK_UUID_STRLEN 36
 
-/*
+/**
  * A new UUID version 7: 48-bit Unix milliseconds, then a 42-bit per-thread
  * counter, then 32 random bits. Ids from one thread strictly increase; ids
  * from different threads sort by their millisecond. Lock-free: all state is
@@ -60,19 +61,19 @@ typedef struct rk_uuid {
  */
 rk_uuid rk_uuid_v7(void);
 
-/* True if every byte of u is zero (the "none" correlation id); u NULL
+/** True if every byte of u is zero (the "none" correlation id); u NULL
  * counts as nil. */
 bool rk_uuid_is_nil(const rk_uuid *u);
 
-/* memcmp order, which for v7 ids is time order. NULL sorts before any
+/** memcmp order, which for v7 ids is time order. NULL sorts before any
  * id (and equals NULL). */
 int rk_uuid_cmp(const rk_uuid *a, const rk_uuid *b);
 
-/* Writes the 36-character lower-case form plus a NUL into out. u NULL
+/** Writes the 36-character lower-case form plus a NUL into out. u NULL
  * writes the nil id; out NULL does nothing. */
 void rk_uuid_format(const rk_uuid *u, char out[RK_UUID_STRLEN + 1]);
 
-/*
+/**
  * Parses the forms Python's uuid.UUID(str) accepts: 32 hex digits, hyphens
  * anywhere, optional "urn:uuid:" prefix, optional braces. s need not be NUL
  * terminated. RK_EDECODE (detail says why) on anything else, RK_EINVAL if
@@ -82,19 +83,23 @@ int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
 
 /* ------------------------------------------------------------ envelope */
 
-#define RK_MSG_HEADER_SIZE      64
-#define RK_MSG_MAGIC            0x4B52u /* bytes 'R','K' */
-#define RK_MSG_VERSION          1u
+#define RK_MSG_HEADER_SIZE 64      /**< bytes of rk_msg_header on the wire */
+#define RK_MSG_MAGIC       0x4B52u /**< bytes 'R','K' */
+/** the envelope version this library writes */
+#define RK_MSG_VERSION 1u
+/** the priority of a message that sets none */
 #define RK_MSG_PRIORITY_DEFAULT 128u
 
-/* rk_msg_header.flags. Bits 0-7 belong to this layer; bits 8-31 are free
+/** rk_msg_header.flags. Bits 0-7 belong to this layer; bits 8-31 are free
  * for the runtime (RK_MSG_F_USER_SHIFT). */
-#define RK_MSG_F_MSGPACK       0x1u /* payload is a msgpack map (rk_msg_encode) */
-#define RK_MSG_F_FIXED         0x2u /* payload is a fixed layout (rk_msg_fixed_*) */
-#define RK_MSG_F_ENCODING_MASK 0x3u
-#define RK_MSG_F_USER_SHIFT    8
+/** payload is a msgpack map (rk_msg_encode) */
+#define RK_MSG_F_MSGPACK 0x1u
+/** payload is a fixed layout (rk_msg_fixed_*) */
+#define RK_MSG_F_FIXED         0x2u
+#define RK_MSG_F_ENCODING_MASK 0x3u /**< the encoding bits */
+#define RK_MSG_F_USER_SHIFT    8    /**< first bit free for the runtime */
 
-/*
+/**
  * The envelope at the front of every queue slot. Layout (all little-endian,
  * version 1; docs/wire-format.md):
  *
@@ -115,18 +120,18 @@ int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
  * A plain value type: copy it freely; it owns nothing.
  */
 typedef struct rk_msg_header {
-    uint16_t magic;
-    uint8_t version;
-    uint8_t priority;
-    uint32_t type_id;
-    uint32_t flags;
-    uint32_t payload_len;
-    rk_uuid message_id;
-    rk_uuid correlation_id;
-    uint64_t send_ns;
-    uint32_t sender;
-    uint16_t type_version;
-    uint16_t reserved;
+    uint16_t magic;         /**< 0x4B52 ("RK") */
+    uint8_t version;        /**< RK_MSG_VERSION */
+    uint8_t priority;       /**< 0-255, higher is more urgent */
+    uint32_t type_id;       /**< rk_msgtype.id of the payload, 0 = untyped */
+    uint32_t flags;         /**< RK_MSG_F_* bits */
+    uint32_t payload_len;   /**< bytes of payload after the header */
+    rk_uuid message_id;     /**< UUID v7 */
+    rk_uuid correlation_id; /**< all zeros = none */
+    uint64_t send_ns;       /**< rk_now_ns() when sent */
+    uint32_t sender;        /**< sending kernel id, 0 = host or unknown */
+    uint16_t type_version;  /**< rk_msgtype.version of the payload */
+    uint16_t reserved;      /**< must be 0 */
 } rk_msg_header;
 
 #if !defined(__cplusplus)
@@ -138,27 +143,27 @@ _Static_assert(offsetof(rk_msg_header, send_ns) == 48, "layout");
 _Static_assert(offsetof(rk_msg_header, type_version) == 60, "layout");
 #endif
 
-/*
+/**
  * Fills h: magic, version, a fresh rk_uuid_v7() message id, no correlation,
  * the given type id and priority, send_ns = rk_now_ns(), everything else 0.
  * h NULL does nothing (as for the two setters below).
  */
 void rk_msg_header_init(rk_msg_header *h, uint32_t type_id, uint8_t priority);
 
-/* Makes h a reply to orig: h's correlation id becomes orig's message id.
+/** Makes h a reply to orig: h's correlation id becomes orig's message id.
  * Either NULL: does nothing. */
 void rk_msg_reply(rk_msg_header *h, const rk_msg_header *orig);
 
-/* Sets h's correlation id to corr (NULL or nil clears it). */
+/** Sets h's correlation id to corr (NULL or nil clears it). */
 void rk_msg_with_correlation(rk_msg_header *h, const rk_uuid *corr);
 
-/*
+/**
  * Writes h as 64 wire bytes to dst. RK_EINVAL if h or dst is NULL,
  * RK_EMSGSIZE if cap < 64.
  */
 int rk_msg_header_write(const rk_msg_header *h, void *dst, size_t cap);
 
-/*
+/**
  * Parses and checks the envelope at the front of a slot of len bytes:
  * RK_ETRUNCATED if len < 64 or payload_len exceeds len - 64, RK_EDECODE on
  * a bad magic, non-zero reserved bits or both encodings flagged,
@@ -170,7 +175,7 @@ int rk_msg_header_parse(const void *buf, size_t len, rk_msg_header *out);
 
 /* ------------------------------------------------------- type descriptor */
 
-/* Element kinds (scalars and array elements). */
+/** Element kinds (scalars and array elements). */
 typedef enum rk_fkind {
     RK_FK_BOOL,
     RK_FK_INT8,
@@ -183,118 +188,153 @@ typedef enum rk_fkind {
     RK_FK_UINT64,
     RK_FK_FLOAT,
     RK_FK_DOUBLE,
-    RK_FK_NONE /* for string, bytes, nested */
+    RK_FK_NONE /**< for string, bytes, nested */
 } rk_fkind;
 
-/* Field shapes. */
+/** Field shapes. */
 typedef enum rk_fclass {
-    RK_FC_SCALAR, /* one element */
-    RK_FC_ARRAY,  /* count elements inline */
-    RK_FC_VLA,    /* rk_vla_*: up to count elements, heap */
-    RK_FC_BYTES,  /* rk_bytes: up to count bytes, heap */
-    RK_FC_STRING, /* rk_str: up to count bytes of UTF-8, heap */
-    RK_FC_NESTED  /* an inline struct of another message type */
+    RK_FC_SCALAR, /**< one element */
+    RK_FC_ARRAY,  /**< count elements inline */
+    RK_FC_VLA,    /**< rk_vla_*: up to count elements, heap */
+    RK_FC_BYTES,  /**< rk_bytes: up to count bytes, heap */
+    RK_FC_STRING, /**< rk_str: up to count bytes of UTF-8, heap */
+    RK_FC_NESTED  /**< an inline struct of another message type */
 } rk_fclass;
 
 struct rk_msgtype;
 
-/* One field of a message type. Static, produced by RK_MSGTYPE_DEFINE. */
+/** One field of a message type. Static, produced by RK_MSGTYPE_DEFINE. */
 typedef struct rk_msgfield {
-    const char *name;  /* C member name = wire key */
-    uint32_t name_len; /* strlen(name) */
-    uint8_t cls;       /* rk_fclass */
-    uint8_t kind;      /* rk_fkind of the element */
-    uint16_t reserved;
-    uint32_t elem_size; /* bytes of one element (NESTED: the struct) */
-    uint32_t offset;    /* offsetof(struct, member) */
-    uint32_t count;     /* ARRAY: length; VLA/BYTES/STRING: maximum length */
-    const struct rk_msgtype *nested; /* NESTED only */
+    const char *name;   /**< C member name = wire key */
+    uint32_t name_len;  /**< strlen(name) */
+    uint8_t cls;        /**< rk_fclass */
+    uint8_t kind;       /**< rk_fkind of the element */
+    uint16_t reserved;  /**< 0 */
+    uint32_t elem_size; /**< bytes of one element (NESTED: the struct) */
+    uint32_t offset;    /**< offsetof(struct, member) */
+    uint32_t count;     /**< ARRAY: length; VLA/BYTES/STRING: maximum length */
+    const struct rk_msgtype *nested; /**< NESTED only */
 } rk_msgfield;
 
-/*
+/**
  * A message type. Static and immutable, produced by RK_MSGTYPE_DEFINE;
  * descriptors are compared by address.
  */
 typedef struct rk_msgtype {
-    const char *name; /* wire "__type__" (the Python class name) */
-    uint32_t id;      /* non-zero; rk_msg_header.type_id */
-    uint16_t version; /* layout version, rk_msg_header.type_version */
-    uint16_t nfields;
-    uint32_t size;       /* sizeof the C struct */
-    uint32_t fixed_size; /* == size if fixed-layout capable, else 0 */
-    uint32_t nbools;     /* bool elements anywhere in the fixed form */
-    const rk_msgfield *(*fields)(void); /* the field table, nfields long */
+    const char *name;    /**< wire "__type__" (the Python class name) */
+    uint32_t id;         /**< non-zero; rk_msg_header.type_id */
+    uint16_t version;    /**< layout version, rk_msg_header.type_version */
+    uint16_t nfields;    /**< entries in the field table */
+    uint32_t size;       /**< sizeof the C struct */
+    uint32_t fixed_size; /**< == size if fixed-layout capable, else 0 */
+    uint32_t nbools;     /**< bool elements anywhere in the fixed form */
+    const rk_msgfield *(*fields)(void); /**< the field table, nfields long */
 } rk_msgtype;
 
-/* The field table of t (t->nfields entries). */
+/** The field table of t (t->nfields entries). */
 static inline const rk_msgfield *
 rk_msgtype_fields(const rk_msgtype *t)
 {
     return t->fields();
 }
 
-/* Heap-owned variable-length values in decoded structs (see rk_msg_free). */
+/** Heap-owned variable-length values in decoded structs (see rk_msg_free). */
 typedef struct rk_str {
-    char *ptr; /* NUL-terminated after decode (len excludes the NUL) */
-    uint32_t len;
+    char *ptr;    /**< NUL-terminated after decode (len excludes the NUL) */
+    uint32_t len; /**< length in bytes, without the NUL */
 } rk_str;
+/** A byte string, heap-owned after decode like rk_str. */
 typedef struct rk_bytes {
-    uint8_t *ptr;
-    uint32_t len;
+    uint8_t *ptr; /**< the bytes, len of them */
+    uint32_t len; /**< number of bytes */
 } rk_bytes;
 #define RK__VLA_TYPEDEF(T, ct)                                                \
     typedef struct T {                                                        \
-        ct *ptr;                                                              \
-        uint32_t len;                                                         \
+        ct *ptr;      /**< the elements, len of them */                       \
+        uint32_t len; /**< number of elements */                              \
     } T;
+/** A heap-owned variable-length array of bool (an RK_VLA field after decode).
+ */
 RK__VLA_TYPEDEF(rk_vla_bool, bool)
+/** A heap-owned variable-length array of int8_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_i8, int8_t)
+/** A heap-owned variable-length array of int16_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_i16, int16_t)
+/** A heap-owned variable-length array of int32_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_i32, int32_t)
+/** A heap-owned variable-length array of int64_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_i64, int64_t)
+/** A heap-owned variable-length array of uint8_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_u8, uint8_t)
+/** A heap-owned variable-length array of uint16_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_u16, uint16_t)
+/** A heap-owned variable-length array of uint32_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_u32, uint32_t)
+/** A heap-owned variable-length array of uint64_t (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_u64, uint64_t)
+/** A heap-owned variable-length array of float (an RK_VLA field after decode).
+ */
 RK__VLA_TYPEDEF(rk_vla_f32, float)
+/** A heap-owned variable-length array of double (an RK_VLA field after
+ * decode). */
 RK__VLA_TYPEDEF(rk_vla_f64, double)
 
 /* ------------------------------------------------ field-list vocabulary */
-/*
+/**
  * Field specs for X(name, spec) entries. Each expands to a tuple
  * (class, kind, C type, count, nested type) that the RK_MSGTYPE_* macros
  * take apart; treat them as opaque.
  */
-#define RK_BOOL   (rk__scalar, rk__bool, bool, 0, rk__none)
-#define RK_INT8   (rk__scalar, rk__i8, int8_t, 0, rk__none)
-#define RK_INT16  (rk__scalar, rk__i16, int16_t, 0, rk__none)
-#define RK_INT32  (rk__scalar, rk__i32, int32_t, 0, rk__none)
-#define RK_INT64  (rk__scalar, rk__i64, int64_t, 0, rk__none)
-#define RK_UINT8  (rk__scalar, rk__u8, uint8_t, 0, rk__none)
+#define RK_BOOL (rk__scalar, rk__bool, bool, 0, rk__none)
+/** a scalar int8_t */
+#define RK_INT8 (rk__scalar, rk__i8, int8_t, 0, rk__none)
+/** a scalar int16_t */
+#define RK_INT16 (rk__scalar, rk__i16, int16_t, 0, rk__none)
+/** a scalar int32_t */
+#define RK_INT32 (rk__scalar, rk__i32, int32_t, 0, rk__none)
+/** a scalar int64_t */
+#define RK_INT64 (rk__scalar, rk__i64, int64_t, 0, rk__none)
+/** a scalar uint8_t */
+#define RK_UINT8 (rk__scalar, rk__u8, uint8_t, 0, rk__none)
+/** a scalar uint16_t */
 #define RK_UINT16 (rk__scalar, rk__u16, uint16_t, 0, rk__none)
+/** a scalar uint32_t */
 #define RK_UINT32 (rk__scalar, rk__u32, uint32_t, 0, rk__none)
+/** a scalar uint64_t */
 #define RK_UINT64 (rk__scalar, rk__u64, uint64_t, 0, rk__none)
-#define RK_FLOAT  (rk__scalar, rk__f32, float, 0, rk__none)
+/** a scalar float */
+#define RK_FLOAT (rk__scalar, rk__f32, float, 0, rk__none)
+/** a scalar double */
 #define RK_DOUBLE (rk__scalar, rk__f64, double, 0, rk__none)
-/* elem is one of the scalar specs above; n > 0. */
+/** elem is one of the scalar specs above; n > 0. */
 #define RK_ARRAY(elem, n)                                                     \
     (rk__array, RK__SPEC_KIND elem, RK__SPEC_CTYPE elem, n, rk__none)
-/* Up to max elements (decode refuses more with RK_ETOOBIG). */
+/** Up to max elements (decode refuses more with RK_ETOOBIG). */
 #define RK_VLA(elem, max)                                                     \
     (rk__vla, RK__SPEC_KIND elem, RK__SPEC_CTYPE elem, max, rk__none)
-#define RK_BYTES(max)  (rk__bytes, rk__none, uint8_t, max, rk__none)
+/** Up to max bytes (an rk_bytes member). */
+#define RK_BYTES(max) (rk__bytes, rk__none, uint8_t, max, rk__none)
+/** A string of up to max bytes (an rk_str member). */
 #define RK_STRING(max) (rk__string, rk__none, char, max, rk__none)
-/* T is another type declared with RK_MSGTYPE_DECLARE. */
+/** T is another type declared with RK_MSGTYPE_DECLARE. */
 #define RK_NESTED(T) (rk__nested, rk__none, T, 0, T)
 
 #define RK__SPEC_KIND(c, k, t, n, x)  k
 #define RK__SPEC_CTYPE(c, k, t, n, x) t
 #define RK__UNPACK(...)               __VA_ARGS__
 #define RK__APPLY(m, name, ...)       m(name, __VA_ARGS__)
-/* RK__FIELD(m, name, spec) calls m(name, cls, kind, ctype, n, nested). */
+/** RK__FIELD(m, name, spec) calls m(name, cls, kind, ctype, n, nested). */
 #define RK__FIELD(m, name, spec) RK__APPLY(m, name, RK__UNPACK spec)
 
-/* struct members */
+/** struct members */
 #define RK__MEMBER(name, spec)               RK__FIELD(RK__MEMBER_I, name, spec)
 #define RK__MEMBER_I(name, c, k, t, n, x)    RK__MEMBER_##c(name, k, t, n)
 #define RK__MEMBER_rk__scalar(name, k, t, n) t name;
@@ -315,7 +355,7 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
 #define RK__VLA_rk__f32                      rk_vla_f32
 #define RK__VLA_rk__f64                      rk_vla_f64
 
-/* +1 if the field is variable-length (makes the type non-fixed) */
+/** +1 if the field is variable-length (makes the type non-fixed) */
 #define RK__ISVAR(name, spec)            RK__FIELD(RK__ISVAR_I, name, spec)
 #define RK__ISVAR_I(name, c, k, t, n, x) +RK__ISVAR_##c(x)
 #define RK__ISVAR_rk__scalar(x)          0
@@ -325,7 +365,7 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
 #define RK__ISVAR_rk__string(x)          1
 #define RK__ISVAR_rk__nested(x)          x##__rk_var
 
-/* number of bool elements in the fixed form */
+/** number of bool elements in the fixed form */
 #define RK__NBOOL(name, spec)            RK__FIELD(RK__NBOOL_I, name, spec)
 #define RK__NBOOL_I(name, c, k, t, n, x) +RK__NBOOL_##c(k, n, x)
 #define RK__NBOOL_rk__scalar(k, n, x)    RK__ISBOOL_##k
@@ -354,7 +394,7 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
 #define RK__STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #endif
 
-/* descriptor entries; rk__self is a block-scope typedef of the struct */
+/** descriptor entries; rk__self is a block-scope typedef of the struct */
 #define RK__FENTRY(name, spec) RK__FIELD(RK__FENTRY_I, name, spec)
 #define RK__FENTRY_I(name, c, k, t, n, x)                                     \
     { #name, (uint32_t)(sizeof(#name) - 1), (uint8_t)RK__FC_##c,              \
@@ -386,7 +426,7 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
 #define RK__NESTED_rk__string(x) NULL
 #define RK__NESTED_rk__nested(x) &x##_msgtype
 
-/*
+/**
  * RK_MSGTYPE_DECLARE(T, FIELDS): the struct `T` (typedef'd), the extern
  * descriptor `T_msgtype`, and compile-time constants RK_MSGTYPE_FIXED(T)
  * (1 if the type has no variable-length field, so it has a fixed layout).
@@ -402,9 +442,11 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
     };                                                                        \
     extern const rk_msgtype T##_msgtype
 
+/** 1 if T (declared with RK_MSGTYPE_DECLARE) has a fixed layout, else 0; a
+ * constant expression. */
 #define RK_MSGTYPE_FIXED(T) (!T##__rk_var)
 
-/*
+/**
  * RK_MSGTYPE_DEFINE(T, name, id, FIELDS): the descriptor, in exactly one
  * .c file. name is the wire "__type__" string, id a non-zero uint32 unique
  * among registered types. RK_MSGTYPE_DEFINE_V adds a layout version
@@ -432,18 +474,19 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
         (uint32_t)T##__rk_nbools,                                             \
         T##__rk_fields,                                                       \
     }
+/** RK_MSGTYPE_DEFINE_V with layout version 1. */
 #define RK_MSGTYPE_DEFINE(T, tname, tid, FIELDS)                              \
     RK_MSGTYPE_DEFINE_V(T, tname, tid, 1, FIELDS)
 
-/* Most fields a type may have (decode tracks them in a 64-bit mask). */
+/** Most fields a type may have (decode tracks them in a 64-bit mask). */
 #define RK_MSG_MAX_FIELDS 64
 
 /* ------------------------------------------------------------ msgpack */
 
-/* rk_msg_decode flags */
-#define RK_MSG_STRICT 0x1u /* an unknown key is RK_EFIELDUNKNOWN */
+/** rk_msg_decode flags */
+#define RK_MSG_STRICT 0x1u /**< an unknown key is RK_EFIELDUNKNOWN */
 
-/*
+/**
  * Encodes obj (a struct of type t) and the envelope fields of h (message
  * id, correlation id, priority; h NULL = a fresh id, priority 128, no
  * correlation) as one msgpack map into buf[0..cap). *len receives the byte
@@ -459,7 +502,7 @@ RK__VLA_TYPEDEF(rk_vla_f64, double)
 int rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
     void *buf, size_t cap, size_t *len);
 
-/*
+/**
  * Decodes the msgpack map in buf[0..len) into obj (a struct of type t,
  * overwritten entirely) and, if h_out is not NULL, its message id,
  * correlation id and priority into *h_out (other header fields untouched).
@@ -482,7 +525,7 @@ int rk_msg_encode(const rk_msgtype *t, const rk_msg_header *h, const void *obj,
 int rk_msg_decode(const rk_msgtype *t, const void *buf, size_t len, void *obj,
     rk_msg_header *h_out, unsigned flags);
 
-/*
+/**
  * Frees the variable-length fields of obj (as filled by rk_msg_decode, or
  * set by the caller to malloc'd memory) and sets them to NULL/0. Safe on a
  * zeroed struct and on a fixed-layout type (does nothing); t or obj NULL
@@ -499,34 +542,34 @@ void rk_msg_free(const rk_msgtype *t, void *obj);
  * GPU code compiled from the same declaration reads it in place.
  */
 
-/* Size of t's fixed form, 0 if t has variable-length fields or is NULL. */
+/** Size of t's fixed form, 0 if t has variable-length fields or is NULL. */
 static inline size_t
 rk_msg_fixed_size(const rk_msgtype *t)
 {
     return t != NULL ? t->fixed_size : 0;
 }
 
-/* Copies obj's fixed form to dst. RK_EINVAL if t, obj or dst is NULL,
+/** Copies obj's fixed form to dst. RK_EINVAL if t, obj or dst is NULL,
  * RK_ENOTSUP if t is not fixed-layout, RK_EMSGSIZE if
  * cap < rk_msg_fixed_size(t). */
 int rk_msg_fixed_write(
     const rk_msgtype *t, const void *obj, void *dst, size_t cap);
 
-/* Reads a fixed form of exactly len bytes from src into obj. RK_ENOTSUP if
+/** Reads a fixed form of exactly len bytes from src into obj. RK_ENOTSUP if
  * t is not fixed-layout, RK_ETRUNCATED if len is short, RK_EDECODE if it is
  * long or a bool byte is neither 0 nor 1 (obj is then zeroed), RK_EINVAL
  * if t or obj is NULL, or src is NULL with len > 0 (obj untouched). */
 int rk_msg_fixed_read(
     const rk_msgtype *t, const void *src, size_t len, void *obj);
 
-/* A 64-bit fingerprint of t's layout (name, field names, kinds, offsets,
+/** A 64-bit fingerprint of t's layout (name, field names, kinds, offsets,
  * counts, nested layouts), for two programs to check they agree. 0 for
  * NULL. */
 uint64_t rk_msgtype_layout_hash(const rk_msgtype *t);
 
 /* ----------------------------------------------------------- registry */
 
-/*
+/**
  * Registers t (which must stay valid for the life of the process; static
  * descriptors do). Thread-safe. Registering the same descriptor again is
  * RK_OK. RK_EEXIST if another type has t's id or name (detail names both),
@@ -535,23 +578,25 @@ uint64_t rk_msgtype_layout_hash(const rk_msgtype *t);
  */
 int rk_msgtype_register(const rk_msgtype *t);
 
-#define RK_MSGTYPE_MAX 1024
+#define RK_MSGTYPE_MAX 1024 /**< most types the registry holds */
 
-/* Lock-free look-ups; NULL if not registered (or name is NULL). name need
+/** Lock-free look-ups; NULL if not registered (or name is NULL). name need
  * not be NUL-terminated in the _n form, and may hold NUL bytes there (a
  * wire "__type__" can): only an exact match of all len bytes is found. */
 const rk_msgtype *rk_msgtype_by_id(uint32_t id);
+/** The registered type whose name is the NUL-terminated name. */
 const rk_msgtype *rk_msgtype_by_name(const char *name);
+/** The registered type whose name is exactly the len bytes at name. */
 const rk_msgtype *rk_msgtype_by_name_n(const char *name, size_t len);
 
-/*
+/**
  * RK_OK if got is expected (same descriptor), else RK_ETYPE with a detail
  * naming both ("expected VectorAdd (id 42), got Ping (id 7)"). got NULL is
  * also RK_ETYPE.
  */
 int rk_msgtype_check(const rk_msgtype *expected, const rk_msgtype *got);
 
-/* RK_OK if h carries a payload of type expected (type id and version),
+/** RK_OK if h carries a payload of type expected (type id and version),
  * else RK_ETYPE naming both types (the other looked up by id); RK_EINVAL if
  * either is NULL. */
 int rk_msg_header_check(const rk_msg_header *h, const rk_msgtype *expected);

@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/metrics.h - the runtime's figures for Prometheus and for
  * scripts: an optional HTTP endpoint and the renderers behind it.
  *
@@ -38,48 +38,52 @@
 extern "C" {
 #endif
 
+/** An opaque metrics collector and optional HTTP server; the caller owns it.
+ */
 typedef struct rk_metrics rk_metrics;
 
-/* Where the endpoint listens when no address is given. */
+/** Where the endpoint listens when no address is given. */
 #define RK_METRICS_DEFAULT_ADDR "127.0.0.1:9464"
-/* The environment variable rk_metrics_serve_env() reads. */
+/** The environment variable rk_metrics_serve_env() reads. */
 #define RK_METRICS_ENV "RK_METRICS_ADDR"
 
+/** What a collector reports and how its server behaves; zeroed fields mean the
+ * defaults shown. */
 typedef struct rk_metrics_config {
-    /* Kernels to report: a NULL-terminated list of ids, or NULL to report
+    /** Kernels to report: a NULL-terminated list of ids, or NULL to report
      * every kernel registered at the time of each scrape. */
     const char *const *kernels;
-    /* Topics to report (NULL-terminated), or NULL to report every topic
+    /** Topics to report (NULL-terminated), or NULL to report every topic
      * the runtime has at each scrape (rk_runtime_topic_names) unless some
      * are added later with rk_metrics_add_topic(). */
     const char *const *topics;
-    bool no_gpu_monitor;  /* skip the NVML gauges even when NVML is there */
-    uint32_t max_request; /* largest request head accepted, bytes (0: 8192);
+    bool no_gpu_monitor;  /**< skip the NVML gauges even when NVML is there */
+    uint32_t max_request; /**< largest request head accepted, bytes (0: 8192);
                              a larger one is refused by the server */
-    uint32_t max_clients; /* connections at once (0: 16) */
+    uint32_t max_clients; /**< connections at once (0: 16) */
 } rk_metrics_config;
 
-/* Output formats of rk_metrics_render. */
+/** Output formats of rk_metrics_render. */
 typedef enum rk_metrics_format {
-    RK_METRICS_PROMETHEUS = 0, /* text/plain; version=0.0.4 */
-    RK_METRICS_JSON = 1        /* application/json, one object */
+    RK_METRICS_PROMETHEUS = 0, /**< text/plain; version=0.0.4 */
+    RK_METRICS_JSON = 1        /**< application/json, one object */
 } rk_metrics_format;
 
-/* Creates a collector for rt (cfg NULL or zeroed: the defaults). No server
+/** Creates a collector for rt (cfg NULL or zeroed: the defaults). No server
  * yet. The lists in cfg are copied. On success the caller owns *out.
  * RK_EINVAL, RK_ENOMEM. */
 int rk_metrics_create(
     rk_metrics **out, rk_runtime *rt, const rk_metrics_config *cfg);
 
-/* Stops the endpoint if it runs (waits for the scrape in progress) and
+/** Stops the endpoint if it runs (waits for the scrape in progress) and
  * frees the collector. NULL is a no-op. */
 void rk_metrics_destroy(rk_metrics *m);
 
-/* Adds a topic to the report (copied; a second add of the same name does
+/** Adds a topic to the report (copied; a second add of the same name does
  * nothing). RK_EINVAL for NULL or a name longer than RK_ID_MAX. */
 int rk_metrics_add_topic(rk_metrics *m, const char *topic);
 
-/*
+/**
  * Renders the current figures. On success *out is a NUL-terminated string
  * the caller frees with free(), and *len (may be NULL) its length.
  * RK_EINVAL, RK_ENOMEM. A kernel that disappears while the report is made
@@ -88,7 +92,7 @@ int rk_metrics_add_topic(rk_metrics *m, const char *topic);
 int rk_metrics_render(
     rk_metrics *m, rk_metrics_format fmt, char **out, size_t *len);
 
-/*
+/**
  * Starts the HTTP endpoint on addr: "HOST:PORT" with HOST an IPv4 address
  * or "localhost" ("0.0.0.0" for every interface); NULL means
  * RK_METRICS_DEFAULT_ADDR, loopback. PORT 0 picks a free port
@@ -99,19 +103,19 @@ int rk_metrics_render(
  */
 int rk_metrics_listen(rk_metrics *m, const char *addr);
 
-/* The port the endpoint listens on, 0 when it does not. */
+/** The port the endpoint listens on, 0 when it does not. */
 uint16_t rk_metrics_port(const rk_metrics *m);
 
-/* The one call: rk_metrics_create with the defaults, then
+/** The one call: rk_metrics_create with the defaults, then
  * rk_metrics_listen(addr). On failure *out is NULL and nothing is left
  * running. */
 int rk_metrics_serve(rk_runtime *rt, const char *addr, rk_metrics **out);
 
-/* rk_metrics_serve at $RK_METRICS_ADDR when that variable is set and not
+/** rk_metrics_serve at $RK_METRICS_ADDR when that variable is set and not
  * empty; otherwise RK_OK with *out NULL (metrics off). */
 int rk_metrics_serve_env(rk_runtime *rt, rk_metrics **out);
 
-/* True when this build of the library has the HTTP endpoint. */
+/** True when this build of the library has the HTTP endpoint. */
 bool rk_metrics_http_available(void);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/pool.h - memory pools with size classes and statistics.
  *
  * A pool hands out blocks rounded up to a power-of-two size class and keeps
@@ -47,82 +47,89 @@
 extern "C" {
 #endif
 
+/** Where a pool's memory comes from (the variants in the file comment). */
 typedef enum rk_pool_kind {
-    RK_POOL_HOST = 0,
-    RK_POOL_PINNED = 1,
-    RK_POOL_DEVICE = 2,
-    RK_POOL_MALLOC = 3
+    RK_POOL_HOST = 0, /**< ordinary host memory, cached per size class */
+    RK_POOL_PINNED
+    = 1, /**< page-locked, device-mapped host memory; needs CUDA */
+    RK_POOL_DEVICE = 2, /**< GPU memory; needs CUDA */
+    RK_POOL_MALLOC = 3  /**< pass-through to the allocator, nothing cached */
 } rk_pool_kind;
 
-/* "host", "pinned", "device", "malloc". Never NULL. */
+/** "host", "pinned", "device", "malloc". Never NULL. */
 const char *rk_pool_kind_name(rk_pool_kind kind);
 
-/*
+/**
  * Allocator hooks for the backing memory of RK_POOL_HOST and
  * RK_POOL_MALLOC (CUDA variants always use the driver). alloc returns
  * size bytes aligned to align (a power of two) or NULL; free receives the
  * same size. NULL hooks mean aligned_alloc/free.
  */
 typedef struct rk_allocator {
-    void *(*alloc)(void *ctx, size_t size, size_t align);
-    void (*free)(void *ctx, void *ptr, size_t size);
-    void *ctx;
+    void *(*alloc)(void *ctx, size_t size,
+        size_t align); /**< returns size bytes aligned to align, or NULL */
+    void (*free)(void *ctx, void *ptr,
+        size_t size); /**< releases a block alloc returned, with its size */
+    void *ctx;        /**< passed to both hooks */
 } rk_allocator;
 
-/*
+/**
  * Misuse checks (see rk_pool_free): RK_POOL_CHECKS_DEFAULT means on in
  * debug and sanitizer builds of the library (RK_DEBUG) and off in
  * release builds. They cost one hash insert and one hash delete under a
  * pool-wide mutex per block, so release builds leave them off unless asked.
  */
 typedef enum rk_pool_checks {
-    RK_POOL_CHECKS_DEFAULT = 0,
-    RK_POOL_CHECKS_ON = 1,
-    RK_POOL_CHECKS_OFF = 2
+    RK_POOL_CHECKS_DEFAULT = 0, /**< on in RK_DEBUG builds of the library */
+    RK_POOL_CHECKS_ON = 1,      /**< always check */
+    RK_POOL_CHECKS_OFF = 2      /**< never check */
 } rk_pool_checks;
 
-/* Zeroed fields mean the defaults shown. */
+/** Zeroed fields mean the defaults shown. */
 typedef struct rk_pool_config {
-    rk_pool_kind kind; /* RK_POOL_HOST */
-    int device;        /* CUDA ordinal for PINNED/DEVICE (0) */
-    size_t limit;      /* max total bytes, 0 = unlimited */
-    size_t min_block;  /* smallest class, power of two (64) */
-    size_t max_block;  /* largest cached class, power of two (4 MiB),
+    rk_pool_kind kind; /**< RK_POOL_HOST */
+    int device;        /**< CUDA ordinal for PINNED/DEVICE (0) */
+    size_t limit;      /**< max total bytes, 0 = unlimited */
+    size_t min_block;  /**< smallest class, power of two (64) */
+    size_t max_block;  /**< largest cached class, power of two (4 MiB),
                           at most PTRDIFF_MAX / 2 + 1; bigger requests
                           are allocated and released directly but still
                           counted */
-    const rk_allocator *allocator; /* NULL: aligned_alloc/free; copied */
-    rk_pool_checks checks;         /* RK_POOL_CHECKS_DEFAULT */
+    const rk_allocator *allocator; /**< NULL: aligned_alloc/free; copied */
+    rk_pool_checks checks;         /**< RK_POOL_CHECKS_DEFAULT */
 } rk_pool_config;
 
+/** A pool's statistics (terms defined in the file comment); a caller-owned
+ * snapshot. */
 typedef struct rk_pool_stats {
-    uint64_t used_bytes;
-    uint64_t free_bytes;
-    uint64_t total_bytes;
-    uint64_t used_blocks;
-    uint64_t free_blocks;
-    uint64_t hits;
-    uint64_t misses;
-    uint64_t limit_failures; /* allocations refused with RK_ELIMIT */
+    uint64_t used_bytes;     /**< bytes in blocks handed out (class-rounded) */
+    uint64_t free_bytes;     /**< bytes cached on free lists */
+    uint64_t total_bytes;    /**< used + free: what the pool holds */
+    uint64_t used_blocks;    /**< blocks handed out */
+    uint64_t free_blocks;    /**< blocks cached on free lists */
+    uint64_t hits;           /**< allocations served from a free list */
+    uint64_t misses;         /**< allocations that needed fresh memory */
+    uint64_t limit_failures; /**< allocations refused with RK_ELIMIT */
 } rk_pool_stats;
 
+/** An opaque pool; the caller owns it (rk_pool_create, rk_pool_destroy). */
 typedef struct rk_pool rk_pool;
 
-/* Creates a pool. RK_EINVAL for a bad config (kind, checks, block sizes,
+/** Creates a pool. RK_EINVAL for a bad config (kind, checks, block sizes,
  * half an allocator), RK_ENODEV for a CUDA
  * variant without a GPU, RK_ENOMEM. On success the caller owns *out. */
 int rk_pool_create(rk_pool **out, const rk_pool_config *cfg);
 
-/* Releases every cached block and the pool. NULL is ignored. */
+/** Releases every cached block and the pool. NULL is ignored. */
 void rk_pool_destroy(rk_pool *pool);
 
-/* Allocates at least size (> 0) bytes, aligned to min(class size, 64) at
+/** Allocates at least size (> 0) bytes, aligned to min(class size, 64) at
  * least (device blocks: 256). RK_ELIMIT past the limit, RK_ENOMEM /
  * RK_ECUDA when the backing allocator fails, RK_ENOMEM for a size above
  * PTRDIFF_MAX or one that would overflow the pool's byte total. */
 int rk_pool_alloc(rk_pool *pool, size_t size, void **out);
 
-/*
+/**
  * Returns a block. size must be the size passed to rk_pool_alloc(). ptr
  * NULL does nothing (RK_OK); pool NULL is RK_EINVAL.
  *
@@ -138,24 +145,24 @@ int rk_pool_alloc(rk_pool *pool, size_t size, void **out);
  */
 int rk_pool_free(rk_pool *pool, void *ptr, size_t size);
 
-/* True if pool checks frees (see rk_pool_free). false for NULL. */
+/** True if pool checks frees (see rk_pool_free). false for NULL. */
 bool rk_pool_checking(const rk_pool *pool);
 
-/* Releases cached blocks, largest classes first, until at most keep_bytes
+/** Releases cached blocks, largest classes first, until at most keep_bytes
  * stay cached. Blocks in use are untouched. NULL is ignored (as for
  * rk_pool_free_all). */
 void rk_pool_trim(rk_pool *pool, size_t keep_bytes);
 
-/* Releases every cached block (rk_pool_trim(pool, 0)). */
+/** Releases every cached block (rk_pool_trim(pool, 0)). */
 void rk_pool_free_all(rk_pool *pool);
 
-/* Fills *out (out NULL: nothing; pool NULL: all zeros). */
+/** Fills *out (out NULL: nothing; pool NULL: all zeros). */
 void rk_pool_stats_get(const rk_pool *pool, rk_pool_stats *out);
 
-/* The pool's kind; RK_POOL_HOST for NULL. */
+/** The pool's kind; RK_POOL_HOST for NULL. */
 rk_pool_kind rk_pool_get_kind(const rk_pool *pool);
 
-/* The block size a request of size bytes occupies (its class size, or size
+/** The block size a request of size bytes occupies (its class size, or size
  * itself above max_block; size itself for a NULL pool). */
 size_t rk_pool_block_size(const rk_pool *pool, size_t size);
 

@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/queue.h - lock-free bounded queues: the message hot path.
  *
  * Three layers, fastest first:
@@ -39,36 +39,39 @@ extern "C" {
 
 /* ================================================================ common */
 
+/** What a send to a full queue does. */
 typedef enum rk_backpressure {
-    RK_BP_BLOCK = 0,   /* wait for room up to the send timeout */
-    RK_BP_REJECT,      /* fail at once with RK_EREJECTED */
-    RK_BP_DROP_OLDEST, /* evict the oldest message of the same band */
-    RK_BP_DROP_NEW     /* discard the new message: RK_EDROPPED */
+    RK_BP_BLOCK = 0,   /**< wait for room up to the send timeout */
+    RK_BP_REJECT,      /**< fail at once with RK_EREJECTED */
+    RK_BP_DROP_OLDEST, /**< evict the oldest message of the same band */
+    RK_BP_DROP_NEW     /**< discard the new message: RK_EDROPPED */
 } rk_backpressure;
 
+/** Priority bands: a queue with bands on delivers higher bands first, FIFO
+ * within a band. */
 typedef enum rk_band {
-    RK_BAND_LOW = 0, /* priority < 64 */
-    RK_BAND_NORMAL,  /* 64..159 */
-    RK_BAND_HIGH,    /* 160..223 */
-    RK_BAND_SYSTEM   /* >= 224 */
+    RK_BAND_LOW = 0, /**< priority < 64 */
+    RK_BAND_NORMAL,  /**< 64..159 */
+    RK_BAND_HIGH,    /**< 160..223 */
+    RK_BAND_SYSTEM   /**< >= 224 */
 } rk_band;
 
-#define RK_BAND_COUNT 4
+#define RK_BAND_COUNT 4 /**< number of rk_band values */
 
-/* The band of a 0-255 message priority. */
+/** The band of a 0-255 message priority. */
 rk_band rk_priority_band(uint8_t priority);
 
-/* A snapshot of a queue's counters. Exact when the queue is quiescent;
+/** A snapshot of a queue's counters. Exact when the queue is quiescent;
  * while it is in use each field is a recent value (they are read one by
  * one with relaxed loads). */
 typedef struct rk_queue_stats {
-    uint64_t enqueued;   /* messages admitted into the queue */
-    uint64_t dequeued;   /* messages received */
-    uint64_t dropped;    /* messages lost to DROP_OLDEST or DROP_NEW */
-    uint64_t rejected;   /* sends refused: REJECT, or BLOCK giving up */
-    uint64_t depth;      /* messages in the queue now */
-    uint64_t high_water; /* largest depth seen by a sender */
-    uint64_t evicted;    /* the part of dropped evicted by DROP_OLDEST */
+    uint64_t enqueued;   /**< messages admitted into the queue */
+    uint64_t dequeued;   /**< messages received */
+    uint64_t dropped;    /**< messages lost to DROP_OLDEST or DROP_NEW */
+    uint64_t rejected;   /**< sends refused: REJECT, or BLOCK giving up */
+    uint64_t depth;      /**< messages in the queue now */
+    uint64_t high_water; /**< largest depth seen by a sender */
+    uint64_t evicted;    /**< the part of dropped evicted by DROP_OLDEST */
 } rk_queue_stats;
 /* Invariant: enqueued == dequeued + evicted + depth. Under DROP_OLDEST
  * dropped == evicted; under DROP_NEW evicted == 0 and dropped counts the
@@ -76,7 +79,7 @@ typedef struct rk_queue_stats {
 
 /* ================================================================ SPSC */
 
-/*
+/**
  * A single-producer single-consumer ring. The struct is public so that it
  * can live in caller memory and its hot paths can inline; treat its fields
  * as private. Exactly one thread may produce and one thread may consume at
@@ -85,18 +88,18 @@ typedef struct rk_queue_stats {
  * ck: q and elem must not be NULL. The out-of-line calls check q.
  */
 typedef struct rk_spsc {
-    rk_ring_ctrl ctrl;                  /* shared indices (3 lines) */
-    RK_PROTO_ALIGN64 rk_ring_side prod; /* producer-private line */
-    uint64_t prod_limit; /* try_enqueue: head + capacity, last read */
-    RK_PROTO_ALIGN64 rk_ring_side cons; /* consumer-private line */
-    RK_PROTO_ALIGN64 void *owned;       /* buffer rk_spsc_create owns */
+    rk_ring_ctrl ctrl;                  /**< shared indices (3 lines) */
+    RK_PROTO_ALIGN64 rk_ring_side prod; /**< producer-private line */
+    uint64_t prod_limit; /**< try_enqueue: head + capacity, last read */
+    RK_PROTO_ALIGN64 rk_ring_side cons; /**< consumer-private line */
+    RK_PROTO_ALIGN64 void *owned;       /**< buffer rk_spsc_create owns */
 } rk_spsc;
 
-/* Bytes of slot storage rk_spsc_init needs: capacity * slot_size, or 0 if
+/** Bytes of slot storage rk_spsc_init needs: capacity * slot_size, or 0 if
  * that overflows. */
 size_t rk_spsc_buffer_size(uint32_t capacity, uint32_t slot_size);
 
-/*
+/**
  * Initialises q over caller-owned storage of rk_spsc_buffer_size() bytes
  * (64-byte alignment recommended). The caller keeps ownership of q and
  * buffer; both must outlive the queue. RK_EINVAL for a NULL pointer, a
@@ -106,8 +109,9 @@ size_t rk_spsc_buffer_size(uint32_t capacity, uint32_t slot_size);
 int rk_spsc_init(
     rk_spsc *q, void *buffer, uint32_t capacity, uint32_t slot_size);
 
-/* Allocates a queue and its storage; rk_spsc_destroy frees both. */
+/** Allocates a queue and its storage; rk_spsc_destroy frees both. */
 int rk_spsc_create(rk_spsc **out, uint32_t capacity, uint32_t slot_size);
+/** Frees a queue made by rk_spsc_create and its storage. NULL is ignored. */
 void rk_spsc_destroy(rk_spsc *q);
 
 /*
@@ -159,7 +163,7 @@ rk__slot_get(const unsigned char *base, uint64_t idx, uint32_t size, void *dst)
 #pragma GCC diagnostic pop
 #endif
 
-/*
+/**
  * Private state on the host (the untyped calls; the typed handles of
  * RK_SPSC_TYPED keep the same state in the handle instead). The producer
  * keeps its index privately in prod.pos and stores it as well as the
@@ -189,7 +193,7 @@ rk__spsc_sync_cons(rk_spsc *q)
     return q->cons.pos = rk_ring_load_relaxed(&q->ctrl.head);
 }
 
-/* rk_ring_cons_avail with the own index passed in (read from the shared
+/** rk_ring_cons_avail with the own index passed in (read from the shared
  * word) instead of taken from s->pos. */
 static inline uint32_t
 rk__spsc_avail_at(rk_spsc *q, uint64_t pos, uint32_t want)
@@ -205,7 +209,7 @@ rk__spsc_avail_at(rk_spsc *q, uint64_t pos, uint32_t want)
     return avail < want ? (uint32_t)avail : want;
 }
 
-/* Single-element producer (typed and untyped), out of the fast path:
+/** Single-element producer (typed and untyped), out of the fast path:
  * re-reads head, caches head + capacity in prod_limit and head in prod.peer
  * (for the batch and reserve calls), and returns the free slots at pos. */
 static inline uint64_t
@@ -221,7 +225,7 @@ rk__spsc_refresh_limit(rk_spsc *q, uint64_t pos)
     return head + cap - pos; /* pos <= head + capacity always */
 }
 
-/* Producer: copies slot_size bytes from elem. RK_EFULL if no room. */
+/** Producer: copies slot_size bytes from elem. RK_EFULL if no room. */
 static inline int
 rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
 {
@@ -239,7 +243,7 @@ rk_spsc_try_enqueue(rk_spsc *q, const void *elem)
     return RK_OK;
 }
 
-/* Consumer: copies slot_size bytes into elem. RK_EEMPTY if none. */
+/** Consumer: copies slot_size bytes into elem. RK_EEMPTY if none. */
 static inline int
 rk_spsc_try_dequeue(rk_spsc *q, void *elem)
 {
@@ -255,14 +259,14 @@ rk_spsc_try_dequeue(rk_spsc *q, void *elem)
     return RK_OK;
 }
 
-/* Producer: enqueues up to n elements from the contiguous array elems
+/** Producer: enqueues up to n elements from the contiguous array elems
  * (n * slot_size bytes) with one index publication. Returns how many. */
 uint32_t rk_spsc_enqueue_batch(rk_spsc *q, const void *elems, uint32_t n);
 
-/* Consumer: dequeues up to n elements into elems. Returns how many. */
+/** Consumer: dequeues up to n elements into elems. Returns how many. */
 uint32_t rk_spsc_dequeue_batch(rk_spsc *q, void *elems, uint32_t n);
 
-/* Producer, zero copy: the next free slot (slot_size writable bytes) or
+/** Producer, zero copy: the next free slot (slot_size writable bytes) or
  * NULL when full. Write the message there, then rk_spsc_commit(). A
  * reserve without a commit is simply repeated by the next reserve. */
 static inline void *
@@ -274,6 +278,8 @@ rk_spsc_reserve(rk_spsc *q)
     return rk_ring_slot(&q->prod, q->prod.pos);
 }
 
+/** Producer: publishes the message written into the slot rk_spsc_reserve()
+ * returned. */
 static inline void
 rk_spsc_commit(rk_spsc *q)
 {
@@ -281,7 +287,7 @@ rk_spsc_commit(rk_spsc *q)
     rk_ring_prod_publish(&q->ctrl, &q->prod, 1);
 }
 
-/* Consumer, zero copy: the oldest message in place, or NULL when empty.
+/** Consumer, zero copy: the oldest message in place, or NULL when empty.
  * The pointer is valid until rk_spsc_release(). */
 static inline const void *
 rk_spsc_peek(rk_spsc *q)
@@ -293,6 +299,8 @@ rk_spsc_peek(rk_spsc *q)
     return rk_ring_slot(&q->cons, q->cons.pos);
 }
 
+/** Consumer: frees the slot rk_spsc_peek() returned; its pointer is invalid
+ * afterwards. */
 static inline void
 rk_spsc_release(rk_spsc *q)
 {
@@ -301,9 +309,9 @@ rk_spsc_release(rk_spsc *q)
     rk_ring_cons_release(&q->ctrl, &q->cons, 1);
 }
 
-/* Messages in the ring (approximate while both sides run). */
+/** Messages in the ring (approximate while both sides run). */
 size_t rk_spsc_depth(const rk_spsc *q);
-/* Counters: enqueued = the tail position, dequeued = the head, depth =
+/** Counters: enqueued = the tail position, dequeued = the head, depth =
  * their difference (read head first, so never negative). rejected and
  * high_water are not kept (they would cost the inline hot paths a store)
  * and read 0, as do dropped and evicted. A NULL q zeroes *out. */
@@ -311,7 +319,7 @@ void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
 
 /* ---------------------------------------------------------- typed SPSC */
 
-/*
+/** @def RK_SPSC_TYPED(name, T)
  * RK_SPSC_TYPED(name, T) generates typed handles on an rk_spsc for one
  * element type T, in the manner of Concurrency Kit's CK_RING_PROTOTYPE:
  * the slot stride is sizeof(T), a compile-time constant, and elements are
@@ -365,11 +373,11 @@ void rk_spsc_stats(const rk_spsc *q, rk_queue_stats *out);
 #define RK__ALIGNOF(T) _Alignof(T)
 #endif
 
-/* Out of line, for name_check: RK_EINVAL (with a detail) unless q's slots
+/** Out of line, for name_check: RK_EINVAL (with a detail) unless q's slots
  * are `size` bytes at addresses aligned to `align`. */
 int rk_spsc_check_slot(const rk_spsc *q, size_t size, size_t align);
 
-/* A typed producer, out of the fast path: the free slots at pos, from a
+/** A typed producer, out of the fast path: the free slots at pos, from a
  * fresh head; *limit becomes head + capacity. */
 static inline uint64_t
 rk__spsc_typed_room(rk_spsc *q, uint64_t pos, uint64_t mask, uint64_t *limit)
@@ -382,7 +390,7 @@ rk__spsc_typed_room(rk_spsc *q, uint64_t pos, uint64_t mask, uint64_t *limit)
     return *limit - pos; /* pos <= head + capacity always */
 }
 
-/* A typed consumer, out of the fast path: the messages at pos, from a
+/** A typed consumer, out of the fast path: the messages at pos, from a
  * fresh tail, which becomes *peer. */
 static inline uint64_t
 rk__spsc_typed_avail(rk_spsc *q, uint64_t pos, uint64_t *peer)
@@ -530,7 +538,7 @@ rk__spsc_typed_avail(rk_spsc *q, uint64_t pos, uint64_t *peer)
 /* ================================================================ MPSC/MPMC
  */
 
-/*
+/**
  * Bounded queues of fixed-size elements on Vyukov's design. Handles are
  * opaque and allocated by _create; no operation allocates afterwards.
  * rk_mpsc: any number of producer threads, one consumer thread at a time.
@@ -541,21 +549,30 @@ rk__spsc_typed_avail(rk_spsc *q, uint64_t pos, uint64_t *peer)
  * to a consumer for that short time).
  */
 typedef struct rk_mpsc rk_mpsc;
+/** The multi-producer multi-consumer queue (see rk_mpsc). */
 typedef struct rk_mpmc rk_mpmc;
 
+/** Allocates a queue of capacity elements (a power of two) of slot_size bytes
+ * each. The caller owns *out. RK_EINVAL, RK_ENOMEM. */
 int rk_mpsc_create(rk_mpsc **out, uint32_t capacity, uint32_t slot_size);
+/** Frees a queue; no thread may still use it. NULL is ignored. */
 void rk_mpsc_destroy(rk_mpsc *q);
-int rk_mpsc_try_enqueue(rk_mpsc *q, const void *elem); /* RK_OK / RK_EFULL */
-int rk_mpsc_try_dequeue(rk_mpsc *q, void *elem);       /* RK_OK / RK_EEMPTY */
+int rk_mpsc_try_enqueue(rk_mpsc *q, const void *elem); /**< RK_OK / RK_EFULL */
+int rk_mpsc_try_dequeue(rk_mpsc *q, void *elem); /**< RK_OK / RK_EEMPTY */
+/** Enqueues up to n elements from the array elems; returns how many went in.
+ */
 uint32_t rk_mpsc_enqueue_batch(rk_mpsc *q, const void *elems, uint32_t n);
+/** Dequeues up to n elements into elems; returns how many came out. */
 uint32_t rk_mpsc_dequeue_batch(rk_mpsc *q, void *elems, uint32_t n);
-/* Zero copy: claims a slot (NULL when full) and returns its address; the
+/** Zero copy: claims a slot (NULL when full) and returns its address; the
  * caller writes slot_size bytes and passes the ticket to commit. Every
  * successful reserve must be committed, or the consumer stalls there. */
 void *rk_mpsc_reserve(rk_mpsc *q, uint64_t *ticket);
+/** Publishes the slot claimed by rk_mpsc_reserve with this ticket. */
 void rk_mpsc_commit(rk_mpsc *q, uint64_t ticket);
+/** Elements in the queue (approximate while threads run). */
 size_t rk_mpsc_depth(const rk_mpsc *q);
-/* Counters: enqueued and dequeued are the tail and head positions
+/** Counters: enqueued and dequeued are the tail and head positions
  * (enqueued includes reserved slots not yet committed), depth their
  * difference; rejected counts elements refused for lack of room (a failed
  * try_enqueue or reserve, the shortfall of a batch); high_water is the
@@ -563,20 +580,29 @@ size_t rk_mpsc_depth(const rk_mpsc *q);
  * and evicted are 0. A NULL q zeroes *out. */
 void rk_mpsc_stats(const rk_mpsc *q, rk_queue_stats *out);
 
+/** As rk_mpsc_create, for an rk_mpmc. */
 int rk_mpmc_create(rk_mpmc **out, uint32_t capacity, uint32_t slot_size);
+/** As rk_mpsc_destroy. */
 void rk_mpmc_destroy(rk_mpmc *q);
+/** As rk_mpsc_try_enqueue: RK_OK or RK_EFULL. */
 int rk_mpmc_try_enqueue(rk_mpmc *q, const void *elem);
+/** As rk_mpsc_try_dequeue, from any thread: RK_OK or RK_EEMPTY. */
 int rk_mpmc_try_dequeue(rk_mpmc *q, void *elem);
+/** As rk_mpsc_enqueue_batch. */
 uint32_t rk_mpmc_enqueue_batch(rk_mpmc *q, const void *elems, uint32_t n);
+/** As rk_mpsc_dequeue_batch. */
 uint32_t rk_mpmc_dequeue_batch(rk_mpmc *q, void *elems, uint32_t n);
+/** As rk_mpsc_reserve. */
 void *rk_mpmc_reserve(rk_mpmc *q, uint64_t *ticket);
+/** As rk_mpsc_commit. */
 void rk_mpmc_commit(rk_mpmc *q, uint64_t ticket);
+/** As rk_mpsc_depth. */
 size_t rk_mpmc_depth(const rk_mpmc *q);
-void rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out); /* as rk_mpsc */
+void rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out); /**< as rk_mpsc */
 
 /* ================================================================ mqueue */
 
-/*
+/**
  * rk_mqueue: the blocking message queue used as a kernel inbox or outbox.
  * Any number of sender threads (or exactly one with single_producer), one
  * receiver thread at a time. Messages are byte strings of at most
@@ -604,36 +630,45 @@ void rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out); /* as rk_mpsc */
  */
 typedef struct rk_mqueue rk_mqueue;
 
+/** An rk_mqueue's configuration; zeroed fields mean the defaults shown. */
 typedef struct rk_mqueue_config {
-    uint32_t capacity;  /* slots (per band when bands are on); pow2;
+    uint32_t capacity;  /**< slots (per band when bands are on); pow2;
                            0 = default 1024 */
-    uint32_t slot_size; /* max message bytes per slot; 0 = default 256 */
-    rk_backpressure backpressure;
-    bool priority_bands;
-    bool single_producer; /* promise of one producer thread: SPSC fast path */
+    uint32_t slot_size; /**< max message bytes per slot; 0 = default 256 */
+    rk_backpressure backpressure; /**< send to a full queue (0: BLOCK) */
+    bool priority_bands; /**< one ring per rk_band, higher bands first */
+    bool
+        single_producer; /**< promise of one producer thread: SPSC fast path */
 } rk_mqueue_config;
 
-#define RK_MQUEUE_DEFAULT_CAPACITY  1024u
+/** capacity when the config gives 0 */
+#define RK_MQUEUE_DEFAULT_CAPACITY 1024u
+/** slot_size when the config gives 0 */
 #define RK_MQUEUE_DEFAULT_SLOT_SIZE 256u
 
-/* Creates a queue (NULL cfg = defaults). The caller owns *out and frees it
+/** Creates a queue (NULL cfg = defaults). The caller owns *out and frees it
  * with rk_mqueue_destroy, after every other thread has stopped using it. */
 int rk_mqueue_create(rk_mqueue **out, const rk_mqueue_config *cfg);
+/** Frees the queue and any messages still in it. NULL is ignored. */
 void rk_mqueue_destroy(rk_mqueue *q);
 
+/** Sends one message of len bytes (copied) at priority; the results are listed
+ * above (see rk_mqueue). */
 int rk_mqueue_send(rk_mqueue *q, const void *msg, size_t len, uint8_t priority,
     int64_t timeout_ns);
 
-/* Gather send: the iov pieces, concatenated, form one message in one slot
+/** Gather send: the iov pieces, concatenated, form one message in one slot
  * (e.g. header + payload without an intermediate copy). */
 struct rk_iov {
-    const void *base;
-    size_t len;
+    const void *base; /**< start of the piece */
+    size_t len;       /**< bytes in the piece */
 };
+/** Sends the iovcnt pieces of iov as one message; the results of
+ * rk_mqueue_send. */
 int rk_mqueue_sendv(rk_mqueue *q, const struct rk_iov *iov, int iovcnt,
     uint8_t priority, int64_t timeout_ns);
 
-/*
+/**
  * Batch send of n messages to the band of priority: message i is lens[i]
  * bytes (stride bytes when lens is NULL) at (const char *)msgs + i * stride.
  * Free consecutive slots are claimed together (one tail update for the
@@ -650,11 +685,11 @@ int rk_mqueue_send_batch(rk_mqueue *q, const void *msgs, size_t stride,
     const size_t *lens, size_t n, uint8_t priority, int64_t timeout_ns,
     size_t *sent);
 
-/* Receives one message into buf (cap bytes); *len gets its length. */
+/** Receives one message into buf (cap bytes); *len gets its length. */
 int rk_mqueue_recv(
     rk_mqueue *q, void *buf, size_t cap, size_t *len, int64_t timeout_ns);
 
-/* Waits (up to the timeout) for at least one message, then takes up to max
+/** Waits (up to the timeout) for at least one message, then takes up to max
  * without waiting more: message i goes to (char *)bufs + i * stride (at
  * most stride bytes) and its length to lens[i]; *n gets the count. A
  * message longer than stride stops the batch (RK_EMSGSIZE only if it is the
@@ -662,12 +697,15 @@ int rk_mqueue_recv(
 int rk_mqueue_recv_batch(rk_mqueue *q, void *bufs, size_t stride, size_t *lens,
     size_t max, size_t *n, int64_t timeout_ns);
 
-/* Closes the queue and wakes every waiter. Later sends fail RK_ECLOSED;
+/** Closes the queue and wakes every waiter. Later sends fail RK_ECLOSED;
  * receives drain what is left, then return RK_ECLOSED. Idempotent. */
 void rk_mqueue_close(rk_mqueue *q);
+/** True once rk_mqueue_close has been called. */
 bool rk_mqueue_is_closed(const rk_mqueue *q);
 
+/** Fills *out (caller-owned) with the queue's counters. */
 void rk_mqueue_stats(const rk_mqueue *q, rk_queue_stats *out);
+/** Messages in the queue now (approximate while threads run). */
 size_t rk_mqueue_depth(const rk_mqueue *q);
 
 #ifdef __cplusplus

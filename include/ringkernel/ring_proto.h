@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/ring_proto.h - the single-producer/single-consumer ring
  * protocol shared by the host and the GPU.
  *
@@ -38,7 +38,7 @@
 
 /* ---------------------------------------------------------- environment */
 #if defined(__CUDACC_RTC__)
-/* NVRTC: no standard headers are available. */
+/** NVRTC: no standard headers are available. */
 typedef unsigned long long rk_proto_u64;
 typedef unsigned int rk_proto_u32;
 #define RK_PROTO_FN      static __host__ __device__ __forceinline__
@@ -58,56 +58,63 @@ typedef uint32_t rk_proto_u32;
 #else
 #include <stdatomic.h>
 #include <stdint.h>
-typedef uint64_t rk_proto_u64;
-typedef uint32_t rk_proto_u32;
+typedef uint64_t rk_proto_u64; /**< 64-bit unsigned word of the protocol */
+typedef uint32_t rk_proto_u32; /**< 32-bit unsigned word of the protocol */
+/** how protocol functions are declared (static inline; __host__ __device__
+ * under CUDA) */
 #define RK_PROTO_FN      static inline
-#define RK_PROTO_ALIGN64 _Alignas(64)
+#define RK_PROTO_ALIGN64 _Alignas(64) /**< starts a 64-byte line */
+/** a 64-bit index word shared by both sides (_Atomic in host C) */
 #define RK_PROTO_A64     _Atomic uint64_t
-#define RK_PROTO_HOST_C  1
+#define RK_PROTO_HOST_C  1 /**< defined in a host C build (C11 atomics) */
 #endif
 
-#define RK_RING_LINE  64
-#define RK_RING_MAGIC 0x524b5231u /* "RKR1" */
+#define RK_RING_LINE  64          /**< cache line size the layout assumes */
+#define RK_RING_MAGIC 0x524b5231u /**< "RKR1" */
 
 /* ---------------------------------------------------------- layout */
 
-/*
+/**
  * The control block: 192 bytes, three 64-byte lines. The same layout under
  * every compiler (checked by static assertions in src/queue/spsc.c and by
  * the NVRTC test). _Atomic uint64_t has the size and alignment of uint64_t
  * on every ABI we build for.
  */
 typedef struct rk_ring_ctrl {
-    /* Line 0: written only by the producer. */
-    RK_PROTO_ALIGN64 RK_PROTO_A64 tail; /* positions published so far */
-    unsigned char pad0[RK_RING_LINE - 8];
-    /* Line 1: written only by the consumer. */
-    RK_PROTO_ALIGN64 RK_PROTO_A64 head; /* positions consumed so far */
-    unsigned char pad1[RK_RING_LINE - 8];
-    /* Line 2: written once by rk_ring_init, read-only afterwards. */
-    RK_PROTO_ALIGN64 rk_proto_u32 magic; /* RK_RING_MAGIC */
-    rk_proto_u32 capacity;               /* slots, a power of two */
-    rk_proto_u32 slot_size;              /* bytes per slot */
-    rk_proto_u32 reserved;
-    unsigned char pad2[RK_RING_LINE - 16];
+    /** Line 0: written only by the producer. */
+    RK_PROTO_ALIGN64 RK_PROTO_A64 tail; /**< positions published so far */
+    unsigned char
+        pad0[RK_RING_LINE - 8]; /**< padding to the end of the 64-byte line */
+    /** Line 1: written only by the consumer. */
+    RK_PROTO_ALIGN64 RK_PROTO_A64 head; /**< positions consumed so far */
+    unsigned char
+        pad1[RK_RING_LINE - 8]; /**< padding to the end of the 64-byte line */
+    /** Line 2: written once by rk_ring_init, read-only afterwards. */
+    RK_PROTO_ALIGN64 rk_proto_u32 magic; /**< RK_RING_MAGIC */
+    rk_proto_u32 capacity;               /**< slots, a power of two */
+    rk_proto_u32 slot_size;              /**< bytes per slot */
+    rk_proto_u32 reserved;               /**< 0 */
+    unsigned char
+        pad2[RK_RING_LINE - 16]; /**< padding to the end of the 64-byte line */
 } rk_ring_ctrl;
 
-/*
+/**
  * One side's private state. Lives wherever that side runs; the hot path
  * touches only this and the other side's index word, never line 2 of the
  * control block (a PCIe read for a GPU).
  */
 typedef struct rk_ring_side {
-    rk_proto_u64 pos;    /* own index: tail (producer) or head (consumer) */
-    rk_proto_u64 peer;   /* cached copy of the other side's index */
-    unsigned char *base; /* the slot array */
-    rk_proto_u32 mask;   /* capacity - 1 */
-    rk_proto_u32 slot_size;
+    rk_proto_u64 pos;    /**< own index: tail (producer) or head (consumer) */
+    rk_proto_u64 peer;   /**< cached copy of the other side's index */
+    unsigned char *base; /**< the slot array */
+    rk_proto_u32 mask;   /**< capacity - 1 */
+    rk_proto_u32
+        slot_size; /**< bytes per slot (copied from the control block) */
 } rk_ring_side;
 
 /* ---------------------------------------------------------- primitives */
 
-/* Relaxed load of an index. Used only by the index's owner, or for stats. */
+/** Relaxed load of an index. Used only by the index's owner, or for stats. */
 RK_PROTO_FN rk_proto_u64
 rk_ring_load_relaxed(const RK_PROTO_A64 *p)
 {
@@ -120,7 +127,7 @@ rk_ring_load_relaxed(const RK_PROTO_A64 *p)
 #endif
 }
 
-/* Relaxed store of a word only this side writes (counters, statistics). */
+/** Relaxed store of a word only this side writes (counters, statistics). */
 RK_PROTO_FN void
 rk_ring_store_relaxed_u64(RK_PROTO_A64 *p, rk_proto_u64 v)
 {
@@ -133,7 +140,7 @@ rk_ring_store_relaxed_u64(RK_PROTO_A64 *p, rk_proto_u64 v)
 #endif
 }
 
-/* Acquire load: everything the other side wrote before its release store
+/** Acquire load: everything the other side wrote before its release store
  * of this index is visible after this load. */
 RK_PROTO_FN rk_proto_u64
 rk_ring_load_acquire(const RK_PROTO_A64 *p)
@@ -155,7 +162,7 @@ rk_ring_load_acquire(const RK_PROTO_A64 *p)
 #endif
 }
 
-/* Release store: everything this side wrote before it (slot contents, or
+/** Release store: everything this side wrote before it (slot contents, or
  * its reads of a slot) is ordered before the new index value. */
 RK_PROTO_FN void
 rk_ring_store_release(RK_PROTO_A64 *p, rk_proto_u64 v)
@@ -176,7 +183,7 @@ rk_ring_store_release(RK_PROTO_A64 *p, rk_proto_u64 v)
 
 /* ---------------------------------------------------------- setup */
 
-/* Initialises the control block (host side, before either side starts).
+/** Initialises the control block (host side, before either side starts).
  * capacity must be a power of two and slot_size non-zero; the caller
  * validates (rk_spsc_init does). */
 RK_PROTO_FN void
@@ -195,7 +202,7 @@ rk_ring_init(rk_ring_ctrl *c, rk_proto_u32 capacity, rk_proto_u32 slot_size)
     c->reserved = 0;
 }
 
-/* Prepares the producer's private state. Called by the producer before its
+/** Prepares the producer's private state. Called by the producer before its
  * first operation; reads line 2 once. */
 RK_PROTO_FN void
 rk_ring_prod_attach(
@@ -208,7 +215,7 @@ rk_ring_prod_attach(
     s->slot_size = c->slot_size;
 }
 
-/* Prepares the consumer's private state. */
+/** Prepares the consumer's private state. */
 RK_PROTO_FN void
 rk_ring_cons_attach(
     const rk_ring_ctrl *c, rk_ring_side *s, unsigned char *base)
@@ -220,7 +227,7 @@ rk_ring_cons_attach(
     s->slot_size = c->slot_size;
 }
 
-/* Address of the slot for position pos. */
+/** Address of the slot for position pos. */
 RK_PROTO_FN unsigned char *
 rk_ring_slot(const rk_ring_side *s, rk_proto_u64 pos)
 {
@@ -229,7 +236,7 @@ rk_ring_slot(const rk_ring_side *s, rk_proto_u64 pos)
 
 /* ---------------------------------------------------------- producer */
 
-/*
+/**
  * How many of the next `want` slots the producer may write: min(want, free
  * slots). Re-reads the consumer's head only when the cached copy says
  * there is not enough room.
@@ -253,7 +260,7 @@ rk_ring_prod_space(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
     return free_slots < want ? (rk_proto_u32)free_slots : want;
 }
 
-/* Makes every position below tail visible to the consumer. tail is the
+/** Makes every position below tail visible to the consumer. tail is the
  * producer's s->pos after its writes; callers that advanced s->pos before
  * copying (so no field is re-read after the copy) publish with this. */
 RK_PROTO_FN void
@@ -265,7 +272,7 @@ rk_ring_publish_tail(rk_ring_ctrl *c, rk_proto_u64 tail)
     rk_ring_store_release(&c->tail, tail);
 }
 
-/* Publishes n written slots (n <= the last rk_ring_prod_space result). */
+/** Publishes n written slots (n <= the last rk_ring_prod_space result). */
 RK_PROTO_FN void
 rk_ring_prod_publish(rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 n)
 {
@@ -275,7 +282,7 @@ rk_ring_prod_publish(rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 n)
 
 /* ---------------------------------------------------------- consumer */
 
-/* How many of the next `want` slots hold messages: min(want, available).
+/** How many of the next `want` slots hold messages: min(want, available).
  * Re-reads the producer's tail only when the cached copy says empty. */
 RK_PROTO_FN rk_proto_u32
 rk_ring_cons_avail(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
@@ -292,7 +299,7 @@ rk_ring_cons_avail(const rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 want)
     return avail < want ? (rk_proto_u32)avail : want;
 }
 
-/* Hands every position below head back to the producer (head is the
+/** Hands every position below head back to the producer (head is the
  * consumer's s->pos after its reads). */
 RK_PROTO_FN void
 rk_ring_release_head(rk_ring_ctrl *c, rk_proto_u64 head)
@@ -303,7 +310,7 @@ rk_ring_release_head(rk_ring_ctrl *c, rk_proto_u64 head)
     rk_ring_store_release(&c->head, head);
 }
 
-/* Hands n read slots back to the producer. */
+/** Hands n read slots back to the producer. */
 RK_PROTO_FN void
 rk_ring_cons_release(rk_ring_ctrl *c, rk_ring_side *s, rk_proto_u32 n)
 {

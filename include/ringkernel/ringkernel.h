@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/ringkernel.h - the umbrella header: everything public.
  *
  * ringkernel is a C11 library for GPU-native actors: persistent kernels

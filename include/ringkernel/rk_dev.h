@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/rk_dev.h - the portable shim under the device-side headers.
  *
  * Device code in ringkernel (the persistent loop, the device actor API and
@@ -58,17 +58,17 @@ typedef size_t rk_dev_size;
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-typedef uint64_t rk_dev_u64;
-typedef uint32_t rk_dev_u32;
-typedef int32_t rk_dev_i32;
-typedef uint8_t rk_dev_u8;
-typedef size_t rk_dev_size;
-#define RK_DEV_HOST_C 1
+typedef uint64_t rk_dev_u64; /**< 64-bit unsigned */
+typedef uint32_t rk_dev_u32; /**< 32-bit unsigned */
+typedef int32_t rk_dev_i32;  /**< 32-bit signed */
+typedef uint8_t rk_dev_u8;   /**< 8-bit unsigned */
+typedef size_t rk_dev_size;  /**< a size in bytes */
+#define RK_DEV_HOST_C 1 /**< defined in a host C build (C11 atomics) */
 #endif
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define RK_DEV_CUDA 1
-/* Device functions are __device__ only: they use intrinsics. Everything
+/** Device functions are __device__ only: they use intrinsics. Everything
  * a host program calls on these structs lives in the host build. */
 #define RK_DEV_FN      static __device__ __forceinline__
 #define RK_DEV_SHARED  __shared__
@@ -77,15 +77,21 @@ typedef size_t rk_dev_size;
 #define RK_DEV_A64     rk_dev_u64
 #elif defined(__cplusplus)
 #define RK_DEV_FN      static inline
-#define RK_DEV_SHARED  /* a block is one host thread: locals suffice */
+#define RK_DEV_SHARED  /**< a block is one host thread: locals suffice */
 #define RK_DEV_ALIGN64 alignas(64)
 #define RK_DEV_A32     rk_dev_u32
 #define RK_DEV_A64     rk_dev_u64
 #else
+/** how device functions are declared (static __device__ __forceinline__ under
+ * CUDA) */
 #define RK_DEV_FN static inline
+/** block-shared storage (__shared__ under CUDA; nothing on the host, where a
+ * block is one thread) */
 #define RK_DEV_SHARED
-#define RK_DEV_ALIGN64 _Alignas(64)
+#define RK_DEV_ALIGN64 _Alignas(64) /**< starts a 64-byte line */
+/** a 32-bit word shared across sides (_Atomic in host C) */
 #define RK_DEV_A32     _Atomic rk_dev_u32
+/** a 64-bit word shared across sides (_Atomic in host C) */
 #define RK_DEV_A64     _Atomic rk_dev_u64
 #endif
 
@@ -102,7 +108,7 @@ typedef size_t rk_dev_size;
 #include <time.h>
 #endif
 
-#define RK_DEV_LINE 64
+#define RK_DEV_LINE 64 /**< cache line size the layouts assume */
 
 /* ---------------------------------------------------------- host blocks */
 /*
@@ -116,8 +122,14 @@ typedef size_t rk_dev_size;
 #if defined(__cplusplus)
 static thread_local rk_dev_u32 rk_dev_host_blk, rk_dev_host_nblk = 1;
 #else
+/** @{ */
+/** This thread's block index and the block count (host build only; set by
+ * rk_dev_host_enter()). */
 static _Thread_local rk_dev_u32 rk_dev_host_blk, rk_dev_host_nblk = 1;
+/** @} */
 #endif
+/** Host build only: tells the calling thread that it runs block of nblocks
+ * (the host runner calls it before the kernel body). */
 static inline void
 rk_dev_host_enter(rk_dev_u32 block, rk_dev_u32 nblocks)
 {
@@ -128,6 +140,7 @@ rk_dev_host_enter(rk_dev_u32 block, rk_dev_u32 nblocks)
 
 /* ---------------------------------------------------------- indices */
 
+/** The thread's index within its block (threadIdx.x; 0 on the host). */
 RK_DEV_FN rk_dev_u32
 rk_dev_thread_idx(void)
 {
@@ -138,6 +151,7 @@ rk_dev_thread_idx(void)
 #endif
 }
 
+/** Threads per block (blockDim.x; 1 on the host). */
 RK_DEV_FN rk_dev_u32
 rk_dev_block_dim(void)
 {
@@ -148,6 +162,8 @@ rk_dev_block_dim(void)
 #endif
 }
 
+/** The block's index in the grid (blockIdx.x; the runner's block on the host).
+ */
 RK_DEV_FN rk_dev_u32
 rk_dev_block_idx(void)
 {
@@ -158,6 +174,7 @@ rk_dev_block_idx(void)
 #endif
 }
 
+/** Blocks in the grid (gridDim.x; the runner's count on the host). */
 RK_DEV_FN rk_dev_u32
 rk_dev_grid_dim(void)
 {
@@ -168,7 +185,7 @@ rk_dev_grid_dim(void)
 #endif
 }
 
-/* Every thread of the block waits here; shared-memory writes before it are
+/** Every thread of the block waits here; shared-memory writes before it are
  * visible to the whole block after it. */
 RK_DEV_FN void
 rk_dev_sync_block(void)
@@ -180,7 +197,7 @@ rk_dev_sync_block(void)
 
 /* ---------------------------------------------------------- back-off */
 
-/* One step of a polling back-off; *ns doubles from 32 ns to 8 us on the
+/** One step of a polling back-off; *ns doubles from 32 ns to 8 us on the
  * device. On the host: a pause for short waits, then the CPU is yielded so
  * an oversubscribed machine still runs the peer being waited for. */
 RK_DEV_FN void
@@ -201,7 +218,7 @@ rk_dev_backoff(rk_dev_u32 *ns)
     *ns = cur >= 8192 ? 8192 : cur * 2;
 }
 
-/* Nanoseconds from the device's global timer (host: CLOCK_MONOTONIC, or
+/** Nanoseconds from the device's global timer (host: CLOCK_MONOTONIC, or
  * TIME_UTC in strict C11 without POSIX). */
 RK_DEV_FN rk_dev_u64
 rk_dev_now_ns(void)
@@ -252,7 +269,7 @@ rk_dev_now_ns(void)
 #define RK_DEV__ST(bits, scope, cons) __atomic_store_n(p, v, __ATOMIC_RELEASE)
 #endif
 
-/* Acquire: what the other side wrote before its release store of *p is
+/** Acquire: what the other side wrote before its release store of *p is
  * visible after this load. */
 RK_DEV_FN rk_dev_u32
 rk_dev_ld_acquire_sys32(const RK_DEV_A32 *p)
@@ -260,43 +277,52 @@ rk_dev_ld_acquire_sys32(const RK_DEV_A32 *p)
     RK_DEV__LD(32, "sys", "r");
 }
 
+/** Acquire load of a 64-bit word at system scope (see
+ * rk_dev_ld_acquire_sys32). */
 RK_DEV_FN rk_dev_u64
 rk_dev_ld_acquire_sys64(const RK_DEV_A64 *p)
 {
     RK_DEV__LD(64, "sys", "l");
 }
 
+/** Acquire load of a 32-bit word at GPU scope (kernel to kernel in device
+ * memory). */
 RK_DEV_FN rk_dev_u32
 rk_dev_ld_acquire_gpu32(const RK_DEV_A32 *p)
 {
     RK_DEV__LD(32, "gpu", "r");
 }
 
+/** Acquire load of a 64-bit word at GPU scope. */
 RK_DEV_FN rk_dev_u64
 rk_dev_ld_acquire_gpu64(const RK_DEV_A64 *p)
 {
     RK_DEV__LD(64, "gpu", "l");
 }
 
-/* Release: this thread's earlier writes are visible before *p = v is. */
+/** Release: this thread's earlier writes are visible before *p = v is. */
 RK_DEV_FN void
 rk_dev_st_release_sys32(RK_DEV_A32 *p, rk_dev_u32 v)
 {
     RK_DEV__ST(32, "sys", "r");
 }
 
+/** Release store of a 64-bit word at system scope (see
+ * rk_dev_st_release_sys32). */
 RK_DEV_FN void
 rk_dev_st_release_sys64(RK_DEV_A64 *p, rk_dev_u64 v)
 {
     RK_DEV__ST(64, "sys", "l");
 }
 
+/** Release store of a 32-bit word at GPU scope. */
 RK_DEV_FN void
 rk_dev_st_release_gpu32(RK_DEV_A32 *p, rk_dev_u32 v)
 {
     RK_DEV__ST(32, "gpu", "r");
 }
 
+/** Release store of a 64-bit word at GPU scope. */
 RK_DEV_FN void
 rk_dev_st_release_gpu64(RK_DEV_A64 *p, rk_dev_u64 v)
 {
@@ -306,7 +332,7 @@ rk_dev_st_release_gpu64(RK_DEV_A64 *p, rk_dev_u64 v)
 #undef RK_DEV__LD
 #undef RK_DEV__ST
 
-/* Relaxed store of a word this side alone writes (counters, heartbeat). */
+/** Relaxed store of a word this side alone writes (counters, heartbeat). */
 RK_DEV_FN void
 rk_dev_st_relaxed64(RK_DEV_A64 *p, rk_dev_u64 v)
 {
@@ -319,6 +345,7 @@ rk_dev_st_relaxed64(RK_DEV_A64 *p, rk_dev_u64 v)
 #endif
 }
 
+/** The 32-bit form of rk_dev_st_relaxed64. */
 RK_DEV_FN void
 rk_dev_st_relaxed32(RK_DEV_A32 *p, rk_dev_u32 v)
 {
@@ -331,7 +358,7 @@ rk_dev_st_relaxed32(RK_DEV_A32 *p, rk_dev_u32 v)
 #endif
 }
 
-/* A system-scope fence by the calling thread: its earlier writes (and
+/** A system-scope fence by the calling thread: its earlier writes (and
  * reads) are ordered before its later ones for every observer, the host
  * included. Used by every thread of a block before the block sync that
  * precedes thread 0's release store, so the data the other threads wrote
@@ -349,7 +376,7 @@ rk_dev_fence_sys(void)
 #endif
 }
 
-/* Byte copy usable everywhere (no memcpy under NVRTC). Data-parallel over
+/** Byte copy usable everywhere (no memcpy under NVRTC). Data-parallel over
  * the block when every thread calls it with the same arguments. */
 RK_DEV_FN void
 rk_dev_copy_block(void *dst, const void *src, rk_dev_u32 n)

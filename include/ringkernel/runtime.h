@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/runtime.h - the ring-kernel runtime: kernels, lifecycle,
  * messaging, routing, supervision and per-kernel telemetry.
  *
@@ -33,15 +33,19 @@
 extern "C" {
 #endif
 
+/** An opaque runtime; the caller owns it (rk_runtime_create,
+ * rk_runtime_destroy). */
 typedef struct rk_runtime rk_runtime;
+/** A kernel's context, handed to its actor or handler by the runtime, which
+ * owns it; valid only on that kernel's thread during the call. */
 typedef struct rk_ctx rk_ctx;
 
-/* Longest kernel id or topic name, in bytes, without the terminating NUL. */
+/** Longest kernel id or topic name, in bytes, without the terminating NUL. */
 #define RK_ID_MAX 63
 
 /* ----------------------------------------------------------- lifecycle */
 
-/*
+/**
  * CREATED -> LAUNCHED -> ACTIVE <-> DEACTIVATED -> TERMINATING -> TERMINATED,
  * and FAILED when supervision gives up. TERMINATED and FAILED kernels can be
  * launched again (a new instance). docs/runtime.md has the full table.
@@ -57,100 +61,104 @@ typedef enum rk_kernel_state {
     RK__KERNEL_STATE_COUNT
 } rk_kernel_state;
 
-/* "ACTIVE" etc.; never NULL. */
+/** "ACTIVE" etc.; never NULL. */
 const char *rk_kernel_state_name(rk_kernel_state s);
 
-/*
+/**
  * A kernel handle: a small value resolved once from an id. It stays valid
  * while the kernel instance it was resolved for lives; once that instance
  * has ended (TERMINATED or FAILED) every call through the handle returns
  * RK_ESTALE. Handles are never dereferenced memory, so a stale one is safe.
  */
 typedef struct rk_kernel {
-    uint32_t slot;
+    uint32_t slot; /**< index of the kernel's slot in the runtime */
+    /** generation of the instance the handle was resolved for */
     uint32_t gen;
 } rk_kernel;
 
 /* ----------------------------------------------------------- definition */
 
-/* What a send to a kernel that is LAUNCHED or DEACTIVATED (not ACTIVE)
+/** What a send to a kernel that is LAUNCHED or DEACTIVATED (not ACTIVE)
  * does. */
 typedef enum rk_inactive_policy {
-    RK_INACTIVE_QUEUE = 0, /* enqueue it; it is processed once active */
-    RK_INACTIVE_REJECT     /* refuse with RK_ENOTACTIVE (counted rejected) */
+    RK_INACTIVE_QUEUE = 0, /**< enqueue it; it is processed once active */
+    RK_INACTIVE_REJECT     /**< refuse with RK_ENOTACTIVE (counted rejected) */
 } rk_inactive_policy;
 
-/* What happens when the actor returns an error or a handler fails. */
+/** What happens when the actor returns an error or a handler fails. */
 typedef enum rk_restart_policy {
-    RK_SUPERVISE_STOP = 0, /* first failure: the kernel goes FAILED */
-    RK_SUPERVISE_RESTART   /* restart up to max_restarts times, backoff */
+    RK_SUPERVISE_STOP = 0, /**< first failure: the kernel goes FAILED */
+    RK_SUPERVISE_RESTART   /**< restart up to max_restarts times, backoff */
 } rk_restart_policy;
 
+/** How a kernel's failures are handled; zeroed fields mean the defaults
+ * shown. */
 typedef struct rk_supervision {
-    rk_restart_policy policy;
-    uint32_t max_restarts;  /* restarts allowed in all (0 with RESTART: 3) */
-    int64_t backoff_ns;     /* first backoff; doubles each time (0: 1 ms) */
-    int64_t backoff_max_ns; /* cap on the backoff (0: 1 s) */
+    rk_restart_policy policy; /**< stop or restart (0: STOP) */
+    uint32_t max_restarts;  /**< restarts allowed in all (0 with RESTART: 3) */
+    int64_t backoff_ns;     /**< first backoff; doubles each time (0: 1 ms) */
+    int64_t backoff_max_ns; /**< cap on the backoff (0: 1 s) */
 } rk_supervision;
 
-/*
+/**
  * Limits on a kernel's sizes. rk_runtime_register refuses a configuration
  * outside them with RK_EINVAL and a detail naming the field and its limit
  * (a queue's slot is the 64-byte header plus max_payload, rounded up to
  * the header's alignment).
  */
-#define RK_KERNEL_MAX_CAPACITY    (UINT32_C(1) << 24) /* queue slots */
-#define RK_KERNEL_MAX_PAYLOAD     (UINT32_C(1) << 24) /* bytes (16 MiB) */
-#define RK_KERNEL_MAX_BATCH       UINT32_C(65536)     /* per dequeue */
-#define RK_KERNEL_MAX_QUEUE_BYTES (UINT64_C(1) << 30) /* slots x slot size */
-/* Limits on the runtime's own sizes (rk_runtime_create, same rules). */
+#define RK_KERNEL_MAX_CAPACITY    (UINT32_C(1) << 24) /**< queue slots */
+#define RK_KERNEL_MAX_PAYLOAD     (UINT32_C(1) << 24) /**< bytes (16 MiB) */
+#define RK_KERNEL_MAX_BATCH       UINT32_C(65536)     /**< per dequeue */
+#define RK_KERNEL_MAX_QUEUE_BYTES (UINT64_C(1) << 30) /**< slots x slot size */
+/** Limits on the runtime's own sizes (rk_runtime_create, same rules). */
 #define RK_RUNTIME_MAX_KERNELS      UINT32_C(65536)
+/** largest dead_letter_capacity */
 #define RK_RUNTIME_MAX_DEAD_LETTERS (UINT32_C(1) << 20)
 
-/*
+/**
  * A kernel's configuration. Zeroed fields take the defaults noted.
  * grid_size and block_size are for GPU backends; the CPU backend runs one
  * thread per kernel and refuses a launch with either above 1.
  */
 typedef struct rk_kernel_config {
-    const rk_msgtype *input_type;  /* NULL: accept any type */
-    const rk_msgtype *output_type; /* NULL: any */
-    uint32_t input_capacity;       /* input queue slots, a power of two
+    const rk_msgtype *input_type;  /**< NULL: accept any type */
+    const rk_msgtype *output_type; /**< NULL: any */
+    uint32_t input_capacity;       /**< input queue slots, a power of two
                                       (0: 1024; per band with bands) */
-    uint32_t output_capacity;      /* output queue slots, a power of two
+    uint32_t output_capacity;      /**< output queue slots, a power of two
                                       (0: 1024) */
-    uint32_t max_payload;          /* largest payload in bytes (0: 192) */
-    rk_backpressure backpressure;  /* input queue policy (0: BLOCK) */
-    bool priority_bands;           /* input queue orders by priority band */
-    bool single_producer; /* promise: never two threads sending to this
+    uint32_t max_payload;          /**< largest payload in bytes (0: 192) */
+    rk_backpressure backpressure;  /**< input queue policy (0: BLOCK) */
+    bool priority_bands;           /**< input queue orders by priority band */
+    bool single_producer; /**< promise: never two threads sending to this
                              kernel at once (host threads in turn, or one
                              upstream route); the input becomes an SPSC
                              lane (not with bands or DROP_OLDEST). A
                              concurrent second sender gets RK_EINVAL. */
-    rk_inactive_policy when_inactive;
-    /* Messages taken from the input per dequeue, for actors and handlers
+    rk_inactive_policy when_inactive; /**< sends while not ACTIVE (0: QUEUE) */
+    /** Messages taken from the input per dequeue, for actors and handlers
      * alike (0: 64). Priority bands order what is queued at each dequeue:
      * a SYSTEM message that arrives while a batch of NORMAL ones is being
      * handled comes out after that batch. batch 1 gives per-message band
      * order at the cost of one dequeue per message. */
     uint32_t batch;
-    bool telemetry_off;  /* skip clock reads and the latency histogram */
-    uint32_t spin;       /* receive spins before parking (0: 2000) */
-    uint32_t grid_size;  /* GPU backend only */
-    uint32_t block_size; /* GPU backend only */
-    rk_supervision supervision;
-    void *user; /* handed to the actor as rk_ctx_user() */
-    /* The backend that runs this kernel: "cpu", "cuda", "auto"; NULL: the
+    bool telemetry_off;  /**< skip clock reads and the latency histogram */
+    uint32_t spin;       /**< receive spins before parking (0: 2000) */
+    uint32_t grid_size;  /**< GPU backend only */
+    uint32_t block_size; /**< GPU backend only */
+    rk_supervision supervision; /**< failure handling (0: STOP) */
+    void *user; /**< handed to the actor as rk_ctx_user() */
+    /** The backend that runs this kernel: "cpu", "cuda", "auto"; NULL: the
      * runtime's. Checked at register: an unknown or unusable backend is
      * an error naming the ones available and why. */
     const char *backend;
-    /* Latency sampling: one send in latency_sample, per sending thread,
+    /** Latency sampling: one send in latency_sample, per sending thread,
      * carries a timestamp, and the kernel times exactly the stamped
      * messages (send -> dequeue), so an unsampled send and its handling
      * read no clock. 0: 16. 1: every message is timed, and then the
      * histogram's count equals the messages processed. */
     uint32_t latency_sample;
-    /* The cuda backend's device code: the handler source in CUDA C (the
+    /** The cuda backend's device code: the handler source in CUDA C (the
      * subset of docs/cuda.md), compiled at launch with NVRTC together
      * with ringkernel/dev_kernel.h (cached on disk); device_entry names
      * the kernel its RK_DEV_KERNEL defines; device_source_name is the
@@ -159,11 +167,11 @@ typedef struct rk_kernel_config {
      * either. The runtime does not copy the strings: they must outlive
      * the kernel. */
     const char *device_source;
-    const char *device_entry;
-    const char *device_source_name;
+    const char *device_entry; /**< see device_source */
+    const char *device_source_name; /**< see device_source */
 } rk_kernel_config;
 
-/*
+/**
  * The actor style: the runtime calls actor once per activation on the
  * kernel's thread; it loops on rk_should_terminate() and rk_ctx_recv().
  * Returning RK_OK ends the kernel (TERMINATED); returning an error triggers
@@ -173,32 +181,34 @@ typedef int (*rk_actor_fn)(rk_ctx *ctx);
 
 struct rk_msg_view;
 
-/*
+/**
  * The handler style: the runtime dequeues in batches and calls handler once
  * per message. An error return sends that message to the dead-letter queue
  * and triggers supervision.
  */
 typedef int (*rk_handler_fn)(rk_ctx *ctx, const struct rk_msg_view *msg);
 
-/* A kernel definition. Exactly one of actor and handler is set. */
+/** A kernel definition. Exactly one of actor and handler is set. */
 typedef struct rk_kernel_def {
-    const char *id;
-    rk_actor_fn actor;
-    rk_handler_fn handler;
-    rk_kernel_config config;
+    const char *id; /**< unique kernel id, at most RK_ID_MAX bytes; copied */
+    rk_actor_fn actor; /**< the actor style, or NULL */
+    rk_handler_fn handler; /**< the handler style, or NULL */
+    rk_kernel_config config; /**< sizes and policies (zeroed: defaults) */
 } rk_kernel_def;
 
 /* ------------------------------------------------------------- runtime */
 
+/** A runtime's configuration (rk_runtime_create); zeroed fields mean the
+ * defaults shown. */
 typedef struct rk_runtime_config {
-    uint32_t max_kernels;          /* kernel slots (0: 256) */
-    uint32_t dead_letter_capacity; /* dead letters kept (0: 1024) */
-    int64_t terminate_timeout_ns;  /* used by destroy (0: 5 s) */
-    int64_t control_timeout_ns;    /* deactivate acknowledgement (0: 5 s) */
-    bool no_static_kernels;        /* skip RK_RING_KERNEL definitions */
-    int64_t host_spin_ns; /* host receives spin this long before parking
+    uint32_t max_kernels;          /**< kernel slots (0: 256) */
+    uint32_t dead_letter_capacity; /**< dead letters kept (0: 1024) */
+    int64_t terminate_timeout_ns;  /**< used by destroy (0: 5 s) */
+    int64_t control_timeout_ns;    /**< deactivate acknowledgement (0: 5 s) */
+    bool no_static_kernels;        /**< skip RK_RING_KERNEL definitions */
+    int64_t host_spin_ns; /**< host receives spin this long before parking
                              (0: 20 us; negative: never spin) */
-    /* The default backend for kernels: "cpu", "cuda", or NULL/"auto" for
+    /** The default backend for kernels: "cpu", "cuda", or NULL/"auto" for
      * the best usable one (cuda where a GPU and its driver are present,
      * else cpu). An unknown or unusable name fails rk_runtime_create with
      * RK_ENOTFOUND or RK_ENODEV and a detail listing the backends built in
@@ -208,36 +218,38 @@ typedef struct rk_runtime_config {
 
 /* ----------------------------------------------------------- listing */
 
-/* The ids of the registered kernels, in registration order: up to cap of
+/** The ids of the registered kernels, in registration order: up to cap of
  * them are copied into ids (NUL-terminated), and *n is set to how many
  * there are in all (which may exceed cap: call again with more room).
  * RK_EINVAL for a NULL rt or n, or NULL ids with cap > 0. */
 int rk_runtime_kernel_ids(
     rk_runtime *rt, char (*ids)[RK_ID_MAX + 1], size_t cap, size_t *n);
 
-/* The same for the topics that exist (a topic exists once something
+/** The same for the topics that exist (a topic exists once something
  * subscribed to it). */
 int rk_runtime_topic_names(
     rk_runtime *rt, char (*names)[RK_ID_MAX + 1], size_t cap, size_t *n);
 
 /* ------------------------------------------------------------ backends */
 
-/* The backends built in, best first ("cuda" before "cpu"): names
+/** The backends built in, best first ("cuda" before "cpu"): names
  * rk_backend_name(0) .. rk_backend_name(rk_backend_count() - 1); NULL
  * past the end. A built-in backend may still be unusable here. */
 size_t rk_backend_count(void);
+/** The name of built-in backend i, or NULL past the end (see
+ * rk_backend_count()). */
 const char *rk_backend_name(size_t i);
 
-/* RK_OK if the backend called name (or "auto") can run kernels here;
+/** RK_OK if the backend called name (or "auto") can run kernels here;
  * otherwise RK_ENOTFOUND (not built in) or RK_ENODEV / RK_ENOTSUP with
  * rk_errdetail() naming the reason (no driver, no device, ...). */
 int rk_backend_probe(const char *name);
 
-/* Creates a runtime (cfg NULL or zeroed: defaults) and registers every
+/** Creates a runtime (cfg NULL or zeroed: defaults) and registers every
  * RK_RING_KERNEL definition linked into the program. */
 int rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg);
 
-/*
+/**
  * Terminates every kernel gracefully (each with terminate_timeout_ns),
  * then frees everything. Host calls in progress on other threads (sends,
  * receives, requests, publishes, dead-letter receives) are woken and
@@ -254,11 +266,11 @@ int rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg);
  */
 void rk_runtime_destroy(rk_runtime *rt);
 
-/* Registers a kernel (state CREATED). The definition is copied. RK_EEXIST
+/** Registers a kernel (state CREATED). The definition is copied. RK_EEXIST
  * for a duplicate id, RK_EINVAL for a bad definition. */
 int rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def);
 
-/* Static registration, the C form of a @ring_kernel decorator:
+/** Static registration, the C form of a \@ring_kernel decorator:
  *
  *     static int echo(rk_ctx *ctx) { ... }
  *     RK_RING_KERNEL(echo, "echo", .input_capacity = 256);
@@ -267,11 +279,12 @@ int rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def);
  * every runtime created afterwards registers it. RK_RING_HANDLER is the
  * same for a handler. */
 typedef struct rk_static_kernel {
-    const rk_kernel_def *def;
+    const rk_kernel_def *def; /**< the definition registered */
+    /** next node of the global list (set by rk_static_kernel_add) */
     struct rk_static_kernel *next;
 } rk_static_kernel;
 
-/* Adds a node to the global list (called by the macros at load time). */
+/** Adds a node to the global list (called by the macros at load time). */
 void rk_static_kernel_add(rk_static_kernel *node);
 
 #define RK__STATIC_KERNEL(fn, kid, field, ...)                                \
@@ -284,50 +297,57 @@ void rk_static_kernel_add(rk_static_kernel *node);
     }                                                                         \
     struct rk__static_kernel_semicolon_##fn
 
+/** Defines a static actor kernel: fn is the rk_actor_fn, kid the id, then
+ * rk_kernel_config field initialisers (see rk_static_kernel). */
 #define RK_RING_KERNEL(fn, kid, ...)                                          \
     RK__STATIC_KERNEL(fn, kid, actor, __VA_ARGS__)
+/** RK_RING_KERNEL for a handler: fn is an rk_handler_fn. */
 #define RK_RING_HANDLER(fn, kid, ...)                                         \
     RK__STATIC_KERNEL(fn, kid, handler, __VA_ARGS__)
 
-/* Resolves id to a handle. RK_ENOTFOUND with rk_errdetail() listing the
+/** Resolves id to a handle. RK_ENOTFOUND with rk_errdetail() listing the
  * ids that exist. */
 int rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out);
 
-/* Lifecycle by id. Invalid transitions return RK_ENOTLAUNCHED, RK_EALREADY,
+/** Lifecycle by id. Invalid transitions return RK_ENOTLAUNCHED, RK_EALREADY,
  * RK_ENOTACTIVE, RK_ETERMINATED or RK_EFAILED (see docs/runtime.md), with
  * a detail naming the state and the operation. */
 int rk_kernel_launch(rk_runtime *rt, const char *id);
+/** Activates a LAUNCHED or DEACTIVATED kernel: it starts processing its input
+ * (same errors as rk_kernel_launch). */
 int rk_kernel_activate(rk_runtime *rt, const char *id);
-/* Pauses; returns once the kernel has stopped at a safe point (its next
+/** Pauses; returns once the kernel has stopped at a safe point (its next
  * receive or rk_should_terminate()), or RK_ETIMEDOUT after
  * control_timeout_ns (it is then DEACTIVATED and pauses when it gets
  * there). */
 int rk_kernel_deactivate(rk_runtime *rt, const char *id);
-/* Graceful stop: new sends are refused, queued input is still processed,
+/** Graceful stop: new sends are refused, queued input is still processed,
  * then the actor sees rk_should_terminate() and ends. Input left when the
  * kernel ends goes to the dead-letter queue (reason TERMINATED). Returns
  * RK_ETIMEDOUT if the kernel did not end in timeout_ns; it stays
  * TERMINATING and a later terminate call waits again. */
 int rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns);
 
-/* Waits until the kernel's current instance has ended on its own or by
+/** Waits until the kernel's current instance has ended on its own or by
  * terminate (state TERMINATED or FAILED), without asking it to. RK_OK,
  * RK_ETIMEDOUT, RK_ENOTLAUNCHED. */
 int rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns);
 
+/** The kernel's current lifecycle state, into *out. RK_ENOTFOUND for an
+ * unknown id. */
 int rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out);
 
 /* ------------------------------------------------------------ messages */
 
-/* A received message as the actor sees it: header, payload and length.
+/** A received message as the actor sees it: header, payload and length.
  * Valid until the kernel's next receive. */
 typedef struct rk_msg_view {
-    const rk_msg_header *hdr;
-    const void *data;
-    size_t len;
+    const rk_msg_header *hdr; /**< the envelope */
+    const void *data; /**< the payload (len bytes) */
+    size_t len; /**< payload length in bytes */
 } rk_msg_view;
 
-/* Forwarding a message with its identity: as rk_send / rk_publish, but
+/** Forwarding a message with its identity: as rk_send / rk_publish, but
  * the envelope is the caller's h (message id, correlation id, priority,
  * type id and version, flags are kept; magic, version, payload_len,
  * sender are set, and send_ns is stamped by the kernel's sampling). For
@@ -336,27 +356,29 @@ typedef struct rk_msg_view {
  * request. Same admission, results and counting as rk_send. */
 int rk_send_frame(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
     const void *payload, size_t len, int64_t timeout_ns);
+/** rk_publish with the envelope kept: delivers h and its payload to every
+ * subscriber of topic (see rk_send_frame). */
 int rk_publish_frame(rk_runtime *rt, const char *topic,
     const rk_msg_header *h, const void *payload, size_t len,
     int64_t timeout_ns, size_t *delivered);
 
-/* Host -> kernel input. type_id is the payload's message type (0:
+/** Host -> kernel input. type_id is the payload's message type (0:
  * untyped); a kernel with an input_type refuses any other with RK_ETYPE.
  * The payload is copied. */
 int rk_send(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *payload,
     size_t len, uint8_t priority, int64_t timeout_ns);
 
-/* The same by id (one lookup per call). */
+/** The same by id (one lookup per call). */
 int rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
     const void *payload, size_t len, uint8_t priority, int64_t timeout_ns);
 
-/* Sends n payloads of len bytes each, laid out back to back at base, with
+/** Sends n payloads of len bytes each, laid out back to back at base, with
  * one wake-up at the end. *sent is how many went in (also on error). */
 int rk_send_batch(rk_runtime *rt, rk_kernel k, uint32_t type_id,
     const void *base, size_t len, size_t n, uint8_t priority,
     int64_t timeout_ns, size_t *sent);
 
-/* Host <- kernel output, oldest first. Copies the payload into buf (cap
+/** Host <- kernel output, oldest first. Copies the payload into buf (cap
  * bytes) and the header into *hdr (may be NULL); *len is the payload's
  * length. RK_ETIMEDOUT when nothing came; RK_EMSGSIZE when the payload is
  * longer than cap (*len says how long; the message stays first in line
@@ -372,149 +394,161 @@ int rk_send_batch(rk_runtime *rt, rk_kernel k, uint32_t type_id,
 int rk_recv(rk_runtime *rt, rk_kernel k, rk_msg_header *hdr, void *buf,
     size_t cap, size_t *len, int64_t timeout_ns);
 
-/* The same by id (one lookup per call). */
+/** The same by id (one lookup per call). */
 int rk_recv_id(rk_runtime *rt, const char *id, rk_msg_header *hdr, void *buf,
     size_t cap, size_t *len, int64_t timeout_ns);
 
-/* Sends a request and waits for the output message whose correlation id
+/** Sends a request and waits for the output message whose correlation id
  * equals the request's id. Other output that arrives meanwhile is kept for
  * later rk_recv calls. The request goes at RK_MSG_PRIORITY_DEFAULT. */
 int rk_request(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *req,
     size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
     size_t *reply_len, int64_t timeout_ns);
 
-/* The options of rk_request_opts. Start from RK_REQUEST_OPTIONS_INIT. */
+/** The options of rk_request_opts. Start from RK_REQUEST_OPTIONS_INIT. */
 typedef struct rk_request_options {
-    uint32_t type_id;   /* the request's message type (0: untyped) */
-    uint8_t priority;   /* the request's priority; rk_ctx_reply keeps it */
-    int64_t timeout_ns; /* for the send and the reply together */
+    uint32_t type_id;   /**< the request's message type (0: untyped) */
+    uint8_t priority;   /**< the request's priority; rk_ctx_reply keeps it */
+    int64_t timeout_ns; /**< for the send and the reply together */
 } rk_request_options;
 
+/** The default rk_request_options: untyped, default priority, no deadline. */
 #define RK_REQUEST_OPTIONS_INIT                                               \
     {                                                                         \
         0, RK_MSG_PRIORITY_DEFAULT, RK_WAIT_FOREVER                           \
     }
 
-/* rk_request with options (NULL: RK_REQUEST_OPTIONS_INIT). */
+/** rk_request with options (NULL: RK_REQUEST_OPTIONS_INIT). */
 int rk_request_opts(rk_runtime *rt, rk_kernel k,
     const rk_request_options *opts, const void *req, size_t req_len,
     rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len);
 
 /* ------------------------------------------------- routing and topics */
 
-/* Routes from's output into to's input: rk_ctx_send in from delivers to to
+/** Routes from's output into to's input: rk_ctx_send in from delivers to to
  * without passing through the host. The route belongs to the kernels (it
  * may be set before launch and survives relaunches). RK_ETYPE when from's
  * output type is not to's input type. rk_disconnect restores the output
  * queue the host reads. */
 int rk_connect(rk_runtime *rt, const char *from, const char *to);
+/** Removes from's route (rk_connect): its output goes back to the queue the
+ * host reads. */
 int rk_disconnect(rk_runtime *rt, const char *from);
 
+/** Subscribes kernel kernel_id to topic: every rk_publish to topic delivers a
+ * copy to its input. */
 int rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
+/** Ends a subscription made by rk_subscribe. */
 int rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
 
-/* Delivers a copy to every subscriber; *delivered (may be NULL) counts the
+/** Delivers a copy to every subscriber; *delivered (may be NULL) counts the
  * copies that went in. RK_OK when every subscriber took it. */
 int rk_publish(rk_runtime *rt, const char *topic, uint32_t type_id,
     const void *payload, size_t len, uint8_t priority, int64_t timeout_ns,
     size_t *delivered);
 
+/** Counters of one topic; a caller-owned snapshot. */
 typedef struct rk_topic_stats {
-    uint64_t published;   /* publish calls */
-    uint64_t delivered;   /* copies that went into a subscriber */
-    uint64_t failed;      /* copies a subscriber refused */
-    uint32_t subscribers; /* now */
+    uint64_t published;   /**< publish calls */
+    uint64_t delivered;   /**< copies that went into a subscriber */
+    uint64_t failed;      /**< copies a subscriber refused */
+    uint32_t subscribers; /**< now */
 } rk_topic_stats;
 
+/** Fills *out with topic's counters. RK_ENOTFOUND for an unknown topic. */
 int rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out);
 
 /* ----------------------------------------------------- dead letters */
 
+/** Why a message became a dead letter. */
 typedef enum rk_dead_reason {
-    RK_DEAD_FAILED = 1, /* the message being handled when the kernel failed */
-    RK_DEAD_TERMINATED, /* still queued when the kernel terminated */
-    RK_DEAD_ABANDONED   /* still queued when supervision gave up */
+    RK_DEAD_FAILED = 1, /**< the message being handled when the kernel failed */
+    RK_DEAD_TERMINATED, /**< still queued when the kernel terminated */
+    RK_DEAD_ABANDONED   /**< still queued when supervision gave up */
 } rk_dead_reason;
 
+/** A message that could not be handled, as rk_dead_letter_recv returns it (the
+ * payload goes to the caller's buffer). */
 typedef struct rk_dead_letter {
-    char kernel_id[RK_ID_MAX + 1];
-    rk_dead_reason reason;
-    int error; /* the actor's or handler's error, else RK_OK */
-    rk_msg_header hdr;
-    size_t len; /* payload length (the copy is cut to cap) */
+    char kernel_id[RK_ID_MAX + 1]; /**< the kernel it was meant for */
+    rk_dead_reason reason; /**< why it was not handled */
+    int error; /**< the actor's or handler's error, else RK_OK */
+    rk_msg_header hdr; /**< the message's envelope */
+    size_t len; /**< payload length (the copy is cut to cap) */
 } rk_dead_letter;
 
-/* Takes the oldest dead letter. RK_ETIMEDOUT when there is none. */
+/** Takes the oldest dead letter. RK_ETIMEDOUT when there is none. */
 int rk_dead_letter_recv(rk_runtime *rt, rk_dead_letter *out, void *buf,
     size_t cap, int64_t timeout_ns);
 
 /* ----------------------------------------------------------- telemetry */
 
+/** A kernel's statistics; a caller-owned snapshot. */
 typedef struct rk_kernel_stats {
-    rk_kernel_state state;
-    uint64_t offered;       /* sends attempted into the input */
-    uint64_t processed;     /* handled to completion */
-    uint64_t dropped;       /* dropped by the backpressure policy */
-    uint64_t rejected;      /* refused (backpressure, state, type) */
-    uint64_t dead_lettered; /* sent to the dead-letter queue */
-    uint64_t pending;       /* in the input queue or being handled */
-    uint64_t errors;        /* actor or handler failures */
-    uint64_t restarts;
-    uint64_t sent; /* messages the kernel sent (any target) */
-    uint64_t queue_depth;
-    uint64_t queue_high_water;
-    uint64_t latency_count;  /* latency samples (0 with telemetry off) */
-    uint64_t latency_p50_ns; /* send timestamp -> start of processing */
-    uint64_t latency_p99_ns;
-    uint64_t latency_p999_ns;
-    uint64_t latency_max_ns;
-    uint64_t uptime_ns;   /* since the first activation of the instance */
-    double throughput;    /* processed per second of uptime */
-    uint64_t cpu_time_ns; /* CPU time of the kernel thread (0: n/a) */
+    rk_kernel_state state; /**< lifecycle state */
+    uint64_t offered;       /**< sends attempted into the input */
+    uint64_t processed;     /**< handled to completion */
+    uint64_t dropped;       /**< dropped by the backpressure policy */
+    uint64_t rejected;      /**< refused (backpressure, state, type) */
+    uint64_t dead_lettered; /**< sent to the dead-letter queue */
+    uint64_t pending;       /**< in the input queue or being handled */
+    uint64_t errors;        /**< actor or handler failures */
+    uint64_t restarts; /**< restarts done by supervision */
+    uint64_t sent; /**< messages the kernel sent (any target) */
+    uint64_t queue_depth; /**< messages in the input queue now */
+    uint64_t queue_high_water; /**< largest input queue depth seen */
+    uint64_t latency_count;  /**< latency samples (0 with telemetry off) */
+    uint64_t latency_p50_ns; /**< send timestamp -> start of processing */
+    uint64_t latency_p99_ns; /**< 99th percentile of the same */
+    uint64_t latency_p999_ns; /**< 99.9th percentile of the same */
+    uint64_t latency_max_ns; /**< largest of the same */
+    uint64_t uptime_ns;   /**< since the first activation of the instance */
+    double throughput;    /**< processed per second of uptime */
+    uint64_t cpu_time_ns; /**< CPU time of the kernel thread (0: n/a) */
 } rk_kernel_stats;
 
-/* A consistent-enough snapshot (counters are read one by one, relaxed). */
+/** A consistent-enough snapshot (counters are read one by one, relaxed). */
 int rk_kernel_stats_get(rk_runtime *rt, const char *id, rk_kernel_stats *out);
 
-/* The same figures as a telemetry snapshot (counters under their
+/** The same figures as a telemetry snapshot (counters under their
  * descriptor names plus the "latency_ns" summary), for rk_stats_print()
  * and rk_stats_format_json(). */
 int rk_kernel_telemetry(rk_runtime *rt, const char *id, rk_stats *out);
 
 /* ---------------------------------------------------------- actor side */
 
-/* True once terminate was requested and the input queue is empty. Also a
+/** True once terminate was requested and the input queue is empty. Also a
  * safe point: a deactivated kernel parks here until reactivated. */
 bool rk_should_terminate(rk_ctx *ctx);
 
-/* Takes the next input message (spinning briefly, then parking). Actor
+/** Takes the next input message (spinning briefly, then parking). Actor
  * style only (RK_EINVAL from a handler, whose messages the runtime takes).
  * RK_ETIMEDOUT: nothing came; RK_ECLOSED: terminating and drained. The
  * view is valid until the next rk_ctx_recv. */
 int rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns);
 
-/* To the kernel's output: its connected kernel if rk_connect routed it,
+/** To the kernel's output: its connected kernel if rk_connect routed it,
  * else the output queue the host reads. */
 int rk_ctx_send(
     rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len);
 
-/* Like rk_ctx_send, with the correlation id set to req's id and the
+/** Like rk_ctx_send, with the correlation id set to req's id and the
  * request's priority. Only req->hdr is read: a kernel may reply later,
  * after further receives, from a copy of the request's header
  * (rk_msg_view later = { .hdr = &copy }). */
 int rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
     const void *payload, size_t len);
 
-/* Kernel-to-kernel: into target's input. */
+/** Kernel-to-kernel: into target's input. */
 int rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
     const void *payload, size_t len);
 
-/* To every subscriber of topic; the fan-out is counted in the topic's
+/** To every subscriber of topic; the fan-out is counted in the topic's
  * stats and in this kernel's messages_sent. */
 int rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
     const void *payload, size_t len);
 
-/*
+/**
  * Priority of what this kernel sends from now on (rk_ctx_send, send_to,
  * publish; rk_ctx_reply always answers at the request's priority).
  * RK_CTX_PRIORITY_INHERIT, the default, gives each message the priority of
@@ -522,10 +556,16 @@ int rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
  * RK_EINVAL for a value outside 0..255 and RK_CTX_PRIORITY_INHERIT.
  */
 #define RK_CTX_PRIORITY_INHERIT (-1)
+/** Sets the priority of what this kernel sends from now on (see
+ * RK_CTX_PRIORITY_INHERIT). */
 int rk_ctx_set_priority(rk_ctx *ctx, int priority);
 
+/** The kernel's rk_kernel_config.user pointer (the caller's; never touched by
+ * the runtime). */
 void *rk_ctx_user(rk_ctx *ctx);
+/** The kernel's id; owned by the runtime, valid while the kernel exists. */
 const char *rk_ctx_kernel_id(rk_ctx *ctx);
+/** The runtime the kernel belongs to (borrowed). */
 rk_runtime *rk_ctx_runtime(rk_ctx *ctx);
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/*
+/** @file
  * ringkernel/telemetry.h - counters, latency histograms and their snapshots.
  *
  * Statistics live inside the object they describe (a kernel, a queue) and
@@ -43,112 +43,122 @@ extern "C" {
 
 /* ------------------------------------------------------------ histograms */
 
-/* Largest value tracked with full precision (2^42 ns, about 73 minutes). */
+/** Largest value tracked with full precision (2^42 ns, about 73 minutes). */
 #define RK_HISTOGRAM_MAX_NS (UINT64_C(1) << 42)
 
-/* A latency distribution. All fields are 0 when count is 0. */
+/** A latency distribution. All fields are 0 when count is 0. */
 typedef struct rk_latency_summary {
-    uint64_t count; /* values recorded */
-    uint64_t min_ns;
-    uint64_t max_ns;
-    uint64_t p50_ns;
-    uint64_t p90_ns;
-    uint64_t p99_ns;
-    uint64_t p999_ns;
-    double mean_ns;
+    uint64_t count;   /**< values recorded */
+    uint64_t min_ns;  /**< smallest value */
+    uint64_t max_ns;  /**< largest value */
+    uint64_t p50_ns;  /**< median */
+    uint64_t p90_ns;  /**< 90th percentile */
+    uint64_t p99_ns;  /**< 99th percentile */
+    uint64_t p999_ns; /**< 99.9th percentile */
+    double mean_ns;   /**< arithmetic mean */
 } rk_latency_summary;
 
-/* A standalone histogram (about 10 KiB, one allocation at create). */
+/** A standalone histogram (about 10 KiB, one allocation at create). */
 typedef struct rk_histogram rk_histogram;
 
-/* Allocates an empty histogram; on success the caller owns *out and frees
+/** Allocates an empty histogram; on success the caller owns *out and frees
  * it with rk_histogram_destroy. RK_EINVAL if out is NULL, RK_ENOMEM. */
 int rk_histogram_create(rk_histogram **out);
 
-/* Frees h. NULL is ignored. No thread may use h afterwards. */
+/** Frees h. NULL is ignored. No thread may use h afterwards. */
 void rk_histogram_destroy(rk_histogram *h);
 
-/* Records one value. Safe from any number of threads at once, and
+/** Records one value. Safe from any number of threads at once, and
  * concurrently with summaries. Never allocates. */
 void rk_histogram_record(rk_histogram *h, uint64_t ns);
 
-/* Fills *out from the current contents. Safe concurrently with writers. */
+/** Fills *out from the current contents. Safe concurrently with writers. */
 void rk_histogram_summary(const rk_histogram *h, rk_latency_summary *out);
 
-/* The nearest-rank p-th percentile (0 <= p <= 100, clamped), or 0 if h is
+/** The nearest-rank p-th percentile (0 <= p <= 100, clamped), or 0 if h is
  * empty. p = 0 gives the exact minimum and p = 100 the exact maximum. */
 uint64_t rk_histogram_percentile(const rk_histogram *h, double p);
 
-/* Adds every value of src into dst (src is unchanged; dst == src does
+/** Adds every value of src into dst (src is unchanged; dst == src does
  * nothing). Safe concurrently with writers on either histogram. */
 void rk_histogram_merge(rk_histogram *dst, const rk_histogram *src);
 
-/* Empties h. Records made concurrently with a reset may be lost or kept,
+/** Empties h. Records made concurrently with a reset may be lost or kept,
  * but the histogram stays valid. */
 void rk_histogram_reset(rk_histogram *h);
 
 /* ------------------------------------------------------------ counters */
 
-/* A counter only grows (messages handled); a gauge goes up and down (queue
+/** A counter only grows (messages handled); a gauge goes up and down (queue
  * depth). Rates are computed for counters only. */
 typedef enum rk_stat_kind {
-    RK_STAT_COUNTER = 0,
-    RK_STAT_GAUGE = 1,
+    RK_STAT_COUNTER = 0, /**< only grows */
+    RK_STAT_GAUGE = 1,   /**< goes up and down */
 } rk_stat_kind;
 
+/** The unit of a statistic. */
 typedef enum rk_stat_unit {
-    RK_UNIT_NONE = 0,
-    RK_UNIT_MESSAGES,
-    RK_UNIT_BYTES,
-    RK_UNIT_NS,
-    RK_UNIT_EVENTS,
+    RK_UNIT_NONE = 0, /**< a plain number */
+    RK_UNIT_MESSAGES, /**< messages */
+    RK_UNIT_BYTES,    /**< bytes */
+    RK_UNIT_NS,       /**< nanoseconds */
+    RK_UNIT_EVENTS,   /**< occurrences of an event */
 } rk_stat_unit;
 
-/* The static description of one counter or histogram. name is a JSON-safe
+/** The static description of one counter or histogram. name is a JSON-safe
  * identifier ("messages_processed"); desc is one human sentence. */
 typedef struct rk_stat_desc {
-    const char *name;
-    const char *desc;
-    rk_stat_kind kind;
-    rk_stat_unit unit;
+    const char *name;  /**< JSON-safe identifier */
+    const char *desc;  /**< one human sentence */
+    rk_stat_kind kind; /**< counter or gauge */
+    rk_stat_unit unit; /**< what the value counts */
 } rk_stat_desc;
 
-/* Short unit label: "", "msg", "B", "ns", "events"; "?" if unknown. */
+/** Short unit label: "", "msg", "B", "ns", "events"; "?" if unknown. */
 const char *rk_stat_unit_name(rk_stat_unit unit);
 
 /* ------------------------------------------------------------ snapshots */
 
-#define RK_STATS_MAX_COUNTERS  32
+/** Most counters one rk_stats holds. */
+#define RK_STATS_MAX_COUNTERS 32
+/** Most latency summaries one rk_stats holds. */
 #define RK_STATS_MAX_LATENCIES 4
-#define RK_STATS_LABEL_MAX     64
+/** Size of rk_stats.label, with the NUL. */
+#define RK_STATS_LABEL_MAX 64
 
+/** One counter's value in an rk_stats snapshot. */
 typedef struct rk_stat_value {
-    const rk_stat_desc *desc; /* borrowed: points into a static table */
-    uint64_t value;
+    const rk_stat_desc *desc; /**< borrowed: points into a static table */
+    uint64_t value;           /**< the value when the snapshot was taken */
 } rk_stat_value;
 
+/** One latency summary in an rk_stats snapshot. */
 typedef struct rk_stat_latency {
-    const rk_stat_desc *desc; /* borrowed, unit RK_UNIT_NS */
-    rk_latency_summary summary;
+    const rk_stat_desc *desc; /**< borrowed, unit RK_UNIT_NS */
+    rk_latency_summary
+        summary; /**< the distribution when the snapshot was taken */
 } rk_stat_latency;
 
-/*
+/**
  * A snapshot of one object's statistics, owned by the caller (a plain value
  * that can be copied and kept). label names the object (a kernel id);
  * start_ns is when the object started counting and taken_ns when the
  * snapshot was taken, both on rk_now_ns().
  */
 typedef struct rk_stats {
-    char label[RK_STATS_LABEL_MAX];
-    uint64_t start_ns;
-    uint64_t taken_ns;
-    size_t ncounters;
-    rk_stat_value counter[RK_STATS_MAX_COUNTERS];
-    size_t nlatencies;
-    rk_stat_latency latency[RK_STATS_MAX_LATENCIES];
+    char label[RK_STATS_LABEL_MAX]; /**< the object's name (a kernel id) */
+    uint64_t start_ns;              /**< when the object started counting */
+    uint64_t taken_ns;              /**< when the snapshot was taken */
+    size_t ncounters;               /**< entries used in counter */
+    rk_stat_value
+        counter[RK_STATS_MAX_COUNTERS]; /**< the counters, in add order */
+    size_t nlatencies;                  /**< entries used in latency */
+    rk_stat_latency
+        latency[RK_STATS_MAX_LATENCIES]; /**< the latency summaries, in add
+                                            order */
 } rk_stats;
 
-/*
+/**
  * Building a snapshot by hand (the runtime fills its own from the live
  * counters; these are for application code, e.g. to print an rk_histogram
  * with the formatters below). rk_stats_init empties *s, copies label
@@ -159,31 +169,33 @@ typedef struct rk_stats {
  */
 void rk_stats_init(rk_stats *s, const char *label, uint64_t start_ns);
 
+/** Appends a counter value to s (see rk_stats_init for the rules). */
 int rk_stats_add_value(rk_stats *s, const rk_stat_desc *desc, uint64_t value);
 
+/** Appends a latency summary to s (see rk_stats_init for the rules). */
 int rk_stats_add_summary(
     rk_stats *s, const rk_stat_desc *desc, const rk_latency_summary *sum);
 
-/* The counter called name in s, or NULL if there is none. */
+/** The counter called name in s, or NULL if there is none. */
 const rk_stat_value *rk_stats_find(const rk_stats *s, const char *name);
 
-/* The latency summary called name in s, or NULL if there is none. */
+/** The latency summary called name in s, or NULL if there is none. */
 const rk_latency_summary *rk_stats_find_latency(
     const rk_stats *s, const char *name);
 
 /* ------------------------------------------------------------ rates */
 
-/* taken_ns - start_ns, or 0 if the clock values are inverted. */
+/** taken_ns - start_ns, or 0 if the clock values are inverted. */
 uint64_t rk_stats_uptime_ns(const rk_stats *s);
 
-/* count / seconds for elapsed_ns; 0.0 when elapsed_ns is 0. */
+/** count / seconds for elapsed_ns; 0.0 when elapsed_ns is 0. */
 double rk_rate_per_sec(uint64_t count, uint64_t elapsed_ns);
 
-/* The average rate of counter name over the object's uptime (value /
+/** The average rate of counter name over the object's uptime (value /
  * uptime), or 0.0 if it is absent or uptime is 0. */
 double rk_stats_rate(const rk_stats *s, const char *name);
 
-/* The rate of counter name between two snapshots of the same object
+/** The rate of counter name between two snapshots of the same object
  * (delta / (cur->taken_ns - prev->taken_ns)); 0.0 if the counter is absent
  * from either, went backwards, or no time passed. */
 double rk_stats_rate_between(
@@ -191,7 +203,7 @@ double rk_stats_rate_between(
 
 /* ------------------------------------------------------------ formatting */
 
-/*
+/**
  * Writes s as one JSON object on one line (no newline), e.g.
  *   {"label":"worker","uptime_ns":2000,
  *    "counters":{"messages_processed":10,"queue_depth":0},
@@ -211,12 +223,12 @@ double rk_stats_rate_between(
 int rk_stats_format_json(
     const rk_stats *s, char *buf, size_t size, size_t *len);
 
-/* Same contract, readable multi-line text: one line per counter with its
+/** Same contract, readable multi-line text: one line per counter with its
  * unit, its rate for counters, and one line per latency summary. */
 int rk_stats_format_text(
     const rk_stats *s, char *buf, size_t size, size_t *len);
 
-/* Writes rk_stats_format_text (json = 0) or rk_stats_format_json plus a
+/** Writes rk_stats_format_text (json = 0) or rk_stats_format_json plus a
  * newline (json != 0) to f. Returns RK_OK, RK_EINVAL, RK_ENOMEM (a long
  * snapshot needs a temporary buffer) or RK_EINTERNAL if the write failed. */
 int rk_stats_print(FILE *f, const rk_stats *s, int json);
