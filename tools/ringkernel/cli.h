@@ -128,6 +128,10 @@ int cli_anomaly_batch(uint32_t sensors, uint64_t readings, uint64_t seed,
 
 /* ------------------------------------------------------------ pagerank */
 
+/* Edges ahead that an iteration prefetches contrib for; in_src has this
+ * many zeroed slots of padding past its m edges. */
+#define CLI_PR_PREFETCH 16
+
 typedef struct cli_graph {
     uint32_t n;       /* nodes */
     uint64_t m;       /* edges */
@@ -144,6 +148,9 @@ int cli_graph_load(const char *path, cli_graph *g, char *why, size_t wl);
  * seed. */
 int cli_graph_synthetic(uint64_t m, uint64_t seed, cli_graph *g);
 void cli_graph_free(cli_graph *g);
+/* malloc for big arrays: 2 MiB aligned and advised for huge pages from
+ * 2 MiB up, zeroed if asked; the caller frees it with free(). */
+void *cli_big_alloc(size_t bytes, bool zero);
 
 typedef struct cli_pr_result {
     double *rank; /* n ranks, owned by the result */

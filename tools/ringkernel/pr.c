@@ -38,8 +38,6 @@
 #include "cli.h"
 
 #define TIMEOUT_NS (120 * INT64_C(1000000000))
-/* Edges ahead to prefetch; in_src has PREFETCH slots of padding. */
-#define PREFETCH 16
 
 typedef struct step_msg {
     uint32_t iter;
@@ -72,29 +70,40 @@ typedef struct part_ctx {
 
 /* One iteration over nodes [lo, hi): reads rank[cur], contrib[cur], writes
  * rank[nxt], contrib[nxt]. Returns the L1 change; *dangling the rank of
- * dangling nodes in the range after it. */
+ * dangling nodes in the range after it.
+ *
+ * Every configuration (host loop, one actor, partitions) runs this same
+ * function, and a node's sum adds its in-edges' contribs one at a time in
+ * CSC order, so the ranks come out bit for bit the same however the nodes
+ * are split. */
 static double
 iterate_range(const cli_graph *g, double d, double dangling,
-    const double *rank, const double *contrib, double *next,
-    double *next_contrib, uint32_t lo, uint32_t hi, double *dang_out)
+    const double *restrict rank, const double *restrict contrib,
+    double *restrict next, double *restrict next_contrib, uint32_t lo,
+    uint32_t hi, double *dang_out)
 {
+    const uint64_t *restrict off = g->in_off;
+    const uint32_t *restrict src = g->in_src;
+    const uint32_t *restrict outdeg = g->outdeg;
     double base = (1.0 - d) / g->n + d * dangling / g->n, delta = 0, dang = 0;
+    uint64_t e = off[lo];
 
     for (uint32_t v = lo; v < hi; v++) {
         double sum = 0;
-        uint64_t end = g->in_off[v + 1];
-        for (uint64_t e = g->in_off[v]; e < end; e++) {
+        uint64_t end = off[v + 1];
+        for (; e < end; e++) {
             /* The gathers from contrib are random over the whole array
-             * (megabytes at 10M edges); fetching PREFETCH edges ahead hides
-             * most of their cache misses. It changes no arithmetic. */
-            __builtin_prefetch(&contrib[g->in_src[e + PREFETCH]]);
-            sum += contrib[g->in_src[e]];
+             * (megabytes at 10M edges); fetching CLI_PR_PREFETCH edges
+             * ahead hides most of their cache misses. It changes no
+             * arithmetic. */
+            __builtin_prefetch(&contrib[src[e + CLI_PR_PREFETCH]]);
+            sum += contrib[src[e]];
         }
         double r = base + d * sum;
         delta += fabs(r - rank[v]);
         next[v] = r;
-        if (g->outdeg[v]) {
-            next_contrib[v] = r / g->outdeg[v];
+        if (outdeg[v]) {
+            next_contrib[v] = r / outdeg[v];
         } else {
             next_contrib[v] = 0;
             dang += r;
@@ -238,8 +247,8 @@ cli_pagerank_actors(const cli_graph *g, uint32_t parts, double damping,
     s.lo = calloc((size_t)parts + 1, sizeof(*s.lo));
     s.got = calloc(parts, sizeof(*s.got));
     for (int i = 0; i < 2; i++) {
-        s.rank[i] = malloc(g->n * sizeof(double));
-        s.contrib[i] = malloc(g->n * sizeof(double));
+        s.rank[i] = cli_big_alloc(g->n * sizeof(double), true);
+        s.contrib[i] = cli_big_alloc(g->n * sizeof(double), true);
     }
     if (!pcs || !s.lo || !s.got || !s.rank[0] || !s.rank[1] || !s.contrib[0]
         || !s.contrib[1])
@@ -298,8 +307,8 @@ cli_pagerank_reference(const cli_graph *g, double damping, double tol,
 
     memset(out, 0, sizeof(*out));
     for (int i = 0; i < 2; i++) {
-        rank[i] = malloc(g->n * sizeof(double));
-        contrib[i] = malloc(g->n * sizeof(double));
+        rank[i] = cli_big_alloc(g->n * sizeof(double), true);
+        contrib[i] = cli_big_alloc(g->n * sizeof(double), true);
     }
     if (!rank[0] || !rank[1] || !contrib[0] || !contrib[1])
         goto out;
