@@ -298,7 +298,7 @@ test_metrics_match_telemetry(void **state)
         get(&e, "ringkernel_kernel_restarts_total", "kernel=\"faulty\"") == 1);
     assert_true(
         get(&e, "ringkernel_dead_letters_total", "kernel=\"faulty\"") >= 1);
-    /* The runtime times one small batch in SAMPLE_SMALL (kernel.c), so the
+    /* The runtime times one send in latency_sample per thread, so the
      * count is at most the messages and at least one; check_kernel
      * compares it with the runtime's own figure exactly. */
     double lc = get(

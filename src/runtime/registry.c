@@ -101,7 +101,7 @@ rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp)
     k = atomic_load_explicit(&rt->slots[h.slot], memory_order_acquire);
     if (rk__unlikely(k == NULL))
         return rk__fail(RK_ESTALE, "handle names no kernel");
-    /* Acquire pairs with the release increment in rk__kernel_ended. */
+    /* Acquire pairs with the release increment in rk__reap. */
     if (rk__unlikely(
             atomic_load_explicit(&k->gen, memory_order_acquire) != h.gen))
         return rk__fail(RK_ESTALE,
