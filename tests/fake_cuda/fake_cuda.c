@@ -17,8 +17,8 @@
  *   - cuModuleLoadData(Ex) accepts only real NVRTC/nvcc output (a CUDA ELF
  *     cubin, or PTX whose .target is not newer than the device) and
  *     cuModuleGetFunction finds an entry only if the image defines it and
- *     the host build of the same kernel source (tests/kernels, compiled
- *     into this library as C) exists;
+ *     the host build of the same kernel source (tests/kernels and
+ *     tools/ringkernel/pr_dev.h, compiled into this library as C) exists;
  *   - cuLaunchKernel runs that host build, one CPU thread per block; at
  *     most SMS x BLOCKS_PER_SM blocks are resident at once across the
  *     device and the others wait for a resident block to finish, as on a
@@ -36,8 +36,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The test kernels' host builds (rk_dev_host_kernel_<name>). */
+/* The test kernels' host builds (rk_dev_host_kernel_<name>), and the
+ * `ringkernel` command's PageRank kernel (cli_prd_kernel). */
 #include "../kernels/test_kernels.cu"
+#include "../../tools/ringkernel/pr_dev.h"
 
 typedef int CUresult;
 typedef int CUdevice;

@@ -4,9 +4,12 @@
  *
  *   pagerank  synthetic power-law graphs over a sweep of edge counts (and
  *             any SNAP file given with --graph): one actor, partition
- *             actors with a reducer (K2K), and the plain host loop; edges
- *             per second per iteration and counting the graph build, each
- *             checked against the host loop to 1e-12.
+ *             actors with a reducer (K2K), the plain host loop, and the
+ *             device kernel (pr_dev.h) when the cuda backend is usable;
+ *             edges per second per iteration and counting the graph
+ *             build, each checked against the host loop to 1e-12, and the
+ *             CPU/GPU crossover when a real GPU ran (the stand-in
+ *             driver's "cuda_sim" rows never count as GPU figures).
  *   anomaly   the streaming pipeline (anomaly.c): per-reading latency
  *             (generated -> verdict, generated -> alert) and throughput,
  *             against batch processing of the same stream in fixed
@@ -40,6 +43,7 @@ typedef struct sink {
     FILE *json;             /* JSON lines */
     FILE *out;              /* the table */
     FILE *pr_dat, *cdf_dat; /* plot data, or NULL */
+    bool cuda_plotted;      /* pr_dat has real GPU rows (never cuda_sim) */
     int failed;
 } sink;
 
@@ -68,23 +72,64 @@ pr_row(sink *s, const char *graph, const cli_graph *g, const char *config,
         "\"max_abs_diff\":%.3g,\"ok\":%s}\n",
         graph, g->m, g->n, config, parts, r->iterations, build_s, r->setup_s,
         r->iter_s, it, all, maxdiff, ok ? "true" : "false");
-    if (s->pr_dat)
+    /* The stand-in's rows are CPU threads: they stay out of the chart. */
+    if (s->pr_dat && strcmp(config, "cuda_sim") != 0)
         fprintf(s->pr_dat, "%s %" PRIu64 " %.6g\n", config, g->m, it);
     s->failed += !ok;
 }
 
+/* What one graph's runs gave, for the CPU/GPU crossover. */
+typedef struct pr_best {
+    double cpu;  /* best per-iteration edges/s over the CPU configurations */
+    double cuda; /* the cuda configuration's (0: not run) */
+} pr_best;
+
+static double
+per_iter(const cli_graph *g, const cli_pr_result *r)
+{
+    return r->iter_s > 0 ? (double)g->m * (double)r->iterations / r->iter_s
+                         : 0;
+}
+
+/* The cuda configuration on one graph, checked like the others. */
 static int
-pr_graph(
-    sink *s, const opts *o, const char *name, cli_graph *g, double build_s)
+pr_cuda(sink *s, const char *name, const cli_graph *g, double build_s,
+    uint32_t iters, const cli_pr_result *ref, cli_pr_cuda_info *info,
+    pr_best *best)
+{
+    cli_pr_result act;
+    double maxdiff = 0;
+    int rc = cli_pagerank_cuda(g, 0.85, 0, iters, info, &act);
+
+    if (rc != RK_OK) {
+        cli_report_error("bench", "pagerank on cuda", rc);
+        s->failed++;
+        return RK_OK; /* the CPU sweep goes on */
+    }
+    for (uint32_t v = 0; v < g->n; v++)
+        maxdiff = fmax(maxdiff, fabs(act.rank[v] - ref->rank[v]));
+    pr_row(s, name, g, cli_pr_cuda_config(info), info->blocks, &act, build_s,
+        maxdiff, maxdiff <= 1e-12 && act.iterations == ref->iterations);
+    best->cuda = per_iter(g, &act);
+    s->cuda_plotted |= !info->simulated;
+    cli_pr_result_free(&act);
+    return RK_OK;
+}
+
+static int
+pr_graph(sink *s, const opts *o, const char *name, cli_graph *g,
+    double build_s, cli_pr_cuda_info *cuda, pr_best *best)
 {
     cli_pr_result ref, act;
     uint32_t iters = (uint32_t)o->iters;
     const uint32_t parts_list[2] = { 1, (uint32_t)o->parts };
 
+    best->cpu = best->cuda = 0;
     cli_pagerank_reference(g, 0.85, 0, iters, &ref);
     if (ref.rank == NULL)
         return RK_ENOMEM;
     pr_row(s, name, g, "cpu-host-loop", 0, &ref, build_s, 0, true);
+    best->cpu = per_iter(g, &ref);
     for (int i = 0; i < 2; i++) {
         char config[32];
         double maxdiff = 0;
@@ -105,18 +150,70 @@ pr_graph(
                 config, sizeof(config), "cpu-%u-actors-k2k", parts_list[i]);
         pr_row(s, name, g, config, parts_list[i], &act, build_s, maxdiff,
             maxdiff <= 1e-12 && act.iterations == ref.iterations);
+        best->cpu = fmax(best->cpu, per_iter(g, &act));
         cli_pr_result_free(&act);
     }
+    if (cuda != NULL)
+        pr_cuda(s, name, g, build_s, iters, &ref, cuda, best);
     cli_pr_result_free(&ref);
     return RK_OK;
+}
+
+/* The CPU/GPU crossover over the synthetic sweep: the smallest size at
+ * which the GPU's per-iteration edges/s beat the best CPU configuration's.
+ * Only a real GPU's figures count: the stand-in's are CPU threads. */
+static void
+pr_crossover(sink *s, const cli_pr_cuda_info *info, bool ran, uint64_t cross,
+    const char *why)
+{
+    if (!ran) {
+        fprintf(s->out, "cuda: not run (%s); no CPU/GPU crossover to report\n",
+            why);
+        fprintf(s->json,
+            "{\"bench\":\"pagerank\",\"config\":\"cuda\",\"ran\":false}\n");
+    } else if (info->simulated) {
+        fprintf(s->out,
+            "cuda_sim: the test-only stand-in driver ran the device code on "
+            "CPU threads;\n  its rows are not GPU figures, and no CPU/GPU "
+            "crossover is reported\n");
+        fprintf(s->json,
+            "{\"bench\":\"pagerank\",\"config\":\"cuda_sim\",\"ran\":"
+            "true,\"simulated\":true,\"crossover_edges\":null}\n");
+    } else if (cross != 0) {
+        fprintf(s->out,
+            "CPU/GPU crossover: from %" PRIu64 " edges the GPU (%s, %u "
+            "blocks x %u threads) beats the best CPU configuration per "
+            "iteration\n",
+            cross, info->device, info->blocks, info->threads);
+        fprintf(s->json,
+            "{\"bench\":\"pagerank\",\"config\":\"cuda\",\"ran\":true,"
+            "\"gpu\":\"%s\",\"crossover_edges\":%" PRIu64 "}\n",
+            info->device, cross);
+    } else {
+        fprintf(s->out,
+            "CPU/GPU crossover: none in this sweep; the best CPU "
+            "configuration was faster per iteration at every size\n");
+        fprintf(s->json,
+            "{\"bench\":\"pagerank\",\"config\":\"cuda\",\"ran\":true,"
+            "\"gpu\":\"%s\",\"crossover_edges\":null}\n",
+            info->device);
+    }
 }
 
 static int
 bench_pagerank(sink *s, const opts *o)
 {
-    const char *chosen;
+    cli_pr_cuda_info info = { .blocks = 0 };
+    bool cuda = false;
+    uint64_t cross = 0;
+    pr_best best;
     char why[512];
     int rc = RK_OK;
+
+    if (strcmp(o->backend, "cpu") == 0)
+        snprintf(why, sizeof(why), "--backend cpu");
+    else
+        cuda = cli_cuda_usable(why, sizeof(why));
 
     fprintf(s->out,
         "\npagerank: %" PRIu64 " iterations, damping 0.85; edges/s per "
@@ -130,7 +227,10 @@ bench_pagerank(sink *s, const opts *o)
         uint64_t t0 = rk_now_ns();
         if ((rc = cli_graph_synthetic(o->sizes[i], 42, &g)) != RK_OK)
             break;
-        rc = pr_graph(s, o, "synthetic", &g, (double)(rk_now_ns() - t0) / 1e9);
+        rc = pr_graph(s, o, "synthetic", &g, (double)(rk_now_ns() - t0) / 1e9,
+            cuda ? &info : NULL, &best);
+        if (best.cuda > best.cpu && (cross == 0 || g.m < cross))
+            cross = g.m;
         cli_graph_free(&g);
     }
     if (rc == RK_OK && o->graph_file) {
@@ -142,18 +242,11 @@ bench_pagerank(sink *s, const opts *o)
         } else {
             const char *base = strrchr(o->graph_file, '/');
             rc = pr_graph(s, o, base ? base + 1 : o->graph_file, &g,
-                (double)(rk_now_ns() - t0) / 1e9);
+                (double)(rk_now_ns() - t0) / 1e9, cuda ? &info : NULL, &best);
             cli_graph_free(&g);
         }
     }
-    if (cli_backend_pick("cuda", &chosen, why, sizeof(why)) != CLI_OK) {
-        fprintf(s->out,
-            "cuda: not run (%s); no CPU/GPU crossover to "
-            "report\n",
-            why);
-        fprintf(s->json,
-            "{\"bench\":\"pagerank\",\"config\":\"cuda\",\"ran\":false}\n");
-    }
+    pr_crossover(s, &info, cuda, cross, why);
     return rc;
 }
 
@@ -285,7 +378,7 @@ bench_anomaly(sink *s, const opts *o)
 /* --------------------------------------------------------------- plots */
 
 static int
-plot(const char *dir, bool have_pr, bool have_cdf, uint64_t parts)
+plot(const char *dir, bool have_pr, bool have_cdf, uint64_t parts, bool cuda)
 {
     char configs[96];
 
@@ -305,6 +398,9 @@ plot(const char *dir, bool have_pr, bool have_cdf, uint64_t parts)
     if (parts > 1)
         snprintf(configs + strlen(configs), sizeof(configs) - strlen(configs),
             " cpu-%" PRIu64 "-actors-k2k", parts);
+    if (cuda)
+        snprintf(configs + strlen(configs), sizeof(configs) - strlen(configs),
+            " cuda");
     if (have_pr)
         fprintf(gp,
             "set output '%s/pagerank_edges_per_s.png'\n"
@@ -362,7 +458,11 @@ help(FILE *f)
         "  --window N        batch window, readings (default 1000)\n"
         "  --rate R          paced round: readings/s offered (default 100k)\n"
         "  --paced-seconds S paced round length (default 2; quick 0.5)\n"
-        "  --backend NAME    cpu, cuda or auto (default auto)\n\n"
+        "  --backend NAME    cpu, cuda or auto (default auto); PageRank "
+        "also runs its\n                    device kernel when cuda is "
+        "usable (auto, cuda) and\n                    reports the CPU/GPU "
+        "crossover; cuda with the anomaly\n                    suite is "
+        "refused (it has no device version)\n\n"
         "exit status: 0 ok, 1 a run failed or results disagreed with the\n"
         "reference, 2 bad command line, 3 backend or gnuplot unavailable.\n");
 }
@@ -501,7 +601,17 @@ cli_bench(int argc, char **argv)
         o.readings = 100000;
     if (o.quick && !paced_given)
         o.paced_s = 0.5;
-    if ((status = cli_backend_pick(o.backend, &chosen, why, sizeof(why)))
+    if (strcmp(o.backend, "cuda") == 0 && !run_an) {
+        /* PageRank alone has a device version (pr_dev.h). */
+        if (!cli_cuda_usable(why, sizeof(why))) {
+            fprintf(stderr,
+                "ringkernel bench: backend 'cuda' is not available: %s\n",
+                why);
+            return CLI_UNAVAILABLE;
+        }
+        chosen = "cpu and cuda";
+    } else if ((status
+                   = cli_backend_pick(o.backend, &chosen, why, sizeof(why)))
         != CLI_OK) {
         fprintf(stderr, "ringkernel bench: %s\n", why);
         return status;
@@ -542,7 +652,7 @@ cli_bench(int argc, char **argv)
     }
     status = s.failed ? CLI_FAILED : CLI_OK;
     if (o.plot_dir && (s.pr_dat || s.cdf_dat)) {
-        int prc = plot(o.plot_dir, run_pr, run_an, o.parts);
+        int prc = plot(o.plot_dir, run_pr, run_an, o.parts, s.cuda_plotted);
         if (status == CLI_OK)
             status = prc;
     }

@@ -169,6 +169,33 @@ int cli_pagerank_actors(const cli_graph *g, uint32_t parts, double damping,
 void cli_pagerank_reference(const cli_graph *g, double damping, double tol,
     uint32_t max_iter, cli_pr_result *out);
 void cli_pr_result_free(cli_pr_result *r);
+/* Range bounds lo[0..parts] with about (edges + nodes) / parts work each. */
+void cli_pr_split(const cli_graph *g, uint32_t parts, uint32_t *lo);
+/* rank = 1/n, contrib = rank/outdeg (0 if dangling); *dang = their D. */
+void cli_pr_init_ranks(
+    const cli_graph *g, double *rank, double *contrib, double *dang);
+
+/* The cuda configuration (pr_cuda.c, device kernel pr_dev.h). */
+typedef struct cli_pr_cuda_info {
+    char device[128]; /* the CUDA device's name */
+    bool simulated;   /* the test-only stand-in driver ran the device code
+                         on CPU threads: never a GPU figure */
+    uint32_t blocks;  /* actors (thread blocks) = node ranges */
+    uint32_t threads; /* threads per block */
+} cli_pr_cuda_info;
+
+/* True when the cuda backend could run here (driver, device, NVRTC);
+ * otherwise false with the probe's reason in why. */
+bool cli_cuda_usable(char *why, size_t whylen);
+/* Label of a cuda result: "cuda", or "cuda_sim" under the stand-in. */
+const char *cli_pr_cuda_config(const cli_pr_cuda_info *info);
+/* PageRank by the device kernel of pr_dev.h on the cuda backend: the
+ * graph and ranks in device memory (rk_buffer), one actor per thread
+ * block, the host adding the blocks' partial sums each iteration.
+ * setup_s counts the upload and the kernel's compile and launch. On
+ * failure the error's detail is in rk_errdetail(). */
+int cli_pagerank_cuda(const cli_graph *g, double damping, double tol,
+    uint32_t max_iter, cli_pr_cuda_info *info, cli_pr_result *out);
 
 /* ------------------------------------------------------------------ top */
 

@@ -16,7 +16,8 @@ help(FILE *f)
 {
     fprintf(f,
         "usage: ringkernel pagerank [--parts N] [--damping D] [--tol T]\n"
-        "                           [--max-iter N] [--top K] FILE\n\n"
+        "                           [--max-iter N] [--top K] [--backend B] "
+        "FILE\n\n"
         "Loads a SNAP edge list (# comments, then one \"src dst\" pair a "
         "line),\nruns PageRank on ring kernels (1 part: one actor; more: "
         "partition\nactors reporting to a reducer kernel-to-kernel), "
@@ -27,9 +28,14 @@ help(FILE *f)
         "  --tol T        stop when the L1 change is below T (default "
         "1e-10)\n"
         "  --max-iter N   at most N iterations (default 100)\n"
-        "  --top K        ranks to print (default 10)\n\n"
+        "  --top K        ranks to print (default 10)\n"
+        "  --backend B    cpu (default): the ring kernels above; cuda: the "
+        "device\n                 kernel, one actor per thread block "
+        "(docs/cuda.md); auto:\n                 cuda when usable, else "
+        "cpu\n\n"
         "exit status: 0 ok, 1 the file could not be read or the check "
-        "failed,\n2 bad command line.\n");
+        "failed,\n2 bad command line, 3 --backend cuda is not usable "
+        "here.\n");
 }
 
 typedef struct ranked {
@@ -56,9 +62,13 @@ cli_pagerank(int argc, char **argv)
               { "tol", required_argument, 0, 't' },
               { "max-iter", required_argument, 0, 'i' },
               { "top", required_argument, 0, 'k' },
+              { "backend", required_argument, 0, 'b' },
               { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     uint64_t parts = 1, max_iter = 100, top = 10;
     double damping = 0.85, tol = 1e-10, maxdiff = 0;
+    const char *backend = "cpu";
+    bool use_cuda = false;
+    cli_pr_cuda_info info;
     cli_graph g;
     cli_pr_result act, ref;
     char why[512], *end;
@@ -87,6 +97,9 @@ cli_pagerank(int argc, char **argv)
         case 'k':
             ok = cli_parse_count(optarg, &top);
             break;
+        case 'b':
+            backend = optarg;
+            break;
         case 'h':
             help(stdout);
             return CLI_OK;
@@ -104,6 +117,23 @@ cli_pagerank(int argc, char **argv)
         help(stderr);
         return CLI_USAGE;
     }
+    if (strcmp(backend, "cuda") == 0 || strcmp(backend, "auto") == 0) {
+        use_cuda = cli_cuda_usable(why, sizeof(why));
+        if (!use_cuda && strcmp(backend, "cuda") == 0) {
+            fprintf(stderr,
+                "ringkernel pagerank: backend 'cuda' is not available: "
+                "%s\n",
+                why);
+            return CLI_UNAVAILABLE;
+        }
+        if (!use_cuda)
+            printf("cuda: not usable (%s); running on cpu\n", why);
+    } else if (strcmp(backend, "cpu") != 0) {
+        fprintf(stderr,
+            "ringkernel pagerank: unknown backend '%s' (cpu, cuda, auto)\n",
+            backend);
+        return CLI_USAGE;
+    }
     t0 = rk_now_ns();
     if ((rc = cli_graph_load(argv[optind], &g, why, sizeof(why))) != RK_OK) {
         fprintf(stderr, "ringkernel pagerank: %s\n", why);
@@ -112,10 +142,14 @@ cli_pagerank(int argc, char **argv)
     load_s = (double)(rk_now_ns() - t0) / 1e9;
     printf("graph: %u nodes, %" PRIu64 " edges, loaded in %.3f s\n", g.n, g.m,
         load_s);
-    rc = cli_pagerank_actors(
-        &g, (uint32_t)parts, damping, tol, (uint32_t)max_iter, &act);
+    if (use_cuda)
+        rc = cli_pagerank_cuda(
+            &g, damping, tol, (uint32_t)max_iter, &info, &act);
+    else
+        rc = cli_pagerank_actors(
+            &g, (uint32_t)parts, damping, tol, (uint32_t)max_iter, &act);
     if (rc != RK_OK) {
-        cli_report_error("pagerank", "actors", rc);
+        cli_report_error("pagerank", use_cuda ? "cuda" : "actors", rc);
         cli_graph_free(&g);
         return CLI_FAILED;
     }
@@ -128,12 +162,20 @@ cli_pagerank(int argc, char **argv)
     }
     for (uint32_t v = 0; v < g.n; v++)
         maxdiff = fmax(maxdiff, fabs(act.rank[v] - ref.rank[v]));
-    printf("%" PRIu64 " actor%s: %u iterations (residual %.3g) in %.3f s: "
+    if (use_cuda)
+        printf("%s on %s, %u blocks x %u threads (one actor per block, "
+               "the host reduces): ",
+            cli_pr_cuda_config(&info), info.device, info.blocks, info.threads);
+    else
+        printf("%" PRIu64 " actor%s: ", parts, parts > 1 ? "s + reducer" : "");
+    printf("%u iterations (residual %.3g) in %.3f s: "
            "%.3g edges/s per iteration; %.3g edges/s counting the load\n",
-        parts, parts > 1 ? "s + reducer" : "", act.iterations, act.residual,
-        act.iter_s,
+        act.iterations, act.residual, act.iter_s,
         act.iter_s > 0 ? (double)g.m * act.iterations / act.iter_s : 0.0,
         (double)g.m * act.iterations / (act.iter_s + load_s + act.setup_s));
+    if (use_cuda && info.simulated)
+        printf("cuda_sim: the test-only stand-in driver ran the device code "
+               "on CPU threads; these are not GPU figures\n");
     printf("reference power iteration: %u iterations, max |difference| "
            "%.3g\n",
         ref.iterations, maxdiff);

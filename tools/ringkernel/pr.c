@@ -167,8 +167,8 @@ reduce_handler(rk_ctx *ctx, const rk_msg_view *m)
 }
 
 /* Range bounds with about (edges + nodes) / parts work each. */
-static void
-split(const cli_graph *g, uint32_t parts, uint32_t *lo)
+void
+cli_pr_split(const cli_graph *g, uint32_t parts, uint32_t *lo)
 {
     uint64_t total = g->m + g->n;
     uint32_t v = 0;
@@ -183,8 +183,9 @@ split(const cli_graph *g, uint32_t parts, uint32_t *lo)
     lo[parts] = g->n;
 }
 
-static void
-init_ranks(const cli_graph *g, double *rank, double *contrib, double *dang)
+void
+cli_pr_init_ranks(
+    const cli_graph *g, double *rank, double *contrib, double *dang)
 {
     *dang = 0;
     for (uint32_t v = 0; v < g->n; v++) {
@@ -253,8 +254,8 @@ cli_pagerank_actors(const cli_graph *g, uint32_t parts, double damping,
     if (!pcs || !s.lo || !s.got || !s.rank[0] || !s.rank[1] || !s.contrib[0]
         || !s.contrib[1])
         goto out;
-    split(g, parts, s.lo);
-    init_ranks(g, s.rank[0], s.contrib[0], &dangling);
+    cli_pr_split(g, parts, s.lo);
+    cli_pr_init_ranks(g, s.rank[0], s.contrib[0], &dangling);
 
     t0 = rk_now_ns();
     if ((rc = rk_runtime_create(&rt, &rcfg)) != RK_OK
@@ -312,7 +313,7 @@ cli_pagerank_reference(const cli_graph *g, double damping, double tol,
     }
     if (!rank[0] || !rank[1] || !contrib[0] || !contrib[1])
         goto out;
-    init_ranks(g, rank[0], contrib[0], &dangling);
+    cli_pr_init_ranks(g, rank[0], contrib[0], &dangling);
     t0 = rk_now_ns();
     for (uint32_t it = 0; it < max_iter; it++) {
         unsigned cur = it & 1;

@@ -1,0 +1,294 @@
+/*
+ * tools/ringkernel/pr_cuda.c - PageRank on the cuda backend: the device
+ * kernel of pr_dev.h, one actor per thread block, driven from the host.
+ *
+ * The graph (CSC, graph.c) and the rank arrays go to device memory
+ * through the library's buffers (rk_buffer on the CUDA device) before the
+ * kernel is launched, and the ranks come back after it has exited:
+ * docs/cuda.md warns that freeing or synchronous copies while a
+ * persistent kernel is resident can block, so nothing here copies or
+ * frees while it runs. Each iteration the host sends one step per node
+ * range (cli_pr_split, as the CPU partitions), reads one reply per range,
+ * adds them in range order and sends the next: the host is the reducer.
+ *
+ * Ownership: the runtime, the buffers and the kernel are this file's and
+ * live for one call; out->rank is the caller's (cli_pr_result_free).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define CLI_PRD_LAYOUT_ONLY
+#include "pr_dev.h"
+
+_Static_assert(sizeof(cli_prd_step) == 96, "step layout");
+_Static_assert(sizeof(cli_prd_part) == 32, "part layout");
+
+#define TIMEOUT_NS      (120 * INT64_C(1000000000))
+#define THREADS         256u /* per block: 8 warps */
+#define MAX_BLOCKS      1024u
+#define DEFAULT_ORDINAL 0
+
+/* pr_dev.h's text (generated from it at build time: embed.cmake). */
+extern const char *const cli_pr_dev_source;
+
+bool
+cli_cuda_usable(char *why, size_t whylen)
+{
+    if (rk_backend_probe("cuda") == RK_OK) {
+        why[0] = '\0';
+        return true;
+    }
+    snprintf(why, whylen, "%s", rk_errdetail());
+    return false;
+}
+
+const char *
+cli_pr_cuda_config(const cli_pr_cuda_info *info)
+{
+    return info->simulated ? "cuda_sim" : "cuda";
+}
+
+/* The cpu backend's twin of the kernel, which the definition must have;
+ * this command registers the kernel on "cuda" only, so it never runs. */
+static int
+not_on_cpu(rk_ctx *ctx, const rk_msg_view *m)
+{
+    (void)ctx;
+    (void)m;
+    return RK_ENOTSUP;
+}
+
+/* A device buffer of count elements of t, filled from host (NULL: left
+ * uninitialised, the kernel writes it). *dev is its device address. */
+static int
+device_array(rk_buffer **b, rk_dtype t, size_t count, const void *host,
+    int ordinal, uint64_t *dev)
+{
+    rk_buffer_config c = { .dtype = t,
+        .dims = { count ? count : 1 }, /* a buffer is never empty */
+        .device = RK_DEVICE_CUDA,
+        .ordinal = ordinal };
+    void *d = NULL;
+    int rc = rk_buffer_create(b, &c);
+
+    if (rc == RK_OK && host != NULL && count != 0)
+        rc = rk_buffer_copy_from(*b, host, count * rk_dtype_size(t));
+    if (rc == RK_OK)
+        rc = rk_buffer_device(
+            *b, host != NULL ? RK_ACCESS_READ : RK_ACCESS_DISCARD, &d);
+    *dev = (uint64_t)(uintptr_t)d;
+    return rc;
+}
+
+/* The device the backend uses (RK_CUDA_DEVICE, as src/backend/cuda). */
+static int
+cuda_ordinal(void)
+{
+    const char *s = getenv("RK_CUDA_DEVICE");
+    return s != NULL && s[0] != '\0' ? atoi(s) : DEFAULT_ORDINAL;
+}
+
+static uint32_t
+pow2_at_least(uint32_t v)
+{
+    uint32_t p = 1;
+    while (p < v)
+        p <<= 1;
+    return p;
+}
+
+/* The iterations: one step per range, replies added in range order. */
+static int
+iterate(rk_runtime *rt, rk_kernel k, cli_prd_step *proto,
+    const uint64_t dev_rank[2], const uint64_t dev_contrib[2],
+    const uint32_t *lo, uint32_t parts, double tol, uint32_t max_iter,
+    double dangling, cli_pr_result *out)
+{
+    cli_prd_part *got = calloc(parts, sizeof(*got));
+    uint8_t *seen = calloc(parts, 1);
+    int rc = got && seen ? RK_OK : RK_ENOMEM;
+
+    for (uint32_t it = 0; it < max_iter && rc == RK_OK; it++) {
+        unsigned cur = it & 1, nxt = cur ^ 1;
+        double delta = 0, dang = 0;
+        memset(seen, 0, parts);
+        for (uint32_t p = 0; p < parts && rc == RK_OK; p++) {
+            cli_prd_step st = *proto;
+            st.rank = dev_rank[cur];
+            st.contrib = dev_contrib[cur];
+            st.next_rank = dev_rank[nxt];
+            st.next_contrib = dev_contrib[nxt];
+            st.dangling = dangling;
+            st.lo = lo[p];
+            st.hi = lo[p + 1];
+            st.part = p;
+            st.iter = it;
+            rc = rk_send(
+                rt, k, CLI_PRD_STEP_TYPE, &st, sizeof(st), 128, TIMEOUT_NS);
+        }
+        for (uint32_t i = 0; i < parts && rc == RK_OK; i++) {
+            rk_msg_header h;
+            cli_prd_part r;
+            size_t len = 0;
+            rc = rk_recv(rt, k, &h, &r, sizeof(r), &len, TIMEOUT_NS);
+            if (rc != RK_OK)
+                break;
+            if (len != sizeof(r) || h.type_id != CLI_PRD_PART_TYPE
+                || r.iter != it || r.part >= parts || seen[r.part]
+                || r.lo != lo[r.part] || r.hi != lo[r.part + 1]) {
+                rc = RK_EDECODE; /* a reply that answers no step sent */
+                break;
+            }
+            seen[r.part] = 1;
+            got[r.part] = r;
+        }
+        if (rc != RK_OK)
+            break;
+        for (uint32_t p = 0; p < parts; p++) {
+            delta += got[p].delta;
+            dang += got[p].dangling;
+        }
+        dangling = dang;
+        out->iterations = it + 1;
+        out->residual = delta;
+        if (tol > 0 && delta < tol)
+            break;
+    }
+    free(got);
+    free(seen);
+    return rc;
+}
+
+int
+cli_pagerank_cuda(const cli_graph *g, double damping, double tol,
+    uint32_t max_iter, cli_pr_cuda_info *info, cli_pr_result *out)
+{
+    rk_runtime_config rcfg = { .no_static_kernels = true, .backend = "cuda" };
+    rk_kernel_def def = { .id = "pr.gpu", .handler = not_on_cpu };
+    rk_buffer *off = NULL, *src = NULL, *deg = NULL, *rank[2] = { 0 },
+              *contrib[2] = { 0 };
+    uint64_t dev_rank[2] = { 0 }, dev_contrib[2] = { 0 };
+    cli_prd_step proto = { .damping = damping, .n = g->n };
+    rk_device_list *list = NULL;
+    const rk_device_info *gpu = NULL;
+    rk_runtime *rt = NULL;
+    double *h_rank = NULL, *h_contrib = NULL, dangling = 0;
+    uint32_t *lo = NULL;
+    int ordinal = cuda_ordinal(), rc;
+    uint64_t t0 = rk_now_ns();
+    rk_kernel k;
+
+    memset(out, 0, sizeof(*out));
+    memset(info, 0, sizeof(*info));
+    if ((rc = rk_devices_query(&list)) != RK_OK
+        || (rc = rk_device_select(list, RK_DEVICE_CUDA, ordinal, &gpu))
+            != RK_OK)
+        goto out;
+    snprintf(info->device, sizeof(info->device), "%s", gpu->name);
+    /* bench/bench_cuda.c's test: the stand-in names its device "fake". */
+    info->simulated = strstr(gpu->name, "fake") != NULL;
+    /* One block per SM (always co-resident if the kernel fits at all),
+     * never more blocks than nodes. */
+    info->blocks
+        = gpu->multiprocessors > 0 ? (uint32_t)gpu->multiprocessors : 1;
+    if (info->blocks > MAX_BLOCKS)
+        info->blocks = MAX_BLOCKS;
+    if (info->blocks > g->n)
+        info->blocks = g->n > 0 ? g->n : 1;
+    info->threads = THREADS;
+    rk_device_list_free(list);
+    list = NULL;
+
+    lo = calloc((size_t)info->blocks + 1, sizeof(*lo));
+    h_rank = cli_big_alloc(g->n * sizeof(double), true);
+    h_contrib = cli_big_alloc(g->n * sizeof(double), true);
+    if (lo == NULL || h_rank == NULL || h_contrib == NULL) {
+        rc = RK_ENOMEM;
+        goto out;
+    }
+    cli_pr_split(g, info->blocks, lo);
+    cli_pr_init_ranks(g, h_rank, h_contrib, &dangling);
+
+    /* Upload: every copy happens before the kernel is launched. */
+    if ((rc = device_array(&off, RK_DTYPE_U64, (size_t)g->n + 1, g->in_off,
+             ordinal, &proto.in_off))
+            != RK_OK
+        || (rc = device_array(
+                &src, RK_DTYPE_U32, g->m, g->in_src, ordinal, &proto.in_src))
+            != RK_OK
+        || (rc = device_array(
+                &deg, RK_DTYPE_U32, g->n, g->outdeg, ordinal, &proto.outdeg))
+            != RK_OK
+        || (rc = device_array(
+                &rank[0], RK_DTYPE_F64, g->n, h_rank, ordinal, &dev_rank[0]))
+            != RK_OK
+        || (rc = device_array(&contrib[0], RK_DTYPE_F64, g->n, h_contrib,
+                ordinal, &dev_contrib[0]))
+            != RK_OK
+        || (rc = device_array(
+                &rank[1], RK_DTYPE_F64, g->n, NULL, ordinal, &dev_rank[1]))
+            != RK_OK
+        || (rc = device_array(&contrib[1], RK_DTYPE_F64, g->n, NULL, ordinal,
+                &dev_contrib[1]))
+            != RK_OK)
+        goto out;
+
+    def.config.backend = "cuda";
+    def.config.device_source = cli_pr_dev_source;
+    def.config.device_entry = "cli_prd_kernel";
+    def.config.device_source_name = "pr_dev.h";
+    def.config.grid_size = info->blocks;
+    def.config.block_size = info->threads;
+    /* The relay's batch, split over the blocks' lanes: two steps each. */
+    def.config.batch
+        = pow2_at_least(2 * info->blocks < 64 ? 64 : 2 * info->blocks);
+    def.config.input_capacity = pow2_at_least(2 * info->blocks);
+    def.config.output_capacity = pow2_at_least(2 * info->blocks);
+    def.config.max_payload = 128;
+    if ((rc = rk_runtime_create(&rt, &rcfg)) != RK_OK
+        || (rc = rk_runtime_register(rt, &def)) != RK_OK
+        || (rc = rk_kernel_launch(rt, def.id)) != RK_OK
+        || (rc = rk_kernel_activate(rt, def.id)) != RK_OK
+        || (rc = rk_kernel_lookup(rt, def.id, &k)) != RK_OK)
+        goto out;
+    out->setup_s = (double)(rk_now_ns() - t0) / 1e9;
+
+    t0 = rk_now_ns();
+    rc = iterate(rt, k, &proto, dev_rank, dev_contrib, lo, info->blocks, tol,
+        max_iter, dangling, out);
+    out->iter_s = (double)(rk_now_ns() - t0) / 1e9;
+    /* The kernel exits (and its stream is synchronised) here, before any
+     * copy back or free. */
+    rk_runtime_destroy(rt);
+    rt = NULL;
+    if (rc != RK_OK)
+        goto out;
+    /* The last step wrote rank[iterations & 1] on the device. */
+    {
+        rk_buffer *fin = rank[out->iterations & 1];
+        if (out->iterations > 0
+            && (rc = rk_buffer_mark_device_dirty(fin)) != RK_OK)
+            goto out;
+        if ((rc = rk_buffer_copy_to(fin, h_rank, g->n * sizeof(double)))
+            != RK_OK)
+            goto out;
+        out->rank = h_rank;
+        h_rank = NULL;
+    }
+out:
+    rk_runtime_destroy(rt);
+    rk_device_list_free(list);
+    rk_buffer_destroy(off);
+    rk_buffer_destroy(src);
+    rk_buffer_destroy(deg);
+    for (int i = 0; i < 2; i++) {
+        rk_buffer_destroy(rank[i]);
+        rk_buffer_destroy(contrib[i]);
+    }
+    free(h_rank);
+    free(h_contrib);
+    free(lo);
+    return rc;
+}
