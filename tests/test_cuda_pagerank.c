@@ -1,0 +1,432 @@
+/*
+ * The `ringkernel` command's PageRank device kernel (tools/ringkernel/
+ * pr_dev.h), written once:
+ *
+ *   - NVRTC compiles the file's text exactly as the cuda backend does
+ *     (after ringkernel/dev_kernel.h), and the PTX has the entry, the
+ *     block reduction in shared memory, IEEE double division, and neither
+ *     an atomic read-modify-write (atom./red.) nor a non-coherent load
+ *     (ld.global.nc) of the arrays, which change between the iterations
+ *     of one resident kernel;
+ *   - the host-C build of the same file runs on CPU threads (one per
+ *     block, real ring_proto.h lanes, tests/support/dev_host.h), the test
+ *     acting as the host reducer, and its ranks equal an independent plain
+ *     power iteration (push over the edge list) to 1e-12;
+ *   - a malformed step faults the block with RK_EINVAL.
+ *
+ * The backend's real host code runs the same kernel through the stand-in
+ * driver in the ctest entries cli_pagerank_cuda_sim* (tests/CMakeLists.txt).
+ * Nothing here runs on a GPU; docs/cuda.md says what only a GPU can show.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/devhost.h"
+#include "backend/cuda/nvrtc.h"
+#include "cuda_helpers.h"
+#include "ringkernel/ringkernel.h"
+
+/* The kernel, as host C. */
+#include "../tools/ringkernel/pr_dev.h"
+
+#include "dev_host.h"
+
+_Static_assert(sizeof(cli_prd_step) == 96, "step layout");
+_Static_assert(sizeof(cli_prd_part) == 32, "part layout");
+
+/* ------------------------------------------------------------ the graph */
+
+typedef struct graph {
+    uint32_t n;
+    uint64_t m;
+    uint32_t *esrc, *edst; /* the edge list, in generation order */
+    uint64_t *in_off;      /* CSC by destination, stable in edge order */
+    uint32_t *in_src;
+    uint32_t *outdeg;
+} graph;
+
+static uint64_t
+lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+/* A skewed graph: destinations drawn toward low ids (a few hubs), sources
+ * uniform over the first 7/8 of the nodes, so the last 1/8 have no
+ * out-edges (dangling) and many nodes have no in-edges. */
+static void
+graph_make(graph *g, uint32_t n, uint64_t m, uint64_t seed)
+{
+    uint64_t s = seed, *fill;
+
+    g->n = n;
+    g->m = m;
+    g->esrc = calloc(m, sizeof(*g->esrc));
+    g->edst = calloc(m, sizeof(*g->edst));
+    g->in_off = calloc((size_t)n + 1, sizeof(*g->in_off));
+    g->in_src = calloc(m ? m : 1, sizeof(*g->in_src));
+    g->outdeg = calloc(n, sizeof(*g->outdeg));
+    fill = calloc((size_t)n + 1, sizeof(*fill));
+    assert_true(
+        g->esrc && g->edst && g->in_off && g->in_src && g->outdeg && fill);
+    for (uint64_t e = 0; e < m; e++) {
+        uint64_t a = lcg(&s) % n, b = lcg(&s) % n;
+        g->esrc[e] = (uint32_t)(lcg(&s) % (n - n / 8));
+        g->edst[e] = (uint32_t)(a < b ? a : b);
+        g->outdeg[g->esrc[e]]++;
+        g->in_off[g->edst[e] + 1]++;
+    }
+    for (uint32_t v = 0; v < n; v++)
+        g->in_off[v + 1] += g->in_off[v];
+    memcpy(fill, g->in_off, ((size_t)n + 1) * sizeof(*fill));
+    for (uint64_t e = 0; e < m; e++)
+        g->in_src[fill[g->edst[e]]++] = g->esrc[e];
+    free(fill);
+}
+
+static void
+graph_free(graph *g)
+{
+    free(g->esrc);
+    free(g->edst);
+    free(g->in_off);
+    free(g->in_src);
+    free(g->outdeg);
+}
+
+/* The plain power iteration, pushing rank along the edge list: a
+ * formulation independent of the kernel's pull over the CSC. */
+static double *
+reference(const graph *g, double d, uint32_t iters)
+{
+    double *rank = malloc(g->n * sizeof(double));
+    double *acc = malloc(g->n * sizeof(double));
+    assert_true(rank && acc);
+    for (uint32_t v = 0; v < g->n; v++)
+        rank[v] = 1.0 / g->n;
+    for (uint32_t it = 0; it < iters; it++) {
+        double dangling = 0;
+        for (uint32_t v = 0; v < g->n; v++) {
+            acc[v] = 0;
+            if (g->outdeg[v] == 0)
+                dangling += rank[v];
+        }
+        for (uint64_t e = 0; e < g->m; e++)
+            acc[g->edst[e]] += rank[g->esrc[e]] / g->outdeg[g->esrc[e]];
+        for (uint32_t v = 0; v < g->n; v++)
+            rank[v] = (1.0 - d) / g->n + d * (acc[v] + dangling / g->n);
+    }
+    free(acc);
+    return rank;
+}
+
+/* ------------------------------------------------------------ the host */
+
+/* Waits (deadline: a hang fails) until block 0 reports its fault number
+ * nf, and returns its error. */
+static int32_t
+wait_fault(inst *in, uint32_t nf)
+{
+    uint64_t until = deadline();
+    uint32_t n = 0;
+    int32_t err = 0;
+    while (rk__dh_fault_of(&in->d, 0, &n, &err) != 1 || n != nf) {
+        assert_true(rk_now_ns() < until);
+        sched_yield();
+    }
+    return err;
+}
+
+static void
+send_step(inst *in, uint32_t b, const cli_prd_step *st, size_t len)
+{
+    rk_msg_header h;
+    memset(&h, 0, sizeof(h));
+    h.magic = RK_MSG_MAGIC;
+    h.version = RK_MSG_VERSION;
+    h.priority = 128;
+    h.type_id = CLI_PRD_STEP_TYPE;
+    assert_int_equal(rk__dh_send(&in->d, b, &h, st, len), RK_OK);
+}
+
+/* Ranges [lo[p], lo[p+1]) of about equal node counts. */
+static void
+ranges(uint32_t n, uint32_t parts, uint32_t *lo)
+{
+    for (uint32_t p = 0; p <= parts; p++)
+        lo[p] = (uint32_t)((uint64_t)n * p / parts);
+}
+
+/* The kernel on `blocks` CPU threads, `parts` ranges per iteration (more
+ * ranges than blocks: any block computes any range), the test adding the
+ * replies in range order as the command's host does. */
+static void
+run_pagerank(
+    uint32_t blocks, uint32_t parts, uint32_t n, uint64_t m, uint32_t iters)
+{
+    const double d = 0.85;
+    graph g;
+    inst in;
+    uint32_t lo[17];
+    double *rank[2], *contrib[2], dangling = 0, *ref, maxdiff = 0;
+    unsigned char buf[256];
+    rk__dh_status st;
+
+    assert_true(parts <= 16);
+    graph_make(&g, n, m, 42 + n);
+    for (int i = 0; i < 2; i++) {
+        rank[i] = calloc(n, sizeof(double));
+        contrib[i] = calloc(n, sizeof(double));
+        assert_true(rank[i] && contrib[i]);
+    }
+    for (uint32_t v = 0; v < n; v++) {
+        rank[0][v] = 1.0 / n;
+        contrib[0][v] = g.outdeg[v] ? rank[0][v] / g.outdeg[v] : 0;
+        if (!g.outdeg[v])
+            dangling += rank[0][v];
+    }
+    ranges(n, parts, lo);
+
+    inst_make(&in, &rk_dev_host_kernel_cli_prd_kernel, blocks, 1, 0, 8, 4);
+    inst_start(&in, blocks);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_HELD, deadline()), RK_OK);
+    rk__dh_post(&in.d, RK_DEV_CMD_RUN);
+    for (uint32_t it = 0; it < iters; it++) {
+        unsigned cur = it & 1, nxt = cur ^ 1;
+        cli_prd_part got[16];
+        uint8_t seen[16] = { 0 };
+        double dang = 0, delta = 0, want_delta = 0;
+        for (uint32_t p = 0; p < parts; p++) {
+            cli_prd_step s = { .in_off = (uintptr_t)g.in_off,
+                .in_src = (uintptr_t)g.in_src,
+                .outdeg = (uintptr_t)g.outdeg,
+                .rank = (uintptr_t)rank[cur],
+                .contrib = (uintptr_t)contrib[cur],
+                .next_rank = (uintptr_t)rank[nxt],
+                .next_contrib = (uintptr_t)contrib[nxt],
+                .damping = d,
+                .dangling = dangling,
+                .n = n,
+                .lo = lo[p],
+                .hi = lo[p + 1],
+                .part = p,
+                .iter = it };
+            send_step(&in, p % blocks, &s, sizeof(s));
+        }
+        for (uint32_t p = 0; p < parts; p++) {
+            cli_prd_part r;
+            rk_msg_header h;
+            assert_int_equal(
+                recv_frame(&in, p % blocks, buf, sizeof(buf)), 64 + sizeof(r));
+            memcpy(&h, buf, sizeof(h));
+            memcpy(&r, buf + 64, sizeof(r));
+            assert_int_equal(h.type_id, CLI_PRD_PART_TYPE);
+            assert_int_equal(r.iter, it);
+            assert_true(r.part < parts);
+            assert_false(seen[r.part]);
+            assert_int_equal(r.lo, lo[r.part]);
+            assert_int_equal(r.hi, lo[r.part + 1]);
+            seen[r.part] = 1;
+            got[r.part] = r;
+        }
+        for (uint32_t p = 0; p < parts; p++) {
+            delta += got[p].delta;
+            dang += got[p].dangling;
+        }
+        /* The replies' sums describe what the kernel wrote. */
+        for (uint32_t v = 0; v < n; v++) {
+            want_delta += fabs(rank[nxt][v] - rank[cur][v]);
+            assert_true(g.outdeg[v] || contrib[nxt][v] == 0);
+        }
+        assert_true(fabs(delta - want_delta) <= 1e-12);
+        dangling = dang;
+    }
+    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    rk__dh_status_get(&in.d, &st);
+    assert_int_equal(st.exit_code, RK_OK);
+    assert_int_equal(st.processed, (uint64_t)iters * parts);
+    assert_int_equal(st.errors, 0);
+    inst_join(&in);
+
+    ref = reference(&g, d, iters);
+    for (uint32_t v = 0; v < n; v++) {
+        double dv = fabs(rank[iters & 1][v] - ref[v]);
+        maxdiff = dv > maxdiff ? dv : maxdiff;
+    }
+    print_message("%u blocks, %u ranges, %u nodes, %llu edges, %u "
+                  "iterations: max |difference| %.3g\n",
+        blocks, parts, n, (unsigned long long)m, iters, maxdiff);
+    assert_true(maxdiff <= 1e-12);
+    /* Not a trivial fixed point: the ranks moved away from 1/n. */
+    assert_true(fabs(ref[0] - 1.0 / n) > 1e-6);
+    free(ref);
+    for (int i = 0; i < 2; i++) {
+        free(rank[i]);
+        free(contrib[i]);
+    }
+    graph_free(&g);
+}
+
+static void
+test_host_loop_one_block(void **state)
+{
+    (void)state;
+    run_pagerank(1, 1, 500, 5000, 30);
+}
+
+static void
+test_host_loop_partitioned(void **state)
+{
+    (void)state;
+    run_pagerank(3, 7, 20000, 200000, 25);
+}
+
+/* A step of the wrong length, or a range outside [0, n], faults the block
+ * with RK_EINVAL (supervision decides); a restart goes on with the next
+ * step, which is handled. */
+static void
+test_bad_steps_fault(void **state)
+{
+    graph g;
+    inst in;
+    double rank[2][64], contrib[2][64];
+    unsigned char buf[256];
+    cli_prd_step s;
+    (void)state;
+
+    graph_make(&g, 64, 256, 7);
+    memset(rank, 0, sizeof(rank));
+    memset(contrib, 0, sizeof(contrib));
+    s = (cli_prd_step) { .in_off = (uintptr_t)g.in_off,
+        .in_src = (uintptr_t)g.in_src,
+        .outdeg = (uintptr_t)g.outdeg,
+        .rank = (uintptr_t)rank[0],
+        .contrib = (uintptr_t)contrib[0],
+        .next_rank = (uintptr_t)rank[1],
+        .next_contrib = (uintptr_t)contrib[1],
+        .damping = 0.85,
+        .n = 64,
+        .lo = 0,
+        .hi = 65 }; /* past n */
+    inst_make(&in, &rk_dev_host_kernel_cli_prd_kernel, 1, 1, 0, 8, 1);
+    send_step(&in, 0, &s, sizeof(s));
+    inst_start(&in, 1);
+    rk__dh_post(&in.d, RK_DEV_CMD_RUN);
+    assert_int_equal(wait_fault(&in, 1), RK_EINVAL);
+    rk__dh_verdict(&in.d, RK_DEV_VERDICT(0, 1)); /* restart */
+
+    send_step(&in, 0, &s, sizeof(s) - 8); /* short */
+    assert_int_equal(wait_fault(&in, 2), RK_EINVAL);
+    rk__dh_verdict(&in.d, RK_DEV_VERDICT(0, 2));
+
+    s.hi = 64; /* now valid */
+    send_step(&in, 0, &s, sizeof(s));
+    assert_int_equal(
+        recv_frame(&in, 0, buf, sizeof(buf)), 64 + sizeof(cli_prd_part));
+    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    inst_join(&in);
+    graph_free(&g);
+}
+
+/* ------------------------------------------------------------ NVRTC */
+
+/* Counts PTX instructions starting with op (after an optional predicate). */
+static int
+count_op(const char *ptx, const char *op)
+{
+    int n = 0;
+    size_t ol = strlen(op);
+    for (const char *l = ptx; l && *l;
+         l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *p = l;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '@') {
+            while (*p && *p != ' ' && *p != '\t' && *p != '\n')
+                p++;
+            while (*p == ' ' || *p == '\t')
+                p++;
+        }
+        if (strncmp(p, op, ol) == 0)
+            n++;
+    }
+    return n;
+}
+
+static void
+test_nvrtc_ptx(void **state)
+{
+    char *src;
+    rk__nvrtc_image img;
+    rk__nvrtc_src s = { .name = "pr_dev.h", .cc = 90, .want_ptx = 1 };
+    const char *ptx;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+    src = cuda_slurp("tools/ringkernel/pr_dev.h");
+    assert_non_null(src);
+    s.source = src;
+    /* raw 0: the backend's own way, dev_kernel.h first, then #line. */
+    if (rk__nvrtc_compile(&s, &img) != RK_OK)
+        fail_msg("pr_dev.h: %s\n%s", rk_errdetail(), img.log ? img.log : "");
+    assert_int_equal(img.kind, RK__IMG_PTX);
+    ptx = (const char *)img.data;
+    assert_non_null(strstr(ptx, ".visible .entry cli_prd_kernel("));
+    /* The gather and the writes of the ranks: the addresses come in the
+     * message as integers, so NVRTC emits generic (or global) accesses. */
+    assert_true(count_op(ptx, "ld.f64") + count_op(ptx, "ld.global.f64") > 0);
+    assert_true(count_op(ptx, "st.f64") + count_op(ptx, "st.global.f64") > 0);
+    /* The ranks change between iterations of one resident kernel: never
+     * through the read-only, non-coherent path. */
+    assert_int_equal(count_op(ptx, "ld.global.nc"), 0);
+    assert_int_equal(count_op(ptx, "ldu."), 0);
+    assert_int_equal(count_op(ptx, "tex."), 0);
+    /* The block reduction: shared memory and barriers. */
+    assert_true(count_op(ptx, "st.shared.f64") > 0);
+    assert_true(
+        count_op(ptx, "bar.sync") > 0 || count_op(ptx, "barrier.sync") > 0);
+    /* next_contrib = r / outdeg: IEEE division, as on the host. */
+    assert_true(count_op(ptx, "div.rn.f64") > 0);
+    /* The lanes: system-scope acquire/release; never a read-modify-write
+     * (PCIe does not make one atomic). */
+    assert_true(count_op(ptx, "ld.acquire.sys") > 0);
+    assert_true(count_op(ptx, "st.release.sys") > 0);
+    assert_int_equal(count_op(ptx, "atom."), 0);
+    assert_int_equal(count_op(ptx, "red."), 0);
+    rk__nvrtc_image_free(&img);
+
+    /* The cubin the backend loads on an sm_90 device names the entry. */
+    s.want_ptx = 0;
+    assert_int_equal(rk__nvrtc_compile(&s, &img), RK_OK);
+    assert_int_equal(img.kind, RK__IMG_CUBIN);
+    assert_non_null(memmem(img.data, img.size, "cli_prd_kernel", 14));
+    rk__nvrtc_image_free(&img);
+    free(src);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_host_loop_one_block),
+        cmocka_unit_test(test_host_loop_partitioned),
+        cmocka_unit_test(test_bad_steps_fault),
+        cmocka_unit_test(test_nvrtc_ptx),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
