@@ -4,10 +4,12 @@
 # Builds the CUDA tests and benchmarks (unless --run-only and the build
 # directory already exists, e.g. carried to an offline device machine),
 # runs the CUDA tests against the REAL driver (no stand-in), then the
-# benchmarks. Everything it reports is one JSON object per line on stdout
-# (suite "gpu-check" for the tests and the environment; the benchmarks'
-# own rows); progress goes to stderr. Exit status: 0 when every test
-# passed.
+# benchmarks (bench_cuda, bench_cuda_compile, and `ringkernel bench
+# pagerank --backend cuda`: the PageRank sweep with the device kernel and
+# the CPU/GPU crossover). Everything it reports is one JSON object per
+# line on stdout (suite "gpu-check" for the tests and the environment; the
+# benchmarks' own rows); progress and tables go to stderr. Exit status:
+# 0 when every test passed.
 #
 #   tools/gpu-check.sh [--build-only | --run-only] [BUILD_DIR]
 #
@@ -38,13 +40,15 @@ if [ "$mode" != run ]; then
     cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DRK_BUILD_EXAMPLES=OFF \
         >&2 || exit 2
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
-        test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host fake_cuda \
-        bench_cuda bench_cuda_compile >&2 || exit 2
+        test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
+        test_cuda_pagerank fake_cuda bench_cuda bench_cuda_compile \
+        ringkernel_cli >&2 || exit 2
     # For an offline device machine that lacks them: the test and bench
     # binaries' non-system libraries go with the build (build-gpu/lib).
     mkdir -p "$B/lib"
-    for bin in "$B"/tests/test_cuda_* "$B"/bench/bench_cuda*; do
-        ldd "$bin" 2>/dev/null | awk '/cmocka|msgpack/ { print $3 }'
+    for bin in "$B"/tests/test_cuda_* "$B"/bench/bench_cuda* \
+        "$B"/tools/ringkernel/ringkernel; do
+        ldd "$bin" 2>/dev/null | awk '/cmocka|msgpack|microhttpd/ { print $3 }'
     done | sort -u | while read -r lib; do
         [ -n "$lib" ] && cp -L "$lib" "$B/lib/"
     done
@@ -75,9 +79,17 @@ run_test test_cuda_backend RK_TEST_CUDA_REAL=1
 run_test test_cuda_nvrtc
 run_test test_cuda_kcache
 run_test test_cuda_loop_host
+run_test test_cuda_pagerank
 
 # Benchmarks: bench_cuda prints impl "cuda" on a real GPU ("cuda_sim"
 # would mean the stand-in was loaded: that is not a GPU figure).
 "$B/bench/bench_cuda" || fail=1
 "$B/bench/bench_cuda_compile" || fail=1
+# The PageRank sweep with its cuda configuration (tools/ringkernel/pr_dev.h):
+# JSON lines on stdout (the table on stderr), every row checked against the
+# host's power iteration to 1e-12; the cuda rows must say "config":"cuda"
+# (never "cuda_sim") and the last line gives the CPU/GPU crossover.
+# --backend cuda: exit status 3 if the backend is not usable here.
+"$B/tools/ringkernel/ringkernel" bench pagerank --backend cuda --json - \
+    || fail=1
 exit $fail
