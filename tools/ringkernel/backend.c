@@ -6,7 +6,9 @@
  * "cuda" the runtime's registry says whether the backend could run here
  * (rk_backend_probe, with the reason when not); even where it could, these
  * kernels have no device version, which is said plainly rather than
- * falling back in silence.
+ * falling back in silence. PageRank alone also has a device kernel
+ * (pr_dev.h): `pagerank --backend` and `bench pagerank` ask
+ * cli_cuda_usable (pr_cuda.c) for it instead.
  */
 #include <stdio.h>
 #include <string.h>
