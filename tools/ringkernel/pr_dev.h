@@ -43,7 +43,11 @@
  *
  * Bad input (a wrong length, a range outside [0, n], a block larger than
  * CLI_PRD_MAX_THREADS) makes the handler return RK_EINVAL: the block
- * faults and supervision decides, as for any device handler.
+ * faults and supervision decides, as for any device handler. A step
+ * carries raw device addresses and its own n, which the kernel cannot
+ * check against the allocations: only the host code that made the
+ * buffers (pr_cuda.c) may send steps. This kernel is the command's own,
+ * registered by it and reachable by nothing else.
  */
 #ifndef RK_CLI_PR_DEV_H
 #define RK_CLI_PR_DEV_H
