@@ -44,6 +44,7 @@ typedef struct sink {
     FILE *out;              /* the table */
     FILE *pr_dat, *cdf_dat; /* plot data, or NULL */
     bool cuda_plotted;      /* pr_dat has real GPU rows (never cuda_sim) */
+    unsigned cuda_runs;     /* cuda configurations that ran and answered */
     int failed;
 } sink;
 
@@ -112,6 +113,7 @@ pr_cuda(sink *s, const char *name, const cli_graph *g, double build_s,
         maxdiff, maxdiff <= 1e-12 && act.iterations == ref->iterations);
     best->cuda = per_iter(g, &act);
     s->cuda_plotted |= !info->simulated;
+    s->cuda_runs++;
     cli_pr_result_free(&act);
     return RK_OK;
 }
@@ -171,6 +173,13 @@ pr_crossover(sink *s, const cli_pr_cuda_info *info, bool ran, uint64_t cross,
             why);
         fprintf(s->json,
             "{\"bench\":\"pagerank\",\"config\":\"cuda\",\"ran\":false}\n");
+    } else if (s->cuda_runs == 0) {
+        fprintf(s->out,
+            "cuda: every run failed (the errors are above); no CPU/GPU "
+            "crossover to report\n");
+        fprintf(s->json,
+            "{\"bench\":\"pagerank\",\"config\":\"cuda\",\"ran\":false,"
+            "\"failed\":true}\n");
     } else if (info->simulated) {
         fprintf(s->out,
             "cuda_sim: the test-only stand-in driver ran the device code on "
@@ -181,10 +190,10 @@ pr_crossover(sink *s, const cli_pr_cuda_info *info, bool ran, uint64_t cross,
             "true,\"simulated\":true,\"crossover_edges\":null}\n");
     } else if (cross != 0) {
         fprintf(s->out,
-            "CPU/GPU crossover: from %" PRIu64 " edges the GPU (%s, %u "
-            "blocks x %u threads) beats the best CPU configuration per "
-            "iteration\n",
-            cross, info->device, info->blocks, info->threads);
+            "CPU/GPU crossover: %" PRIu64 " edges, the smallest size at "
+            "which the GPU (%s, %u threads a block) beat the best CPU "
+            "configuration per iteration\n",
+            cross, info->device, info->threads);
         fprintf(s->json,
             "{\"bench\":\"pagerank\",\"config\":\"cuda\",\"ran\":true,"
             "\"gpu\":\"%s\",\"crossover_edges\":%" PRIu64 "}\n",
