@@ -12,8 +12,12 @@
  */
 #include "rkpy.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -54,10 +58,22 @@ rkpy_raisef(int rc, const char *fmt, ...)
     return rkpy_raise(rc, buf);
 }
 
+/* Forks into this process: getpid() is a system call (glibc no longer
+ * caches it), so the per-call check compares pids only in a process that
+ * was forked (the counter is incremented in the child). */
+static _Atomic unsigned forks;
+
+static void
+forked_child(void)
+{
+    atomic_fetch_add_explicit(&forks, 1, memory_order_relaxed);
+}
+
 int
 rkpy_forked(pid_t pid)
 {
-    if (getpid() == pid)
+    if (atomic_load_explicit(&forks, memory_order_relaxed) == 0
+        || getpid() == pid)
         return 0;
     rkpy_raise(RK_EINVAL,
         "this ringkernel runtime was created in another process; a forked "
@@ -149,12 +165,15 @@ rkpy_uuid_get(PyObject *o, rk_uuid *out, int allow_none)
     return 0;
 }
 
-
 /* The objects the helpers above use: uuid.UUID and its attribute names,
  * numpy.frombuffer. Called once by PyInit__core. */
 int
 rkpy_common_init(void)
 {
+    if (pthread_atfork(NULL, NULL, forked_child) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
+        return -1;
+    }
     PyObject *uuid_mod = PyImport_ImportModule("uuid");
     if (uuid_mod == NULL)
         return -1;
@@ -188,4 +207,102 @@ void
 rkpy_set_error_factory(PyObject *f)
 {
     Py_XSETREF(error_factory, Py_NewRef(f));
+}
+
+/* ------------------------------------------------------ GIL hand-offs */
+
+/*
+ * Two Python threads that pass messages to each other (the host and a
+ * Python actor) each need the GIL for their part of a round trip. When the
+ * wait of one ends (its message came) while the other still runs Python,
+ * PyEval_RestoreThread sleeps on the GIL's condition variable until the
+ * holder releases it: a futex sleep and wake-up of several microseconds
+ * on a VM, and often the holder takes the GIL straight back after a short
+ * release, so the woken thread sleeps again (measured before this: 6.4
+ * futex calls and 1.4 context switches per round trip of the seeds' actor
+ * loop, 30-50 us; docs/python.md).
+ *
+ * So the extension keeps a hint of how many threads run Python: a thread
+ * counts from the end of one of its waits (rkpy_wait_end, or the start of
+ * a Python actor) to the start of its next (rkpy_wait_begin). A thread
+ * whose wait has ended spins, with the GIL still released, while another
+ * counted thread runs, for at most RKPY_GIL_SPIN_NS after that thread
+ * began to; then it takes the GIL as always. Short GIL releases that are
+ * not waits (a send, should_terminate) leave the count alone, so a thread
+ * waiting for the GIL does not try to take it in the middle of them.
+ *
+ * The hint only decides whether to spin first. A wrong one costs at most
+ * the bounded spin (a counted thread that went to sleep elsewhere, in
+ * time.sleep or an event loop's select) or an ordinary GIL wait (a thread
+ * the extension never saw). Relaxed atomics: nothing is published
+ * through these counters.
+ */
+#define RKPY_GIL_SPIN_NS ((uint64_t)50000)
+
+static _Atomic int py_running;            /* counted threads */
+static _Atomic uint64_t py_running_since; /* when one last started */
+static _Thread_local int py_counted;      /* this thread is counted */
+
+static inline void
+relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void
+rkpy_running_begin(void)
+{
+    if (!py_counted) {
+        py_counted = 1;
+        atomic_fetch_add_explicit(&py_running, 1, memory_order_relaxed);
+    }
+    atomic_store_explicit(
+        &py_running_since, rk_now_ns(), memory_order_relaxed);
+}
+
+void
+rkpy_running_end(void)
+{
+    if (py_counted) {
+        py_counted = 0;
+        atomic_fetch_sub_explicit(&py_running, 1, memory_order_relaxed);
+    }
+}
+
+PyThreadState *
+rkpy_wait_begin(void)
+{
+    rkpy_running_end();
+    return PyEval_SaveThread();
+}
+
+void
+rkpy_wait_end(PyThreadState *ts)
+{
+    uint64_t start = 0;
+    static int off = -1;
+    if (off < 0)
+        off = getenv("RKPY_NOSPIN") != NULL;
+
+    for (uint32_t i = 0;
+         !off && atomic_load_explicit(&py_running, memory_order_relaxed) > 0;
+         i++) {
+        if (i % 64 == 0) {
+            uint64_t now = rk_now_ns();
+            uint64_t since = atomic_load_explicit(
+                &py_running_since, memory_order_relaxed);
+            if (start == 0)
+                start = now;
+            if ((now > since && now - since > RKPY_GIL_SPIN_NS)
+                || now - start > RKPY_GIL_SPIN_NS)
+                break;
+        }
+        relax();
+    }
+    PyEval_RestoreThread(ts);
+    rkpy_running_begin();
 }

@@ -50,6 +50,26 @@ int rkpy_common_init(void);
 /* The exception factory errors.py installs. */
 void rkpy_set_error_factory(PyObject *f);
 
+/* GIL hand-offs (common.c): a call that waits in C (for a message)
+ * releases the GIL with RKPY_WAIT_BEGIN / RKPY_WAIT_END instead of
+ * Py_BEGIN/END_ALLOW_THREADS. Before it takes the GIL back, it spins for a
+ * bounded time while another thread that the extension knows to run Python
+ * has not reached a wait of its own, so that hand-offs between the host and
+ * a Python actor do not sleep on the GIL. Short releases that do not wait
+ * use the ordinary macros. */
+PyThreadState *rkpy_wait_begin(void);
+void rkpy_wait_end(PyThreadState *ts);
+/* This thread runs Python from now on (a Python actor's start) / stops
+ * running it for a while (an actor's end, an event loop about to park). */
+void rkpy_running_begin(void);
+void rkpy_running_end(void);
+#define RKPY_WAIT_BEGIN                                                       \
+    {                                                                         \
+        PyThreadState *rkpy_ts_ = rkpy_wait_begin();
+#define RKPY_WAIT_END                                                         \
+    rkpy_wait_end(rkpy_ts_);                                                  \
+    }
+
 /* --------------------------------------------------------- msgtype.c */
 
 typedef struct rkpy_msgtype rkpy_msgtype;
