@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,10 @@ rkpy_raisef(int rc, const char *fmt, ...)
     va_end(ap);
     return rkpy_raise(rc, buf);
 }
+
+/* The GIL hand-off spin's settings (defined below with the spin). */
+static _Atomic uint64_t gil_spin_max_ns;
+static _Atomic uint64_t gil_budget_ns;
 
 /* Forks into this process: getpid() is a system call (glibc no longer
  * caches it), so the per-call check compares pids only in a process that
@@ -170,6 +175,12 @@ rkpy_uuid_get(PyObject *o, rk_uuid *out, int allow_none)
 int
 rkpy_common_init(void)
 {
+    const char *spin = getenv("RINGKERNEL_GIL_SPIN_US");
+    if (spin != NULL && *spin != '\0') {
+        atomic_store(
+            &gil_spin_max_ns, (uint64_t)strtoull(spin, NULL, 10) * 1000);
+        atomic_store(&gil_budget_ns, atomic_load(&gil_spin_max_ns));
+    }
     if (pthread_atfork(NULL, NULL, forked_child) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
         return -1;
@@ -226,10 +237,11 @@ rkpy_set_error_factory(PyObject *f)
  * counts from the end of one of its waits (rkpy_wait_end, or the start of
  * a Python actor) to the start of its next (rkpy_wait_begin). A thread
  * whose wait has ended spins, with the GIL still released, while another
- * counted thread runs, for at most RKPY_GIL_SPIN_NS after that thread
- * began to; then it takes the GIL as always. Short GIL releases that are
- * not waits (a send, should_terminate) leave the count alone, so a thread
- * waiting for the GIL does not try to take it in the middle of them.
+ * counted thread runs, for at most a budget (adaptive, up to
+ * RINGKERNEL_GIL_SPIN_US) and never longer than that after the other
+ * thread began to run; then it takes the GIL as always. Short GIL releases
+ * that are not waits (a send, should_terminate) leave the count alone, so a
+ * thread waiting for the GIL does not try to take it in the middle of them.
  *
  * The hint only decides whether to spin first. A wrong one costs at most
  * the bounded spin (a counted thread that went to sleep elsewhere, in
@@ -237,7 +249,12 @@ rkpy_set_error_factory(PyObject *f)
  * the extension never saw). Relaxed atomics: nothing is published
  * through these counters.
  */
-#define RKPY_GIL_SPIN_NS ((uint64_t)50000)
+#define RKPY_GIL_SPIN_MIN_NS ((uint64_t)2000)
+
+/* RINGKERNEL_GIL_SPIN_US (environment, read at import): the longest spin,
+ * 50 us by default; 0 turns the spin off. */
+static _Atomic uint64_t gil_spin_max_ns = 50000;
+static _Atomic uint64_t gil_budget_ns = 50000; /* adapts, see below */
 
 static _Atomic int py_running;            /* counted threads */
 static _Atomic uint64_t py_running_since; /* when one last started */
@@ -283,26 +300,64 @@ rkpy_wait_begin(void)
 void
 rkpy_wait_end(PyThreadState *ts)
 {
-    uint64_t start = 0;
-    static int off = -1;
-    if (off < 0)
-        off = getenv("RKPY_NOSPIN") != NULL;
+    uint64_t start = 0, now = 0;
+    uint64_t max
+        = atomic_load_explicit(&gil_spin_max_ns, memory_order_relaxed);
+    uint64_t budget
+        = atomic_load_explicit(&gil_budget_ns, memory_order_relaxed);
+    bool spun = false;
 
-    for (uint32_t i = 0;
-         !off && atomic_load_explicit(&py_running, memory_order_relaxed) > 0;
+    if (budget > max)
+        budget = max; /* lowered by _gil_spin_us meanwhile */
+    for (uint32_t i = 0; budget != 0
+         && atomic_load_explicit(&py_running, memory_order_relaxed) > 0;
          i++) {
         if (i % 64 == 0) {
-            uint64_t now = rk_now_ns();
             uint64_t since = atomic_load_explicit(
                 &py_running_since, memory_order_relaxed);
+            now = rk_now_ns();
             if (start == 0)
                 start = now;
-            if ((now > since && now - since > RKPY_GIL_SPIN_NS)
-                || now - start > RKPY_GIL_SPIN_NS)
+            if ((now > since && now - since > max) || now - start > budget)
                 break;
         }
+        spun = true;
         relax();
+    }
+    if (spun) {
+        /* Adapt as common/spin.h does: a spin that saw the other thread
+         * reach its wait raises the budget to twice what it needed; one
+         * that ran out (the other thread ran long, or had no CPU on a
+         * busy machine) lowers it by a quarter. */
+        uint64_t took = rk_now_ns() - start;
+        if (atomic_load_explicit(&py_running, memory_order_relaxed) == 0)
+            budget = took * 2 > budget ? took * 2 : budget;
+        else
+            budget = budget - budget / 4;
+        if (budget > max)
+            budget = max;
+        if (budget < RKPY_GIL_SPIN_MIN_NS)
+            budget = RKPY_GIL_SPIN_MIN_NS;
+        atomic_store_explicit(&gil_budget_ns, budget, memory_order_relaxed);
     }
     PyEval_RestoreThread(ts);
     rkpy_running_begin();
+}
+
+PyObject *
+rkpy_gil_spin_us(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    uint64_t old = atomic_load(&gil_spin_max_ns) / 1000;
+    if (arg != Py_None) {
+        long long us = PyLong_AsLongLong(arg);
+        if (us < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "must be >= 0");
+            return NULL;
+        }
+        atomic_store(&gil_spin_max_ns, (uint64_t)us * 1000);
+        atomic_store(&gil_budget_ns, (uint64_t)us * 1000);
+    }
+    return PyLong_FromUnsignedLongLong(old);
 }

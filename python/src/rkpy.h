@@ -63,6 +63,8 @@ void rkpy_wait_end(PyThreadState *ts);
  * running it for a while (an actor's end, an event loop about to park). */
 void rkpy_running_begin(void);
 void rkpy_running_end(void);
+/* _gil_spin_us(us or None) -> the previous maximum (benchmarks' A/B). */
+PyObject *rkpy_gil_spin_us(PyObject *self, PyObject *arg);
 #define RKPY_WAIT_BEGIN                                                       \
     {                                                                         \
         PyThreadState *rkpy_ts_ = rkpy_wait_begin();
