@@ -401,7 +401,8 @@ class RingKernelRuntime(BlockingRuntime):
         event loop blocked, GIL released) for an answer that is about to
         come, before it parks on the eventfd; 0 never blocks the loop."""
         super().__init__(**kw)
-        self._receivers: dict[tuple[int, str], _AsyncReceiver] = {}
+        # kernel id -> its async receiver (bound to one event loop)
+        self._receivers: dict[str, _AsyncReceiver] = {}
         self._spin_ns = max(0, int(async_spin_us * 1000))
 
     def __enter__(self) -> BlockingRuntime:
@@ -459,33 +460,49 @@ class RingKernelRuntime(BlockingRuntime):
     async def wait(self, kernel_id: str, timeout: Optional[float] = None) -> None:  # type: ignore[override]
         await self._call(BlockingRuntime.wait, self, kernel_id, timeout)
 
-    async def send(self, kernel_id: str, message: Any, **kw: Any) -> None:  # type: ignore[override]
+    async def send(self, kernel_id: str, message: Any, *,  # type: ignore[override]
+                   timeout: Optional[float] = None, priority: Optional[int] = None,
+                   type_id: int = 0) -> None:
         # A send waits only while the input is full (BLOCK backpressure),
         # with the GIL released.
-        BlockingRuntime.send(self, kernel_id, message, **kw)
+        if timeout is None and priority is None and not type_id:
+            self._core.send(kernel_id, message)  # the message's own type
+        else:
+            BlockingRuntime.send(self, kernel_id, message, timeout=timeout,
+                                 priority=priority, type_id=type_id)
 
     async def send_batch(self, kernel_id: str, records: Any, **kw: Any) -> int:  # type: ignore[override]
         return BlockingRuntime.send_batch(self, kernel_id, records, **kw)
 
+    def _receiver(self, kernel_id: str) -> _AsyncReceiver:
+        loop = asyncio.get_running_loop()
+        r = self._receivers.get(kernel_id)
+        if r is None or r._loop is not loop:
+            if r is not None:
+                if r._waiters and not r._loop.is_closed():
+                    # One eventfd wake-up per arm: two loops waiting on one
+                    # output could take each other's.
+                    raise error("RK_EBUSY", f"the output of {kernel_id!r} is awaited "
+                                "on another event loop")
+                r.close()
+            r = self._receivers[kernel_id] = _AsyncReceiver(self, kernel_id, loop)
+        return r
+
     async def receive(self, kernel_id: str, timeout: Optional[float] = None, *,  # type: ignore[override]
                       message_type: Optional[type] = None) -> Any:
         """The next output without blocking the event loop: taken at once
-        if one is queued, else the loop is woken through an eventfd."""
+        if one is queued (or comes within async_spin_us), else the loop
+        waits on the kernel output's eventfd."""
         if message_type is not None:
             self._set_types(kernel_id, self._types.get(kernel_id, (None, None))[0],
                             message_type)
-        loop = asyncio.get_running_loop()
-        key = (id(loop), kernel_id)
-        r = self._receivers.get(key)
-        if r is None or r._loop is not loop:
-            if r is not None:
-                r.close()
-            r = self._receivers[key] = _AsyncReceiver(self, kernel_id, loop)
-        if not r._stash and not r._waiters:
+        r = self._receivers.get(kernel_id)
+        if r is None or not (r._stash or r._waiters):
+            # Nobody is ahead in line: take it directly.
             v = self._core.recv(kernel_id, self._out_mt.get(kernel_id), self._spin_ns, True)
             if v is not None:
                 return v
-        return await r.get(timeout)
+        return await self._receiver(kernel_id).get(timeout)
 
     async def request(self, kernel_id: str, message: Any, timeout: Optional[float] = None, **kw: Any) -> Any:  # type: ignore[override]
         return await self._call(BlockingRuntime.request, self, kernel_id, message, timeout, **kw)
@@ -494,7 +511,7 @@ class RingKernelRuntime(BlockingRuntime):
                                timeout: Optional[float] = None) -> Any:
         """send, then the next output: one GIL release for the send and
         the first async_spin_us of the wait, then the eventfd path."""
-        r = self._receivers.get((id(asyncio.get_running_loop()), kernel_id))
+        r = self._receivers.get(kernel_id)
         if r is not None and (r._stash or r._waiters):
             await self.send(kernel_id, message, timeout=timeout)
             return await self.receive(kernel_id, timeout)
