@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,8 @@ rkpy_raisef(int rc, const char *fmt, ...)
 /* The GIL hand-off spin's settings (defined below with the spin). */
 static _Atomic uint64_t gil_spin_max_ns;
 static _Atomic uint64_t gil_budget_ns;
+static pthread_key_t slot_key;
+static void slot_release(void *v);
 
 /* Forks into this process: getpid() is a system call (glibc no longer
  * caches it), so the per-call check compares pids only in a process that
@@ -181,6 +184,10 @@ rkpy_common_init(void)
             &gil_spin_max_ns, (uint64_t)strtoull(spin, NULL, 10) * 1000);
         atomic_store(&gil_budget_ns, atomic_load(&gil_spin_max_ns));
     }
+    if (pthread_key_create(&slot_key, slot_release) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "pthread_key_create failed");
+        return -1;
+    }
     if (pthread_atfork(NULL, NULL, forked_child) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
         return -1;
@@ -233,13 +240,13 @@ rkpy_set_error_factory(PyObject *f)
  * futex calls and 1.4 context switches per round trip of the seeds' actor
  * loop, 30-50 us; docs/python.md).
  *
- * So the extension keeps a hint of how many threads run Python: a thread
+ * So the extension keeps a hint of which threads run Python: a thread
  * counts from the end of one of its waits (rkpy_wait_end, or the start of
  * a Python actor) to the start of its next (rkpy_wait_begin). A thread
  * whose wait has ended spins, with the GIL still released, while another
  * counted thread runs, for at most a budget (adaptive, up to
- * RINGKERNEL_GIL_SPIN_US) and never longer than that after the other
- * thread began to run; then it takes the GIL as always. Short GIL releases
+ * RINGKERNEL_GIL_SPIN_US), and a thread counts only for that maximum
+ * after it began to run; then it takes the GIL as always. Short GIL releases
  * that are not waits (a send, should_terminate) leave the count alone, so a
  * thread waiting for the GIL does not try to take it in the middle of them.
  *
@@ -256,9 +263,17 @@ rkpy_set_error_factory(PyObject *f)
 static _Atomic uint64_t gil_spin_max_ns = 50000;
 static _Atomic uint64_t gil_budget_ns = 50000; /* adapts, see below */
 
-static _Atomic int py_running;            /* counted threads */
-static _Atomic uint64_t py_running_since; /* when one last started */
-static _Thread_local int py_counted;      /* this thread is counted */
+/* One slot per thread that has run Python through the extension (at most
+ * RKPY_GIL_SLOTS; later threads are not tracked, so they never make
+ * others spin): since is when it last started running, 0 while it waits.
+ * A slot is freed when its thread exits (pthread key destructor). A
+ * thread counted long ago (an idle executor thread) stops counting after
+ * the spin's maximum, so it cannot keep others spinning. */
+#define RKPY_GIL_SLOTS 64
+static _Atomic uint64_t slot_since[RKPY_GIL_SLOTS];
+static _Atomic uint32_t slot_used[RKPY_GIL_SLOTS];
+static _Atomic int py_running;         /* slots with since != 0 */
+static _Thread_local int my_slot = -1; /* -2: none was free */
 
 static inline void
 relax(void)
@@ -270,24 +285,73 @@ relax(void)
 #endif
 }
 
+static void
+slot_stop(int i)
+{
+    if (atomic_exchange_explicit(&slot_since[i], 0, memory_order_relaxed) != 0)
+        atomic_fetch_sub_explicit(&py_running, 1, memory_order_relaxed);
+}
+
+/* The key's destructor: the thread exits, its slot is free again. */
+static void
+slot_release(void *v)
+{
+    int i = (int)(intptr_t)v - 1;
+
+    slot_stop(i);
+    atomic_store_explicit(&slot_used[i], 0, memory_order_relaxed);
+}
+
+static int
+slot_get(void)
+{
+    if (my_slot == -1) {
+        my_slot = -2;
+        for (int i = 0; i < RKPY_GIL_SLOTS; i++) {
+            uint32_t z = 0;
+            if (atomic_compare_exchange_strong_explicit(&slot_used[i], &z, 1,
+                    memory_order_relaxed, memory_order_relaxed)) {
+                my_slot = i;
+                (void)pthread_setspecific(slot_key, (void *)(intptr_t)(i + 1));
+                break;
+            }
+        }
+    }
+    return my_slot;
+}
+
 void
 rkpy_running_begin(void)
 {
-    if (!py_counted) {
-        py_counted = 1;
+    int i = slot_get();
+
+    if (i >= 0
+        && atomic_exchange_explicit(
+               &slot_since[i], rk_now_ns(), memory_order_relaxed)
+            == 0)
         atomic_fetch_add_explicit(&py_running, 1, memory_order_relaxed);
-    }
-    atomic_store_explicit(
-        &py_running_since, rk_now_ns(), memory_order_relaxed);
 }
 
 void
 rkpy_running_end(void)
 {
-    if (py_counted) {
-        py_counted = 0;
-        atomic_fetch_sub_explicit(&py_running, 1, memory_order_relaxed);
+    if (my_slot >= 0)
+        slot_stop(my_slot);
+}
+
+/* Another thread started running Python less than max ago. */
+static bool
+other_running(uint64_t now, uint64_t max)
+{
+    for (int i = 0; i < RKPY_GIL_SLOTS; i++) {
+        uint64_t s;
+        if (i == my_slot)
+            continue;
+        s = atomic_load_explicit(&slot_since[i], memory_order_relaxed);
+        if (s != 0 && (s >= now || now - s < max))
+            return true;
     }
+    return false;
 }
 
 PyThreadState *
@@ -300,25 +364,29 @@ rkpy_wait_begin(void)
 void
 rkpy_wait_end(PyThreadState *ts)
 {
-    uint64_t start = 0, now = 0;
+    uint64_t start = 0, now;
     uint64_t max
         = atomic_load_explicit(&gil_spin_max_ns, memory_order_relaxed);
     uint64_t budget
         = atomic_load_explicit(&gil_budget_ns, memory_order_relaxed);
-    bool spun = false;
+    bool spun = false, free_now = false;
 
     if (budget > max)
         budget = max; /* lowered by _gil_spin_us meanwhile */
-    for (uint32_t i = 0; budget != 0
-         && atomic_load_explicit(&py_running, memory_order_relaxed) > 0;
-         i++) {
+    for (uint32_t i = 0; budget != 0; i++) {
+        if (atomic_load_explicit(&py_running, memory_order_relaxed) == 0) {
+            free_now = true;
+            break;
+        }
         if (i % 64 == 0) {
-            uint64_t since = atomic_load_explicit(
-                &py_running_since, memory_order_relaxed);
             now = rk_now_ns();
             if (start == 0)
                 start = now;
-            if ((now > since && now - since > max) || now - start > budget)
+            if (!other_running(now, max)) {
+                free_now = true;
+                break;
+            }
+            if (now - start > budget)
                 break;
         }
         spun = true;
@@ -330,7 +398,7 @@ rkpy_wait_end(PyThreadState *ts)
          * that ran out (the other thread ran long, or had no CPU on a
          * busy machine) lowers it by a quarter. */
         uint64_t took = rk_now_ns() - start;
-        if (atomic_load_explicit(&py_running, memory_order_relaxed) == 0)
+        if (free_now)
             budget = took * 2 > budget ? took * 2 : budget;
         else
             budget = budget - budget / 4;
