@@ -9,8 +9,11 @@
  *              @message class, encode/decode through the C codec
  *   buffer.c   Buffer: an rk_buffer whose host side is a Python buffer
  *   runtime.c  Runtime (rk_runtime), Ctx (a Python actor's rk_ctx), the
- *              actor trampoline, and Receiver (async receive: a waiter
- *              thread that blocks in rk_recv and signals an eventfd)
+ *              actor trampoline, and output_arm (async receive: the
+ *              kernel output's eventfd, rk_kernel_output_arm)
+ *
+ * common.c also has the fork check and the GIL hand-off hint (the
+ * RKPY_WAIT_BEGIN/END macros below).
  *
  * Ownership: Python objects own their C state; an rk_runtime belongs to the
  * Runtime object that created it and is destroyed by its close() or

@@ -179,3 +179,34 @@ async def test_relaunch_gets_the_new_instance_eventfd():
         await rt.activate("aio_echo")
         await rt.send("aio_echo", Tick(n=2))
         assert (await rt.receive("aio_echo", timeout=30)).n == 2
+
+
+def test_one_event_loop_per_kernel_output():
+    """A kernel's output is awaited from one event loop at a time: a second
+    loop that waits on it while the first does gets BusyError, and the
+    first still gets its message."""
+    import threading
+
+    rt = rk.RingKernelRuntime(async_spin_us=0)
+    blocking = rt.__enter__()
+    blocking.launch("aio_echo")
+    blocking.activate("aio_echo")
+    started, got = threading.Event(), []
+
+    async def first():
+        task = asyncio.ensure_future(rt.receive("aio_echo", timeout=30))
+        await asyncio.sleep(0)
+        started.set()
+        got.append((await task).n)
+
+    t = threading.Thread(target=asyncio.run, args=(first(),))
+    t.start()
+    try:
+        assert started.wait(30)
+        with pytest.raises(errors.BusyError):
+            asyncio.run(rt.receive("aio_echo", timeout=1))
+        blocking.send("aio_echo", Tick(n=3))
+    finally:
+        t.join(30)
+        rt.close()
+    assert got == [3]
