@@ -27,7 +27,6 @@ static PyObject *error_factory; /* owned; set by errors.py */
 static PyObject *uuid_class;    /* owned: uuid.UUID */
 static PyObject *str_bytes;     /* owned: "bytes" */
 static PyObject *str_int, *str_is_safe, *safe_unknown, *empty_tuple;
-static PyObject *int64_obj; /* the int 64 */
 PyObject *rkpy_numpy_frombuffer;
 
 PyObject *
@@ -114,16 +113,14 @@ rkpy_uuid_new(const rk_uuid *u, int nil_none)
 {
     if (nil_none && rk_uuid_is_nil(u))
         Py_RETURN_NONE;
-    uint64_t hi = 0, lo = 0;
-    for (int i = 0; i < 8; i++) {
-        hi = hi << 8 | u->b[i];
-        lo = lo << 8 | u->b[8 + i];
-    }
+        /* The 128-bit int of the UUID, big-endian, in one call. */
+#if PY_VERSION_HEX >= 0x030d0000
+    PyObject *v = PyLong_FromUnsignedNativeBytes(u->b, sizeof(u->b),
+        Py_ASNATIVEBYTES_BIG_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER);
+#else
+    PyObject *v = _PyLong_FromByteArray(u->b, sizeof(u->b), 0, 0);
+#endif
     PyObject *r = NULL;
-    PyObject *h = PyLong_FromUnsignedLongLong(hi);
-    PyObject *l = PyLong_FromUnsignedLongLong(lo);
-    PyObject *hs = h ? PyNumber_Lshift(h, int64_obj) : NULL;
-    PyObject *v = hs && l ? PyNumber_Or(hs, l) : NULL;
     if (v != NULL) {
         r = PyBaseObject_Type.tp_new(
             (PyTypeObject *)uuid_class, empty_tuple, NULL);
@@ -132,9 +129,6 @@ rkpy_uuid_new(const rk_uuid *u, int nil_none)
                 || PyObject_GenericSetAttr(r, str_is_safe, safe_unknown) < 0))
             Py_CLEAR(r);
     }
-    Py_XDECREF(h);
-    Py_XDECREF(l);
-    Py_XDECREF(hs);
     Py_XDECREF(v);
     return r;
 }
@@ -206,10 +200,8 @@ rkpy_common_init(void)
     str_int = PyUnicode_InternFromString("int");
     str_is_safe = PyUnicode_InternFromString("is_safe");
     empty_tuple = PyTuple_New(0);
-    int64_obj = PyLong_FromLong(64);
     if (uuid_class == NULL || str_bytes == NULL || safe_unknown == NULL
-        || str_int == NULL || str_is_safe == NULL || empty_tuple == NULL
-        || int64_obj == NULL)
+        || str_int == NULL || str_is_safe == NULL || empty_tuple == NULL)
         return -1;
     PyObject *np = PyImport_ImportModule("numpy");
     if (np != NULL) {
