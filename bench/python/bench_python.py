@@ -28,7 +28,11 @@ Cases (RK_BENCH_SCALE scales the counts):
                          (from the sequential runs above)
   *_paired_ratio         the round-trip ratios again, paired: rounds that
                          each run every case and PyDotCompute's round trip
-                         back to back; median (and min, max) over rounds
+                         back to back; median (and min, max) over rounds;
+                         rtt_py_actor_sync_gil_spin_off is the seeds' actor
+                         loop with the GIL hand-off spin turned off
+  load_average           /proc/loadavg at the start and the end (other
+                         processes on the machine move every figure)
 The C kernels are the tests' (python/tests/ckernels), compiled here.
 """
 
@@ -311,7 +315,8 @@ def bench_paired(rounds):
 
     iters = n(4000)
     cases = {"rtt_c_kernel_sync": [], "rtt_c_kernel_asyncio": [], "rtt_py_actor_sync": [],
-             "rtt_py_actor_fast": [], "rtt_py_actor_asyncio": []}
+             "rtt_py_actor_fast": [], "rtt_py_actor_asyncio": [],
+             "rtt_py_actor_sync_gil_spin_off": []}
 
     async def main():
         rt = rk.RingKernelRuntime()
@@ -325,7 +330,15 @@ def bench_paired(rounds):
             q = QPing(seq=0, value=1.0)
             clock = time.perf_counter_ns
             for _ in range(rounds):
+                # The seeds' actor loop again with the GIL hand-off spin off
+                # (docs/python.md, "GIL hand-offs"): what the spin saves.
+                prev = rk._core._gil_spin_us(0)
+                try:
+                    nospin = pct(rtt_sync(b, "py_echo", iters), 50)
+                finally:
+                    rk._core._gil_spin_us(prev)
                 got = {
+                    "rtt_py_actor_sync_gil_spin_off": nospin,
                     "rtt_c_kernel_sync": pct(rtt_sync(b, "c_echo", iters), 50),
                     "rtt_c_kernel_asyncio": pct(await rtt_async(rt, "c_echo", iters), 50),
                     "rtt_py_actor_sync": pct(rtt_sync(b, "py_echo", iters), 50),
@@ -345,7 +358,8 @@ def bench_paired(rounds):
 
     asyncio.run(main())
     targets = {"rtt_c_kernel_sync": 0.1, "rtt_c_kernel_asyncio": 0.1, "rtt_py_actor_sync": 0.5,
-               "rtt_py_actor_fast": 0.5, "rtt_py_actor_asyncio": 0.5}
+               "rtt_py_actor_fast": 0.5, "rtt_py_actor_asyncio": 0.5,
+               "rtt_py_actor_sync_gil_spin_off": 0.5}
     for k, rows in cases.items():
         ratios_ = sorted(r[0] for r in rows)
         mid = ratios_[len(ratios_) // 2]
@@ -378,10 +392,18 @@ def ratios():
                      target=">= 15" if name == "oneway_batched" else "")
 
 
+def emit_load(when):
+    one, five, fifteen = (float(x) for x in open("/proc/loadavg").read().split()[:3])
+    emit("load_average", when, one, "1-min", five_min=five, fifteen_min=fifteen,
+         cpus=os.cpu_count())
+
+
 if __name__ == "__main__":
+    emit_load("start")
     with tempfile.TemporaryDirectory() as d:
         rk.load_library(str(build_ckernels(Path(d))))
         bench_ringkernel()
         bench_pydotcompute()
         ratios()
         bench_paired(max(3, int(9 * min(1.0, SCALE * 10))))
+    emit_load("end")

@@ -398,6 +398,41 @@ int rk_recv(rk_runtime *rt, rk_kernel k, rk_msg_header *hdr, void *buf,
 int rk_recv_id(rk_runtime *rt, const char *id, rk_msg_header *hdr, void *buf,
     size_t cap, size_t *len, int64_t timeout_ns);
 
+/**
+ * @brief Waiting for a kernel's output from an event loop: arms the
+ * output's eventfd for one wake-up.
+ *
+ * For a host that waits in epoll/poll (an asyncio loop's add_reader, say)
+ * instead of a thread blocked in rk_recv. The protocol:
+ * -# take what is there with rk_recv(..., RK_NO_WAIT) until RK_EEMPTY;
+ * -# call rk_kernel_output_arm: RK_OK means armed, wait until *fd is
+ *    readable; RK_EALREADY means output came meanwhile (or the output has
+ *    ended, when rk_recv reports how): nothing is armed, go back to 1;
+ * -# when *fd is readable, read(2) its 8 bytes (that resets it) and go
+ *    back to 1.
+ *
+ * An armed eventfd is written once, by the kernel's first output after
+ * the arm (a message entering the output queue) or by the end of its
+ * instance, whichever comes first. No wake-up is lost between the check
+ * in step 1 and the wait: the arm re-checks the output after arming, and
+ * the kernel checks the arm after each output (src/runtime/outq.c says
+ * why that suffices). A wake-up may be spurious (the output was taken by
+ * another receiver, or it raced with the re-check): step 1 then finds
+ * nothing. While nobody is armed the kernel never writes the eventfd: its
+ * sends pay one load and a predicted branch.
+ *
+ * The eventfd belongs to k's current instance (a relaunch makes a new
+ * one: compare *fd after each arm) and to the runtime, which closes it in
+ * rk_runtime_destroy; the caller only reads it and polls it. Arms of
+ * several threads are one arm: give a kernel's output to one event loop.
+ *
+ * @param fd receives the eventfd (may be NULL)
+ * @return RK_OK (armed), RK_EALREADY (output there or ended: receive
+ * now), RK_ENOTLAUNCHED, RK_ESTALE, RK_ECLOSED, RK_EFORKED, or
+ * RK_ENOMEM/RK_EINTERNAL when eventfd(2) fails.
+ */
+int rk_kernel_output_arm(rk_runtime *rt, rk_kernel k, int *fd);
+
 /** Sends a request and waits for the output message whose correlation id
  * equals the request's id. Other output that arrives meanwhile is kept for
  * later rk_recv calls. The request goes at RK_MSG_PRIORITY_DEFAULT. */

@@ -96,7 +96,7 @@ class KernelContext:
     def receive(self, timeout: Optional[float] = None):
         """The next input message, decoded as the kernel's input_type
         (bytes if it has none). QueueTimeoutError after timeout seconds."""
-        return self._c.recv(_ns(timeout))
+        return self._c.recv() if timeout is None else self._c.recv(_ns(timeout))
 
     def receive_raw(self, timeout: Optional[float] = None) -> tuple[bytes, dict]:
         """(payload bytes, envelope dict) of the next input message."""
@@ -106,7 +106,7 @@ class KernelContext:
         """To this kernel's output: its connected kernel, or the host. A
         message whose correlation_id is the last received message's id is
         sent as a reply (what RingKernelRuntime.request waits for)."""
-        self._c.send(message, msgtype_of(message))
+        self._c.send(message)
 
     def send_and_receive(self, message: Any, timeout: Optional[float] = None):
         """send(message), then receive(timeout), with the GIL released once
@@ -133,13 +133,13 @@ class AsyncKernelContext(KernelContext):
     __slots__ = ()
 
     async def receive(self, timeout: Optional[float] = None):  # type: ignore[override]
-        return self._c.recv(_ns(timeout))
+        return self._c.recv() if timeout is None else self._c.recv(_ns(timeout))
 
     async def receive_raw(self, timeout: Optional[float] = None):  # type: ignore[override]
         return self._c.recv(_ns(timeout), raw=True)
 
     async def send(self, message: Any) -> None:  # type: ignore[override]
-        self._c.send(message, msgtype_of(message))
+        self._c.send(message)
 
     async def send_and_receive(self, message: Any, timeout: Optional[float] = None):  # type: ignore[override]
         return self._c.send_recv(message, msgtype_of(message), _ns(timeout))

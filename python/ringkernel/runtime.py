@@ -19,7 +19,7 @@ import weakref
 from typing import Any, AsyncIterator, Callable, Optional
 
 from . import _core
-from .errors import ClosedError, KernelTerminatedError, QueueTimeoutError, error
+from .errors import ClosedError, KernelTerminatedError, error
 from .kernels import KernelSpec, _ns, _registry, get_registered_kernel
 from .messages import msgtype_of
 
@@ -72,6 +72,8 @@ class BlockingRuntime:
         self._pid = os.getpid()
         self._registered: set[str] = set()
         self._types: dict[str, tuple[Optional[type], Optional[type]]] = {}
+        # kernel id -> its output's MsgType (or None): receive's lookup.
+        self._out_mt: dict[str, Any] = {}
         self._launched: list[str] = []
         _live.add(self)
 
@@ -117,7 +119,7 @@ class BlockingRuntime:
                 return  # maybe a C kernel: the C runtime will say
         spec.register(self._core)
         self._registered.add(kernel_id)
-        self._types[kernel_id] = (spec.input_type, spec.output_type)
+        self._set_types(kernel_id, spec.input_type, spec.output_type)
 
     def _register_known(self) -> None:
         for kid in list(_registry):
@@ -142,7 +144,7 @@ class BlockingRuntime:
         self._register_known()
         if input_type or output_type or kernel_id not in self._types:
             old = self._types.get(kernel_id, (None, None))
-            self._types[kernel_id] = (input_type or old[0], output_type or old[1])
+            self._set_types(kernel_id, input_type or old[0], output_type or old[1])
         self._core.launch(kernel_id)
         if kernel_id not in self._launched:
             self._launched.append(kernel_id)
@@ -176,17 +178,26 @@ class BlockingRuntime:
         return KernelState(self._core.state(kernel_id))
 
     # ------------------------------------------------------------ messages
+    def _set_types(self, kernel_id: str, input_type: Optional[type],
+                   output_type: Optional[type]) -> None:
+        self._types[kernel_id] = (input_type, output_type)
+        self._out_mt[kernel_id] = msgtype_of(output_type)
+
     def _out_type(self, kernel_id: str, message_type: Optional[type]):
         if message_type is not None:
             return msgtype_of(message_type)
-        return msgtype_of(self._types.get(kernel_id, (None, None))[1])
+        return self._out_mt.get(kernel_id)
 
     def send(self, kernel_id: str, message: Any, *, timeout: Optional[float] = None,
              priority: Optional[int] = None, type_id: int = 0) -> None:
         """Into the kernel's input. A @message goes as its msgpack form
-        (C codec); bytes-like data goes as is, with type_id."""
-        self._core.send(kernel_id, message, msgtype_of(message),
-                        -1 if priority is None else priority, _ns(timeout), type_id)
+        (C codec); bytes-like data goes as is, with type_id. Waits (GIL
+        released) only while the input is full under BLOCK backpressure."""
+        if timeout is None and priority is None and not type_id:
+            self._core.send(kernel_id, message)  # the message's own type
+        else:
+            self._core.send(kernel_id, message, msgtype_of(message),
+                            -1 if priority is None else priority, _ns(timeout), type_id)
 
     def send_fixed(self, kernel_id: str, message: Any, *,
                    timeout: Optional[float] = None) -> None:
@@ -213,8 +224,9 @@ class BlockingRuntime:
         """The kernel's next output, decoded as its output_type (or
         message_type; bytes when neither is known). Waits in C with the GIL
         released, in slices, so Ctrl-C raises KeyboardInterrupt."""
-        return self._core.recv(kernel_id, self._out_type(kernel_id, message_type),
-                               _ns(timeout))
+        return self._core.recv(kernel_id, self._out_mt.get(kernel_id)
+                               if message_type is None else msgtype_of(message_type),
+                               -1 if timeout is None else _ns(timeout))
 
     def receive_raw(self, kernel_id: str, timeout: Optional[float] = None) -> tuple[bytes, dict]:
         """(payload bytes, envelope dict) of the next output."""
@@ -281,53 +293,79 @@ class BlockingRuntime:
 
 
 class _AsyncReceiver:
-    """One kernel's async receive: a C waiter thread signals an eventfd
-    watched with loop.add_reader; futures are served in order."""
+    """One kernel's async receive on one event loop, without a thread: the
+    kernel output's eventfd (rk_kernel_output_arm) is watched with
+    loop.add_reader, and outputs are taken with non-blocking receives on
+    the loop's own thread. Waiting coroutines are served in order; the
+    eventfd is armed only while one waits, so an idle kernel costs
+    nothing (the loop sits in its select)."""
 
     def __init__(self, rt: BlockingRuntime, kernel_id: str, loop: asyncio.AbstractEventLoop):
         self._rt = rt
         self._kid = kernel_id
         self._loop = loop
-        self._rv = rt._core.receiver(kernel_id)
-        self._fd = self._rv.fileno()
+        self._fd: Optional[int] = None
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
+        # Outputs taken for a coroutine that was cancelled before it could
+        # have them: the next receive gets them first (nothing is dropped).
         self._stash: collections.deque[tuple[bool, Any]] = collections.deque()
-        loop.add_reader(self._fd, self._ready)
 
     def close(self) -> None:
         def detach() -> None:
-            self._loop.remove_reader(self._fd)
-            for f in self._waiters:
+            if self._fd is not None:
+                self._loop.remove_reader(self._fd)
+                self._fd = None
+            while self._waiters:
+                f = self._waiters.popleft()
                 if not f.done():
-                    f.set_exception(error("RK_ECLOSED", "the runtime was closed"))
+                    f.set_result((False, error("RK_ECLOSED", "the runtime was closed")))
 
         try:
             on_loop = asyncio.get_running_loop() is self._loop
         except RuntimeError:
             on_loop = False
-        if on_loop:
+        if on_loop or self._loop.is_closed():
             detach()
-        elif not self._loop.is_closed():
+        else:
             self._loop.call_soon_threadsafe(detach)  # the loop's own thread
-        self._rv.close()
+
+    def _watch(self, fd: int) -> None:
+        # A relaunched kernel has a new instance and a new eventfd.
+        if fd != self._fd:
+            if self._fd is not None:
+                self._loop.remove_reader(self._fd)
+            self._fd = fd
+            self._loop.add_reader(fd, self._ready)
 
     def _ready(self) -> None:
         try:
-            done, msg = self._rv.take(self._rt._out_type(self._kid, None))
-            item = (True, msg)
-        except BaseException as e:  # delivered to the awaiting coroutine
-            done, item = True, (False, e)
-        if not done:
-            return
+            os.read(self._fd, 8)  # resets the eventfd
+        except (BlockingIOError, TypeError):
+            pass
+        self._serve()
+
+    def _serve(self) -> None:
+        """Hands queued outputs to the waiting coroutines, in order; arms
+        the eventfd when one still waits and the output is empty."""
+        core, kid = self._rt._core, self._kid
         while self._waiters:
-            f = self._waiters.popleft()
-            if not f.done():
-                f.set_result(item)
-                break
-        else:
-            self._stash.append(item)
-        if any(not f.done() for f in self._waiters):
-            self._rv.start()
+            f = self._waiters[0]
+            if f.done():  # cancelled or timed out
+                self._waiters.popleft()
+                continue
+            try:
+                v = core.recv(kid, self._rt._out_mt.get(kid), 0, True)
+                if v is None:
+                    fd = core.output_arm(kid)
+                    if fd is None:
+                        continue  # output came meanwhile (or the kernel ended)
+                    self._watch(fd)
+                    return
+                item = (True, v)
+            except Exception as e:  # delivered to the waiting coroutine
+                item = (False, e)
+            self._waiters.popleft()
+            f.set_result(item)
 
     async def get(self, timeout: Optional[float]):
         if self._stash:
@@ -335,7 +373,8 @@ class _AsyncReceiver:
         else:
             fut = self._loop.create_future()
             self._waiters.append(fut)
-            self._rv.start()
+            if len(self._waiters) == 1:
+                self._serve()  # takes an output, or arms and waits
             try:
                 if timeout is None:
                     ok, v = await fut
@@ -343,11 +382,10 @@ class _AsyncReceiver:
                     ok, v = await asyncio.wait_for(fut, timeout)
             except asyncio.TimeoutError:
                 raise error("RK_ETIMEDOUT", f"no output from {self._kid!r} in {timeout} s") from None
-            finally:
-                if fut in self._waiters:
-                    self._waiters.remove(fut)
-                if not any(not f.done() for f in self._waiters):
-                    self._rv.cancel()
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    self._stash.appendleft(fut.result())  # taken: keep it
+                raise
         if not ok:
             raise v
         return v
@@ -363,7 +401,8 @@ class RingKernelRuntime(BlockingRuntime):
         event loop blocked, GIL released) for an answer that is about to
         come, before it parks on the eventfd; 0 never blocks the loop."""
         super().__init__(**kw)
-        self._receivers: dict[tuple[int, str], _AsyncReceiver] = {}
+        # kernel id -> its async receiver (bound to one event loop)
+        self._receivers: dict[str, _AsyncReceiver] = {}
         self._spin_ns = max(0, int(async_spin_us * 1000))
 
     def __enter__(self) -> BlockingRuntime:
@@ -421,34 +460,49 @@ class RingKernelRuntime(BlockingRuntime):
     async def wait(self, kernel_id: str, timeout: Optional[float] = None) -> None:  # type: ignore[override]
         await self._call(BlockingRuntime.wait, self, kernel_id, timeout)
 
-    async def send(self, kernel_id: str, message: Any, **kw: Any) -> None:  # type: ignore[override]
+    async def send(self, kernel_id: str, message: Any, *,  # type: ignore[override]
+                   timeout: Optional[float] = None, priority: Optional[int] = None,
+                   type_id: int = 0) -> None:
         # A send waits only while the input is full (BLOCK backpressure),
         # with the GIL released.
-        BlockingRuntime.send(self, kernel_id, message, **kw)
+        if timeout is None and priority is None and not type_id:
+            self._core.send(kernel_id, message)  # the message's own type
+        else:
+            BlockingRuntime.send(self, kernel_id, message, timeout=timeout,
+                                 priority=priority, type_id=type_id)
 
     async def send_batch(self, kernel_id: str, records: Any, **kw: Any) -> int:  # type: ignore[override]
         return BlockingRuntime.send_batch(self, kernel_id, records, **kw)
 
+    def _receiver(self, kernel_id: str) -> _AsyncReceiver:
+        loop = asyncio.get_running_loop()
+        r = self._receivers.get(kernel_id)
+        if r is None or r._loop is not loop:
+            if r is not None:
+                if r._waiters and not r._loop.is_closed():
+                    # One eventfd wake-up per arm: two loops waiting on one
+                    # output could take each other's.
+                    raise error("RK_EBUSY", f"the output of {kernel_id!r} is awaited "
+                                "on another event loop")
+                r.close()
+            r = self._receivers[kernel_id] = _AsyncReceiver(self, kernel_id, loop)
+        return r
+
     async def receive(self, kernel_id: str, timeout: Optional[float] = None, *,  # type: ignore[override]
                       message_type: Optional[type] = None) -> Any:
         """The next output without blocking the event loop: taken at once
-        if one is queued, else the loop is woken through an eventfd."""
+        if one is queued (or comes within async_spin_us), else the loop
+        waits on the kernel output's eventfd."""
         if message_type is not None:
-            self._types[kernel_id] = (self._types.get(kernel_id, (None, None))[0], message_type)
-        loop = asyncio.get_running_loop()
-        key = (id(loop), kernel_id)
-        r = self._receivers.get(key)
-        if r is None or r._loop is not loop:
-            if r is not None:
-                r.close()
-            r = self._receivers[key] = _AsyncReceiver(self, kernel_id, loop)
-        if not r._stash and not r._waiters:
-            try:
-                return self._core.recv(kernel_id, self._out_type(kernel_id, None),
-                                       self._spin_ns)
-            except QueueTimeoutError:
-                pass
-        return await r.get(timeout)
+            self._set_types(kernel_id, self._types.get(kernel_id, (None, None))[0],
+                            message_type)
+        r = self._receivers.get(kernel_id)
+        if r is None or not (r._stash or r._waiters):
+            # Nobody is ahead in line: take it directly.
+            v = self._core.recv(kernel_id, self._out_mt.get(kernel_id), self._spin_ns, True)
+            if v is not None:
+                return v
+        return await self._receiver(kernel_id).get(timeout)
 
     async def request(self, kernel_id: str, message: Any, timeout: Optional[float] = None, **kw: Any) -> Any:  # type: ignore[override]
         return await self._call(BlockingRuntime.request, self, kernel_id, message, timeout, **kw)
@@ -457,12 +511,12 @@ class RingKernelRuntime(BlockingRuntime):
                                timeout: Optional[float] = None) -> Any:
         """send, then the next output: one GIL release for the send and
         the first async_spin_us of the wait, then the eventfd path."""
-        r = self._receivers.get((id(asyncio.get_running_loop()), kernel_id))
+        r = self._receivers.get(kernel_id)
         if r is not None and (r._stash or r._waiters):
             await self.send(kernel_id, message, timeout=timeout)
             return await self.receive(kernel_id, timeout)
         out = self._core.send_recv(kernel_id, message, msgtype_of(message),
-                                   self._out_type(kernel_id, None), _ns(timeout),
+                                   self._out_mt.get(kernel_id), _ns(timeout),
                                    self._spin_ns, True)
         if out is not None:
             return out

@@ -69,6 +69,9 @@ static PyMethodDef module_methods[] = {
         "A new UUID v7 from rk_uuid_v7() (a message id)." },
     { "version", version, METH_NOARGS, "The C library's version string." },
     { "now_ns", now_ns, METH_NOARGS, "rk_now_ns(): the runtime's clock." },
+    { "_gil_spin_us", rkpy_gil_spin_us, METH_O,
+        "_gil_spin_us(us or None) -> previous: the GIL hand-off spin's "
+        "maximum (RINGKERNEL_GIL_SPIN_US; 0: off). For benchmarks." },
     { NULL, NULL, 0, NULL },
 };
 

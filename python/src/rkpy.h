@@ -9,8 +9,11 @@
  *              @message class, encode/decode through the C codec
  *   buffer.c   Buffer: an rk_buffer whose host side is a Python buffer
  *   runtime.c  Runtime (rk_runtime), Ctx (a Python actor's rk_ctx), the
- *              actor trampoline, and Receiver (async receive: a waiter
- *              thread that blocks in rk_recv and signals an eventfd)
+ *              actor trampoline, and output_arm (async receive: the
+ *              kernel output's eventfd, rk_kernel_output_arm)
+ *
+ * common.c also has the fork check and the GIL hand-off hint (the
+ * RKPY_WAIT_BEGIN/END macros below).
  *
  * Ownership: Python objects own their C state; an rk_runtime belongs to the
  * Runtime object that created it and is destroyed by its close() or
@@ -49,6 +52,28 @@ PyObject *rkpy_uuid7(PyObject *self, PyObject *unused);
 int rkpy_common_init(void);
 /* The exception factory errors.py installs. */
 void rkpy_set_error_factory(PyObject *f);
+
+/* GIL hand-offs (common.c): a call that waits in C (for a message)
+ * releases the GIL with RKPY_WAIT_BEGIN / RKPY_WAIT_END instead of
+ * Py_BEGIN/END_ALLOW_THREADS. Before it takes the GIL back, it spins for a
+ * bounded time while another thread that the extension knows to run Python
+ * has not reached a wait of its own, so that hand-offs between the host and
+ * a Python actor do not sleep on the GIL. Short releases that do not wait
+ * use the ordinary macros. */
+PyThreadState *rkpy_wait_begin(void);
+void rkpy_wait_end(PyThreadState *ts);
+/* This thread runs Python from now on (a Python actor's start) / stops
+ * running it for a while (an actor's end, an event loop about to park). */
+void rkpy_running_begin(void);
+void rkpy_running_end(void);
+/* _gil_spin_us(us or None) -> the previous maximum (benchmarks' A/B). */
+PyObject *rkpy_gil_spin_us(PyObject *self, PyObject *arg);
+#define RKPY_WAIT_BEGIN                                                       \
+    {                                                                         \
+        PyThreadState *rkpy_ts_ = rkpy_wait_begin();
+#define RKPY_WAIT_END                                                         \
+    rkpy_wait_end(rkpy_ts_);                                                  \
+    }
 
 /* --------------------------------------------------------- msgtype.c */
 

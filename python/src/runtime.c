@@ -1,5 +1,5 @@
 /*
- * runtime.c - Runtime, Ctx and Receiver: the C runtime seen from Python.
+ * runtime.c - Runtime and Ctx: the C runtime seen from Python.
  *
  * Runtime owns one rk_runtime. Every call that can block (send with
  * backpressure, receive, request, lifecycle changes that wait, destroy)
@@ -15,20 +15,22 @@
  * callable belongs to the pyactor record, which the Runtime frees after
  * rk_runtime_destroy (no kernel thread runs then).
  *
- * Receiver is the async receive path: a waiter thread blocks in rk_recv
- * (no GIL, in slices so it can be stopped) only while the event loop has
- * asked for a message, and writes to an eventfd that the loop watches with
- * add_reader. Idle, the thread sleeps on a condition variable: no polling.
+ * Async receive has no thread of its own: output_arm arms the kernel
+ * output's eventfd (rk_kernel_output_arm), which the event loop watches
+ * with add_reader; the loop then receives with RK_NO_WAIT. Idle, nothing
+ * runs: the loop sits in its select.
+ *
+ * Calls that wait for a message release the GIL with RKPY_WAIT_BEGIN/END
+ * (rkpy.h), which spin briefly before taking it back while another Python
+ * thread (the host, or a Python actor) is about to reach a wait of its
+ * own: the hand-offs of a round trip then do not sleep on the GIL.
  */
 #include "rkpy.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,21 +43,17 @@ typedef struct pyactor {
     struct pyactor *next;
 } pyactor;
 
-typedef struct rkpy_receiver rkpy_receiver;
-
 typedef struct rkpy_runtime {
     PyObject_HEAD rk_runtime *rt;
     pid_t pid;
     atomic_int inflight; /* calls inside rk_* without the GIL */
     atomic_bool closing;
     pyactor *actors;
-    rkpy_receiver *receivers; /* live receivers (GIL protects the list) */
     PyObject *weakrefs;
 } rkpy_runtime;
 
 static PyTypeObject Runtime_Type;
 static PyTypeObject Ctx_Type;
-static PyTypeObject Receiver_Type;
 
 /* Thread-local receive buffer, grown on RK_EMSGSIZE. */
 static _Thread_local char *rbuf;
@@ -161,6 +159,37 @@ check_mt(PyObject *mt)
     return -1;
 }
 
+/* The MsgType of obj's class (its __rk_msgtype__, set by @message), or
+ * None for anything else; borrowed. The last class seen is remembered
+ * (under the GIL), which saves an attribute lookup per send. */
+static PyObject *
+auto_mt(PyObject *obj)
+{
+    static PyObject *name;
+    static PyTypeObject *last_cls;
+    static PyObject *last_mt;
+    PyTypeObject *t = Py_TYPE(obj);
+
+    if (t == last_cls)
+        return last_mt;
+    if (name == NULL
+        && (name = PyUnicode_InternFromString("__rk_msgtype__")) == NULL) {
+        PyErr_Clear();
+        return Py_None;
+    }
+    PyObject *mt = PyObject_GetAttr((PyObject *)t, name);
+    if (mt == NULL) {
+        PyErr_Clear();
+        mt = Py_NewRef(Py_None);
+    }
+    Py_INCREF(t);
+    Py_XDECREF(last_cls);
+    Py_XDECREF(last_mt);
+    last_cls = t;
+    last_mt = mt;
+    return mt;
+}
+
 /* Encodes obj with mt, or takes it as raw bytes when mt is None. */
 typedef struct outmsg {
     const void *p;
@@ -237,8 +266,8 @@ ctx_recv(PyObject *self, PyObject *args, PyObject *kw)
     rk_msg_view v;
     int rc;
     c->have_last = 0;
-    Py_BEGIN_ALLOW_THREADS rc = rk_ctx_recv(c->ctx, &v, t);
-    Py_END_ALLOW_THREADS if (rc != RK_OK) return rkpy_raise(rc, NULL);
+    RKPY_WAIT_BEGIN rc = rk_ctx_recv(c->ctx, &v, t);
+    RKPY_WAIT_END if (rc != RK_OK) return rkpy_raise(rc, NULL);
     c->last = v;
     c->have_last = 1;
     return payload_value(c->pa->in_mt, v.hdr, v.data, v.len, raw);
@@ -271,7 +300,9 @@ ctx_send(PyObject *self, PyObject *args, PyObject *kw)
             args, kw, "O|Ok", kwlist, &obj, &mt, &type_id)
         || !ctx_ok(c))
         return NULL;
-    if (mt == NULL && !PyObject_CheckBuffer(obj))
+    if (mt == NULL)
+        mt = auto_mt(obj);
+    if (mt == Py_None && !PyObject_CheckBuffer(obj))
         mt = c->pa->out_mt;
     outmsg m;
     if (out_prepare(&m, mt, obj, -1) < 0)
@@ -306,7 +337,9 @@ ctx_send_recv(PyObject *self, PyObject *args, PyObject *kw)
             args, kw, "O|OOp", kwlist, &obj, &mt, &to, &raw)
         || rkpy_timeout(to, &t) < 0 || !ctx_ok(c))
         return NULL;
-    if (mt == NULL && !PyObject_CheckBuffer(obj))
+    if (mt == NULL)
+        mt = auto_mt(obj);
+    if (mt == Py_None && !PyObject_CheckBuffer(obj))
         mt = c->pa->out_mt;
     outmsg m;
     if (out_prepare(&m, mt, obj, -1) < 0)
@@ -315,14 +348,14 @@ ctx_send_recv(PyObject *self, PyObject *args, PyObject *kw)
         && rk_uuid_cmp(&m.corr, &c->last.hdr->message_id) == 0;
     int rc, sent = 0;
     rk_msg_view v;
-    Py_BEGIN_ALLOW_THREADS if (reply) rc
+    RKPY_WAIT_BEGIN if (reply) rc
         = rk_ctx_reply(c->ctx, &c->last, m.type_id, m.p, m.len);
     else rc = rk_ctx_send(c->ctx, m.type_id, m.p, m.len);
     if (rc == RK_OK) {
         sent = 1;
         rc = rk_ctx_recv(c->ctx, &v, t);
     }
-    Py_END_ALLOW_THREADS out_release(&m);
+    RKPY_WAIT_END out_release(&m);
     if (sent)
         c->have_last = 0;
     if (rc != RK_OK)
@@ -453,7 +486,9 @@ py_actor(rk_ctx *ctx)
     c->ctx = ctx;
     c->pa = pa;
     c->have_last = 0;
+    rkpy_running_begin();
     PyObject *r = PyObject_CallOneArg(pa->fn, (PyObject *)c);
+    rkpy_running_end();
     c->ctx = NULL;
     if (r == NULL) {
         /* The wrapper in kernels.py has logged the exception and returns
@@ -509,8 +544,6 @@ runtime_init(PyObject *self, PyObject *args, PyObject *kw)
     return 0;
 }
 
-static void receiver_stop(rkpy_receiver *rv);
-
 /* 0 on success (or nothing to do); -1 when called from one of the
  * runtime's own kernel threads, which destroy would have to join. */
 static int
@@ -524,8 +557,6 @@ runtime_do_close(rkpy_runtime *r)
     if (tls_kernel_rt == r->rt)
         return -1;
     atomic_store(&r->closing, true);
-    while (r->receivers != NULL)
-        receiver_stop(r->receivers); /* unlinks it */
     rk_runtime *rt = r->rt;
     Py_BEGIN_ALLOW_THREADS while (atomic_load(&r->inflight) > 0)
     {
@@ -736,7 +767,7 @@ runtime_send(PyObject *self, PyObject *args, PyObject *kw)
     rkpy_runtime *r = (rkpy_runtime *)self;
     static char *kwlist[] = { "kernel_id", "obj", "mt", "priority",
         "timeout_ns", "type_id", NULL };
-    PyObject *idobj, *obj, *mt = Py_None, *to = Py_None;
+    PyObject *idobj, *obj, *mt = NULL, *to = Py_None;
     int prio = -1;
     unsigned long type_id = 0;
     int64_t t;
@@ -744,6 +775,8 @@ runtime_send(PyObject *self, PyObject *args, PyObject *kw)
             &mt, &prio, &to, &type_id)
         || rkpy_timeout(to, &t) < 0)
         return NULL;
+    if (mt == NULL) /* not given: the message's own type */
+        mt = auto_mt(obj);
     const char *id = kid(idobj);
     if (id == NULL || enter(r) < 0)
         return NULL;
@@ -835,10 +868,15 @@ recv_sliced(rkpy_runtime *r, const char *id, rk_msg_header *h, size_t *len,
         int rc;
         char *buf = rbuf;
         size_t cap = rcap;
-        Py_BEGIN_ALLOW_THREADS rc
-            = rk_recv_id(r->rt, id, h, buf, cap, len, slice);
-        Py_END_ALLOW_THREADS if (rc == RK_EMSGSIZE)
-        {
+        if (slice == RK_NO_WAIT) {
+            /* Never blocks: no GIL release (and no hand-off) needed. */
+            rc = rk_recv_id(r->rt, id, h, buf, cap, len, RK_NO_WAIT);
+        } else {
+            RKPY_WAIT_BEGIN rc
+                = rk_recv_id(r->rt, id, h, buf, cap, len, slice);
+            RKPY_WAIT_END
+        }
+        if (rc == RK_EMSGSIZE) {
             if (rgrow(*len) < 0)
                 return -1;
             continue;
@@ -858,11 +896,13 @@ static PyObject *
 do_recv(PyObject *self, PyObject *args, PyObject *kw, int raw)
 {
     rkpy_runtime *r = (rkpy_runtime *)self;
-    static char *kwlist[] = { "kernel_id", "mt", "timeout_ns", NULL };
+    static char *kwlist[]
+        = { "kernel_id", "mt", "timeout_ns", "none_on_timeout", NULL };
     PyObject *idobj, *mt = Py_None, *to = Py_None;
+    int none_on_timeout = 0;
     int64_t t;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O|OO", kwlist, &idobj, &mt, &to)
+            args, kw, "O|OOp", kwlist, &idobj, &mt, &to, &none_on_timeout)
         || rkpy_timeout(to, &t) < 0 || check_mt(mt) < 0)
         return NULL;
     const char *id = kid(idobj);
@@ -874,6 +914,8 @@ do_recv(PyObject *self, PyObject *args, PyObject *kw, int raw)
     leave(r);
     if (rc < 0)
         return NULL;
+    if ((rc == RK_ETIMEDOUT || rc == RK_EEMPTY) && none_on_timeout)
+        Py_RETURN_NONE;
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
     return payload_value(mt, &h, rbuf, len, raw);
@@ -917,13 +959,13 @@ runtime_send_recv(PyObject *self, PyObject *args, PyObject *kw)
     char *buf = rbuf;
     size_t cap = rcap;
     int64_t first = rt_ < 0 || rt_ > RKPY_SLICE_NS ? RKPY_SLICE_NS : rt_;
-    Py_BEGIN_ALLOW_THREADS rc
+    RKPY_WAIT_BEGIN rc
         = rk_send_id(r->rt, id, m.type_id, m.p, m.len, m.prio, t);
     if (rc == RK_OK) {
         sent = 1;
         rc = rk_recv_id(r->rt, id, &h, buf, cap, &len, first);
     }
-    Py_END_ALLOW_THREADS out_release(&m);
+    RKPY_WAIT_END out_release(&m);
     if (sent && (rc == RK_EMSGSIZE || (rc == RK_ETIMEDOUT && first != rt_))) {
         /* the rest of the wait, in slices, checking signals */
         int64_t rest = rt_ < 0 ? rt_ : rt_ - first;
@@ -983,9 +1025,9 @@ runtime_request(PyObject *self, PyObject *args, PyObject *kw)
     for (;;) {
         char *buf = rbuf;
         size_t cap = rcap;
-        Py_BEGIN_ALLOW_THREADS rc = rk_request(
+        RKPY_WAIT_BEGIN rc = rk_request(
             r->rt, k, m.type_id, m.p, m.len, &h, buf, cap, &len, t);
-        Py_END_ALLOW_THREADS if (rc != RK_EMSGSIZE || rgrow(len) < 0) break;
+        RKPY_WAIT_END if (rc != RK_EMSGSIZE || rgrow(len) < 0) break;
         /* The reply is kept for a later call; fetch it with a receive. */
         rc = recv_sliced(r, id, &h, &len, t);
         break;
@@ -1185,7 +1227,7 @@ runtime_dead_letter(PyObject *self, PyObject *args)
         dl.hdr.type_id, "payload", buf, (Py_ssize_t)n);
 }
 
-static PyObject *runtime_receiver(PyObject *self, PyObject *idobj);
+static PyObject *runtime_output_arm(PyObject *self, PyObject *idobj);
 
 static PyMethodDef runtime_methods[] = {
     { "close", runtime_close, METH_NOARGS,
@@ -1224,8 +1266,8 @@ static PyMethodDef runtime_methods[] = {
         METH_VARARGS | METH_KEYWORDS, "publish(topic, obj, mt=None)" },
     { "dead_letter", runtime_dead_letter, METH_VARARGS,
         "dead_letter(timeout_ns=0) -> dict or None" },
-    { "receiver", runtime_receiver, METH_O,
-        "receiver(id) -> Receiver (async receive through an eventfd)" },
+    { "output_arm", runtime_output_arm, METH_O,
+        "output_arm(id) -> eventfd to wait on (armed), or None: receive" },
     { NULL, NULL, 0, NULL },
 };
 
@@ -1254,269 +1296,37 @@ static PyTypeObject Runtime_Type = {
     .tp_weaklistoffset = offsetof(rkpy_runtime, weakrefs),
 };
 
-/* =========================================================== Receiver */
+/* ====================================================== async receive */
 
-enum { RV_IDLE, RV_WANTED, RV_DONE };
-
-struct rkpy_receiver {
-    PyObject_HEAD rkpy_runtime *owner; /* strong reference */
-    char id[RK_ID_MAX + 1];
-    int efd;
-    pthread_t thread;
-    int started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    /* under mu: */
-    int state;
-    bool stop;
-    bool cancel;
-    /* written by the thread before state becomes DONE, read after: */
-    int rc;
-    char detail[256];
-    rk_msg_header hdr;
-    char *buf;
-    size_t cap, len;
-    rkpy_receiver *next; /* in owner->receivers */
-};
-
-static void *
-receiver_main(void *arg)
-{
-    rkpy_receiver *rv = arg;
-    rk_runtime *rt = rv->owner->rt;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals go to Python */
-    pthread_mutex_lock(&rv->mu);
-    for (;;) {
-        while (!rv->stop && rv->state != RV_WANTED)
-            pthread_cond_wait(&rv->cv, &rv->mu);
-        if (rv->stop)
-            break;
-        pthread_mutex_unlock(&rv->mu);
-        int rc;
-        for (;;) {
-            rc = rk_recv_id(rt, rv->id, &rv->hdr, rv->buf, rv->cap, &rv->len,
-                RKPY_SLICE_NS);
-            if (rc == RK_EMSGSIZE) {
-                char *p = realloc(rv->buf, rv->len);
-                if (p == NULL) {
-                    rc = RK_ENOMEM;
-                    break;
-                }
-                rv->buf = p;
-                rv->cap = rv->len;
-                continue;
-            }
-            if (rc != RK_ETIMEDOUT)
-                break;
-            pthread_mutex_lock(&rv->mu);
-            bool quit = rv->stop || rv->cancel;
-            pthread_mutex_unlock(&rv->mu);
-            if (quit)
-                break;
-        }
-        if (rc != RK_OK)
-            snprintf(rv->detail, sizeof(rv->detail), "%s", rk_errdetail());
-        pthread_mutex_lock(&rv->mu);
-        rv->rc = rc;
-        if (rc == RK_ETIMEDOUT && (rv->stop || rv->cancel)) {
-            rv->state = RV_IDLE; /* cancelled: nothing taken */
-            rv->cancel = false;
-            continue;
-        }
-        rv->state = RV_DONE;
-        uint64_t one = 1;
-        ssize_t w = write(rv->efd, &one, sizeof(one));
-        (void)w; /* an eventfd write only fails on counter overflow */
-    }
-    pthread_mutex_unlock(&rv->mu);
-    return NULL;
-}
-
+/*
+ * output_arm(kernel_id) -> eventfd or None: the async receive's wait
+ * (rk_kernel_output_arm). An int means armed: the event loop waits for the
+ * eventfd to be readable (add_reader), reads it and receives with
+ * RK_NO_WAIT. None means output is there (or the kernel ended): receive
+ * now. Armed, this thread is about to sit in the loop's select, so it no
+ * longer counts as running Python for the GIL hint (common.c). Never
+ * blocks on the kernel (the consumer lock for at most a few ms).
+ */
 static PyObject *
-runtime_receiver(PyObject *self, PyObject *idobj)
+runtime_output_arm(PyObject *self, PyObject *idobj)
 {
     rkpy_runtime *r = (rkpy_runtime *)self;
     const char *id = kid(idobj);
-    if (id == NULL || rkpy_forked(r->pid))
+    if (id == NULL || enter(r) < 0)
         return NULL;
-    if (r->rt == NULL || atomic_load(&r->closing))
-        return rkpy_raise(RK_ECLOSED, "the runtime is closed");
-    if (strlen(id) > RK_ID_MAX)
-        return rkpy_raise(RK_EINVAL, "kernel id too long");
-    rkpy_receiver *rv = PyObject_New(rkpy_receiver, &Receiver_Type);
-    if (rv == NULL)
-        return NULL;
-    rv->owner = (rkpy_runtime *)Py_NewRef(self);
-    snprintf(rv->id, sizeof(rv->id), "%s", id);
-    rv->started = 0;
-    rv->state = RV_IDLE;
-    rv->stop = rv->cancel = false;
-    rv->cap = 65536;
-    rv->buf = malloc(rv->cap);
-    rv->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    pthread_mutex_init(&rv->mu, NULL);
-    pthread_cond_init(&rv->cv, NULL);
-    rv->next = r->receivers;
-    r->receivers = rv;
-    if (rv->buf == NULL || rv->efd < 0) {
-        Py_DECREF(rv);
-        return PyErr_NoMemory();
-    }
-    if (pthread_create(&rv->thread, NULL, receiver_main, rv) != 0) {
-        Py_DECREF(rv);
-        return rkpy_raise(RK_ENOMEM, "cannot start the receiver thread");
-    }
-    rv->started = 1;
-    return (PyObject *)rv;
+    rk_kernel k;
+    int fd = -1;
+    int rc = rk_kernel_lookup(r->rt, id, &k);
+    if (rc == RK_OK)
+        rc = rk_kernel_output_arm(r->rt, k, &fd);
+    leave(r);
+    if (rc == RK_EALREADY || rc == RK_ESTALE) /* ESTALE: it just ended */
+        Py_RETURN_NONE;
+    if (rc != RK_OK)
+        return rkpy_raise(rc, NULL);
+    rkpy_running_end();
+    return PyLong_FromLong(fd);
 }
-
-/* Stops and joins the thread and unlinks rv from its runtime. */
-static void
-receiver_stop(rkpy_receiver *rv)
-{
-    if (rv->started) {
-        pthread_mutex_lock(&rv->mu);
-        rv->stop = true;
-        pthread_cond_signal(&rv->cv);
-        pthread_mutex_unlock(&rv->mu);
-        Py_BEGIN_ALLOW_THREADS pthread_join(rv->thread, NULL);
-        Py_END_ALLOW_THREADS rv->started = 0;
-    }
-    rkpy_receiver **pp = &rv->owner->receivers;
-    while (*pp != NULL && *pp != rv)
-        pp = &(*pp)->next;
-    if (*pp == rv)
-        *pp = rv->next;
-    rv->next = NULL;
-}
-
-static void
-receiver_dealloc(PyObject *self)
-{
-    rkpy_receiver *rv = (rkpy_receiver *)self;
-    if (getpid() == rv->owner->pid)
-        receiver_stop(rv);
-    if (rv->efd >= 0)
-        close(rv->efd);
-    free(rv->buf);
-    pthread_mutex_destroy(&rv->mu);
-    pthread_cond_destroy(&rv->cv);
-    Py_DECREF(rv->owner);
-    Py_TYPE(self)->tp_free(self);
-}
-
-static int
-rv_ok(rkpy_receiver *rv)
-{
-    if (rkpy_forked(rv->owner->pid))
-        return 0;
-    if (!rv->started) {
-        rkpy_raise(RK_ECLOSED, "the runtime is closed");
-        return 0;
-    }
-    return 1;
-}
-
-static PyObject *
-receiver_start(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    rkpy_receiver *rv = (rkpy_receiver *)self;
-    if (!rv_ok(rv))
-        return NULL;
-    pthread_mutex_lock(&rv->mu);
-    rv->cancel = false;
-    if (rv->state == RV_IDLE) {
-        rv->state = RV_WANTED;
-        pthread_cond_signal(&rv->cv);
-    }
-    pthread_mutex_unlock(&rv->mu);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-receiver_cancel(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    rkpy_receiver *rv = (rkpy_receiver *)self;
-    pthread_mutex_lock(&rv->mu);
-    if (rv->state == RV_WANTED)
-        rv->cancel = true;
-    pthread_mutex_unlock(&rv->mu);
-    Py_RETURN_NONE;
-}
-
-/* take(mt=None) -> (True, message) once DONE, else (False, None). */
-static PyObject *
-receiver_take(PyObject *self, PyObject *args)
-{
-    rkpy_receiver *rv = (rkpy_receiver *)self;
-    PyObject *mt = Py_None;
-    if (!PyArg_ParseTuple(args, "|O", &mt) || check_mt(mt) < 0 || !rv_ok(rv))
-        return NULL;
-    uint64_t v;
-    ssize_t n = read(rv->efd, &v, sizeof(v));
-    (void)n; /* EAGAIN when nothing was signalled: state says so too */
-    pthread_mutex_lock(&rv->mu);
-    int done = rv->state == RV_DONE;
-    pthread_mutex_unlock(&rv->mu);
-    if (!done)
-        return Py_BuildValue("(OO)", Py_False, Py_None);
-    PyObject *r;
-    if (rv->rc != RK_OK)
-        r = rkpy_raise(rv->rc, rv->detail);
-    else
-        r = payload_value(mt, &rv->hdr, rv->buf, rv->len, 0);
-    pthread_mutex_lock(&rv->mu);
-    rv->state = RV_IDLE;
-    pthread_mutex_unlock(&rv->mu);
-    if (r == NULL)
-        return NULL;
-    PyObject *t = PyTuple_Pack(2, Py_True, r);
-    Py_DECREF(r);
-    return t;
-}
-
-static PyObject *
-receiver_fileno(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    return PyLong_FromLong(((rkpy_receiver *)self)->efd);
-}
-
-static PyObject *
-receiver_close(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    rkpy_receiver *rv = (rkpy_receiver *)self;
-    if (getpid() == rv->owner->pid)
-        receiver_stop(rv);
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef receiver_methods[] = {
-    { "start", receiver_start, METH_NOARGS,
-        "Asks the waiter thread for one message." },
-    { "cancel", receiver_cancel, METH_NOARGS,
-        "Withdraws a request that has not completed." },
-    { "take", receiver_take, METH_VARARGS,
-        "take(mt=None) -> (done, message)" },
-    { "fileno", receiver_fileno, METH_NOARGS,
-        "The eventfd signalled when a message is ready." },
-    { "close", receiver_close, METH_NOARGS, "Stops the waiter thread." },
-    { NULL, NULL, 0, NULL },
-};
-
-static PyTypeObject Receiver_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ringkernel._core.Receiver",
-    .tp_basicsize = sizeof(rkpy_receiver),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Async receive of one kernel's output through an eventfd.",
-    .tp_dealloc = receiver_dealloc,
-    .tp_methods = receiver_methods,
-};
 
 /* ---------------------------------------------------------- C kernels */
 
@@ -1549,9 +1359,9 @@ static PyMethodDef extra_methods[] = {
 int
 rkpy_runtime_init(PyObject *m)
 {
-    PyTypeObject *types[] = { &Runtime_Type, &Ctx_Type, &Receiver_Type };
-    const char *names[] = { "Runtime", "Ctx", "Receiver" };
-    for (int i = 0; i < 3; i++) {
+    PyTypeObject *types[] = { &Runtime_Type, &Ctx_Type };
+    const char *names[] = { "Runtime", "Ctx" };
+    for (int i = 0; i < 2; i++) {
         if (PyType_Ready(types[i]) < 0)
             return -1;
         Py_INCREF(types[i]);

@@ -115,3 +115,98 @@ async def test_async_send_and_receive():
         await rt.activate("aio_echo")
         for i in range(10):
             assert (await rt.send_and_receive("aio_echo", Tick(n=i), timeout=10)).n == i
+
+
+def _threads() -> int:
+    import os
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.asyncio
+async def test_pending_receive_has_no_thread_and_no_wakeups():
+    """An async receive waits on the kernel output's eventfd
+    (rk_kernel_output_arm) in the loop's own select: no waiter thread, and
+    nothing runs until output comes."""
+    async with rk.RingKernelRuntime(async_spin_us=0) as rt:
+        await rt.launch("aio_echo")
+        await rt.activate("aio_echo")
+        before = _threads()
+        pending = asyncio.ensure_future(rt.receive("aio_echo", timeout=30))
+        await asyncio.sleep(0)
+        r = next(iter(rt._receivers.values()))
+        calls = []
+        real = r._ready
+        r._ready = lambda: (calls.append(1), real())  # counts loop wake-ups
+        rt_fd = r._fd
+        assert rt_fd is not None, "the eventfd is armed and watched"
+        asyncio.get_running_loop().remove_reader(rt_fd)
+        asyncio.get_running_loop().add_reader(rt_fd, r._ready)
+        await asyncio.sleep(0.2)  # an observation window, not a synchronisation
+        assert _threads() == before, "no thread was started for the receive"
+        assert calls == [], "the eventfd was written with no output"
+        assert not pending.done()
+        await rt.send("aio_echo", Tick(n=7))
+        assert (await pending).n == 7
+        assert calls == [1], "one wake-up for one output"
+
+
+@pytest.mark.asyncio
+async def test_eventfd_pingpong_loses_no_wakeup():
+    """Every receive parks on the eventfd (async_spin_us=0), racing the
+    echo's reply: a lost wake-up would end in QueueTimeoutError."""
+    async with rk.RingKernelRuntime(async_spin_us=0) as rt:
+        await rt.launch("aio_echo")
+        await rt.activate("aio_echo")
+        for i in range(2000):
+            await rt.send("aio_echo", Tick(n=i))
+            assert (await rt.receive("aio_echo", timeout=30)).n == i
+
+
+@pytest.mark.asyncio
+async def test_relaunch_gets_the_new_instance_eventfd():
+    async with rk.RingKernelRuntime(async_spin_us=0) as rt:
+        await rt.launch("aio_echo")
+        await rt.activate("aio_echo")
+        await rt.send("aio_echo", Tick(n=1))
+        assert (await rt.receive("aio_echo", timeout=30)).n == 1
+        pending = asyncio.ensure_future(rt.receive("aio_echo", timeout=30))
+        await asyncio.sleep(0)
+        await rt.terminate("aio_echo", timeout=10)
+        # The end of the instance wakes the waiting receive.
+        with pytest.raises(errors.KernelTerminatedError):
+            await pending
+        await rt.launch("aio_echo")
+        await rt.activate("aio_echo")
+        await rt.send("aio_echo", Tick(n=2))
+        assert (await rt.receive("aio_echo", timeout=30)).n == 2
+
+
+def test_one_event_loop_per_kernel_output():
+    """A kernel's output is awaited from one event loop at a time: a second
+    loop that waits on it while the first does gets BusyError, and the
+    first still gets its message."""
+    import threading
+
+    rt = rk.RingKernelRuntime(async_spin_us=0)
+    blocking = rt.__enter__()
+    blocking.launch("aio_echo")
+    blocking.activate("aio_echo")
+    started, got = threading.Event(), []
+
+    async def first():
+        task = asyncio.ensure_future(rt.receive("aio_echo", timeout=30))
+        await asyncio.sleep(0)
+        started.set()
+        got.append((await task).n)
+
+    t = threading.Thread(target=asyncio.run, args=(first(),))
+    t.start()
+    try:
+        assert started.wait(30)
+        with pytest.raises(errors.BusyError):
+            asyncio.run(rt.receive("aio_echo", timeout=1))
+        blocking.send("aio_echo", Tick(n=3))
+    finally:
+        t.join(30)
+        rt.close()
+    assert got == [3]

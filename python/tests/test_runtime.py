@@ -394,3 +394,38 @@ def test_python_actor_is_restarted_by_supervision():
         assert rt.receive("py_flaky", timeout=10).value == 5
         t = rt.get_telemetry("py_flaky")
         assert t["restarts"] == 1 and t["errors"] == 1 and t["state"] == "ACTIVE"
+
+
+@pytest.mark.parametrize("spin_us", [0, 50])
+def test_actor_round_trips_with_and_without_the_gil_spin(spin_us):
+    """The seeds' actor loop against a host that sends and receives, with
+    the GIL hand-off spin off and on (docs/python.md): both hand every
+    message over, in order, and the setting reads back."""
+    prev = rk._core._gil_spin_us(spin_us)
+    try:
+        assert rk._core._gil_spin_us(None) == spin_us
+        with rk.RingKernelRuntime() as rt:
+            start(rt, "py_double")
+            for i in range(300):
+                rt.send("py_double", Num(value=i))
+                assert rt.receive("py_double", timeout=30).value == 2 * i
+    finally:
+        assert rk._core._gil_spin_us(prev) == spin_us
+    with pytest.raises(ValueError):
+        rk._core._gil_spin_us(-1)
+
+
+def test_send_takes_the_message_type_from_the_message():
+    """send() with no options encodes with the message's own @message type
+    (found in C from its class), bytes go raw, and a message of another
+    type is still refused by the kernel's input_type."""
+    with rk.RingKernelRuntime() as rt:
+        start(rt, "py_double")
+        rt.send("py_double", Num(value=4))
+        assert rt.receive("py_double", timeout=10).value == 8
+        with pytest.raises(errors.MessageTypeError):
+            rt.send("py_double", AddReq(a=1.0, b=2.0))
+        with pytest.raises(errors.MessageTypeError):
+            rt.send("py_double", b"raw bytes")
+        rt.send("py_double", Num(value=5))
+        assert rt.receive("py_double", timeout=10).value == 10

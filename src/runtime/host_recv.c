@@ -292,6 +292,46 @@ rk_recv_id(rk_runtime *rt, const char *id, rk_msg_header *hdr, void *buf,
 }
 
 int
+rk_kernel_output_arm(rk_runtime *rt, rk_kernel kh, int *fd)
+{
+    rk__kernel *k;
+    rk__inst *inst;
+    int rc, efd = -1;
+
+    if ((rc = rk__call_enter(rt, "rk_kernel_output_arm")) != RK_OK)
+        return rc;
+    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
+        goto out;
+    inst = atomic_load_explicit(&k->inst, memory_order_acquire);
+    if (inst == NULL) {
+        rc = rk__fail(
+            RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
+        goto out;
+    }
+    if ((rc = rk__outq_fd(&inst->out, &efd)) != RK_OK)
+        goto out;
+    /* Under the consumer lock: the stash is output too. A receiver that
+     * holds the lock while it waits lets it go every slice. */
+    if (out_lock(inst, rk_now_ns() + (uint64_t)REQUEST_SLICE_NS * 4)
+        != RK_OK) {
+        rc = rk__fail(RK_EALREADY,
+            "kernel '%s': another receiver has the output; receive", k->id);
+        goto out;
+    }
+    rc = inst->stash_head == NULL && rk__outq_arm(&inst->out) ? RK_OK
+                                                              : RK_EALREADY;
+    out_unlock(inst);
+    if (rc != RK_OK)
+        rk__fail(
+            rc, "kernel '%s' has output to receive (or has ended)", k->id);
+out:
+    if (fd != NULL)
+        *fd = efd;
+    rk__call_leave(rt);
+    return rc;
+}
+
+int
 rk_request_opts(rk_runtime *rt, rk_kernel kh, const rk_request_options *opts,
     const void *req, size_t req_len, rk_msg_header *reply_hdr, void *reply,
     size_t cap, size_t *reply_len)

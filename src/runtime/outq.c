@@ -6,10 +6,35 @@
  * notifies after changing the ring. Producer (kernel) notifies cons_ec
  * after each commit; the consumer (host) notifies prod_ec after each
  * release; close notifies both.
+ *
+ * An event loop waits on an eventfd instead (rk_kernel_output_arm). The
+ * handshake is the eventcount's (common/ec.h), with fd_armed in the role
+ * of "waiters":
+ *
+ *   host (rk__outq_arm)                 kernel (rk__outq_send)
+ *     fd_armed = 1                        commit the frame
+ *     heavy barrier                       light barrier (in the notify)
+ *     frame there or closed?              fd_armed set?
+ *       yes: disarm, "ready", no wait       yes: exchange it to 0; if it
+ *       no: wait for the eventfd                 was 1, write the eventfd
+ *
+ * The two barriers act as a full fence on both sides, so by the Dekker
+ * argument either the host's re-check sees the frame or the kernel's load
+ * sees fd_armed == 1 and writes. Close is the same with `closed` for the
+ * frame (seq_cst store, then the exchange). The exchange makes the write
+ * one-shot: one per arm, whoever of producer, close or the host's own
+ * disarm gets there first; a write that races with a disarm leaves the
+ * eventfd readable once more than needed, a spurious wake-up the host
+ * handles like any other (it reads the eventfd and receives RK_EEMPTY).
+ * With nobody armed the producer pays one load of a line it already
+ * read and a predicted branch.
  */
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "common/ec.h"
@@ -68,6 +93,7 @@ rk__outq_init_at(rk__outq *q, void *mem, uint32_t capacity, size_t slot_size)
     int rc;
 
     memset(q, 0, sizeof(*q));
+    atomic_init(&q->efd, -1);
     q->slot_size = slot_size;
     rk__ec_init(&q->cons_ec);
     rk__ec_init(&q->prod_ec);
@@ -101,6 +127,11 @@ rk__outq_init(rk__outq *q, uint32_t capacity, size_t slot_size)
 void
 rk__outq_fini(rk__outq *q)
 {
+    int fd = atomic_load_explicit(&q->efd, memory_order_relaxed);
+
+    if (fd >= 0)
+        (void)close(fd);
+    atomic_store_explicit(&q->efd, -1, memory_order_relaxed);
     free(q->owned); /* caller memory (init_at) is the caller's */
     q->owned = NULL;
     q->ring = NULL;
@@ -150,6 +181,22 @@ room_or_closed(void *arg)
         || atomic_load_explicit(&q->closed, memory_order_acquire);
 }
 
+/* The one write of an arm (see the top of the file). */
+static void
+fd_signal(rk__outq *q)
+{
+    /* seq_cst: after the close's seq_cst store of closed; the acquire
+     * half pairs with the release store in rk__outq_arm, so efd is the
+     * one the host armed. */
+    if (atomic_exchange_explicit(&q->fd_armed, 0, memory_order_seq_cst)) {
+        uint64_t one = 1;
+        int fd = atomic_load_explicit(&q->efd, memory_order_relaxed);
+        /* An eventfd write fails only when the counter would overflow,
+         * and then it is readable anyway. */
+        (void)!write(fd, &one, sizeof(one));
+    }
+}
+
 int
 rk__outq_send(
     rk__outq *q, const void *hdr, size_t hlen, const void *payload, size_t len)
@@ -179,6 +226,10 @@ rk__outq_send(
     /* All: host receivers may be several (each takes one frame and
      * re-checks). After the publication (ec.h). */
     rk__ec_notify_all(&q->cons_ec);
+    /* After notify_all's light barrier (see the top of the file). */
+    if (rk__unlikely(
+            atomic_load_explicit(&q->fd_armed, memory_order_relaxed) != 0))
+        fd_signal(q);
     return RK_OK;
 }
 
@@ -242,4 +293,44 @@ rk__outq_close(rk__outq *q)
     atomic_store_explicit(&q->closed, 1, memory_order_seq_cst);
     rk__ec_notify_all(&q->cons_ec);
     rk__ec_notify_all(&q->prod_ec);
+    fd_signal(q);
+}
+
+int
+rk__outq_fd(rk__outq *q, int *fd)
+{
+    int cur = atomic_load_explicit(&q->efd, memory_order_acquire), nfd;
+
+    if (cur >= 0) {
+        *fd = cur;
+        return RK_OK;
+    }
+    nfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (nfd < 0)
+        return rk__fail(errno == ENOMEM ? RK_ENOMEM : RK_EINTERNAL,
+            "eventfd: %s", strerror(errno));
+    /* acq_rel: the first host to install it publishes it; a loser takes
+     * the winner's and closes its own. */
+    if (!atomic_compare_exchange_strong_explicit(
+            &q->efd, &cur, nfd, memory_order_acq_rel, memory_order_acquire)) {
+        (void)close(nfd);
+        nfd = cur;
+    }
+    *fd = nfd;
+    return RK_OK;
+}
+
+bool
+rk__outq_arm(rk__outq *q)
+{
+    /* Release pairs with the exchange in fd_signal (efd is set). */
+    atomic_store_explicit(&q->fd_armed, 1, memory_order_release);
+    /* Pairs with the light barrier after the producer's commit. */
+    rk__heavy_barrier();
+    if (!has_frame(q) && !is_closed(q))
+        return true;
+    /* Ready already: withdraw (a write that got in first leaves one
+     * spurious wake-up). */
+    atomic_store_explicit(&q->fd_armed, 0, memory_order_relaxed);
+    return false;
 }

@@ -20,6 +20,7 @@
 #define RK_SRC_RUNTIME_OUTQ_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,14 @@ typedef struct rk__outq {
     size_t slot_size;
     /* Host-side waiting (the consumer parks here). */
     _Alignas(64) rk__ec cons_ec;
+    /* An event loop's wait (rk_kernel_output_arm): armed by the host, the
+     * eventfd efd (-1 until the host asks for one, closed by
+     * rk__outq_fini) is written once, by the first commit or close that
+     * finds fd_armed set. In cons_ec's line: the producer reads fd_armed
+     * right after cons_ec.waiters, and nobody writes either while no host
+     * waits. */
+    _Atomic uint32_t fd_armed;
+    _Atomic int efd;
     /* Kernel-side waiting (the producer parks here when full). */
     _Alignas(64) rk__ec prod_ec;
     rk__spin prod_spin; /* spin budget before parking (common/spin.h) */
@@ -70,6 +79,15 @@ int rk__outq_wait(rk__outq *q, int64_t spin_ns, uint64_t deadline);
 const unsigned char *rk__outq_peek(rk__outq *q, size_t *flen);
 /* Consumer: frees the peeked frame's slot and wakes a blocked producer. */
 void rk__outq_release(rk__outq *q);
+/* Host: the eventfd of the queue in *fd, created on first use (RK_OK, or
+ * RK_ENOMEM and the like when eventfd(2) fails). Host threads that create
+ * it concurrently get the same one. */
+int rk__outq_fd(rk__outq *q, int *fd);
+/* Host, under the instance's consumer lock, with the fd created: arms the
+ * eventfd for one write. Returns false (not armed) when a frame is already
+ * there or the queue is closed. No wake-up is lost: see the comment in
+ * outq.c. */
+bool rk__outq_arm(rk__outq *q);
 /* Wakes and fails every waiter from now on (frames already in can still
  * be received). Idempotent. */
 void rk__outq_close(rk__outq *q);
