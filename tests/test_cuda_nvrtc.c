@@ -27,30 +27,6 @@
 #include "cuda_helpers.h"
 #include "ringkernel/ringkernel.h"
 
-/* Counts PTX instructions starting with op (after an optional predicate),
- * so "ld.shared" never counts as "red.". */
-static int
-count_op(const char *ptx, const char *op)
-{
-    int n = 0;
-    size_t ol = strlen(op);
-    for (const char *l = ptx; l && *l;
-         l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-        const char *p = l;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '@') {
-            while (*p && *p != ' ' && *p != '\t' && *p != '\n')
-                p++;
-            while (*p == ' ' || *p == '\t')
-                p++;
-        }
-        if (strncmp(p, op, ol) == 0)
-            n++;
-    }
-    return n;
-}
-
 static char *
 compile_ptx(const char *name, const char *src, int cc, int raw)
 {
@@ -108,25 +84,25 @@ test_loop_ptx(void **state)
     assert_non_null(strstr(ptx, ".visible .entry rk_fail("));
     assert_non_null(strstr(ptx, ".visible .entry rk_count("));
     /* Control block and lanes: system scope, 32-bit control words. */
-    assert_true(count_op(ptx, "ld.acquire.sys.u32") > 0);
-    assert_true(count_op(ptx, "st.release.sys.u32") > 0);
-    assert_true(count_op(ptx, "ld.acquire.sys.u64") > 0);
-    assert_true(count_op(ptx, "st.release.sys.u64") > 0);
+    assert_true(cuda_count_op(ptx, "ld.acquire.sys.u32") > 0);
+    assert_true(cuda_count_op(ptx, "st.release.sys.u32") > 0);
+    assert_true(cuda_count_op(ptx, "ld.acquire.sys.u64") > 0);
+    assert_true(cuda_count_op(ptx, "st.release.sys.u64") > 0);
     /* The block's writers and readers fence at system scope before the
      * sync that precedes thread 0's release. */
-    assert_true(count_op(ptx, "membar.sys") + count_op(ptx, "fence.sc.sys")
-            + count_op(ptx, "fence.acq_rel.sys")
+    assert_true(cuda_count_op(ptx, "membar.sys") + cuda_count_op(ptx, "fence.sc.sys")
+            + cuda_count_op(ptx, "fence.acq_rel.sys")
         > 0);
     /* Back-off, block sync, the device clock. */
-    assert_true(count_op(ptx, "nanosleep") > 0);
+    assert_true(cuda_count_op(ptx, "nanosleep") > 0);
     assert_true(
-        count_op(ptx, "bar.sync") > 0 || count_op(ptx, "barrier.sync") > 0);
+        cuda_count_op(ptx, "bar.sync") > 0 || cuda_count_op(ptx, "barrier.sync") > 0);
     assert_non_null(strstr(ptx, "%globaltimer"));
     /* The shared ctx lives in shared memory. */
     assert_non_null(strstr(ptx, ".shared"));
     /* Never a read-modify-write. */
-    assert_int_equal(count_op(ptx, "atom."), 0);
-    assert_int_equal(count_op(ptx, "red."), 0);
+    assert_int_equal(cuda_count_op(ptx, "atom."), 0);
+    assert_int_equal(cuda_count_op(ptx, "red."), 0);
     free(ptx);
     free(src);
 }
@@ -146,11 +122,11 @@ test_gpu_scope_ptx(void **state)
     if (!cuda_have_nvrtc())
         skip();
     char *ptx = compile_ptx("k2k.cu", src, 80, 0);
-    assert_true(count_op(ptx, "ld.acquire.gpu.u32") > 0);
-    assert_true(count_op(ptx, "ld.acquire.gpu.u64") > 0);
-    assert_true(count_op(ptx, "st.release.gpu.u32") > 0);
-    assert_true(count_op(ptx, "st.release.gpu.u64") > 0);
-    assert_int_equal(count_op(ptx, "atom."), 0);
+    assert_true(cuda_count_op(ptx, "ld.acquire.gpu.u32") > 0);
+    assert_true(cuda_count_op(ptx, "ld.acquire.gpu.u64") > 0);
+    assert_true(cuda_count_op(ptx, "st.release.gpu.u32") > 0);
+    assert_true(cuda_count_op(ptx, "st.release.gpu.u64") > 0);
+    assert_int_equal(cuda_count_op(ptx, "atom."), 0);
     free(ptx);
 }
 

@@ -345,29 +345,6 @@ test_bad_steps_fault(void **state)
 
 /* ------------------------------------------------------------ NVRTC */
 
-/* Counts PTX instructions starting with op (after an optional predicate). */
-static int
-count_op(const char *ptx, const char *op)
-{
-    int n = 0;
-    size_t ol = strlen(op);
-    for (const char *l = ptx; l && *l;
-         l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-        const char *p = l;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '@') {
-            while (*p && *p != ' ' && *p != '\t' && *p != '\n')
-                p++;
-            while (*p == ' ' || *p == '\t')
-                p++;
-        }
-        if (strncmp(p, op, ol) == 0)
-            n++;
-    }
-    return n;
-}
-
 static void
 test_nvrtc_ptx(void **state)
 {
@@ -389,25 +366,25 @@ test_nvrtc_ptx(void **state)
     assert_non_null(strstr(ptx, ".visible .entry cli_prd_kernel("));
     /* The gather and the writes of the ranks: the addresses come in the
      * message as integers, so NVRTC emits generic (or global) accesses. */
-    assert_true(count_op(ptx, "ld.f64") + count_op(ptx, "ld.global.f64") > 0);
-    assert_true(count_op(ptx, "st.f64") + count_op(ptx, "st.global.f64") > 0);
+    assert_true(cuda_count_op(ptx, "ld.f64") + cuda_count_op(ptx, "ld.global.f64") > 0);
+    assert_true(cuda_count_op(ptx, "st.f64") + cuda_count_op(ptx, "st.global.f64") > 0);
     /* The ranks change between iterations of one resident kernel: never
      * through the read-only, non-coherent path. */
-    assert_int_equal(count_op(ptx, "ld.global.nc"), 0);
-    assert_int_equal(count_op(ptx, "ldu."), 0);
-    assert_int_equal(count_op(ptx, "tex."), 0);
+    assert_int_equal(cuda_count_op(ptx, "ld.global.nc"), 0);
+    assert_int_equal(cuda_count_op(ptx, "ldu."), 0);
+    assert_int_equal(cuda_count_op(ptx, "tex."), 0);
     /* The block reduction: shared memory and barriers. */
-    assert_true(count_op(ptx, "st.shared.f64") > 0);
+    assert_true(cuda_count_op(ptx, "st.shared.f64") > 0);
     assert_true(
-        count_op(ptx, "bar.sync") > 0 || count_op(ptx, "barrier.sync") > 0);
+        cuda_count_op(ptx, "bar.sync") > 0 || cuda_count_op(ptx, "barrier.sync") > 0);
     /* next_contrib = r / outdeg: IEEE division, as on the host. */
-    assert_true(count_op(ptx, "div.rn.f64") > 0);
+    assert_true(cuda_count_op(ptx, "div.rn.f64") > 0);
     /* The lanes: system-scope acquire/release; never a read-modify-write
      * (PCIe does not make one atomic). */
-    assert_true(count_op(ptx, "ld.acquire.sys") > 0);
-    assert_true(count_op(ptx, "st.release.sys") > 0);
-    assert_int_equal(count_op(ptx, "atom."), 0);
-    assert_int_equal(count_op(ptx, "red."), 0);
+    assert_true(cuda_count_op(ptx, "ld.acquire.sys") > 0);
+    assert_true(cuda_count_op(ptx, "st.release.sys") > 0);
+    assert_int_equal(cuda_count_op(ptx, "atom."), 0);
+    assert_int_equal(cuda_count_op(ptx, "red."), 0);
     rk__nvrtc_image_free(&img);
 
     /* The cubin the backend loads on an sm_90 device names the entry. */

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/nvrtc.h"
 #include "ringkernel/error.h"
@@ -49,6 +50,30 @@ cuda_slurp(const char *rel)
     }
     fclose(f);
     return s;
+}
+
+/* Counts PTX instructions starting with op (after an optional predicate),
+ * so "ld.shared" never counts as "red.". */
+static inline int
+cuda_count_op(const char *ptx, const char *op)
+{
+    int n = 0;
+    size_t ol = strlen(op);
+    for (const char *l = ptx; l && *l;
+         l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *p = l;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '@') {
+            while (*p && *p != ' ' && *p != '\t' && *p != '\n')
+                p++;
+            while (*p == ' ' || *p == '\t')
+                p++;
+        }
+        if (strncmp(p, op, ol) == 0)
+            n++;
+    }
+    return n;
 }
 
 #endif /* RK_TEST_CUDA_HELPERS_H */
