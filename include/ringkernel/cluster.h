@@ -142,13 +142,14 @@ int rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr,
 int rk_cluster_peer_status(const rk_cluster *cl, int rank);
 
 /**
- * Reserved message types. A reply of type RK_CLUSTER_TYPE_ERROR (payload:
- * one little-endian int32, an RK_E* code) comes out of a proxy's output
- * with the correlation id of a message the remote rank could not deliver
- * (its kernel rejected it, or the rank died with the message in flight),
- * so an rk_request waiting for it ends instead of timing out.
+ * An error reply from the cluster: RK_MSG_TYPE_ERROR (payload: a
+ * little-endian int32 RK_E* code, then a detail text). One comes out of a
+ * proxy's output with the correlation id of a message the remote rank
+ * refused (its kernel rejected it), or of a request pending when the rank
+ * died or left; an rk_request waiting for it returns the code
+ * (RK_EREJECTED, RK_EUNREACHABLE) instead of timing out.
  */
-#define RK_CLUSTER_TYPE_ERROR 0xFFFFFF01u
+#define RK_CLUSTER_TYPE_ERROR RK_MSG_TYPE_ERROR
 /** Used between the progress thread and proxies; never seen by users. */
 #define RK_CLUSTER_TYPE_INJECT 0xFFFFFF02u
 

@@ -98,6 +98,9 @@ int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
 #define RK_MSG_F_FIXED         0x2u
 #define RK_MSG_F_ENCODING_MASK 0x3u /**< the encoding bits */
 #define RK_MSG_F_USER_SHIFT    8    /**< first bit free for the runtime */
+/** set by rk_request: the sender waits for the reply by correlation id
+ * (layers that forward messages keep a route back only for these) */
+#define RK_MSG_F_REQUEST 0x100u
 
 /**
  * The type id of an error reply (ids from 0xFFFFFF00 up are the

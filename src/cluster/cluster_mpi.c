@@ -46,6 +46,9 @@
  * bits 8-31 of rk_msg_header.flags; users' sends never carry them). */
 #define RK__CL_F_INJECT 0x80000000u /* a reply for a proxy to put out */
 #define RK__CL_F_REMOTE 0x40000000u /* a publish that came from a peer */
+/* The envelope flags a frame carries across: the encoding, and whether
+ * the sender waits for a reply (only those get a route back). */
+#define CL_WIRE_FLAGS (RK_MSG_F_ENCODING_MASK | RK_MSG_F_REQUEST)
 
 #define CL_TAG        0x524b /* one tag for every batch */
 #define CL_NSEND      4      /* send buffers per peer */
@@ -105,6 +108,7 @@ typedef struct cl_ident {
     int32_t rank;
     uint32_t proxy;
     int32_t next; /* bucket chain, -1 ends */
+    uint8_t priority;
     bool used;
 } cl_ident;
 
@@ -167,7 +171,8 @@ idmap_unlink(cl_idmap *m, int32_t i)
 }
 
 static void
-idmap_put(cl_idmap *m, const rk_uuid *id, int rank, uint32_t proxy)
+idmap_put(
+    cl_idmap *m, const rk_uuid *id, int rank, uint32_t proxy, uint8_t prio)
 {
     int32_t i;
     uint32_t h = id_hash(id);
@@ -177,7 +182,7 @@ idmap_put(cl_idmap *m, const rk_uuid *id, int rank, uint32_t proxy)
     m->head = (m->head + 1) & (CL_IDMAP - 1);
     if (m->ent[i].used)
         idmap_unlink(m, i);
-    m->ent[i] = (cl_ident) { *id, rank, proxy, m->bucket[h], true };
+    m->ent[i] = (cl_ident) { *id, rank, proxy, m->bucket[h], prio, true };
     m->bucket[h] = i;
     pthread_mutex_unlock(&m->lock);
 }
@@ -202,17 +207,19 @@ idmap_take(cl_idmap *m, const rk_uuid *id, int *rank, uint32_t *proxy)
     return i != -1;
 }
 
-/* Takes every entry of rank (one pass); *n of them in a malloc'd array
- * the caller frees (NULL when none, or out of memory: then dropped). */
+/* Takes every entry of rank (and of proxy, unless UINT32_MAX) in one
+ * pass; *n of them in a malloc'd array the caller frees (NULL when none,
+ * or out of memory: then dropped). */
 static cl_ident *
-idmap_take_rank(cl_idmap *m, int rank, size_t *n)
+idmap_take_proxy(cl_idmap *m, int rank, uint32_t proxy, size_t *n)
 {
     cl_ident *out = NULL;
     size_t cnt = 0, cap = 0;
 
     pthread_mutex_lock(&m->lock);
     for (int32_t i = 0; i < CL_IDMAP; i++) {
-        if (!m->ent[i].used || m->ent[i].rank != rank)
+        if (!m->ent[i].used || m->ent[i].rank != rank
+            || (proxy != UINT32_MAX && m->ent[i].proxy != proxy))
             continue;
         if (cnt == cap) {
             cl_ident *grown;
@@ -401,7 +408,7 @@ frame_from_header(rk__cl_frame *f, const rk_msg_header *h, size_t len)
     f->priority = h->priority;
     f->type_version = h->type_version;
     f->type_id = h->type_id;
-    f->flags = h->flags & RK_MSG_F_ENCODING_MASK;
+    f->flags = h->flags & CL_WIRE_FLAGS;
     f->len = (uint32_t)len;
     f->send_ns = h->send_ns;
     f->id = h->message_id;
@@ -477,10 +484,40 @@ static int
 proxy_error_reply(rk_ctx *ctx, const rk_msg_header *req, int err)
 {
     rk_msg_view v = { req, NULL, 0 };
-    uint8_t le[4];
+    cl_proxy *px = rk_ctx_user(ctx);
+    char why[160];
 
-    rk__cl_put32(le, (uint32_t)err);
-    return rk_ctx_reply(ctx, &v, RK_CLUSTER_TYPE_ERROR, le, sizeof(le));
+    if (err == RK_EUNREACHABLE)
+        snprintf(why, sizeof(why), "kernel '%s': rank %d %s", px->id, px->rank,
+            atomic_load(&px->cl->peers[px->rank].state) == PEER_GONE
+                ? "left the cluster"
+                : "died");
+    else
+        snprintf(
+            why, sizeof(why), "kernel '%s': %s", px->id, rk_strerror(err));
+    return rk_ctx_reply_error(ctx, &v, err, why);
+}
+
+/* The peer of px died or left: every request it forwarded and that was
+ * not answered fails with RK_EUNREACHABLE (once, on the proxy's thread,
+ * so nothing it forwards later is missed: later frames fail in
+ * proxy_flush). */
+static void
+proxy_fail_pending(rk_ctx *ctx, cl_proxy *px)
+{
+    size_t n = 0;
+    cl_ident *lost = idmap_take_proxy(&px->cl->fwd, px->rank, px->index, &n);
+
+    for (size_t i = 0; i < n; i++) {
+        rk_msg_header h;
+
+        STAT(px->cl, unreachable, 1);
+        memset(&h, 0, sizeof(h));
+        h.message_id = lost[i].id;
+        h.priority = lost[i].priority;
+        proxy_error_reply(ctx, &h, RK_EUNREACHABLE);
+    }
+    free(lost);
 }
 
 /* Hands a proxy's run of frames to its peer; on failure each message
@@ -504,8 +541,8 @@ proxy_flush(rk_ctx *ctx, cl_proxy *px, cl_buf *run, uint32_t n)
             rk_msg_header h;
 
             STAT(cl, unreachable, 1);
-            if (px->topic)
-                continue;
+            if (px->topic || !(f.flags & RK_MSG_F_REQUEST))
+                continue; /* nobody waits for an answer */
             idmap_take(&cl->fwd, &f.id, NULL, NULL);
             memset(&h, 0, sizeof(h));
             h.message_id = f.id;
@@ -526,11 +563,29 @@ proxy_actor(rk_ctx *ctx)
     rk_cluster *cl = px->cl;
     cl_buf run = { 0 };
     uint32_t n = 0;
+    bool failed = false;
     rk_msg_view m;
 
     for (;;) {
         int rc = rk_ctx_recv(ctx, &m, n != 0 ? RK_NO_WAIT : 100 * 1000000);
 
+        bool poke = rc == RK_OK && m.hdr->type_id == RK_CLUSTER_TYPE_INJECT
+            && (m.hdr->flags & RK__CL_F_INJECT);
+
+        /* A poke: the progress thread is taking the peer down and sets
+         * its state in a moment (peer_down). */
+        while (poke && atomic_load(&cl->peers[px->rank].state) == PEER_LIVE)
+            sched_yield();
+        if (!failed && atomic_load(&cl->peers[px->rank].state) != PEER_LIVE) {
+            /* The run first: frames that went in before the peer went
+             * down are still in the id map; later ones fail here. */
+            proxy_flush(ctx, px, &run, n);
+            n = 0;
+            proxy_fail_pending(ctx, px);
+            failed = true;
+        }
+        if (poke)
+            continue;
         if (rc == RK_OK && (m.hdr->flags & RK__CL_F_INJECT)) {
             /* A reply (or an error) from the owning rank: put it out as
              * the answer to the message whose id it correlates. */
@@ -553,13 +608,13 @@ proxy_actor(rk_ctx *ctx)
             f.aux = (int32_t)px->index;
             if (buf_append(&run, rk__cl_frame_size(f.len), &dst) != RK_OK) {
                 STAT(cl, unreachable, 1);
-                if (!px->topic)
+                if (!px->topic && (m.hdr->flags & RK_MSG_F_REQUEST))
                     proxy_error_reply(ctx, m.hdr, RK_ENOMEM);
                 continue;
             }
             rk__cl_frame_write(dst, &f, m.data);
-            if (!px->topic)
-                idmap_put(&cl->fwd, &f.id, px->rank, px->index);
+            if (!px->topic && (m.hdr->flags & RK_MSG_F_REQUEST))
+                idmap_put(&cl->fwd, &f.id, px->rank, px->index, f.priority);
             if (++n < 256 && run.len < 16384)
                 continue;
         }
@@ -697,7 +752,7 @@ frame_header(const rk__cl_frame *f)
     h.priority = f->priority;
     h.type_id = f->type_id;
     h.type_version = f->type_version;
-    h.flags = f->flags & RK_MSG_F_ENCODING_MASK;
+    h.flags = f->flags & CL_WIRE_FLAGS;
     h.message_id = f->id;
     h.correlation_id = f->corr;
     return h;
@@ -711,7 +766,7 @@ static void
 ingress_one(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f)
 {
     rk_msg_header h = frame_header(f);
-    bool serve = !e->cfg.local_output;
+    bool serve = !e->cfg.local_output && (f->flags & RK_MSG_F_REQUEST);
     rk_kernel k;
     int rc;
 
@@ -719,9 +774,8 @@ ingress_one(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f)
         if ((rc = rk_kernel_lookup(cl->rt, e->id, &k)) != RK_OK)
             break;
         if (serve)
-            idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux);
-        rc = rk_send_frame(
-            cl->rt, k, &h, f->payload, f->len, 1000 * 1000000);
+            idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
+        rc = rk_send_frame(cl->rt, k, &h, f->payload, f->len, 1000 * 1000000);
         if (rc != RK_OK && serve)
             idmap_take(&cl->served, &f->id, NULL, NULL);
         if (rc != RK_ETIMEDOUT || atomic_load(&cl->drain_stop)
@@ -780,15 +834,42 @@ ns_since(uint64_t then, uint64_t now)
     return now > then ? now - then : 0;
 }
 
-/* Declares a peer dead (or gone) and fails what waits on it. */
+/* Declares a peer dead (or gone) and fails what waits on it (progress
+ * thread only). */
 static void
 peer_down(rk_cluster *cl, int rank, int state)
 {
     cl_peer *p = &cl->peers[rank];
-    int was = PEER_LIVE;
+    size_t n = 0;
+    char why[96];
 
-    if (!atomic_compare_exchange_strong(&p->state, &was, state))
+    if (atomic_load(&p->state) != PEER_LIVE)
         return;
+    /* Its proxies are poked (to look at the state at once), then refuse
+     * every later send with RK_EUNREACHABLE; once the state says so, each
+     * fails the requests it forwarded that were not answered. In this
+     * order a request is either refused or was admitted before and is
+     * failed by its proxy. A proxy whose queue had no room for the poke
+     * is busy and looks at the state after each message (and every
+     * 100 ms when idle). */
+    for (size_t i = 0; i < cl->n_proxies; i++) {
+        rk_msg_header h;
+        rk_kernel k;
+
+        if (cl->proxies[i].rank != rank
+            || rk_kernel_lookup(cl->rt, cl->proxies[i].id, &k) != RK_OK)
+            continue;
+        memset(&h, 0, sizeof(h));
+        h.type_id = RK_CLUSTER_TYPE_INJECT;
+        h.flags = RK__CL_F_INJECT;
+        (void)rk_send_frame(cl->rt, k, &h, NULL, 0, RK_NO_WAIT);
+    }
+    snprintf(why, sizeof(why), "rank %d %s", rank,
+        state == PEER_DEAD ? "died" : "left the cluster");
+    for (size_t i = 0; i < cl->n_proxies; i++)
+        if (cl->proxies[i].rank == rank)
+            rk_kernel_refuse(cl->rt, cl->proxies[i].id, RK_EUNREACHABLE, why);
+    atomic_store(&p->state, state);
     pthread_mutex_lock(&p->lock);
     buf_reset(&p->stage[0]);
     buf_reset(&p->stage[1]);
@@ -797,34 +878,8 @@ peer_down(rk_cluster *cl, int rank, int state)
     buf_reset(&p->backlog[0]);
     buf_reset(&p->backlog[1]);
     buf_reset(&p->held);
-    /* Messages sent to a dead rank and not answered: an error reply each
-     * (as many as the proxies take without waiting), so a request waiting
-     * for one ends with RK_EUNREACHABLE in the payload. A rank that left
-     * said goodbye after answering all it will: nothing to fail. */
-    size_t n = 0;
-    cl_ident *lost = idmap_take_rank(&cl->fwd, rank, &n);
-    for (size_t i = 0; i < n && state == PEER_DEAD; i++) {
-        rk_msg_header h;
-        rk_kernel k;
-        uint8_t le[4];
-
-        STAT(cl, unreachable, 1);
-        if (lost[i].proxy >= cl->n_proxies
-            || rk_kernel_lookup(cl->rt, cl->proxies[lost[i].proxy].id, &k)
-                != RK_OK)
-            continue;
-        memset(&h, 0, sizeof(h));
-        h.message_id = rk_uuid_v7();
-        h.correlation_id = lost[i].id;
-        h.priority = RK_MSG_PRIORITY_DEFAULT;
-        h.type_id = RK_CLUSTER_TYPE_ERROR;
-        h.flags = RK__CL_F_INJECT;
-        rk__cl_put32(le, (uint32_t)RK_EUNREACHABLE);
-        rk_send_frame(cl->rt, k, &h, le, sizeof(le), RK_NO_WAIT);
-    }
-    free(lost);
     /* Replies owed to it can no longer be sent. */
-    free(idmap_take_rank(&cl->served, rank, &n));
+    free(idmap_take_proxy(&cl->served, rank, UINT32_MAX, &n));
 }
 
 /* The send buffer to fill next, or NULL while all are in flight. */
@@ -964,7 +1019,8 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
     case RK__CL_DATA: {
         cl_export *e
             = f->target < cl->n_exports ? &cl->exports[f->target] : NULL;
-        bool serve = e != NULL && !e->cfg.local_output;
+        bool serve = e != NULL && !e->cfg.local_output
+            && (f->flags & RK_MSG_F_REQUEST);
 
         if (e != NULL && e->cfg.backpressure == RK_BP_BLOCK) {
             /* A BLOCK kernel that is full must make the sender wait, not
@@ -989,9 +1045,9 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
             rc = rk__fail(RK_ENOTFOUND, "cluster: no export %u", f->target);
         } else if ((rc = rk_kernel_lookup(cl->rt, e->id, &k)) == RK_OK) {
             if (serve)
-                idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux);
-            rc = rk_send_frame(
-                cl->rt, k, &h, f->payload, f->len, RK_NO_WAIT);
+                idmap_put(
+                    &cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
+            rc = rk_send_frame(cl->rt, k, &h, f->payload, f->len, RK_NO_WAIT);
             if (rc != RK_OK && serve)
                 idmap_take(&cl->served, &f->id, NULL, NULL);
         }
@@ -1019,8 +1075,8 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         h.flags |= RK__CL_F_REMOTE;
         /* A subscriber that is full misses it: counted failed in the
          * topic's stats here, as a local publish would be. */
-        (void)rk_publish_frame(cl->rt, cl->topics[f->target], &h,
-            f->payload, f->len, RK_NO_WAIT, NULL);
+        (void)rk_publish_frame(cl->rt, cl->topics[f->target], &h, f->payload,
+            f->len, RK_NO_WAIT, NULL);
         STAT(cl, delivered, 1);
         return true;
     case RK__CL_REPLY:

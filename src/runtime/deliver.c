@@ -137,8 +137,8 @@ rk_kernel_refuse(rk_runtime *rt, const char *id, int err, const char *detail)
     if (id == NULL)
         return rk__fail(RK_EINVAL, "rk_kernel_refuse: id is NULL");
     if (err <= RK_OK || err >= RK__ERR_COUNT)
-        return rk__fail(RK_EINVAL,
-            "rk_kernel_refuse: %d is not an RK_E* error code", err);
+        return rk__fail(
+            RK_EINVAL, "rk_kernel_refuse: %d is not an RK_E* error code", err);
     if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
         return rc;
     pthread_mutex_lock(&k->lock);

@@ -104,8 +104,8 @@ error_reply(const rk__kernel *k, const unsigned char *frame, size_t flen,
             "(%zu bytes)",
             k->id, plen);
     if (plen > 4)
-        return rk__fail((int)code, "%.*s", (int)(plen - 4 > 400 ? 400 : plen - 4),
-            (const char *)p + 4);
+        return rk__fail((int)code, "%.*s",
+            (int)(plen - 4 > 400 ? 400 : plen - 4), (const char *)p + 4);
     return rk__fail((int)code, "kernel '%s' answered the request with %s",
         k->id, rk_err_name((int)code));
 }
@@ -365,6 +365,7 @@ rk_request_opts(rk_runtime *rt, rk_kernel kh, const rk_request_options *opts,
         goto out;
     rk__header(&h, opts->type_id, opts->priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)req_len;
+    h.flags |= RK_MSG_F_REQUEST;
     if ((rc = rk__deliver(k, &h, req, req_len, timeout_ns, "request"))
         != RK_OK)
         goto out;

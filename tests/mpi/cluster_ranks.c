@@ -65,7 +65,7 @@ echo_h(rk_ctx *ctx, const rk_msg_view *m)
     if (m->len != sizeof(r))
         return RK_EINVAL;
     memcpy(&r, m->data, sizeof(r));
-    if (strcmp(mode, "kill") == 0 && r.seq == 40)
+    if (strcmp(mode, "kill") == 0 && r.rank == 0 && r.seq == 40)
         raise(SIGKILL); /* the rank dies with requests in flight */
     r.producer = my_rank;
     return rk_ctx_reply(ctx, m, T_REQ, &r, sizeof(r));
@@ -701,8 +701,10 @@ test_kill(void **state)
         fail_msg("rank %d was never killed", rank);
     }
     id_of(id, sizeof(id), victim, "echo");
-    bool unreachable = false;
-    for (int64_t i = 0; i < 100000 && !unreachable; i++) {
+    char died[64];
+    snprintf(died, sizeof(died), "rank %d died", victim);
+    int64_t failed_at = -1;
+    for (int64_t i = 0; i < 100000 && failed_at < 0; i++) {
         msg q = { rank, -1, i }, r;
         rk_msg_header h;
         rk_kernel k;
@@ -711,30 +713,44 @@ test_kill(void **state)
         assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
         int rc = rk_request(
             rt, k, T_REQ, &q, sizeof(q), &h, &r, sizeof(r), &len, 30 * SEC);
-        assert_int_equal(rc, RK_OK); /* never a timeout */
-        if (h.type_id == RK_CLUSTER_TYPE_ERROR) {
-            uint8_t *le = (uint8_t *)&r;
-            assert_int_equal(len, 4);
-            assert_int_equal(le[0] | le[1] << 8, RK_EUNREACHABLE);
-            unreachable = true;
-        } else {
+        if (rc == RK_OK) {
             assert_int_equal(r.seq, i);
+            continue;
+        }
+        /* Never a timeout: the rank's error, naming it. */
+        assert_int_equal(rc, RK_EUNREACHABLE);
+        if (strstr(rk_errdetail(), died) == NULL)
+            fail_msg("detail: %s", rk_errdetail());
+        failed_at = i;
+        if (rank == 0) {
+            /* Request 40 of rank 0 killed it: that request was pending
+             * and fails with the error reply of its proxy. */
+            assert_int_equal(i, 40);
+            assert_int_equal(h.type_id, RK_CLUSTER_TYPE_ERROR);
+            assert_non_null(strstr(rk_errdetail(), "kernel '"));
         }
     }
-    assert_true(unreachable);
+    assert_true(failed_at >= 0);
     assert_int_equal(rk_cluster_peer_status(cl, victim), RK_EUNREACHABLE);
     assert_int_equal(rk_cluster_peer_status(cl, (rank + 1) % (n - 1)), RK_OK);
-    /* A later request fails at once with the same error. */
+    /* Later sends and requests are refused at once by the proxy's
+     * admission, with the same error, and counted. */
     {
         msg q = { rank, -1, -1 }, r;
         rk_msg_header h;
         size_t len;
         rk_kernel k;
+        rk_kernel_stats ks;
         assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
         assert_int_equal(rk_request(rt, k, T_REQ, &q, sizeof(q), &h, &r,
                              sizeof(r), &len, 30 * SEC),
-            RK_OK);
-        assert_int_equal(h.type_id, RK_CLUSTER_TYPE_ERROR);
+            RK_EUNREACHABLE);
+        assert_non_null(strstr(rk_errdetail(), "request refused by kernel"));
+        assert_non_null(strstr(rk_errdetail(), died));
+        assert_int_equal(rk_send(rt, k, T_REQ, &q, sizeof(q), 128, 30 * SEC),
+            RK_EUNREACHABLE);
+        assert_int_equal(rk_kernel_stats_get(rt, id, &ks), RK_OK);
+        assert_true(ks.rejected >= 2);
     }
     uint64_t t0 = rk_now_ns();
     /* Not clean (a peer died), but it ends within its timeout. */
