@@ -80,7 +80,7 @@ typedef struct rk_cluster_config {
     uint32_t batch_bytes;
     int64_t batch_window_ns; /**< see batch_bytes */
     /** Flow control: messages to one rank in flight before it confirms
-     * delivery (0: 1024). */
+     * delivery (0: 8192). */
     uint32_t credits;
     /** A peer silent for this long is declared dead (0: 3 s); peers are
      * sent a heartbeat every heartbeat_ns / 4 when otherwise quiet. */

@@ -263,6 +263,9 @@ typedef struct cl_export {
     cl_buf in;
     pthread_t ingress;
     bool ingress_started;
+    /* the kernel's handle, looked up again when stale (progress thread) */
+    rk_kernel k;
+    bool k_ok;
 } cl_export;
 
 typedef struct cl_proxy {
@@ -273,6 +276,8 @@ typedef struct cl_proxy {
     uint32_t index;  /* this proxy's index here */
     bool topic;
     _Atomic bool exited;
+    rk_kernel k; /* the proxy's handle (progress thread), when k_ok */
+    bool k_ok;
 } cl_proxy;
 
 typedef struct cl_sendbuf {
@@ -826,6 +831,28 @@ ingress_main(void *arg)
     return NULL;
 }
 
+/* rk_send_frame to a kernel by a cached handle: looked up once, and
+ * again when the handle went stale (a relaunch). Progress thread. */
+static int
+send_cached(rk_cluster *cl, const char *id, rk_kernel *k, bool *ok,
+    const rk_msg_header *h, const void *data, size_t len)
+{
+    int rc;
+
+    for (int tries = 0; tries < 2; tries++) {
+        if (!*ok) {
+            if ((rc = rk_kernel_lookup(cl->rt, id, k)) != RK_OK)
+                return rc;
+            *ok = true;
+        }
+        rc = rk_send_frame(cl->rt, *k, h, data, len, RK_NO_WAIT);
+        if (rc != RK_ESTALE)
+            return rc;
+        *ok = false;
+    }
+    return rc;
+}
+
 /* ------------------------------------------------------ progress: send */
 
 static uint64_t
@@ -1012,7 +1039,6 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
 {
     cl_peer *p = &cl->peers[src];
     rk_msg_header h = frame_header(f);
-    rk_kernel k;
     int rc;
 
     switch (f->kind) {
@@ -1043,11 +1069,12 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         }
         if (e == NULL) {
             rc = rk__fail(RK_ENOTFOUND, "cluster: no export %u", f->target);
-        } else if ((rc = rk_kernel_lookup(cl->rt, e->id, &k)) == RK_OK) {
+        } else {
             if (serve)
                 idmap_put(
                     &cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
-            rc = rk_send_frame(cl->rt, k, &h, f->payload, f->len, RK_NO_WAIT);
+            rc = send_cached(
+                cl, e->id, &e->k, &e->k_ok, &h, f->payload, f->len);
             if (rc != RK_OK && serve)
                 idmap_take(&cl->served, &f->id, NULL, NULL);
         }
@@ -1084,6 +1111,7 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         uint8_t le[4];
         const void *data = f->payload;
         size_t len = f->len;
+        cl_proxy *px;
 
         if (f->target >= cl->n_proxies)
             return true;
@@ -1095,15 +1123,21 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
             len = sizeof(le);
         }
         h.flags |= RK__CL_F_INJECT;
-        if (rk_kernel_lookup(cl->rt, cl->proxies[f->target].id, &k) != RK_OK)
-            return true;
         /* Counted first: the requester may read the reply (and the
          * counters) before this thread gets back from the send. */
         if (f->kind == RK__CL_ERROR)
             STAT(cl, remote_errors, 1);
         else
             STAT(cl, replies_received, 1);
-        rc = rk_send_frame(cl->rt, k, &h, data, len, RK_NO_WAIT);
+        px = &cl->proxies[f->target];
+        rc = send_cached(cl, px->id, &px->k, &px->k_ok, &h, data, len);
+        if (rc == RK_ENOTFOUND) {
+            if (f->kind == RK__CL_ERROR)
+                STAT(cl, remote_errors, (uint64_t)-1);
+            else
+                STAT(cl, replies_received, (uint64_t)-1);
+            return true;
+        }
         if (rc == RK_ETIMEDOUT || rc == RK_EFULL || rc == RK_EREJECTED) {
             if (f->kind == RK__CL_ERROR)
                 STAT(cl, remote_errors, (uint64_t)-1);
@@ -1458,7 +1492,7 @@ config_defaults(rk_cluster_config *c)
     if (c->batch_window_ns <= 0)
         c->batch_window_ns = 20000;
     if (c->credits == 0)
-        c->credits = 1024;
+        c->credits = 8192;
     if (c->heartbeat_ns <= 0)
         c->heartbeat_ns = 3000000000LL;
     if (c->poll_ns <= 0)
