@@ -119,6 +119,42 @@ cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The cost of one thread hand-off where the receiver has parked: a
+ * local request to a kernel that never spins, from a host that never
+ * spins, is two such hand-offs (host -> kernel -> host). p50 / 2, in the
+ * same run as the cross-rank round trip, for the floor in
+ * docs/cluster.md. */
+static double
+parked_handoff_ns(size_t n, uint64_t *lat)
+{
+    rk_runtime *rt;
+    rk_runtime_config rc = { .no_static_kernels = true, .host_spin_ns = -1 };
+    rk_kernel_def d = { .id = "lecho", .handler = echo_h };
+    rk_kernel k;
+    rk_msg_header h;
+    uint8_t b[PAYLOAD] = { 0 };
+    size_t len;
+    double p50;
+
+    d.config.spin = 1;
+    d.config.telemetry_off = true;
+    check(rk_runtime_create(&rt, &rc), "local runtime");
+    check(rk_runtime_register(rt, &d), "register lecho");
+    check(rk_kernel_launch(rt, "lecho"), "launch lecho");
+    check(rk_kernel_activate(rt, "lecho"), "activate lecho");
+    check(rk_kernel_lookup(rt, "lecho", &k), "lookup lecho");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t0 = bench_now_ns();
+        check(rk_request(
+                  rt, k, 1, b, PAYLOAD, &h, b, sizeof(b), &len, 10000000000LL),
+            "local request");
+        lat[i] = bench_now_ns() - t0;
+    }
+    p50 = (double)bench_percentile(lat, n, 50) / 2;
+    rk_runtime_destroy(rt);
+    return p50;
+}
+
 static double
 cpu_s(void)
 {
@@ -224,6 +260,14 @@ main(int argc, char **argv)
         rk_p50 = (double)bench_percentile(lat, n_rtt, 50);
         rk_p99 = (double)bench_percentile(lat, n_rtt, 99);
         emit_pair("rtt_p50", rk_p50, mpi_p50, "ns", "ratio_to_mpi");
+        {
+            char extra[120];
+            double ho = parked_handoff_ns(n_rtt / 4, lat);
+            snprintf(extra, sizeof(extra),
+                "\"rank\":0,\"rtt_p50_in_handoffs\":%.1f", rk_p50 / ho);
+            bench_emit(
+                SUITE, "parked_handoff_p50", "ringkernel", ho, "ns", extra);
+        }
         emit_pair("rtt_p99", rk_p99, mpi_p99, "ns", "ratio_to_mpi");
 
         /* Throughput: ROUNDS alternating pairs, raw MPI streaming then
@@ -281,8 +325,8 @@ main(int argc, char **argv)
             "wait for rank 0");
         for (int r = 0; r < ROUNDS; r++) {
             mpi_stream(n_tp, buf);
-            check(rk_cluster_recv(
-                      cl, "sink", &h, NULL, 0, &len, 600000000000LL),
+            check(
+                rk_cluster_recv(cl, "sink", &h, NULL, 0, &len, 600000000000LL),
                 "wait for rank 0");
         }
     }
