@@ -226,6 +226,13 @@ main(int argc, char **argv)
         cc.credits = (uint32_t)atoll(getenv("RK_BENCH_CREDITS"));
     if (getenv("RK_BENCH_BATCH") != NULL)
         cc.batch_bytes = (uint32_t)atoll(getenv("RK_BENCH_BATCH"));
+    /* RK_BENCH_NOSPIN=1: nothing spins before parking (host receives,
+     * kernels): the setting for ranks that share cores. */
+    if (getenv("RK_BENCH_NOSPIN") != NULL && atoi(getenv("RK_BENCH_NOSPIN"))) {
+        rc.host_spin_ns = -1;
+        echo.config.spin = 1;
+        sink.config.spin = 1;
+    }
     check(rk_runtime_create(&rt, &rc), "runtime");
     if (rank == 1) {
         cc.exports = ex;

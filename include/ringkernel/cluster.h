@@ -74,7 +74,7 @@ typedef struct rk_cluster_config {
      * these at join tells the others, whose publishes then reach them. */
     const char *const *topics;
     size_t n_topics; /**< entries in topics */
-    /** A batch to one rank is sent when full (batch_bytes, 0: 32 KiB), when
+    /** A batch to one rank is sent when full (batch_bytes, 0: 256 KiB), when
      * its oldest message is batch_window_ns old (0: 20 us), or as soon as
      * the progress thread has nothing more to take. */
     uint32_t batch_bytes;

@@ -620,7 +620,7 @@ proxy_actor(rk_ctx *ctx)
             rk__cl_frame_write(dst, &f, m.data);
             if (!px->topic && (m.hdr->flags & RK_MSG_F_REQUEST))
                 idmap_put(&cl->fwd, &f.id, px->rank, px->index, f.priority);
-            if (++n < 256 && run.len < 16384)
+            if (++n < 1024 && run.len < 65536)
                 continue;
         }
         proxy_flush(ctx, px, &run, n);
@@ -925,6 +925,10 @@ sendbuf(rk_cluster *cl, cl_peer *p)
         if (!done)
             return NULL;
     }
+    /* Allocated on first use: a peer this rank never sends to costs no
+     * send buffers (out of memory: tried again next time). */
+    if (b->p == NULL && (b->p = malloc(cl->batch_bytes)) == NULL)
+        return NULL;
     if (b->len == 0)
         b->len = RK__CL_BATCH_HDR;
     return b;
@@ -1486,7 +1490,7 @@ static void
 config_defaults(rk_cluster_config *c)
 {
     if (c->batch_bytes == 0)
-        c->batch_bytes = 32 * 1024;
+        c->batch_bytes = 256 * 1024;
     if (c->batch_bytes < 4096)
         c->batch_bytes = 4096;
     if (c->batch_window_ns <= 0)
@@ -1585,7 +1589,10 @@ start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn, void *user,
     def.actor = fn;
     def.config.user = user;
     def.config.backend = "cpu";
-    def.config.spin = 200;
+    /* Proxies park at once: on shared cores a spinning proxy holds the
+     * CPU the thread it waits for needs (round trip 118 us against 130 us
+     * with 200 spins, 171 us with 5000, on 2 cores). */
+    def.config.spin = 1;
     if (e != NULL) {
         def.config.input_capacity = e->capacity;
         def.config.max_payload = e->max_payload;
@@ -1838,14 +1845,6 @@ checked : {
     rc = directory_exchange(cl);
     if ((rc = agree(cl, rc)) != RK_OK)
         goto fail;
-    for (int r = 0; r < cl->size; r++) {
-        for (int i = 0; i < CL_NSEND; i++) {
-            if ((cl->peers[r].sb[i].p = malloc(cl->batch_bytes)) == NULL) {
-                rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
-                goto fail;
-            }
-        }
-    }
     for (int i = 0; i < CL_NRECV; i++) {
         if ((cl->rbuf[i] = malloc(cl->batch_bytes)) == NULL) {
             rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
