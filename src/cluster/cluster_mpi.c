@@ -9,12 +9,13 @@
  *     into its peer's staging buffer, and puts replies the progress
  *     thread injects (flag RK__CL_F_INJECT) out on its own output queue
  *     with rk_ctx_reply, so rk_request on the proxy sees them.
- *   - drain threads: one per exported kernel whose output the cluster
- *     reads; an output whose correlation id answers a message from a peer
- *     goes back to that peer, anything else to the local mailbox read
- *     with rk_cluster_recv.
+ *   - ingress threads: one per exported BLOCK kernel; they send, with a
+ *     wait, the frames the progress thread could not put in at once.
  *   - the progress thread: the only thread that calls MPI after the join.
- *     It moves staged frames into per-peer batches (within the peer's
+ *     It reads the output of exported kernels (drain_poll: a reply to a
+ *     peer's request goes back to that peer, anything else to the local
+ *     mailbox read with rk_cluster_recv), moves staged frames into
+ *     per-peer batches (within the peer's
  *     credits), sends them with MPI_Isend, receives with persistent
  *     MPI_Recv_init requests, delivers frames to local kernels (holding
  *     them while a BLOCK kernel is full), returns credits, sends
@@ -250,13 +251,14 @@ typedef struct cl_export {
     char id[RK_ID_MAX + 1];
     rk_cluster_export cfg;
     rk_cluster *cl;
-    pthread_t drain;
-    bool drain_started;
+    uint8_t *obuf; /* an output's payload (progress thread) */
+    size_t ocap;
     /* mailbox: outputs not for a peer, read by rk_cluster_recv */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     cl_mail *mail;
     uint32_t mhead, mcount;
+    _Atomic uint32_t mfill; /* mcount, for the progress thread's look */
     /* ingress (BLOCK exports): frames the progress thread hands over, each
      * after its source rank (4 bytes), sent by this export's ingress
      * thread with blocking sends; under lock, signalled by cond */
@@ -664,6 +666,8 @@ control_actor(rk_ctx *ctx)
 
 /* ------------------------------------------------------------- drains */
 
+/* Puts an output in e's mailbox (progress thread; the caller saw room:
+ * only this thread adds). */
 static void
 mail_put(cl_export *e, const rk_msg_header *h, const void *data, size_t len)
 {
@@ -674,53 +678,48 @@ mail_put(cl_export *e, const rk_msg_header *h, const void *data, size_t len)
         return;
     memcpy(copy, data, len);
     pthread_mutex_lock(&e->lock);
-    while (e->mcount == CL_MAILBOX && !atomic_load(&e->cl->drain_stop)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 20000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&e->cond, &e->lock, &ts);
-    }
-    if (e->mcount == CL_MAILBOX) {
-        pthread_mutex_unlock(&e->lock);
-        free(copy);
-        return;
-    }
     slot = &e->mail[(e->mhead + e->mcount) % CL_MAILBOX];
     slot->hdr = *h;
     slot->len = len;
     slot->data = copy;
     e->mcount++;
+    atomic_store_explicit(&e->mfill, e->mcount, memory_order_relaxed);
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
 }
 
-static void *
-drain_main(void *arg)
+/* Takes what e's kernel put out, without waiting (progress thread, which
+ * polls while it is active and at each idle wake-up): a reply to a
+ * request from a peer goes back to it, anything else to the mailbox
+ * (rk_cluster_recv) while it has room; a full mailbox leaves the output
+ * queued, so the kernel feels it. No thread of its own: the round trip
+ * saves a hand-off. True if it took anything. */
+static bool
+drain_poll(rk_cluster *cl, cl_export *e)
 {
-    cl_export *e = arg;
-    rk_cluster *cl = e->cl;
-    size_t cap = e->cfg.max_payload ? e->cfg.max_payload : 192;
-    uint8_t *buf = malloc(cap);
     rk_msg_header h;
     size_t len;
+    int rc = RK_OK;
+    bool did = false;
 
-    while (buf != NULL && !atomic_load(&cl->drain_stop)) {
-        int rc = rk_recv_id(cl->rt, e->id, &h, buf, cap, &len, 20 * 1000000);
+    for (int i = 0; i < 64 && e->obuf != NULL; i++) {
         int rank;
         uint32_t proxy;
 
-        if (rc == RK_ETIMEDOUT)
-            continue;
-        if (rc != RK_OK) {
-            /* The kernel is not running: look again later. */
-            struct timespec ts = { 0, 20 * 1000000 };
-            nanosleep(&ts, NULL);
-            continue;
+        if (atomic_load_explicit(&e->mfill, memory_order_relaxed)
+            >= CL_MAILBOX)
+            break;
+        if (!e->k_ok) {
+            if (rk_kernel_lookup(cl->rt, e->id, &e->k) != RK_OK)
+                break;
+            e->k_ok = true;
         }
+        rc = rk_recv(cl->rt, e->k, &h, e->obuf, e->ocap, &len, RK_NO_WAIT);
+        if (rc == RK_ESTALE)
+            e->k_ok = false;
+        if (rc != RK_OK)
+            break;
+        did = true;
         if (!rk_uuid_is_nil(&h.correlation_id)
             && idmap_take(&cl->served, &h.correlation_id, &rank, &proxy)) {
             rk__cl_frame f;
@@ -728,14 +727,13 @@ drain_main(void *arg)
             frame_from_header(&f, &h, len);
             f.kind = RK__CL_REPLY;
             f.target = proxy;
-            if (stage_frame(cl, rank, 1, &f, buf, RK_WAIT_FOREVER) == RK_OK)
+            if (stage_frame(cl, rank, 1, &f, e->obuf, RK_NO_WAIT) == RK_OK)
                 STAT(cl, replies_sent, 1);
             continue;
         }
-        mail_put(e, &h, buf, len);
+        mail_put(e, &h, e->obuf, len);
     }
-    free(buf);
-    return NULL;
+    return did;
 }
 
 /* Tells src that the message of frame f was refused with rc. */
@@ -1348,6 +1346,10 @@ progress_main(void *arg)
         uint64_t now = rk_now_ns();
         bool did = poll_recv(cl);
 
+        for (size_t i = 0; i < cl->n_exports; i++)
+            if (!cl->exports[i].cfg.local_output)
+                did |= drain_poll(cl, &cl->exports[i]);
+
         atomic_store_explicit(&cl->work, 0, memory_order_relaxed);
         for (int r = 0; r < cl->size; r++) {
             cl_peer *p = &cl->peers[r];
@@ -1439,7 +1441,7 @@ progress_main(void *arg)
     return NULL;
 }
 
-/* Stops the progress and drain threads (once; later calls wait for the
+/* Stops the progress and ingress threads (once; later calls wait for the
  * first). */
 static void
 cluster_stop(rk_cluster *cl)
@@ -1457,8 +1459,6 @@ cluster_stop(rk_cluster *cl)
             pthread_mutex_lock(&e->lock);
             pthread_cond_broadcast(&e->cond);
             pthread_mutex_unlock(&e->lock);
-            if (e->drain_started)
-                pthread_join(e->drain, NULL);
             if (e->ingress_started)
                 pthread_join(e->ingress, NULL);
         }
@@ -1497,6 +1497,7 @@ cluster_free(rk_cluster *cl)
             free(e->mail[(e->mhead + j) % CL_MAILBOX].data);
         free(e->mail);
         free(e->in.p);
+        free(e->obuf);
         pthread_mutex_destroy(&e->lock);
         pthread_cond_destroy(&e->cond);
     }
@@ -1936,11 +1937,11 @@ checked : {
         }
         if (e->cfg.local_output)
             continue;
-        if (pthread_create(&e->drain, NULL, drain_main, e) != 0) {
-            rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi: drain thread");
+        e->ocap = e->cfg.max_payload ? e->cfg.max_payload : 192;
+        if ((e->obuf = malloc(e->ocap)) == NULL) {
+            rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi: output buffer");
             goto fail;
         }
-        e->drain_started = true;
     }
     /* Everyone's proxies exist before anyone's progress thread sends. */
     MPI_Barrier(cl->comm);
@@ -2085,6 +2086,7 @@ rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr, void *buf,
     free(m->data);
     e->mhead = (e->mhead + 1) % CL_MAILBOX;
     e->mcount--;
+    atomic_store_explicit(&e->mfill, e->mcount, memory_order_relaxed);
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
     return RK_OK;
