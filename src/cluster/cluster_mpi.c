@@ -717,6 +717,17 @@ drain_poll(rk_cluster *cl, cl_export *e)
         rc = rk_recv(cl->rt, e->k, &h, e->obuf, e->ocap, &len, RK_NO_WAIT);
         if (rc == RK_ESTALE)
             e->k_ok = false;
+        if (rc == RK_EMSGSIZE && len > e->ocap) {
+            /* Bigger than the export said: the output stays first in
+             * line; take it with a buffer that fits. */
+            uint8_t *grown = realloc(e->obuf, len);
+            if (grown == NULL)
+                break;
+            e->obuf = grown;
+            e->ocap = len;
+            i--;
+            continue;
+        }
         if (rc != RK_OK)
             break;
         did = true;
