@@ -9,7 +9,9 @@
  *   - error replies (RK_MSG_TYPE_ERROR, rk_ctx_reply_error): rk_request
  *     returns the reply's code with its detail, whatever the kernel's
  *     output_type; a plain receive gets the message; a malformed one is
- *     RK_EDECODE.
+ *     RK_EDECODE;
+ *   - rk_kernel_config_get: the registered configuration, defaults
+ *     filled in.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -347,6 +349,38 @@ test_error_reply(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* ------------------------------------------------- config read back */
+
+static void
+test_config_get(void **state)
+{
+    rk_runtime *rt = rt_new_runtime();
+    rk_kernel_def def = { .id = "cfg", .actor = count_actor };
+    rk_kernel_config c;
+    int user;
+
+    (void)state;
+    def.config.input_capacity = 128;
+    def.config.backpressure = RK_BP_REJECT;
+    def.config.priority_bands = true;
+    def.config.user = &user;
+    if (rk_runtime_register(rt, &def) != RK_OK)
+        fail_msg("register: %s", rk_errdetail());
+    memset(&c, 0xab, sizeof(c));
+    assert_int_equal(rk_kernel_config_get(rt, "cfg", &c), RK_OK);
+    assert_int_equal(c.input_capacity, 128);
+    assert_int_equal(c.backpressure, RK_BP_REJECT);
+    assert_true(c.priority_bands);
+    assert_ptr_equal(c.user, &user);
+    /* Defaults filled in. */
+    assert_true(c.max_payload > 0);
+    assert_true(c.output_capacity > 0);
+    assert_true(c.spin > 0);
+    assert_int_equal(rk_kernel_config_get(rt, "nobody", &c), RK_ENOTFOUND);
+    assert_int_equal(rk_kernel_config_get(rt, "cfg", NULL), RK_EINVAL);
+    rk_runtime_destroy(rt);
+}
+
 int
 main(void)
 {
@@ -354,6 +388,7 @@ main(void)
         cmocka_unit_test(test_refuse),
         cmocka_unit_test(test_refuse_concurrent),
         cmocka_unit_test(test_error_reply),
+        cmocka_unit_test(test_config_get),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

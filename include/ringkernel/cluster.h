@@ -45,19 +45,19 @@ extern "C" {
 typedef struct rk_cluster rk_cluster;
 
 /**
- * A local kernel made reachable from other ranks. The public API cannot
- * read a kernel's configuration back, so the export repeats the fields
- * the remote proxies mirror: give the values the kernel was registered
- * with (0: the runtime's defaults). Proxies take the same capacity,
- * policy and payload limit, so a full remote kernel is felt at the proxy.
+ * A local kernel made reachable from other ranks. The fields the remote
+ * proxies mirror (capacity, payload limit, policy, bands) are read from
+ * the kernel's registration (rk_kernel_config_get) at the join; the ones
+ * here are ignored (kept for source compatibility). Proxies take the same
+ * capacity, policy and payload limit, so a full remote kernel is felt at
+ * the proxy.
  */
 typedef struct rk_cluster_export {
     const char *id; /**< the kernel id; not copied, must outlive the cluster */
-    uint32_t input_capacity;      /**< 0: 1024 */
-    uint32_t max_payload;         /**< 0: 192 */
-    rk_backpressure backpressure; /**< 0: BLOCK */
-    bool
-        priority_bands; /**< as registered (rk_kernel_config.priority_bands) */
+    uint32_t input_capacity;      /**< ignored: read from the kernel */
+    uint32_t max_payload;         /**< ignored: read from the kernel */
+    rk_backpressure backpressure; /**< ignored: read from the kernel */
+    bool priority_bands;          /**< ignored: read from the kernel */
     /** false (default): the cluster reads this kernel's output, so that a
      * reply to a message from another rank goes back to that rank; other
      * output is kept for rk_cluster_recv(). true: the local host reads the

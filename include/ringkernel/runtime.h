@@ -351,6 +351,13 @@ int rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out);
 int rk_kernel_refuse(
     rk_runtime *rt, const char *id, int err, const char *detail);
 
+/** The configuration kernel id was registered with, the runtime's
+ * defaults filled in (capacity, payload limit, batch, spin), into *out.
+ * Its pointers (user, types, backend) are the registrant's, borrowed.
+ * RK_ENOTFOUND for an unknown id, RK_EINVAL for NULL out. */
+int rk_kernel_config_get(
+    rk_runtime *rt, const char *id, rk_kernel_config *out);
+
 /* ------------------------------------------------------------ messages */
 
 /** A received message as the actor sees it: header, payload and length.

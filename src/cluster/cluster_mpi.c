@@ -1878,6 +1878,16 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
         snprintf(e->id, sizeof(e->id), "%s", x->id);
         if ((rc = rk_kernel_state_get(rt, e->id, &s)) != RK_OK)
             goto checked;
+        /* What the proxies mirror, as the kernel was registered. */
+        {
+            rk_kernel_config kc;
+            if ((rc = rk_kernel_config_get(rt, e->id, &kc)) != RK_OK)
+                goto checked;
+            e->cfg.input_capacity = kc.input_capacity;
+            e->cfg.max_payload = kc.max_payload;
+            e->cfg.backpressure = kc.backpressure;
+            e->cfg.priority_bands = kc.priority_bands;
+        }
         if ((e->mail = calloc(CL_MAILBOX, sizeof(*e->mail))) == NULL) {
             rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
             goto checked;

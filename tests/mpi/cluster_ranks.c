@@ -200,10 +200,12 @@ test_basic(void **state)
         snprintf(only, sizeof(only), "only%s", env);
     }
     handler(rt, only, echo_h, any, true);
+    /* The proxies mirror what the kernels were registered with, read
+     * from the runtime (the export's own fields are ignored). */
     rk_cluster_export ex[] = {
-        { .id = "echo", .input_capacity = 4096 },
-        { .id = "sink", .input_capacity = 4096 },
-        { .id = only, .input_capacity = 4096 },
+        { .id = "echo" },
+        { .id = "sink", .input_capacity = 7 },
+        { .id = only, .backpressure = RK_BP_DROP_NEW },
     };
     rk_cluster_config cc = { .exports = ex,
         .n_exports = 3,
@@ -229,6 +231,17 @@ test_basic(void **state)
     n = rk_cluster_size(cl);
     assert_true(n >= 2 && n <= MAXR);
     int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    {
+        rk_kernel_config pc;
+        snprintf(id, sizeof(id), "%d/sink", next);
+        assert_int_equal(rk_kernel_config_get(rt, id, &pc), RK_OK);
+        assert_int_equal(pc.input_capacity, 4096);
+        assert_int_equal(pc.backpressure, RK_BP_BLOCK);
+        snprintf(id, sizeof(id), "%d/only%d", next, next);
+        assert_int_equal(rk_kernel_config_get(rt, id, &pc), RK_OK);
+        assert_int_equal(pc.input_capacity, 4096);
+        assert_int_equal(pc.backpressure, RK_BP_BLOCK);
+    }
 
     /* request/reply: "R/echo" and the bare "onlyR" of the next rank */
     for (int i = 0; i < K_REQ; i++) {
