@@ -45,19 +45,19 @@ extern "C" {
 typedef struct rk_cluster rk_cluster;
 
 /**
- * A local kernel made reachable from other ranks. The public API cannot
- * read a kernel's configuration back, so the export repeats the fields
- * the remote proxies mirror: give the values the kernel was registered
- * with (0: the runtime's defaults). Proxies take the same capacity,
- * policy and payload limit, so a full remote kernel is felt at the proxy.
+ * A local kernel made reachable from other ranks. The fields the remote
+ * proxies mirror (capacity, payload limit, policy, bands) are read from
+ * the kernel's registration (rk_kernel_config_get) at the join; the ones
+ * here are ignored (kept for source compatibility). Proxies take the same
+ * capacity, policy and payload limit, so a full remote kernel is felt at
+ * the proxy.
  */
 typedef struct rk_cluster_export {
     const char *id; /**< the kernel id; not copied, must outlive the cluster */
-    uint32_t input_capacity;      /**< 0: 1024 */
-    uint32_t max_payload;         /**< 0: 192 */
-    rk_backpressure backpressure; /**< 0: BLOCK */
-    bool
-        priority_bands; /**< as registered (rk_kernel_config.priority_bands) */
+    uint32_t input_capacity;      /**< ignored: read from the kernel */
+    uint32_t max_payload;         /**< ignored: read from the kernel */
+    rk_backpressure backpressure; /**< ignored: read from the kernel */
+    bool priority_bands;          /**< ignored: read from the kernel */
     /** false (default): the cluster reads this kernel's output, so that a
      * reply to a message from another rank goes back to that rank; other
      * output is kept for rk_cluster_recv(). true: the local host reads the
@@ -74,13 +74,13 @@ typedef struct rk_cluster_config {
      * these at join tells the others, whose publishes then reach them. */
     const char *const *topics;
     size_t n_topics; /**< entries in topics */
-    /** A batch to one rank is sent when full (batch_bytes, 0: 32 KiB), when
+    /** A batch to one rank is sent when full (batch_bytes, 0: 256 KiB), when
      * its oldest message is batch_window_ns old (0: 20 us), or as soon as
      * the progress thread has nothing more to take. */
     uint32_t batch_bytes;
     int64_t batch_window_ns; /**< see batch_bytes */
     /** Flow control: messages to one rank in flight before it confirms
-     * delivery (0: 1024). */
+     * delivery (0: 8192). */
     uint32_t credits;
     /** A peer silent for this long is declared dead (0: 3 s); peers are
      * sent a heartbeat every heartbeat_ns / 4 when otherwise quiet. */
@@ -142,13 +142,14 @@ int rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr,
 int rk_cluster_peer_status(const rk_cluster *cl, int rank);
 
 /**
- * Reserved message types. A reply of type RK_CLUSTER_TYPE_ERROR (payload:
- * one little-endian int32, an RK_E* code) comes out of a proxy's output
- * with the correlation id of a message the remote rank could not deliver
- * (its kernel rejected it, or the rank died with the message in flight),
- * so an rk_request waiting for it ends instead of timing out.
+ * An error reply from the cluster: RK_MSG_TYPE_ERROR (payload: a
+ * little-endian int32 RK_E* code, then a detail text). One comes out of a
+ * proxy's output with the correlation id of a message the remote rank
+ * refused (its kernel rejected it), or of a request pending when the rank
+ * died or left; an rk_request waiting for it returns the code
+ * (RK_EREJECTED, RK_EUNREACHABLE) instead of timing out.
  */
-#define RK_CLUSTER_TYPE_ERROR 0xFFFFFF01u
+#define RK_CLUSTER_TYPE_ERROR RK_MSG_TYPE_ERROR
 /** Used between the progress thread and proxies; never seen by users. */
 #define RK_CLUSTER_TYPE_INJECT 0xFFFFFF02u
 

@@ -98,6 +98,19 @@ int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
 #define RK_MSG_F_FIXED         0x2u
 #define RK_MSG_F_ENCODING_MASK 0x3u /**< the encoding bits */
 #define RK_MSG_F_USER_SHIFT    8    /**< first bit free for the runtime */
+/** set by rk_request: the sender waits for the reply by correlation id
+ * (layers that forward messages keep a route back only for these) */
+#define RK_MSG_F_REQUEST 0x100u
+
+/**
+ * The type id of an error reply (ids from 0xFFFFFF00 up are the
+ * library's). Its payload is one little-endian int32, an RK_E* code,
+ * then optionally a detail text (UTF-8, not NUL-terminated). An
+ * rk_request answered with one returns that code, with the text as
+ * rk_errdetail(); a plain rk_recv returns it as any other message.
+ * Kernels send one with rk_ctx_reply_error.
+ */
+#define RK_MSG_TYPE_ERROR 0xFFFFFF00u
 
 /**
  * The envelope at the front of every queue slot. Layout (all little-endian,

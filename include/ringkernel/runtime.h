@@ -337,6 +337,27 @@ int rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns);
  * unknown id. */
 int rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out);
 
+/**
+ * Closes kernel id to senders for good: from now on every send, request,
+ * publish copy and route delivery into it (from the host or from a
+ * kernel) is refused with err, an RK_E* code, and counted in its
+ * rejected, with rk_errdetail() "<op> refused by kernel '<id>': <detail>"
+ * (detail NULL: rk_strerror(err)). What was queued before stays queued
+ * and the kernel runs on. Meant for kernels that stand for something
+ * gone, e.g. the cluster's proxies of a rank that died (RK_EUNREACHABLE).
+ * The first refusal stays: later calls change nothing and return RK_OK.
+ * RK_EINVAL if err is not an RK_E* code, RK_ENOTFOUND for an unknown id.
+ */
+int rk_kernel_refuse(
+    rk_runtime *rt, const char *id, int err, const char *detail);
+
+/** The configuration kernel id was registered with, the runtime's
+ * defaults filled in (capacity, payload limit, batch, spin), into *out.
+ * Its pointers (user, types, backend) are the registrant's, borrowed.
+ * RK_ENOTFOUND for an unknown id, RK_EINVAL for NULL out. */
+int rk_kernel_config_get(
+    rk_runtime *rt, const char *id, rk_kernel_config *out);
+
 /* ------------------------------------------------------------ messages */
 
 /** A received message as the actor sees it: header, payload and length.
@@ -573,6 +594,15 @@ int rk_ctx_send(
  * (rk_msg_view later = { .hdr = &copy }). */
 int rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
     const void *payload, size_t len);
+
+/** Answers req with an error: a reply of type RK_MSG_TYPE_ERROR whose
+ * payload is err (little-endian int32) and detail (NULL: none), so that
+ * the rk_request waiting for it returns err with detail as
+ * rk_errdetail(); the detail is cut to 256 bytes and to the kernel's
+ * max_payload. Allowed whatever the kernel's output_type. RK_EINVAL if
+ * err is not an RK_E* code, RK_EMSGSIZE if max_payload is under 4. */
+int rk_ctx_reply_error(
+    rk_ctx *ctx, const rk_msg_view *req, int err, const char *detail);
 
 /** Kernel-to-kernel: into target's input. */
 int rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,

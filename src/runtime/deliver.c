@@ -7,6 +7,7 @@
  * whoever sent. After queueing, the sender notifies the instance's wake
  * eventcount; it never calls the backend.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/internal.h"
@@ -16,13 +17,28 @@ _Thread_local uint32_t rk__stamp_left;
 /* Why a send (op: "send", "request", "publish") to k in state st is
  * refused, or RK_OK. Every refusal names the operation, the kernel and
  * its state or the rule. */
+/* A send to a kernel rk_kernel_refuse closed: counted like any refusal
+ * before the queue. */
+static int
+refused(rk__kernel *k, rk__inst *inst, int err, const char *op)
+{
+    if (inst != NULL)
+        rk__counter_add(&inst->rejected, 1);
+    return rk__fail(
+        err, "%s refused by kernel '%s': %s", op, k->id, k->refuse_detail);
+}
+
 static int
 admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len,
     const char *op)
 {
     const rk_kernel_config *c = &k->def.config;
-    int err;
+    /* Acquire pairs with the release store in rk_kernel_refuse (the
+     * detail); the one branch the hot path pays for refusals. */
+    int err = atomic_load_explicit(&k->refuse_err, memory_order_acquire);
 
+    if (rk__unlikely(err != RK_OK))
+        return refused(k, inst, err, op);
     if (rk__likely(st == RK_KERNEL_ACTIVE)) {
         err = RK_OK;
     } else if (inst == NULL || st == RK_KERNEL_CREATED) {
@@ -111,6 +127,30 @@ rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
 }
 
 /* ------------------------------------------------------- host side */
+
+int
+rk_kernel_refuse(rk_runtime *rt, const char *id, int err, const char *detail)
+{
+    rk__kernel *k;
+    int rc;
+
+    if (id == NULL)
+        return rk__fail(RK_EINVAL, "rk_kernel_refuse: id is NULL");
+    if (err <= RK_OK || err >= RK__ERR_COUNT)
+        return rk__fail(
+            RK_EINVAL, "rk_kernel_refuse: %d is not an RK_E* error code", err);
+    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
+        return rc;
+    pthread_mutex_lock(&k->lock);
+    if (atomic_load_explicit(&k->refuse_err, memory_order_relaxed) == 0) {
+        snprintf(k->refuse_detail, sizeof(k->refuse_detail), "%s",
+            detail != NULL ? detail : rk_strerror(err));
+        /* Release: a sender that sees err sees the detail. */
+        atomic_store_explicit(&k->refuse_err, err, memory_order_release);
+    }
+    pthread_mutex_unlock(&k->lock);
+    return RK_OK;
+}
 
 int
 rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,

@@ -81,6 +81,52 @@ stash_take(rk__inst *inst, const rk_uuid *corr)
     return NULL;
 }
 
+/* An error reply (RK_MSG_TYPE_ERROR) to a request: its code, with the
+ * detail it carries. The header is copied out; the payload is not. */
+static int
+error_reply(const rk__kernel *k, const unsigned char *frame, size_t flen,
+    rk_msg_header *hdr, size_t *len)
+{
+    const unsigned char *p = frame + RK_MSG_HEADER_SIZE;
+    size_t plen = flen - RK_MSG_HEADER_SIZE;
+    uint32_t code;
+
+    if (hdr != NULL)
+        memcpy(hdr, frame, sizeof(*hdr));
+    if (len != NULL)
+        *len = 0;
+    code = plen >= 4 ? (uint32_t)p[0] | (uint32_t)p[1] << 8
+            | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
+                     : 0;
+    if (code == RK_OK || code >= RK__ERR_COUNT)
+        return rk__fail(RK_EDECODE,
+            "kernel '%s' answered the request with a malformed error reply "
+            "(%zu bytes)",
+            k->id, plen);
+    if (plen > 4)
+        return rk__fail((int)code, "%.*s",
+            (int)(plen - 4 > 400 ? 400 : plen - 4), (const char *)p + 4);
+    return rk__fail((int)code, "kernel '%s' answered the request with %s",
+        k->id, rk_err_name((int)code));
+}
+
+/* A frame that answers the caller: an error reply to a request (corr set)
+ * becomes its code (*answered: the code is the answer's, not this
+ * receive's), anything else is copied out. */
+static int
+answer(const rk__kernel *k, const rk_uuid *corr, const unsigned char *frame,
+    size_t flen, rk_msg_header *hdr, void *buf, size_t cap, size_t *len,
+    bool *answered)
+{
+    const rk_msg_header *h = (const void *)frame;
+
+    if (corr != NULL && h->type_id == RK_MSG_TYPE_ERROR) {
+        *answered = true;
+        return error_reply(k, frame, flen, hdr, len);
+    }
+    return copy_out(frame, flen, hdr, buf, cap, len);
+}
+
 /* ------------------------------------------------- the consumer lock */
 
 /*
@@ -148,7 +194,8 @@ out_unlock(rk__inst *inst)
  */
 static int
 take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
-    size_t cap, size_t *len, uint64_t deadline, int64_t spin_ns, bool *held)
+    size_t cap, size_t *len, uint64_t deadline, int64_t spin_ns, bool *held,
+    bool *answered)
 {
     int rc;
 
@@ -157,8 +204,9 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
         uint64_t slice_end;
 
         if (s != NULL) {
-            rc = copy_out(s->frame, s->len, hdr, buf, cap, len);
-            if (rc == RK_EMSGSIZE)
+            rc = answer(
+                inst->k, corr, s->frame, s->len, hdr, buf, cap, len, answered);
+            if (rc == RK_EMSGSIZE && !*answered)
                 stash_link(inst, s, true); /* kept for a bigger buffer */
             else
                 free(s);
@@ -184,8 +232,9 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
             if (mine) {
                 /* Too big for buf: the frame stays at the head of the
                  * queue for a call with a bigger buffer. */
-                rc = copy_out(frame, flen, hdr, buf, cap, len);
-                if (rc != RK_EMSGSIZE)
+                rc = answer(
+                    inst->k, corr, frame, flen, hdr, buf, cap, len, answered);
+                if (rc != RK_EMSGSIZE || *answered)
                     rk__outq_release(&inst->out);
                 return rc;
             }
@@ -238,7 +287,7 @@ recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
 {
     rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     uint64_t deadline = rk__deadline(timeout_ns);
-    bool held = true;
+    bool held = true, answered = false;
     int rc;
 
     if (inst == NULL)
@@ -252,9 +301,11 @@ recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
     /* Spin before parking unless the caller asked not to wait: a reply
      * usually comes within a microsecond or two, parking costs several. */
     rc = take_output(inst, corr, hdr, buf, cap, len, deadline,
-        timeout_ns == RK_NO_WAIT ? 0 : rt_spin(k), &held);
+        timeout_ns == RK_NO_WAIT ? 0 : rt_spin(k), &held, &answered);
     if (held)
         out_unlock(inst);
+    if (answered)
+        return rc; /* an error reply: its code and detail */
     if (rc == RK_ETIMEDOUT)
         return rk__fail(rc, "no output from kernel '%s' in time", k->id);
     if (rc == RK_ECLOSED)
@@ -354,6 +405,7 @@ rk_request_opts(rk_runtime *rt, rk_kernel kh, const rk_request_options *opts,
         goto out;
     rk__header(&h, opts->type_id, opts->priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)req_len;
+    h.flags |= RK_MSG_F_REQUEST;
     if ((rc = rk__deliver(k, &h, req, req_len, timeout_ns, "request"))
         != RK_OK)
         goto out;

@@ -121,6 +121,11 @@ typedef struct rk__kernel {
     _Atomic(rk__inst *) inst;
     _Atomic(struct rk__kernel *) route; /* rk_connect target or NULL */
     rk__inst *retired;                  /* earlier instances, under lock */
+    /* rk_kernel_refuse: 0, or the RK_E* code admission refuses every send
+     * with. Set once, under lock; refuse_detail is written before the
+     * release store and never after. */
+    _Atomic int32_t refuse_err;
+    char refuse_detail[160];
 } rk__kernel;
 
 typedef struct rk__topic {

@@ -112,6 +112,20 @@ rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp)
     return RK_OK;
 }
 
+int
+rk_kernel_config_get(rk_runtime *rt, const char *id, rk_kernel_config *out)
+{
+    rk__kernel *k;
+    int rc = RK_OK;
+
+    if (out == NULL)
+        return rk__fail(RK_EINVAL, "rk_kernel_config_get: out is NULL");
+    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
+        return rc;
+    *out = k->def.config; /* set at register, never changed after */
+    return RK_OK;
+}
+
 rk__kernel *
 rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc)
 {

@@ -65,7 +65,7 @@ echo_h(rk_ctx *ctx, const rk_msg_view *m)
     if (m->len != sizeof(r))
         return RK_EINVAL;
     memcpy(&r, m->data, sizeof(r));
-    if (strcmp(mode, "kill") == 0 && r.seq == 40)
+    if (strcmp(mode, "kill") == 0 && r.rank == 0 && r.seq == 40)
         raise(SIGKILL); /* the rank dies with requests in flight */
     r.producer = my_rank;
     return rk_ctx_reply(ctx, m, T_REQ, &r, sizeof(r));
@@ -200,10 +200,12 @@ test_basic(void **state)
         snprintf(only, sizeof(only), "only%s", env);
     }
     handler(rt, only, echo_h, any, true);
+    /* The proxies mirror what the kernels were registered with, read
+     * from the runtime (the export's own fields are ignored). */
     rk_cluster_export ex[] = {
-        { .id = "echo", .input_capacity = 4096 },
-        { .id = "sink", .input_capacity = 4096 },
-        { .id = only, .input_capacity = 4096 },
+        { .id = "echo" },
+        { .id = "sink", .input_capacity = 7 },
+        { .id = only, .backpressure = RK_BP_DROP_NEW },
     };
     rk_cluster_config cc = { .exports = ex,
         .n_exports = 3,
@@ -229,6 +231,17 @@ test_basic(void **state)
     n = rk_cluster_size(cl);
     assert_true(n >= 2 && n <= MAXR);
     int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    {
+        rk_kernel_config pc;
+        snprintf(id, sizeof(id), "%d/sink", next);
+        assert_int_equal(rk_kernel_config_get(rt, id, &pc), RK_OK);
+        assert_int_equal(pc.input_capacity, 4096);
+        assert_int_equal(pc.backpressure, RK_BP_BLOCK);
+        snprintf(id, sizeof(id), "%d/only%d", next, next);
+        assert_int_equal(rk_kernel_config_get(rt, id, &pc), RK_OK);
+        assert_int_equal(pc.input_capacity, 4096);
+        assert_int_equal(pc.backpressure, RK_BP_BLOCK);
+    }
 
     /* request/reply: "R/echo" and the bare "onlyR" of the next rank */
     for (int i = 0; i < K_REQ; i++) {
@@ -701,8 +714,10 @@ test_kill(void **state)
         fail_msg("rank %d was never killed", rank);
     }
     id_of(id, sizeof(id), victim, "echo");
-    bool unreachable = false;
-    for (int64_t i = 0; i < 100000 && !unreachable; i++) {
+    char died[64];
+    snprintf(died, sizeof(died), "rank %d died", victim);
+    int64_t failed_at = -1;
+    for (int64_t i = 0; i < 100000 && failed_at < 0; i++) {
         msg q = { rank, -1, i }, r;
         rk_msg_header h;
         rk_kernel k;
@@ -711,30 +726,44 @@ test_kill(void **state)
         assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
         int rc = rk_request(
             rt, k, T_REQ, &q, sizeof(q), &h, &r, sizeof(r), &len, 30 * SEC);
-        assert_int_equal(rc, RK_OK); /* never a timeout */
-        if (h.type_id == RK_CLUSTER_TYPE_ERROR) {
-            uint8_t *le = (uint8_t *)&r;
-            assert_int_equal(len, 4);
-            assert_int_equal(le[0] | le[1] << 8, RK_EUNREACHABLE);
-            unreachable = true;
-        } else {
+        if (rc == RK_OK) {
             assert_int_equal(r.seq, i);
+            continue;
+        }
+        /* Never a timeout: the rank's error, naming it. */
+        assert_int_equal(rc, RK_EUNREACHABLE);
+        if (strstr(rk_errdetail(), died) == NULL)
+            fail_msg("detail: %s", rk_errdetail());
+        failed_at = i;
+        if (rank == 0) {
+            /* Request 40 of rank 0 killed it: that request was pending
+             * and fails with the error reply of its proxy. */
+            assert_int_equal(i, 40);
+            assert_int_equal(h.type_id, RK_CLUSTER_TYPE_ERROR);
+            assert_non_null(strstr(rk_errdetail(), "kernel '"));
         }
     }
-    assert_true(unreachable);
+    assert_true(failed_at >= 0);
     assert_int_equal(rk_cluster_peer_status(cl, victim), RK_EUNREACHABLE);
     assert_int_equal(rk_cluster_peer_status(cl, (rank + 1) % (n - 1)), RK_OK);
-    /* A later request fails at once with the same error. */
+    /* Later sends and requests are refused at once by the proxy's
+     * admission, with the same error, and counted. */
     {
         msg q = { rank, -1, -1 }, r;
         rk_msg_header h;
         size_t len;
         rk_kernel k;
+        rk_kernel_stats ks;
         assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
         assert_int_equal(rk_request(rt, k, T_REQ, &q, sizeof(q), &h, &r,
                              sizeof(r), &len, 30 * SEC),
-            RK_OK);
-        assert_int_equal(h.type_id, RK_CLUSTER_TYPE_ERROR);
+            RK_EUNREACHABLE);
+        assert_non_null(strstr(rk_errdetail(), "request refused by kernel"));
+        assert_non_null(strstr(rk_errdetail(), died));
+        assert_int_equal(rk_send(rt, k, T_REQ, &q, sizeof(q), 128, 30 * SEC),
+            RK_EUNREACHABLE);
+        assert_int_equal(rk_kernel_stats_get(rt, id, &ks), RK_OK);
+        assert_true(ks.rejected >= 2);
     }
     uint64_t t0 = rk_now_ns();
     /* Not clean (a peer died), but it ends within its timeout. */

@@ -623,7 +623,7 @@ check_output(rk_ctx *ctx, uint32_t type_id, const char *op)
 {
     const rk_msgtype *ot = ctx->inst->k->def.config.output_type;
 
-    if (ot == NULL || ot->id == type_id)
+    if (ot == NULL || ot->id == type_id || type_id == RK_MSG_TYPE_ERROR)
         return RK_OK;
     return rk__fail(RK_ETYPE, "%s: kernel '%s' sends %s (id %u), not id %u",
         op, ctx->inst->k->id, ot->name, ot->id, type_id);
@@ -661,6 +661,29 @@ rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
     h.priority = req->hdr->priority;
     rk_msg_reply(&h, req->hdr);
     return ctx_emit(ctx, &h, payload, len);
+}
+
+int
+rk_ctx_reply_error(
+    rk_ctx *ctx, const rk_msg_view *req, int err, const char *detail)
+{
+    unsigned char p[4 + 256];
+    size_t n = detail != NULL ? strnlen(detail, 256) : 0, max;
+
+    if (ctx == NULL)
+        return rk__fail(RK_EINVAL, "rk_ctx_reply_error: NULL argument");
+    if (err <= RK_OK || err >= RK__ERR_COUNT)
+        return rk__fail(RK_EINVAL,
+            "rk_ctx_reply_error: %d is not an RK_E* error code", err);
+    /* The detail is cut to what an output slot holds. */
+    max = ctx->inst->k->def.config.max_payload;
+    if (max >= 4 && n > max - 4)
+        n = max - 4;
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)((uint32_t)err >> (8 * i));
+    if (n != 0)
+        memcpy(p + 4, detail, n);
+    return rk_ctx_reply(ctx, req, RK_MSG_TYPE_ERROR, p, 4 + n);
 }
 
 int
