@@ -11,7 +11,8 @@
  *     output_type; a plain receive gets the message; a malformed one is
  *     RK_EDECODE;
  *   - rk_kernel_config_get: the registered configuration, defaults
- *     filled in.
+ *     filled in;
+ *   - rk_send_frame_try: a full BLOCK kernel's refusal is not counted.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -381,6 +382,69 @@ test_config_get(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* rk_send_frame_try: a full BLOCK kernel refuses without counting (the
+ * caller keeps the message), RK_EFULL without a wait and RK_ETIMEDOUT
+ * after one; rk_send_frame counts the same refusal; other policies count
+ * as always; and every message the tries got in is handled. */
+static void
+test_send_frame_try(void **state)
+{
+    rk_runtime *rt = rt_new_runtime();
+    rk_kernel_def def = { .id = "full", .actor = count_actor };
+    rk_kernel_def rej = { .id = "rej", .actor = count_actor };
+    rk_msg_header h;
+    rk_kernel k, kr;
+    uint64_t in = 0;
+    char b = 'x';
+    int rc;
+
+    (void)state;
+    atomic_store(&handled, 0);
+    def.config.input_capacity = 8;
+    def.config.when_inactive = RK_INACTIVE_QUEUE; /* launched: queues */
+    rej.config = def.config;
+    rej.config.backpressure = RK_BP_REJECT;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    assert_int_equal(rk_runtime_register(rt, &rej), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "full"), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "rej"), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "full", &k), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "rej", &kr), RK_OK);
+    rk_msg_header_init(&h, 0, 128);
+
+    /* Fill the held kernel with tries: in until full, nothing counted. */
+    while ((rc = rk_send_frame_try(rt, k, &h, &b, 1, RK_NO_WAIT)) == RK_OK)
+        in++;
+    assert_int_equal(rc, RK_EFULL);
+    assert_true(in >= 8);
+    assert_int_equal(rejected_of(rt, "full"), 0);
+    assert_int_equal(
+        rk_send_frame_try(rt, k, &h, &b, 1, 1000000), RK_ETIMEDOUT);
+    assert_int_equal(rejected_of(rt, "full"), 0);
+    /* The same refusal by rk_send_frame is counted. */
+    assert_int_equal(rk_send_frame(rt, k, &h, &b, 1, RK_NO_WAIT), RK_EFULL);
+    assert_int_equal(rejected_of(rt, "full"), 1);
+
+    /* REJECT: the policy's refusal is counted by a try too. */
+    while ((rc = rk_send_frame_try(rt, kr, &h, &b, 1, RK_NO_WAIT)) == RK_OK)
+        ;
+    assert_int_equal(rc, RK_EREJECTED);
+    assert_int_equal(rejected_of(rt, "rej"), 1);
+
+    /* Bad arguments. */
+    assert_int_equal(
+        rk_send_frame_try(rt, k, NULL, &b, 1, RK_NO_WAIT), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "rk_send_frame_try"));
+
+    /* Everything the tries got into "full" is handled, once. */
+    assert_int_equal(rk_kernel_terminate(rt, "rej", RT_LONG), RK_OK);
+    atomic_store(&handled, 0);
+    assert_int_equal(rk_kernel_activate(rt, "full"), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "full", RT_LONG), RK_OK);
+    assert_int_equal(atomic_load(&handled), in);
+    rk_runtime_destroy(rt);
+}
+
 int
 main(void)
 {
@@ -389,6 +453,7 @@ main(void)
         cmocka_unit_test(test_refuse_concurrent),
         cmocka_unit_test(test_error_reply),
         cmocka_unit_test(test_config_get),
+        cmocka_unit_test(test_send_frame_try),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

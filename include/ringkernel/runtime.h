@@ -377,6 +377,16 @@ typedef struct rk_msg_view {
  * request. Same admission, results and counting as rk_send. */
 int rk_send_frame(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
     const void *payload, size_t len, int64_t timeout_ns);
+/** rk_send_frame for a caller that keeps the message when a kernel with
+ * policy RK_BP_BLOCK has no room: RK_EFULL (timeout_ns RK_NO_WAIT) or
+ * RK_ETIMEDOUT (at the deadline) is returned without counting a refusal
+ * in the kernel's rejected, because the message was not lost; the caller
+ * delivers it later. Under the other policies, and for every other
+ * refusal, it is rk_send_frame, counting included. For relays (the MPI
+ * cluster layer tries a direct delivery, then queues the message behind
+ * the full kernel, waiting for room in steps). */
+int rk_send_frame_try(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns);
 /** rk_publish with the envelope kept: delivers h and its payload to every
  * subscriber of topic (see rk_send_frame). */
 int rk_publish_frame(rk_runtime *rt, const char *topic,

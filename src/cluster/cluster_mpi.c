@@ -781,7 +781,9 @@ frame_header(const rk__cl_frame *f)
 /* The ingress thread of a BLOCK export: sends what the progress thread
  * handed over, waiting while the kernel is full (in steps of a second, so
  * that a leave is never stuck behind a kernel that stopped taking input;
- * each step that expires counts once in the kernel's rejected). */
+ * a step that expires is not counted by the kernel: rk_send_frame_try).
+ * A frame given up at a leave or a peer's death is counted rejected by
+ * the cluster and answered with an error. */
 static void
 ingress_one(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f)
 {
@@ -796,7 +798,8 @@ ingress_one(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f)
             break;
         if (serve)
             idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
-        rc = rk_send_frame(cl->rt, k, &h, f->payload, f->len, 1000 * 1000000);
+        rc = rk_send_frame_try(
+            cl->rt, k, &h, f->payload, f->len, 1000 * 1000000);
         if (rc != RK_OK && serve)
             idmap_take(&cl->served, &f->id, NULL, NULL);
         if (rc != RK_ETIMEDOUT || atomic_load(&cl->drain_stop)
@@ -850,8 +853,11 @@ ingress_main(void *arg)
     return NULL;
 }
 
-/* rk_send_frame to a kernel by a cached handle: looked up once, and
- * again when the handle went stale (a relaunch). Progress thread. */
+/* rk_send_frame_try without waiting, to a kernel by a cached handle:
+ * looked up once, and again when the handle went stale (a relaunch). A
+ * BLOCK kernel that is full returns RK_EFULL uncounted, since the frame
+ * is then held or handed to the ingress thread, not lost. Progress
+ * thread. */
 static int
 send_cached(rk_cluster *cl, const char *id, rk_kernel *k, bool *ok,
     const rk_msg_header *h, const void *data, size_t len)
@@ -864,7 +870,7 @@ send_cached(rk_cluster *cl, const char *id, rk_kernel *k, bool *ok,
                 return rc;
             *ok = true;
         }
-        rc = rk_send_frame(cl->rt, *k, h, data, len, RK_NO_WAIT);
+        rc = rk_send_frame_try(cl->rt, *k, h, data, len, RK_NO_WAIT);
         if (rc != RK_ESTALE)
             return rc;
         *ok = false;
@@ -1082,10 +1088,9 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
                 = atomic_load_explicit(&e->in_pending, memory_order_acquire)
                 == 0;
             if (idle && e->room == 0 && !e->cfg.priority_bands) {
-                /* Looked up again only when the last look is used up: a
-                 * send that found the queue full would count as refused
-                 * in the kernel's books, although the ingress thread
-                 * then delivers it. */
+                /* Looked up again only when the last look is used up:
+                 * a direct send that finds the queue full costs a try
+                 * (uncounted) and a hand-over to the ingress thread. */
                 rk_kernel_stats ks;
                 uint64_t cap
                     = e->cfg.input_capacity ? e->cfg.input_capacity : 1024;

@@ -105,9 +105,11 @@ queue_fail(const rk__kernel *k, int rc, const char *op)
     return rk__fail(rc, "%s refused by kernel '%s': %s", op, k->id, why);
 }
 
-int
-rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
-    size_t len, int64_t timeout_ns, const char *op)
+/* rk__deliver, with the caller keeping the message on a BLOCK refusal
+ * when uncounted (rk__inq_send). */
+static inline int
+deliver(rk__kernel *k, const rk_msg_header *h, const void *payload, size_t len,
+    int64_t timeout_ns, const char *op, bool uncounted)
 {
     /* Acquire loads pair with the CAS on state and the release store of
      * inst in rk_kernel_launch. */
@@ -117,13 +119,20 @@ rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
 
     if ((rc = admit(k, inst, st, h->type_id, len, op)) != RK_OK)
         return rc;
-    rc = rk__inq_send(
-        &inst->in, h, sizeof(*h), payload, len, h->priority, timeout_ns);
+    rc = rk__inq_send(&inst->in, h, sizeof(*h), payload, len, h->priority,
+        timeout_ns, uncounted);
     if (rk__likely(rc == RK_OK))
         return RK_OK; /* the queue woke the kernel (inq.h) */
     if (rc == RK_ECLOSED)
         return closed(k, inst, op);
     return queue_fail(k, rc, op);
+}
+
+int
+rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
+    size_t len, int64_t timeout_ns, const char *op)
+{
+    return deliver(k, h, payload, len, timeout_ns, op, false);
 }
 
 /* ------------------------------------------------------- host side */
@@ -173,24 +182,39 @@ rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,
     return rc;
 }
 
-int
-rk_send_frame(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
-    const void *payload, size_t len, int64_t timeout_ns)
+static int
+send_frame(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns, bool uncounted)
 {
     rk__kernel *k;
     rk_msg_header out;
     int rc;
 
     if (h == NULL || (payload == NULL && len != 0))
-        return rk__fail(RK_EINVAL, "rk_send_frame: NULL argument");
+        return rk__fail(RK_EINVAL, "%s: NULL argument",
+            uncounted ? "rk_send_frame_try" : "rk_send_frame");
     if ((rc = rk__call_enter(rt, "send")) != RK_OK)
         return rc;
     if ((rc = rk__resolve(rt, kh, &k)) == RK_OK) {
         rk__forwarded_header(&out, h, len, rk__send_stamp(k));
-        rc = rk__deliver(k, &out, payload, len, timeout_ns, "send");
+        rc = deliver(k, &out, payload, len, timeout_ns, "send", uncounted);
     }
     rk__call_leave(rt);
     return rc;
+}
+
+int
+rk_send_frame(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns)
+{
+    return send_frame(rt, kh, h, payload, len, timeout_ns, false);
+}
+
+int
+rk_send_frame_try(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns)
+{
+    return send_frame(rt, kh, h, payload, len, timeout_ns, true);
 }
 
 int

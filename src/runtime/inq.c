@@ -306,27 +306,33 @@ lane_room(void *arg)
 /*
  * Lane b is full (the caller holds the role): applies the backpressure
  * policy. RK_OK means there may be room now (BLOCK waited, holding the
- * role again); anything else is the result for the message, counted.
+ * role again); anything else is the result for the message, counted,
+ * except that a BLOCK refusal (no wait, or the deadline passed) is not
+ * counted when the caller keeps the message (uncounted: rk_send_frame_try).
  * Several senders give the role up while they wait, so that the others
  * (and their timeouts) are not held up; a single producer keeps it.
  */
 static int
-lane_full(rk__inq *q, uint32_t b, int64_t timeout_ns, uint64_t *deadline)
+lane_full(rk__inq *q, uint32_t b, int64_t timeout_ns, bool uncounted,
+    uint64_t *deadline)
 {
     struct room_arg ra = { q, b };
+    bool count = !uncounted || q->bp != RK_BP_BLOCK;
 
     if (q->bp == RK_BP_DROP_NEW) {
         bump(&q->dropped, 1);
         return RK_EDROPPED;
     }
     if (q->bp == RK_BP_REJECT || timeout_ns == RK_NO_WAIT) {
-        bump(&q->rejected, 1);
+        if (count)
+            bump(&q->rejected, 1);
         return q->bp == RK_BP_REJECT ? RK_EREJECTED : RK_EFULL;
     }
     if (*deadline == 0)
         *deadline = rk__deadline(timeout_ns);
     if (rk_now_ns() >= *deadline) {
-        bump(&q->rejected, 1);
+        if (count)
+            bump(&q->rejected, 1);
         return RK_ETIMEDOUT;
     }
     if (!q->sp)
@@ -344,7 +350,7 @@ lane_full(rk__inq *q, uint32_t b, int64_t timeout_ns, uint64_t *deadline)
 /* One frame into lane b (the caller holds the role). */
 static int
 lane_send_locked(rk__inq *q, uint32_t b, const void *hdr, size_t hlen,
-    const void *payload, size_t len, int64_t timeout_ns)
+    const void *payload, size_t len, int64_t timeout_ns, bool uncounted)
 {
     rk_spsc *l = q->lanes[b];
     unsigned char *slot;
@@ -358,7 +364,7 @@ lane_send_locked(rk__inq *q, uint32_t b, const void *hdr, size_t hlen,
             slot = rk_ring_slot(&l->prod, l->prod.pos);
             break;
         }
-        if ((rc = lane_full(q, b, timeout_ns, &deadline)) != RK_OK)
+        if ((rc = lane_full(q, b, timeout_ns, uncounted, &deadline)) != RK_OK)
             return rc;
     }
     if (rk__likely(hlen == RK_MSG_HEADER_SIZE))
@@ -423,7 +429,7 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
         }
         k = lane_space(q, b, want);
         if (k == 0) {
-            if ((rc = lane_full(q, b, timeout_ns, &deadline)) != RK_OK)
+            if ((rc = lane_full(q, b, timeout_ns, false, &deadline)) != RK_OK)
                 break;
             continue;
         }
@@ -451,7 +457,7 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
 
 int
 rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
-    size_t len, uint8_t priority, int64_t timeout_ns)
+    size_t len, uint8_t priority, int64_t timeout_ns, bool uncounted)
 {
     int rc;
 
@@ -464,8 +470,8 @@ rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
             RK_EMSGSIZE, "message exceeds slot_size %zu", q->slot_size);
     if ((rc = role_take(q)) != RK_OK)
         return rc;
-    rc = lane_send_locked(
-        q, band_of(q, priority), hdr, hlen, payload, len, timeout_ns);
+    rc = lane_send_locked(q, band_of(q, priority), hdr, hlen, payload, len,
+        timeout_ns, uncounted);
     role_give(q);
     if (rc == RK_OK)
         rk__ec_notify(q->wake); /* after the publication (ec.h) */

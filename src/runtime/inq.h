@@ -109,9 +109,12 @@ int rk__inq_init_at(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold,
     rk__ec *wake, void *mem);
 void rk__inq_fini(rk__inq *q);
 
-/* One frame (hdr then payload). Results as rk_mqueue_sendv. */
+/* One frame (hdr then payload). Results as rk_mqueue_sendv. uncounted:
+ * a BLOCK queue's refusal (full with no wait, or at the deadline) is not
+ * counted, because the caller keeps the message (rk_send_frame_try); the
+ * other policies count as always (DROP_OLDEST never refuses). */
 int rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
-    size_t len, uint8_t priority, int64_t timeout_ns);
+    size_t len, uint8_t priority, int64_t timeout_ns, bool uncounted);
 
 /* Either kind: sends n frames, each h with a fresh message id
  * (h->message_id is overwritten) followed by payload i of len bytes at
