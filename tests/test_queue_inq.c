@@ -52,7 +52,7 @@ send_u64(rk__inq *q, uint64_t v, uint8_t prio, int64_t timeout)
     memset(&h, 0, sizeof(h));
     h.priority = prio;
     h.payload_len = 8;
-    return rk__inq_send(q, &h, sizeof(h), &v, 8, prio, timeout);
+    return rk__inq_send(q, &h, sizeof(h), &v, 8, prio, timeout, false);
 }
 
 static uint64_t
@@ -443,7 +443,7 @@ test_odd_slot_sizes_stay_aligned(void **state)
         h.payload_len = 3;
         for (int i = 0; i < 3; i++)
             assert_int_equal(
-                rk__inq_send(&q, &h, sizeof(h), p3, 3, 128, RK_NO_WAIT),
+                rk__inq_send(&q, &h, sizeof(h), p3, 3, 128, RK_NO_WAIT, false),
                 RK_OK);
         assert_int_equal(take(&q, 4, &b), 3);
         for (size_t i = 0; i < 3; i++)
