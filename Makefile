@@ -44,7 +44,8 @@ soak: build
 # The Python package (pip install . into $(BUILD)/pyvenv) and its tests.
 pytest: deps
 	tools/pyvenv.sh $(BUILD)
-	$(BUILD)/pyvenv/bin/python -m pytest -q -p no:cacheprovider python/tests
+	RK_TEST_FAKE_CUDA=$(abspath $(BUILD))/tests/libfake_cuda.so \
+	  $(BUILD)/pyvenv/bin/python -m pytest -q -p no:cacheprovider python/tests
 
 # The Python tests over an ASan+UBSan build of the extension and library.
 pyasan: deps

@@ -212,7 +212,8 @@ typedef struct rk_runtime_config {
      * the best usable one (cuda where a GPU and its driver are present,
      * else cpu). An unknown or unusable name fails rk_runtime_create with
      * RK_ENOTFOUND or RK_ENODEV and a detail listing the backends built in
-     * and why the one asked for cannot run. */
+     * and why the one asked for cannot run. Read by rk_runtime_create
+     * only: the string need not outlive the call. */
     const char *backend;
 } rk_runtime_config;
 

@@ -62,13 +62,14 @@ class BlockingRuntime:
 
     def __init__(self, *, max_kernels: int = 0, dead_letter_capacity: int = 0,
                  terminate_timeout: float = 5.0, host_spin_us: Optional[float] = None,
-                 load_static_kernels: bool = True, **_ignored: Any):
+                 load_static_kernels: bool = True,
+                 backend: Optional[str] = None, **_ignored: Any):
         self._core = _core.Runtime(
             max_kernels=max_kernels, dead_letter_capacity=dead_letter_capacity,
             terminate_timeout_ns=_ns(terminate_timeout),
             host_spin_ns=-1 if host_spin_us is not None and host_spin_us < 0
             else int((host_spin_us or 0) * 1000),
-            no_static_kernels=not load_static_kernels)
+            no_static_kernels=not load_static_kernels, backend=backend)
         self._pid = os.getpid()
         self._registered: set[str] = set()
         self._types: dict[str, tuple[Optional[type], Optional[type]]] = {}
@@ -176,6 +177,11 @@ class BlockingRuntime:
 
     def get_kernel_state(self, kernel_id: str) -> KernelState:
         return KernelState(self._core.state(kernel_id))
+
+    def get_kernel_backend(self, kernel_id: str) -> str:
+        """The backend that runs the kernel: "cpu", or "cuda" for a C
+        kernel with device code when a GPU is usable (backend "auto")."""
+        return self._core.backend(kernel_id)
 
     # ------------------------------------------------------------ messages
     def _set_types(self, kernel_id: str, input_type: Optional[type],

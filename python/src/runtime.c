@@ -513,14 +513,15 @@ runtime_init(PyObject *self, PyObject *args, PyObject *kw)
     rkpy_runtime *r = (rkpy_runtime *)self;
     static char *kwlist[] = { "max_kernels", "dead_letter_capacity",
         "terminate_timeout_ns", "control_timeout_ns", "host_spin_ns",
-        "no_static_kernels", NULL };
+        "no_static_kernels", "backend", NULL };
     rk_runtime_config cfg;
     memset(&cfg, 0, sizeof(cfg));
     unsigned int mk = 0, dl = 0;
     long long tt = 0, ct = 0, hs = 0;
     int nostatic = 0;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "|IILLLp", kwlist, &mk, &dl, &tt, &ct, &hs, &nostatic))
+    const char *backend = NULL; /* read by rk_runtime_create only */
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|IILLLpz", kwlist, &mk, &dl,
+            &tt, &ct, &hs, &nostatic, &backend))
         return -1;
     if (r->rt != NULL) {
         PyErr_SetString(PyExc_TypeError, "Runtime is already initialised");
@@ -532,6 +533,7 @@ runtime_init(PyObject *self, PyObject *args, PyObject *kw)
     cfg.control_timeout_ns = ct;
     cfg.host_spin_ns = hs;
     cfg.no_static_kernels = nostatic != 0;
+    cfg.backend = backend;
     int rc = rk_runtime_create(&r->rt, &cfg);
     if (rc != RK_OK) {
         r->rt = NULL;
@@ -743,6 +745,23 @@ runtime_state(PyObject *self, PyObject *idobj)
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
     return PyLong_FromLong((long)st);
+}
+
+/* The backend that runs the kernel ("cpu", "cuda"): the one its
+ * registration chose (rk_kernel_config_get). */
+static PyObject *
+runtime_backend(PyObject *self, PyObject *idobj)
+{
+    rkpy_runtime *r = (rkpy_runtime *)self;
+    const char *id = kid(idobj);
+    if (id == NULL || enter(r) < 0)
+        return NULL;
+    rk_kernel_config cfg;
+    int rc = rk_kernel_config_get(r->rt, id, &cfg);
+    leave(r);
+    if (rc != RK_OK)
+        return rkpy_raise(rc, NULL);
+    return PyUnicode_FromString(cfg.backend != NULL ? cfg.backend : "");
 }
 
 static PyObject *
@@ -1241,6 +1260,8 @@ static PyMethodDef runtime_methods[] = {
         "terminate(id, timeout_ns)" },
     { "wait", runtime_wait, METH_VARARGS, "wait(id, timeout_ns)" },
     { "state", runtime_state, METH_O, "state(id) -> rk_kernel_state" },
+    { "backend", runtime_backend, METH_O,
+        "backend(id) -> the name of the backend that runs the kernel" },
     { "lookup", runtime_lookup, METH_O, "lookup(id) -> (slot, gen)" },
     { "send", (PyCFunction)(void (*)(void))runtime_send,
         METH_VARARGS | METH_KEYWORDS, "Host -> kernel." },

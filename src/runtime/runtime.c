@@ -161,6 +161,13 @@ rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg)
             free(rt);
             return rc;
         }
+        /* Kept for the kernels registered later: the backend's own name
+         * (static), never the caller's string, which need not outlive
+         * this call; NULL stays "auto". */
+        if (rt->cfg.backend != NULL && strcmp(rt->cfg.backend, "auto") != 0)
+            rt->cfg.backend = rt->be->name;
+        else
+            rt->cfg.backend = NULL;
     }
     rk__ec_init(&rt->events);
     rt->slots = calloc(rt->cfg.max_kernels, sizeof(*rt->slots));

@@ -42,3 +42,26 @@ c_add(rk_ctx *ctx, const rk_msg_view *m)
     return rk_ctx_reply(ctx, m, 0, &out, sizeof(out));
 }
 RK_RING_HANDLER(c_add, "c_add");
+
+/* c_gpu_echo: c_echo with a device twin, for the cuda backend. Under the
+ * runtime's default backend ("auto") a kernel with device code runs on
+ * cuda where a GPU (or, in the tests, the stand-in driver) is usable: the
+ * runtime compiles this source with NVRTC and runs it as a persistent
+ * kernel; elsewhere the host handler runs. The source is the same as
+ * rk_echo in tests/kernels/test_kernels.cu, whose host build the stand-in
+ * driver runs. */
+static const char c_gpu_echo_src[]
+    = "RK_DEV_HANDLER(echo_h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
+      "{\n"
+      "    return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);\n"
+      "}\n"
+      "RK_DEV_KERNEL(rk_echo, echo_h)\n";
+
+static int
+c_gpu_echo(rk_ctx *ctx, const rk_msg_view *m)
+{
+    return rk_ctx_reply(ctx, m, m->hdr->type_id, m->data, m->len);
+}
+RK_RING_HANDLER(c_gpu_echo, "c_gpu_echo", .max_payload = 128,
+    .device_source = c_gpu_echo_src, .device_entry = "rk_echo",
+    .device_source_name = "c_gpu_echo.cu");
