@@ -5,10 +5,15 @@
  * driver) is reported and skipped; on a machine where it can run, it
  * joins without any change to this file.
  *
- * The cases' kernels are host C functions, so they run on every backend
- * that runs host code (rk__backend.code); a device-only backend runs the
- * same cases with device twins of these kernels in its own suite
- * (test_cuda_backend) until they are written here once for both.
+ * The cases' kernels are host C functions; on a backend that runs device
+ * code only (rk__backend.code: cuda) each has a device twin from
+ * tests/kernels/test_kernels.cu (rk_echo, rk_fail), written once, which
+ * the kernel's config names (device_source/device_entry). Two cases need
+ * a kernel that blocks on the test's own state (a gate, a flag), which a
+ * device kernel cannot share: on a device backend the drain case runs
+ * without its gate, and the never-acknowledging instance is left to the
+ * host backends. Without a GPU, ctest runs the cuda backend here under
+ * the stand-in driver (test_backend_contract_cuda_sim).
  *
  * The cases reach the backend through the runtime, which is how a
  * backend is driven: lifecycle commands and their acknowledgements, a
@@ -29,11 +34,26 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "cuda_helpers.h"
 #include "rt_helpers.h"
 
 #define MS INT64_C(1000000)
 
 static const char *backend; /* the one under test */
+static bool device;         /* it runs device code only: use the twins */
+static char *kernels_src;   /* tests/kernels/test_kernels.cu */
+
+/* Gives def the device twin entry (a kernel of test_kernels.cu) when the
+ * backend under test runs device code only. */
+static void
+twin(rk_kernel_def *def, const char *entry)
+{
+    if (!device)
+        return;
+    def->config.device_source = kernels_src;
+    def->config.device_entry = entry;
+    def->config.device_source_name = "test_kernels.cu";
+}
 
 static rk_runtime *
 new_rt(int64_t control_timeout_ns)
@@ -71,6 +91,7 @@ reg_handler(rk_runtime *rt, const char *id, rk_handler_fn fn)
 {
     rk_kernel_def def = { .id = id, .handler = fn };
 
+    twin(&def, "rk_echo"); /* counts like fn; its replies go unread */
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
 }
 
@@ -139,8 +160,8 @@ test_stop_overtakes_first_run(void **state)
     send_n(rt, "never", 4);
     assert_int_equal(rk_kernel_terminate(rt, "never", RT_LONG), RK_OK);
     assert_int_equal(processed(rt, "never"), 0);
-    while (rk_dead_letter_recv(rt, &dl, &buf, sizeof(buf), RK_NO_WAIT)
-        == RK_OK) {
+    while (
+        rk_dead_letter_recv(rt, &dl, &buf, sizeof(buf), RK_NO_WAIT) == RK_OK) {
         assert_string_equal(dl.kernel_id, "never");
         assert_int_equal(dl.reason, RK_DEAD_TERMINATED);
         dead++;
@@ -175,7 +196,8 @@ test_drain_on_stop(void **state)
     assert_int_equal(rk_kernel_launch(rt, "d"), RK_OK);
     assert_int_equal(rk_kernel_activate(rt, "d"), RK_OK);
     send_n(rt, "d", 50);
-    rt_gate_wait_for(&drain_gate, 1); /* busy in the first message */
+    if (!device)
+        rt_gate_wait_for(&drain_gate, 1); /* busy in the first message */
     rt_gate_open(&drain_gate);
     assert_int_equal(rk_kernel_terminate(rt, "d", RT_LONG), RK_OK);
     assert_int_equal(processed(rt, "d"), 50);
@@ -198,6 +220,7 @@ test_wake_races_park(void **state)
     (void)state;
 
     def.config.spin = 1;
+    twin(&def, "rk_echo");
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "echo"), RK_OK);
     assert_int_equal(rk_kernel_activate(rt, "echo"), RK_OK);
@@ -221,9 +244,20 @@ failing_handler(rk_ctx *ctx, const rk_msg_view *m)
     uint32_t v;
 
     memcpy(&v, m->data, sizeof(v));
-    if (v == 2)
+    if (v == 0xff) /* rk_fail's rule: first byte 0xff */
         return RK_EINVAL;
     return rk_ctx_reply(ctx, m, 0, &v, sizeof(v));
+}
+
+/* Sends 0, 1, 0xff, 3, 4: the third fails. */
+static void
+send_with_failure(rk_runtime *rt, const char *id)
+{
+    for (uint32_t i = 0; i < 5; i++) {
+        uint32_t v = i == 2 ? 0xff : i;
+        assert_int_equal(
+            rk_send_id(rt, id, 0, &v, sizeof(v), 128, RT_LONG), RK_OK);
+    }
 }
 
 /* An instance that fails reports the fault; the runtime dead-letters the
@@ -242,16 +276,17 @@ test_instance_exits_with_error(void **state)
     (void)state;
 
     def.config.batch = 1;
+    twin(&def, "rk_fail");
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "f"), RK_OK);
-    send_n(rt, "f", 5); /* 0 1 2 3 4: 2 fails */
+    send_with_failure(rt, "f");
     assert_int_equal(rk_kernel_activate(rt, "f"), RK_OK);
     assert_int_equal(rk_kernel_wait(rt, "f", RT_LONG), RK_OK);
     assert_int_equal(rt_state(rt, "f"), RK_KERNEL_FAILED);
-    while (rk_dead_letter_recv(rt, &dl, &buf, sizeof(buf), RK_NO_WAIT)
-        == RK_OK) {
+    while (
+        rk_dead_letter_recv(rt, &dl, &buf, sizeof(buf), RK_NO_WAIT) == RK_OK) {
         if (dl.reason == RK_DEAD_FAILED) {
-            assert_int_equal(buf, 2);
+            assert_int_equal(buf, 0xff);
             assert_int_equal(dl.error, RK_EINVAL);
             failed++;
         } else {
@@ -271,7 +306,7 @@ test_instance_exits_with_error(void **state)
     def.config.supervision.backoff_ns = 1;
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "r"), RK_OK);
-    send_n(rt, "r", 5);
+    send_with_failure(rt, "r");
     assert_int_equal(rk_kernel_activate(rt, "r"), RK_OK);
     /* The replies to 0, 1, 3, 4: the restart happened before 3. */
     for (uint32_t want = 0; want < 5; want++) {
@@ -279,9 +314,8 @@ test_instance_exits_with_error(void **state)
         size_t len;
         if (want == 2)
             continue;
-        assert_int_equal(rk_recv_id(rt, "r", &rh, &buf, sizeof(buf), &len,
-                             RT_LONG),
-            RK_OK);
+        assert_int_equal(
+            rk_recv_id(rt, "r", &rh, &buf, sizeof(buf), &len, RT_LONG), RK_OK);
         assert_int_equal(buf, want);
     }
     assert_int_equal(rk_kernel_terminate(rt, "r", RT_LONG), RK_OK);
@@ -314,10 +348,13 @@ stuck_actor(rk_ctx *ctx)
 static void
 test_instance_never_acknowledges(void **state)
 {
-    rk_runtime *rt = new_rt(20 * MS);
+    rk_runtime *rt;
     rk_kernel_def def = { .id = "s", .actor = stuck_actor };
     (void)state;
 
+    if (device)
+        skip(); /* the instance blocks on the test's flag: host only */
+    rt = new_rt(20 * MS);
     atomic_store(&stuck_release, 0);
     atomic_store(&stuck_entered, 0);
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
@@ -431,13 +468,17 @@ main(void)
 
     for (size_t i = 0; i < rk_backend_count(); i++) {
         backend = rk_backend_name(i);
-        if (!(rk__backends[i]->code & RK__CODE_HOST)) {
-            printf("backend '%s' skipped: it runs device code only\n",
-                backend);
-            continue;
-        }
+        device = !(rk__backends[i]->code & RK__CODE_HOST);
         if (rk_backend_probe(backend) != RK_OK) {
             printf("backend '%s' skipped: %s\n", backend, rk_errdetail());
+            continue;
+        }
+        if (device && kernels_src == NULL
+            && (!cuda_have_nvrtc()
+                || (kernels_src = cuda_slurp("tests/kernels/test_kernels.cu"))
+                    == NULL)) {
+            printf("backend '%s' skipped: no NVRTC or no device kernels\n",
+                backend);
             continue;
         }
         printf("backend '%s'\n", backend);
@@ -445,6 +486,7 @@ main(void)
             sizeof(per_backend) / sizeof(per_backend[0]), NULL, NULL);
         ran++;
     }
+    free(kernels_src);
     if (ran == 0)
         return 1; /* the CPU backend at least must run */
     return fails + cmocka_run_group_tests(general, NULL, NULL);
