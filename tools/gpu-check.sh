@@ -41,12 +41,14 @@ if [ "$mode" != run ]; then
         >&2 || exit 2
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
         test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
-        test_cuda_pagerank fake_cuda bench_cuda bench_cuda_compile \
+        test_cuda_pagerank test_backend_contract fake_cuda bench_cuda \
+        bench_cuda_compile \
         ringkernel_cli >&2 || exit 2
     # For an offline device machine that lacks them: the test and bench
     # binaries' non-system libraries go with the build (build-gpu/lib).
     mkdir -p "$B/lib"
-    for bin in "$B"/tests/test_cuda_* "$B"/bench/bench_cuda* \
+    for bin in "$B"/tests/test_cuda_* "$B"/tests/test_backend_contract \
+        "$B"/bench/bench_cuda* \
         "$B"/tools/ringkernel/ringkernel; do
         ldd "$bin" 2>/dev/null | awk '/cmocka|msgpack|microhttpd/ { print $3 }'
     done | sort -u | while read -r lib; do
@@ -80,6 +82,9 @@ run_test test_cuda_nvrtc
 run_test test_cuda_kcache
 run_test test_cuda_loop_host
 run_test test_cuda_pagerank
+# The backend contract suite: on a GPU the cuda backend runs its cases with
+# their device twins (a "backend 'cuda' skipped" line means it did not).
+run_test test_backend_contract
 
 # Benchmarks: bench_cuda prints impl "cuda" on a real GPU ("cuda_sim"
 # would mean the stand-in was loaded: that is not a GPU figure).
