@@ -70,10 +70,14 @@ run_test() { # name [env...]
     out=$(env "$@" timeout 600 "$B/tests/$name" 2>&1)
     rc=$?
     printf '%s\n' "$out" >&2
+    # On a GPU the cuda backend must run, not be skipped.
+    if printf '%s' "$out" | grep -q "backend 'cuda' skipped"; then
+        rc=1
+    fi
     if [ $rc -eq 0 ]; then
-        emit "$name" pass "$(printf '%s' "$out" | grep -E 'PASSED|SKIPPED|device:' | tr '\n' ' ')"
+        emit "$name" pass "$(printf '%s' "$out" | grep -E "PASSED|SKIPPED|device:|^backend '" | tr '\n' ' ')"
     else
-        emit "$name" fail "$(printf '%s' "$out" | grep -E 'FAILED|ERROR|LINE' | head -6 | tr '\n' ' ')"
+        emit "$name" fail "$(printf '%s' "$out" | grep -E 'FAILED|ERROR|LINE|skipped' | head -6 | tr '\n' ' ')"
         fail=1
     fi
 }
