@@ -150,13 +150,7 @@ wait_fault(inst *in, uint32_t nf)
 static void
 send_step(inst *in, uint32_t b, const cli_prd_step *st, size_t len)
 {
-    rk_msg_header h;
-    memset(&h, 0, sizeof(h));
-    h.magic = RK_MSG_MAGIC;
-    h.version = RK_MSG_VERSION;
-    h.priority = 128;
-    h.type_id = CLI_PRD_STEP_TYPE;
-    assert_int_equal(rk__dh_send(&in->d, b, &h, st, len), RK_OK);
+    send_bytes(in, b, CLI_PRD_STEP_TYPE, st, len);
 }
 
 /* Ranges [lo[p], lo[p+1]) of about equal node counts. */

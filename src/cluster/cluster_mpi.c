@@ -1061,6 +1061,29 @@ pump(rk_cluster *cl, cl_peer *p, uint64_t now)
 
 /* --------------------------------------------------- progress: receive */
 
+/* Sends frame f from rank src straight into export e's kernel, without
+ * waiting (send_cached). The reply route (serve) and the delivered count
+ * go first, because the kernel's host may read the counters as soon as
+ * the kernel has the message; both are undone if the send fails.
+ * Progress thread. */
+static int
+send_direct(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f,
+    const rk_msg_header *h, bool serve)
+{
+    int rc;
+
+    if (serve)
+        idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
+    STAT(cl, delivered, 1);
+    rc = send_cached(cl, e->id, &e->k, &e->k_ok, h, f->payload, f->len);
+    if (rc != RK_OK) {
+        if (serve)
+            idmap_take(&cl->served, &f->id, NULL, NULL);
+        STAT(cl, delivered, (uint64_t)-1);
+    }
+    return rc;
+}
+
 /* One frame from a peer. Returns false if it must be held (a BLOCK
  * kernel is full) and tried again later. */
 static bool
@@ -1102,19 +1125,8 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
             }
             if (idle && e->room != 0) {
                 e->room--;
-                if (serve)
-                    idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux,
-                        f->priority);
-                /* Counted first: the kernel's host may read the counters
-                 * as soon as the kernel has the message. */
-                STAT(cl, received, 1);
-                STAT(cl, delivered, 1);
-                rc = send_cached(
-                    cl, e->id, &e->k, &e->k_ok, &h, f->payload, f->len);
-                if (rc != RK_OK && serve)
-                    idmap_take(&cl->served, &f->id, NULL, NULL);
-                if (rc != RK_OK)
-                    STAT(cl, delivered, (uint64_t)-1);
+                STAT(cl, received, 1); /* first, as send_direct's */
+                rc = send_direct(cl, e, src, f, &h, serve);
                 if (rc != RK_ETIMEDOUT && rc != RK_EFULL) {
                     p->owed++;
                     if (rc != RK_OK) {
@@ -1146,16 +1158,7 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         if (e == NULL) {
             rc = rk__fail(RK_ENOTFOUND, "cluster: no export %u", f->target);
         } else {
-            if (serve)
-                idmap_put(
-                    &cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
-            STAT(cl, delivered, 1); /* first, as above; undone below */
-            rc = send_cached(
-                cl, e->id, &e->k, &e->k_ok, &h, f->payload, f->len);
-            if (rc != RK_OK && serve)
-                idmap_take(&cl->served, &f->id, NULL, NULL);
-            if (rc != RK_OK)
-                STAT(cl, delivered, (uint64_t)-1);
+            rc = send_direct(cl, e, src, f, &h, serve);
         }
         if (rc == RK_ETIMEDOUT || rc == RK_EFULL)
             return false;
