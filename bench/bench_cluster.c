@@ -233,6 +233,14 @@ main(int argc, char **argv)
         echo.config.spin = 1;
         sink.config.spin = 1;
     }
+    /* RK_BENCH_HOST_SPIN_NS, RK_BENCH_KSPIN: the host's receive spin and
+     * the exported kernels' spin alone (what RK_BENCH_NOSPIN sets). */
+    if (getenv("RK_BENCH_HOST_SPIN_NS") != NULL)
+        rc.host_spin_ns = atoll(getenv("RK_BENCH_HOST_SPIN_NS"));
+    if (getenv("RK_BENCH_KSPIN") != NULL) {
+        echo.config.spin = (uint32_t)atoll(getenv("RK_BENCH_KSPIN"));
+        sink.config.spin = echo.config.spin;
+    }
     check(rk_runtime_create(&rt, &rc), "runtime");
     if (rank == 1) {
         cc.exports = ex;

@@ -1823,12 +1823,64 @@ agree(rk_cluster *cl, int rc)
     return RK_OK;
 }
 
+/* Whether a kernel registered at the join is exported when the
+ * configuration names none: not the cluster's own kernels (the control
+ * kernel, and proxies, whose ids hold a '/': "R/id", "R/#topic"), nor
+ * any other id with a '/', which would read as a remote name. */
+static bool
+export_by_default(const char *id)
+{
+    return strcmp(id, CL_CONTROL_ID) != 0 && strchr(id, '/') == NULL;
+}
+
+/* exports NULL in the configuration: every kernel registered now
+ * (export_by_default), with the defaults of rk_cluster_export, in *out
+ * (malloc'd, the caller frees it and *ids) and *n. */
+static int
+exports_all(rk_runtime *rt, rk_cluster_export **out,
+    char (**ids)[RK_ID_MAX + 1], size_t *n)
+{
+    char(*all)[RK_ID_MAX + 1] = NULL;
+    size_t total = 0, cap = 0, k = 0;
+    int rc;
+
+    *out = NULL;
+    *ids = NULL;
+    *n = 0;
+    /* Kernels registered meanwhile: ask again with room for them. */
+    for (;;) {
+        if ((rc = rk_runtime_kernel_ids(rt, all, cap, &total)) != RK_OK) {
+            free(all);
+            return rc;
+        }
+        if (total <= cap)
+            break;
+        free(all);
+        cap = total;
+        if ((all = malloc(cap * sizeof(*all))) == NULL)
+            return rk__fail(RK_ENOMEM, "rk_cluster_mpi: kernel list");
+    }
+    if ((*out = calloc(total + 1, sizeof(**out))) == NULL) {
+        free(all);
+        return rk__fail(RK_ENOMEM, "rk_cluster_mpi: kernel list");
+    }
+    for (size_t i = 0; i < total; i++)
+        if (export_by_default(all[i]))
+            (*out)[k++].id = all[i];
+    *ids = all;
+    *n = k;
+    return RK_OK;
+}
+
 int
 rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     rk_cluster **out)
 {
     rk_cluster *cl;
     rk_cluster_config c;
+    rk_cluster_export *all = NULL; /* exports NULL: every kernel */
+    char(*all_ids)[RK_ID_MAX + 1] = NULL;
+    const rk_cluster_export *xs;
     int rc;
 
     if (out != NULL)
@@ -1841,9 +1893,16 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     if ((c.n_exports != 0 && c.exports == NULL)
         || (c.n_topics != 0 && c.topics == NULL))
         return rk__fail(RK_EINVAL, "rk_cluster_mpi: NULL export/topic list");
+    if (c.exports == NULL
+        && (rc = exports_all(rt, &all, &all_ids, &c.n_exports)) != RK_OK)
+        return rc;
+    xs = all != NULL ? all : c.exports;
     config_defaults(&c);
-    if ((cl = calloc(1, sizeof(*cl))) == NULL)
+    if ((cl = calloc(1, sizeof(*cl))) == NULL) {
+        free(all);
+        free(all_ids);
         return rk__fail(RK_ENOMEM, "rk_cluster_mpi");
+    }
     cl->rt = rt;
     cl->cfg = c;
     cl->cfg.exports = NULL;
@@ -1870,7 +1929,7 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     }
     for (size_t i = 0; i < c.n_exports; i++) {
         cl_export *e = &cl->exports[i];
-        const rk_cluster_export *x = &cfg->exports[i];
+        const rk_cluster_export *x = &xs[i];
         rk_kernel_state s;
 
         pthread_mutex_init(&e->lock, NULL);
@@ -1910,13 +1969,18 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
         cl->n_topics++;
     }
 
-checked : {
-    int mrc = mpi_setup(cl, comm);
-    if (mrc != RK_OK) {
-        rc = rc != RK_OK ? rc : mrc; /* without MPI, no vote */
-        goto fail;
+checked:
+    free(all);
+    free(all_ids);
+    all = NULL;
+    all_ids = NULL;
+    {
+        int mrc = mpi_setup(cl, comm);
+        if (mrc != RK_OK) {
+            rc = rc != RK_OK ? rc : mrc; /* without MPI, no vote */
+            goto fail;
+        }
     }
-}
     if ((rc = agree(cl, rc)) != RK_OK)
         goto fail;
 
@@ -1984,6 +2048,8 @@ checked : {
 
 fail:
     /* A failed join: stop what started, end the kernels we registered. */
+    free(all);
+    free(all_ids);
     {
         char detail[512];
         snprintf(detail, sizeof(detail), "%s", rk_errdetail());
