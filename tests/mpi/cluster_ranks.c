@@ -17,6 +17,9 @@
  *           return (nobody is left in a collective)
  *   kill    the last rank kills itself mid-run: survivors' requests to it
  *           end with RK_EUNREACHABLE and they leave within their timeout
+ *   exportall no export list: every kernel registered at join is reached
+ *           by "R/id" and bare name, but not the cluster's own kernels,
+ *           ids with a '/', or a rank that passed an empty list
  *
  * Every rank runs the same cmocka test; a failed assertion fails that
  * rank, and mpirun's exit status fails the ctest entry.
@@ -638,6 +641,91 @@ test_policy(void **state)
     free(c);
 }
 
+/* --------------------------------------------------------- exportall */
+
+/* Requests one echo-style kernel by id and checks that rank `owner`
+ * answered. */
+static void
+request_from(rk_runtime *rt, const char *id, int rank, int owner)
+{
+    msg q = { rank, -1, 7 }, r;
+    rk_msg_header h;
+    rk_kernel k;
+    size_t len;
+
+    assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+    assert_int_equal(rk_request(rt, k, T_REQ, &q, sizeof(q), &h, &r, sizeof(r),
+                         &len, 10 * SEC),
+        RK_OK);
+    assert_int_equal(len, sizeof(r));
+    assert_int_equal(r.seq, 7);
+    assert_int_equal(r.producer, owner);
+}
+
+static void
+test_exportall(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    rk_kernel_config any = { .input_capacity = 64 };
+    rk_cluster_export none[1] = { { .id = "echo" } };
+    rk_cluster *cl;
+    char only[32], id[96];
+    int rank, n;
+
+    {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        my_rank = r != NULL ? atoi(r) : 0;
+    }
+    /* Every rank: echo, a kernel of its own, and one whose id holds a
+     * '/' (not exported by default: it reads as a remote name). */
+    snprintf(only, sizeof(only), "only%d", my_rank);
+    handler(rt, "echo", echo_h, any, true);
+    handler(rt, only, echo_h, any, true);
+    handler(rt, "a/b", echo_h, any, true);
+    /* No export list: every kernel registered now is exported. Rank 1
+     * passes an empty list instead, which exports nothing. */
+    rk_cluster_config cc = { .leave_timeout_ns = 60 * SEC };
+    if (my_rank == 1)
+        cc.exports = none; /* n_exports 0 */
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
+    rank = rk_cluster_rank(cl);
+    n = rk_cluster_size(cl);
+    assert_int_equal(rank, my_rank);
+    for (int r = 0; r < n; r++) {
+        rk_kernel_state st;
+
+        if (r == rank)
+            continue;
+        snprintf(id, sizeof(id), "%d/echo", r);
+        if (r == 1) {
+            /* Rank 1 exported nothing: no proxy for any of its kernels. */
+            assert_int_equal(rk_kernel_state_get(rt, id, &st), RK_ENOTFOUND);
+            snprintf(id, sizeof(id), "only%d", r);
+            assert_int_equal(rk_kernel_state_get(rt, id, &st), RK_ENOTFOUND);
+            continue;
+        }
+        request_from(rt, id, rank, r);
+        /* By "R/id" and by the bare name no local kernel has. */
+        snprintf(id, sizeof(id), "%d/only%d", r, r);
+        request_from(rt, id, rank, r);
+        snprintf(id, sizeof(id), "only%d", r);
+        request_from(rt, id, rank, r);
+        /* Neither the cluster's own kernels nor ids with a '/'. */
+        snprintf(id, sizeof(id), "%d/rk.cluster", r);
+        assert_int_equal(rk_kernel_state_get(rt, id, &st), RK_ENOTFOUND);
+        snprintf(id, sizeof(id), "%d/a/b", r);
+        assert_int_equal(rk_kernel_state_get(rt, id, &st), RK_ENOTFOUND);
+        /* Nor another rank's proxies ("R/S/echo"). */
+        for (int s = 0; s < n; s++) {
+            snprintf(id, sizeof(id), "%d/%d/echo", r, s);
+            assert_int_equal(rk_kernel_state_get(rt, id, &st), RK_ENOTFOUND);
+        }
+    }
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
 /* ----------------------------------------------------------- badjoin */
 
 static void
@@ -784,6 +872,7 @@ main(int argc, char **argv)
     const struct CMUnitTest policy[] = { cmocka_unit_test(test_policy) };
     const struct CMUnitTest kill[] = { cmocka_unit_test(test_kill) };
     const struct CMUnitTest badjoin[] = { cmocka_unit_test(test_badjoin) };
+    const struct CMUnitTest exportall[] = { cmocka_unit_test(test_exportall) };
 
     mode = argc > 1 ? argv[1] : "basic";
     if (strcmp(mode, "basic") == 0)
@@ -796,6 +885,9 @@ main(int argc, char **argv)
         return cmocka_run_group_tests(kill, NULL, NULL);
     if (strcmp(mode, "badjoin") == 0)
         return cmocka_run_group_tests(badjoin, NULL, NULL);
-    fprintf(stderr, "usage: cluster_ranks basic|stress|policy|badjoin|kill\n");
+    if (strcmp(mode, "exportall") == 0)
+        return cmocka_run_group_tests(exportall, NULL, NULL);
+    fprintf(stderr,
+        "usage: cluster_ranks basic|stress|policy|badjoin|kill|exportall\n");
     return 2;
 }
