@@ -137,6 +137,41 @@ int rk_cluster_leave(rk_cluster *cl);
 int rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr,
     void *buf, size_t cap, size_t *len, int64_t timeout_ns);
 
+/**
+ * @brief A request to a kernel on another rank, answered straight to the
+ * calling thread: rk_request_opts() without the proxy.
+ *
+ * The same contract as rk_request_opts(rt, k, opts, ...) on the proxy
+ * named id ("R/id", or the bare name of a remote kernel): the request
+ * carries opts' type and priority and is flagged RK_MSG_F_REQUEST; the
+ * reply (the output of the remote kernel whose correlation id is the
+ * request's id) is copied into reply (cap bytes) and its header into
+ * *reply_hdr (may be NULL); *reply_len is its length. What it saves: the
+ * calling thread puts the request on the wire's staging buffer itself
+ * and the progress thread hands the reply to it directly, so the two
+ * thread hand-offs through the proxy kernel (host -> proxy, proxy ->
+ * host) are gone from the round trip. What it skips with them: the
+ * proxy's own admission (its queue, policy and counters); the request
+ * still takes one of the peer's credits and waits (up to the timeout)
+ * while the peer is not keeping up. The waiting thread spins briefly (an
+ * adaptive budget of at most 20 us) and then parks.
+ *
+ * An id that is not a remote kernel (a local one), or a call while 64
+ * direct requests are already waiting in this process, goes through
+ * rk_request_opts() instead, with its semantics.
+ *
+ * Thread-safe; not concurrently with rk_cluster_leave() on the same
+ * handle.
+ * @return RK_OK; RK_ETIMEDOUT (no reply in time: a reply that comes later
+ * is discarded); RK_EUNREACHABLE (the rank died or left, before or while
+ * waiting); the remote side's refusal (RK_EREJECTED, RK_ENOTFOUND, ...);
+ * RK_EMSGSIZE (reply bigger than cap: *reply_len says how big, nothing
+ * copied); RK_ENOTFOUND (no kernel id); RK_EINVAL (NULL arguments).
+ */
+int rk_cluster_request(rk_cluster *cl, const char *id,
+    const rk_request_options *opts, const void *req, size_t req_len,
+    rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len);
+
 /** RK_OK if the rank is a live member; RK_EUNREACHABLE if it died or
  * left; RK_EINVAL if out of range. */
 int rk_cluster_peer_status(const rk_cluster *cl, int rank);

@@ -57,6 +57,11 @@
 #define CL_IDMAP      65536  /* correlation entries kept (power of 2) */
 #define CL_MAILBOX    4096   /* local outputs kept per export */
 #define CL_CONTROL_ID "rk.cluster"
+/* rk_cluster_request: requests in flight at once (one bit each of a
+ * 64-bit map), and the mark in a frame's aux (echoed back as its reply's
+ * target) that names a waiting slot instead of a proxy. */
+#define CL_NWAIT  64
+#define CL_DIRECT 0x40000000u
 
 enum { PEER_LIVE = 0, PEER_GONE, PEER_DEAD };
 
@@ -288,6 +293,27 @@ typedef struct cl_proxy {
     bool k_ok;
 } cl_proxy;
 
+/* A host thread waiting in rk_cluster_request for a reply. The caller
+ * fills it and sets state WAITING under lock; the progress thread answers
+ * (copies the reply into the caller's buffers, sets DONE, signals) under
+ * lock only while the state is WAITING and the id matches, so a caller
+ * that gave up (state back to FREE, under lock) is never written to. */
+enum { W_FREE = 0, W_WAITING, W_DONE };
+
+typedef struct cl_waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    _Atomic int state;
+    rk_uuid id;
+    int rank;
+    rk_msg_header *hdr; /* the caller's, while WAITING (may be NULL) */
+    void *buf;
+    size_t cap;
+    size_t len;
+    int rc;
+    bool sleeping; /* the caller waits on cond (under lock) */
+} cl_waiter;
+
 typedef struct cl_sendbuf {
     uint8_t *p;
     size_t len;
@@ -353,6 +379,11 @@ struct rk_cluster {
     _Atomic int work;
 
     _Atomic int refs;
+
+    /* rk_cluster_request's waiters: a set bit of wfree is a free slot */
+    cl_waiter wait[CL_NWAIT];
+    _Atomic uint64_t wfree;
+    _Atomic uint32_t wspin_ns; /* adapted spin before a waiter parks */
 
     struct {
         _Atomic uint64_t forwarded, sent_frames, sent_batches, received,
@@ -878,6 +909,46 @@ send_cached(rk_cluster *cl, const char *id, rk_kernel *k, bool *ok,
     return rc;
 }
 
+/* Answers waiting slot i: with reply frame f (rc RK_OK), or with error
+ * rc (f NULL: every waiter on rank, else the one f's correlation id
+ * names). True if a waiter took it. Progress thread. */
+static bool
+waiter_answer(
+    rk_cluster *cl, uint32_t i, const rk__cl_frame *f, int rc, int rank)
+{
+    cl_waiter *w = &cl->wait[i];
+    bool took = false;
+
+    if (i >= CL_NWAIT
+        || atomic_load_explicit(&w->state, memory_order_relaxed) != W_WAITING)
+        return false;
+    pthread_mutex_lock(&w->lock);
+    if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_WAITING
+        && (f != NULL ? memcmp(w->id.b, f->corr.b, 16) == 0
+                      : w->rank == rank)) {
+        w->rc = rc;
+        if (f != NULL && rc == RK_OK) {
+            w->len = f->len;
+            if (f->len > w->cap)
+                w->rc = RK_EMSGSIZE;
+            else if (f->len != 0)
+                memcpy(w->buf, f->payload, f->len);
+            if (w->hdr != NULL) {
+                *w->hdr = frame_header(f);
+                w->hdr->payload_len = f->len;
+                w->hdr->send_ns = f->send_ns;
+            }
+        }
+        /* Release: the caller that sees DONE sees the reply. */
+        atomic_store_explicit(&w->state, W_DONE, memory_order_release);
+        if (w->sleeping)
+            pthread_cond_signal(&w->cond);
+        took = true;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return took;
+}
+
 /* ------------------------------------------------------ progress: send */
 
 static uint64_t
@@ -932,6 +1003,10 @@ peer_down(rk_cluster *cl, int rank, int state)
     buf_reset(&p->held);
     /* Replies owed to it can no longer be sent. */
     free(idmap_take_proxy(&cl->served, rank, UINT32_MAX, &n));
+    /* Direct requests waiting on it fail (those staged after this see the
+     * state and fail in stage_reserve). */
+    for (int i = 0; i < CL_NWAIT; i++)
+        waiter_answer(cl, (uint32_t)i, NULL, RK_EUNREACHABLE, rank);
 }
 
 /* The send buffer to fill next, or NULL while all are in flight. */
@@ -1195,6 +1270,24 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         size_t len = f->len;
         cl_proxy *px;
 
+        if (f->target & CL_DIRECT) {
+            /* The answer to an rk_cluster_request: straight to the waiting
+             * host thread (counted first, as below; undone if it gave up).
+             */
+            bool err = f->kind == RK__CL_ERROR;
+            if (err)
+                STAT(cl, remote_errors, 1);
+            else
+                STAT(cl, replies_received, 1);
+            if (!waiter_answer(cl, f->target & ~CL_DIRECT, f,
+                    err ? f->aux : RK_OK, src)) {
+                if (err)
+                    STAT(cl, remote_errors, (uint64_t)-1);
+                else
+                    STAT(cl, replies_received, (uint64_t)-1);
+            }
+            return true;
+        }
         if (f->target >= cl->n_proxies)
             return true;
         if (f->kind == RK__CL_ERROR) {
@@ -1522,6 +1615,10 @@ cluster_free(rk_cluster *cl)
     }
     for (int i = 0; i < CL_NRECV; i++)
         free(cl->rbuf[i]);
+    for (int i = 0; i < CL_NWAIT; i++) {
+        pthread_mutex_destroy(&cl->wait[i].lock);
+        pthread_cond_destroy(&cl->wait[i].cond);
+    }
     idmap_free(&cl->served);
     idmap_free(&cl->fwd);
     free(cl->peers);
@@ -1914,6 +2011,11 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     cond_init_mono(&cl->wake);
     for (int i = 0; i < CL_NRECV; i++)
         cl->rreq[i] = MPI_REQUEST_NULL;
+    for (int i = 0; i < CL_NWAIT; i++) {
+        pthread_mutex_init(&cl->wait[i].lock, NULL);
+        cond_init_mono(&cl->wait[i].cond);
+    }
+    atomic_init(&cl->wfree, UINT64_MAX);
     if ((rc = idmap_init(&cl->served)) != RK_OK
         || (rc = idmap_init(&cl->fwd)) != RK_OK)
         goto fail;
@@ -2185,6 +2287,185 @@ rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr, void *buf,
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
     return RK_OK;
+}
+
+/* The remote kernel's proxy named id (not a topic's), or NULL. */
+static const cl_proxy *
+proxy_named(const rk_cluster *cl, const char *id)
+{
+    for (size_t i = 0; i < cl->n_proxies; i++)
+        if (!cl->proxies[i].topic && strcmp(cl->proxies[i].id, id) == 0)
+            return &cl->proxies[i];
+    return NULL;
+}
+
+/* Takes a free waiting slot: its index, or -1 when all are in use. */
+static int
+waiter_get(rk_cluster *cl)
+{
+    uint64_t m = atomic_load_explicit(&cl->wfree, memory_order_relaxed);
+
+    while (m != 0) {
+        int i = __builtin_ctzll(m);
+        /* acq_rel: the slot's last user's writes (under its lock as
+         * well) come before ours. */
+        if (atomic_compare_exchange_weak_explicit(&cl->wfree, &m,
+                m & ~(UINT64_C(1) << i), memory_order_acq_rel,
+                memory_order_relaxed))
+            return i;
+    }
+    return -1;
+}
+
+static void
+waiter_put(rk_cluster *cl, int i)
+{
+    /* Release: pairs with the acq_rel take in waiter_get. */
+    atomic_fetch_or_explicit(
+        &cl->wfree, UINT64_C(1) << i, memory_order_release);
+}
+
+/* How long a waiter spins before it parks: adapted as the runtime's own
+ * waits are (full after a spin that found the reply, halved after one
+ * that ran out): a ping-pong with a peer that takes a whole round trip
+ * parks at once and leaves the core to the threads that answer. */
+#define CL_WSPIN_MAX_NS   20000u
+#define CL_WSPIN_FLOOR_NS 1000u
+
+static int
+waiter_wait(rk_cluster *cl, cl_waiter *w, uint64_t deadline)
+{
+    uint32_t b = atomic_load_explicit(&cl->wspin_ns, memory_order_relaxed);
+    uint64_t budget = b != 0 ? b : CL_WSPIN_MAX_NS, t0 = rk_now_ns();
+    int rc;
+
+    for (uint32_t i = 1;; i++) {
+        /* Acquire: pairs with the release store of DONE (waiter_answer). */
+        if (atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE) {
+            if (i > 1 && b != 0)
+                atomic_store_explicit(&cl->wspin_ns, 0, memory_order_relaxed);
+            break;
+        }
+        if (i % 64 == 0) {
+            uint64_t now = rk_now_ns();
+            if (now - t0 >= budget || now >= deadline) {
+                uint32_t half = (uint32_t)(budget / 2);
+                atomic_store_explicit(&cl->wspin_ns,
+                    half < CL_WSPIN_FLOOR_NS ? CL_WSPIN_FLOOR_NS : half,
+                    memory_order_relaxed);
+                break;
+            }
+            sched_yield();
+        }
+        rk__cpu_relax();
+    }
+    pthread_mutex_lock(&w->lock);
+    while (atomic_load_explicit(&w->state, memory_order_relaxed) == W_WAITING
+        && rk_now_ns() < deadline) {
+        struct timespec ts;
+        w->sleeping = true;
+        ts.tv_sec = (time_t)(deadline / 1000000000u);
+        ts.tv_nsec = (long)(deadline % 1000000000u);
+        if (deadline == UINT64_MAX) {
+            pthread_cond_wait(&w->cond, &w->lock);
+        } else {
+            pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+        }
+        w->sleeping = false;
+    }
+    if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_DONE) {
+        rc = w->rc;
+    } else {
+        rc = RK_ETIMEDOUT; /* a reply now finds the slot free: ignored */
+    }
+    atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int
+rk_cluster_request(rk_cluster *cl, const char *id,
+    const rk_request_options *opts, const void *req, size_t req_len,
+    rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len)
+{
+    static const rk_request_options defaults = RK_REQUEST_OPTIONS_INIT;
+    const cl_proxy *px;
+    rk__cl_frame f;
+    cl_waiter *w;
+    uint64_t deadline;
+    int slot, rc;
+    rk_kernel k;
+
+    if (cl == NULL || id == NULL || reply_len == NULL
+        || (req == NULL && req_len != 0) || (reply == NULL && cap != 0))
+        return rk__fail(RK_EINVAL, "rk_cluster_request: NULL argument");
+    if (opts == NULL)
+        opts = &defaults;
+    /* Not a remote kernel, or every slot busy: the ordinary request (to a
+     * local kernel, or through the proxy). */
+    if ((px = proxy_named(cl, id)) == NULL || (slot = waiter_get(cl)) < 0) {
+        if ((rc = rk_kernel_lookup(cl->rt, id, &k)) != RK_OK)
+            return rc;
+        return rk_request_opts(
+            cl->rt, k, opts, req, req_len, reply_hdr, reply, cap, reply_len);
+    }
+    deadline = rk__deadline(opts->timeout_ns);
+    memset(&f, 0, sizeof(f));
+    f.kind = RK__CL_DATA;
+    f.priority = opts->priority;
+    f.type_id = opts->type_id;
+    f.flags = RK_MSG_F_REQUEST;
+    f.len = (uint32_t)req_len;
+    f.target = px->target;
+    f.aux = (int32_t)(CL_DIRECT | (uint32_t)slot);
+    f.id = rk_uuid_v7();
+    w = &cl->wait[slot];
+    pthread_mutex_lock(&w->lock);
+    w->id = f.id;
+    w->rank = px->rank;
+    w->hdr = reply_hdr;
+    w->buf = reply;
+    w->cap = cap;
+    w->len = 0;
+    w->rc = RK_OK;
+    atomic_store_explicit(&w->state, W_WAITING, memory_order_relaxed);
+    pthread_mutex_unlock(&w->lock);
+    if (req_len > UINT32_MAX) {
+        rc = rk__fail(
+            RK_EMSGSIZE, "rk_cluster_request: %zu-byte request", req_len);
+    } else {
+        rc = stage_frame(cl, px->rank, 0, &f, req, opts->timeout_ns);
+    }
+    if (rc == RK_OK) {
+        STAT(cl, forwarded, 1);
+        rc = waiter_wait(cl, w, deadline);
+        *reply_len = w->len;
+    } else {
+        pthread_mutex_lock(&w->lock);
+        atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
+        pthread_mutex_unlock(&w->lock);
+    }
+    waiter_put(cl, slot);
+    switch (rc) {
+    case RK_OK:
+        return RK_OK;
+    case RK_ETIMEDOUT:
+        return rk__fail(
+            rc, "rk_cluster_request: no reply from '%s' in time", id);
+    case RK_EUNREACHABLE:
+        return rk__fail(rc, "rk_cluster_request: kernel '%s': rank %d %s", id,
+            px->rank,
+            atomic_load(&cl->peers[px->rank].state) == PEER_DEAD
+                ? "died"
+                : "left the cluster");
+    case RK_EMSGSIZE:
+        return rk__fail(rc,
+            "rk_cluster_request: %zu-byte reply from '%s', %zu-byte buffer",
+            *reply_len, id, cap);
+    default:
+        return rk__fail(rc, "rk_cluster_request: kernel '%s' on rank %d: %s",
+            id, px->rank, rk_strerror(rc));
+    }
 }
 
 int
