@@ -10,8 +10,10 @@
  * rk_connect (to a proxy), rk_subscribe/rk_publish then work across ranks
  * through the runtime's own admission, priorities and backpressure; a
  * proxy forwards what it receives to the owning rank through the
- * cluster's one progress thread. docs/cluster.md describes the design,
- * the wire format, flow control, failure handling and how to run it.
+ * cluster's one progress thread. rk_cluster_request() is a request
+ * without the proxy (the reply goes straight to the calling thread).
+ * docs/cluster.md describes the design, the wire format, flow control, failure
+ * handling and how to run it.
  *
  * Built when CMake finds MPI. Without MPI, rk_cluster_mpi() returns
  * RK_ENOTSUP with a detail saying how to enable it, and the rest of the
@@ -53,7 +55,7 @@ typedef struct rk_cluster rk_cluster;
  * the proxy.
  */
 typedef struct rk_cluster_export {
-    const char *id; /**< the kernel id; not copied, must outlive the cluster */
+    const char *id;               /**< the kernel id (copied at the join) */
     uint32_t input_capacity;      /**< ignored: read from the kernel */
     uint32_t max_payload;         /**< ignored: read from the kernel */
     rk_backpressure backpressure; /**< ignored: read from the kernel */
@@ -68,8 +70,15 @@ typedef struct rk_cluster_export {
 /** Cluster settings; zeroed fields mean the defaults shown. The arrays are
  * read during the join only. */
 typedef struct rk_cluster_config {
-    const rk_cluster_export *exports; /**< local kernels other ranks reach */
-    size_t n_exports;                 /**< entries in exports */
+    /** Local kernels other ranks reach. NULL (with n_exports 0): every
+     * kernel registered at the join, except the cluster's own and ids
+     * holding a '/' (they read as remote names), each with the defaults
+     * of rk_cluster_export (so the cluster reads their output: see
+     * local_output). A non-NULL list with n_exports 0 exports nothing.
+     * Either way the directory is built at the join: a kernel registered
+     * later is not reachable from other ranks. */
+    const rk_cluster_export *exports;
+    size_t n_exports; /**< entries in exports */
     /** Topics shared across ranks. A rank that has subscribers for one of
      * these at join tells the others, whose publishes then reach them. */
     const char *const *topics;
@@ -102,7 +111,8 @@ typedef struct rk_cluster_config {
  * MPI_COMM_WORLD). Collective: every rank of the communicator must call
  * it. Initialises MPI (MPI_THREAD_MULTIPLE asked, SERIALIZED needed) when
  * the program has not; started without mpirun, the program is a cluster
- * of one. The exported kernels must be registered before the call. If
+ * of one. The exported kernels (cfg->exports, or every kernel when that
+ * is NULL) must be registered before the call. If
  * any rank fails its part, every rank's call fails (RK_EINTERNAL on the
  * others), so none is left waiting in a collective. MPI stays
  * initialised after a failed join (a program that gives up calls
