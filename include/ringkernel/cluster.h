@@ -201,7 +201,8 @@ int rk_cluster_peer_status(const rk_cluster *cl, int rank);
 /** Counters of this process's side of the cluster (relaxed snapshot). */
 /** Counters of a cluster since the join; a caller-owned snapshot. */
 typedef struct rk_cluster_stats {
-    uint64_t forwarded;        /**< messages proxies handed to the network */
+    uint64_t forwarded;        /**< messages proxies (and rk_cluster_request)
+                                  handed to the network */
     uint64_t sent_frames;      /**< frames put on the wire (all kinds) */
     uint64_t sent_batches;     /**< MPI messages carrying them */
     uint64_t received;         /**< data frames received for local kernels */
@@ -209,7 +210,8 @@ typedef struct rk_cluster_stats {
     uint64_t rejected;         /**< of those, refused (error sent back) */
     uint64_t dropped;          /**< of those, dropped by DROP_NEW */
     uint64_t replies_sent;     /**< replies returned to requesting ranks */
-    uint64_t replies_received; /**< replies put out by local proxies */
+    uint64_t replies_received; /**< replies put out by local proxies or
+                                  handed to rk_cluster_request */
     uint64_t remote_errors;    /**< error notices received from peers */
     uint64_t unreachable;      /**< messages failed because a rank died */
     uint64_t credit_stalls;    /**< times a rank had no credit left */
