@@ -62,6 +62,9 @@
  * target) that names a waiting slot instead of a proxy. */
 #define CL_NWAIT  64
 #define CL_DIRECT 0x40000000u
+/* Kernels a rank may export after the join (rk_cluster_announce); room
+ * is kept for them, and for their proxies on every peer. */
+#define CL_LATE 64
 
 enum { PEER_LIVE = 0, PEER_GONE, PEER_DEAD };
 
@@ -348,12 +351,20 @@ struct rk_cluster {
     uint32_t batch_bytes;
     size_t stage_limit;
 
+    /* exports and proxies: entries are filled before the count that
+     * covers them is raised (seq_cst), so a reader that loads the count
+     * sees them; entries never move (room for CL_LATE more is kept).
+     * Exports grow under export_lock (rk_cluster_announce), proxies only
+     * on the joining thread and then the progress thread. */
     cl_export *exports;
-    size_t n_exports;
+    _Atomic size_t n_exports;
+    size_t exports_cap;
+    pthread_mutex_t export_lock;
     char (*topics)[RK_ID_MAX + 1];
     size_t n_topics;
     cl_proxy *proxies;
-    size_t n_proxies;
+    _Atomic size_t n_proxies;
+    size_t proxies_cap;
     cl_peer *peers;
 
     cl_idmap served; /* messages from peers: id -> (rank, proxy) */
@@ -1626,6 +1637,7 @@ cluster_free(rk_cluster *cl)
     free(cl->topics);
     free(cl->proxies);
     pthread_mutex_destroy(&cl->stop_lock);
+    pthread_mutex_destroy(&cl->export_lock);
     pthread_mutex_destroy(&cl->wake_lock);
     pthread_cond_destroy(&cl->wake);
     free(cl);
@@ -1735,13 +1747,13 @@ directory_local(rk_cluster *cl, uint8_t **out, size_t *len)
 }
 
 static int
-proxy_add(rk_cluster *cl, size_t cap, const char *id, int rank,
-    uint32_t target, bool topic)
+proxy_add(
+    rk_cluster *cl, const char *id, int rank, uint32_t target, bool topic)
 {
     cl_proxy *px;
 
-    if (cl->n_proxies == cap)
-        return rk__fail(RK_EINTERNAL, "cluster: proxy table full");
+    if (cl->n_proxies == cl->proxies_cap)
+        return rk__fail(RK_EFULL, "cluster: proxy table full");
     px = &cl->proxies[cl->n_proxies];
     if (snprintf(px->id, sizeof(px->id), "%s", id) >= (int)sizeof(px->id))
         return rk__fail(RK_EINVAL, "cluster: proxy id '%s' is too long", id);
@@ -1782,6 +1794,33 @@ start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn, void *user,
     if ((rc = rk_kernel_launch(cl->rt, id)) != RK_OK)
         return rc;
     return rk_kernel_activate(cl->rt, id);
+}
+
+/* The proxies of rank r's export i (record e): "r/id", and "id" when
+ * bare and no local kernel (or earlier proxy) has the name. Each running
+ * proxy holds a reference to the cluster. */
+static int
+proxy_start(rk_cluster *cl, int r, uint32_t i, const rk__cl_dir_export *e,
+    bool bare)
+{
+    char id[2 * (RK_ID_MAX + 1) + 16];
+    rk_kernel_state s;
+    int rc;
+
+    if (bare)
+        snprintf(id, sizeof(id), "%s", e->id);
+    else
+        snprintf(id, sizeof(id), "%d/%s", r, e->id);
+    if (bare && rk_kernel_state_get(cl->rt, id, &s) == RK_OK)
+        return RK_OK; /* a local kernel (or earlier proxy) */
+    if ((rc = proxy_add(cl, id, r, i, false)) != RK_OK)
+        return rc;
+    if ((rc = start_kernel(cl, id, proxy_actor,
+             &cl->proxies[cl->n_proxies - 1], e))
+        != RK_OK)
+        return rc;
+    atomic_fetch_add(&cl->refs, 1);
+    return RK_OK;
 }
 
 static int
@@ -1838,7 +1877,11 @@ directory_exchange(rk_cluster *cl)
             cap += 2 * dirs[r].n_exports + dirs[r].n_topics;
         cl->peers[r].credits = cl->peers[r].window = dirs[r].credits;
     }
-    if ((cl->proxies = calloc(cap + 1, sizeof(*cl->proxies))) == NULL) {
+    /* Room for the proxies of exports announced later: two per export
+     * of each peer. */
+    cl->proxies_cap = cap + 2 * CL_LATE * (size_t)(cl->size - 1);
+    if ((cl->proxies = calloc(cl->proxies_cap + 1, sizeof(*cl->proxies)))
+        == NULL) {
         rc = rk__fail(RK_ENOMEM, "cluster: proxies");
         goto out;
     }
@@ -1854,38 +1897,25 @@ directory_exchange(rk_cluster *cl)
                 char id[2 * (RK_ID_MAX + 1) + 16];
                 rk__cl_dir_export e;
                 rk__cl_dir_topic t;
-                rk_kernel_state s;
 
                 if (pass < 2) {
-                    if ((rc = rk__cl_dir_export_get(&dirs[r], i, &e)) != RK_OK)
+                    if ((rc = rk__cl_dir_export_get(&dirs[r], i, &e)) != RK_OK
+                        || (rc = proxy_start(cl, r, i, &e, pass == 1))
+                            != RK_OK)
                         goto out;
-                    if (pass == 0)
-                        snprintf(id, sizeof(id), "%d/%s", r, e.id);
-                    else
-                        snprintf(id, sizeof(id), "%s", e.id);
-                    if (pass == 1
-                        && rk_kernel_state_get(cl->rt, id, &s) == RK_OK)
-                        continue; /* a local kernel (or earlier proxy) */
-                    if ((rc = proxy_add(cl, cap, id, r, i, false)) != RK_OK)
-                        goto out;
-                    if ((rc = start_kernel(cl, id, proxy_actor,
-                             &cl->proxies[cl->n_proxies - 1], &e))
-                        != RK_OK)
-                        goto out;
-                } else {
-                    if ((rc = rk__cl_dir_topic_get(&dirs[r], i, &t)) != RK_OK)
-                        goto out;
-                    snprintf(id, sizeof(id), "%d/#%s", r, t.name);
-                    if ((rc = proxy_add(cl, cap, id, r, t.index, true))
-                        != RK_OK)
-                        goto out;
-                    if ((rc = start_kernel(cl, id, proxy_actor,
-                             &cl->proxies[cl->n_proxies - 1], NULL))
-                        != RK_OK)
-                        goto out;
-                    if ((rc = rk_subscribe(cl->rt, id, t.name)) != RK_OK)
-                        goto out;
+                    continue;
                 }
+                if ((rc = rk__cl_dir_topic_get(&dirs[r], i, &t)) != RK_OK)
+                    goto out;
+                snprintf(id, sizeof(id), "%d/#%s", r, t.name);
+                if ((rc = proxy_add(cl, id, r, t.index, true)) != RK_OK)
+                    goto out;
+                if ((rc = start_kernel(cl, id, proxy_actor,
+                         &cl->proxies[cl->n_proxies - 1], NULL))
+                    != RK_OK)
+                    goto out;
+                if ((rc = rk_subscribe(cl->rt, id, t.name)) != RK_OK)
+                    goto out;
                 atomic_fetch_add(&cl->refs, 1);
             }
         }
@@ -1917,6 +1947,56 @@ agree(rk_cluster *cl, int rc)
     if (any)
         return rk__fail(
             RK_EINTERNAL, "rk_cluster_mpi: another rank failed to join");
+    return RK_OK;
+}
+
+/* Fills export e from x, as the kernel id names it now (what the
+ * proxies mirror is read from its registration). RK_EINVAL for a bad id,
+ * RK_ENOTFOUND for no such kernel, RK_ENOMEM. e's lock and condition
+ * exist whatever the outcome (cluster_free destroys them). */
+static int
+export_setup(rk_cluster *cl, cl_export *e, const rk_cluster_export *x)
+{
+    rk_kernel_state s;
+    rk_kernel_config kc;
+    int rc;
+
+    pthread_mutex_init(&e->lock, NULL);
+    cond_init_mono(&e->cond);
+    e->cl = cl;
+    e->cfg = *x;
+    e->cfg.id = NULL;
+    if (x->id == NULL || strlen(x->id) > RK_ID_MAX)
+        return rk__fail(RK_EINVAL, "cluster: export with a bad id");
+    snprintf(e->id, sizeof(e->id), "%s", x->id);
+    if ((rc = rk_kernel_state_get(cl->rt, e->id, &s)) != RK_OK)
+        return rc;
+    if ((rc = rk_kernel_config_get(cl->rt, e->id, &kc)) != RK_OK)
+        return rc;
+    e->cfg.input_capacity = kc.input_capacity;
+    e->cfg.max_payload = kc.max_payload;
+    e->cfg.backpressure = kc.backpressure;
+    e->cfg.priority_bands = kc.priority_bands;
+    if ((e->mail = calloc(CL_MAILBOX, sizeof(*e->mail))) == NULL)
+        return rk__fail(RK_ENOMEM, "cluster: export mailbox");
+    return RK_OK;
+}
+
+/* Starts what serves export e: its ingress thread (BLOCK) and the buffer
+ * the progress thread reads its output into. */
+static int
+export_start(cl_export *e)
+{
+    if (e->cfg.backpressure == RK_BP_BLOCK) {
+        if (pthread_create(&e->ingress, NULL, ingress_main, e) != 0)
+            return rk__fail(RK_ENOMEM, "cluster: ingress thread");
+        e->ingress_started = true;
+    }
+    if (e->cfg.local_output)
+        return RK_OK;
+    e->ocap = e->cfg.max_payload ? e->cfg.max_payload : 192;
+    if ((e->obuf = malloc(e->ocap)) == NULL)
+        return rk__fail(RK_ENOMEM, "cluster: output buffer");
     return RK_OK;
 }
 
@@ -2007,6 +2087,7 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     cl->comm = MPI_COMM_NULL;
     atomic_init(&cl->refs, 1);
     pthread_mutex_init(&cl->stop_lock, NULL);
+    pthread_mutex_init(&cl->export_lock, NULL);
     pthread_mutex_init(&cl->wake_lock, NULL);
     cond_init_mono(&cl->wake);
     for (int i = 0; i < CL_NRECV; i++)
@@ -2023,42 +2104,20 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     /* Local exports and topics. A rank that finds a mistake here still
      * takes part in the vote below, so that no other rank is left waiting
      * in a collective. */
-    cl->exports = calloc(c.n_exports + 1, sizeof(*cl->exports));
+    cl->exports_cap = c.n_exports + CL_LATE;
+    cl->exports = calloc(cl->exports_cap, sizeof(*cl->exports));
     cl->topics = calloc(c.n_topics + 1, sizeof(*cl->topics));
     if (cl->exports == NULL || cl->topics == NULL) {
         rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
         goto checked;
     }
     for (size_t i = 0; i < c.n_exports; i++) {
-        cl_export *e = &cl->exports[i];
-        const rk_cluster_export *x = &xs[i];
-        rk_kernel_state s;
-
-        pthread_mutex_init(&e->lock, NULL);
-        cond_init_mono(&e->cond);
+        rc = export_setup(cl, &cl->exports[i], &xs[i]);
         cl->n_exports++;
-        e->cl = cl;
-        e->cfg = *x;
-        e->cfg.id = NULL;
-        if (x->id == NULL || strlen(x->id) > RK_ID_MAX) {
-            rc = rk__fail(RK_EINVAL, "rk_cluster_mpi: export %zu: bad id", i);
-            goto checked;
-        }
-        snprintf(e->id, sizeof(e->id), "%s", x->id);
-        if ((rc = rk_kernel_state_get(rt, e->id, &s)) != RK_OK)
-            goto checked;
-        /* What the proxies mirror, as the kernel was registered. */
-        {
-            rk_kernel_config kc;
-            if ((rc = rk_kernel_config_get(rt, e->id, &kc)) != RK_OK)
-                goto checked;
-            e->cfg.input_capacity = kc.input_capacity;
-            e->cfg.max_payload = kc.max_payload;
-            e->cfg.backpressure = kc.backpressure;
-            e->cfg.priority_bands = kc.priority_bands;
-        }
-        if ((e->mail = calloc(CL_MAILBOX, sizeof(*e->mail))) == NULL) {
-            rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
+        if (rc != RK_OK) {
+            char why[256];
+            snprintf(why, sizeof(why), "%s", rk_errdetail());
+            rc = rk__fail(rc, "rk_cluster_mpi: export %zu: %s", i, why);
             goto checked;
         }
     }
@@ -2121,23 +2180,9 @@ checked:
         atomic_fetch_sub(&cl->refs, 1);
         goto fail;
     }
-    for (size_t i = 0; i < cl->n_exports; i++) {
-        cl_export *e = &cl->exports[i];
-        if (e->cfg.backpressure == RK_BP_BLOCK) {
-            if (pthread_create(&e->ingress, NULL, ingress_main, e) != 0) {
-                rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi: ingress thread");
-                goto fail;
-            }
-            e->ingress_started = true;
-        }
-        if (e->cfg.local_output)
-            continue;
-        e->ocap = e->cfg.max_payload ? e->cfg.max_payload : 192;
-        if ((e->obuf = malloc(e->ocap)) == NULL) {
-            rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi: output buffer");
+    for (size_t i = 0; i < cl->n_exports; i++)
+        if ((rc = export_start(&cl->exports[i])) != RK_OK)
             goto fail;
-        }
-    }
     /* Everyone's proxies exist before anyone's progress thread sends. */
     MPI_Barrier(cl->comm);
     if (pthread_create(&cl->progress, NULL, progress_main, cl) != 0) {
