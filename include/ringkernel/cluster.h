@@ -75,8 +75,8 @@ typedef struct rk_cluster_config {
      * holding a '/' (they read as remote names), each with the defaults
      * of rk_cluster_export (so the cluster reads their output: see
      * local_output). A non-NULL list with n_exports 0 exports nothing.
-     * Either way the directory is built at the join: a kernel registered
-     * later is not reachable from other ranks. */
+     * Either way this is the directory built at the join: a kernel
+     * registered later is exported with rk_cluster_announce(). */
     const rk_cluster_export *exports;
     size_t n_exports; /**< entries in exports */
     /** Topics shared across ranks. A rank that has subscribers for one of
@@ -146,6 +146,28 @@ int rk_cluster_leave(rk_cluster *cl);
  */
 int rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr,
     void *buf, size_t cap, size_t *len, int64_t timeout_ns);
+
+/**
+ * @brief Exports a kernel after the join: the other ranks make its
+ * proxies ("R/id", and "id" where no local kernel has the name) when the
+ * announcement reaches them.
+ *
+ * ex as in rk_cluster_config.exports (ex->id copied; what the proxies
+ * mirror is read from the kernel's registration). The kernel must be
+ * registered. The call returns once this rank serves the export and the
+ * announcement is staged for every live peer; a peer can reach the
+ * kernel once its progress thread has handled the announcement, so a
+ * program that needs to know waits there until rk_kernel_state_get of
+ * "R/id" says RK_KERNEL_ACTIVE (the progress thread registers, launches
+ * and activates the proxy). Up to 64 kernels per rank may be exported this
+ * way; peers without room for more proxies leave the kernel unreachable.
+ * Thread-safe; not concurrently with rk_cluster_leave().
+ * @return RK_OK; RK_EINVAL (NULL, an id holding '/' or the cluster's
+ * own); RK_ENOTFOUND (no such kernel); RK_EEXIST (already exported);
+ * RK_EFULL (64 already announced); RK_ECLOSED (the cluster is leaving);
+ * RK_ENOMEM.
+ */
+int rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex);
 
 /**
  * @brief A request to a kernel on another rank, answered straight to the

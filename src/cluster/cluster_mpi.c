@@ -421,6 +421,9 @@ cond_init_mono(pthread_cond_t *c)
     pthread_condattr_destroy(&a);
 }
 static void cluster_stop(rk_cluster *cl);
+struct rk__cl_dir_export;
+static int proxy_start(rk_cluster *cl, int r, uint32_t i,
+    const struct rk__cl_dir_export *e, bool bare);
 
 static void
 unref(rk_cluster *cl)
@@ -1334,6 +1337,20 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         idmap_take(&cl->fwd, &f->corr, NULL, NULL);
         return true;
     }
+    case RK__CL_ANNOUNCE: {
+        /* A kernel src exported after the join (rk_cluster_announce): its
+         * proxies, as the join makes them. Without room, or if the
+         * runtime refuses one, that kernel stays unreachable from here
+         * (its "R/id" is missing). */
+        rk__cl_dir d;
+        rk__cl_dir_export e;
+
+        if (rk__cl_dir_parse(f->payload, f->len, &d) == RK_OK
+            && d.n_exports == 1 && rk__cl_dir_export_get(&d, 0, &e) == RK_OK
+            && proxy_start(cl, src, f->target, &e, false) == RK_OK)
+            (void)proxy_start(cl, src, f->target, &e, true);
+        return true;
+    }
     default:
         return true;
     }
@@ -1576,7 +1593,11 @@ cluster_stop(rk_cluster *cl)
         if (cl->progress_started)
             pthread_join(cl->progress, NULL);
         atomic_store(&cl->stopped, true);
+        /* Under export_lock: no export (and ingress thread) is added
+         * after this (rk_cluster_announce checks it there). */
+        pthread_mutex_lock(&cl->export_lock);
         atomic_store(&cl->drain_stop, true);
+        pthread_mutex_unlock(&cl->export_lock);
         for (size_t i = 0; i < cl->n_exports; i++) {
             cl_export *e = &cl->exports[i];
             pthread_mutex_lock(&e->lock);
@@ -1800,8 +1821,8 @@ start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn, void *user,
  * bare and no local kernel (or earlier proxy) has the name. Each running
  * proxy holds a reference to the cluster. */
 static int
-proxy_start(rk_cluster *cl, int r, uint32_t i, const rk__cl_dir_export *e,
-    bool bare)
+proxy_start(rk_cluster *cl, int r, uint32_t i,
+    const struct rk__cl_dir_export *e, bool bare)
 {
     char id[2 * (RK_ID_MAX + 1) + 16];
     rk_kernel_state s;
@@ -1815,8 +1836,8 @@ proxy_start(rk_cluster *cl, int r, uint32_t i, const rk__cl_dir_export *e,
         return RK_OK; /* a local kernel (or earlier proxy) */
     if ((rc = proxy_add(cl, id, r, i, false)) != RK_OK)
         return rc;
-    if ((rc = start_kernel(cl, id, proxy_actor,
-             &cl->proxies[cl->n_proxies - 1], e))
+    if ((rc = start_kernel(
+             cl, id, proxy_actor, &cl->proxies[cl->n_proxies - 1], e))
         != RK_OK)
         return rc;
     atomic_fetch_add(&cl->refs, 1);
@@ -1987,16 +2008,17 @@ export_setup(rk_cluster *cl, cl_export *e, const rk_cluster_export *x)
 static int
 export_start(cl_export *e)
 {
+    if (!e->cfg.local_output) {
+        e->ocap = e->cfg.max_payload ? e->cfg.max_payload : 192;
+        if ((e->obuf = malloc(e->ocap)) == NULL)
+            return rk__fail(RK_ENOMEM, "cluster: output buffer");
+    }
+    /* Last: a failure before it leaves no thread running. */
     if (e->cfg.backpressure == RK_BP_BLOCK) {
         if (pthread_create(&e->ingress, NULL, ingress_main, e) != 0)
             return rk__fail(RK_ENOMEM, "cluster: ingress thread");
         e->ingress_started = true;
     }
-    if (e->cfg.local_output)
-        return RK_OK;
-    e->ocap = e->cfg.max_payload ? e->cfg.max_payload : 192;
-    if ((e->obuf = malloc(e->ocap)) == NULL)
-        return rk__fail(RK_ENOMEM, "cluster: output buffer");
     return RK_OK;
 }
 
@@ -2331,6 +2353,74 @@ rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr, void *buf,
     atomic_store_explicit(&e->mfill, e->mcount, memory_order_relaxed);
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
+    return RK_OK;
+}
+
+int
+rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex)
+{
+    uint8_t dir[RK__CL_DIR_HDR + RK__CL_DIR_EXPORT];
+    rk__cl_dir_export rec;
+    rk__cl_frame f;
+    cl_export *e;
+    size_t n;
+    int rc = RK_OK;
+
+    if (cl == NULL || ex == NULL || ex->id == NULL)
+        return rk__fail(RK_EINVAL, "rk_cluster_announce: NULL argument");
+    if (!export_by_default(ex->id))
+        return rk__fail(RK_EINVAL,
+            "rk_cluster_announce: '%s' is the cluster's, or holds a '/'",
+            ex->id);
+    pthread_mutex_lock(&cl->export_lock);
+    n = cl->n_exports;
+    if (atomic_load(&cl->drain_stop) || atomic_load(&cl->stop))
+        rc = rk__fail(RK_ECLOSED, "rk_cluster_announce: leaving the cluster");
+    for (size_t i = 0; rc == RK_OK && i < n; i++)
+        if (strcmp(cl->exports[i].id, ex->id) == 0)
+            rc = rk__fail(
+                RK_EEXIST, "rk_cluster_announce: '%s' is exported", ex->id);
+    if (rc == RK_OK && n == cl->exports_cap)
+        rc = rk__fail(RK_EFULL,
+            "rk_cluster_announce: at most %d kernels exported after the join",
+            CL_LATE);
+    if (rc != RK_OK) {
+        pthread_mutex_unlock(&cl->export_lock);
+        return rc;
+    }
+    e = &cl->exports[n];
+    if ((rc = export_setup(cl, e, ex)) == RK_OK)
+        rc = export_start(e);
+    if (rc != RK_OK) {
+        /* Not published: nothing else has seen it. */
+        free(e->mail);
+        free(e->obuf);
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->cond);
+        memset(e, 0, sizeof(*e));
+        pthread_mutex_unlock(&cl->export_lock);
+        return rc;
+    }
+    cl->n_exports = n + 1; /* seq_cst: published to the progress thread */
+    pthread_mutex_unlock(&cl->export_lock);
+
+    /* Tell every peer (a dead or departed one needs nothing). */
+    memset(&rec, 0, sizeof(rec));
+    snprintf(rec.id, sizeof(rec.id), "%s", e->id);
+    rec.capacity = e->cfg.input_capacity;
+    rec.max_payload = e->cfg.max_payload;
+    rec.backpressure = (uint32_t)e->cfg.backpressure;
+    rec.bands = e->cfg.priority_bands;
+    rk__cl_dir_header_write(dir, 1, 0, cl->cfg.credits);
+    rk__cl_dir_export_write(dir + RK__CL_DIR_HDR, &rec);
+    memset(&f, 0, sizeof(f));
+    f.kind = RK__CL_ANNOUNCE;
+    f.target = (uint32_t)n;
+    f.len = sizeof(dir);
+    f.id = rk_uuid_v7();
+    for (int r = 0; r < cl->size; r++)
+        if (r != cl->rank)
+            (void)stage_frame(cl, r, 1, &f, dir, RK_NO_WAIT);
     return RK_OK;
 }
 

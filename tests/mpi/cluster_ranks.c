@@ -21,6 +21,10 @@
  *   direct  rk_cluster_request from two threads at once (each gets its
  *           own replies, none through the proxy), a remote refusal, a
  *           reply too big, a timeout, a local id, bad arguments
+ *   late    a kernel launched after the join and exported with
+ *           rk_cluster_announce is reached from every other rank by
+ *           "R/id", bare name and rk_cluster_request; bad announcements
+ *           are refused
  *   exportall no export list: every kernel registered at join is reached
  *           by "R/id" and bare name, but not the cluster's own kernels,
  *           ids with a '/', or a rank that passed an empty list
@@ -884,6 +888,94 @@ test_direct(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* -------------------------------------------------------------- late */
+
+/* Waits (bounded) until the local proxy id is active: the announcement
+ * of a later export has reached this rank, whose progress thread then
+ * registers, launches and activates the proxy. */
+static void
+wait_proxy(rk_runtime *rt, const char *id)
+{
+    rk_kernel_state st;
+    int64_t until = (int64_t)rk_now_ns() + 20 * SEC;
+
+    while (
+        rk_kernel_state_get(rt, id, &st) != RK_OK || st != RK_KERNEL_ACTIVE) {
+        assert_true((int64_t)rk_now_ns() < until);
+        sched_yield();
+    }
+}
+
+static void
+test_late(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    rk_kernel_config any = { .input_capacity = 64 };
+    rk_cluster_export ex = { .id = "echo" };
+    rk_cluster *cl;
+    char late[32], id[64];
+    int rank, n;
+
+    {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        my_rank = r != NULL ? atoi(r) : 0;
+    }
+    handler(rt, "echo", echo_h, any, true);
+    rk_cluster_config cc
+        = { .exports = &ex, .n_exports = 1, .leave_timeout_ns = 60 * SEC };
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
+    rank = rk_cluster_rank(cl);
+    n = rk_cluster_size(cl);
+
+    /* A kernel launched after the join, then exported. */
+    snprintf(late, sizeof(late), "late%d", rank);
+    handler(rt, late, echo_h, any, true);
+    rk_cluster_export lx = { .id = late };
+    assert_int_equal(rk_cluster_announce(cl, &lx), RK_OK);
+    /* Refused: twice, no such kernel, a remote-looking id, NULL. */
+    assert_int_equal(rk_cluster_announce(cl, &lx), RK_EEXIST);
+    rk_cluster_export bad = { .id = "nobody" };
+    assert_int_equal(rk_cluster_announce(cl, &bad), RK_ENOTFOUND);
+    bad.id = "0/echo";
+    assert_int_equal(rk_cluster_announce(cl, &bad), RK_EINVAL);
+    assert_int_equal(rk_cluster_announce(cl, NULL), RK_EINVAL);
+
+    for (int r = 0; r < n; r++) {
+        msg q = { rank, -1, 3 }, rep;
+        rk_msg_header h;
+        size_t len;
+        rk_kernel k;
+        rk_kernel_config pc;
+
+        if (r == rank)
+            continue;
+        /* "R/lateR" appears here once R's announcement arrived; then it
+         * answers by "R/id", by bare name, and by rk_cluster_request. */
+        snprintf(id, sizeof(id), "%d/late%d", r, r);
+        wait_proxy(rt, id);
+        assert_int_equal(rk_kernel_config_get(rt, id, &pc), RK_OK);
+        assert_int_equal(pc.input_capacity, 64);
+        request_from(rt, id, rank, r);
+        {
+            char bare[32];
+            snprintf(bare, sizeof(bare), "late%d", r);
+            wait_proxy(rt, bare);
+            request_from(rt, bare, rank, r);
+        }
+        rk_request_options o = RK_REQUEST_OPTIONS_INIT;
+        o.type_id = T_REQ;
+        o.timeout_ns = 30 * SEC;
+        assert_int_equal(rk_cluster_request(cl, id, &o, &q, sizeof(q), &h,
+                             &rep, sizeof(rep), &len),
+            RK_OK);
+        assert_int_equal(rep.producer, r);
+        assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+    }
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
 /* ----------------------------------------------------------- badjoin */
 
 static void
@@ -1051,6 +1143,7 @@ main(int argc, char **argv)
     const struct CMUnitTest badjoin[] = { cmocka_unit_test(test_badjoin) };
     const struct CMUnitTest exportall[] = { cmocka_unit_test(test_exportall) };
     const struct CMUnitTest direct[] = { cmocka_unit_test(test_direct) };
+    const struct CMUnitTest late[] = { cmocka_unit_test(test_late) };
 
     mode = argc > 1 ? argv[1] : "basic";
     if (strcmp(mode, "basic") == 0)
@@ -1067,8 +1160,10 @@ main(int argc, char **argv)
         return cmocka_run_group_tests(exportall, NULL, NULL);
     if (strcmp(mode, "direct") == 0)
         return cmocka_run_group_tests(direct, NULL, NULL);
+    if (strcmp(mode, "late") == 0)
+        return cmocka_run_group_tests(late, NULL, NULL);
     fprintf(stderr,
         "usage: cluster_ranks "
-        "basic|stress|policy|badjoin|kill|exportall|direct\n");
+        "basic|stress|policy|badjoin|kill|exportall|direct|late\n");
     return 2;
 }
