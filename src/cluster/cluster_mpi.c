@@ -26,8 +26,10 @@
  *
  * Locks: each peer's lock guards its staging buffers; a mailbox lock per
  * export; one lock per id map; wake_lock pairs the progress thread's
- * sleep with producers' wake-ups. No lock is held while calling the
- * runtime or MPI, and no two of these are ever held together.
+ * sleep with producers' wake-ups; a lock per rk_cluster_request slot;
+ * export_lock serialises adding exports after the join. No lock is held
+ * while calling the runtime or MPI, and no two of these are ever held
+ * together, except stop_lock (cluster_stop) then export_lock.
  */
 #include "ringkernel/cluster.h"
 
@@ -1972,18 +1974,16 @@ agree(rk_cluster *cl, int rc)
 }
 
 /* Fills export e from x, as the kernel id names it now (what the
- * proxies mirror is read from its registration). RK_EINVAL for a bad id,
- * RK_ENOTFOUND for no such kernel, RK_ENOMEM. e's lock and condition
- * exist whatever the outcome (cluster_free destroys them). */
+ * proxies mirror is read from its registration): everything but its lock
+ * and condition (export_locks_init). RK_EINVAL for a bad id, RK_ENOTFOUND
+ * for no such kernel, RK_ENOMEM. Calls the runtime: no lock held. */
 static int
-export_setup(rk_cluster *cl, cl_export *e, const rk_cluster_export *x)
+export_fill(rk_cluster *cl, cl_export *e, const rk_cluster_export *x)
 {
     rk_kernel_state s;
     rk_kernel_config kc;
     int rc;
 
-    pthread_mutex_init(&e->lock, NULL);
-    cond_init_mono(&e->cond);
     e->cl = cl;
     e->cfg = *x;
     e->cfg.id = NULL;
@@ -2001,6 +2001,13 @@ export_setup(rk_cluster *cl, cl_export *e, const rk_cluster_export *x)
     if ((e->mail = calloc(CL_MAILBOX, sizeof(*e->mail))) == NULL)
         return rk__fail(RK_ENOMEM, "cluster: export mailbox");
     return RK_OK;
+}
+
+static void
+export_locks_init(cl_export *e)
+{
+    pthread_mutex_init(&e->lock, NULL);
+    cond_init_mono(&e->cond);
 }
 
 /* Starts what serves export e: its ingress thread (BLOCK) and the buffer
@@ -2134,8 +2141,11 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
         goto checked;
     }
     for (size_t i = 0; i < c.n_exports; i++) {
-        rc = export_setup(cl, &cl->exports[i], &xs[i]);
+        /* Counted at once: cluster_free destroys its lock and condition,
+         * and frees what the fill got, whatever the outcome. */
+        export_locks_init(&cl->exports[i]);
         cl->n_exports++;
+        rc = export_fill(cl, &cl->exports[i], &xs[i]);
         if (rc != RK_OK) {
             char why[256];
             snprintf(why, sizeof(why), "%s", rk_errdetail());
@@ -2362,7 +2372,7 @@ rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex)
     uint8_t dir[RK__CL_DIR_HDR + RK__CL_DIR_EXPORT];
     rk__cl_dir_export rec;
     rk__cl_frame f;
-    cl_export *e;
+    cl_export *e, tmp;
     size_t n;
     int rc = RK_OK;
 
@@ -2372,6 +2382,12 @@ rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex)
         return rk__fail(RK_EINVAL,
             "rk_cluster_announce: '%s' is the cluster's, or holds a '/'",
             ex->id);
+    /* The runtime's view of the kernel first, with no lock held. */
+    memset(&tmp, 0, sizeof(tmp));
+    if ((rc = export_fill(cl, &tmp, ex)) != RK_OK) {
+        free(tmp.mail);
+        return rc;
+    }
     pthread_mutex_lock(&cl->export_lock);
     n = cl->n_exports;
     if (atomic_load(&cl->drain_stop) || atomic_load(&cl->stop))
@@ -2386,12 +2402,13 @@ rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex)
             CL_LATE);
     if (rc != RK_OK) {
         pthread_mutex_unlock(&cl->export_lock);
+        free(tmp.mail);
         return rc;
     }
     e = &cl->exports[n];
-    if ((rc = export_setup(cl, e, ex)) == RK_OK)
-        rc = export_start(e);
-    if (rc != RK_OK) {
+    *e = tmp; /* before its lock exists: nothing else sees this slot yet */
+    export_locks_init(e);
+    if ((rc = export_start(e)) != RK_OK) {
         /* Not published: nothing else has seen it. */
         free(e->mail);
         free(e->obuf);
