@@ -7,6 +7,9 @@
  *   rtt_p50 / rtt_p99       host -> remote kernel -> host (rk_request on
  *                           "1/echo"), against an MPI_Send/MPI_Recv
  *                           ping-pong between the same ranks
+ *   rtt_direct_p50 / _p99   the same round trip with rk_cluster_request
+ *                           (no proxy: the host stages the request and
+ *                           the progress thread hands it the reply)
  *   oneway_throughput       64-byte messages to "1/sink" (rk_send_batch,
  *                           256 a call; batched again on the wire by the
  *                           progress thread), ended by a request to the
@@ -233,6 +236,14 @@ main(int argc, char **argv)
         echo.config.spin = 1;
         sink.config.spin = 1;
     }
+    /* RK_BENCH_HOST_SPIN_NS, RK_BENCH_KSPIN: the host's receive spin and
+     * the exported kernels' spin alone (what RK_BENCH_NOSPIN sets). */
+    if (getenv("RK_BENCH_HOST_SPIN_NS") != NULL)
+        rc.host_spin_ns = atoll(getenv("RK_BENCH_HOST_SPIN_NS"));
+    if (getenv("RK_BENCH_KSPIN") != NULL) {
+        echo.config.spin = (uint32_t)atoll(getenv("RK_BENCH_KSPIN"));
+        sink.config.spin = echo.config.spin;
+    }
     check(rk_runtime_create(&rt, &rc), "runtime");
     if (rank == 1) {
         cc.exports = ex;
@@ -276,6 +287,30 @@ main(int argc, char **argv)
                 SUITE, "parked_handoff_p50", "ringkernel", ho, "ns", extra);
         }
         emit_pair("rtt_p99", rk_p99, mpi_p99, "ns", "ratio_to_mpi");
+
+        /* The same round trip with rk_cluster_request: no proxy hops. */
+        {
+            rk_request_options o = RK_REQUEST_OPTIONS_INIT;
+            o.type_id = 1;
+            o.timeout_ns = 10000000000LL;
+            for (size_t i = 0; i < n_rtt / 10; i++)
+                check(rk_cluster_request(cl, "1/echo", &o, buf, PAYLOAD, &h,
+                          buf, sizeof(buf), &len),
+                    "warm-up direct request");
+            for (size_t i = 0; i < n_rtt; i++) {
+                uint64_t t0 = bench_now_ns();
+                check(rk_cluster_request(cl, "1/echo", &o, buf, PAYLOAD, &h,
+                          buf, sizeof(buf), &len),
+                    "direct request");
+                lat[i] = bench_now_ns() - t0;
+            }
+            emit_pair("rtt_direct_p50",
+                (double)bench_percentile(lat, n_rtt, 50), mpi_p50, "ns",
+                "ratio_to_mpi");
+            emit_pair("rtt_direct_p99",
+                (double)bench_percentile(lat, n_rtt, 99), mpi_p99, "ns",
+                "ratio_to_mpi");
+        }
 
         /* Throughput: ROUNDS alternating pairs, raw MPI streaming then
          * the cluster, so both see the same machine load. The host hands

@@ -1,6 +1,7 @@
 /*
  * libFuzzer: the cluster's decoders of bytes from other ranks (batch and
- * frames, src/cluster/wire.c; the join directory). Every frame that
+ * frames, src/cluster/wire.c; the join directory, also as an ANNOUNCE
+ * frame's payload). Every frame that
  * decodes must lie inside the input and re-encode to the same bytes.
  */
 #include <stdlib.h>
@@ -44,6 +45,16 @@ LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         if (memcmp(back, data + off - n, n) != 0)
             abort();
         free(back);
+        /* An ANNOUNCE carries a one-export directory (read as the
+         * progress thread reads it). */
+        if (f.kind == RK__CL_ANNOUNCE
+            && rk__cl_dir_parse(f.payload, f.len, &d) == RK_OK
+            && d.n_exports == 1) {
+            rk__cl_dir_export e;
+            if (rk__cl_dir_export_get(&d, 0, &e) == RK_OK
+                && strlen(e.id) > RK__CL_NAME_MAX)
+                abort();
+        }
     }
     return 0;
 }

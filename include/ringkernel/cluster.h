@@ -10,8 +10,10 @@
  * rk_connect (to a proxy), rk_subscribe/rk_publish then work across ranks
  * through the runtime's own admission, priorities and backpressure; a
  * proxy forwards what it receives to the owning rank through the
- * cluster's one progress thread. docs/cluster.md describes the design,
- * the wire format, flow control, failure handling and how to run it.
+ * cluster's one progress thread. rk_cluster_request() is a request
+ * without the proxy (the reply goes straight to the calling thread).
+ * docs/cluster.md describes the design, the wire format, flow control, failure
+ * handling and how to run it.
  *
  * Built when CMake finds MPI. Without MPI, rk_cluster_mpi() returns
  * RK_ENOTSUP with a detail saying how to enable it, and the rest of the
@@ -53,7 +55,7 @@ typedef struct rk_cluster rk_cluster;
  * the proxy.
  */
 typedef struct rk_cluster_export {
-    const char *id; /**< the kernel id; not copied, must outlive the cluster */
+    const char *id;               /**< the kernel id (copied at the join) */
     uint32_t input_capacity;      /**< ignored: read from the kernel */
     uint32_t max_payload;         /**< ignored: read from the kernel */
     rk_backpressure backpressure; /**< ignored: read from the kernel */
@@ -68,8 +70,15 @@ typedef struct rk_cluster_export {
 /** Cluster settings; zeroed fields mean the defaults shown. The arrays are
  * read during the join only. */
 typedef struct rk_cluster_config {
-    const rk_cluster_export *exports; /**< local kernels other ranks reach */
-    size_t n_exports;                 /**< entries in exports */
+    /** Local kernels other ranks reach. NULL (with n_exports 0): every
+     * kernel registered at the join, except the cluster's own and ids
+     * holding a '/' (they read as remote names), each with the defaults
+     * of rk_cluster_export (so the cluster reads their output: see
+     * local_output). A non-NULL list with n_exports 0 exports nothing.
+     * Either way this is the directory built at the join: a kernel
+     * registered later is exported with rk_cluster_announce(). */
+    const rk_cluster_export *exports;
+    size_t n_exports; /**< entries in exports */
     /** Topics shared across ranks. A rank that has subscribers for one of
      * these at join tells the others, whose publishes then reach them. */
     const char *const *topics;
@@ -102,7 +111,8 @@ typedef struct rk_cluster_config {
  * MPI_COMM_WORLD). Collective: every rank of the communicator must call
  * it. Initialises MPI (MPI_THREAD_MULTIPLE asked, SERIALIZED needed) when
  * the program has not; started without mpirun, the program is a cluster
- * of one. The exported kernels must be registered before the call. If
+ * of one. The exported kernels (cfg->exports, or every kernel when that
+ * is NULL) must be registered before the call. If
  * any rank fails its part, every rank's call fails (RK_EINTERNAL on the
  * others), so none is left waiting in a collective. MPI stays
  * initialised after a failed join (a program that gives up calls
@@ -137,6 +147,63 @@ int rk_cluster_leave(rk_cluster *cl);
 int rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr,
     void *buf, size_t cap, size_t *len, int64_t timeout_ns);
 
+/**
+ * @brief Exports a kernel after the join: the other ranks make its
+ * proxies ("R/id", and "id" where no local kernel has the name) when the
+ * announcement reaches them.
+ *
+ * ex as in rk_cluster_config.exports (ex->id copied; what the proxies
+ * mirror is read from the kernel's registration). The kernel must be
+ * registered. The call returns once this rank serves the export and the
+ * announcement is staged for every live peer; a peer can reach the
+ * kernel once its progress thread has handled the announcement, so a
+ * program that needs to know waits there until rk_kernel_state_get of
+ * "R/id" says RK_KERNEL_ACTIVE (the progress thread registers, launches
+ * and activates the proxy). Up to 64 kernels per rank may be exported this
+ * way; peers without room for more proxies leave the kernel unreachable.
+ * Thread-safe; not concurrently with rk_cluster_leave().
+ * @return RK_OK; RK_EINVAL (NULL, an id holding '/' or the cluster's
+ * own); RK_ENOTFOUND (no such kernel); RK_EEXIST (already exported);
+ * RK_EFULL (64 already announced); RK_ECLOSED (the cluster is leaving);
+ * RK_ENOMEM.
+ */
+int rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex);
+
+/**
+ * @brief A request to a kernel on another rank, answered straight to the
+ * calling thread: rk_request_opts() without the proxy.
+ *
+ * The same contract as rk_request_opts(rt, k, opts, ...) on the proxy
+ * named id ("R/id", or the bare name of a remote kernel): the request
+ * carries opts' type and priority and is flagged RK_MSG_F_REQUEST; the
+ * reply (the output of the remote kernel whose correlation id is the
+ * request's id) is copied into reply (cap bytes) and its header into
+ * *reply_hdr (may be NULL); *reply_len is its length. What it saves: the
+ * calling thread puts the request on the wire's staging buffer itself
+ * and the progress thread hands the reply to it directly, so the two
+ * thread hand-offs through the proxy kernel (host -> proxy, proxy ->
+ * host) are gone from the round trip. What it skips with them: the
+ * proxy's own admission (its queue, policy and counters); the request
+ * still takes one of the peer's credits and waits (up to the timeout)
+ * while the peer is not keeping up. The waiting thread spins briefly (an
+ * adaptive budget of at most 20 us) and then parks.
+ *
+ * An id that is not a remote kernel (a local one), or a call while 64
+ * direct requests are already waiting in this process, goes through
+ * rk_request_opts() instead, with its semantics.
+ *
+ * Thread-safe; not concurrently with rk_cluster_leave() on the same
+ * handle.
+ * @return RK_OK; RK_ETIMEDOUT (no reply in time: a reply that comes later
+ * is discarded); RK_EUNREACHABLE (the rank died or left, before or while
+ * waiting); the remote side's refusal (RK_EREJECTED, RK_ENOTFOUND, ...);
+ * RK_EMSGSIZE (reply bigger than cap: *reply_len says how big, nothing
+ * copied); RK_ENOTFOUND (no kernel id); RK_EINVAL (NULL arguments).
+ */
+int rk_cluster_request(rk_cluster *cl, const char *id,
+    const rk_request_options *opts, const void *req, size_t req_len,
+    rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len);
+
 /** RK_OK if the rank is a live member; RK_EUNREACHABLE if it died or
  * left; RK_EINVAL if out of range. */
 int rk_cluster_peer_status(const rk_cluster *cl, int rank);
@@ -156,7 +223,8 @@ int rk_cluster_peer_status(const rk_cluster *cl, int rank);
 /** Counters of this process's side of the cluster (relaxed snapshot). */
 /** Counters of a cluster since the join; a caller-owned snapshot. */
 typedef struct rk_cluster_stats {
-    uint64_t forwarded;        /**< messages proxies handed to the network */
+    uint64_t forwarded;        /**< messages proxies (and rk_cluster_request)
+                                  handed to the network */
     uint64_t sent_frames;      /**< frames put on the wire (all kinds) */
     uint64_t sent_batches;     /**< MPI messages carrying them */
     uint64_t received;         /**< data frames received for local kernels */
@@ -164,7 +232,8 @@ typedef struct rk_cluster_stats {
     uint64_t rejected;         /**< of those, refused (error sent back) */
     uint64_t dropped;          /**< of those, dropped by DROP_NEW */
     uint64_t replies_sent;     /**< replies returned to requesting ranks */
-    uint64_t replies_received; /**< replies put out by local proxies */
+    uint64_t replies_received; /**< replies put out by local proxies or
+                                  handed to rk_cluster_request */
     uint64_t remote_errors;    /**< error notices received from peers */
     uint64_t unreachable;      /**< messages failed because a rank died */
     uint64_t credit_stalls;    /**< times a rank had no credit left */

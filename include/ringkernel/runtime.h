@@ -143,7 +143,10 @@ typedef struct rk_kernel_config {
      * order at the cost of one dequeue per message. */
     uint32_t batch;
     bool telemetry_off;  /**< skip clock reads and the latency histogram */
-    uint32_t spin;       /**< receive spins before parking (0: 2000) */
+    uint32_t spin;       /**< receive spins before parking, at most: the
+                            budget halves after a spin that ended in a park
+                            and is restored by one that found input
+                            (0: 2000) */
     uint32_t grid_size;  /**< GPU backend only */
     uint32_t block_size; /**< GPU backend only */
     rk_supervision supervision; /**< failure handling (0: STOP) */
@@ -206,8 +209,9 @@ typedef struct rk_runtime_config {
     int64_t terminate_timeout_ns;  /**< used by destroy (0: 5 s) */
     int64_t control_timeout_ns;    /**< deactivate acknowledgement (0: 5 s) */
     bool no_static_kernels;        /**< skip RK_RING_KERNEL definitions */
-    int64_t host_spin_ns; /**< host receives spin this long before parking
-                             (0: 20 us; negative: never spin) */
+    int64_t host_spin_ns; /**< host receives spin up to this long before
+                             parking, adapting per kernel as a kernel's
+                             spin does (0: 20 us; negative: never spin) */
     /** The default backend for kernels: "cpu", "cuda", or NULL/"auto" for
      * the best usable one (cuda where a GPU and its driver are present,
      * else cpu). An unknown or unusable name fails rk_runtime_create with

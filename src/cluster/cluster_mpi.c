@@ -26,8 +26,10 @@
  *
  * Locks: each peer's lock guards its staging buffers; a mailbox lock per
  * export; one lock per id map; wake_lock pairs the progress thread's
- * sleep with producers' wake-ups. No lock is held while calling the
- * runtime or MPI, and no two of these are ever held together.
+ * sleep with producers' wake-ups; a lock per rk_cluster_request slot;
+ * export_lock serialises adding exports after the join. No lock is held
+ * while calling the runtime or MPI, and no two of these are ever held
+ * together, except stop_lock (cluster_stop) then export_lock.
  */
 #include "ringkernel/cluster.h"
 
@@ -57,6 +59,14 @@
 #define CL_IDMAP      65536  /* correlation entries kept (power of 2) */
 #define CL_MAILBOX    4096   /* local outputs kept per export */
 #define CL_CONTROL_ID "rk.cluster"
+/* rk_cluster_request: requests in flight at once (one bit each of a
+ * 64-bit map), and the mark in a frame's aux (echoed back as its reply's
+ * target) that names a waiting slot instead of a proxy. */
+#define CL_NWAIT  64
+#define CL_DIRECT 0x40000000u
+/* Kernels a rank may export after the join (rk_cluster_announce); room
+ * is kept for them, and for their proxies on every peer. */
+#define CL_LATE 64
 
 enum { PEER_LIVE = 0, PEER_GONE, PEER_DEAD };
 
@@ -288,6 +298,27 @@ typedef struct cl_proxy {
     bool k_ok;
 } cl_proxy;
 
+/* A host thread waiting in rk_cluster_request for a reply. The caller
+ * fills it and sets state WAITING under lock; the progress thread answers
+ * (copies the reply into the caller's buffers, sets DONE, signals) under
+ * lock only while the state is WAITING and the id matches, so a caller
+ * that gave up (state back to FREE, under lock) is never written to. */
+enum { W_FREE = 0, W_WAITING, W_DONE };
+
+typedef struct cl_waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    _Atomic int state;
+    rk_uuid id;
+    int rank;
+    rk_msg_header *hdr; /* the caller's, while WAITING (may be NULL) */
+    void *buf;
+    size_t cap;
+    size_t len;
+    int rc;
+    bool sleeping; /* the caller waits on cond (under lock) */
+} cl_waiter;
+
 typedef struct cl_sendbuf {
     uint8_t *p;
     size_t len;
@@ -322,12 +353,20 @@ struct rk_cluster {
     uint32_t batch_bytes;
     size_t stage_limit;
 
+    /* exports and proxies: entries are filled before the count that
+     * covers them is raised (seq_cst), so a reader that loads the count
+     * sees them; entries never move (room for CL_LATE more is kept).
+     * Exports grow under export_lock (rk_cluster_announce), proxies only
+     * on the joining thread and then the progress thread. */
     cl_export *exports;
-    size_t n_exports;
+    _Atomic size_t n_exports;
+    size_t exports_cap;
+    pthread_mutex_t export_lock;
     char (*topics)[RK_ID_MAX + 1];
     size_t n_topics;
     cl_proxy *proxies;
-    size_t n_proxies;
+    _Atomic size_t n_proxies;
+    size_t proxies_cap;
     cl_peer *peers;
 
     cl_idmap served; /* messages from peers: id -> (rank, proxy) */
@@ -354,6 +393,11 @@ struct rk_cluster {
 
     _Atomic int refs;
 
+    /* rk_cluster_request's waiters: a set bit of wfree is a free slot */
+    cl_waiter wait[CL_NWAIT];
+    _Atomic uint64_t wfree;
+    _Atomic uint32_t wspin_ns; /* adapted spin before a waiter parks */
+
     struct {
         _Atomic uint64_t forwarded, sent_frames, sent_batches, received,
             delivered, rejected, dropped, replies_sent, replies_received,
@@ -379,6 +423,9 @@ cond_init_mono(pthread_cond_t *c)
     pthread_condattr_destroy(&a);
 }
 static void cluster_stop(rk_cluster *cl);
+struct rk__cl_dir_export;
+static int proxy_start(rk_cluster *cl, int r, uint32_t i,
+    const struct rk__cl_dir_export *e, bool bare);
 
 static void
 unref(rk_cluster *cl)
@@ -878,6 +925,46 @@ send_cached(rk_cluster *cl, const char *id, rk_kernel *k, bool *ok,
     return rc;
 }
 
+/* Answers waiting slot i: with reply frame f (rc RK_OK), or with error
+ * rc (f NULL: every waiter on rank, else the one f's correlation id
+ * names). True if a waiter took it. Progress thread. */
+static bool
+waiter_answer(
+    rk_cluster *cl, uint32_t i, const rk__cl_frame *f, int rc, int rank)
+{
+    cl_waiter *w = &cl->wait[i];
+    bool took = false;
+
+    if (i >= CL_NWAIT
+        || atomic_load_explicit(&w->state, memory_order_relaxed) != W_WAITING)
+        return false;
+    pthread_mutex_lock(&w->lock);
+    if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_WAITING
+        && (f != NULL ? memcmp(w->id.b, f->corr.b, 16) == 0
+                      : w->rank == rank)) {
+        w->rc = rc;
+        if (f != NULL && rc == RK_OK) {
+            w->len = f->len;
+            if (f->len > w->cap)
+                w->rc = RK_EMSGSIZE;
+            else if (f->len != 0)
+                memcpy(w->buf, f->payload, f->len);
+            if (w->hdr != NULL) {
+                *w->hdr = frame_header(f);
+                w->hdr->payload_len = f->len;
+                w->hdr->send_ns = f->send_ns;
+            }
+        }
+        /* Release: the caller that sees DONE sees the reply. */
+        atomic_store_explicit(&w->state, W_DONE, memory_order_release);
+        if (w->sleeping)
+            pthread_cond_signal(&w->cond);
+        took = true;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return took;
+}
+
 /* ------------------------------------------------------ progress: send */
 
 static uint64_t
@@ -932,6 +1019,10 @@ peer_down(rk_cluster *cl, int rank, int state)
     buf_reset(&p->held);
     /* Replies owed to it can no longer be sent. */
     free(idmap_take_proxy(&cl->served, rank, UINT32_MAX, &n));
+    /* Direct requests waiting on it fail (those staged after this see the
+     * state and fail in stage_reserve). */
+    for (int i = 0; i < CL_NWAIT; i++)
+        waiter_answer(cl, (uint32_t)i, NULL, RK_EUNREACHABLE, rank);
 }
 
 /* The send buffer to fill next, or NULL while all are in flight. */
@@ -1195,6 +1286,24 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         size_t len = f->len;
         cl_proxy *px;
 
+        if (f->target & CL_DIRECT) {
+            /* The answer to an rk_cluster_request: straight to the waiting
+             * host thread (counted first, as below; undone if it gave up).
+             */
+            bool err = f->kind == RK__CL_ERROR;
+            if (err)
+                STAT(cl, remote_errors, 1);
+            else
+                STAT(cl, replies_received, 1);
+            if (!waiter_answer(cl, f->target & ~CL_DIRECT, f,
+                    err ? f->aux : RK_OK, src)) {
+                if (err)
+                    STAT(cl, remote_errors, (uint64_t)-1);
+                else
+                    STAT(cl, replies_received, (uint64_t)-1);
+            }
+            return true;
+        }
         if (f->target >= cl->n_proxies)
             return true;
         if (f->kind == RK__CL_ERROR) {
@@ -1228,6 +1337,20 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
             return false;
         }
         idmap_take(&cl->fwd, &f->corr, NULL, NULL);
+        return true;
+    }
+    case RK__CL_ANNOUNCE: {
+        /* A kernel src exported after the join (rk_cluster_announce): its
+         * proxies, as the join makes them. Without room, or if the
+         * runtime refuses one, that kernel stays unreachable from here
+         * (its "R/id" is missing). */
+        rk__cl_dir d;
+        rk__cl_dir_export e;
+
+        if (rk__cl_dir_parse(f->payload, f->len, &d) == RK_OK
+            && d.n_exports == 1 && rk__cl_dir_export_get(&d, 0, &e) == RK_OK
+            && proxy_start(cl, src, f->target, &e, false) == RK_OK)
+            (void)proxy_start(cl, src, f->target, &e, true);
         return true;
     }
     default:
@@ -1472,7 +1595,11 @@ cluster_stop(rk_cluster *cl)
         if (cl->progress_started)
             pthread_join(cl->progress, NULL);
         atomic_store(&cl->stopped, true);
+        /* Under export_lock: no export (and ingress thread) is added
+         * after this (rk_cluster_announce checks it there). */
+        pthread_mutex_lock(&cl->export_lock);
         atomic_store(&cl->drain_stop, true);
+        pthread_mutex_unlock(&cl->export_lock);
         for (size_t i = 0; i < cl->n_exports; i++) {
             cl_export *e = &cl->exports[i];
             pthread_mutex_lock(&e->lock);
@@ -1522,6 +1649,10 @@ cluster_free(rk_cluster *cl)
     }
     for (int i = 0; i < CL_NRECV; i++)
         free(cl->rbuf[i]);
+    for (int i = 0; i < CL_NWAIT; i++) {
+        pthread_mutex_destroy(&cl->wait[i].lock);
+        pthread_cond_destroy(&cl->wait[i].cond);
+    }
     idmap_free(&cl->served);
     idmap_free(&cl->fwd);
     free(cl->peers);
@@ -1529,6 +1660,7 @@ cluster_free(rk_cluster *cl)
     free(cl->topics);
     free(cl->proxies);
     pthread_mutex_destroy(&cl->stop_lock);
+    pthread_mutex_destroy(&cl->export_lock);
     pthread_mutex_destroy(&cl->wake_lock);
     pthread_cond_destroy(&cl->wake);
     free(cl);
@@ -1638,13 +1770,13 @@ directory_local(rk_cluster *cl, uint8_t **out, size_t *len)
 }
 
 static int
-proxy_add(rk_cluster *cl, size_t cap, const char *id, int rank,
-    uint32_t target, bool topic)
+proxy_add(
+    rk_cluster *cl, const char *id, int rank, uint32_t target, bool topic)
 {
     cl_proxy *px;
 
-    if (cl->n_proxies == cap)
-        return rk__fail(RK_EINTERNAL, "cluster: proxy table full");
+    if (cl->n_proxies == cl->proxies_cap)
+        return rk__fail(RK_EFULL, "cluster: proxy table full");
     px = &cl->proxies[cl->n_proxies];
     if (snprintf(px->id, sizeof(px->id), "%s", id) >= (int)sizeof(px->id))
         return rk__fail(RK_EINVAL, "cluster: proxy id '%s' is too long", id);
@@ -1685,6 +1817,33 @@ start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn, void *user,
     if ((rc = rk_kernel_launch(cl->rt, id)) != RK_OK)
         return rc;
     return rk_kernel_activate(cl->rt, id);
+}
+
+/* The proxies of rank r's export i (record e): "r/id", and "id" when
+ * bare and no local kernel (or earlier proxy) has the name. Each running
+ * proxy holds a reference to the cluster. */
+static int
+proxy_start(rk_cluster *cl, int r, uint32_t i,
+    const struct rk__cl_dir_export *e, bool bare)
+{
+    char id[2 * (RK_ID_MAX + 1) + 16];
+    rk_kernel_state s;
+    int rc;
+
+    if (bare)
+        snprintf(id, sizeof(id), "%s", e->id);
+    else
+        snprintf(id, sizeof(id), "%d/%s", r, e->id);
+    if (bare && rk_kernel_state_get(cl->rt, id, &s) == RK_OK)
+        return RK_OK; /* a local kernel (or earlier proxy) */
+    if ((rc = proxy_add(cl, id, r, i, false)) != RK_OK)
+        return rc;
+    if ((rc = start_kernel(
+             cl, id, proxy_actor, &cl->proxies[cl->n_proxies - 1], e))
+        != RK_OK)
+        return rc;
+    atomic_fetch_add(&cl->refs, 1);
+    return RK_OK;
 }
 
 static int
@@ -1741,7 +1900,11 @@ directory_exchange(rk_cluster *cl)
             cap += 2 * dirs[r].n_exports + dirs[r].n_topics;
         cl->peers[r].credits = cl->peers[r].window = dirs[r].credits;
     }
-    if ((cl->proxies = calloc(cap + 1, sizeof(*cl->proxies))) == NULL) {
+    /* Room for the proxies of exports announced later: two per export
+     * of each peer. */
+    cl->proxies_cap = cap + 2 * CL_LATE * (size_t)(cl->size - 1);
+    if ((cl->proxies = calloc(cl->proxies_cap + 1, sizeof(*cl->proxies)))
+        == NULL) {
         rc = rk__fail(RK_ENOMEM, "cluster: proxies");
         goto out;
     }
@@ -1757,38 +1920,25 @@ directory_exchange(rk_cluster *cl)
                 char id[2 * (RK_ID_MAX + 1) + 16];
                 rk__cl_dir_export e;
                 rk__cl_dir_topic t;
-                rk_kernel_state s;
 
                 if (pass < 2) {
-                    if ((rc = rk__cl_dir_export_get(&dirs[r], i, &e)) != RK_OK)
+                    if ((rc = rk__cl_dir_export_get(&dirs[r], i, &e)) != RK_OK
+                        || (rc = proxy_start(cl, r, i, &e, pass == 1))
+                            != RK_OK)
                         goto out;
-                    if (pass == 0)
-                        snprintf(id, sizeof(id), "%d/%s", r, e.id);
-                    else
-                        snprintf(id, sizeof(id), "%s", e.id);
-                    if (pass == 1
-                        && rk_kernel_state_get(cl->rt, id, &s) == RK_OK)
-                        continue; /* a local kernel (or earlier proxy) */
-                    if ((rc = proxy_add(cl, cap, id, r, i, false)) != RK_OK)
-                        goto out;
-                    if ((rc = start_kernel(cl, id, proxy_actor,
-                             &cl->proxies[cl->n_proxies - 1], &e))
-                        != RK_OK)
-                        goto out;
-                } else {
-                    if ((rc = rk__cl_dir_topic_get(&dirs[r], i, &t)) != RK_OK)
-                        goto out;
-                    snprintf(id, sizeof(id), "%d/#%s", r, t.name);
-                    if ((rc = proxy_add(cl, cap, id, r, t.index, true))
-                        != RK_OK)
-                        goto out;
-                    if ((rc = start_kernel(cl, id, proxy_actor,
-                             &cl->proxies[cl->n_proxies - 1], NULL))
-                        != RK_OK)
-                        goto out;
-                    if ((rc = rk_subscribe(cl->rt, id, t.name)) != RK_OK)
-                        goto out;
+                    continue;
                 }
+                if ((rc = rk__cl_dir_topic_get(&dirs[r], i, &t)) != RK_OK)
+                    goto out;
+                snprintf(id, sizeof(id), "%d/#%s", r, t.name);
+                if ((rc = proxy_add(cl, id, r, t.index, true)) != RK_OK)
+                    goto out;
+                if ((rc = start_kernel(cl, id, proxy_actor,
+                         &cl->proxies[cl->n_proxies - 1], NULL))
+                    != RK_OK)
+                    goto out;
+                if ((rc = rk_subscribe(cl->rt, id, t.name)) != RK_OK)
+                    goto out;
                 atomic_fetch_add(&cl->refs, 1);
             }
         }
@@ -1823,12 +1973,120 @@ agree(rk_cluster *cl, int rc)
     return RK_OK;
 }
 
+/* Fills export e from x, as the kernel id names it now (what the
+ * proxies mirror is read from its registration): everything but its lock
+ * and condition (export_locks_init). RK_EINVAL for a bad id, RK_ENOTFOUND
+ * for no such kernel, RK_ENOMEM. Calls the runtime: no lock held. */
+static int
+export_fill(rk_cluster *cl, cl_export *e, const rk_cluster_export *x)
+{
+    rk_kernel_state s;
+    rk_kernel_config kc;
+    int rc;
+
+    e->cl = cl;
+    e->cfg = *x;
+    e->cfg.id = NULL;
+    if (x->id == NULL || strlen(x->id) > RK_ID_MAX)
+        return rk__fail(RK_EINVAL, "cluster: export with a bad id");
+    snprintf(e->id, sizeof(e->id), "%s", x->id);
+    if ((rc = rk_kernel_state_get(cl->rt, e->id, &s)) != RK_OK)
+        return rc;
+    if ((rc = rk_kernel_config_get(cl->rt, e->id, &kc)) != RK_OK)
+        return rc;
+    e->cfg.input_capacity = kc.input_capacity;
+    e->cfg.max_payload = kc.max_payload;
+    e->cfg.backpressure = kc.backpressure;
+    e->cfg.priority_bands = kc.priority_bands;
+    if ((e->mail = calloc(CL_MAILBOX, sizeof(*e->mail))) == NULL)
+        return rk__fail(RK_ENOMEM, "cluster: export mailbox");
+    return RK_OK;
+}
+
+static void
+export_locks_init(cl_export *e)
+{
+    pthread_mutex_init(&e->lock, NULL);
+    cond_init_mono(&e->cond);
+}
+
+/* Starts what serves export e: its ingress thread (BLOCK) and the buffer
+ * the progress thread reads its output into. */
+static int
+export_start(cl_export *e)
+{
+    if (!e->cfg.local_output) {
+        e->ocap = e->cfg.max_payload ? e->cfg.max_payload : 192;
+        if ((e->obuf = malloc(e->ocap)) == NULL)
+            return rk__fail(RK_ENOMEM, "cluster: output buffer");
+    }
+    /* Last: a failure before it leaves no thread running. */
+    if (e->cfg.backpressure == RK_BP_BLOCK) {
+        if (pthread_create(&e->ingress, NULL, ingress_main, e) != 0)
+            return rk__fail(RK_ENOMEM, "cluster: ingress thread");
+        e->ingress_started = true;
+    }
+    return RK_OK;
+}
+
+/* Whether a kernel registered at the join is exported when the
+ * configuration names none: not the cluster's own kernels (the control
+ * kernel, and proxies, whose ids hold a '/': "R/id", "R/#topic"), nor
+ * any other id with a '/', which would read as a remote name. */
+static bool
+export_by_default(const char *id)
+{
+    return strcmp(id, CL_CONTROL_ID) != 0 && strchr(id, '/') == NULL;
+}
+
+/* exports NULL in the configuration: every kernel registered now
+ * (export_by_default), with the defaults of rk_cluster_export, in *out
+ * (malloc'd, the caller frees it and *ids) and *n. */
+static int
+exports_all(rk_runtime *rt, rk_cluster_export **out,
+    char (**ids)[RK_ID_MAX + 1], size_t *n)
+{
+    char(*all)[RK_ID_MAX + 1] = NULL;
+    size_t total = 0, cap = 0, k = 0;
+    int rc;
+
+    *out = NULL;
+    *ids = NULL;
+    *n = 0;
+    /* Kernels registered meanwhile: ask again with room for them. */
+    for (;;) {
+        if ((rc = rk_runtime_kernel_ids(rt, all, cap, &total)) != RK_OK) {
+            free(all);
+            return rc;
+        }
+        if (total <= cap)
+            break;
+        free(all);
+        cap = total;
+        if ((all = malloc(cap * sizeof(*all))) == NULL)
+            return rk__fail(RK_ENOMEM, "rk_cluster_mpi: kernel list");
+    }
+    if ((*out = calloc(total + 1, sizeof(**out))) == NULL) {
+        free(all);
+        return rk__fail(RK_ENOMEM, "rk_cluster_mpi: kernel list");
+    }
+    for (size_t i = 0; i < total; i++)
+        if (export_by_default(all[i]))
+            (*out)[k++].id = all[i];
+    *ids = all;
+    *n = k;
+    return RK_OK;
+}
+
 int
 rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     rk_cluster **out)
 {
     rk_cluster *cl;
     rk_cluster_config c;
+    rk_cluster_export *all = NULL; /* exports NULL: every kernel */
+    char(*all_ids)[RK_ID_MAX + 1] = NULL;
+    const rk_cluster_export *xs;
     int rc;
 
     if (out != NULL)
@@ -1841,9 +2099,16 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     if ((c.n_exports != 0 && c.exports == NULL)
         || (c.n_topics != 0 && c.topics == NULL))
         return rk__fail(RK_EINVAL, "rk_cluster_mpi: NULL export/topic list");
+    if (c.exports == NULL
+        && (rc = exports_all(rt, &all, &all_ids, &c.n_exports)) != RK_OK)
+        return rc;
+    xs = all != NULL ? all : c.exports;
     config_defaults(&c);
-    if ((cl = calloc(1, sizeof(*cl))) == NULL)
+    if ((cl = calloc(1, sizeof(*cl))) == NULL) {
+        free(all);
+        free(all_ids);
         return rk__fail(RK_ENOMEM, "rk_cluster_mpi");
+    }
     cl->rt = rt;
     cl->cfg = c;
     cl->cfg.exports = NULL;
@@ -1851,10 +2116,16 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     cl->comm = MPI_COMM_NULL;
     atomic_init(&cl->refs, 1);
     pthread_mutex_init(&cl->stop_lock, NULL);
+    pthread_mutex_init(&cl->export_lock, NULL);
     pthread_mutex_init(&cl->wake_lock, NULL);
     cond_init_mono(&cl->wake);
     for (int i = 0; i < CL_NRECV; i++)
         cl->rreq[i] = MPI_REQUEST_NULL;
+    for (int i = 0; i < CL_NWAIT; i++) {
+        pthread_mutex_init(&cl->wait[i].lock, NULL);
+        cond_init_mono(&cl->wait[i].cond);
+    }
+    atomic_init(&cl->wfree, UINT64_MAX);
     if ((rc = idmap_init(&cl->served)) != RK_OK
         || (rc = idmap_init(&cl->fwd)) != RK_OK)
         goto fail;
@@ -1862,42 +2133,23 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     /* Local exports and topics. A rank that finds a mistake here still
      * takes part in the vote below, so that no other rank is left waiting
      * in a collective. */
-    cl->exports = calloc(c.n_exports + 1, sizeof(*cl->exports));
+    cl->exports_cap = c.n_exports + CL_LATE;
+    cl->exports = calloc(cl->exports_cap, sizeof(*cl->exports));
     cl->topics = calloc(c.n_topics + 1, sizeof(*cl->topics));
     if (cl->exports == NULL || cl->topics == NULL) {
         rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
         goto checked;
     }
     for (size_t i = 0; i < c.n_exports; i++) {
-        cl_export *e = &cl->exports[i];
-        const rk_cluster_export *x = &cfg->exports[i];
-        rk_kernel_state s;
-
-        pthread_mutex_init(&e->lock, NULL);
-        cond_init_mono(&e->cond);
+        /* Counted at once: cluster_free destroys its lock and condition,
+         * and frees what the fill got, whatever the outcome. */
+        export_locks_init(&cl->exports[i]);
         cl->n_exports++;
-        e->cl = cl;
-        e->cfg = *x;
-        e->cfg.id = NULL;
-        if (x->id == NULL || strlen(x->id) > RK_ID_MAX) {
-            rc = rk__fail(RK_EINVAL, "rk_cluster_mpi: export %zu: bad id", i);
-            goto checked;
-        }
-        snprintf(e->id, sizeof(e->id), "%s", x->id);
-        if ((rc = rk_kernel_state_get(rt, e->id, &s)) != RK_OK)
-            goto checked;
-        /* What the proxies mirror, as the kernel was registered. */
-        {
-            rk_kernel_config kc;
-            if ((rc = rk_kernel_config_get(rt, e->id, &kc)) != RK_OK)
-                goto checked;
-            e->cfg.input_capacity = kc.input_capacity;
-            e->cfg.max_payload = kc.max_payload;
-            e->cfg.backpressure = kc.backpressure;
-            e->cfg.priority_bands = kc.priority_bands;
-        }
-        if ((e->mail = calloc(CL_MAILBOX, sizeof(*e->mail))) == NULL) {
-            rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
+        rc = export_fill(cl, &cl->exports[i], &xs[i]);
+        if (rc != RK_OK) {
+            char why[256];
+            snprintf(why, sizeof(why), "%s", rk_errdetail());
+            rc = rk__fail(rc, "rk_cluster_mpi: export %zu: %s", i, why);
             goto checked;
         }
     }
@@ -1910,13 +2162,18 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
         cl->n_topics++;
     }
 
-checked : {
-    int mrc = mpi_setup(cl, comm);
-    if (mrc != RK_OK) {
-        rc = rc != RK_OK ? rc : mrc; /* without MPI, no vote */
-        goto fail;
+checked:
+    free(all);
+    free(all_ids);
+    all = NULL;
+    all_ids = NULL;
+    {
+        int mrc = mpi_setup(cl, comm);
+        if (mrc != RK_OK) {
+            rc = rc != RK_OK ? rc : mrc; /* without MPI, no vote */
+            goto fail;
+        }
     }
-}
     if ((rc = agree(cl, rc)) != RK_OK)
         goto fail;
 
@@ -1955,23 +2212,9 @@ checked : {
         atomic_fetch_sub(&cl->refs, 1);
         goto fail;
     }
-    for (size_t i = 0; i < cl->n_exports; i++) {
-        cl_export *e = &cl->exports[i];
-        if (e->cfg.backpressure == RK_BP_BLOCK) {
-            if (pthread_create(&e->ingress, NULL, ingress_main, e) != 0) {
-                rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi: ingress thread");
-                goto fail;
-            }
-            e->ingress_started = true;
-        }
-        if (e->cfg.local_output)
-            continue;
-        e->ocap = e->cfg.max_payload ? e->cfg.max_payload : 192;
-        if ((e->obuf = malloc(e->ocap)) == NULL) {
-            rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi: output buffer");
+    for (size_t i = 0; i < cl->n_exports; i++)
+        if ((rc = export_start(&cl->exports[i])) != RK_OK)
             goto fail;
-        }
-    }
     /* Everyone's proxies exist before anyone's progress thread sends. */
     MPI_Barrier(cl->comm);
     if (pthread_create(&cl->progress, NULL, progress_main, cl) != 0) {
@@ -1984,6 +2227,8 @@ checked : {
 
 fail:
     /* A failed join: stop what started, end the kernels we registered. */
+    free(all);
+    free(all_ids);
     {
         char detail[512];
         snprintf(detail, sizeof(detail), "%s", rk_errdetail());
@@ -2119,6 +2364,260 @@ rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr, void *buf,
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
     return RK_OK;
+}
+
+int
+rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex)
+{
+    uint8_t dir[RK__CL_DIR_HDR + RK__CL_DIR_EXPORT];
+    rk__cl_dir_export rec;
+    rk__cl_frame f;
+    cl_export *e, tmp;
+    size_t n;
+    int rc = RK_OK;
+
+    if (cl == NULL || ex == NULL || ex->id == NULL)
+        return rk__fail(RK_EINVAL, "rk_cluster_announce: NULL argument");
+    if (!export_by_default(ex->id))
+        return rk__fail(RK_EINVAL,
+            "rk_cluster_announce: '%s' is the cluster's, or holds a '/'",
+            ex->id);
+    /* The runtime's view of the kernel first, with no lock held. */
+    memset(&tmp, 0, sizeof(tmp));
+    if ((rc = export_fill(cl, &tmp, ex)) != RK_OK) {
+        free(tmp.mail);
+        return rc;
+    }
+    pthread_mutex_lock(&cl->export_lock);
+    n = cl->n_exports;
+    if (atomic_load(&cl->drain_stop) || atomic_load(&cl->stop))
+        rc = rk__fail(RK_ECLOSED, "rk_cluster_announce: leaving the cluster");
+    for (size_t i = 0; rc == RK_OK && i < n; i++)
+        if (strcmp(cl->exports[i].id, ex->id) == 0)
+            rc = rk__fail(
+                RK_EEXIST, "rk_cluster_announce: '%s' is exported", ex->id);
+    if (rc == RK_OK && n == cl->exports_cap)
+        rc = rk__fail(RK_EFULL,
+            "rk_cluster_announce: at most %d kernels exported after the join",
+            CL_LATE);
+    if (rc != RK_OK) {
+        pthread_mutex_unlock(&cl->export_lock);
+        free(tmp.mail);
+        return rc;
+    }
+    e = &cl->exports[n];
+    *e = tmp; /* before its lock exists: nothing else sees this slot yet */
+    export_locks_init(e);
+    if ((rc = export_start(e)) != RK_OK) {
+        /* Not published: nothing else has seen it. */
+        free(e->mail);
+        free(e->obuf);
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->cond);
+        memset(e, 0, sizeof(*e));
+        pthread_mutex_unlock(&cl->export_lock);
+        return rc;
+    }
+    cl->n_exports = n + 1; /* seq_cst: published to the progress thread */
+    pthread_mutex_unlock(&cl->export_lock);
+
+    /* Tell every peer (a dead or departed one needs nothing). */
+    memset(&rec, 0, sizeof(rec));
+    snprintf(rec.id, sizeof(rec.id), "%s", e->id);
+    rec.capacity = e->cfg.input_capacity;
+    rec.max_payload = e->cfg.max_payload;
+    rec.backpressure = (uint32_t)e->cfg.backpressure;
+    rec.bands = e->cfg.priority_bands;
+    rk__cl_dir_header_write(dir, 1, 0, cl->cfg.credits);
+    rk__cl_dir_export_write(dir + RK__CL_DIR_HDR, &rec);
+    memset(&f, 0, sizeof(f));
+    f.kind = RK__CL_ANNOUNCE;
+    f.target = (uint32_t)n;
+    f.len = sizeof(dir);
+    f.id = rk_uuid_v7();
+    for (int r = 0; r < cl->size; r++)
+        if (r != cl->rank)
+            (void)stage_frame(cl, r, 1, &f, dir, RK_NO_WAIT);
+    return RK_OK;
+}
+
+/* The remote kernel's proxy named id (not a topic's), or NULL. */
+static const cl_proxy *
+proxy_named(const rk_cluster *cl, const char *id)
+{
+    for (size_t i = 0; i < cl->n_proxies; i++)
+        if (!cl->proxies[i].topic && strcmp(cl->proxies[i].id, id) == 0)
+            return &cl->proxies[i];
+    return NULL;
+}
+
+/* Takes a free waiting slot: its index, or -1 when all are in use. */
+static int
+waiter_get(rk_cluster *cl)
+{
+    uint64_t m = atomic_load_explicit(&cl->wfree, memory_order_relaxed);
+
+    while (m != 0) {
+        int i = __builtin_ctzll(m);
+        /* acq_rel: the slot's last user's writes (under its lock as
+         * well) come before ours. */
+        if (atomic_compare_exchange_weak_explicit(&cl->wfree, &m,
+                m & ~(UINT64_C(1) << i), memory_order_acq_rel,
+                memory_order_relaxed))
+            return i;
+    }
+    return -1;
+}
+
+static void
+waiter_put(rk_cluster *cl, int i)
+{
+    /* Release: pairs with the acq_rel take in waiter_get. */
+    atomic_fetch_or_explicit(
+        &cl->wfree, UINT64_C(1) << i, memory_order_release);
+}
+
+/* How long a waiter spins before it parks: adapted as the runtime's own
+ * waits are (full after a spin that found the reply, halved after one
+ * that ran out): a ping-pong with a peer that takes a whole round trip
+ * parks at once and leaves the core to the threads that answer. */
+#define CL_WSPIN_MAX_NS   20000u
+#define CL_WSPIN_FLOOR_NS 1000u
+
+static int
+waiter_wait(rk_cluster *cl, cl_waiter *w, uint64_t deadline)
+{
+    uint32_t b = atomic_load_explicit(&cl->wspin_ns, memory_order_relaxed);
+    uint64_t budget = b != 0 ? b : CL_WSPIN_MAX_NS, t0 = rk_now_ns();
+    int rc;
+
+    for (uint32_t i = 1;; i++) {
+        /* Acquire: pairs with the release store of DONE (waiter_answer). */
+        if (atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE) {
+            if (i > 1 && b != 0)
+                atomic_store_explicit(&cl->wspin_ns, 0, memory_order_relaxed);
+            break;
+        }
+        if (i % 64 == 0) {
+            uint64_t now = rk_now_ns();
+            if (now - t0 >= budget || now >= deadline) {
+                uint32_t half = (uint32_t)(budget / 2);
+                atomic_store_explicit(&cl->wspin_ns,
+                    half < CL_WSPIN_FLOOR_NS ? CL_WSPIN_FLOOR_NS : half,
+                    memory_order_relaxed);
+                break;
+            }
+            sched_yield();
+        }
+        rk__cpu_relax();
+    }
+    pthread_mutex_lock(&w->lock);
+    while (atomic_load_explicit(&w->state, memory_order_relaxed) == W_WAITING
+        && rk_now_ns() < deadline) {
+        struct timespec ts;
+        w->sleeping = true;
+        ts.tv_sec = (time_t)(deadline / 1000000000u);
+        ts.tv_nsec = (long)(deadline % 1000000000u);
+        if (deadline == UINT64_MAX) {
+            pthread_cond_wait(&w->cond, &w->lock);
+        } else {
+            pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+        }
+        w->sleeping = false;
+    }
+    if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_DONE) {
+        rc = w->rc;
+    } else {
+        rc = RK_ETIMEDOUT; /* a reply now finds the slot free: ignored */
+    }
+    atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int
+rk_cluster_request(rk_cluster *cl, const char *id,
+    const rk_request_options *opts, const void *req, size_t req_len,
+    rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len)
+{
+    static const rk_request_options defaults = RK_REQUEST_OPTIONS_INIT;
+    const cl_proxy *px;
+    rk__cl_frame f;
+    cl_waiter *w;
+    uint64_t deadline;
+    int slot, rc;
+    rk_kernel k;
+
+    if (cl == NULL || id == NULL || reply_len == NULL
+        || (req == NULL && req_len != 0) || (reply == NULL && cap != 0))
+        return rk__fail(RK_EINVAL, "rk_cluster_request: NULL argument");
+    if (opts == NULL)
+        opts = &defaults;
+    /* Not a remote kernel, or every slot busy: the ordinary request (to a
+     * local kernel, or through the proxy). */
+    if ((px = proxy_named(cl, id)) == NULL || (slot = waiter_get(cl)) < 0) {
+        if ((rc = rk_kernel_lookup(cl->rt, id, &k)) != RK_OK)
+            return rc;
+        return rk_request_opts(
+            cl->rt, k, opts, req, req_len, reply_hdr, reply, cap, reply_len);
+    }
+    deadline = rk__deadline(opts->timeout_ns);
+    memset(&f, 0, sizeof(f));
+    f.kind = RK__CL_DATA;
+    f.priority = opts->priority;
+    f.type_id = opts->type_id;
+    f.flags = RK_MSG_F_REQUEST;
+    f.len = (uint32_t)req_len;
+    f.target = px->target;
+    f.aux = (int32_t)(CL_DIRECT | (uint32_t)slot);
+    f.id = rk_uuid_v7();
+    w = &cl->wait[slot];
+    pthread_mutex_lock(&w->lock);
+    w->id = f.id;
+    w->rank = px->rank;
+    w->hdr = reply_hdr;
+    w->buf = reply;
+    w->cap = cap;
+    w->len = 0;
+    w->rc = RK_OK;
+    atomic_store_explicit(&w->state, W_WAITING, memory_order_relaxed);
+    pthread_mutex_unlock(&w->lock);
+    if (req_len > UINT32_MAX) {
+        rc = rk__fail(
+            RK_EMSGSIZE, "rk_cluster_request: %zu-byte request", req_len);
+    } else {
+        rc = stage_frame(cl, px->rank, 0, &f, req, opts->timeout_ns);
+    }
+    if (rc == RK_OK) {
+        STAT(cl, forwarded, 1);
+        rc = waiter_wait(cl, w, deadline);
+        *reply_len = w->len;
+    } else {
+        pthread_mutex_lock(&w->lock);
+        atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
+        pthread_mutex_unlock(&w->lock);
+    }
+    waiter_put(cl, slot);
+    switch (rc) {
+    case RK_OK:
+        return RK_OK;
+    case RK_ETIMEDOUT:
+        return rk__fail(
+            rc, "rk_cluster_request: no reply from '%s' in time", id);
+    case RK_EUNREACHABLE:
+        return rk__fail(rc, "rk_cluster_request: kernel '%s': rank %d %s", id,
+            px->rank,
+            atomic_load(&cl->peers[px->rank].state) == PEER_DEAD
+                ? "died"
+                : "left the cluster");
+    case RK_EMSGSIZE:
+        return rk__fail(rc,
+            "rk_cluster_request: %zu-byte reply from '%s', %zu-byte buffer",
+            *reply_len, id, cap);
+    default:
+        return rk__fail(rc, "rk_cluster_request: kernel '%s' on rank %d: %s",
+            id, px->rank, rk_strerror(rc));
+    }
 }
 
 int

@@ -72,6 +72,31 @@ rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr, void *buf,
 }
 
 int
+rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex)
+{
+    (void)cl;
+    (void)ex;
+    return no_mpi("rk_cluster_announce");
+}
+
+int
+rk_cluster_request(rk_cluster *cl, const char *id,
+    const rk_request_options *opts, const void *req, size_t req_len,
+    rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len)
+{
+    (void)cl;
+    (void)id;
+    (void)opts;
+    (void)req;
+    (void)req_len;
+    (void)reply_hdr;
+    (void)reply;
+    (void)cap;
+    (void)reply_len;
+    return no_mpi("rk_cluster_request");
+}
+
+int
 rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out)
 {
     (void)cl;

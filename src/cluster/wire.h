@@ -12,7 +12,8 @@
  *             1    1 priority
  *             2    2 type_version
  *             4    4 target: export index (DATA), proxy index (REPLY,
- *                    ERROR), topic index (TOPIC) on the receiving rank
+ *                    ERROR), topic index (TOPIC) on the receiving rank;
+ *                    the new export's index on the sender (ANNOUNCE)
  *             8    4 type_id
  *            12    4 envelope flags
  *            16    4 payload length
@@ -49,7 +50,9 @@ enum {
     RK__CL_REPLY,    /* a kernel's reply, for the requesting proxy */
     RK__CL_ERROR,    /* a message could not be delivered: aux is why */
     RK__CL_TOPIC,    /* a publish for the receiver's subscribers (credit) */
-    RK__CL_KIND_MAX = RK__CL_TOPIC
+    RK__CL_ANNOUNCE, /* a kernel exported after the join: the payload is a
+                        directory with that one export */
+    RK__CL_KIND_MAX = RK__CL_ANNOUNCE
 };
 
 typedef struct rk__cl_batch {

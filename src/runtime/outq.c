@@ -44,8 +44,12 @@
 #include "runtime/outq.h"
 
 #define SPIN_CHECK 64
-#define SPIN_YIELD 1024
-#define SLOT_ALIGN 64u
+#define SPIN_YIELD 128 /* about 4 us: see rk__outq_wait */
+/* The least the host's spin adapts down to: a little more than a parked
+ * kernel takes to wake and answer, so that a ping-pong with both sides
+ * adapted down does not settle into both parking on every message. */
+#define SPIN_FLOOR_NS 8000u
+#define SLOT_ALIGN    64u
 
 /* The ring's stride for slot_size, or 0 (with a detail) if out of range. */
 static uint32_t
@@ -255,20 +259,44 @@ rk__outq_release(rk__outq *q)
     rk__ec_notify(&q->prod_ec); /* after the release (ec.h) */
 }
 
+/*
+ * The host's spin adapts as a kernel's receive spin does (backend/cpu
+ * body.c): a spin that found the frame restores the full spin_ns, one
+ * that ran out halves the budget, down to SPIN_FLOOR_NS. A host whose
+ * replies come within a few microseconds keeps spinning; one that waits
+ * for a kernel that takes long, or for a peer on another rank, soon parks
+ * after a short spin instead of holding a core the threads it waits for
+ * may need; the spin yields every few microseconds for the same reason.
+ */
 int
 rk__outq_wait(rk__outq *q, int64_t spin_ns, uint64_t deadline)
 {
     uint64_t until = 0;
+    uint32_t b = atomic_load_explicit(&q->cons_spin_ns, memory_order_relaxed);
+    int64_t budget = b != 0 && (int64_t)b < spin_ns ? (int64_t)b : spin_ns;
 
-    for (uint32_t i = 1; spin_ns > 0; i++) {
-        if (has_frame(q))
+    for (uint32_t i = 1; budget > 0; i++) {
+        if (has_frame(q)) {
+            if (i > 1 && b != 0)
+                atomic_store_explicit(
+                    &q->cons_spin_ns, 0, memory_order_relaxed);
             return RK_OK;
+        }
         rk__cpu_relax();
         if (i % SPIN_CHECK == 0) {
             uint64_t now = rk_now_ns();
             if (until == 0)
-                until = now + (uint64_t)spin_ns;
-            if (now >= until || now >= deadline)
+                until = now + (uint64_t)budget;
+            if (now >= until) {
+                int64_t half = budget / 2;
+                if (half < SPIN_FLOOR_NS)
+                    half = SPIN_FLOOR_NS;
+                if (half < spin_ns && half <= (int64_t)UINT32_MAX)
+                    atomic_store_explicit(&q->cons_spin_ns, (uint32_t)half,
+                        memory_order_relaxed);
+                break;
+            }
+            if (now >= deadline)
                 break;
             if (i % SPIN_YIELD == 0)
                 sched_yield();

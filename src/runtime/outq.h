@@ -42,6 +42,9 @@ typedef struct rk__outq {
      * waits. */
     _Atomic uint32_t fd_armed;
     _Atomic int efd;
+    /* The host's spin budget in ns, adapted by rk__outq_wait (0: the
+     * caller's full spin_ns); written by the consumer only. */
+    _Atomic uint32_t cons_spin_ns;
     /* Kernel-side waiting (the producer parks here when full). */
     _Alignas(64) rk__ec prod_ec;
     rk__spin prod_spin; /* spin budget before parking (common/spin.h) */
@@ -69,10 +72,10 @@ void rk__outq_fini(rk__outq *q);
 int rk__outq_send(rk__outq *q, const void *hdr, size_t hlen,
     const void *payload, size_t len);
 
-/* Consumer: waits until a frame can be peeked. Spins for up to spin_ns
- * first (0: not at all), then parks until the absolute deadline
- * (UINT64_MAX: none). RK_OK, RK_ETIMEDOUT, or RK_ECLOSED once closed and
- * drained. */
+/* Consumer: waits until a frame can be peeked. Spins first for an
+ * adaptive budget of at most spin_ns (0: not at all; see outq.c), then
+ * parks until the absolute deadline (UINT64_MAX: none). RK_OK,
+ * RK_ETIMEDOUT, or RK_ECLOSED once closed and drained. */
 int rk__outq_wait(rk__outq *q, int64_t spin_ns, uint64_t deadline);
 /* Consumer: the oldest frame, in place, and its length in *flen, or NULL.
  * It stays valid (and in the queue) until rk__outq_release. */

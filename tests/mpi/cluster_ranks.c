@@ -16,7 +16,18 @@
  *           RK_ENOTFOUND, every other rank's with RK_EINTERNAL, and all
  *           return (nobody is left in a collective)
  *   kill    the last rank kills itself mid-run: survivors' requests to it
- *           end with RK_EUNREACHABLE and they leave within their timeout
+ *           (rank 1's by rk_cluster_request) end with RK_EUNREACHABLE
+ *           and they leave within their timeout
+ *   direct  rk_cluster_request from two threads at once (each gets its
+ *           own replies, none through the proxy), a remote refusal, a
+ *           reply too big, a timeout, a local id, bad arguments
+ *   late    a kernel launched after the join and exported with
+ *           rk_cluster_announce is reached from every other rank by
+ *           "R/id", bare name and rk_cluster_request; bad announcements
+ *           are refused
+ *   exportall no export list: every kernel registered at join is reached
+ *           by "R/id" and bare name, but not the cluster's own kernels,
+ *           ids with a '/', or a rank that passed an empty list
  *
  * Every rank runs the same cmocka test; a failed assertion fails that
  * rank, and mpirun's exit status fails the ctest entry.
@@ -638,6 +649,333 @@ test_policy(void **state)
     free(c);
 }
 
+/* --------------------------------------------------------- exportall */
+
+/* Requests one echo-style kernel by id and checks that rank `owner`
+ * answered. */
+static void
+request_from(rk_runtime *rt, const char *id, int rank, int owner)
+{
+    msg q = { rank, -1, 7 }, r;
+    rk_msg_header h;
+    rk_kernel k;
+    size_t len;
+
+    assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+    assert_int_equal(rk_request(rt, k, T_REQ, &q, sizeof(q), &h, &r, sizeof(r),
+                         &len, 10 * SEC),
+        RK_OK);
+    assert_int_equal(len, sizeof(r));
+    assert_int_equal(r.seq, 7);
+    assert_int_equal(r.producer, owner);
+}
+
+static void
+test_exportall(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    rk_kernel_config any = { .input_capacity = 64 };
+    rk_cluster_export none[1] = { { .id = "echo" } };
+    rk_cluster *cl;
+    char only[32], id[96];
+    int rank, n;
+
+    {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        my_rank = r != NULL ? atoi(r) : 0;
+    }
+    /* Every rank: echo, a kernel of its own, and one whose id holds a
+     * '/' (not exported by default: it reads as a remote name). */
+    snprintf(only, sizeof(only), "only%d", my_rank);
+    handler(rt, "echo", echo_h, any, true);
+    handler(rt, only, echo_h, any, true);
+    handler(rt, "a/b", echo_h, any, true);
+    /* No export list: every kernel registered now is exported. Rank 1
+     * passes an empty list instead, which exports nothing. */
+    rk_cluster_config cc = { .leave_timeout_ns = 60 * SEC };
+    if (my_rank == 1)
+        cc.exports = none; /* n_exports 0 */
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
+    rank = rk_cluster_rank(cl);
+    n = rk_cluster_size(cl);
+    assert_int_equal(rank, my_rank);
+    for (int r = 0; r < n; r++) {
+        rk_kernel_state st;
+
+        if (r == rank)
+            continue;
+        snprintf(id, sizeof(id), "%d/echo", r);
+        if (r == 1) {
+            /* Rank 1 exported nothing: no proxy for any of its kernels. */
+            assert_int_equal(rk_kernel_state_get(rt, id, &st), RK_ENOTFOUND);
+            snprintf(id, sizeof(id), "only%d", r);
+            assert_int_equal(rk_kernel_state_get(rt, id, &st), RK_ENOTFOUND);
+            continue;
+        }
+        request_from(rt, id, rank, r);
+        /* By "R/id" and by the bare name no local kernel has. */
+        snprintf(id, sizeof(id), "%d/only%d", r, r);
+        request_from(rt, id, rank, r);
+        snprintf(id, sizeof(id), "only%d", r);
+        request_from(rt, id, rank, r);
+        /* Neither the cluster's own kernels nor ids with a '/'. */
+        snprintf(id, sizeof(id), "%d/rk.cluster", r);
+        assert_int_equal(rk_kernel_state_get(rt, id, &st), RK_ENOTFOUND);
+        snprintf(id, sizeof(id), "%d/a/b", r);
+        assert_int_equal(rk_kernel_state_get(rt, id, &st), RK_ENOTFOUND);
+        /* Nor another rank's proxies ("R/S/echo"). */
+        for (int s = 0; s < n; s++) {
+            snprintf(id, sizeof(id), "%d/%d/echo", r, s);
+            assert_int_equal(rk_kernel_state_get(rt, id, &st), RK_ENOTFOUND);
+        }
+    }
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
+/* ------------------------------------------------------------ direct */
+
+#define K_DIRECT 200
+
+typedef struct direct_arg {
+    rk_cluster *cl;
+    int rank, to, producer;
+    _Atomic int bad;
+} direct_arg;
+
+/* K_DIRECT direct requests to "R/echo": each reply is this thread's own. */
+static void *
+direct_main(void *p)
+{
+    direct_arg *a = p;
+    rk_request_options o = RK_REQUEST_OPTIONS_INIT;
+    char id[32];
+
+    o.type_id = T_REQ;
+    o.timeout_ns = 30 * SEC;
+    snprintf(id, sizeof(id), "%d/echo", a->to);
+    for (int64_t i = 0; i < K_DIRECT; i++) {
+        msg q = { a->rank, a->producer, i }, r;
+        rk_msg_header h;
+        size_t len = 0;
+        int rc = rk_cluster_request(
+            a->cl, id, &o, &q, sizeof(q), &h, &r, sizeof(r), &len);
+        if (rc != RK_OK || len != sizeof(r) || r.seq != i || r.rank != a->rank
+            || r.producer != a->to || h.type_id != T_REQ
+            || h.payload_len != sizeof(r))
+            atomic_fetch_add(&a->bad, 1);
+    }
+    return NULL;
+}
+
+static void
+test_direct(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    rk_kernel_config any = { .input_capacity = 64 };
+    rk_cluster *cl;
+    rk_cluster_stats st0, st1;
+    char id[64];
+    int rank, n;
+
+    {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        my_rank = r != NULL ? atoi(r) : 0;
+    }
+    /* echo answers; sink never does (its output is not a reply); closed
+     * refuses every message with RK_EREJECTED. All exported (no list). */
+    handler(rt, "echo", echo_h, any, true);
+    handler(rt, "sink", sink_h, any, true);
+    handler(rt, "closed", echo_h, any, true);
+    assert_int_equal(
+        rk_kernel_refuse(rt, "closed", RK_EREJECTED, "closed for the test"),
+        RK_OK);
+    rk_cluster_config cc = { .leave_timeout_ns = 60 * SEC };
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
+    rank = rk_cluster_rank(cl);
+    n = rk_cluster_size(cl);
+    int next = (rank + 1) % n;
+    rk_request_options o = RK_REQUEST_OPTIONS_INIT;
+    o.type_id = T_REQ;
+    o.timeout_ns = 30 * SEC;
+    msg q = { rank, -1, 5 }, r;
+    rk_msg_header h;
+    size_t len;
+
+    /* Two threads at once, each to the next rank's echo: every reply
+     * reaches the thread that asked, by the direct path (the proxy sees
+     * none of them). */
+    assert_int_equal(rk_cluster_stats_get(cl, &st0), RK_OK);
+    {
+        direct_arg a[2];
+        pthread_t t[2];
+        for (int i = 0; i < 2; i++) {
+            a[i].cl = cl;
+            a[i].rank = rank;
+            a[i].to = next;
+            a[i].producer = i;
+            atomic_init(&a[i].bad, 0);
+            assert_int_equal(
+                pthread_create(&t[i], NULL, direct_main, &a[i]), 0);
+        }
+        for (int i = 0; i < 2; i++) {
+            pthread_join(t[i], NULL);
+            assert_int_equal(atomic_load(&a[i].bad), 0);
+        }
+    }
+    assert_int_equal(rk_cluster_stats_get(cl, &st1), RK_OK);
+    assert_int_equal(
+        st1.replies_received - st0.replies_received, 2 * K_DIRECT);
+    assert_int_equal(st1.forwarded - st0.forwarded, 2 * K_DIRECT);
+    {
+        rk_kernel_stats ps;
+        snprintf(id, sizeof(id), "%d/echo", next);
+        assert_int_equal(rk_kernel_stats_get(rt, id, &ps), RK_OK);
+        assert_int_equal(ps.offered, 0);
+    }
+
+    /* "echo" is a local kernel here: the ordinary request (this rank
+     * answers). */
+    q.seq = 6;
+    assert_int_equal(rk_cluster_request(cl, "echo", &o, &q, sizeof(q), &h, &r,
+                         sizeof(r), &len),
+        RK_OK);
+    assert_int_equal(r.producer, rank);
+    assert_int_equal(r.seq, 6);
+
+    /* A remote refusal comes back as its code. */
+    snprintf(id, sizeof(id), "%d/closed", next);
+    assert_int_equal(
+        rk_cluster_request(cl, id, &o, &q, sizeof(q), &h, &r, sizeof(r), &len),
+        RK_EREJECTED);
+    assert_non_null(strstr(rk_errdetail(), "closed"));
+
+    /* A reply bigger than the buffer: RK_EMSGSIZE with its size. */
+    snprintf(id, sizeof(id), "%d/echo", next);
+    assert_int_equal(
+        rk_cluster_request(cl, id, &o, &q, sizeof(q), &h, &r, 4, &len),
+        RK_EMSGSIZE);
+    assert_int_equal(len, sizeof(r));
+
+    /* No reply: the wait ends at the timeout, and the slot serves the
+     * next request. */
+    {
+        rk_request_options shortwait = o;
+        shortwait.timeout_ns = SEC / 5;
+        snprintf(id, sizeof(id), "%d/sink", next);
+        assert_int_equal(rk_cluster_request(cl, id, &shortwait, &q, sizeof(q),
+                             &h, &r, sizeof(r), &len),
+            RK_ETIMEDOUT);
+    }
+    snprintf(id, sizeof(id), "%d/echo", next);
+    q.seq = 8;
+    assert_int_equal(
+        rk_cluster_request(cl, id, &o, &q, sizeof(q), &h, &r, sizeof(r), &len),
+        RK_OK);
+    assert_int_equal(r.seq, 8);
+    assert_int_equal(r.producer, next);
+
+    /* No such kernel; bad arguments. */
+    assert_int_equal(rk_cluster_request(cl, "nobody", &o, &q, sizeof(q), &h,
+                         &r, sizeof(r), &len),
+        RK_ENOTFOUND);
+    assert_int_equal(
+        rk_cluster_request(cl, id, &o, &q, sizeof(q), &h, &r, sizeof(r), NULL),
+        RK_EINVAL);
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
+/* -------------------------------------------------------------- late */
+
+/* Waits (bounded) until the local proxy id is active: the announcement
+ * of a later export has reached this rank, whose progress thread then
+ * registers, launches and activates the proxy. */
+static void
+wait_proxy(rk_runtime *rt, const char *id)
+{
+    rk_kernel_state st;
+    int64_t until = (int64_t)rk_now_ns() + 20 * SEC;
+
+    while (
+        rk_kernel_state_get(rt, id, &st) != RK_OK || st != RK_KERNEL_ACTIVE) {
+        assert_true((int64_t)rk_now_ns() < until);
+        sched_yield();
+    }
+}
+
+static void
+test_late(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    rk_kernel_config any = { .input_capacity = 64 };
+    rk_cluster_export ex = { .id = "echo" };
+    rk_cluster *cl;
+    char late[32], id[64];
+    int rank, n;
+
+    {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        my_rank = r != NULL ? atoi(r) : 0;
+    }
+    handler(rt, "echo", echo_h, any, true);
+    rk_cluster_config cc
+        = { .exports = &ex, .n_exports = 1, .leave_timeout_ns = 60 * SEC };
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
+    rank = rk_cluster_rank(cl);
+    n = rk_cluster_size(cl);
+
+    /* A kernel launched after the join, then exported. */
+    snprintf(late, sizeof(late), "late%d", rank);
+    handler(rt, late, echo_h, any, true);
+    rk_cluster_export lx = { .id = late };
+    assert_int_equal(rk_cluster_announce(cl, &lx), RK_OK);
+    /* Refused: twice, no such kernel, a remote-looking id, NULL. */
+    assert_int_equal(rk_cluster_announce(cl, &lx), RK_EEXIST);
+    rk_cluster_export bad = { .id = "nobody" };
+    assert_int_equal(rk_cluster_announce(cl, &bad), RK_ENOTFOUND);
+    bad.id = "0/echo";
+    assert_int_equal(rk_cluster_announce(cl, &bad), RK_EINVAL);
+    assert_int_equal(rk_cluster_announce(cl, NULL), RK_EINVAL);
+
+    for (int r = 0; r < n; r++) {
+        msg q = { rank, -1, 3 }, rep;
+        rk_msg_header h;
+        size_t len;
+        rk_kernel k;
+        rk_kernel_config pc;
+
+        if (r == rank)
+            continue;
+        /* "R/lateR" appears here once R's announcement arrived; then it
+         * answers by "R/id", by bare name, and by rk_cluster_request. */
+        snprintf(id, sizeof(id), "%d/late%d", r, r);
+        wait_proxy(rt, id);
+        assert_int_equal(rk_kernel_config_get(rt, id, &pc), RK_OK);
+        assert_int_equal(pc.input_capacity, 64);
+        request_from(rt, id, rank, r);
+        {
+            char bare[32];
+            snprintf(bare, sizeof(bare), "late%d", r);
+            wait_proxy(rt, bare);
+            request_from(rt, bare, rank, r);
+        }
+        rk_request_options o = RK_REQUEST_OPTIONS_INIT;
+        o.type_id = T_REQ;
+        o.timeout_ns = 30 * SEC;
+        assert_int_equal(rk_cluster_request(cl, id, &o, &q, sizeof(q), &h,
+                             &rep, sizeof(rep), &len),
+            RK_OK);
+        assert_int_equal(rep.producer, r);
+        assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+    }
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
 /* ----------------------------------------------------------- badjoin */
 
 static void
@@ -724,8 +1062,19 @@ test_kill(void **state)
         size_t len;
 
         assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
-        int rc = rk_request(
-            rt, k, T_REQ, &q, sizeof(q), &h, &r, sizeof(r), &len, 30 * SEC);
+        int rc;
+        if (rank == 1) {
+            /* Rank 1 asks directly (rk_cluster_request): its waiting
+             * request fails when the rank dies, as a proxy's does. */
+            rk_request_options o = RK_REQUEST_OPTIONS_INIT;
+            o.type_id = T_REQ;
+            o.timeout_ns = 30 * SEC;
+            rc = rk_cluster_request(
+                cl, id, &o, &q, sizeof(q), &h, &r, sizeof(r), &len);
+        } else {
+            rc = rk_request(rt, k, T_REQ, &q, sizeof(q), &h, &r, sizeof(r),
+                &len, 30 * SEC);
+        }
         if (rc == RK_OK) {
             assert_int_equal(r.seq, i);
             continue;
@@ -762,6 +1111,14 @@ test_kill(void **state)
         assert_non_null(strstr(rk_errdetail(), died));
         assert_int_equal(rk_send(rt, k, T_REQ, &q, sizeof(q), 128, 30 * SEC),
             RK_EUNREACHABLE);
+        {
+            rk_request_options o = RK_REQUEST_OPTIONS_INIT;
+            o.timeout_ns = 30 * SEC;
+            assert_int_equal(rk_cluster_request(cl, id, &o, &q, sizeof(q), &h,
+                                 &r, sizeof(r), &len),
+                RK_EUNREACHABLE);
+            assert_non_null(strstr(rk_errdetail(), died));
+        }
         assert_int_equal(rk_kernel_stats_get(rt, id, &ks), RK_OK);
         assert_true(ks.rejected >= 2);
     }
@@ -784,6 +1141,9 @@ main(int argc, char **argv)
     const struct CMUnitTest policy[] = { cmocka_unit_test(test_policy) };
     const struct CMUnitTest kill[] = { cmocka_unit_test(test_kill) };
     const struct CMUnitTest badjoin[] = { cmocka_unit_test(test_badjoin) };
+    const struct CMUnitTest exportall[] = { cmocka_unit_test(test_exportall) };
+    const struct CMUnitTest direct[] = { cmocka_unit_test(test_direct) };
+    const struct CMUnitTest late[] = { cmocka_unit_test(test_late) };
 
     mode = argc > 1 ? argv[1] : "basic";
     if (strcmp(mode, "basic") == 0)
@@ -796,6 +1156,14 @@ main(int argc, char **argv)
         return cmocka_run_group_tests(kill, NULL, NULL);
     if (strcmp(mode, "badjoin") == 0)
         return cmocka_run_group_tests(badjoin, NULL, NULL);
-    fprintf(stderr, "usage: cluster_ranks basic|stress|policy|badjoin|kill\n");
+    if (strcmp(mode, "exportall") == 0)
+        return cmocka_run_group_tests(exportall, NULL, NULL);
+    if (strcmp(mode, "direct") == 0)
+        return cmocka_run_group_tests(direct, NULL, NULL);
+    if (strcmp(mode, "late") == 0)
+        return cmocka_run_group_tests(late, NULL, NULL);
+    fprintf(stderr,
+        "usage: cluster_ranks "
+        "basic|stress|policy|badjoin|kill|exportall|direct|late\n");
     return 2;
 }

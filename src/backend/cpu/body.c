@@ -24,9 +24,18 @@
 #include "runtime/internal.h"
 
 #define STRIDE_ALIGN 64
+/* Spins yield every RK__SPIN_YIELD tries (about a microsecond): on a
+ * machine with fewer cores than busy threads, the thread this one waits
+ * for, or the one that thread waits for, may need this very core. */
 #ifndef RK__SPIN_YIELD
-#define RK__SPIN_YIELD 1024
+#define RK__SPIN_YIELD 32
 #endif
+/* The least a receive spins before parking, once its budget has adapted
+ * down (fetch): 7-8 us here, a little more than a parked thread takes to
+ * wake. A shorter floor lets a ping-pong in which both sides have adapted
+ * down settle into both parking on every message, each giving up before
+ * the other is back (common/spin.h says the same of producers). */
+#define RK__SPIN_FLOOR 256u
 
 static size_t
 stride_of(const rk__inst *inst)
@@ -50,6 +59,7 @@ rk__cpu_ctx_init(rk__backend_inst *bi)
     ctx->cur = -1;
     ctx->priority = RK_CTX_PRIORITY_INHERIT;
     ctx->user = c->user;
+    ctx->spin_budget = c->spin;
     ctx->buf = aligned_alloc(STRIDE_ALIGN, stride_of(inst) * ctx->batch);
     ctx->lens = calloc(ctx->batch, sizeof(*ctx->lens));
     if (ctx->buf == NULL || ctx->lens == NULL) {
@@ -239,22 +249,51 @@ batch_stamped(const rk_ctx *ctx, size_t n)
 }
 
 /*
- * Makes sure a prefetched message is waiting at ctx->pos: spins, then
- * parks (see rk__control for the handshake with senders). RK_OK,
- * RK_ETIMEDOUT, or RK_ECLOSED once terminating and drained.
+ * The receive spin adapts to how the kernel is fed. A spin that found
+ * input restores the full budget (config.spin): a kernel fed a stream
+ * finds its next message within a few tries, and a park would cost its
+ * sender a wake-up per message. A spin that ran out and parked halves the
+ * budget (down to RK__SPIN_FLOOR, or config.spin if lower): a kernel that
+ * answers a request and then waits a whole round trip for the next one (a
+ * peer on another rank, a host that does other work between requests)
+ * soon parks at once, instead of holding a core that the threads it waits
+ * for may need.
+ */
+static void
+spin_found(rk_ctx *ctx, uint32_t max)
+{
+    ctx->spin_budget = max;
+}
+
+static void
+spin_parked(rk_ctx *ctx, uint32_t max)
+{
+    uint32_t floor = max < RK__SPIN_FLOOR ? max : RK__SPIN_FLOOR;
+    uint32_t b = ctx->spin_budget / 2;
+
+    ctx->spin_budget = b > floor ? b : floor;
+}
+
+/*
+ * Makes sure a prefetched message is waiting at ctx->pos: spins (for the
+ * adaptive budget above), then parks (see rk__control for the handshake
+ * with senders). RK_OK, RK_ETIMEDOUT, or RK_ECLOSED once terminating and
+ * drained.
  */
 static int
 fetch(rk_ctx *ctx, int64_t timeout_ns)
 {
     rk__inst *inst = ctx->inst;
-    uint32_t spin, spins = 0;
+    uint32_t spin, max, spins = 0;
     uint64_t deadline = 0;
+    bool parked = false;
 
     if (ctx->pos < ctx->n) {
         (void)safe_point(ctx);
         return RK_OK;
     }
-    spin = inst->k->def.config.spin;
+    max = inst->k->def.config.spin;
+    spin = ctx->spin_budget;
     lat_flush(ctx);
     /* Nothing is in flight: give the lane its slots back before the safe
      * point, so a paused kernel holds none of its input's room. */
@@ -265,6 +304,9 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
 
         if (rc == RK_OK) {
             size_t n = ctx->n;
+
+            if (spins != 0 && !parked)
+                spin_found(ctx, max);
             /* Latency is send -> dequeue, for the messages their sender
              * stamped (one in latency_sample per sending thread, every
              * one with 1): one clock read per batch that holds a stamped
@@ -287,6 +329,9 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
                 rk__cpu_relax();
             continue;
         }
+        if (!parked)
+            spin_parked(ctx, max);
+        parked = true;
         if (deadline == 0)
             deadline = rk__deadline(timeout_ns);
         if (deadline != UINT64_MAX && rk_now_ns() >= deadline)

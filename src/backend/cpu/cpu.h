@@ -39,12 +39,15 @@ struct rk_ctx {
     size_t held; /* lane slots to release before the next take */
     bool in_place;
     long cur;
-    uint64_t fetch_ns; /* when the batch was taken; 0: not sampled */
+    uint64_t fetch_ns;     /* when the batch was taken; 0: not sampled */
     uint64_t run_v, run_n; /* a run of equal latencies not yet recorded */
     bool in_handler;       /* the runtime owns the receive loop */
     uint32_t batch;
     int priority; /* rk_ctx_set_priority; RK_CTX_PRIORITY_INHERIT */
     void *user;   /* def.config.user, for rk_ctx_user */
+    /* The receive spin's budget, adapted between RK__SPIN_FLOOR and
+     * config.spin (fetch in body.c); the kernel thread's own. */
+    uint32_t spin_budget;
 };
 
 struct rk__backend_inst {
