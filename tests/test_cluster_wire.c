@@ -4,6 +4,7 @@
  * in, RK_ENOTSUP with a how-to where it is not. The cross-rank behaviour
  * is tested under mpirun by tests/mpi/cluster_ranks.c.
  */
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -174,6 +175,64 @@ test_error_code(void **state)
 
 /* Outside mpirun: a cluster of one where MPI is built in; without MPI
  * the call says how to get it. */
+#ifdef RK_TEST_HAVE_MPI
+static int
+echo_h(rk_ctx *ctx, const rk_msg_view *m)
+{
+    return rk_ctx_reply(ctx, m, m->hdr->type_id, m->data, m->len);
+}
+
+/* A program written for one process keeps working after a join with the
+ * zeroed configuration: nothing is exported, so the cluster does not
+ * take its kernels' output and rk_recv still gets it. export_all with a
+ * list is refused. */
+static void
+test_join_keeps_local_output(void **state)
+{
+    (void)state;
+    rk_runtime *rt;
+    rk_cluster *cl;
+    rk_runtime_config rc = { .no_static_kernels = true };
+    rk_kernel_def d = { .id = "echo", .handler = echo_h };
+    rk_cluster_export ex = { .id = "echo" };
+    rk_cluster_config both
+        = { .exports = &ex, .n_exports = 1, .export_all = true };
+    rk_kernel k;
+    char back[8];
+    size_t len = 0;
+
+    assert_int_equal(rk_runtime_create(&rt, &rc), RK_OK);
+    assert_int_equal(rk_runtime_register(rt, &d), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "echo"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "echo"), RK_OK);
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &both, &cl), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "export_all"));
+    assert_int_equal(rk_cluster_mpi(rt, NULL, NULL, &cl), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "echo", &k), RK_OK);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(
+            rk_send(rt, k, 7, "ping", 5, 128, 10 * 1000000000ll), RK_OK);
+    /* Every reply is out before the leave, whose progress loop polls the
+     * exports' output at least once: an exported echo would lose them. */
+    for (uint64_t until = rk_now_ns() + 30 * 1000000000ull;;) {
+        rk_kernel_stats ks;
+        assert_int_equal(rk_kernel_stats_get(rt, "echo", &ks), RK_OK);
+        if (ks.processed == 8)
+            break;
+        assert_true(rk_now_ns() < until);
+        sched_yield();
+    }
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(
+            rk_recv(rt, k, NULL, back, sizeof(back), &len, RK_NO_WAIT), RK_OK);
+        assert_int_equal(len, 5);
+        assert_string_equal(back, "ping");
+    }
+    rk_runtime_destroy(rt);
+}
+#endif
+
 static void
 test_join_alone(void **state)
 {
@@ -233,6 +292,9 @@ main(void)
         cmocka_unit_test(test_directory),
         cmocka_unit_test(test_error_code),
         cmocka_unit_test(test_join_alone),
+#ifdef RK_TEST_HAVE_MPI
+        cmocka_unit_test(test_join_keeps_local_output),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

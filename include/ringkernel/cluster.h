@@ -70,15 +70,19 @@ typedef struct rk_cluster_export {
 /** Cluster settings; zeroed fields mean the defaults shown. The arrays are
  * read during the join only. */
 typedef struct rk_cluster_config {
-    /** Local kernels other ranks reach. NULL (with n_exports 0): every
-     * kernel registered at the join, except the cluster's own and ids
-     * holding a '/' (they read as remote names), each with the defaults
-     * of rk_cluster_export (so the cluster reads their output: see
-     * local_output). A non-NULL list with n_exports 0 exports nothing.
-     * Either way this is the directory built at the join: a kernel
-     * registered later is exported with rk_cluster_announce(). */
+    /** Local kernels other ranks reach; NULL (with n_exports 0) exports
+     * none unless export_all is set. This is the directory built at the
+     * join: a kernel registered later is exported with
+     * rk_cluster_announce(). */
     const rk_cluster_export *exports;
     size_t n_exports; /**< entries in exports */
+    /** true: export every kernel registered at the join, except the
+     * cluster's own and ids holding a '/' (they read as remote names),
+     * each with the defaults of rk_cluster_export. The cluster then reads
+     * all their output (see local_output), so a rank that also reads some
+     * of its kernels' output with rk_recv names its exports instead.
+     * exports must then be NULL (RK_EINVAL otherwise). */
+    bool export_all;
     /** Topics shared across ranks. A rank that has subscribers for one of
      * these at join tells the others, whose publishes then reach them. */
     const char *const *topics;
@@ -111,8 +115,8 @@ typedef struct rk_cluster_config {
  * MPI_COMM_WORLD). Collective: every rank of the communicator must call
  * it. Initialises MPI (MPI_THREAD_MULTIPLE asked, SERIALIZED needed) when
  * the program has not; started without mpirun, the program is a cluster
- * of one. The exported kernels (cfg->exports, or every kernel when that
- * is NULL) must be registered before the call. If
+ * of one. The exported kernels (cfg->exports, or every kernel with
+ * cfg->export_all) must be registered before the call. If
  * any rank fails its part, every rank's call fails (RK_EINTERNAL on the
  * others), so none is left waiting in a collective. MPI stays
  * initialised after a failed join (a program that gives up calls

@@ -2039,7 +2039,7 @@ export_by_default(const char *id)
     return strcmp(id, CL_CONTROL_ID) != 0 && strchr(id, '/') == NULL;
 }
 
-/* exports NULL in the configuration: every kernel registered now
+/* export_all in the configuration: every kernel registered now
  * (export_by_default), with the defaults of rk_cluster_export, in *out
  * (malloc'd, the caller frees it and *ids) and *n. */
 static int
@@ -2084,7 +2084,7 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
 {
     rk_cluster *cl;
     rk_cluster_config c;
-    rk_cluster_export *all = NULL; /* exports NULL: every kernel */
+    rk_cluster_export *all = NULL; /* export_all: every kernel */
     char(*all_ids)[RK_ID_MAX + 1] = NULL;
     const rk_cluster_export *xs;
     int rc;
@@ -2099,7 +2099,10 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     if ((c.n_exports != 0 && c.exports == NULL)
         || (c.n_topics != 0 && c.topics == NULL))
         return rk__fail(RK_EINVAL, "rk_cluster_mpi: NULL export/topic list");
-    if (c.exports == NULL
+    if (c.export_all && c.exports != NULL)
+        return rk__fail(RK_EINVAL,
+            "rk_cluster_mpi: export_all with an export list (pass one)");
+    if (c.export_all
         && (rc = exports_all(rt, &all, &all_ids, &c.n_exports)) != RK_OK)
         return rc;
     xs = all != NULL ? all : c.exports;

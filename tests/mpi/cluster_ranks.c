@@ -25,7 +25,7 @@
  *           rk_cluster_announce is reached from every other rank by
  *           "R/id", bare name and rk_cluster_request; bad announcements
  *           are refused
- *   exportall no export list: every kernel registered at join is reached
+ *   exportall export_all: every kernel registered at join is reached
  *           by "R/id" and bare name, but not the cluster's own kernels,
  *           ids with a '/', or a rank that passed an empty list
  *
@@ -691,11 +691,13 @@ test_exportall(void **state)
     handler(rt, "echo", echo_h, any, true);
     handler(rt, only, echo_h, any, true);
     handler(rt, "a/b", echo_h, any, true);
-    /* No export list: every kernel registered now is exported. Rank 1
-     * passes an empty list instead, which exports nothing. */
+    /* export_all: every kernel registered now is exported. Rank 1 leaves
+     * it unset with an empty list, which exports nothing. */
     rk_cluster_config cc = { .leave_timeout_ns = 60 * SEC };
     if (my_rank == 1)
         cc.exports = none; /* n_exports 0 */
+    else
+        cc.export_all = true;
     assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
     rank = rk_cluster_rank(cl);
     n = rk_cluster_size(cl);
@@ -785,14 +787,15 @@ test_direct(void **state)
         my_rank = r != NULL ? atoi(r) : 0;
     }
     /* echo answers; sink never does (its output is not a reply); closed
-     * refuses every message with RK_EREJECTED. All exported (no list). */
+     * refuses every message with RK_EREJECTED. All exported (export_all). */
     handler(rt, "echo", echo_h, any, true);
     handler(rt, "sink", sink_h, any, true);
     handler(rt, "closed", echo_h, any, true);
     assert_int_equal(
         rk_kernel_refuse(rt, "closed", RK_EREJECTED, "closed for the test"),
         RK_OK);
-    rk_cluster_config cc = { .leave_timeout_ns = 60 * SEC };
+    rk_cluster_config cc
+        = { .export_all = true, .leave_timeout_ns = 60 * SEC };
     assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
     rank = rk_cluster_rank(cl);
     n = rk_cluster_size(cl);
