@@ -540,6 +540,24 @@ test_outq_placement(void **state)
     free(mem);
 }
 
+/* The kernel's side of a test: takes a batch (up to max), or, with
+ * nothing there, parks on wake until a sender notifies (the eventcount's
+ * prepare, re-check, wait) and returns RK_EEMPTY to be called again. */
+static int
+take_or_park(rk__inq *q, rk__ec *wake, size_t max, rk__inq_batch *b)
+{
+    int rc = rk__inq_take(q, NULL, 0, NULL, max, b);
+
+    if (rc == RK_EEMPTY) {
+        uint32_t key = rk__ec_prepare(wake);
+        if (rk__inq_depth(q) != 0)
+            rk__ec_cancel(wake);
+        else
+            (void)rk__ec_wait(wake, key, UINT64_MAX);
+    }
+    return rc;
+}
+
 /* ------------------------------------------- many senders, the lock */
 
 enum { NSEND = 3 };
@@ -603,15 +621,9 @@ test_many_senders(void **state)
         }
         while (got < (uint64_t)NSEND * per) {
             rk__inq_batch b;
-            int rc = rk__inq_take(&q, NULL, 0, NULL, 8, &b);
-            if (rc == RK_EEMPTY) {
-                uint32_t key = rk__ec_prepare(&wake);
-                if (rk__inq_depth(&q) != 0)
-                    rk__ec_cancel(&wake);
-                else
-                    (void)rk__ec_wait(&wake, key, UINT64_MAX);
+            int rc = take_or_park(&q, &wake, 8, &b);
+            if (rc == RK_EEMPTY)
                 continue;
-            }
             assert_int_equal(rc, RK_OK);
             for (size_t i = 0; i < b.n; i++) {
                 uint64_t v = frame_u64(&b, i);
@@ -763,15 +775,9 @@ test_lane_flags_stress(void **state)
     assert_int_equal(pthread_create(&t, NULL, flag_lane_sender, &p), 0);
     while (next < p.n) {
         /* Batches of 1 to 3 (the hold), so runs end everywhere. */
-        int rc = rk__inq_take(&q, NULL, 0, NULL, 1 + next % 3, &b);
-        if (rc == RK_EEMPTY) {
-            uint32_t key = rk__ec_prepare(&wake);
-            if (rk__inq_depth(&q) != 0)
-                rk__ec_cancel(&wake);
-            else
-                (void)rk__ec_wait(&wake, key, UINT64_MAX);
+        int rc = take_or_park(&q, &wake, 1 + next % 3, &b);
+        if (rc == RK_EEMPTY)
             continue;
-        }
         assert_int_equal(rc, RK_OK);
         for (size_t i = 0; i < b.n; i++)
             if (!flag_frame_ok(b.frames + i * b.stride, next + i,
