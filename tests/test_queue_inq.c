@@ -316,9 +316,14 @@ kernel_like(void *arg)
             rk__ec_cancel(w->wake);
             break;
         }
-        if (rk__inq_take(w->q, NULL, 0, NULL, 1, &b) == RK_ECLOSED) {
+        /* Closed, or a message that came after the depth check: either
+         * ends the wait (a taken batch must be released before the next
+         * take). */
+        w->rc = rk__inq_take(w->q, NULL, 0, NULL, 1, &b);
+        if (w->rc == RK_ECLOSED || w->rc == RK_OK) {
             rk__ec_cancel(w->wake);
-            w->rc = RK_ECLOSED;
+            if (w->rc == RK_OK)
+                rk__inq_release(w->q, b.n);
             return NULL;
         }
         (void)rk__ec_wait(w->wake, key, UINT64_MAX);
