@@ -530,32 +530,37 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
     }
     for (uint32_t b = q->nlanes; b-- > 0;) {
         rk_spsc *l = q->lanes[b];
-        uint64_t pos = l->cons.pos;
+        uint64_t pos = l->cons.pos, avail = l->cons.peer - pos;
         /* One contiguous run: stop at the ring's end. */
         uint32_t run = l->cons.mask + 1 - (uint32_t)(pos & l->cons.mask);
-        uint32_t lim = max < run ? (uint32_t)max : run, k = 0;
-        uint64_t depth;
+        uint32_t lim = max < run ? (uint32_t)max : run, k;
 
-        /* The run of READY slots from pos (runtime/slotflag.h): the
-         * slots' own flags, not tail, so tail's line stays with the
-         * producer. A slot past the last published one reads EMPTY. */
-        while (k < lim && rk__slot_ready(rk_ring_slot(&l->cons, pos + k)))
-            k++;
-        if (k == 0)
-            continue;
-        /* The cached tail stays no older than what we took (see
+        /* Frames below the cached tail are known to be there. Past it,
+         * the slot's own flag says (runtime/slotflag.h), so an idle or
+         * waiting kernel polls the slot and not tail's line, which stays
+         * with the producer. A frame that came while we waited is taken
+         * alone (a round trip reads no other line); one that was there at
+         * once means a backlog, sized with one read of tail per batch. */
+        if (avail == 0) {
+            if (!rk__slot_ready(rk_ring_slot(&l->cons, pos))) {
+                q->waited[b] = true;
+                continue;
+            }
+            avail = q->waited[b] ? 0 : lane_backlog(l);
+            q->waited[b] = false;
+            if (avail == 0) /* waited, or tail lags the flag */
+                avail = 1;
+        }
+        k = avail < lim ? (uint32_t)avail : lim;
+        /* The cached tail stays no older than what we take (see
          * lane_backlog). */
         if (l->cons.peer < pos + k)
             l->cons.peer = pos + k;
-        /* The backlog, for the high-water mark (the consumer keeps it: a
-         * producer would have to read the consumer's line each send):
-         * the run itself, or, when the run filled the batch, tail (one
-         * read per full batch). */
-        depth = k;
-        if (k == lim)
-            depth = lane_backlog(l);
-        if (depth > atomic_load_explicit(&q->high_water, memory_order_relaxed))
-            atomic_store_explicit(&q->high_water, depth, memory_order_relaxed);
+        /* The backlog as far as we know it, for the high-water mark (the
+         * consumer keeps it: a producer would have to read the consumer's
+         * line each send). */
+        if (avail > atomic_load_explicit(&q->high_water, memory_order_relaxed))
+            atomic_store_explicit(&q->high_water, avail, memory_order_relaxed);
         /* In place: the frames stay in their slots (no copy) until
          * rk__inq_release. */
         out->frames = rk_ring_slot(&l->cons, pos);
