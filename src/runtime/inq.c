@@ -440,14 +440,15 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
                 break;
             continue;
         }
-        /* Write a run of frames (in up to two pieces where the ring
-         * wraps), each with its ready flag (runtime/slotflag.h), then
-         * publish them with one tail store. */
         bump(&q->enqueued, k); /* before the flags, as in lane_send */
-        /* The slots two past each frame of the run EMPTY before any of
-         * its READY flags (runtime/slotflag.h). */
-        for (uint32_t j = 2; j < k + 2; j++)
-            rk__slot_empty(rk_ring_slot(&l->prod, l->prod.pos + j));
+        /* The slot after the run EMPTY before the run's first READY
+         * (runtime/slotflag.h). */
+        rk__slot_empty(rk_ring_slot(&l->prod, l->prod.pos + k));
+        /* Write a run of frames (in up to two pieces where the ring
+         * wraps) up to their flags, then store the flags READY last
+         * frame first, so that every flag store of the run happens
+         * before the consumer, which polls the first, reads any of the
+         * run's envelopes. Then publish the run with one tail store. */
         {
             uint32_t to_end
                 = l->prod.mask + 1 - (uint32_t)(l->prod.pos & l->prod.mask);
@@ -458,9 +459,14 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
                 rk__fill_frames(rk_ring_slot(&l->prod, l->prod.pos + k1),
                     l->prod.slot_size, h, src + (i + k1) * len, len, k - k1,
                     true);
+            for (uint32_t j = k; j-- > 0;)
+                rk__slot_publish(rk_ring_slot(&l->prod, l->prod.pos + j));
             i += k;
         }
         rk_ring_prod_publish(&l->ctrl, &l->prod, k);
+        /* The slot two past the run's last frame EMPTY before the next
+         * frame's READY. */
+        rk__slot_empty(rk_ring_slot(&l->prod, l->prod.pos + 1));
         rk__ec_notify(q->wake); /* the kernel drains while we fill */
     }
     role_give(q);
