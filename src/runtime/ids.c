@@ -55,8 +55,7 @@ rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq)
 /* k frames of one id run (ids seq, seq + 1, ...). Inlined per payload
  * size, so the common sizes copy with a few vector moves, no call. A
  * flagged frame (a lane slot, runtime/slotflag.h) is written payload
- * first, then the envelope up to its ready flag, which the caller
- * stores. */
+ * first, then the envelope up to its ready flag, then the flag. */
 static inline void
 fill_run(unsigned char *dst, size_t stride, const rk_msg_header *h,
     const unsigned char *src, size_t len, uint32_t seq, uint32_t k,
@@ -71,6 +70,7 @@ fill_run(unsigned char *dst, size_t stride, const rk_msg_header *h,
             memcpy(dst, h, RK__SLOT_FLAG_OFF);
             rk__id_put(
                 dst + offsetof(rk_msg_header, message_id) + 12, seq + j);
+            rk__slot_publish(dst);
             continue;
         }
         memcpy(dst, h, sizeof(*h));

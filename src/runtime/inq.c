@@ -47,8 +47,7 @@ static int
 lane_geometry(const rk_mqueue_config *cfg, uint32_t hold, uint32_t *ring,
     uint32_t *stride)
 {
-    /* Two slots of slack for the ready flags (runtime/slotflag.h). */
-    uint64_t want = (uint64_t)cfg->capacity + hold + RK__SLOT_SLACK, r = 1;
+    uint64_t want = (uint64_t)cfg->capacity + hold, r = 1;
     uint64_t st = ((uint64_t)cfg->slot_size + SLOT_ALIGN - 1)
         & ~(uint64_t)(SLOT_ALIGN - 1);
 
@@ -131,8 +130,9 @@ rk__inq_init_at(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold,
             q->lane_owned = NULL;
             return rc;
         }
-        /* The kernel polls the slots' ready flags (runtime/slotflag.h). */
-        rk__slots_init(block + RK__INQ_LANE_HDR, stride);
+        /* Every slot EMPTY: the kernel polls the slots' ready flags
+         * (runtime/slotflag.h). */
+        rk__slots_init(block + RK__INQ_LANE_HDR, stride, ring);
         atomic_init(&q->dequeued[i], 0);
     }
     q->lane = q->lanes[0];
@@ -170,8 +170,7 @@ band_of(const rk__inq *q, uint8_t priority)
  * Producer (holds the role): room for up to want messages in lane b. A
  * lane queues lane_cap messages the kernel has not taken; slots it has
  * taken but still holds (a batch lent in place) do not count. The ring
- * has at least lane_cap + hold slots (and two more, the ready flags'
- * slack, runtime/slotflag.h), so a producer that stays within
+ * has at least lane_cap + hold slots, so a producer that stays within
  * lane_cap of what the kernel has taken never writes into a held slot: it
  * writes position p only if p < taken + lane_cap, and p's slot last held
  * position p - ring <= taken - hold - 1, which the kernel released before
@@ -380,8 +379,6 @@ lane_send_locked(rk__inq *q, uint32_t b, const void *hdr, size_t hlen,
     bump(&q->enqueued, 1);
     rk__slot_write(slot, hdr, payload, len);
     rk_spsc_commit(l);
-    /* The slot two on is EMPTY before the next frame's READY. */
-    rk__slot_empty(rk_ring_slot(&l->prod, l->prod.pos + 1));
     return RK_OK;
 }
 
@@ -440,15 +437,10 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
                 break;
             continue;
         }
-        bump(&q->enqueued, k); /* before the flags, as in lane_send */
-        /* The slot after the run EMPTY before the run's first READY
-         * (runtime/slotflag.h). */
-        rk__slot_empty(rk_ring_slot(&l->prod, l->prod.pos + k));
         /* Write a run of frames (in up to two pieces where the ring
-         * wraps) up to their flags, then store the flags READY last
-         * frame first, so that every flag store of the run happens
-         * before the consumer, which polls the first, reads any of the
-         * run's envelopes. Then publish the run with one tail store. */
+         * wraps), each with its ready flag (runtime/slotflag.h), then
+         * publish them with one tail store. */
+        bump(&q->enqueued, k); /* before the flags, as in lane_send */
         {
             uint32_t to_end
                 = l->prod.mask + 1 - (uint32_t)(l->prod.pos & l->prod.mask);
@@ -459,14 +451,9 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
                 rk__fill_frames(rk_ring_slot(&l->prod, l->prod.pos + k1),
                     l->prod.slot_size, h, src + (i + k1) * len, len, k - k1,
                     true);
-            for (uint32_t j = k; j-- > 0;)
-                rk__slot_publish(rk_ring_slot(&l->prod, l->prod.pos + j));
             i += k;
         }
         rk_ring_prod_publish(&l->ctrl, &l->prod, k);
-        /* The slot two past the run's last frame EMPTY before the next
-         * frame's READY. */
-        rk__slot_empty(rk_ring_slot(&l->prod, l->prod.pos + 1));
         rk__ec_notify(q->wake); /* the kernel drains while we fill */
     }
     role_give(q);
@@ -578,8 +565,8 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
          * as dequeued and pending in the kernel. The count is also the
          * producers' room (lane_space): release pairs with their acquire
          * load, and orders our reads of every slot we gave back before
-         * this store (rk__inq_release) before their overwrites (and
-         * their EMPTY flags, runtime/slotflag.h). */
+         * this store (rk__inq_release), and the EMPTY flags we stored
+         * there, before their overwrites. */
         atomic_store_explicit(&q->dequeued[b],
             atomic_load_explicit(&q->dequeued[b], memory_order_relaxed) + k,
             memory_order_release);
@@ -607,8 +594,11 @@ rk__inq_release(rk__inq *q, size_t n)
         return;
     }
     /* The producers' room follows what was taken (rk__inq_take), not
-     * head: no wake-up is owed here. */
+     * head: no wake-up is owed here. The slots read EMPTY again before
+     * the next take publishes the room (runtime/slotflag.h). */
     rk_spsc *l = q->lanes[q->held_band];
+    for (size_t i = 0; i < n; i++)
+        rk__slot_empty(rk_ring_slot(&l->cons, l->cons.pos + i));
     rk_ring_cons_release(&l->ctrl, &l->cons, (uint32_t)n);
 }
 

@@ -84,12 +84,11 @@ typedef struct rk__inq {
  * error instead of a wait for the lock). hold is the most slots the consumer
  * keeps after taking them (its batch, lent by rk__inq_take): either kind
  * queues cfg->capacity messages besides those (per band), in rings of at least
- * capacity + hold slots (lanes: 2 more, the ready flags' slack,
- * runtime/slotflag.h).
- * Slot strides are rounded up to 64 bytes, so every frame's header is 64-byte
- * aligned. wake: the kernel's wake eventcount, caller-owned, outlives q (see
- * above). Errors as rk_mqueue_create; RK_EINVAL with a detail naming the field
- * for sizes that overflow. */
+ * capacity + hold slots. Slot strides are rounded up to 64 bytes, so
+ * every frame's header is 64-byte aligned. wake: the kernel's wake
+ * eventcount, caller-owned, outlives q (see above). Errors as
+ * rk_mqueue_create; RK_EINVAL with a detail naming the field for sizes
+ * that overflow. */
 int rk__inq_init(
     rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold, rk__ec *wake);
 

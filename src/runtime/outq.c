@@ -48,18 +48,6 @@
 #define SPIN_YIELD 1024
 #define SLOT_ALIGN 64u
 
-/* The ring's slots for capacity: two more than the capacity, the ready
- * flags' slack (runtime/slotflag.h), rounded up to a power of two. */
-static uint64_t
-ring_slots(uint32_t capacity)
-{
-    uint64_t r = 1;
-
-    while (r < (uint64_t)capacity + RK__SLOT_SLACK)
-        r <<= 1;
-    return r;
-}
-
 /* The ring's stride for slot_size, or 0 (with a detail) if out of range. */
 static uint32_t
 ring_stride(uint32_t capacity, size_t slot_size)
@@ -67,9 +55,9 @@ ring_stride(uint32_t capacity, size_t slot_size)
     uint64_t st;
 
     if (capacity == 0 || !rk__is_pow2(capacity)
-        || ring_slots(capacity) > (UINT32_C(1) << 31)) {
+        || capacity > (UINT32_C(1) << 31)) {
         rk__fail(RK_EINVAL,
-            "output_capacity %u must be a power of two in [1, 2^30]",
+            "output_capacity %u must be a power of two in [1, 2^31]",
             capacity);
         return 0;
     }
@@ -80,7 +68,7 @@ ring_stride(uint32_t capacity, size_t slot_size)
         return 0;
     }
     st = ((uint64_t)slot_size + SLOT_ALIGN - 1) & ~(uint64_t)(SLOT_ALIGN - 1);
-    if (ring_slots(capacity) * st > RK__QUEUE_MAX_BYTES) {
+    if ((uint64_t)capacity * st > RK__QUEUE_MAX_BYTES) {
         rk__fail(RK_EINVAL,
             "output_capacity %u x slot size %llu is too large (limit %llu "
             "bytes)",
@@ -96,13 +84,13 @@ rk__outq_ring_bytes(uint32_t capacity, size_t slot_size)
 {
     uint32_t st = ring_stride(capacity, slot_size);
 
-    return st == 0 ? 0 : RK__OUTQ_HDR + (size_t)ring_slots(capacity) * st;
+    return st == 0 ? 0 : RK__OUTQ_HDR + (size_t)capacity * st;
 }
 
 int
 rk__outq_init_at(rk__outq *q, void *mem, uint32_t capacity, size_t slot_size)
 {
-    uint32_t st, ring;
+    uint32_t st;
     int rc;
 
     memset(q, 0, sizeof(*q));
@@ -113,27 +101,25 @@ rk__outq_init_at(rk__outq *q, void *mem, uint32_t capacity, size_t slot_size)
     rk__spin_init(&q->prod_spin);
     if ((st = ring_stride(capacity, slot_size)) == 0)
         return RK_EINVAL;
-    ring = (uint32_t)ring_slots(capacity);
-    /* Room for one more frame: at most capacity - 1 queued, that is at
-     * least ring - capacity + 1 slots free (rk_ring_prod_space). */
-    q->room_need = ring - capacity + 1;
     if (mem == NULL) {
-        size_t bytes = RK__OUTQ_HDR + (size_t)ring * st;
+        size_t bytes = RK__OUTQ_HDR + (size_t)capacity * st;
         if ((mem = aligned_alloc(SLOT_ALIGN, bytes)) == NULL)
             return rk__fail(RK_ENOMEM, "output queue: %zu bytes", bytes);
         q->owned = mem;
     }
     RK_ASSERT((uintptr_t)mem % SLOT_ALIGN == 0);
     q->ring = mem;
-    rc = rk_spsc_init(q->ring, (unsigned char *)mem + RK__OUTQ_HDR, ring, st);
+    rc = rk_spsc_init(
+        q->ring, (unsigned char *)mem + RK__OUTQ_HDR, capacity, st);
     if (rc != RK_OK) {
         free(q->owned);
         q->owned = NULL;
         q->ring = NULL;
         return rc;
     }
-    /* The host polls the slots' ready flags (runtime/slotflag.h). */
-    rk__slots_init((unsigned char *)mem + RK__OUTQ_HDR, st);
+    /* Every slot EMPTY: the host polls the slots' ready flags
+     * (runtime/slotflag.h). */
+    rk__slots_init((unsigned char *)mem + RK__OUTQ_HDR, st, capacity);
     return RK_OK;
 }
 
@@ -177,15 +163,10 @@ park(rk__outq *q, rk__ec *ec, bool (*ready)(rk__outq *), uint64_t deadline)
     return rk__ec_wait(ec, key, deadline);
 }
 
-/* Producer: room for a frame within the capacity (the ring is larger by
- * the flags' slack). */
 static bool
 has_room(rk__outq *q)
 {
-    rk_spsc *r = q->ring;
-
-    return rk_ring_prod_space(&r->ctrl, &r->prod, q->room_need)
-        == q->room_need;
+    return rk_spsc_reserve(q->ring) != NULL;
 }
 
 /* The consumer's oldest frame, or NULL: the slot at its position (head,
@@ -250,10 +231,8 @@ rk__outq_send(
         /* Acquire pairs with the seq_cst store in rk__outq_close. */
         if (atomic_load_explicit(&q->closed, memory_order_acquire))
             return RK_ECLOSED;
-        if (has_room(q)) {
-            slot = rk_ring_slot(&q->ring->prod, q->ring->prod.pos);
+        if ((slot = rk_spsc_reserve(q->ring)) != NULL)
             break;
-        }
         /* Spin first: the host usually frees a slot within microseconds
          * (common/spin.h). */
         if (rk__spin_wait(&q->prod_spin, room_or_closed, q, 0, UINT64_MAX))
@@ -265,8 +244,6 @@ rk__outq_send(
     (void)hlen; /* the envelope is always 64 bytes */
     rk__slot_write(slot, hdr, payload, len);
     rk_spsc_commit(q->ring);
-    /* The slot two on is EMPTY before the next frame's READY. */
-    rk__slot_empty(rk_ring_slot(&q->ring->prod, q->ring->prod.pos + 1));
     /* All: host receivers may be several (each takes one frame and
      * re-checks). After the publication (ec.h). */
     rk__ec_notify_all(&q->cons_ec);
@@ -295,7 +272,12 @@ rk__outq_peek(rk__outq *q, size_t *flen)
 void
 rk__outq_release(rk__outq *q)
 {
-    rk_spsc_release(q->ring);
+    rk_spsc *r = q->ring;
+
+    /* EMPTY before the release store of head that frees the slot
+     * (runtime/slotflag.h). */
+    rk__slot_empty(rk_ring_slot(&r->cons, rk__spsc_sync_cons(r)));
+    rk_spsc_release(r);
     rk__ec_notify(&q->prod_ec); /* after the release (ec.h) */
 }
 

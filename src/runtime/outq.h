@@ -32,10 +32,6 @@ typedef struct rk__outq {
     rk_spsc *ring;
     void *owned; /* the ring's memory when rk__outq_init allocated it */
     size_t slot_size;
-    /* Free slots a send needs: the ring is capacity + 2 slots rounded up
-     * to a power of two (the ready flags' slack, runtime/slotflag.h), and
-     * at most capacity frames are queued. */
-    uint32_t room_need;
     /* Host-side waiting (the consumer parks here). */
     _Alignas(64) rk__ec cons_ec;
     /* An event loop's wait (rk_kernel_output_arm): armed by the host, the
@@ -54,9 +50,8 @@ typedef struct rk__outq {
 
 /* Placement: bytes of caller memory for a ring of capacity frames of up
  * to slot_size bytes: an rk_spsc (its rk_ring_ctrl first) in the first
- * RK__OUTQ_HDR bytes, then the slots (capacity + 2, rounded up to a
- * power of two: the ready flags' slack, runtime/slotflag.h). 0 if a size is
- * out of range (rk__outq_init_at then says which). */
+ * RK__OUTQ_HDR bytes, then the slots. 0 if a size is out of range
+ * (rk__outq_init_at then says which). */
 #define RK__OUTQ_HDR ((sizeof(rk_spsc) + 63) & ~(size_t)63)
 size_t rk__outq_ring_bytes(uint32_t capacity, size_t slot_size);
 

@@ -9,43 +9,38 @@
  * two. Here the producer also marks each slot ready inside the slot's
  * first line, and the host-side consumers (rk__inq_take, rk__outq_peek)
  * poll that flag instead of tail, so the tail line stays in the
- * producer's cache and a round trip moves the frame's lines only. The
- * consumer never writes a slot (as before): its reads leave the lines
- * shared, and the producer's next write of a slot takes it back once.
+ * producer's cache and a round trip moves the frame's lines only.
  *
  * The flag is the envelope's `reserved` field (bytes 62-63 of the slot,
  * the end of the first line), which users must see as 0. So READY is 0,
  * the value a delivered envelope carries anyway, and EMPTY is a non-zero
- * marker that only a slot not (yet) holding its current frame carries.
- * The producer, and only it, writes the flag:
+ * marker that only an unconsumed slot ever holds:
  *
- *   init      slots 0 and 1 EMPTY (before either side runs).
- *   producer  for position q: writes the payload, then the envelope up to
- *             the flag, then stores the flag READY with release (then
- *             tail, as ring_proto.h says: a consumer that reads tail
- *             instead, such as the closed paths and stats, sees READY
- *             too); after that it stores EMPTY (relaxed) into the flag of
- *             slot q + 2. A run of frames stores the EMPTY flags of the
- *             slots two past each frame before it writes the run.
- *   consumer  at position c, loads slot c's flag with acquire: READY
- *             means frame c is complete; it reads the frame in place and
- *             gives the slot back through the ring's room word as before.
+ *   init      every slot EMPTY (before either side runs).
+ *   producer  writes the payload, then the envelope except the flag, then
+ *             stores the flag READY with release, then publishes tail
+ *             (release) as ring_proto.h says: a consumer that reads tail
+ *             instead (the closed paths, stats, a device) sees READY too.
+ *   consumer  loads the flag with acquire: READY means the whole frame is
+ *             written (the release store above); it reads the frame in
+ *             place. When it hands the slot back it stores EMPTY
+ *             (relaxed), before the release store that gives the room
+ *             back (head for the output ring, `dequeued` for a lane).
  *
- * The ring keeps two slots of slack past what the producer may fill (a
- * lane's ring holds capacity + hold + 2, the output ring capacity + 2),
- * so slot q + 2 was given back before the producer writes position q:
- * its EMPTY store never touches a frame the consumer still reads (the
- * consumer's reads happen-before, through the room word's release and
- * the producer's acquire).
- *
- * No message lost, doubled or read early: slot c's EMPTY store (after
- * READY(c - 2), or init for c < 2) precedes READY(c - 1) in the
- * producer's program order, and the consumer polls slot c only after its
- * acquire load saw READY(c - 1). So by coherence it reads EMPTY or a
- * later value, that is READY(c), never the READY of the frame the slot
- * held a lap earlier; and READY(c), by release/acquire, comes with all
- * of frame c. The consumer takes only a contiguous run of READY slots
- * from its position, in order, so frames come out in publication order.
+ * No lost or doubled message: the producer writes position p only after
+ * an acquire load of the consumer's room word shows that p's slot was
+ * given back (p - ring was released), and the EMPTY store is sequenced
+ * before that release, so it happens-before the producer's READY store:
+ * in the flag's modification order EMPTY (for p - ring) comes before
+ * READY (for p). The consumer at p therefore reads either EMPTY (not yet
+ * written; it never reads an older READY, because its own EMPTY store
+ * is earlier in its program order) or READY for p, never p - ring's.
+ * Within a lap the slot's flag changes only EMPTY -> READY (producer)
+ * and READY -> EMPTY (consumer, after use), so each side waits for the
+ * other and no frame is read twice or overwritten before it is read.
+ * Order: the consumer polls flags in position order and takes only a
+ * contiguous run of READY slots from its position, so frames come out in
+ * the order they were published.
  *
  * The producer never writes the flag bytes with a plain store (the
  * envelope is copied up to the flag), because the consumer may be
@@ -91,9 +86,9 @@ rk__slot_ready(const unsigned char *slot)
         == RK__SLOT_READY;
 }
 
-/* Producer (or init): the slot holds no frame of the current lap.
- * Relaxed: ordered before the consumer's poll of the slot by the release
- * store of the preceding slot's READY (see the top of the file). */
+/* Consumer (or init): the slot is free again. Relaxed: ordered before the
+ * producer's next write of the slot by the release store that gives the
+ * room back (see the top of the file). */
 static inline void
 rk__slot_empty(unsigned char *slot)
 {
@@ -112,9 +107,7 @@ rk__slot_publish(unsigned char *slot)
 /* Producer: writes one frame (a 64-byte envelope and len payload bytes)
  * into slot and publishes it. The payload first, then the envelope up to
  * the flag, then the flag: the envelope's line is written in one burst
- * with the flag, so a consumer polling it takes it once. The caller then
- * marks the slot two positions on EMPTY (after tail: off the critical
- * path of this frame). */
+ * with the flag, so a consumer polling it takes it once. */
 static inline void
 rk__slot_write(
     unsigned char *slot, const void *hdr, const void *payload, size_t len)
@@ -125,15 +118,12 @@ rk__slot_write(
     rk__slot_publish(slot);
 }
 
-/* Slots of slack the producer keeps past what it may fill. */
-#define RK__SLOT_SLACK 2u
-
-/* Init: the first two slots EMPTY (the producer marks the others). */
+/* Init: every one of n slots, stride bytes apart, EMPTY. */
 static inline void
-rk__slots_init(unsigned char *base, size_t stride)
+rk__slots_init(unsigned char *base, size_t stride, size_t n)
 {
-    rk__slot_empty(base);
-    rk__slot_empty(base + stride);
+    for (size_t i = 0; i < n; i++)
+        rk__slot_empty(base + i * stride);
 }
 
 #endif /* RK_SRC_RUNTIME_SLOTFLAG_H */
