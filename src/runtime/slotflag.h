@@ -21,11 +21,13 @@
  *             stores the flag READY with release, then publishes tail
  *             (release) as ring_proto.h says: a consumer that reads tail
  *             instead (the closed paths, stats, a device) sees READY too.
- *   consumer  loads the flag with acquire: READY means the whole frame is
- *             written (the release store above); it reads the frame in
- *             place. When it hands the slot back it stores EMPTY
- *             (relaxed), before the release store that gives the room
- *             back (head for the output ring, `dequeued` for a lane).
+ *   consumer  frames below a tail it read (acquire) are complete; at
+ *             its position past that, it loads the slot's flag with
+ *             acquire: READY means the whole frame is written (the
+ *             release store above). It reads frames in place. When it
+ *             hands a slot back it stores EMPTY (relaxed), before the
+ *             release store that gives the room back (head for the
+ *             output ring, `dequeued` for a lane).
  *
  * No lost or doubled message: the producer writes position p only after
  * an acquire load of the consumer's room word shows that p's slot was
@@ -38,9 +40,11 @@
  * Within a lap the slot's flag changes only EMPTY -> READY (producer)
  * and READY -> EMPTY (consumer, after use), so each side waits for the
  * other and no frame is read twice or overwritten before it is read.
- * Order: the consumer polls flags in position order and takes only a
- * contiguous run of READY slots from its position, so frames come out in
- * the order they were published.
+ * Order: the consumer takes frames in position order, each one known
+ * complete by the tail it read or by its own flag, so frames come out in
+ * the order they were published. A consumer that reads tail as well may
+ * find it behind what the flags showed (the flag is stored first): it
+ * keeps its cached tail at least its position (inq.c, lane_backlog).
  *
  * The producer never writes the flag bytes with a plain store (the
  * envelope is copied up to the flag), because the consumer may be
