@@ -316,9 +316,14 @@ kernel_like(void *arg)
             rk__ec_cancel(w->wake);
             break;
         }
-        if (rk__inq_take(w->q, NULL, 0, NULL, 1, &b) == RK_ECLOSED) {
+        /* Closed, or a message that came after the depth check: either
+         * ends the wait (a taken batch must be released before the next
+         * take). */
+        w->rc = rk__inq_take(w->q, NULL, 0, NULL, 1, &b);
+        if (w->rc == RK_ECLOSED || w->rc == RK_OK) {
             rk__ec_cancel(w->wake);
-            w->rc = RK_ECLOSED;
+            if (w->rc == RK_OK)
+                rk__inq_release(w->q, b.n);
             return NULL;
         }
         (void)rk__ec_wait(w->wake, key, UINT64_MAX);
@@ -540,6 +545,24 @@ test_outq_placement(void **state)
     free(mem);
 }
 
+/* The kernel's side of a test: takes a batch (up to max), or, with
+ * nothing there, parks on wake until a sender notifies (the eventcount's
+ * prepare, re-check, wait) and returns RK_EEMPTY to be called again. */
+static int
+take_or_park(rk__inq *q, rk__ec *wake, size_t max, rk__inq_batch *b)
+{
+    int rc = rk__inq_take(q, NULL, 0, NULL, max, b);
+
+    if (rc == RK_EEMPTY) {
+        uint32_t key = rk__ec_prepare(wake);
+        if (rk__inq_depth(q) != 0)
+            rk__ec_cancel(wake);
+        else
+            (void)rk__ec_wait(wake, key, UINT64_MAX);
+    }
+    return rc;
+}
+
 /* ------------------------------------------- many senders, the lock */
 
 enum { NSEND = 3 };
@@ -603,15 +626,9 @@ test_many_senders(void **state)
         }
         while (got < (uint64_t)NSEND * per) {
             rk__inq_batch b;
-            int rc = rk__inq_take(&q, NULL, 0, NULL, 8, &b);
-            if (rc == RK_EEMPTY) {
-                uint32_t key = rk__ec_prepare(&wake);
-                if (rk__inq_depth(&q) != 0)
-                    rk__ec_cancel(&wake);
-                else
-                    (void)rk__ec_wait(&wake, key, UINT64_MAX);
+            int rc = take_or_park(&q, &wake, 8, &b);
+            if (rc == RK_EEMPTY)
                 continue;
-            }
             assert_int_equal(rc, RK_OK);
             for (size_t i = 0; i < b.n; i++) {
                 uint64_t v = frame_u64(&b, i);
@@ -639,6 +656,196 @@ test_many_senders(void **state)
     }
 }
 
+/* ------------------------------------------- the slots' ready flags */
+
+/*
+ * The per-slot ready flag (src/runtime/slotflag.h): the consumers poll
+ * each slot's flag instead of the producer's tail. A producer thread and
+ * a consumer thread go round small rings many times; every frame must
+ * arrive once, in order, with every byte of its envelope and its 64-byte
+ * payload as sent and its reserved field 0. A flag published before the
+ * frame is written, or a slot not marked EMPTY when it is given back
+ * (the consumer would take last lap's frame again), fails the checks;
+ * under TSan the first is also a reported race.
+ */
+#define FLAG_PAY 64u
+
+static void
+flag_frame(uint64_t seq, rk_msg_header *h, unsigned char *pay)
+{
+    memset(h, 0, sizeof(*h));
+    h->magic = RK_MSG_MAGIC;
+    h->version = RK_MSG_VERSION;
+    h->type_id = (uint32_t)seq;
+    h->payload_len = FLAG_PAY;
+    h->send_ns = seq * 3 + 1;
+    h->sender = (uint32_t)(seq >> 3);
+    memset(&h->correlation_id, (int)(seq * 7 + 1), sizeof(h->correlation_id));
+    for (uint32_t i = 0; i < FLAG_PAY; i++)
+        pay[i] = (unsigned char)(seq + i * 13);
+}
+
+/* The lane sender's pattern: single sends, and runs of three (one
+ * envelope, rk__fill_frames) starting where i % 5 == 4, so runs wrap the
+ * ring at every offset. A frame carries the envelope of its run's first
+ * frame. */
+static bool
+flag_run_at(uint64_t i, uint64_t n)
+{
+    return i % 5 == 4 && n - i >= 3;
+}
+
+static uint64_t
+flag_env_seq(uint64_t seq, uint64_t n)
+{
+    for (uint64_t back = 0; back < 3 && back <= seq; back++) {
+        uint64_t i = seq - back;
+        if (flag_run_at(i, n))
+            return i;
+    }
+    return seq;
+}
+
+/* True when frame f is exactly frame seq, with the envelope of frame
+ * env. The message id is the queue's business for batch sends (fresh
+ * ids), so it is not compared. */
+static bool
+flag_frame_ok(const unsigned char *f, uint64_t seq, uint64_t env)
+{
+    rk_msg_header want, got, scratch;
+    unsigned char pay[FLAG_PAY];
+
+    flag_frame(env, &want, pay);
+    flag_frame(seq, &scratch, pay);
+    memcpy(&got, f, sizeof(got));
+    memset(&got.message_id, 0, sizeof(got.message_id));
+    return got.reserved == 0 && memcmp(&got, &want, sizeof(got)) == 0
+        && memcmp(f + RK_MSG_HEADER_SIZE, pay, FLAG_PAY) == 0;
+}
+
+typedef struct flag_prod {
+    rk__inq *q;
+    rk__outq *o;
+    uint64_t n;
+} flag_prod;
+
+static void *
+flag_lane_sender(void *arg)
+{
+    flag_prod *p = arg;
+    rk_msg_header h;
+    unsigned char pay[3][FLAG_PAY];
+
+    for (uint64_t i = 0; i < p->n;) {
+        if (flag_run_at(i, p->n)) {
+            size_t sent = 0;
+            for (uint64_t j = 0; j < 3; j++)
+                flag_frame(i + j, &h, pay[j]);
+            flag_frame(i, &h, pay[0]); /* the run's common envelope */
+            CHECK(rk__inq_send_many(
+                      p->q, &h, pay, FLAG_PAY, 3, RK_WAIT_FOREVER, &sent)
+                    == RK_OK
+                && sent == 3);
+            i += 3;
+        } else {
+            flag_frame(i, &h, pay[0]);
+            CHECK(rk__inq_send(p->q, &h, sizeof(h), pay[0], FLAG_PAY, 0,
+                      RK_WAIT_FOREVER, false)
+                == RK_OK);
+            i++;
+        }
+    }
+    return NULL;
+}
+
+static void
+test_lane_flags_stress(void **state)
+{
+    (void)state;
+    rk_mqueue_config c = { .capacity = 4,
+        .slot_size = RK_MSG_HEADER_SIZE + FLAG_PAY,
+        .backpressure = RK_BP_BLOCK,
+        .single_producer = true };
+    flag_prod p = { .n = 20000 * SCALE };
+    uint64_t next = 0;
+    rk__ec wake;
+    rk__inq q;
+    rk__inq_batch b;
+    pthread_t t;
+
+    rk__ec_init(&wake);
+    atomic_store(&worker_errors, 0);
+    assert_int_equal(rk__inq_init(&q, &c, 3, &wake), RK_OK); /* ring 8 */
+    p.q = &q;
+    assert_int_equal(pthread_create(&t, NULL, flag_lane_sender, &p), 0);
+    while (next < p.n) {
+        /* Batches of 1 to 3 (the hold), so runs end everywhere. */
+        int rc = take_or_park(&q, &wake, 1 + next % 3, &b);
+        if (rc == RK_EEMPTY)
+            continue;
+        assert_int_equal(rc, RK_OK);
+        for (size_t i = 0; i < b.n; i++)
+            if (!flag_frame_ok(b.frames + i * b.stride, next + i,
+                    flag_env_seq(next + i, p.n)))
+                fail_msg("lane frame %llu arrived wrong (batch at %llu)",
+                    (unsigned long long)(next + i), (unsigned long long)next);
+        next += b.n;
+        rk__inq_release(&q, b.n);
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&worker_errors), 0);
+    /* Nothing more: every slot reads EMPTY again. */
+    assert_int_equal(rk__inq_take(&q, NULL, 0, NULL, 3, &b), RK_EEMPTY);
+    rk__inq_fini(&q);
+}
+
+static void *
+flag_out_sender(void *arg)
+{
+    flag_prod *p = arg;
+    rk_msg_header h;
+    unsigned char pay[FLAG_PAY];
+
+    for (uint64_t i = 0; i < p->n; i++) {
+        flag_frame(i, &h, pay);
+        CHECK(rk__outq_send(p->o, &h, sizeof(h), pay, FLAG_PAY) == RK_OK);
+    }
+    return NULL;
+}
+
+static void
+test_outq_flags_stress(void **state)
+{
+    (void)state;
+    flag_prod p = { .n = 20000 * SCALE };
+    size_t flen = 0;
+    rk__outq o;
+    pthread_t t;
+
+    atomic_store(&worker_errors, 0);
+    assert_int_equal(
+        rk__outq_init(&o, 4, RK_MSG_HEADER_SIZE + FLAG_PAY), RK_OK);
+    p.o = &o;
+    assert_int_equal(pthread_create(&t, NULL, flag_out_sender, &p), 0);
+    for (uint64_t i = 0; i < p.n; i++) {
+        const unsigned char *f;
+        /* Every other frame spins a little first; both paths poll the
+         * flag, the second parks. */
+        assert_int_equal(
+            rk__outq_wait(&o, (int64_t)(i % 2) * 1000, UINT64_MAX), RK_OK);
+        f = rk__outq_peek(&o, &flen);
+        assert_non_null(f);
+        assert_int_equal(flen, RK_MSG_HEADER_SIZE + FLAG_PAY);
+        if (!flag_frame_ok(f, i, i))
+            fail_msg("output frame %llu arrived wrong", (unsigned long long)i);
+        rk__outq_release(&o);
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(atomic_load(&worker_errors), 0);
+    assert_null(rk__outq_peek(&o, &flen));
+    rk__outq_fini(&o);
+}
+
 int
 main(void)
 {
@@ -654,6 +861,8 @@ main(void)
         cmocka_unit_test(test_sizes_refused),
         cmocka_unit_test(test_outq_placement),
         cmocka_unit_test(test_many_senders),
+        cmocka_unit_test(test_lane_flags_stress),
+        cmocka_unit_test(test_outq_flags_stress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

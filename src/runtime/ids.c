@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/ids.h"
+#include "runtime/slotflag.h"
 
 /* Message ids: see rk__id_gen in internal.h. */
 _Thread_local rk__idgen rk__id_gen = { { { 0 } }, RK__ID_BLOCK };
@@ -52,14 +53,26 @@ rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq)
 }
 
 /* k frames of one id run (ids seq, seq + 1, ...). Inlined per payload
- * size, so the common sizes copy with a few vector moves, no call. */
+ * size, so the common sizes copy with a few vector moves, no call. A
+ * flagged frame (a lane slot, runtime/slotflag.h) is written payload
+ * first, then the envelope up to its ready flag, then the flag. */
 static inline void
 fill_run(unsigned char *dst, size_t stride, const rk_msg_header *h,
-    const unsigned char *src, size_t len, uint32_t seq, uint32_t k)
+    const unsigned char *src, size_t len, uint32_t seq, uint32_t k,
+    bool flagged)
 {
     for (uint32_t j = 0; j < k; j++, dst += stride, src += len) {
         /* The header is copied as it is and only the id's counter bytes
          * are patched per frame. */
+        if (flagged) {
+            if (len != 0)
+                memcpy(dst + sizeof(*h), src, len);
+            memcpy(dst, h, RK__SLOT_FLAG_OFF);
+            rk__id_put(
+                dst + offsetof(rk_msg_header, message_id) + 12, seq + j);
+            rk__slot_publish(dst);
+            continue;
+        }
         memcpy(dst, h, sizeof(*h));
         rk__id_put(dst + offsetof(rk_msg_header, message_id) + 12, seq + j);
         if (len != 0)
@@ -69,21 +82,20 @@ fill_run(unsigned char *dst, size_t stride, const rk_msg_header *h,
 
 void
 rk__fill_frames(unsigned char *dst, size_t stride, rk_msg_header *h,
-    const unsigned char *src, size_t len, size_t n)
+    const unsigned char *src, size_t len, size_t n, bool flagged)
 {
     while (n != 0) {
         uint32_t seq,
             k = rk__id_run(n > UINT32_MAX ? UINT32_MAX : (uint32_t)n,
                 &h->message_id, &seq);
         if (len == 64)
-            fill_run(dst, stride, h, src, 64, seq, k);
+            fill_run(dst, stride, h, src, 64, seq, k, flagged);
         else if (len == 32)
-            fill_run(dst, stride, h, src, 32, seq, k);
+            fill_run(dst, stride, h, src, 32, seq, k, flagged);
         else
-            fill_run(dst, stride, h, src, len, seq, k);
+            fill_run(dst, stride, h, src, len, seq, k, flagged);
         dst += (size_t)k * stride;
         src += (size_t)k * len;
         n -= k;
     }
 }
-

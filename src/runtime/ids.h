@@ -5,6 +5,7 @@
 #ifndef RK_SRC_RUNTIME_IDS_H
 #define RK_SRC_RUNTIME_IDS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -19,9 +20,12 @@ uint32_t rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq);
 
 /* Writes n frames at dst, stride bytes apart: *h with a fresh id each
  * (h->message_id is left as the last one's), then payload i, len bytes at
- * src + i * len. */
+ * src + i * len. flagged: the slots are a lane's, with ready flags
+ * (runtime/slotflag.h): each frame is written up to its flag, which is
+ * then stored READY with release; otherwise the whole envelope is
+ * copied. */
 void rk__fill_frames(unsigned char *dst, size_t stride, rk_msg_header *h,
-    const unsigned char *src, size_t len, size_t n);
+    const unsigned char *src, size_t len, size_t n, bool flagged);
 
 static inline void
 rk__id_put(uint8_t *low4, uint32_t n)

@@ -20,6 +20,7 @@
 #include "ringkernel/message.h"
 #include "runtime/inq.h"
 #include "runtime/internal.h"
+#include "runtime/slotflag.h"
 
 /* Slot strides are multiples of this: every frame header 64-byte aligned
  * (issue 10, defect 7: a stride of 64 + 3 put headers at odd addresses). */
@@ -129,6 +130,9 @@ rk__inq_init_at(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold,
             q->lane_owned = NULL;
             return rc;
         }
+        /* Every slot EMPTY: the kernel polls the slots' ready flags
+         * (runtime/slotflag.h). */
+        rk__slots_init(block + RK__INQ_LANE_HDR, stride, ring);
         atomic_init(&q->dequeued[i], 0);
     }
     q->lane = q->lanes[0];
@@ -367,14 +371,13 @@ lane_send_locked(rk__inq *q, uint32_t b, const void *hdr, size_t hlen,
         if ((rc = lane_full(q, b, timeout_ns, uncounted, &deadline)) != RK_OK)
             return rc;
     }
-    if (rk__likely(hlen == RK_MSG_HEADER_SIZE))
-        memcpy(slot, hdr, RK_MSG_HEADER_SIZE); /* inlined, no call */
-    else
-        memcpy(slot, hdr, hlen);
-    if (len != 0)
-        memcpy(slot + hlen, payload, len);
-    /* Counted before it is published, so dequeued never passes it. */
+    /* The frame and its ready flag (runtime/slotflag.h), then tail. */
+    RK_ASSERT(hlen == RK_MSG_HEADER_SIZE);
+    (void)hlen; /* the envelope is always 64 bytes */
+    /* Counted before it is published (the flag), so dequeued never
+     * passes it. */
     bump(&q->enqueued, 1);
+    rk__slot_write(slot, hdr, payload, len);
     rk_spsc_commit(l);
     return RK_OK;
 }
@@ -392,7 +395,8 @@ fill_many(void *arg, size_t first, unsigned char *dst, size_t stride, size_t k)
 {
     many_fill *f = arg;
 
-    rk__fill_frames(dst, stride, f->h, f->src + first * f->len, f->len, k);
+    rk__fill_frames(
+        dst, stride, f->h, f->src + first * f->len, f->len, k, false);
 }
 
 int
@@ -434,19 +438,21 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
             continue;
         }
         /* Write a run of frames (in up to two pieces where the ring
-         * wraps), then publish them with one tail store. */
+         * wraps), each with its ready flag (runtime/slotflag.h), then
+         * publish them with one tail store. */
+        bump(&q->enqueued, k); /* before the flags, as in lane_send */
         {
             uint32_t to_end
                 = l->prod.mask + 1 - (uint32_t)(l->prod.pos & l->prod.mask);
             uint32_t k1 = k < to_end ? k : to_end;
             rk__fill_frames(rk_ring_slot(&l->prod, l->prod.pos),
-                l->prod.slot_size, h, src + i * len, len, k1);
+                l->prod.slot_size, h, src + i * len, len, k1, true);
             if (k1 < k)
                 rk__fill_frames(rk_ring_slot(&l->prod, l->prod.pos + k1),
-                    l->prod.slot_size, h, src + (i + k1) * len, len, k - k1);
+                    l->prod.slot_size, h, src + (i + k1) * len, len, k - k1,
+                    true);
             i += k;
         }
-        bump(&q->enqueued, k); /* before publishing, as in lane_send */
         rk_ring_prod_publish(&l->ctrl, &l->prod, k);
         rk__ec_notify(q->wake); /* the kernel drains while we fill */
     }
@@ -478,6 +484,24 @@ rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
     return rc;
 }
 
+/* Consumer: published frames of lane l not yet taken, by tail. The
+ * consumer takes by the slots' flags, which the producer stores before
+ * tail, so it may be ahead of the tail it reads: cons.peer (ring_proto.h's
+ * cached tail) is kept at least cons.pos and only ever raised, and the
+ * backlog is 0 while tail lags. */
+static uint64_t
+lane_backlog(rk_spsc *l)
+{
+    uint64_t pos = l->cons.pos; /* read before the acquire (ring_proto.h) */
+    /* Acquire pairs with the producer's release store of tail
+     * (rk_ring_publish_tail): the slots below it are written. */
+    uint64_t t = rk_ring_load_acquire(&l->ctrl.tail);
+
+    if (t > l->cons.peer)
+        l->cons.peer = t;
+    return l->cons.peer - pos;
+}
+
 int
 rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
     rk__inq_batch *out)
@@ -499,22 +523,40 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
     }
     for (uint32_t b = q->nlanes; b-- > 0;) {
         rk_spsc *l = q->lanes[b];
-        /* The whole backlog, for the high-water mark (the consumer keeps
-         * it: a producer would have to read the consumer's line each
-         * send). */
-        uint32_t avail = rk_ring_cons_avail(&l->ctrl, &l->cons, UINT32_MAX);
-        uint32_t k, run;
+        uint64_t pos = l->cons.pos, avail = l->cons.peer - pos;
+        /* One contiguous run: stop at the ring's end. */
+        uint32_t run = l->cons.mask + 1 - (uint32_t)(pos & l->cons.mask);
+        uint32_t lim = max < run ? (uint32_t)max : run, k;
 
-        if (avail == 0)
-            continue;
+        /* Frames below the cached tail are known to be there. Past it,
+         * the slot's own flag says (runtime/slotflag.h), so an idle or
+         * waiting kernel polls the slot and not tail's line, which stays
+         * with the producer. A frame that came while we waited is taken
+         * alone (a round trip reads no other line); one that was there at
+         * once means a backlog, sized with one read of tail per batch. */
+        if (avail == 0) {
+            if (!rk__slot_ready(rk_ring_slot(&l->cons, pos))) {
+                q->waited[b] = true;
+                continue;
+            }
+            avail = q->waited[b] ? 0 : lane_backlog(l);
+            q->waited[b] = false;
+            if (avail == 0) /* waited, or tail lags the flag */
+                avail = 1;
+        }
+        k = avail < lim ? (uint32_t)avail : lim;
+        /* The cached tail stays no older than what we take (see
+         * lane_backlog). */
+        if (l->cons.peer < pos + k)
+            l->cons.peer = pos + k;
+        /* The backlog as far as we know it, for the high-water mark (the
+         * consumer keeps it: a producer would have to read the consumer's
+         * line each send). */
         if (avail > atomic_load_explicit(&q->high_water, memory_order_relaxed))
             atomic_store_explicit(&q->high_water, avail, memory_order_relaxed);
-        k = avail < max ? avail : (uint32_t)max;
         /* In place: the frames stay in their slots (no copy) until
-         * rk__inq_release. One contiguous run: stop at the ring's end. */
-        run = l->cons.mask + 1 - (uint32_t)(l->cons.pos & l->cons.mask);
-        k = k < run ? k : run;
-        out->frames = rk_ring_slot(&l->cons, l->cons.pos);
+         * rk__inq_release. */
+        out->frames = rk_ring_slot(&l->cons, pos);
         out->stride = l->cons.slot_size;
         out->in_place = true;
         out->n = k;
@@ -523,7 +565,8 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
          * as dequeued and pending in the kernel. The count is also the
          * producers' room (lane_space): release pairs with their acquire
          * load, and orders our reads of every slot we gave back before
-         * this store (rk__inq_release) before their overwrites. */
+         * this store (rk__inq_release), and the EMPTY flags we stored
+         * there, before their overwrites. */
         atomic_store_explicit(&q->dequeued[b],
             atomic_load_explicit(&q->dequeued[b], memory_order_relaxed) + k,
             memory_order_release);
@@ -536,7 +579,7 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
     /* Closed: everything published before the close is visible now
      * (acquire in is_closed); look once more. */
     for (uint32_t b = 0; b < q->nlanes; b++)
-        if (rk_ring_cons_avail(&q->lanes[b]->ctrl, &q->lanes[b]->cons, 1))
+        if (lane_backlog(q->lanes[b]) != 0)
             return RK_EEMPTY;
     return RK_ECLOSED;
 }
@@ -551,8 +594,11 @@ rk__inq_release(rk__inq *q, size_t n)
         return;
     }
     /* The producers' room follows what was taken (rk__inq_take), not
-     * head: no wake-up is owed here. */
+     * head: no wake-up is owed here. The slots read EMPTY again before
+     * the next take publishes the room (runtime/slotflag.h). */
     rk_spsc *l = q->lanes[q->held_band];
+    for (size_t i = 0; i < n; i++)
+        rk__slot_empty(rk_ring_slot(&l->cons, l->cons.pos + i));
     rk_ring_cons_release(&l->ctrl, &l->cons, (uint32_t)n);
 }
 

@@ -74,6 +74,8 @@ typedef struct rk__inq {
     _Alignas(64) _Atomic uint64_t dequeued[RK_BAND_COUNT];
     _Atomic uint64_t high_water; /* largest depth the consumer saw */
     uint32_t held_band;          /* lane of the batch lent in place */
+    /* Per lane: the last take found it empty (rk__inq_take). */
+    bool waited[RK_BAND_COUNT];
     _Alignas(64) _Atomic uint32_t closed;
 } rk__inq;
 

@@ -42,6 +42,7 @@
 #include "queue/vring.h"
 #include "ringkernel/message.h"
 #include "runtime/outq.h"
+#include "runtime/slotflag.h"
 
 #define SPIN_CHECK 64
 #define SPIN_YIELD 128 /* about 4 us: see rk__outq_wait */
@@ -118,8 +119,12 @@ rk__outq_init_at(rk__outq *q, void *mem, uint32_t capacity, size_t slot_size)
         free(q->owned);
         q->owned = NULL;
         q->ring = NULL;
+        return rc;
     }
-    return rc;
+    /* Every slot EMPTY: the host polls the slots' ready flags
+     * (runtime/slotflag.h). */
+    rk__slots_init((unsigned char *)mem + RK__OUTQ_HDR, st, capacity);
+    return RK_OK;
 }
 
 int
@@ -168,10 +173,28 @@ has_room(rk__outq *q)
     return rk_spsc_reserve(q->ring) != NULL;
 }
 
+/* The consumer's oldest frame, or NULL: the slot at its position (head,
+ * which only it writes) once that slot's flag reads READY. tail is not
+ * read (runtime/slotflag.h). */
+static unsigned char *
+ready_slot(rk__outq *q)
+{
+    rk_spsc *r = q->ring;
+    uint64_t pos = rk__spsc_sync_cons(r);
+    unsigned char *slot = rk_ring_slot(&r->cons, pos);
+
+    if (!rk__slot_ready(slot))
+        return NULL;
+    /* ring_proto.h's cached tail stays no older than what we take. */
+    if (r->cons.peer <= pos)
+        r->cons.peer = pos + 1;
+    return slot;
+}
+
 static bool
 has_frame(rk__outq *q)
 {
-    return rk_spsc_peek(q->ring) != NULL;
+    return ready_slot(q) != NULL;
 }
 
 /* The producer's spin test (rk__spin_attempt). */
@@ -220,12 +243,10 @@ rk__outq_send(
             continue;
         (void)park(q, &q->prod_ec, has_room, UINT64_MAX);
     }
-    if (rk__likely(hlen == RK_MSG_HEADER_SIZE))
-        memcpy(slot, hdr, RK_MSG_HEADER_SIZE); /* inlined, no call */
-    else
-        memcpy(slot, hdr, hlen);
-    if (len != 0)
-        memcpy(slot + hlen, payload, len);
+    /* The frame and its ready flag (runtime/slotflag.h), then tail. */
+    RK_ASSERT(hlen == RK_MSG_HEADER_SIZE);
+    (void)hlen; /* the envelope is always 64 bytes */
+    rk__slot_write(slot, hdr, payload, len);
     rk_spsc_commit(q->ring);
     /* All: host receivers may be several (each takes one frame and
      * re-checks). After the publication (ec.h). */
@@ -240,7 +261,7 @@ rk__outq_send(
 const unsigned char *
 rk__outq_peek(rk__outq *q, size_t *flen)
 {
-    const unsigned char *slot = rk_spsc_peek(q->ring);
+    const unsigned char *slot = ready_slot(q);
     uint32_t plen;
 
     if (slot == NULL)
@@ -255,7 +276,12 @@ rk__outq_peek(rk__outq *q, size_t *flen)
 void
 rk__outq_release(rk__outq *q)
 {
-    rk_spsc_release(q->ring);
+    rk_spsc *r = q->ring;
+
+    /* EMPTY before the release store of head that frees the slot
+     * (runtime/slotflag.h). */
+    rk__slot_empty(rk_ring_slot(&r->cons, rk__spsc_sync_cons(r)));
+    rk_spsc_release(r);
     rk__ec_notify(&q->prod_ec); /* after the release (ec.h) */
 }
 
