@@ -16,6 +16,9 @@
  *                           same kernel that answers with its count,
  *                           against MPI_Send streaming of the same
  *                           payloads ended by a one-byte ack
+ *   oneway_direct_throughput the same with rk_cluster_send_batch (the
+ *                           host stages the frames: no proxy thread) and
+ *                           an rk_cluster_request fence
  *   idle_cpu_percent        CPU time of each whole process (kernels,
  *                           proxies, progress thread) over an idle second
  * Rank 0 prints JSON lines (bench.h); RK_BENCH_SCALE scales the counts.
@@ -320,42 +323,62 @@ main(int argc, char **argv)
         static uint8_t many[256 * PAYLOAD];
         /* Rank 1 waits (parked) for this before the first MPI round. */
         check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER), "done");
-        for (int r = 0; r < ROUNDS; r++) {
-            mpi_tp[r] = mpi_stream(n_tp, buf);
-            uint64_t t0 = bench_now_ns();
-            for (size_t i = 0; i < n_tp;) {
-                size_t n = n_tp - i < 256 ? n_tp - i : 256, sent = 0;
-                check(rk_send_batch(rt, ks, 1, many, PAYLOAD, n, 128,
-                          RK_WAIT_FOREVER, &sent),
-                    "send");
-                i += sent;
+        for (int direct = 0; direct < 2; direct++) {
+            for (int r = 0; r < ROUNDS; r++) {
+                mpi_tp[r] = mpi_stream(n_tp, buf);
+                uint64_t t0 = bench_now_ns();
+                for (size_t i = 0; i < n_tp;) {
+                    size_t n = n_tp - i < 256 ? n_tp - i : 256, sent = 0;
+                    if (direct)
+                        check(rk_cluster_send_batch(cl, "1/sink", 1, many,
+                                  PAYLOAD, n, 128, RK_WAIT_FOREVER, &sent),
+                            "direct send");
+                    else
+                        check(rk_send_batch(rt, ks, 1, many, PAYLOAD, n, 128,
+                                  RK_WAIT_FOREVER, &sent),
+                            "send");
+                    i += sent;
+                }
+                if (direct) {
+                    rk_request_options o = RK_REQUEST_OPTIONS_INIT;
+                    o.type_id = T_FENCE;
+                    o.timeout_ns = 120000000000LL;
+                    check(rk_cluster_request(cl, "1/sink", &o, NULL, 0, &h,
+                              &count, sizeof(count), &len),
+                        "direct fence");
+                } else {
+                    check(rk_request(rt, ks, T_FENCE, NULL, 0, &h, &count,
+                              sizeof(count), &len, 120000000000LL),
+                        "fence");
+                }
+                rk_tp[r]
+                    = (double)n_tp / ((double)(bench_now_ns() - t0) / 1e9);
+                ratio[r] = rk_tp[r] / mpi_tp[r];
+                if (count != n_tp) {
+                    fprintf(stderr,
+                        "bench_cluster: sink counted %llu of %zu\n",
+                        (unsigned long long)count, n_tp);
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+                check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER),
+                    "done");
             }
-            check(rk_request(rt, ks, T_FENCE, NULL, 0, &h, &count,
-                      sizeof(count), &len, 120000000000LL),
-                "fence");
-            rk_tp[r] = (double)n_tp / ((double)(bench_now_ns() - t0) / 1e9);
-            ratio[r] = rk_tp[r] / mpi_tp[r];
-            if (count != n_tp) {
-                fprintf(stderr, "bench_cluster: sink counted %llu of %zu\n",
-                    (unsigned long long)count, n_tp);
-                MPI_Abort(MPI_COMM_WORLD, 1);
+            qsort(mpi_tp, ROUNDS, sizeof(double), cmp_d);
+            qsort(rk_tp, ROUNDS, sizeof(double), cmp_d);
+            qsort(ratio, ROUNDS, sizeof(double), cmp_d);
+            {
+                const char *name = direct ? "oneway_direct_throughput_64B"
+                                          : "oneway_throughput_64B";
+                char extra[200];
+                bench_emit(SUITE, name, "mpi", mpi_tp[ROUNDS / 2], "msgs/s",
+                    "\"ranks\":2,\"rounds\":3");
+                snprintf(extra, sizeof(extra),
+                    "\"ranks\":2,\"rounds\":3,\"ratio_to_mpi\":%.3f,"
+                    "\"ratio_min\":%.3f,\"ratio_max\":%.3f",
+                    ratio[ROUNDS / 2], ratio[0], ratio[ROUNDS - 1]);
+                bench_emit(SUITE, name, "ringkernel", rk_tp[ROUNDS / 2],
+                    "msgs/s", extra);
             }
-            check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER),
-                "done");
-        }
-        qsort(mpi_tp, ROUNDS, sizeof(double), cmp_d);
-        qsort(rk_tp, ROUNDS, sizeof(double), cmp_d);
-        qsort(ratio, ROUNDS, sizeof(double), cmp_d);
-        {
-            char extra[200];
-            bench_emit(SUITE, "oneway_throughput_64B", "mpi",
-                mpi_tp[ROUNDS / 2], "msgs/s", "\"ranks\":2,\"rounds\":3");
-            snprintf(extra, sizeof(extra),
-                "\"ranks\":2,\"rounds\":3,\"ratio_to_mpi\":%.3f,"
-                "\"ratio_min\":%.3f,\"ratio_max\":%.3f",
-                ratio[ROUNDS / 2], ratio[0], ratio[ROUNDS - 1]);
-            bench_emit(SUITE, "oneway_throughput_64B", "ringkernel",
-                rk_tp[ROUNDS / 2], "msgs/s", extra);
         }
     } else {
         /* Wait (parked, not polling MPI) while rank 0 measures the
@@ -365,7 +388,7 @@ main(int argc, char **argv)
         size_t len;
         check(rk_cluster_recv(cl, "sink", &h, NULL, 0, &len, 600000000000LL),
             "wait for rank 0");
-        for (int r = 0; r < ROUNDS; r++) {
+        for (int r = 0; r < 2 * ROUNDS; r++) { /* proxied, then direct */
             mpi_stream(n_tp, buf);
             check(
                 rk_cluster_recv(cl, "sink", &h, NULL, 0, &len, 600000000000LL),

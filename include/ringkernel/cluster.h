@@ -208,6 +208,38 @@ int rk_cluster_request(rk_cluster *cl, const char *id,
     const rk_request_options *opts, const void *req, size_t req_len,
     rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len);
 
+/**
+ * @brief One-way messages to a kernel on another rank, staged by the
+ * calling thread: rk_send_batch() without the proxy.
+ *
+ * Sends n payloads of len bytes each, laid out back to back at base, to
+ * id ("R/id", or the bare name of a remote kernel), with type_id and
+ * priority, as rk_send_batch() on the proxy would. The calling thread
+ * encodes the frames straight into the peer's staging buffer under one
+ * lock, so the proxy kernel's thread is not on the path (a stream then
+ * keeps one thread fewer busy on the sender). Flow control is the same:
+ * the frames take the peer's credits on the wire, and the call waits up
+ * to timeout_ns while the peer's staging buffer is over its limit (a
+ * receiver that does not keep up). On the owning rank each message meets
+ * the kernel's backpressure policy as a proxied one does, and is counted
+ * there (delivered, rejected or dropped); refusals come back as
+ * remote_errors. What it skips: the proxy's own queue and counters (the
+ * messages count in forwarded).
+ *
+ * An id that is not a remote kernel goes through rk_send_batch() on that
+ * kernel instead, with its semantics. Thread-safe (messages from one
+ * thread stay in order); not concurrently with rk_cluster_leave() on the
+ * same handle.
+ * @return RK_OK with *sent == n; otherwise *sent is how many went (the
+ * first *sent, in order) and: RK_EUNREACHABLE (the rank died or left),
+ * RK_ETIMEDOUT (the peer did not make room in time), RK_EMSGSIZE (len
+ * over 4 GiB), RK_ENOMEM, RK_ENOTFOUND (no kernel id), RK_EINVAL (NULL
+ * arguments).
+ */
+int rk_cluster_send_batch(rk_cluster *cl, const char *id, uint32_t type_id,
+    const void *base, size_t len, size_t n, uint8_t priority,
+    int64_t timeout_ns, size_t *sent);
+
 /** RK_OK if the rank is a live member; RK_EUNREACHABLE if it died or
  * left; RK_EINVAL if out of range. */
 int rk_cluster_peer_status(const rk_cluster *cl, int rank);
@@ -227,8 +259,9 @@ int rk_cluster_peer_status(const rk_cluster *cl, int rank);
 /** Counters of this process's side of the cluster (relaxed snapshot). */
 /** Counters of a cluster since the join; a caller-owned snapshot. */
 typedef struct rk_cluster_stats {
-    uint64_t forwarded;        /**< messages proxies (and rk_cluster_request)
-                                  handed to the network */
+    uint64_t forwarded;        /**< messages proxies (and rk_cluster_request,
+                                  rk_cluster_send_batch) handed to the
+                                  network */
     uint64_t sent_frames;      /**< frames put on the wire (all kinds) */
     uint64_t sent_batches;     /**< MPI messages carrying them */
     uint64_t received;         /**< data frames received for local kernels */

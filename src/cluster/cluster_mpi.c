@@ -2623,6 +2623,77 @@ rk_cluster_request(rk_cluster *cl, const char *id,
     }
 }
 
+/* Frames staged per lock hold: the stage's limit is checked between
+ * chunks, so a long batch waits for room as a proxy's runs do. */
+#define CL_SEND_CHUNK 256
+
+int
+rk_cluster_send_batch(rk_cluster *cl, const char *id, uint32_t type_id,
+    const void *base, size_t len, size_t n, uint8_t priority,
+    int64_t timeout_ns, size_t *sent)
+{
+    const uint8_t *src = base;
+    const cl_proxy *px;
+    uint64_t deadline;
+    rk__cl_frame f;
+    rk_kernel k;
+    size_t done = 0;
+    int rc = RK_OK;
+
+    if (sent != NULL)
+        *sent = 0;
+    if (cl == NULL || id == NULL || sent == NULL || (base == NULL && n != 0))
+        return rk__fail(RK_EINVAL, "rk_cluster_send_batch: NULL argument");
+    if ((px = proxy_named(cl, id)) == NULL) {
+        if ((rc = rk_kernel_lookup(cl->rt, id, &k)) != RK_OK)
+            return rc;
+        return rk_send_batch(
+            cl->rt, k, type_id, base, len, n, priority, timeout_ns, sent);
+    }
+    if (len > UINT32_MAX)
+        return rk__fail(
+            RK_EMSGSIZE, "rk_cluster_send_batch: %zu-byte message", len);
+    deadline = rk__deadline(timeout_ns);
+    memset(&f, 0, sizeof(f));
+    f.kind = RK__CL_DATA;
+    f.priority = priority;
+    f.type_id = type_id;
+    f.len = (uint32_t)len;
+    f.target = px->target;
+    f.aux = (int32_t)px->index; /* refusals go where a proxied send's go */
+    while (done < n && rc == RK_OK) {
+        size_t m = n - done < CL_SEND_CHUNK ? n - done : CL_SEND_CHUNK;
+        size_t one = rk__cl_frame_size(f.len);
+        cl_peer *p = &cl->peers[px->rank];
+        uint8_t *dst = NULL;
+
+        pthread_mutex_lock(&p->lock);
+        rc = stage_reserve(cl, p, px->rank, 0, one * m, deadline, &dst);
+        if (rc == RK_OK) {
+            uint64_t now = rk_now_ns();
+            for (size_t i = 0; i < m; i++) {
+                f.id = rk_uuid_v7();
+                f.send_ns = now;
+                rk__cl_frame_write(dst + i * one, &f, src + (done + i) * len);
+            }
+        }
+        pthread_mutex_unlock(&p->lock);
+        if (rc != RK_OK)
+            break;
+        wake_progress(cl);
+        STAT(cl, forwarded, m);
+        done += m;
+    }
+    *sent = done;
+    if (rc == RK_EUNREACHABLE)
+        return rk__fail(rc, "rk_cluster_send_batch: kernel '%s': rank %d %s",
+            id, px->rank,
+            atomic_load(&cl->peers[px->rank].state) == PEER_DEAD
+                ? "died"
+                : "left the cluster");
+    return rc;
+}
+
 int
 rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out)
 {

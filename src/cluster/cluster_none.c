@@ -97,6 +97,24 @@ rk_cluster_request(rk_cluster *cl, const char *id,
 }
 
 int
+rk_cluster_send_batch(rk_cluster *cl, const char *id, uint32_t type_id,
+    const void *base, size_t len, size_t n, uint8_t priority,
+    int64_t timeout_ns, size_t *sent)
+{
+    (void)cl;
+    (void)id;
+    (void)type_id;
+    (void)base;
+    (void)len;
+    (void)n;
+    (void)priority;
+    (void)timeout_ns;
+    if (sent != NULL)
+        *sent = 0;
+    return no_mpi("rk_cluster_send_batch");
+}
+
+int
 rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out)
 {
     (void)cl;

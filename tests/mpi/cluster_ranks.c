@@ -9,6 +9,9 @@
  *   stress  2 producers per rank send sequence-numbered messages to every
  *           other rank's BLOCK kernel with a small credit window: every
  *           message arrives once, in order per producer (conservation)
+ *   streamd the stress case with rk_cluster_send_batch (frames staged by
+ *           the producers themselves, batches of 1-7, no proxy thread),
+ *           plus its fallbacks and bad arguments
  *   policy  BLOCK (slow kernel, nothing lost), REJECT (errors come back
  *           to the sender), DROP_NEW and DROP_OLDEST (counted where they
  *           drop) across ranks, with the books balanced on both sides
@@ -385,9 +388,40 @@ test_basic(void **state)
 
 typedef struct producer {
     rk_runtime *rt;
+    rk_cluster *cl; /* streamd: rk_cluster_send_batch; NULL: rk_send_id */
     int rank, n, index;
     int failures;
 } producer;
+
+/* streamd: the same sequence as produce, in direct batches of 1-7. */
+static void *
+produce_direct(void *arg)
+{
+    producer *p = arg;
+    char id[64];
+
+    for (int64_t i = 0; i < K_STRESS;) {
+        int64_t k = 1 + i % 7;
+        msg v[7];
+
+        k = i + k > K_STRESS ? K_STRESS - i : k;
+        for (int64_t j = 0; j < k; j++)
+            v[j] = (msg) { p->rank, p->index, i + j };
+        for (int r = 0; r < p->n; r++) {
+            size_t sent = 0;
+            if (r == p->rank)
+                continue;
+            id_of(id, sizeof(id), r, "count");
+            if (rk_cluster_send_batch(p->cl, id, T_SEND, v, sizeof(v[0]),
+                    (size_t)k, 128, RK_WAIT_FOREVER, &sent)
+                    != RK_OK
+                || sent != (size_t)k)
+                p->failures++;
+        }
+        i += k;
+    }
+    return NULL;
+}
 
 static void *
 produce(void *arg)
@@ -395,6 +429,8 @@ produce(void *arg)
     producer *p = arg;
     char id[64];
 
+    if (p->cl != NULL)
+        return produce_direct(arg);
     for (int64_t i = 0; i < K_STRESS; i++) {
         for (int r = 0; r < p->n; r++) {
             msg v = { p->rank, p->index, i };
@@ -426,12 +462,30 @@ test_stress(void **state)
     producer prod[NPROD];
     pthread_t th[NPROD];
 
+    bool direct = strcmp(mode, "streamd") == 0;
+
     handler(rt, "count", count_h, cfg, true);
     assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
     int rank = rk_cluster_rank(cl), n = rk_cluster_size(cl);
     assert_true(n <= MAXR);
+    if (direct) {
+        size_t sent = 7;
+        msg v = { rank, -1, -1 };
+        /* Bad arguments, an unknown id, and no remote kernel (no MPI:
+         * nothing is sent); a local id would go through rk_send_batch. */
+        assert_int_equal(rk_cluster_send_batch(cl, NULL, T_SEND, &v, sizeof(v),
+                             1, 128, RK_NO_WAIT, &sent),
+            RK_EINVAL);
+        assert_int_equal(sent, 0);
+        assert_int_equal(rk_cluster_send_batch(cl, "9/none", T_SEND, &v,
+                             sizeof(v), 1, 128, RK_NO_WAIT, &sent),
+            RK_ENOTFOUND);
+        assert_int_equal(rk_cluster_send_batch(cl, "count", T_SEND, NULL,
+                             sizeof(v), 1, 128, RK_NO_WAIT, &sent),
+            RK_EINVAL);
+    }
     for (int i = 0; i < NPROD; i++) {
-        prod[i] = (producer) { rt, rank, n, i, 0 };
+        prod[i] = (producer) { rt, direct ? cl : NULL, rank, n, i, 0 };
         assert_int_equal(pthread_create(&th[i], NULL, produce, &prod[i]), 0);
     }
     for (int i = 0; i < NPROD; i++) {
@@ -444,12 +498,21 @@ test_stress(void **state)
         if (r == rank)
             continue;
         id_of(id, sizeof(id), r, "count");
-        assert_int_equal(
-            rk_send_id(rt, id, T_DONE, &v, sizeof(v), 128, RK_WAIT_FOREVER),
-            RK_OK);
+        if (direct) {
+            size_t sent = 0;
+            assert_int_equal(rk_cluster_send_batch(cl, id, T_DONE, &v,
+                                 sizeof(v), 1, 128, RK_WAIT_FOREVER, &sent),
+                RK_OK);
+            assert_int_equal(sent, 1);
+        } else {
+            assert_int_equal(rk_send_id(rt, id, T_DONE, &v, sizeof(v), 128,
+                                 RK_WAIT_FOREVER),
+                RK_OK);
+        }
     }
     /* Done from every other rank: it came after that rank's producers'
-     * messages through the same proxy, so all of them are counted. */
+     * messages through the same path (the proxy, or the staging buffer
+     * for streamd), so all of them are counted. */
     for (int d = 0; d < n - 1; d++) {
         msg v;
         size_t len;
@@ -481,6 +544,9 @@ test_stress(void **state)
             (unsigned long long)st.delivered);
     assert_int_equal(st.delivered, (uint64_t)(n - 1) * (NPROD * K_STRESS + 1));
     assert_int_equal(st.rejected + st.dropped + st.unreachable, 0);
+    if (direct) /* every direct message counts as forwarded */
+        assert_int_equal(
+            st.forwarded, (uint64_t)(n - 1) * (NPROD * K_STRESS + 1));
     assert_int_equal(rk_cluster_leave(cl), RK_OK);
     rk_runtime_destroy(rt);
     free(c);
@@ -1151,7 +1217,7 @@ main(int argc, char **argv)
     mode = argc > 1 ? argv[1] : "basic";
     if (strcmp(mode, "basic") == 0)
         return cmocka_run_group_tests(basic, NULL, NULL);
-    if (strcmp(mode, "stress") == 0)
+    if (strcmp(mode, "stress") == 0 || strcmp(mode, "streamd") == 0)
         return cmocka_run_group_tests(stress, NULL, NULL);
     if (strcmp(mode, "policy") == 0)
         return cmocka_run_group_tests(policy, NULL, NULL);
@@ -1167,6 +1233,6 @@ main(int argc, char **argv)
         return cmocka_run_group_tests(late, NULL, NULL);
     fprintf(stderr,
         "usage: cluster_ranks "
-        "basic|stress|policy|badjoin|kill|exportall|direct|late\n");
+        "basic|stress|streamd|policy|badjoin|kill|exportall|direct|late\n");
     return 2;
 }
