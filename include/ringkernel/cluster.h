@@ -222,9 +222,11 @@ int rk_cluster_request(rk_cluster *cl, const char *id,
  * to timeout_ns while the peer's staging buffer is over its limit (a
  * receiver that does not keep up). On the owning rank each message meets
  * the kernel's backpressure policy as a proxied one does, and is counted
- * there (delivered, rejected or dropped); refusals come back as
- * remote_errors. What it skips: the proxy's own queue and counters (the
- * messages count in forwarded).
+ * there (delivered, rejected or dropped). A refusal comes back as for a
+ * proxied send: counted in remote_errors, and put out by the proxy as an
+ * RK_CLUSTER_TYPE_ERROR message correlated with the refused message's
+ * id. What it skips: the proxy's own queue and counters (the messages
+ * count in forwarded).
  *
  * An id that is not a remote kernel goes through rk_send_batch() on that
  * kernel instead, with its semantics. Thread-safe (messages from one

@@ -540,6 +540,15 @@ stage_bytes(rk_cluster *cl, int rank, const uint8_t *bytes, size_t len)
 
 /* ------------------------------------------------------------ proxies */
 
+/* What became of a rank that is no longer live, for error details. */
+static const char *
+peer_fate(rk_cluster *cl, int rank)
+{
+    return atomic_load(&cl->peers[rank].state) == PEER_GONE
+        ? "left the cluster"
+        : "died";
+}
+
 static int
 proxy_error_reply(rk_ctx *ctx, const rk_msg_header *req, int err)
 {
@@ -549,9 +558,7 @@ proxy_error_reply(rk_ctx *ctx, const rk_msg_header *req, int err)
 
     if (err == RK_EUNREACHABLE)
         snprintf(why, sizeof(why), "kernel '%s': rank %d %s", px->id, px->rank,
-            atomic_load(&px->cl->peers[px->rank].state) == PEER_GONE
-                ? "left the cluster"
-                : "died");
+            peer_fate(px->cl, px->rank));
     else
         snprintf(
             why, sizeof(why), "kernel '%s': %s", px->id, rk_strerror(err));
@@ -2609,10 +2616,7 @@ rk_cluster_request(rk_cluster *cl, const char *id,
             rc, "rk_cluster_request: no reply from '%s' in time", id);
     case RK_EUNREACHABLE:
         return rk__fail(rc, "rk_cluster_request: kernel '%s': rank %d %s", id,
-            px->rank,
-            atomic_load(&cl->peers[px->rank].state) == PEER_DEAD
-                ? "died"
-                : "left the cluster");
+            px->rank, peer_fate(cl, px->rank));
     case RK_EMSGSIZE:
         return rk__fail(rc,
             "rk_cluster_request: %zu-byte reply from '%s', %zu-byte buffer",
@@ -2687,10 +2691,7 @@ rk_cluster_send_batch(rk_cluster *cl, const char *id, uint32_t type_id,
     *sent = done;
     if (rc == RK_EUNREACHABLE)
         return rk__fail(rc, "rk_cluster_send_batch: kernel '%s': rank %d %s",
-            id, px->rank,
-            atomic_load(&cl->peers[px->rank].state) == PEER_DEAD
-                ? "died"
-                : "left the cluster");
+            id, px->rank, peer_fate(cl, px->rank));
     return rc;
 }
 

@@ -11,7 +11,7 @@
  *           message arrives once, in order per producer (conservation)
  *   streamd the stress case with rk_cluster_send_batch (frames staged by
  *           the producers themselves, batches of 1-7, no proxy thread),
- *           plus its fallbacks and bad arguments
+ *           plus its fallbacks, bad arguments and a remote refusal
  *   policy  BLOCK (slow kernel, nothing lost), REJECT (errors come back
  *           to the sender), DROP_NEW and DROP_OLDEST (counted where they
  *           drop) across ranks, with the books balanced on both sides
@@ -36,6 +36,7 @@
  * rank, and mpirun's exit status fails the ctest entry.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -453,8 +454,9 @@ test_stress(void **state)
     rk_runtime *rt = runtime();
     counter *c = calloc(1, sizeof(*c));
     rk_kernel_config cfg = { .input_capacity = 64, .user = c };
-    rk_cluster_export ex = { .id = "count", .input_capacity = 64 };
-    rk_cluster_config cc = { .exports = &ex,
+    rk_cluster_export ex[2]
+        = { { .id = "count", .input_capacity = 64 }, { .id = "closed" } };
+    rk_cluster_config cc = { .exports = ex,
         .n_exports = 1,
         .credits = 32,
         .leave_timeout_ns = 60 * SEC };
@@ -465,6 +467,13 @@ test_stress(void **state)
     bool direct = strcmp(mode, "streamd") == 0;
 
     handler(rt, "count", count_h, cfg, true);
+    if (direct) { /* "closed" refuses every message */
+        handler(rt, "closed", echo_h, (rk_kernel_config) { 0 }, true);
+        assert_int_equal(rk_kernel_refuse(rt, "closed", RK_EREJECTED,
+                             "closed for the test"),
+            RK_OK);
+        cc.n_exports = 2;
+    }
     assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
     int rank = rk_cluster_rank(cl), n = rk_cluster_size(cl);
     assert_true(n <= MAXR);
@@ -543,10 +552,43 @@ test_stress(void **state)
             (unsigned long long)st.idle_sleeps,
             (unsigned long long)st.delivered);
     assert_int_equal(st.delivered, (uint64_t)(n - 1) * (NPROD * K_STRESS + 1));
-    assert_int_equal(st.rejected + st.dropped + st.unreachable, 0);
-    if (direct) /* every direct message counts as forwarded */
+    assert_int_equal(st.dropped + st.unreachable, 0);
+    /* streamd: the one message sent to this rank's "closed" (below, by the
+     * previous rank) may already be refused. */
+    assert_true(st.rejected <= (direct ? 1u : 0u));
+    if (direct) { /* every direct message counts as forwarded */
         assert_int_equal(
             st.forwarded, (uint64_t)(n - 1) * (NPROD * K_STRESS + 1));
+        /* A refusal of a direct send comes back as a proxied send's
+         * does: an error, with the message's id, out of the proxy. */
+        char id[64];
+        msg v = { rank, -1, -1 };
+        size_t sent = 0, len;
+        rk_msg_header h;
+        uint8_t le[4];
+        id_of(id, sizeof(id), (rank + 1) % n, "closed");
+        assert_int_equal(rk_cluster_send_batch(cl, id, T_SEND, &v, sizeof(v),
+                             1, 128, RK_WAIT_FOREVER, &sent),
+            RK_OK);
+        assert_int_equal(sent, 1);
+        assert_int_equal(
+            rk_recv_id(rt, id, &h, le, sizeof(le), &len, 30 * SEC), RK_OK);
+        assert_int_equal(h.type_id, RK_CLUSTER_TYPE_ERROR);
+        assert_int_equal(len, 4);
+        assert_int_equal(le[0] | le[1] << 8, RK_EREJECTED);
+        assert_false(rk_uuid_is_nil(&h.correlation_id));
+        assert_int_equal(rk_cluster_stats_get(cl, &st), RK_OK);
+        assert_int_equal(st.remote_errors, 1);
+        /* And the previous rank's message to our "closed" is refused here
+         * exactly once. */
+        for (uint64_t until = rk_now_ns() + 30 * (uint64_t)SEC;;) {
+            assert_int_equal(rk_cluster_stats_get(cl, &st), RK_OK);
+            if (st.rejected == 1)
+                break;
+            assert_true(st.rejected == 0 && rk_now_ns() < until);
+            sched_yield();
+        }
+    }
     assert_int_equal(rk_cluster_leave(cl), RK_OK);
     rk_runtime_destroy(rt);
     free(c);
