@@ -172,6 +172,13 @@ typedef struct rk_kernel_config {
     const char *device_source;
     const char *device_entry; /**< see device_source */
     const char *device_source_name; /**< see device_source */
+    /** A handler on the cpu backend that also takes direct calls
+     * (rk_kernel_call()): while its thread waits for input with none
+     * queued, another thread may run the handler on one message itself,
+     * with the kernel's own context, counters and output queue, one
+     * thread at a time. Costs the kernel's thread an atomic exchange per
+     * batch it takes (none when false). */
+    bool direct_calls;
 } rk_kernel_config;
 
 /**
@@ -392,6 +399,36 @@ int rk_send_frame(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
  * the full kernel, waiting for room in steps). */
 int rk_send_frame_try(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
     const void *payload, size_t len, int64_t timeout_ns);
+/**
+ * @brief Runs kernel k's handler on one message on the calling thread, if
+ * k is idle; otherwise leaves the message to the caller.
+ *
+ * For a kernel registered with config.direct_calls (a handler on the cpu
+ * backend). Idle means: ACTIVE, its thread waiting for input (spinning or
+ * parked) and nothing queued. Then the caller takes the kernel's context
+ * for the duration of one handler call (the kernel's thread, should input
+ * arrive meanwhile, waits for it), and the message is the kernel's like
+ * any other: h's envelope kept as rk_send_frame keeps it, admission rules
+ * (type, size, refusals) applied and counted, the call counted in
+ * offered and processed, its latency sampled, and what the handler sends
+ * or replies goes out through the kernel's output queue and routes. A
+ * handler that fails hands the message back to the kernel's own thread,
+ * which reports the fault and applies supervision as for a queued one
+ * (the call still returns RK_OK: the message was accepted). Nothing is
+ * queued and no thread is woken, so a relay (the MPI cluster layer's
+ * progress thread) saves the two thread hand-offs of a request.
+ *
+ * Order: a call runs only while k's input is empty, so it never overtakes
+ * a queued message.
+ * @return RK_OK (handled); RK_EBUSY (not idle now, or not ACTIVE:
+ * nothing done, nothing counted; send the message instead, e.g. with
+ * rk_send_frame, whose rules then apply); RK_ENOTSUP (k does not take
+ * direct calls, or its backend cannot); the refusals of rk_send_frame's
+ * admission (RK_ETYPE, RK_EMSGSIZE, a kernel closed by
+ * rk_kernel_refuse), counted in rejected; RK_ESTALE, RK_EINVAL.
+ */
+int rk_kernel_call(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
+    const void *payload, size_t len);
 /** rk_publish with the envelope kept: delivers h and its payload to every
  * subscriber of topic (see rk_send_frame). */
 int rk_publish_frame(rk_runtime *rt, const char *topic,

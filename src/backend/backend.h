@@ -39,10 +39,11 @@
 
 #include "common/ec.h"
 #include "ringkernel/ctl_proto.h"
+#include "ringkernel/message.h"
 
 /* Bump when an entry's meaning, the launch spec or the control block's
  * layout changes; a backend built for another version is refused. */
-#define RK__BACKEND_ABI 3
+#define RK__BACKEND_ABI 4
 
 struct rk__inst; /* the runtime's host-side instance (runtime/internal.h) */
 
@@ -131,6 +132,16 @@ typedef struct rk__backend {
      * actor stuck in its own code past the terminate timeout): then the
      * backend lets it go without waiting. */
     void (*destroy)(rk__backend_inst *bi, int detach);
+
+    /* Optional (NULL: RK_ENOTSUP). Runs the instance's handler on one
+     * message, h (a complete header, stamped) and its payload, on the
+     * calling thread, if the instance is idle (RUN, waiting for input,
+     * none queued): RK_OK once handled (a handler failure is handed to
+     * the instance to report as a fault), RK_EBUSY with nothing done
+     * otherwise. The runtime admitted the message; the backend counts it
+     * in inst->direct. rk_kernel_call. */
+    int (*call)(rk__backend_inst *bi, const rk_msg_header *h,
+        const void *payload, size_t len);
 } rk__backend;
 
 /* ---- src/backend/ack.c: shared by backends */

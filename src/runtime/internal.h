@@ -76,6 +76,7 @@ typedef struct rk__inst {
     /* Counters written by senders and by the runtime (any thread). */
     _Alignas(64) rk__counter rejected; /* refused before the queue */
     rk__counter dead_lettered;
+    rk__counter direct; /* direct calls handled (rk_kernel_call) */
     rk__counter restarts;
 
     /* Latency (send -> start of processing), written by a CPU instance's

@@ -41,7 +41,7 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
 {
     rk_queue_stats q;
     rk_latency_summary lat;
-    uint64_t start, held, now = rk_now_ns();
+    uint64_t start, held, direct, now = rk_now_ns();
 
     memset(s, 0, sizeof(*s));
     s->state = (rk_kernel_state)rk__state_of(k);
@@ -57,12 +57,14 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
     s->rejected = q.rejected + rk__counter_get(&inst->rejected);
     /* Dequeued but neither processed nor dead-lettered: prefetched or in
      * flight in the kernel (transiently off while the kernel runs). */
-    held = q.dequeued - s->processed - s->dead_lettered;
-    s->pending = q.depth + (held > q.dequeued ? 0 : held);
+    direct = rk__counter_get(&inst->direct);
+    held = q.dequeued + direct - s->processed - s->dead_lettered;
+    s->pending = q.depth + (held > q.dequeued + direct ? 0 : held);
     s->queue_depth = q.depth;
     s->queue_high_water = q.high_water;
     /* Every attempt ends in exactly one of these (docs/runtime.md). */
-    s->offered = q.enqueued + (q.dropped - q.evicted) + s->rejected;
+    /* A direct call is taken at once: offered, never queued. */
+    s->offered = q.enqueued + direct + (q.dropped - q.evicted) + s->rejected;
     rk__hist_summary(&inst->latency, &lat);
     s->latency_count = lat.count;
     s->latency_p50_ns = lat.p50_ns;

@@ -388,6 +388,11 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
     if ((def->actor == NULL) == (def->handler == NULL))
         return rk__fail(RK_EINVAL,
             "kernel '%s': set exactly one of actor and handler", def->id);
+    if (def->config.direct_calls && def->handler == NULL)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': direct_calls needs a handler (an actor receives "
+            "its own messages)",
+            def->id);
     if ((unsigned)def->config.backpressure > RK_BP_DROP_NEW
         || (unsigned)def->config.when_inactive > RK_INACTIVE_REJECT
         || (unsigned)def->config.supervision.policy > RK_SUPERVISE_RESTART)

@@ -60,6 +60,8 @@ rk__cpu_ctx_init(rk__backend_inst *bi)
     ctx->priority = RK_CTX_PRIORITY_INHERIT;
     ctx->user = c->user;
     ctx->spin_budget = c->spin;
+    ctx->direct = c->direct_calls && inst->k->def.handler != NULL;
+    atomic_store_explicit(&bi->owner, RK__OWN_KERNEL, memory_order_relaxed);
     ctx->buf = aligned_alloc(STRIDE_ALIGN, stride_of(inst) * ctx->batch);
     ctx->lens = calloc(ctx->batch, sizeof(*ctx->lens));
     if (ctx->buf == NULL || ctx->lens == NULL) {
@@ -274,6 +276,43 @@ spin_parked(rk_ctx *ctx, uint32_t max)
     ctx->spin_budget = b > floor ? b : floor;
 }
 
+/* Direct calls: the kernel thread takes its context back from a caller
+ * (who holds it for one handler call) and gives it up while it waits.
+ * Acquire/release: what the caller did with the context comes before the
+ * kernel's next use, and the other way round. */
+static void
+own(rk_ctx *ctx)
+{
+    _Atomic uint32_t *o = &ctx->bi->owner;
+
+    for (;;) {
+        uint32_t free_ = RK__OWN_FREE;
+        if (atomic_compare_exchange_weak_explicit(o, &free_, RK__OWN_KERNEL,
+                memory_order_acquire, memory_order_relaxed))
+            return;
+        rk__cpu_relax();
+    }
+}
+
+static void
+disown(rk_ctx *ctx)
+{
+    atomic_store_explicit(&ctx->bi->owner, RK__OWN_FREE, memory_order_release);
+}
+
+/* While a direct-call kernel waits without its context: is there
+ * anything it must take the context back for? Input (which callers leave
+ * to it), a command other than c, or a failure handed back. The parking
+ * re-check after rk__ec_prepare reads the same: senders notify wake after
+ * queueing, commands come through signal(), and a caller notifies after
+ * storing handback. */
+static bool
+wanted(rk_ctx *ctx, uint32_t c)
+{
+    return rk__inq_depth(&ctx->inst->in) != 0 || load_cmd(ctx) != c
+        || atomic_load(&ctx->handback) != RK_OK;
+}
+
 /*
  * Makes sure a prefetched message is waiting at ctx->pos: spins (for the
  * adaptive budget above), then parks (see rk__control for the handshake
@@ -287,6 +326,7 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
     uint32_t spin, max, spins = 0;
     uint64_t deadline = 0;
     bool parked = false;
+    bool mine = true; /* direct calls: the context is the thread's */
 
     if (ctx->pos < ctx->n) {
         (void)safe_point(ctx);
@@ -299,9 +339,23 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
      * point, so a paused kernel holds none of its input's room. */
     release_held(ctx);
     for (;;) {
-        uint32_t c = safe_point(ctx), key;
-        int rc = next_batch(ctx);
+        uint32_t c, key;
+        int rc;
 
+        if (ctx->direct && !mine) {
+            /* Back from waiting: take the context back (a caller may be
+             * in the handler) and see whether a call handed a failure
+             * back; the safe point's ack (PAUSED) then comes with no
+             * call in flight. */
+            own(ctx);
+            if ((rc = atomic_exchange_explicit(
+                     &ctx->handback, 0, memory_order_relaxed))
+                != RK_OK)
+                return rc; /* frame 0 of buf is in flight: the fault's */
+            mine = true;
+        }
+        c = safe_point(ctx);
+        rc = next_batch(ctx);
         if (rc == RK_OK) {
             size_t n = ctx->n;
 
@@ -320,6 +374,40 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
             return RK_ECLOSED;
         if (timeout_ns == RK_NO_WAIT)
             return RK_ETIMEDOUT;
+        if (ctx->direct) {
+            /* Waiting: callers may take the context (rk__cpu_call) until
+             * input, a command or a handed-back failure shows. */
+            disown(ctx);
+            mine = false;
+            while (!wanted(ctx, c)) {
+                if (spins < spin) {
+                    if (++spins % RK__SPIN_YIELD == 0)
+                        sched_yield();
+                    else
+                        rk__cpu_relax();
+                    continue;
+                }
+                if (!parked)
+                    spin_parked(ctx, max);
+                parked = true;
+                if (deadline == 0)
+                    deadline = rk__deadline(timeout_ns);
+                if (deadline != UINT64_MAX && rk_now_ns() >= deadline)
+                    break;
+                key = rk__ec_prepare(ctx->wake);
+                if (!wanted(ctx, c))
+                    (void)rk__ec_wait(ctx->wake, key, deadline);
+                else
+                    rk__ec_cancel(ctx->wake);
+                spins = spin / 2;
+            }
+            if (deadline != 0 && deadline != UINT64_MAX
+                && rk_now_ns() >= deadline && !wanted(ctx, c)) {
+                own(ctx);
+                return RK_ETIMEDOUT;
+            }
+            continue;
+        }
         if (spins < spin) {
             /* Spin, but yield now and then: on a busy machine the sender
              * may be waiting for this very CPU. */
@@ -501,6 +589,73 @@ handler_loop(rk_ctx *ctx)
         if ((rc = handle_batch(ctx, fn)) != RK_OK)
             return rc;
     }
+}
+
+/*
+ * A direct call (rk_kernel_call): runs the handler on one message on the
+ * caller's thread while the kernel's thread waits without its context.
+ * The message becomes a one-frame batch in the context's own buffer, so
+ * everything after is the handler path the kernel's thread runs
+ * (handle_batch: the view, the processed count, the latency), and a
+ * failure leaves it in flight exactly where fault() looks for it: the
+ * caller hands it back (handback) and the kernel's thread reports it.
+ */
+int
+rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
+    size_t len)
+{
+    rk_ctx *ctx = &bi->ctx;
+    rk__inst *inst = bi->inst;
+    uint32_t free_ = RK__OWN_FREE;
+    unsigned char *f;
+    int rc;
+
+    if (!ctx->direct)
+        return rk__fail(RK_ENOTSUP,
+            "rk_kernel_call: kernel '%s' does not take direct calls",
+            inst->k->id);
+    if (RK_MSG_HEADER_SIZE + len > stride_of(inst))
+        return rk__fail(RK_EMSGSIZE,
+            "rk_kernel_call: %zu-byte payload exceeds kernel '%s''s slot",
+            len, inst->k->id);
+    /* Acquire: pairs with disown() (and a caller's release below). */
+    if (!atomic_compare_exchange_strong_explicit(&bi->owner, &free_,
+            RK__OWN_CALLER, memory_order_acquire, memory_order_relaxed))
+        return RK_EBUSY;
+    /* Idle: running, nothing prefetched or handed back, nothing queued
+     * (a queued message goes first: the caller then queues behind it). */
+    if (load_cmd(ctx) != RK_CTL_RUN || ctx->pos < ctx->n
+        || atomic_load_explicit(&ctx->handback, memory_order_relaxed) != 0
+        || rk__inq_depth(&inst->in) != 0) {
+        atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_release);
+        return RK_EBUSY;
+    }
+    f = ctx->buf;
+    memcpy(f, h, RK_MSG_HEADER_SIZE);
+    if (len != 0)
+        memcpy(f + RK_MSG_HEADER_SIZE, payload, len);
+    ctx->frames = f;
+    ctx->stride = stride_of(inst);
+    ctx->in_place = false;
+    ctx->lens[0] = RK_MSG_HEADER_SIZE + len;
+    ctx->n = 1;
+    ctx->pos = 0;
+    ctx->fetch_ns = 0;
+    if (rk__telemetry_on(inst->telemetry) && h->send_ns != 0)
+        ctx->fetch_ns = rk_now_ns();
+    rk__counter_add(&inst->direct, 1);
+    rc = handle_batch(ctx, inst->k->def.handler);
+    lat_flush(ctx);
+    if (rc != RK_OK) {
+        /* In flight (cur 0): the kernel's thread takes the context back,
+         * finds handback and faults with it (fetch). */
+        atomic_store(&ctx->handback, rc);
+        atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_release);
+        rk__ec_notify_all(ctx->wake);
+        return RK_OK;
+    }
+    atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_release);
+    return RK_OK;
 }
 
 /* Copies frame i of the batch to dst (a spill slot); returns its length. */

@@ -124,4 +124,5 @@ const rk__backend rk__backend_cpu = {
     .wait_ack = cpu_wait_ack,
     .query = cpu_query,
     .destroy = cpu_destroy,
+    .call = rk__cpu_call,
 };

@@ -48,6 +48,12 @@ struct rk_ctx {
     /* The receive spin's budget, adapted between RK__SPIN_FLOOR and
      * config.spin (fetch in body.c); the kernel thread's own. */
     uint32_t spin_budget;
+    /* Direct calls (config.direct_calls): a handler failure a caller
+     * handed back (an RK_E* code, 0: none); the failed message is frame
+     * 0 of buf, in flight (cur 0). Written by the caller holding the
+     * context, read by the kernel thread before it takes it back. */
+    _Atomic int handback;
+    bool direct; /* config.direct_calls: the context is shared via owner */
 };
 
 struct rk__backend_inst {
@@ -59,8 +65,20 @@ struct rk__backend_inst {
     struct rk__inst *inst;
     clockid_t cpu_clock;
     bool have_cpu_clock;
+    /* Who holds ctx (direct calls only): OWN_KERNEL while the thread
+     * runs, OWN_FREE while it waits for input (a caller may take it,
+     * rk__cpu_call), OWN_CALLER during a direct call. Acquire on taking
+     * and release on giving back order every use of ctx between them.
+     * Its own line: callers write it. */
+    _Alignas(64) _Atomic uint32_t owner;
     _Alignas(64) struct rk_ctx ctx;
 };
+
+enum { RK__OWN_KERNEL = 0, RK__OWN_FREE, RK__OWN_CALLER };
+
+/* The backend's call entry (body.c). */
+int rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h,
+    const void *payload, size_t len);
 
 /* The thread's main: the whole life of an instance. */
 void *rk__cpu_body(void *arg);
