@@ -8,8 +8,12 @@
  *                           "1/echo"), against an MPI_Send/MPI_Recv
  *                           ping-pong between the same ranks
  *   rtt_direct_p50 / _p99   the same round trip with rk_cluster_request
- *                           (no proxy: the host stages the request and
- *                           the progress thread hands it the reply)
+ *                           (no proxy: the host sends the request with
+ *                           its own MPI calls and receives the reply;
+ *                           the echo kernel's thread handles it)
+ *   rtt_call_p50 / _p99     the same to "echoc", the same echo handler
+ *                           registered with direct_calls: the remote
+ *                           progress thread runs it (rk_kernel_call)
  *   oneway_throughput       64-byte messages to "1/sink" (rk_send_batch,
  *                           256 a call; batched again on the wire by the
  *                           progress thread), ended by a request to the
@@ -219,8 +223,9 @@ main(int argc, char **argv)
     rk_kernel_config kc = { .input_capacity = 4096, .telemetry_off = true };
     rk_kernel_def echo = { .id = "echo", .handler = echo_h, .config = kc };
     rk_kernel_def sink = { .id = "sink", .handler = sink_h, .config = kc };
+    rk_kernel_def echoc = { .id = "echoc", .handler = echo_h, .config = kc };
     rk_cluster_export ex[] = { { .id = "echo", .input_capacity = 4096 },
-        { .id = "sink", .input_capacity = 4096 } };
+        { .id = "sink", .input_capacity = 4096 }, { .id = "echoc" } };
     rk_cluster_config cc = { .leave_timeout_ns = 120000000000LL };
     rk_cluster *cl;
 
@@ -247,13 +252,16 @@ main(int argc, char **argv)
         echo.config.spin = (uint32_t)atoll(getenv("RK_BENCH_KSPIN"));
         sink.config.spin = echo.config.spin;
     }
+    echoc.config = echo.config;
+    echoc.config.direct_calls = true;
     check(rk_runtime_create(&rt, &rc), "runtime");
     if (rank == 1) {
         cc.exports = ex;
-        cc.n_exports = 2;
+        cc.n_exports = 3;
         check(rk_runtime_register(rt, &echo), "register echo");
         check(rk_runtime_register(rt, &sink), "register sink");
-        for (int i = 0; i < 2; i++) {
+        check(rk_runtime_register(rt, &echoc), "register echoc");
+        for (int i = 0; i < 3; i++) {
             check(rk_kernel_launch(rt, ex[i].id), "launch");
             check(rk_kernel_activate(rt, ex[i].id), "activate");
         }
@@ -313,6 +321,22 @@ main(int argc, char **argv)
             emit_pair("rtt_direct_p99",
                 (double)bench_percentile(lat, n_rtt, 99), mpi_p99, "ns",
                 "ratio_to_mpi");
+            /* The kernel run by the remote progress thread. */
+            for (size_t i = 0; i < n_rtt / 10; i++)
+                check(rk_cluster_request(cl, "1/echoc", &o, buf, PAYLOAD, &h,
+                          buf, sizeof(buf), &len),
+                    "warm-up call");
+            for (size_t i = 0; i < n_rtt; i++) {
+                uint64_t t0 = bench_now_ns();
+                check(rk_cluster_request(cl, "1/echoc", &o, buf, PAYLOAD, &h,
+                          buf, sizeof(buf), &len),
+                    "call");
+                lat[i] = bench_now_ns() - t0;
+            }
+            emit_pair("rtt_call_p50", (double)bench_percentile(lat, n_rtt, 50),
+                mpi_p50, "ns", "ratio_to_mpi");
+            emit_pair("rtt_call_p99", (double)bench_percentile(lat, n_rtt, 99),
+                mpi_p99, "ns", "ratio_to_mpi");
         }
 
         /* Throughput: ROUNDS alternating pairs, raw MPI streaming then

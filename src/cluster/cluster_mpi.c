@@ -64,6 +64,19 @@
  * target) that names a waiting slot instead of a proxy. */
 #define CL_NWAIT  64
 #define CL_DIRECT 0x40000000u
+/* With CL_DIRECT: the requesting thread sent the request itself (a CALL
+ * frame) and waits for the answer on rcomm, tag = the slot. */
+#define CL_BYMPI     0x20000000u
+#define CL_SLOT_MASK 0xffffu
+/* Requests up to this size (frame and batch header included) go by the
+ * requesting thread's own MPI_Isend: small enough to be sent eagerly, so
+ * the send completes without the receiver. */
+#define CL_CALL_MAX 4096u
+/* The progress thread's polling yields the CPU every this many idle
+ * rounds. */
+#ifndef CL_POLL_YIELD
+#define CL_POLL_YIELD 8
+#endif
 /* Kernels a rank may export after the join (rk_cluster_announce); room
  * is kept for them, and for their proxies on every peer. */
 #define CL_LATE 64
@@ -284,6 +297,9 @@ typedef struct cl_export {
     /* the kernel's handle, looked up again when stale (progress thread) */
     rk_kernel k;
     bool k_ok;
+    /* the kernel takes direct calls: the progress thread runs its handler
+     * (rk_kernel_call) when it is idle, instead of queueing */
+    bool direct_calls;
 } cl_export;
 
 typedef struct cl_proxy {
@@ -317,12 +333,19 @@ typedef struct cl_waiter {
     size_t len;
     int rc;
     bool sleeping; /* the caller waits on cond (under lock) */
+    /* The caller's own MPI traffic (rk_cluster_request by MPI): the
+     * request's batch and the buffer the answer is received into. Used
+     * only by the thread holding the slot. */
+    uint8_t *sbuf, *rbuf;
+    size_t rcap;
+    MPI_Request sreq;
 } cl_waiter;
 
 typedef struct cl_sendbuf {
     uint8_t *p;
     size_t len;
     uint32_t nframes;
+    uint32_t ncredited; /* of those, DATA and TOPIC (cl_peer.unsent) */
     MPI_Request req;
 } cl_sendbuf;
 
@@ -340,6 +363,12 @@ typedef struct cl_peer {
     _Atomic uint32_t owed_async; /* the same, from ingress threads */
     cl_sendbuf sb[CL_NSEND];
     unsigned cur;
+    /* Credited frames (DATA, TOPIC) staged for this peer and not yet
+     * handed to MPI_Isend: producers add under lock, the progress thread
+     * subtracts after the send (release). A thread that reads 0 (acquire)
+     * sends after every frame it staged before, so MPI's non-overtaking
+     * rule keeps its own request behind them (rk_cluster_request). */
+    _Atomic uint32_t unsent;
     uint64_t last_heard, last_sent;
     bool bye_sent, bye_got;
 } cl_peer;
@@ -347,8 +376,10 @@ typedef struct cl_peer {
 struct rk_cluster {
     rk_runtime *rt;
     MPI_Comm comm;
+    MPI_Comm rcomm; /* answers to requests sent by the requesting thread */
     int rank, size;
     bool mpi_ours;
+    bool multiple; /* MPI_THREAD_MULTIPLE: host threads may call MPI */
     rk_cluster_config cfg;
     uint32_t batch_bytes;
     size_t stage_limit;
@@ -512,8 +543,11 @@ stage_frame(rk_cluster *cl, int rank, int cls, const rk__cl_frame *f,
     pthread_mutex_lock(&p->lock);
     rc = stage_reserve(cl, p, rank, cls, rk__cl_frame_size(f->len),
         rk__deadline(timeout_ns), &dst);
-    if (rc == RK_OK)
+    if (rc == RK_OK) {
         rk__cl_frame_write(dst, f, payload);
+        if (cls == 0)
+            atomic_fetch_add_explicit(&p->unsent, 1, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&p->lock);
     if (rc == RK_OK)
         wake_progress(cl);
@@ -522,7 +556,8 @@ stage_frame(rk_cluster *cl, int rank, int cls, const rk__cl_frame *f,
 
 /* Appends frames already encoded (a proxy's run) under one lock. */
 static int
-stage_bytes(rk_cluster *cl, int rank, const uint8_t *bytes, size_t len)
+stage_bytes(
+    rk_cluster *cl, int rank, const uint8_t *bytes, size_t len, uint32_t n)
 {
     cl_peer *p = &cl->peers[rank];
     uint8_t *dst = NULL;
@@ -530,8 +565,10 @@ stage_bytes(rk_cluster *cl, int rank, const uint8_t *bytes, size_t len)
 
     pthread_mutex_lock(&p->lock);
     rc = stage_reserve(cl, p, rank, 0, len, UINT64_MAX, &dst);
-    if (rc == RK_OK)
+    if (rc == RK_OK) {
         memcpy(dst, bytes, len);
+        atomic_fetch_add_explicit(&p->unsent, n, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&p->lock);
     if (rc == RK_OK)
         wake_progress(cl);
@@ -597,7 +634,7 @@ proxy_flush(rk_ctx *ctx, cl_proxy *px, cl_buf *run, uint32_t n)
 
     if (n == 0)
         return;
-    rc = stage_bytes(cl, px->rank, run->p, run->len);
+    rc = stage_bytes(cl, px->rank, run->p, run->len, n);
     if (rc == RK_OK) {
         STAT(cl, forwarded, n);
     } else {
@@ -742,6 +779,46 @@ mail_put(cl_export *e, const rk_msg_header *h, const void *data, size_t len)
     pthread_mutex_unlock(&e->lock);
 }
 
+static cl_sendbuf *sendbuf(rk_cluster *cl, cl_peer *p);
+static bool flush(rk_cluster *cl, cl_peer *p, uint16_t flags, uint64_t now);
+static void peer_down(rk_cluster *cl, int rank, int state);
+
+/* Sends answer f (a REPLY to a request its sender sent itself, CL_BYMPI)
+ * as a batch of its own on rcomm, tagged with the waiting slot, where the
+ * requesting thread receives it (rk_cluster_request). It uses the peer's
+ * send buffers (an open batch goes out first, on comm). False if none is
+ * free or the answer does not fit one: the caller stages it then, and the
+ * peer's progress thread hands it over (the waiter looks at both).
+ * Progress thread. */
+static bool
+answer_by_mpi(rk_cluster *cl, int rank, rk__cl_frame *f, const void *payload)
+{
+    cl_peer *p = &cl->peers[rank];
+    size_t size = RK__CL_BATCH_HDR + rk__cl_frame_size(f->len);
+    cl_sendbuf *b;
+    int mrc;
+
+    if (atomic_load(&p->state) != PEER_LIVE || size > cl->batch_bytes
+        || (b = sendbuf(cl, p)) == NULL)
+        return false;
+    if (b->nframes != 0
+        && (!flush(cl, p, 0, rk_now_ns()) || (b = sendbuf(cl, p)) == NULL))
+        return false;
+    rk__cl_batch_write(b->p, 0, 1, 0);
+    rk__cl_frame_write(b->p + RK__CL_BATCH_HDR, f, payload);
+    mrc = MPI_Isend(b->p, (int)size, MPI_BYTE, rank,
+        (int)(f->target & CL_SLOT_MASK), cl->rcomm, &b->req);
+    if (mrc != MPI_SUCCESS) {
+        peer_down(cl, rank, PEER_DEAD);
+        return false;
+    }
+    STAT(cl, sent_batches, 1);
+    STAT(cl, sent_frames, 1);
+    b->len = 0;
+    p->cur = (p->cur + 1) % CL_NSEND;
+    return true;
+}
+
 /* Takes what e's kernel put out, without waiting (progress thread, which
  * polls while it is active and at each idle wake-up): a reply to a
  * request from a peer goes back to it, anything else to the mailbox
@@ -792,7 +869,8 @@ drain_poll(rk_cluster *cl, cl_export *e)
             frame_from_header(&f, &h, len);
             f.kind = RK__CL_REPLY;
             f.target = proxy;
-            if (stage_frame(cl, rank, 1, &f, e->obuf, RK_NO_WAIT) == RK_OK)
+            if (((proxy & CL_BYMPI) && answer_by_mpi(cl, rank, &f, e->obuf))
+                || stage_frame(cl, rank, 1, &f, e->obuf, RK_NO_WAIT) == RK_OK)
                 STAT(cl, replies_sent, 1);
             continue;
         }
@@ -865,7 +943,8 @@ ingress_one(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f)
         STAT(cl, rejected, 1);
         send_error(cl, src, f, rc);
     }
-    atomic_fetch_add(&cl->peers[src].owed_async, 1);
+    if (f->kind == RK__CL_DATA) /* a CALL took no credit */
+        atomic_fetch_add(&cl->peers[src].owed_async, 1);
     wake_progress(cl);
 }
 
@@ -1076,10 +1155,16 @@ flush(rk_cluster *cl, cl_peer *p, uint16_t flags, uint64_t now)
     }
     STAT(cl, sent_batches, 1);
     STAT(cl, sent_frames, b->nframes);
+    /* Release: a thread that reads the count these bring to 0 sends after
+     * this send (see cl_peer.unsent). */
+    if (b->ncredited != 0)
+        atomic_fetch_sub_explicit(
+            &p->unsent, b->ncredited, memory_order_release);
     p->owed = 0;
     p->last_sent = now;
     b->len = 0;
     b->nframes = 0;
+    b->ncredited = 0;
     p->cur = (p->cur + 1) % CL_NSEND;
     return true;
 }
@@ -1134,8 +1219,10 @@ pump(rk_cluster *cl, cl_peer *p, uint64_t now)
             b->len += size;
             b->nframes++;
             bl->off += size;
-            if (cls == 0)
+            if (cls == 0) {
                 p->credits--;
+                b->ncredited++;
+            }
             did = true;
         }
     }
@@ -1173,7 +1260,18 @@ send_direct(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f,
     if (serve)
         idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
     STAT(cl, delivered, 1);
-    rc = send_cached(cl, e->id, &e->k, &e->k_ok, h, f->payload, f->len);
+    rc = RK_EBUSY;
+    if (e->direct_calls && e->k_ok) {
+        /* The kernel's handler on this thread, if it is idle: no queue,
+         * no wake-up; its reply is in its output queue for drain_poll. */
+        rc = rk_kernel_call(cl->rt, e->k, h, f->payload, f->len);
+        if (rc == RK_ESTALE)
+            e->k_ok = false;
+        if (rc == RK_ENOTSUP) /* its backend runs no calls: queue */
+            e->direct_calls = false;
+    }
+    if (rc == RK_EBUSY || rc == RK_ESTALE || rc == RK_ENOTSUP)
+        rc = send_cached(cl, e->id, &e->k, &e->k_ok, h, f->payload, f->len);
     if (rc != RK_OK) {
         if (serve)
             idmap_take(&cl->served, &f->id, NULL, NULL);
@@ -1192,9 +1290,12 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
     int rc;
 
     switch (f->kind) {
+    case RK__CL_CALL:
     case RK__CL_DATA: {
         cl_export *e
             = f->target < cl->n_exports ? &cl->exports[f->target] : NULL;
+        /* A CALL took no credit: none goes back for it. */
+        uint32_t credit = f->kind == RK__CL_DATA;
         bool serve = e != NULL && !e->cfg.local_output
             && (f->flags & RK_MSG_F_REQUEST);
 
@@ -1226,7 +1327,7 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
                 STAT(cl, received, 1); /* first, as send_direct's */
                 rc = send_direct(cl, e, src, f, &h, serve);
                 if (rc != RK_ETIMEDOUT && rc != RK_EFULL) {
-                    p->owed++;
+                    p->owed += credit;
                     if (rc != RK_OK) {
                         STAT(cl, rejected, 1);
                         send_error(cl, src, f, rc);
@@ -1261,7 +1362,7 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         if (rc == RK_ETIMEDOUT || rc == RK_EFULL)
             return false;
         STAT(cl, received, 1);
-        p->owed++;
+        p->owed += credit;
         if (rc == RK_OK) {
             /* counted above */
         } else if (rc == RK_EDROPPED) {
@@ -1302,7 +1403,7 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
                 STAT(cl, remote_errors, 1);
             else
                 STAT(cl, replies_received, 1);
-            if (!waiter_answer(cl, f->target & ~CL_DIRECT, f,
+            if (!waiter_answer(cl, f->target & CL_SLOT_MASK, f,
                     err ? f->aux : RK_OK, src)) {
                 if (err)
                     STAT(cl, remote_errors, (uint64_t)-1);
@@ -1488,6 +1589,7 @@ progress_main(void *arg)
     rk_cluster *cl = arg;
     uint64_t last_act = rk_now_ns(), leave_by = 0;
     int64_t nap = 2000;
+    uint32_t idle_rounds = 0;
 
     for (int i = 0; i < CL_NRECV; i++)
         MPI_Start(&cl->rreq[i]);
@@ -1549,7 +1651,13 @@ progress_main(void *arg)
             continue;
         }
         if (ns_since(last_act, now) < (uint64_t)cl->cfg.poll_ns) {
-            sched_yield();
+            /* Poll, yielding the CPU every few rounds (a round is a few
+             * hundred ns of MPI tests): a yield per round would add a
+             * system call to the time a request waits here. */
+            if (++idle_rounds % CL_POLL_YIELD == 0)
+                sched_yield();
+            else
+                rk__cpu_relax();
             continue;
         }
         idle_sleep(cl, nap);
@@ -1657,6 +1765,8 @@ cluster_free(rk_cluster *cl)
     for (int i = 0; i < CL_NRECV; i++)
         free(cl->rbuf[i]);
     for (int i = 0; i < CL_NWAIT; i++) {
+        free(cl->wait[i].sbuf);
+        free(cl->wait[i].rbuf);
         pthread_mutex_destroy(&cl->wait[i].lock);
         pthread_cond_destroy(&cl->wait[i].cond);
     }
@@ -1701,6 +1811,11 @@ mpi_setup(rk_cluster *cl, const void *comm)
     if (mrc != MPI_SUCCESS)
         return mpi_fail(mrc, "MPI_Comm_dup");
     MPI_Comm_set_errhandler(cl->comm, MPI_ERRORS_RETURN);
+    mrc = MPI_Comm_dup(cl->comm, &cl->rcomm);
+    if (mrc != MPI_SUCCESS)
+        return mpi_fail(mrc, "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(cl->rcomm, MPI_ERRORS_RETURN);
+    cl->multiple = level >= MPI_THREAD_MULTIPLE;
     MPI_Comm_rank(cl->comm, &cl->rank);
     MPI_Comm_size(cl->comm, &cl->size);
     return RK_OK;
@@ -2005,6 +2120,7 @@ export_fill(rk_cluster *cl, cl_export *e, const rk_cluster_export *x)
     e->cfg.max_payload = kc.max_payload;
     e->cfg.backpressure = kc.backpressure;
     e->cfg.priority_bands = kc.priority_bands;
+    e->direct_calls = kc.direct_calls;
     if ((e->mail = calloc(CL_MAILBOX, sizeof(*e->mail))) == NULL)
         return rk__fail(RK_ENOMEM, "cluster: export mailbox");
     return RK_OK;
@@ -2124,6 +2240,7 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     cl->cfg.exports = NULL;
     cl->cfg.topics = NULL;
     cl->comm = MPI_COMM_NULL;
+    cl->rcomm = MPI_COMM_NULL;
     atomic_init(&cl->refs, 1);
     pthread_mutex_init(&cl->stop_lock, NULL);
     pthread_mutex_init(&cl->export_lock, NULL);
@@ -2134,6 +2251,7 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     for (int i = 0; i < CL_NWAIT; i++) {
         pthread_mutex_init(&cl->wait[i].lock, NULL);
         cond_init_mono(&cl->wait[i].cond);
+        cl->wait[i].sreq = MPI_REQUEST_NULL;
     }
     atomic_init(&cl->wfree, UINT64_MAX);
     if ((rc = idmap_init(&cl->served)) != RK_OK
@@ -2545,6 +2663,162 @@ waiter_wait(rk_cluster *cl, cl_waiter *w, uint64_t deadline)
     return rc;
 }
 
+/* Takes an answer that came on rcomm for slot i, if one is there: true
+ * once the slot is answered (by this or by the progress thread). An
+ * answer for an earlier request of the slot (one that timed out) is
+ * received and dropped. Requesting thread. */
+static bool
+mpi_answer(rk_cluster *cl, int i, int rank)
+{
+    cl_waiter *w = &cl->wait[i];
+    MPI_Message msg;
+    MPI_Status st;
+    int flag = 0, count = 0;
+    rk__cl_batch b;
+    rk__cl_frame f;
+    size_t off = RK__CL_BATCH_HDR;
+
+    if (MPI_Improbe(rank, i, cl->rcomm, &flag, &msg, &st) != MPI_SUCCESS
+        || !flag)
+        return false;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    if ((size_t)count > w->rcap) {
+        uint8_t *p = realloc(w->rbuf, (size_t)count);
+        if (p == NULL) {
+            /* Received into nothing (dropped): the wait times out. */
+            MPI_Mrecv(NULL, 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+            return false;
+        }
+        w->rbuf = p;
+        w->rcap = (size_t)count;
+    }
+    if (MPI_Mrecv(w->rbuf, count, MPI_BYTE, &msg, MPI_STATUS_IGNORE)
+            != MPI_SUCCESS
+        || rk__cl_batch_parse(w->rbuf, (size_t)count, &b) != RK_OK
+        || rk__cl_frame_next(w->rbuf, (size_t)count, &off, &f) != RK_OK
+        || (f.kind != RK__CL_REPLY && f.kind != RK__CL_ERROR))
+        return false;
+    if (f.kind == RK__CL_ERROR) {
+        if (waiter_answer(cl, (uint32_t)i, &f, f.aux, rank))
+            STAT(cl, remote_errors, 1);
+    } else if (waiter_answer(cl, (uint32_t)i, &f, RK_OK, rank)) {
+        STAT(cl, replies_received, 1);
+    }
+    return atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE;
+}
+
+/*
+ * rk_cluster_request by the requesting thread's own MPI calls (MPI
+ * THREAD_MULTIPLE, a small request, nothing of this process's staged for
+ * the peer): the request goes as a one-frame batch (a CALL, no credit)
+ * on comm, where the peer's progress thread takes it like any batch, and
+ * the answer comes back on rcomm tagged with the slot. No progress thread
+ * hand-off on this side. The wait polls MPI (Open MPI has nothing to
+ * block on): the adaptive spin of waiter_wait, then polling that yields
+ * the CPU for poll_ns, then naps growing to idle_sleep_max_ns, as the
+ * progress thread waits. An answer the progress thread hands over (an
+ * error staged by the peer, a peer declared dead) ends the wait too.
+ * The slot is WAITING; returns as waiter_wait, with the slot FREE.
+ */
+static int
+request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
+    const void *req, uint64_t deadline)
+{
+    cl_waiter *w = &cl->wait[slot];
+    size_t size = RK__CL_BATCH_HDR + rk__cl_frame_size(f->len);
+    uint32_t b = atomic_load_explicit(&cl->wspin_ns, memory_order_relaxed);
+    uint64_t spin = b != 0 ? b : CL_WSPIN_MAX_NS, t0, nap = 2000;
+    bool answered = false;
+    int rc, mrc, sent = 0;
+
+    if (w->sbuf == NULL && (w->sbuf = malloc(CL_CALL_MAX)) == NULL) {
+        rc = rk__fail(RK_ENOMEM, "rk_cluster_request: send buffer");
+        goto out;
+    }
+    f->kind = RK__CL_CALL;
+    f->aux = (int32_t)(CL_DIRECT | CL_BYMPI | (uint32_t)slot);
+    rk__cl_batch_write(w->sbuf, 0, 1, 0);
+    rk__cl_frame_write(w->sbuf + RK__CL_BATCH_HDR, f, req);
+    mrc = MPI_Isend(
+        w->sbuf, (int)size, MPI_BYTE, rank, CL_TAG, cl->comm, &w->sreq);
+    if (mrc != MPI_SUCCESS) {
+        w->sreq = MPI_REQUEST_NULL;
+        rc = mpi_fail(mrc, "MPI_Isend");
+        goto out;
+    }
+    STAT(cl, forwarded, 1);
+    STAT(cl, sent_batches, 1);
+    STAT(cl, sent_frames, 1);
+    t0 = rk_now_ns();
+    for (uint32_t i = 1;; i++) {
+        uint64_t now;
+
+        if (!sent && MPI_Test(&w->sreq, &sent, MPI_STATUS_IGNORE)
+                != MPI_SUCCESS)
+            sent = 1; /* the peer's failure shows in its state */
+        if (mpi_answer(cl, slot, rank)
+            || atomic_load_explicit(&w->state, memory_order_acquire)
+                == W_DONE) {
+            answered = true;
+            break;
+        }
+        if (atomic_load(&cl->peers[rank].state) != PEER_LIVE) {
+            waiter_answer(cl, (uint32_t)slot, NULL, RK_EUNREACHABLE, rank);
+            answered = true;
+            break;
+        }
+        now = rk_now_ns();
+        if (now >= deadline)
+            break;
+        if (now - t0 < spin) {
+            if (i % 64 == 0)
+                sched_yield();
+            else
+                rk__cpu_relax();
+        } else if (now - t0 < spin + (uint64_t)cl->cfg.poll_ns) {
+            sched_yield();
+        } else {
+            struct timespec ts = { 0, (long)nap };
+            nanosleep(&ts, NULL);
+            if (nap * 2 <= (uint64_t)cl->cfg.idle_sleep_max_ns)
+                nap *= 2;
+        }
+    }
+    /* The spin adapts as waiter_wait's does: full after an answer found
+     * while spinning, halved after one that ran out. */
+    if (answered && rk_now_ns() - t0 < spin) {
+        if (b != 0)
+            atomic_store_explicit(&cl->wspin_ns, 0, memory_order_relaxed);
+    } else {
+        uint32_t half = (uint32_t)(spin / 2);
+        atomic_store_explicit(&cl->wspin_ns,
+            half < CL_WSPIN_FLOOR_NS ? CL_WSPIN_FLOOR_NS : half,
+            memory_order_relaxed);
+    }
+    /* The request is small enough to go eagerly: its send completes
+     * locally. Should it not, the buffer is left to MPI (the slot gets a
+     * new one). */
+    if (!sent) {
+        uint64_t until = rk_now_ns() + 100000000;
+        while (!sent && rk_now_ns() < until)
+            if (MPI_Test(&w->sreq, &sent, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                sent = 1;
+        if (!sent) {
+            MPI_Request_free(&w->sreq);
+            w->sbuf = NULL;
+        }
+    }
+    w->sreq = MPI_REQUEST_NULL;
+    rc = RK_ETIMEDOUT; /* an answer now finds the slot free: dropped */
+out:
+    pthread_mutex_lock(&w->lock);
+    if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_DONE)
+        rc = w->rc;
+    atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
 int
 rk_cluster_request(rk_cluster *cl, const char *id,
     const rk_request_options *opts, const void *req, size_t req_len,
@@ -2595,6 +2869,17 @@ rk_cluster_request(rk_cluster *cl, const char *id,
     if (req_len > UINT32_MAX) {
         rc = rk__fail(
             RK_EMSGSIZE, "rk_cluster_request: %zu-byte request", req_len);
+    } else if (cl->multiple
+        && RK__CL_BATCH_HDR + rk__cl_frame_size(f.len) <= CL_CALL_MAX
+        && atomic_load_explicit(
+               &cl->peers[px->rank].unsent, memory_order_acquire)
+            == 0) {
+        /* Nothing this process staged for the peer is waiting to be
+         * sent: this request cannot overtake one. */
+        rc = request_by_mpi(cl, slot, px->rank, &f, req, deadline);
+        *reply_len = w->len;
+        waiter_put(cl, slot);
+        goto done;
     } else {
         rc = stage_frame(cl, px->rank, 0, &f, req, opts->timeout_ns);
     }
@@ -2608,6 +2893,7 @@ rk_cluster_request(rk_cluster *cl, const char *id,
         pthread_mutex_unlock(&w->lock);
     }
     waiter_put(cl, slot);
+done:
     switch (rc) {
     case RK_OK:
         return RK_OK;
@@ -2680,6 +2966,8 @@ rk_cluster_send_batch(rk_cluster *cl, const char *id, uint32_t type_id,
                 f.send_ns = now;
                 rk__cl_frame_write(dst + i * one, &f, src + (done + i) * len);
             }
+            atomic_fetch_add_explicit(
+                &p->unsent, (uint32_t)m, memory_order_relaxed);
         }
         pthread_mutex_unlock(&p->lock);
         if (rc != RK_OK)

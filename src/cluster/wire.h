@@ -52,7 +52,10 @@ enum {
     RK__CL_TOPIC,    /* a publish for the receiver's subscribers (credit) */
     RK__CL_ANNOUNCE, /* a kernel exported after the join: the payload is a
                         directory with that one export */
-    RK__CL_KIND_MAX = RK__CL_ANNOUNCE
+    RK__CL_CALL,     /* a request the requesting thread sent itself (no
+                        credit): as DATA, answered on the reply
+                        communicator with the waiting slot as tag */
+    RK__CL_KIND_MAX = RK__CL_CALL
 };
 
 typedef struct rk__cl_batch {

@@ -1,5 +1,6 @@
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "common.h"
@@ -37,17 +38,39 @@ rk_err_name(int err)
 }
 
 static _Thread_local char detail[512];
+/* A detail not yet formatted (rk__fail_s): fmt with one %s, and its
+ * argument. Formatted when read. */
+static _Thread_local const char *lazy_fmt;
+static _Thread_local char lazy_arg[128];
 
 const char *
 rk_errdetail(void)
 {
+    if (lazy_fmt != NULL) {
+        snprintf(detail, sizeof(detail), lazy_fmt, lazy_arg);
+        lazy_fmt = NULL;
+    }
     return detail;
 }
 
 void
 rk__clear_detail(void)
 {
+    lazy_fmt = NULL;
     detail[0] = '\0';
+}
+
+int
+rk__fail_s(int err, const char *fmt, const char *arg)
+{
+    size_t n = strlen(arg);
+
+    if (n >= sizeof(lazy_arg))
+        n = sizeof(lazy_arg) - 1;
+    memcpy(lazy_arg, arg, n);
+    lazy_arg[n] = '\0';
+    lazy_fmt = fmt;
+    return err;
 }
 
 int
@@ -55,6 +78,7 @@ rk__fail(int err, const char *fmt, ...)
 {
     va_list ap;
 
+    lazy_fmt = NULL;
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);

@@ -53,6 +53,11 @@ rk__panic(const char *file, int line, const char *what);
  */
 int
 rk__fail(int err, const char *fmt, ...) RK__PRINTF(2, 3);
+/* rk__fail for a detail of one string argument (at most 127 bytes of it
+ * kept), formatted only if rk_errdetail() reads it: for failures a
+ * polling caller expects and ignores (an empty receive without waiting).
+ * fmt must be a string literal with exactly one %s. */
+int rk__fail_s(int err, const char *fmt, const char *arg);
 
 /*
  * Passes one printf-style message to the application's log callback

@@ -306,8 +306,8 @@ recv_output(rk__kernel *k, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
         out_unlock(inst);
     if (answered)
         return rc; /* an error reply: its code and detail */
-    if (rc == RK_ETIMEDOUT)
-        return rk__fail(rc, "no output from kernel '%s' in time", k->id);
+    if (rc == RK_ETIMEDOUT) /* polled with RK_NO_WAIT: often, cheaply */
+        return rk__fail_s(rc, "no output from kernel '%s' in time", k->id);
     if (rc == RK_ECLOSED)
         return output_closed(k);
     return rc;
