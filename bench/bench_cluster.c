@@ -44,6 +44,7 @@
 #define T_DONE  10
 
 static double scale;
+static int call_only;
 static int rank;
 
 static size_t
@@ -195,6 +196,10 @@ main(int argc, char **argv)
         return 2;
     }
     scale = bench_scale();
+    /* RK_BENCH_CALL_ONLY=1: the rtt_call rows at full length, the other
+     * round trips short, no throughput (for profiling). */
+    call_only = getenv("RK_BENCH_CALL_ONLY") != NULL
+        && atoi(getenv("RK_BENCH_CALL_ONLY")) != 0;
     n_rtt = scaled(20000);
     n_tp = scaled(500000);
     lat = calloc(n_rtt, sizeof(*lat));
@@ -275,6 +280,9 @@ main(int argc, char **argv)
 
         check(rk_kernel_lookup(rt, "1/echo", &ke), "lookup echo");
         check(rk_kernel_lookup(rt, "1/sink", &ks), "lookup sink");
+        size_t n_call = n_rtt;
+        if (call_only)
+            n_rtt /= 20; /* the other round trips, cut short */
         for (size_t i = 0; i < n_rtt / 10; i++) /* warm up */
             check(rk_request(rt, ke, 1, buf, PAYLOAD, &h, buf, sizeof(buf),
                       &len, 10000000000LL),
@@ -326,17 +334,19 @@ main(int argc, char **argv)
                 check(rk_cluster_request(cl, "1/echoc", &o, buf, PAYLOAD, &h,
                           buf, sizeof(buf), &len),
                     "warm-up call");
-            for (size_t i = 0; i < n_rtt; i++) {
+            for (size_t i = 0; i < n_call; i++) {
                 uint64_t t0 = bench_now_ns();
                 check(rk_cluster_request(cl, "1/echoc", &o, buf, PAYLOAD, &h,
                           buf, sizeof(buf), &len),
                     "call");
                 lat[i] = bench_now_ns() - t0;
             }
-            emit_pair("rtt_call_p50", (double)bench_percentile(lat, n_rtt, 50),
-                mpi_p50, "ns", "ratio_to_mpi");
-            emit_pair("rtt_call_p99", (double)bench_percentile(lat, n_rtt, 99),
-                mpi_p99, "ns", "ratio_to_mpi");
+            emit_pair("rtt_call_p50",
+                (double)bench_percentile(lat, n_call, 50), mpi_p50, "ns",
+                "ratio_to_mpi");
+            emit_pair("rtt_call_p99",
+                (double)bench_percentile(lat, n_call, 99), mpi_p99, "ns",
+                "ratio_to_mpi");
         }
 
         /* Throughput: ROUNDS alternating pairs, raw MPI streaming then
@@ -345,6 +355,11 @@ main(int argc, char **argv)
          * progress thread batch them on the wire. Rank 1 waits parked
          * (rk_cluster_recv) while the cluster runs. */
         static uint8_t many[256 * PAYLOAD];
+        if (call_only) { /* rank 1 waits parked for this */
+            check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER),
+                "done");
+            goto idle;
+        }
         /* Rank 1 waits (parked) for this before the first MPI round. */
         check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER), "done");
         for (int direct = 0; direct < 2; direct++) {
@@ -412,6 +427,8 @@ main(int argc, char **argv)
         size_t len;
         check(rk_cluster_recv(cl, "sink", &h, NULL, 0, &len, 600000000000LL),
             "wait for rank 0");
+        if (call_only)
+            goto idle;
         for (int r = 0; r < 2 * ROUNDS; r++) { /* proxied, then direct */
             mpi_stream(n_tp, buf);
             check(
@@ -422,6 +439,8 @@ main(int argc, char **argv)
 
     /* Idle: both processes joined, nothing sent, for one second; each
      * rank measures itself. */
+idle:
+    MPI_Barrier(MPI_COMM_WORLD);
     {
         double c0, c1;
         uint64_t t0, t1;

@@ -148,6 +148,7 @@ test_call_runs_on_caller(void **state)
     assert_int_equal(st.processed, 1);
     assert_int_equal(st.pending, 0);
     assert_int_equal(st.latency_count, 1);
+    assert_int_equal(st.direct_calls, 1);
     /* The kernel's own thread still takes sends. */
     assert_int_equal(rk_send(rt, k, T_ECHO, b, 1, 128, RT_LONG), RK_OK);
     assert_int_equal(rk_recv(rt, k, NULL, r, sizeof(r), &len, RT_LONG), RK_OK);
@@ -348,6 +349,7 @@ test_callers_and_senders(void **state)
     assert_int_equal(st.processed, 4 * PER_SENDER);
     assert_int_equal(st.offered, 4 * PER_SENDER);
     assert_int_equal(st.pending, 0);
+    assert_int_equal(st.direct_calls, calls);
     assert_false(atomic_load(&overlap));
     assert_false(atomic_load(&out_of_order));
     for (int i = 0; i < 4; i++)

@@ -613,6 +613,8 @@ typedef struct rk_kernel_stats {
     uint64_t uptime_ns;   /**< since the first activation of the instance */
     double throughput;    /**< processed per second of uptime */
     uint64_t cpu_time_ns; /**< CPU time of the kernel thread (0: n/a) */
+    uint64_t direct_calls; /**< of offered and processed, direct calls
+                              (rk_kernel_call) run by their callers */
 } rk_kernel_stats;
 
 /** A consistent-enough snapshot (counters are read one by one, relaxed). */

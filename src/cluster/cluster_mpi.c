@@ -354,6 +354,10 @@ typedef struct cl_peer {
     pthread_mutex_t lock;
     pthread_cond_t room;
     cl_buf stage[2]; /* 0: DATA/TOPIC (credited), 1: REPLY/ERROR */
+    /* Bit c set (under lock) when stage[c] got frames, cleared (under
+     * lock) when the progress thread takes them: it takes the lock only
+     * when a bit is set. A bit it reads late is seen next round. */
+    _Atomic uint32_t staged;
     _Atomic int state;
     /* progress thread only */
     cl_buf backlog[2];
@@ -529,6 +533,7 @@ stage_reserve(rk_cluster *cl, cl_peer *p, int rank, int cls, size_t len,
     if (atomic_load(&p->state) != PEER_LIVE || atomic_load(&cl->stopped))
         return rk__fail(RK_EUNREACHABLE, "cluster: rank %d is %s", rank,
             atomic_load(&p->state) == PEER_DEAD ? "dead" : "gone");
+    atomic_fetch_or_explicit(&p->staged, 1u << cls, memory_order_relaxed);
     return buf_append(&p->stage[cls], len, dst);
 }
 
@@ -1181,7 +1186,12 @@ pump(rk_cluster *cl, cl_peer *p, uint64_t now)
     for (int cls = 0; cls < 2; cls++) {
         if (p->backlog[cls].off == p->backlog[cls].len) {
             buf_reset(&p->backlog[cls]);
+            if (!(atomic_load_explicit(&p->staged, memory_order_relaxed)
+                    & (1u << cls)))
+                continue;
             pthread_mutex_lock(&p->lock);
+            atomic_fetch_and_explicit(
+                &p->staged, ~(1u << cls), memory_order_relaxed);
             if (p->stage[cls].len != 0) {
                 buf_swap(&p->stage[cls], &p->backlog[cls]);
                 if (cls == 0)
@@ -1656,8 +1666,6 @@ progress_main(void *arg)
              * system call to the time a request waits here. */
             if (++idle_rounds % CL_POLL_YIELD == 0)
                 sched_yield();
-            else
-                rk__cpu_relax();
             continue;
         }
         idle_sleep(cl, nap);
@@ -2771,10 +2779,9 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
         if (now >= deadline)
             break;
         if (now - t0 < spin) {
+            /* The MPI calls space the tries; yield now and then. */
             if (i % 64 == 0)
                 sched_yield();
-            else
-                rk__cpu_relax();
         } else if (now - t0 < spin + (uint64_t)cl->cfg.poll_ns) {
             sched_yield();
         } else {

@@ -58,6 +58,7 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
     /* Dequeued but neither processed nor dead-lettered: prefetched or in
      * flight in the kernel (transiently off while the kernel runs). */
     direct = rk__counter_get(&inst->direct);
+    s->direct_calls = direct;
     held = q.dequeued + direct - s->processed - s->dead_lettered;
     s->pending = q.depth + (held > q.dequeued + direct ? 0 : held);
     s->queue_depth = q.depth;

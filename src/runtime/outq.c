@@ -333,7 +333,7 @@ rk__outq_wait(rk__outq *q, int64_t spin_ns, uint64_t deadline)
             return RK_OK;
         if (atomic_load_explicit(&q->closed, memory_order_acquire))
             return has_frame(q) ? RK_OK : RK_ECLOSED;
-        if (rk_now_ns() >= deadline)
+        if (deadline == 0 || rk_now_ns() >= deadline) /* 0: no wait */
             return RK_ETIMEDOUT;
         (void)park(q, &q->cons_ec, has_frame, deadline);
     }

@@ -1087,6 +1087,118 @@ test_late(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* -------------------------------------------------------------- call */
+
+/* tally: counts one-way messages per sender rank; a T_REQ (the fence)
+ * is answered with the count of its sender's messages so far. */
+static _Atomic uint64_t tally[MAXR];
+
+static int
+tally_h(rk_ctx *ctx, const rk_msg_view *m)
+{
+    msg v;
+    uint64_t n;
+
+    if (m->len != sizeof(v))
+        return RK_EINVAL;
+    memcpy(&v, m->data, sizeof(v));
+    if (v.rank < 0 || v.rank >= MAXR)
+        return RK_EINVAL;
+    if (m->hdr->type_id != T_REQ) {
+        atomic_fetch_add(&tally[v.rank], 1);
+        return RK_OK;
+    }
+    n = atomic_load(&tally[v.rank]);
+    return rk_ctx_reply(ctx, m, T_REQ, &n, sizeof(n));
+}
+
+#define K_CALL  300
+#define K_FENCE 2000
+
+/* rk_cluster_request by the requesting thread's own MPI calls, to a
+ * kernel run by the owning rank's progress thread (direct_calls), and
+ * the order between a stream and a request: every rank asks every other
+ * one K_CALL times (each answer checked), then streams K_FENCE messages
+ * with rk_cluster_send_batch and asks for the count: a request that
+ * overtook the stream would see fewer. At the end each rank's echoc has
+ * handled every request, most of them as direct calls. */
+static void
+test_call(void **state)
+{
+    (void)state;
+    rk_runtime *rt = runtime();
+    rk_kernel_config cc_echo = { .input_capacity = 256, .direct_calls = true };
+    rk_kernel_config cc_tally = { .input_capacity = 4096 };
+    rk_cluster_export ex[] = { { .id = "echoc" }, { .id = "tally" } };
+    rk_cluster_config cc
+        = { .exports = ex, .n_exports = 2, .leave_timeout_ns = 60 * SEC };
+    rk_cluster *cl;
+    rk_kernel_stats ks;
+    rk_cluster_stats cs;
+    int rank, n;
+
+    {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        my_rank = r != NULL ? atoi(r) : 0;
+    }
+    handler(rt, "echoc", echo_h, cc_echo, true);
+    handler(rt, "tally", tally_h, cc_tally, true);
+    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
+    rank = rk_cluster_rank(cl);
+    n = rk_cluster_size(cl);
+    for (int r = 0; r < n; r++) {
+        char id[64], tid[64];
+        rk_request_options o = RK_REQUEST_OPTIONS_INIT;
+        rk_msg_header h;
+        size_t len, sent;
+        msg many[100];
+        uint64_t count = 0;
+
+        if (r == rank)
+            continue;
+        id_of(id, sizeof(id), r, "echoc");
+        id_of(tid, sizeof(tid), r, "tally");
+        o.type_id = T_REQ;
+        o.timeout_ns = 30 * SEC;
+        for (int i = 0; i < K_CALL; i++) {
+            msg q = { rank, -1, i }, rep;
+            assert_int_equal(rk_cluster_request(cl, id, &o, &q, sizeof(q),
+                                 &h, &rep, sizeof(rep), &len),
+                RK_OK);
+            assert_int_equal(len, sizeof(rep));
+            assert_int_equal(rep.rank, rank);
+            assert_int_equal(rep.seq, i);
+            assert_int_equal(rep.producer, r);
+            assert_int_equal(h.type_id, T_REQ);
+        }
+        for (int i = 0; i < 100; i++)
+            many[i] = (msg) { rank, 0, i };
+        for (int i = 0; i < K_FENCE / 100; i++) {
+            assert_int_equal(rk_cluster_send_batch(cl, tid, T_SEND, many,
+                                 sizeof(msg), 100, 128, 30 * SEC, &sent),
+                RK_OK);
+            assert_int_equal(sent, 100);
+        }
+        msg q = { rank, -1, 0 };
+        assert_int_equal(rk_cluster_request(cl, tid, &o, &q, sizeof(q), &h,
+                             &count, sizeof(count), &len),
+            RK_OK);
+        assert_int_equal(count, K_FENCE);
+    }
+    /* Everyone asked everyone: wait for the others before counting. */
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    assert_int_equal(rk_kernel_stats_get(rt, "echoc", &ks), RK_OK);
+    assert_int_equal(ks.processed, (uint64_t)K_CALL * (uint64_t)(n - 1));
+    assert_int_equal(ks.offered, ks.processed);
+    printf("cluster_ranks call: rank %d: %llu of %llu requests run as "
+           "direct calls\n",
+        rank, (unsigned long long)ks.direct_calls,
+        (unsigned long long)ks.processed);
+    assert_true(ks.direct_calls > 0);
+    (void)cs;
+    rk_runtime_destroy(rt);
+}
+
 /* ----------------------------------------------------------- badjoin */
 
 static void
@@ -1255,6 +1367,7 @@ main(int argc, char **argv)
     const struct CMUnitTest exportall[] = { cmocka_unit_test(test_exportall) };
     const struct CMUnitTest direct[] = { cmocka_unit_test(test_direct) };
     const struct CMUnitTest late[] = { cmocka_unit_test(test_late) };
+    const struct CMUnitTest call[] = { cmocka_unit_test(test_call) };
 
     mode = argc > 1 ? argv[1] : "basic";
     if (strcmp(mode, "basic") == 0)
@@ -1273,8 +1386,11 @@ main(int argc, char **argv)
         return cmocka_run_group_tests(direct, NULL, NULL);
     if (strcmp(mode, "late") == 0)
         return cmocka_run_group_tests(late, NULL, NULL);
+    if (strcmp(mode, "call") == 0)
+        return cmocka_run_group_tests(call, NULL, NULL);
     fprintf(stderr,
         "usage: cluster_ranks "
-        "basic|stress|streamd|policy|badjoin|kill|exportall|direct|late\n");
+        "basic|stress|streamd|policy|badjoin|kill|exportall|direct|late|"
+        "call\n");
     return 2;
 }
