@@ -166,6 +166,30 @@ parked_handoff_ns(size_t n, uint64_t *lat)
     return p50;
 }
 
+/* n round trips with rk_cluster_request to id (after n / 10 to warm
+ * up): their latencies in lat. */
+static void
+rtt_cluster_request(rk_cluster *cl, const char *id,
+    const rk_request_options *o, size_t n, uint64_t *lat)
+{
+    uint8_t buf[PAYLOAD];
+    rk_msg_header h;
+    size_t len;
+
+    memset(buf, 0xab, sizeof(buf));
+    for (size_t i = 0; i < n / 10; i++)
+        check(rk_cluster_request(
+                  cl, id, o, buf, PAYLOAD, &h, buf, sizeof(buf), &len),
+            "warm-up request");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t0 = bench_now_ns();
+        check(rk_cluster_request(
+                  cl, id, o, buf, PAYLOAD, &h, buf, sizeof(buf), &len),
+            "request");
+        lat[i] = bench_now_ns() - t0;
+    }
+}
+
 static double
 cpu_s(void)
 {
@@ -312,17 +336,7 @@ main(int argc, char **argv)
             rk_request_options o = RK_REQUEST_OPTIONS_INIT;
             o.type_id = 1;
             o.timeout_ns = 10000000000LL;
-            for (size_t i = 0; i < n_rtt / 10; i++)
-                check(rk_cluster_request(cl, "1/echo", &o, buf, PAYLOAD, &h,
-                          buf, sizeof(buf), &len),
-                    "warm-up direct request");
-            for (size_t i = 0; i < n_rtt; i++) {
-                uint64_t t0 = bench_now_ns();
-                check(rk_cluster_request(cl, "1/echo", &o, buf, PAYLOAD, &h,
-                          buf, sizeof(buf), &len),
-                    "direct request");
-                lat[i] = bench_now_ns() - t0;
-            }
+            rtt_cluster_request(cl, "1/echo", &o, n_rtt, lat);
             emit_pair("rtt_direct_p50",
                 (double)bench_percentile(lat, n_rtt, 50), mpi_p50, "ns",
                 "ratio_to_mpi");
@@ -330,17 +344,7 @@ main(int argc, char **argv)
                 (double)bench_percentile(lat, n_rtt, 99), mpi_p99, "ns",
                 "ratio_to_mpi");
             /* The kernel run by the remote progress thread. */
-            for (size_t i = 0; i < n_rtt / 10; i++)
-                check(rk_cluster_request(cl, "1/echoc", &o, buf, PAYLOAD, &h,
-                          buf, sizeof(buf), &len),
-                    "warm-up call");
-            for (size_t i = 0; i < n_call; i++) {
-                uint64_t t0 = bench_now_ns();
-                check(rk_cluster_request(cl, "1/echoc", &o, buf, PAYLOAD, &h,
-                          buf, sizeof(buf), &len),
-                    "call");
-                lat[i] = bench_now_ns() - t0;
-            }
+            rtt_cluster_request(cl, "1/echoc", &o, n_call, lat);
             emit_pair("rtt_call_p50",
                 (double)bench_percentile(lat, n_call, 50), mpi_p50, "ns",
                 "ratio_to_mpi");

@@ -300,12 +300,12 @@ disown(rk_ctx *ctx)
     atomic_store_explicit(&ctx->bi->owner, RK__OWN_FREE, memory_order_release);
 }
 
-/* While a direct-call kernel waits without its context: is there
- * anything it must take the context back for? Input (which callers leave
- * to it), a command other than c, or a failure handed back. The parking
- * re-check after rk__ec_prepare reads the same: senders notify wake after
- * queueing, commands come through signal(), and a caller notifies after
- * storing handback. */
+/* Is there anything the waiting kernel must look at: input, a command
+ * other than c, or a failure a direct call handed back? The parking
+ * re-check after rk__ec_prepare (senders notify wake after queueing,
+ * commands come through signal(), a caller notifies after storing
+ * handback), and what a direct-call kernel waiting without its context
+ * polls before taking it back. */
 static bool
 wanted(rk_ctx *ctx, uint32_t c)
 {
@@ -326,7 +326,8 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
     uint32_t spin, max, spins = 0;
     uint64_t deadline = 0;
     bool parked = false;
-    bool mine = true; /* direct calls: the context is the thread's */
+    bool mine = true; /* the context is the thread's (see direct calls) */
+    uint32_t c = 0;   /* the command seen at the last safe point */
 
     if (ctx->pos < ctx->n) {
         (void)safe_point(ctx);
@@ -339,74 +340,49 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
      * point, so a paused kernel holds none of its input's room. */
     release_held(ctx);
     for (;;) {
-        uint32_t c, key;
+        uint32_t key;
         int rc;
 
-        if (ctx->direct && !mine) {
-            /* Back from waiting: take the context back (a caller may be
-             * in the handler) and see whether a call handed a failure
-             * back; the safe point's ack (PAUSED) then comes with no
-             * call in flight. */
+        /* A direct-call kernel waits without its context (callers may
+         * take it, rk__cpu_call) and takes it back only for input, a
+         * command or a handed-back failure (wanted). */
+        if (!mine && wanted(ctx, c)) {
+            /* The safe point's ack (PAUSED) then comes with no call in
+             * flight. */
             own(ctx);
+            mine = true;
             if ((rc = atomic_exchange_explicit(
                      &ctx->handback, 0, memory_order_relaxed))
                 != RK_OK)
                 return rc; /* frame 0 of buf is in flight: the fault's */
-            mine = true;
         }
-        c = safe_point(ctx);
-        rc = next_batch(ctx);
-        if (rc == RK_OK) {
-            size_t n = ctx->n;
+        if (mine) {
+            c = safe_point(ctx);
+            rc = next_batch(ctx);
+            if (rc == RK_OK) {
+                size_t n = ctx->n;
 
-            if (spins != 0 && !parked)
-                spin_found(ctx, max);
-            /* Latency is send -> dequeue, for the messages their sender
-             * stamped (one in latency_sample per sending thread, every
-             * one with 1): one clock read per batch that holds a stamped
-             * message, none otherwise (fetch_ns 0: nothing recorded). */
-            ctx->fetch_ns = 0;
-            if (rk__telemetry_on(inst->telemetry) && batch_stamped(ctx, n))
-                ctx->fetch_ns = rk_now_ns();
-            return RK_OK;
-        }
-        if (rc == RK_ECLOSED || c == RK_CTL_STOP)
-            return RK_ECLOSED;
-        if (timeout_ns == RK_NO_WAIT)
-            return RK_ETIMEDOUT;
-        if (ctx->direct) {
-            /* Waiting: callers may take the context (rk__cpu_call) until
-             * input, a command or a handed-back failure shows. */
-            disown(ctx);
-            mine = false;
-            while (!wanted(ctx, c)) {
-                if (spins < spin) {
-                    if (++spins % RK__SPIN_YIELD == 0)
-                        sched_yield();
-                    else
-                        rk__cpu_relax();
-                    continue;
-                }
-                if (!parked)
-                    spin_parked(ctx, max);
-                parked = true;
-                if (deadline == 0)
-                    deadline = rk__deadline(timeout_ns);
-                if (deadline != UINT64_MAX && rk_now_ns() >= deadline)
-                    break;
-                key = rk__ec_prepare(ctx->wake);
-                if (!wanted(ctx, c))
-                    (void)rk__ec_wait(ctx->wake, key, deadline);
-                else
-                    rk__ec_cancel(ctx->wake);
-                spins = spin / 2;
+                if (spins != 0 && !parked)
+                    spin_found(ctx, max);
+                /* Latency is send -> dequeue, for the messages their
+                 * sender stamped (one in latency_sample per sending
+                 * thread, every one with 1): one clock read per batch
+                 * that holds a stamped message, none otherwise (fetch_ns
+                 * 0: nothing recorded). */
+                ctx->fetch_ns = 0;
+                if (rk__telemetry_on(inst->telemetry)
+                    && batch_stamped(ctx, n))
+                    ctx->fetch_ns = rk_now_ns();
+                return RK_OK;
             }
-            if (deadline != 0 && deadline != UINT64_MAX
-                && rk_now_ns() >= deadline && !wanted(ctx, c)) {
-                own(ctx);
+            if (rc == RK_ECLOSED || c == RK_CTL_STOP)
+                return RK_ECLOSED;
+            if (timeout_ns == RK_NO_WAIT)
                 return RK_ETIMEDOUT;
+            if (ctx->direct) {
+                disown(ctx);
+                mine = false;
             }
-            continue;
         }
         if (spins < spin) {
             /* Spin, but yield now and then: on a busy machine the sender
@@ -422,14 +398,17 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         parked = true;
         if (deadline == 0)
             deadline = rk__deadline(timeout_ns);
-        if (deadline != UINT64_MAX && rk_now_ns() >= deadline)
+        if (deadline != UINT64_MAX && rk_now_ns() >= deadline) {
+            if (!mine)
+                own(ctx);
             return RK_ETIMEDOUT;
+        }
         /* Park on the wake eventcount: senders notify it after
-         * queueing, commands through signal(). The re-check after
-         * prepare sees the message or the command, or the wait is
-         * woken (common/ec.h). */
+         * queueing, commands through signal(), a caller that hands a
+         * failure back after storing it. The re-check after prepare sees
+         * any of them, or the wait is woken (common/ec.h). */
         key = rk__ec_prepare(ctx->wake);
-        if (rk__inq_depth(&inst->in) == 0 && load_cmd(ctx) == c)
+        if (!wanted(ctx, c))
             (void)rk__ec_wait(ctx->wake, key, deadline);
         else
             rk__ec_cancel(ctx->wake);
