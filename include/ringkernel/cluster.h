@@ -25,9 +25,11 @@
  * proxies and its control kernel end with the others) and the handle
  * becomes invalid.
  *
- * Threads: every rk_cluster_* call is thread-safe. The progress thread is
- * the only one that calls MPI after the join (MPI_THREAD_SERIALIZED is
- * enough; MPI_THREAD_MULTIPLE lets the application use MPI too).
+ * Threads: every rk_cluster_* call is thread-safe. After the join the
+ * progress thread calls MPI, and, with MPI_THREAD_MULTIPLE (what the
+ * cluster asks for when it initialises MPI), so does a thread in
+ * rk_cluster_request for its own request and answer. With only
+ * MPI_THREAD_SERIALIZED every request goes through the progress thread.
  */
 #ifndef RINGKERNEL_CLUSTER_H
 #define RINGKERNEL_CLUSTER_H
@@ -183,14 +185,23 @@ int rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex);
  * reply (the output of the remote kernel whose correlation id is the
  * request's id) is copied into reply (cap bytes) and its header into
  * *reply_hdr (may be NULL); *reply_len is its length. What it saves: the
- * calling thread puts the request on the wire's staging buffer itself
- * and the progress thread hands the reply to it directly, so the two
- * thread hand-offs through the proxy kernel (host -> proxy, proxy ->
- * host) are gone from the round trip. What it skips with them: the
- * proxy's own admission (its queue, policy and counters); the request
- * still takes one of the peer's credits and waits (up to the timeout)
- * while the peer is not keeping up. The waiting thread spins briefly (an
- * adaptive budget of at most 20 us) and then parks.
+ * two thread hand-offs through the proxy kernel (host -> proxy, proxy ->
+ * host) and, with MPI_THREAD_MULTIPLE, the two through this process's
+ * progress thread: a request of up to 4 KiB (frame included) while
+ * nothing this process staged for that rank is still unsent is sent by
+ * the calling thread itself (MPI_Isend), and the answer comes back to it
+ * on a communicator of its own (MPI_Improbe/MPI_Mrecv). Otherwise the
+ * calling thread stages the request (taking one of the peer's credits,
+ * waiting up to the timeout while the peer is not keeping up) and the
+ * progress thread hands it the reply. Either way a request never
+ * overtakes a message this process sent to that rank before it. On the
+ * owning rank, a kernel registered with config.direct_calls is run by
+ * the progress thread (rk_kernel_call) when idle, so no thread hand-off
+ * is left there either. What it skips: the proxy's own admission (its
+ * queue, policy and counters). The waiting thread spins (an adaptive
+ * budget of at most 20 us), then parks, or, when it receives by MPI,
+ * polls while yielding the CPU for poll_ns and then naps in steps
+ * growing to idle_sleep_max_ns (Open MPI has nothing to block on).
  *
  * An id that is not a remote kernel (a local one), or a call while 64
  * direct requests are already waiting in this process, goes through
