@@ -83,6 +83,30 @@
 
 enum { PEER_LIVE = 0, PEER_GONE, PEER_DEAD };
 
+/* ThreadSanitizer and the buffers MPI reads and writes. With
+ * MPI_THREAD_MULTIPLE any thread that calls MPI drives its progress, so
+ * Open MPI may fill the progress thread's receive buffer, or read a send
+ * buffer, on a requesting thread; the buffer changes hands through Open
+ * MPI's request completion, which TSan cannot see (Open MPI is not
+ * instrumented). Only these buffers are marked, once, when allocated;
+ * they live until cluster_free. */
+#if defined(__SANITIZE_THREAD__)
+#define CL_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CL_TSAN 1
+#endif
+#endif
+#ifdef CL_TSAN
+void AnnotateBenignRaceSized(const char *file, int line,
+    const volatile void *mem, size_t size, const char *desc);
+#define CL_MPI_BUFFER(p, n)                                                   \
+    AnnotateBenignRaceSized(                                                  \
+        __FILE__, __LINE__, (p), (n), "handed over by MPI request completion")
+#else
+#define CL_MPI_BUFFER(p, n) ((void)0)
+#endif
+
 /* ------------------------------------------------------------ buffers */
 
 typedef struct cl_buf {
@@ -1134,8 +1158,11 @@ sendbuf(rk_cluster *cl, cl_peer *p)
     }
     /* Allocated on first use: a peer this rank never sends to costs no
      * send buffers (out of memory: tried again next time). */
-    if (b->p == NULL && (b->p = malloc(cl->batch_bytes)) == NULL)
-        return NULL;
+    if (b->p == NULL) {
+        if ((b->p = malloc(cl->batch_bytes)) == NULL)
+            return NULL;
+        CL_MPI_BUFFER(b->p, cl->batch_bytes);
+    }
     if (b->len == 0)
         b->len = RK__CL_BATCH_HDR;
     return b;
@@ -2334,6 +2361,7 @@ checked:
             rc = rk__fail(RK_ENOMEM, "rk_cluster_mpi");
             goto fail;
         }
+        CL_MPI_BUFFER(cl->rbuf[i], cl->batch_bytes);
         int mrc = MPI_Recv_init(cl->rbuf[i], (int)cl->batch_bytes, MPI_BYTE,
             MPI_ANY_SOURCE, CL_TAG, cl->comm, &cl->rreq[i]);
         if (mrc != MPI_SUCCESS) {
@@ -2698,6 +2726,7 @@ mpi_answer(rk_cluster *cl, int i, int rank)
             return false;
         }
         w->rbuf = p;
+        CL_MPI_BUFFER(p, (size_t)count);
         w->rcap = (size_t)count;
     }
     if (MPI_Mrecv(w->rbuf, count, MPI_BYTE, &msg, MPI_STATUS_IGNORE)
@@ -2739,9 +2768,12 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
     bool answered = false;
     int rc, mrc, sent = 0;
 
-    if (w->sbuf == NULL && (w->sbuf = malloc(CL_CALL_MAX)) == NULL) {
-        rc = rk__fail(RK_ENOMEM, "rk_cluster_request: send buffer");
-        goto out;
+    if (w->sbuf == NULL) {
+        if ((w->sbuf = malloc(CL_CALL_MAX)) == NULL) {
+            rc = rk__fail(RK_ENOMEM, "rk_cluster_request: send buffer");
+            goto out;
+        }
+        CL_MPI_BUFFER(w->sbuf, CL_CALL_MAX);
     }
     f->kind = RK__CL_CALL;
     f->aux = (int32_t)(CL_DIRECT | CL_BYMPI | (uint32_t)slot);
