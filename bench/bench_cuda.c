@@ -5,10 +5,14 @@
  *   cuda_rtt_p50 / cuda_rtt_p99   host -> persistent kernel -> host round
  *                                 trip (rk_send, rk_recv), ns
  *   cuda_batched_throughput       rk_send_batch of echo messages while a
- *                                 second thread receives them, msgs/s
+ *                                 second thread receives them, msgs/s,
+ *                                 for grids of 1 and 8 blocks ("grid")
  *   cuda_launch_sync_p50          baseline (real GPU only): an empty
  *                                 kernel launched with cuLaunchKernel and
  *                                 waited for with cuStreamSynchronize, ns
+ *   cuda_graph_launch_p50         baseline (real GPU only): the same
+ *                                 kernel captured in a CUDA Graph,
+ *                                 cuGraphLaunch + cuStreamSynchronize, ns
  *
  * impl says what ran: "cuda" on a real GPU (the device name is in "gpu"),
  * "cuda_sim" when RK_CUDA_DRIVER points at the test-only stand-in driver
@@ -16,6 +20,7 @@
  * measure the host relay and the loop on CPUs, never a GPU. Without a
  * usable CUDA backend it prints one "skipped" row with the reason.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,9 +72,38 @@ rx_main(void *p)
     return NULL;
 }
 
-/* Baseline: launch + synchronise of an empty kernel (real GPUs only). */
+typedef void *cu_graph;
+typedef int (*capture_begin_fn)(rk__cu_stream, int);
+typedef int (*capture_end_fn)(rk__cu_stream, cu_graph *);
+typedef int (*instantiate_fn)(cu_graph *, cu_graph, unsigned long long);
+typedef int (*graph_launch_fn)(cu_graph, rk__cu_stream);
+
+/* The p50 of n launches of the empty kernel, each waited for: plain
+ * (graph NULL) or as a CUDA Graph. */
+static double
+launch_p50(const struct rk__cuda_driver *d, rk__cu_function fn,
+    rk__cu_stream st, cu_graph exec, graph_launch_fn glaunch, size_t n)
+{
+    static uint64_t t[2000];
+    int *null_arg = NULL;
+    void *params[1] = { &null_arg };
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t0 = bench_now_ns();
+        if (exec != NULL)
+            glaunch(exec, st);
+        else
+            d->cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, st, params, NULL);
+        d->cuStreamSynchronize(st);
+        t[i] = bench_now_ns() - t0;
+    }
+    return (double)bench_percentile(t, n, 50);
+}
+
+/* Baselines: launch + synchronise of an empty kernel, plain and as a
+ * CUDA Graph (real GPUs only). */
 static void
-launch_baseline(const char *impl, const char *extra, int cc)
+launch_baselines(const char *impl, const char *extra, int cc)
 {
     const struct rk__cuda_driver *d;
     rk__nvrtc_src s
@@ -78,9 +112,13 @@ launch_baseline(const char *impl, const char *extra, int cc)
     rk__cu_module mod;
     rk__cu_function fn;
     rk__cu_stream st;
+    cu_graph graph = NULL, exec = NULL;
+    capture_begin_fn begin;
+    capture_end_fn end;
+    instantiate_fn inst;
+    graph_launch_fn glaunch;
     int *null_arg = NULL;
     void *params[1] = { &null_arg };
-    uint64_t t[2000];
     size_t n = (size_t)(2000 * bench_scale());
 
     if (n > 2000)
@@ -98,16 +136,82 @@ launch_baseline(const char *impl, const char *extra, int cc)
         return;
     }
     rk__nvrtc_image_free(&img);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t t0 = bench_now_ns();
-        d->cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, st, params, NULL);
-        d->cuStreamSynchronize(st);
-        t[i] = bench_now_ns() - t0;
-    }
     bench_emit("cuda", "cuda_launch_sync_p50", impl,
-        (double)bench_percentile(t, n, 50), "ns", extra);
+        launch_p50(d, fn, st, NULL, NULL, n), "ns", extra);
+
+    *(void **)&begin = dlsym(d->lib, "cuStreamBeginCapture_v2");
+    *(void **)&end = dlsym(d->lib, "cuStreamEndCapture");
+    *(void **)&inst = dlsym(d->lib, "cuGraphInstantiateWithFlags");
+    *(void **)&glaunch = dlsym(d->lib, "cuGraphLaunch");
+    if (begin != NULL && end != NULL && inst != NULL && glaunch != NULL
+        && begin(st, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */) == 0
+        && d->cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, st, params, NULL) == 0
+        && end(st, &graph) == 0 && inst(&exec, graph, 0) == 0)
+        bench_emit("cuda", "cuda_graph_launch_p50", impl,
+            launch_p50(d, fn, st, exec, glaunch, n), "ns", extra);
+    else
+        bench_emit("cuda", "cuda_graph_launch_p50", impl, 0, "ns",
+            "\"skipped\":\"no CUDA Graph entry points\"");
     d->cuStreamDestroy(st);
     d->cuModuleUnload(mod);
+}
+
+/* Batched throughput through a kernel of `grid` blocks: one sender, one
+ * receiver thread. */
+static int
+throughput(rk_runtime *rt, const char *id, uint32_t grid, size_t total,
+    const char *impl, const char *extra)
+{
+    rk_kernel_def def = { .id = id, .handler = noop_handler };
+    size_t chunk = 256, sent = 0;
+    unsigned char *payloads = calloc(chunk, 16);
+    rx_arg rx = { .rt = rt, .n = total };
+    char more[400];
+    pthread_t th;
+    uint64_t t0;
+    int rc = RK_OK;
+
+    def.config.device_source = echo_src;
+    def.config.device_entry = "rk_echo";
+    def.config.grid_size = grid;
+    def.config.block_size = 32;
+    def.config.batch = 64;
+    def.config.max_payload = 64;
+    def.config.input_capacity = 4096;
+    def.config.output_capacity = 4096;
+    if (payloads == NULL || rk_runtime_register(rt, &def) != RK_OK
+        || (rc = rk_kernel_launch(rt, id)) != RK_OK
+        || rk_kernel_activate(rt, id) != RK_OK
+        || rk_kernel_lookup(rt, id, &rx.k) != RK_OK
+        || pthread_create(&th, NULL, rx_main, &rx) != 0) {
+        free(payloads);
+        if (rc == RK_ENOTSUP) { /* this device cannot hold the grid */
+            snprintf(more, sizeof(more), "%s,\"grid\":%u,\"skipped\":\"%s\"",
+                extra, grid, "the grid cannot be resident here");
+            bench_emit("cuda", "cuda_batched_throughput", impl, 0, "msg/s",
+                more);
+            return 0;
+        }
+        fprintf(stderr, "bench_cuda: %s: %s\n", id, rk_errdetail());
+        return 1;
+    }
+    t0 = bench_now_ns();
+    for (size_t done = 0; done < total; done += sent)
+        if (rk_send_batch(rt, rx.k, 1, payloads, 16,
+                total - done < chunk ? total - done : chunk, 128,
+                INT64_C(30000000000), &sent)
+            != RK_OK) {
+            fprintf(stderr, "bench_cuda: send: %s\n", rk_errdetail());
+            return 1;
+        }
+    pthread_join(th, NULL);
+    free(payloads);
+    if (rx.rc != RK_OK)
+        return 1;
+    snprintf(more, sizeof(more), "%s,\"grid\":%u", extra, grid);
+    bench_emit("cuda", "cuda_batched_throughput", impl,
+        (double)total * 1e9 / (double)(bench_now_ns() - t0), "msg/s", more);
+    return rk_kernel_terminate(rt, id, INT64_C(30000000000)) == RK_OK ? 0 : 1;
 }
 
 int
@@ -121,7 +225,7 @@ main(void)
     const char *impl;
     char extra[300];
     unsigned char buf[256], msg[32] = { 0 };
-    size_t len, n = (size_t)(20000 * bench_scale()), sent = 0;
+    size_t len, n = (size_t)(20000 * bench_scale());
     uint64_t *rtt;
     rk_kernel k;
     int rc, sim;
@@ -187,34 +291,13 @@ main(void)
         (double)bench_percentile(rtt, n, 99), "ns", extra);
     free(rtt);
 
-    /* Batched throughput: one sender, one receiver thread. */
-    {
-        size_t total = n * 10, chunk = 256;
-        unsigned char *payloads = calloc(chunk, 16);
-        rx_arg rx = { .rt = rt, .k = k, .n = total };
-        pthread_t th;
-        uint64_t t0;
-        if (payloads == NULL || pthread_create(&th, NULL, rx_main, &rx) != 0)
-            return 1;
-        t0 = bench_now_ns();
-        for (size_t done = 0; done < total; done += sent)
-            if (rk_send_batch(rt, k, 1, payloads, 16,
-                    total - done < chunk ? total - done : chunk, 128,
-                    INT64_C(30000000000), &sent)
-                != RK_OK)
-                return 1;
-        pthread_join(th, NULL);
-        if (rx.rc != RK_OK)
-            return 1;
-        bench_emit("cuda", "cuda_batched_throughput", impl,
-            (double)total * 1e9 / (double)(bench_now_ns() - t0), "msg/s",
-            extra);
-        free(payloads);
-    }
     rk_kernel_terminate(rt, "echo", INT64_C(30000000000));
+    if (throughput(rt, "echo1", 1, n * 10, impl, extra) != 0
+        || throughput(rt, "echo8", 8, n * 10, impl, extra) != 0)
+        return 1;
 
     if (!sim)
-        launch_baseline(impl, extra, gpu->cc_major * 10 + gpu->cc_minor);
+        launch_baselines(impl, extra, gpu->cc_major * 10 + gpu->cc_minor);
     else
         bench_emit("cuda", "cuda_launch_sync_p50", impl, 0, "ns",
             "\"skipped\":\"the stand-in driver has no real launch\"");

@@ -434,6 +434,90 @@ test_watchdog(void **state)
     inst_join(&in);
 }
 
+/* Staging: the host writes a batch and publishes it once; the block
+ * stages it, and its outputs (two per message, more than its output stage
+ * and its lane hold) go out in order through mid-batch flushes. */
+static void
+test_staged_batch(void **state)
+{
+    inst in;
+    unsigned char buf[256];
+    rk__dh_status st;
+    rk_msg_header h, r;
+    (void)state;
+
+    inst_make(&in, &rk_dev_host_kernel_rk_twice, 1, 1, 0, 4, 4);
+    assert_int_equal(in.d.kargs.batch, 4);
+    assert_int_equal(in.d.kargs.stage_out, 4);
+    assert_int_equal(in.d.kargs.stage_bytes, 8 * 256);
+    for (unsigned char i = 0; i < 4; i++) {
+        memset(&h, 0, sizeof(h));
+        h.type_id = 7;
+        h.message_id.b[0] = (uint8_t)(0x10 + i);
+        assert_int_equal(rk__dh_write(&in.d, 0, &h, &i, 1), RK_OK);
+    }
+    memset(&h, 0, sizeof(h));
+    assert_int_equal(rk__dh_write(&in.d, 0, &h, "x", 1), RK_EFULL);
+    assert_int_equal(rk__dh_pending(&in.d, 0), 0); /* written, unpublished */
+    rk__dh_publish(&in.d, 0);
+    assert_int_equal(rk__dh_pending(&in.d, 0), 4);
+    inst_start(&in, 1);
+    rk__dh_post(&in.d, RK_DEV_CMD_RUN);
+    for (unsigned char i = 0; i < 4; i++) {
+        assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+        memcpy(&r, buf, sizeof(r));
+        assert_int_equal(r.type_id, 7); /* the reply */
+        assert_int_equal(r.correlation_id.b[0], 0x10 + i);
+        assert_int_equal(buf[64], i);
+        assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+        memcpy(&r, buf, sizeof(r));
+        assert_int_equal(r.type_id, 2); /* the second send */
+        assert_int_equal(buf[64], i);
+    }
+    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    rk__dh_status_get(&in.d, &st);
+    assert_int_equal(st.processed, 4);
+    assert_int_equal(st.sent, 8);
+    inst_join(&in);
+}
+
+/* The stage plan fits the default shared memory, and never stages more
+ * outputs than the output lane holds. */
+static void
+test_stage_plan(void **state)
+{
+    rk__dh_cfg cfg = { .nblocks = 1,
+        .nin = 1,
+        .capacity = 4,
+        .slot_size = 16384,
+        .batch = 8,
+        .kernel_id = 1 };
+    rk__dh d;
+    void *mem;
+    (void)state;
+
+    mem = aligned_alloc(64, (rk__dh_size(&cfg) + 63) & ~(size_t)63);
+    assert_non_null(mem);
+    assert_int_equal(rk__dh_place(&d, &cfg, mem, 0, NULL), RK_OK);
+    assert_true(d.kargs.stage_bytes <= RK__DH_STAGE_BYTES);
+    assert_int_equal(d.kargs.batch, 1);
+    assert_int_equal(d.kargs.stage_out, 2);
+    rk__dh_fini(&d);
+    cfg.slot_size = 256;
+    cfg.batch = 64; /* the output lane (4 slots) bounds the output stage */
+    free(mem);
+    mem = aligned_alloc(64, (rk__dh_size(&cfg) + 63) & ~(size_t)63);
+    assert_non_null(mem);
+    assert_int_equal(rk__dh_place(&d, &cfg, mem, 0, NULL), RK_OK);
+    assert_int_equal(d.kargs.batch, 64);
+    assert_int_equal(d.kargs.stage_out, 4);
+    assert_int_equal(d.kargs.stage_bytes, 68 * 256);
+    rk__dh_fini(&d);
+    free(mem);
+}
+
 static void
 test_bad_config(void **state)
 {
@@ -466,6 +550,8 @@ main(void)
         cmocka_unit_test(test_k2k_and_publish),
         cmocka_unit_test(test_blocks_are_actors),
         cmocka_unit_test(test_watchdog),
+        cmocka_unit_test(test_staged_batch),
+        cmocka_unit_test(test_stage_plan),
         cmocka_unit_test(test_bad_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

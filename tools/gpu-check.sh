@@ -28,6 +28,9 @@ case "${1:-}" in
 --run-only) mode=run; shift ;;
 esac
 B=${1:-build-gpu}
+# Each test and benchmark runs under this limit (seconds), so one hang does
+# not spend a lent machine's whole time.
+T=${RK_GPU_TIMEOUT:-600}
 
 json_str() { printf '%s' "$1" | tr '"\\\n' "''" | tr -d '\r'; }
 emit() { # name result [detail]
@@ -67,7 +70,7 @@ fail=0
 run_test() { # name [env...]
     name=$1
     shift
-    out=$(env "$@" timeout 600 "$B/tests/$name" 2>&1)
+    out=$(env "$@" timeout "$T" "$B/tests/$name" 2>&1)
     rc=$?
     printf '%s\n' "$out" >&2
     # On a GPU the cuda backend must run, not be skipped.
@@ -92,13 +95,13 @@ run_test test_backend_contract
 
 # Benchmarks: bench_cuda prints impl "cuda" on a real GPU ("cuda_sim"
 # would mean the stand-in was loaded: that is not a GPU figure).
-"$B/bench/bench_cuda" || fail=1
-"$B/bench/bench_cuda_compile" || fail=1
+timeout "$T" "$B/bench/bench_cuda" || fail=1
+timeout "$T" "$B/bench/bench_cuda_compile" || fail=1
 # The PageRank sweep with its cuda configuration (tools/ringkernel/pr_dev.h):
 # JSON lines on stdout (the table on stderr), every row checked against the
 # host's power iteration to 1e-12; the cuda rows must say "config":"cuda"
 # (never "cuda_sim") and the last line gives the CPU/GPU crossover.
 # --backend cuda: exit status 3 if the backend is not usable here.
-"$B/tools/ringkernel/ringkernel" bench pagerank --backend cuda --json - \
+timeout "$T" "$B/tools/ringkernel/ringkernel" bench pagerank --backend cuda --json - \
     || fail=1
 exit $fail

@@ -26,7 +26,8 @@
  * with one device-side implementation:
  *   ack HELD, wait while cmd == HOLD; a STOP before any RUN exits at once
  *   unless RUN was posted (activated), which still drains;
- *   ack RUNNING; then at every safe point (between batches): PAUSE acks
+ *   ack RUNNING; then at safe points (between batches; cmd is read at every
+ *   RK_DEV_CMD_EVERY-th one while running): PAUSE acks
  *   PAUSED and polls with back-off until RUN (ack RUNNING) or STOP; STOP
  *   drains: the loop ends only once every input lane is empty;
  *   a handler returning non-zero is a fault: the block reports FAULTED
@@ -55,6 +56,11 @@
 #define RK_DEV_MAX_IN     4  /**< input lanes per block (host + K2K) */
 #define RK_DEV_MAX_ROUTES 8  /**< K2K routes per block */
 #define RK_DEV_MAX_BATCH  64 /**< messages per receive */
+/** Empty polls at full speed before an idle block backs off. */
+#define RK_DEV_SPIN_POLLS 1024
+/** A running block reads the host's command at every this many safe
+ * points (PAUSE and STOP wait at most this many batches or polls). */
+#define RK_DEV_CMD_EVERY 8
 
 /** rk_msg_header.flags bits the device sets (runtime bits >= 8). A publish
  * goes to the output lane with TOPIC set and the topic's index (assigned
@@ -103,7 +109,13 @@ typedef struct rk_dev_kargs {
     rk_dev_u32 nroutes;        /**< 0..RK_DEV_MAX_ROUTES */
     rk_dev_u32 kernel_id;      /**< stamped as sender (runtime slot + 1) */
     rk_dev_u32 batch; /**< messages per receive, 1..RK_DEV_MAX_BATCH */
-    void *user;       /**< the handler's own state, or NULL */
+    /** Output-lane messages staged before one publish (1..the lane's
+     * capacity). */
+    rk_dev_u32 stage_out;
+    /** Staging bytes per block (the launch's dynamic shared memory):
+     * (batch + stage_out) slots. */
+    rk_dev_u32 stage_bytes;
+    void *user; /**< the handler's own state, or NULL */
 } rk_dev_kargs;
 
 /** A received message: header and payload in the lane's slot (read in
@@ -132,6 +144,16 @@ typedef struct rk_dev_ctx {
     rk_ring_side
         route[RK_DEV_MAX_ROUTES]; /**< producer state of each route ring */
     rk_dev_counters k; /**< counters, published to the control block */
+    /** Staging (rk_dev_stage_mem): the current batch copied out of its
+     * lane in one sweep, and the output-lane messages written since the
+     * last publish. */
+    unsigned char *stage_in, *stage_out;
+    /** @{ */
+    /** Output slots in stage_out; how many are written, not published. */
+    rk_dev_u32 stage_cap, nout;
+    /** @} */
+    rk_dev_u32 idle;     /**< empty polls since the last message */
+    rk_dev_u32 cmd_skip; /**< safe points left before cmd is read again */
     /** @{ */
     /** Loop state: the last acknowledgement, heartbeat, idle backoff, message
      * sequence and fault count. */
@@ -196,6 +218,100 @@ rk_dev__any_input(rk_dev_ctx *x)
     return 0;
 }
 
+/* ---------------------------------------------------------- staging */
+
+/** Copies n slots between a ring (from position pos, wrapping) and a
+ * contiguous stage. Data-parallel over the block; no sync. */
+RK_DEV_FN void
+rk_dev__ring_copy(const rk_ring_side *s, rk_dev_u64 pos, rk_dev_u32 n,
+    unsigned char *stage, int to_ring)
+{
+    rk_dev_u32 first = (rk_dev_u32)(pos & s->mask), sz = s->slot_size;
+    rk_dev_u32 k = n < s->mask + 1 - first ? n : s->mask + 1 - first;
+    unsigned char *ring = s->base + (rk_dev_size)first * sz;
+    if (to_ring) {
+        rk_dev_copy_words(ring, stage, k * sz);
+        rk_dev_copy_words(s->base, stage + (rk_dev_size)k * sz, (n - k) * sz);
+    } else {
+        rk_dev_copy_words(stage, ring, k * sz);
+        rk_dev_copy_words(stage + (rk_dev_size)k * sz, s->base, (n - k) * sz);
+    }
+}
+
+/**
+ * Thread 0: publishes n output slots and hands `done` slots of the current
+ * input lane back, behind one system-scope fence. The block's other
+ * threads wrote the output slots (or read the input slots) before the
+ * block sync that precedes this: a barrier orders their accesses before
+ * thread 0's, and the fence is cumulative, so one fence by thread 0
+ * orders them all before the new indices (the pattern of cooperative
+ * groups' grid sync, there at GPU scope). On the host, where a block is
+ * one thread, the two release stores of ring_proto.h do the same.
+ */
+RK_DEV_FN void
+rk_dev__commit(rk_dev_ctx *x, rk_dev_u32 n, rk_dev_u32 done)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    if (n == 0 && done == 0)
+        return;
+    rk_dev_fence_sys();
+    if (n != 0) {
+        x->out.pos += n;
+        rk_ring_store_relaxed_u64(&x->out_ctrl->tail, x->out.pos);
+    }
+    if (done != 0) {
+        rk_ring_side *s = &x->in[x->lane];
+        s->pos += done;
+        rk_ring_store_relaxed_u64(&x->in_ctrl[x->lane]->head, s->pos);
+    }
+#else
+    if (n != 0)
+        rk_ring_prod_publish(x->out_ctrl, &x->out, n);
+    if (done != 0)
+        rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], done);
+#endif
+}
+
+/**
+ * Copies the staged output-lane messages into the lane: thread 0 waits
+ * for room (the heartbeat keeps beating), then the block copies the slots
+ * out in one sweep. Returns how many (every thread); they are published
+ * by rk_dev__commit. Collective.
+ */
+RK_DEV_FN rk_dev_u32
+rk_dev__unstage(rk_dev_ctx *x)
+{
+    rk_dev_sync_block(); /* the staged writes, and x->nout, are settled */
+    rk_dev_u32 n = x->nout;
+    if (n == 0)
+        return 0;
+    if (rk_dev_thread0()) {
+        rk_dev_u32 ns = 0;
+        while (rk_ring_prod_space(x->out_ctrl, &x->out, n) < n) {
+            rk_dev__beat(x);
+            rk_dev_backoff(&ns);
+        }
+    }
+    rk_dev_sync_block();
+    rk_dev__ring_copy(&x->out, x->out.pos, n, x->stage_out, 1);
+    rk_dev_sync_block(); /* the copy, before thread 0's commit */
+    return n;
+}
+
+/** Publishes the staged output-lane messages. Collective. */
+RK_DEV_FN void
+rk_dev__flush(rk_dev_ctx *x)
+{
+    rk_dev_u32 n = rk_dev__unstage(x);
+    if (n == 0)
+        return;
+    if (rk_dev_thread0()) {
+        rk_dev__commit(x, n, 0);
+        x->nout = 0;
+    }
+    rk_dev_sync_block();
+}
+
 /* ---------------------------------------------------------- lifecycle */
 
 /** Attaches the block to its lanes. Collective; call once at entry. */
@@ -226,6 +342,10 @@ rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
             x->route_ctrl[r] = l->ctrl;
             rk_ring_prod_attach(l->ctrl, &x->route[r], l->slots);
         }
+        x->stage_in = rk_dev_stage_mem();
+        x->stage_out = x->stage_in + (rk_dev_size)x->batch * x->in[0].slot_size;
+        x->stage_cap = a->stage_out == 0 ? 1 : a->stage_out;
+        x->nout = x->idle = x->cmd_skip = 0;
         x->k.processed = x->k.sent = x->k.errors = x->k.last_ns = 0;
         x->ack_seq = x->beat = x->backoff = x->msg_seq = x->faults = 0;
         x->lane = x->n = x->rr = 0;
@@ -258,8 +378,18 @@ rk_dev_begin(rk_dev_ctx *x)
 RK_DEV_FN int
 rk_dev_should_terminate(rk_dev_ctx *x)
 {
+    rk_dev__flush(x);
     if (rk_dev_thread0()) {
-        rk_dev_u32 cmd = rk_dev_ctl_cmd(x->a.ctl);
+        /* While running, cmd (a PCIe read) is read at every
+         * RK_DEV_CMD_EVERY-th safe point only: it is the one read a busy
+         * block does per batch besides its lane's tail. */
+        rk_dev_u32 cmd = RK_DEV_CMD_RUN;
+        if (x->cmd_skip == 0) {
+            cmd = rk_dev_ctl_cmd(x->a.ctl);
+            x->cmd_skip = cmd == RK_DEV_CMD_RUN ? RK_DEV_CMD_EVERY - 1 : 0;
+        } else {
+            x->cmd_skip -= 1;
+        }
         if (cmd == RK_DEV_CMD_PAUSE) {
             rk_dev__ack(x, RK_DEV_ACK_PAUSED);
             cmd = rk_dev__wait_while(x, RK_DEV_CMD_PAUSE);
@@ -280,7 +410,7 @@ rk_dev_should_terminate(rk_dev_ctx *x)
 RK_DEV_FN void
 rk_dev_exit(rk_dev_ctx *x, rk_dev_i32 code)
 {
-    rk_dev_sync_block();
+    rk_dev__flush(x);
     if (rk_dev_thread0()) {
         rk_dev_ctl_exit_code(x->a.ctl, x->blk, code);
         rk_dev__ack(x, RK_DEV_ACK_EXITED); /* release: exit_code first */
@@ -299,6 +429,7 @@ rk_dev_exit(rk_dev_ctx *x, rk_dev_i32 code)
 RK_DEV_FN rk_dev_u32
 rk_dev_recv_batch(rk_dev_ctx *x)
 {
+    rk_dev__flush(x); /* an actor waiting for input has sent what it wrote */
     if (rk_dev_thread0()) {
         rk_dev_u32 n = 0, i;
         rk_dev__beat(x);
@@ -310,23 +441,39 @@ rk_dev_recv_batch(rk_dev_ctx *x)
         }
         x->n = n;
         if (n == 0) {
-            rk_dev_backoff(&x->backoff);
+            /* Poll at full speed for a while after the last message
+             * (each poll of a mapped lane is a PCIe read, so this is
+             * about a millisecond), then back off. */
+            if (x->idle < RK_DEV_SPIN_POLLS)
+                x->idle += 1;
+            else
+                rk_dev_backoff(&x->backoff);
         } else {
-            x->backoff = 0;
+            x->backoff = x->idle = 0;
             x->rr = (x->lane + 1) % x->nin;
             x->k.last_ns = rk_dev_now_ns();
         }
     }
     rk_dev_sync_block();
-    return x->n;
+    rk_dev_u32 n = x->n;
+    if (n != 0) {
+        /* The batch is read once, by the whole block: one sweep over
+         * the lane instead of a PCIe round trip per field a handler
+         * reads. The slots stay in the lane until rk_dev_recv_done. */
+        const rk_ring_side *s = &x->in[x->lane];
+        rk_dev__ring_copy(s, s->pos, n, x->stage_in, 0);
+        rk_dev_sync_block();
+    }
+    return n;
 }
 
-/** Message i (< the count rk_dev_recv_batch returned) of the batch. */
+/** Message i (< the count rk_dev_recv_batch returned) of the batch, read
+ * from the block's stage. */
 RK_DEV_FN rk_dev_msg
 rk_dev_msg_at(const rk_dev_ctx *x, rk_dev_u32 i)
 {
     const rk_ring_side *s = &x->in[x->lane];
-    const unsigned char *slot = rk_ring_slot(s, s->pos + i);
+    const unsigned char *slot = x->stage_in + (rk_dev_size)i * s->slot_size;
     rk_dev_msg m;
     rk_dev_u32 room = s->slot_size - RK_DEV_MSG_HEADER_SIZE;
     m.hdr = (const rk_dev_msg_header *)(const void *)slot;
@@ -341,14 +488,18 @@ rk_dev_msg_at(const rk_dev_ctx *x, rk_dev_u32 i)
 RK_DEV_FN void
 rk_dev_recv_done(rk_dev_ctx *x, rk_dev_u32 done)
 {
-    rk_dev_fence_sys(); /* each reader's loads before thread 0's release */
-    rk_dev_sync_block();
+    /* The batch's replies are published, and the batch handed back, by
+     * one commit (unstage ends with the block sync the commit needs). */
+    rk_dev_u32 n = rk_dev__unstage(x);
+    if (n == 0)
+        rk_dev_sync_block(); /* every thread is done with the batch */
     if (rk_dev_thread0()) {
         /* What is not handed back stays held: the rest of the batch is
          * taken again by the next receive (or is the failed message). */
+        rk_dev__commit(x, n, done);
+        x->nout = 0;
         x->n = done < x->n ? x->n - done : 0;
         if (done != 0) {
-            rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], done);
             x->k.processed += done;
             rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
         }
@@ -399,23 +550,32 @@ rk_dev__msg_id(rk_dev_ctx *x, unsigned char *id, rk_dev_u64 now)
 }
 
 /**
- * Writes one message into a lane: thread 0 waits for a free slot (polling
- * with back-off; the heartbeat keeps beating), the block copies the
- * payload in parallel, thread 0 writes the header and publishes (the
- * release store of the tail in ring_proto.h orders the whole slot before
- * it). corr: the correlation id to copy (a reply), or NULL.
+ * Writes one message. To the output lane, it goes to the block's stage
+ * (published by rk_dev__flush: at the end of the batch, when the stage is
+ * full, and wherever the block waits). To a route lane, directly: thread
+ * 0 waits for a free slot (polling with back-off; the heartbeat keeps
+ * beating), the block copies the payload in parallel, thread 0 writes the
+ * header and publishes (the release store of the tail in ring_proto.h
+ * orders the whole slot before it). corr: the correlation id to copy (a
+ * reply), or NULL.
  */
 RK_DEV_FN int
 rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
     rk_dev_u32 type_id, rk_dev_u32 flags, const unsigned char *corr,
     unsigned char prio, const void *payload, rk_dev_u32 len)
 {
+    int staged = c == x->out_ctrl;
+    rk_dev_sync_block(); /* x->nout is settled */
+    if (staged && x->nout == x->stage_cap)
+        rk_dev__flush(x);
     if (rk_dev_thread0()) {
         x->rc = RK_OK;
         x->slot = 0;
         if (len > s->slot_size - RK_DEV_MSG_HEADER_SIZE) {
             x->rc = RK_EMSGSIZE;
             x->k.errors += 1;
+        } else if (staged) {
+            x->slot = x->stage_out + (rk_dev_size)x->nout * s->slot_size;
         } else {
             rk_dev_u32 ns = 0;
             while (rk_ring_prod_space(c, s, 1) == 0) {
@@ -429,8 +589,7 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
     if (x->rc != RK_OK)
         return x->rc;
     rk_dev_copy_block(x->slot + RK_DEV_MSG_HEADER_SIZE, payload, len);
-    rk_dev_fence_sys(); /* each copier's writes before thread 0's release */
-    rk_dev_sync_block();
+    rk_dev_sync_block(); /* the copy, before thread 0's release (commit) */
     if (rk_dev_thread0()) {
         rk_dev_msg_header *h = (rk_dev_msg_header *)(void *)x->slot;
         rk_dev_u64 now = rk_dev_now_ns();
@@ -447,7 +606,10 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
         h->sender = x->a.kernel_id;
         h->type_version = 0;
         h->reserved = 0;
-        rk_ring_prod_publish(c, s, 1);
+        if (staged)
+            x->nout += 1;
+        else
+            rk_ring_prod_publish(c, s, 1);
         x->k.sent += 1;
     }
     rk_dev_sync_block();
@@ -529,6 +691,7 @@ rk_dev_user(const rk_dev_ctx *x)
 RK_DEV_FN int
 rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
 {
+    rk_dev__flush(x); /* what the handled messages sent goes out first */
     if (rk_dev_thread0()) {
         rk_dev_u32 n = ++x->faults, ns = 0, v, want;
         x->k.errors += 1;
@@ -654,9 +817,15 @@ typedef struct rk_dev_host_kernel {
     static void name##_rk_host(                                               \
         const void *args, rk_dev_u32 block, rk_dev_u32 nblocks)               \
     {                                                                         \
+        const rk_dev_kargs *a_ = (const rk_dev_kargs *)args;                  \
+        void *stage_ = malloc(a_->stage_bytes ? a_->stage_bytes : 64);        \
         rk_dev_ctx x;                                                         \
+        if (stage_ == NULL)                                                   \
+            abort(); /* a test harness out of memory */                       \
         rk_dev_host_enter(block, nblocks);                                    \
-        runner((const rk_dev_kargs *)args, &x, fn);                           \
+        rk_dev_host_stage_set(stage_);                                        \
+        runner(a_, &x, fn);                                                   \
+        free(stage_);                                                         \
     }                                                                         \
     RK_DEV__EXTERN const rk_dev_host_kernel rk_dev_host_kernel_##name;        \
     RK_DEV__EXTERN const rk_dev_host_kernel rk_dev_host_kernel_##name         \

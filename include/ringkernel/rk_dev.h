@@ -105,6 +105,8 @@ typedef size_t rk_dev_size;  /**< a size in bytes */
 
 #if !defined(RK_DEV_ON_DEVICE)
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #endif
 
@@ -128,6 +130,20 @@ static thread_local rk_dev_u32 rk_dev_host_blk, rk_dev_host_nblk = 1;
 static _Thread_local rk_dev_u32 rk_dev_host_blk, rk_dev_host_nblk = 1;
 /** @} */
 #endif
+#if defined(__cplusplus)
+static thread_local unsigned char *rk_dev_host_stage;
+#else
+/** Host build only: this thread's block staging memory (the device's
+ * dynamic shared memory; set by rk_dev_host_stage_set()). */
+static _Thread_local unsigned char *rk_dev_host_stage;
+#endif
+/** Host build only: gives the calling thread's block its staging memory
+ * (the host runner allocates rk_dev_kargs.stage_bytes). */
+static inline void
+rk_dev_host_stage_set(void *stage)
+{
+    rk_dev_host_stage = (unsigned char *)stage;
+}
 /** Host build only: tells the calling thread that it runs block of nblocks
  * (the host runner calls it before the kernel body). */
 static inline void
@@ -373,6 +389,37 @@ rk_dev_fence_sys(void)
     atomic_signal_fence(memory_order_seq_cst);
 #else
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/** The block's staging memory: the kernel's dynamic shared memory on the
+ * device (the launch gives rk_dev_kargs.stage_bytes of it), the runner's
+ * allocation on the host. 16-byte aligned. */
+RK_DEV_FN unsigned char *
+rk_dev_stage_mem(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    extern __shared__ __align__(16) unsigned char rk_dev_stage_[];
+    return rk_dev_stage_;
+#else
+    return rk_dev_host_stage;
+#endif
+}
+
+/** Block-wide copy of n bytes in 8-byte words (dst, src and n multiples of
+ * 8): one warp-wide load or store moves 256 contiguous bytes, so a copy
+ * from mapped host memory costs about one PCIe round trip, not one per
+ * byte. Data-parallel over the block's threads; no sync. */
+RK_DEV_FN void
+rk_dev_copy_words(void *dst, const void *src, rk_dev_u32 n)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    rk_dev_u64 *d = (rk_dev_u64 *)dst;
+    const rk_dev_u64 *s = (const rk_dev_u64 *)src;
+    for (rk_dev_u32 i = threadIdx.x; i < n / 8; i += blockDim.x)
+        d[i] = s[i];
+#else
+    memcpy(dst, src, n); /* one thread per block on the host */
 #endif
 }
 

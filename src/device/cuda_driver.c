@@ -104,6 +104,13 @@ load_driver(void)
     RK__CUDA_DRIVER_FNS(RK__CUDA_RESOLVE)
 #undef RK__CUDA_RESOLVE
 
+    /* Lazy loading (the default since CUDA 12.2) loads a kernel's code at
+     * its first launch, and that load can wait for the kernels already
+     * running: a second persistent kernel would never start while the
+     * first one runs. Eager loading, unless the user chose otherwise;
+     * it only takes effect if we are the first to initialise the driver
+     * (the cuda backend also loads each entry before launching it). */
+    (void)setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     r = drv.cuInit(0);
     if (r == RK__CUDA_ERROR_NO_DEVICE) {
         set_outcome(RK_CUDA_NO_DEVICE, "cuInit: CUDA_ERROR_NO_DEVICE (%s)",

@@ -12,7 +12,10 @@
  *   rk_sum:     data-parallel over the block: replies with the sum of the
  *               payload's bytes as a 4-byte little-endian word;
  *   rk_fail:    fails (RK_EINVAL) on a payload whose first byte is 0xff,
- *               echoes otherwise.
+ *               echoes otherwise;
+ *   rk_twice:   replies with the payload, then sends it again with type
+ *               2: a batch writes twice as many outputs as it takes, so
+ *               the block's output stage fills and flushes mid-batch.
  */
 #include "ringkernel/dev_kernel.h"
 
@@ -71,6 +74,13 @@ RK_DEV_HANDLER(fail_h)(rk_dev_ctx *x, const rk_dev_msg *m)
     return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);
 }
 RK_DEV_KERNEL(rk_fail, fail_h)
+
+RK_DEV_HANDLER(twice_h)(rk_dev_ctx *x, const rk_dev_msg *m)
+{
+    int rc = rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);
+    return rc != RK_OK ? rc : rk_dev_send(x, 2, m->data, m->len);
+}
+RK_DEV_KERNEL(rk_twice, twice_h)
 
 /* rk_count: an actor. It keeps a running count in a register across
  * messages (state a handler cannot keep), replies with it as one byte,

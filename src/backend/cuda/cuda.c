@@ -51,6 +51,8 @@ struct cuda_ext {
     rk__cu_result (*module_load_ex)(
         rk__cu_module *, const void *, unsigned, jit_option *, void **);
     rk__cu_result (*occupancy)(int *, rk__cu_function, int, size_t);
+    rk__cu_result (*func_load)(rk__cu_function); /* 12.4+, or NULL */
+    rk__cu_result (*func_set_attr)(rk__cu_function, int, int); /* or NULL */
 };
 
 #define CU_JIT_INFO_LOG_BUFFER             3
@@ -59,8 +61,13 @@ struct cuda_ext {
 #define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 #define CU_ATTR_KERNEL_EXEC_TIMEOUT        17
 #define CU_ERROR_NOT_FOUND                 500
+#define CU_FUNC_ATTR_MAX_DYNAMIC_SHARED    8
 
 #define RELAY_IDLE_MAX_NS 200000u /* longest relay park when idle */
+/* How long the relay keeps polling after its last traffic before it
+ * parks: a request-reply client sends its next message within this, and
+ * a parked relay costs a futex wake-up on the round trip. */
+#define RELAY_SPIN_NS 50000u
 #define WATCHDOG_NS       2000000000ull
 
 struct rk__backend_inst {
@@ -93,6 +100,7 @@ struct rk__backend_inst {
     uint32_t fault_blk, fault_n, fault_code;
     int gave_up;
     uint32_t *handled;   /* per block: faults already reported */
+    uint32_t *touched;   /* relay_in: the block each frame went to */
     uint64_t out_errors; /* device output refused (too long) */
 };
 
@@ -109,6 +117,8 @@ ext_load(void)
     *(void **)&ext.module_load_ex = dlsym(d->lib, "cuModuleLoadDataEx");
     *(void **)&ext.occupancy
         = dlsym(d->lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    *(void **)&ext.func_load = dlsym(d->lib, "cuFuncLoad");
+    *(void **)&ext.func_set_attr = dlsym(d->lib, "cuFuncSetAttribute");
     ext_ok = ext.module_load_ex != NULL && ext.occupancy != NULL;
 }
 
@@ -260,7 +270,9 @@ relay_ack(rk__backend_inst *bi, uint32_t ack)
 }
 
 /* Runtime inbox -> device lanes, never more than the lanes have room
- * for (so nothing taken from the inbox ever waits). Returns frames moved. */
+ * for (so nothing taken from the inbox ever waits). Each lane written is
+ * published once, after the whole take: a block sees the take as one
+ * batch. Returns frames moved. */
 static size_t
 relay_in(rk__backend_inst *bi, uint32_t *rr)
 {
@@ -287,11 +299,14 @@ relay_in(rk__backend_inst *bi, uint32_t *rr)
                 : 0;
         /* Round robin over the blocks with room (there is room: max). */
         for (uint32_t t = 0; t < nb; t++, *rr = (*rr + 1) % nb)
-            if (rk__dh_send(&bi->d, *rr, &h, f + RK_MSG_HEADER_SIZE, len)
+            if (rk__dh_write(&bi->d, *rr, &h, f + RK_MSG_HEADER_SIZE, len)
                 == RK_OK)
                 break;
+        bi->touched[i] = *rr;
         *rr = (*rr + 1) % nb;
     }
+    for (i = 0; i < b.n; i++)
+        rk__dh_publish(&bi->d, bi->touched[i]);
     if (b.in_place)
         rk__inq_release(&bi->inst->in, b.n);
     return b.n;
@@ -421,12 +436,25 @@ inflight(rk__backend_inst *bi)
     return 0;
 }
 
+/* One step of the relay's polling: a pause, and now and then the CPU is
+ * yielded, so that on a machine with few cores the threads the relay
+ * waits for (a client, or the stand-in driver's blocks) still run. */
+static void
+relax(uint32_t *spins)
+{
+    if (++*spins % 64 == 0)
+        sched_yield();
+    else
+        rk__cpu_relax();
+}
+
 static void *
 relay_main(void *arg)
 {
     rk__backend_inst *bi = arg;
     uint32_t rr = 0, acked = RK_CTL_ACK_NONE, idle_ns = 0;
-    uint64_t next_wd = rk_now_ns() + WATCHDOG_NS;
+    uint64_t next_wd = rk_now_ns() + WATCHDOG_NS, busy_at = 0;
+    uint32_t spins = 0;
     int stop_posted = 0;
 
     for (;;) {
@@ -501,11 +529,21 @@ relay_main(void *arg)
         }
         if (moved != 0 || inflight(bi)) {
             /* Work on the device: its replies come without a wake-up, so
-             * poll (yielding the CPU) instead of parking. */
+             * poll instead of parking. */
             rk__ec_cancel(bi->wake);
             idle_ns = 0;
+            busy_at = 0;
             if (moved == 0)
-                sched_yield();
+                relax(&spins);
+            continue;
+        }
+        if (busy_at == 0)
+            busy_at = rk_now_ns();
+        if (rk_now_ns() - busy_at < RELAY_SPIN_NS) {
+            /* Recent traffic: a reply may still come from a batch the
+             * device took, or the next request from a client. */
+            rk__ec_cancel(bi->wake);
+            relax(&spins);
             continue;
         }
         /* Idle: park on the instance's wake (senders and signal notify
@@ -543,11 +581,44 @@ undo_launch(rk__backend_inst *bi)
     free(bi->buf);
     free(bi->lens);
     free(bi->handled);
+    free(bi->touched);
     bi->handled = NULL;
+    bi->touched = NULL;
     bi->stream = NULL;
     bi->mod = NULL;
     bi->buf = NULL;
     bi->lens = NULL;
+}
+
+/* Co-residency: every block of a persistent kernel must be resident at
+ * once, or blocks that never start leave their lanes unserved. Each block
+ * needs its staging memory (dynamic shared memory), beyond the default
+ * 48 KB only by opting in. */
+static int
+resident(rk__backend_inst *bi, rk__cu_function fn, uint32_t grid,
+    uint32_t block, int sms)
+{
+    uint32_t smem = bi->d.kargs.stage_bytes;
+    int per_sm = 0;
+    rk__cu_result r;
+
+    if (smem > RK__DH_STAGE_BYTES
+        && (bi->ext.func_set_attr == NULL
+            || bi->ext.func_set_attr(
+                   fn, CU_FUNC_ATTR_MAX_DYNAMIC_SHARED, (int)smem)
+                != RK__CUDA_SUCCESS))
+        return rk__fail(RK_ENOTSUP,
+            "kernel '%s': a block stages %u bytes of messages in shared "
+            "memory, more than the device allows; lower max_payload",
+            bi->id, smem);
+    r = bi->ext.occupancy(&per_sm, fn, (int)block, smem);
+    if (r != RK__CUDA_SUCCESS || per_sm <= 0
+        || (uint64_t)per_sm * (uint64_t)sms < grid)
+        return rk__fail(RK_ENOTSUP,
+            "kernel '%s': %u blocks of %u threads cannot all be resident "
+            "(%d per SM x %d SMs); a persistent kernel would hang",
+            bi->id, grid, block, per_sm, sms);
+    return RK_OK;
 }
 
 static int
@@ -559,7 +630,7 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     rk__cu_device dev;
     rk__cu_function fn;
     rk__dh_cfg dc;
-    int major = 0, minor = 0, timeout = 0, sms = 0, per_sm = 0, rc;
+    int major = 0, minor = 0, timeout = 0, sms = 0, rc;
     void *params[1];
     size_t sz;
 
@@ -611,16 +682,14 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
             "(RK_DEV_KERNEL(%s, handler))",
             bi->id, c->device_entry, c->device_entry);
     }
-    /* Co-residency: every block of a persistent kernel must be resident at
-     * once, or blocks that never start leave their lanes unserved. */
-    rc = bi->ext.occupancy(&per_sm, fn, (int)block, 0);
-    if (rc != RK__CUDA_SUCCESS || per_sm <= 0
-        || (uint64_t)per_sm * (uint64_t)sms < grid) {
+    /* The entry's code is loaded now, not at its first launch: a lazy
+     * load can wait for the persistent kernels already running, which
+     * never end (see CUDA_MODULE_LOADING in device/cuda_driver.c). */
+    if (bi->ext.func_load != NULL
+        && (rc = rk__cuda_check(bi->ext.func_load(fn), "cuFuncLoad"))
+            != RK_OK) {
         undo_launch(bi);
-        return rk__fail(RK_ENOTSUP,
-            "kernel '%s': %u blocks of %u threads cannot all be resident "
-            "(%d per SM x %d SMs); a persistent kernel would hang",
-            bi->id, grid, block, per_sm, sms);
+        return rk__fail(rc, "kernel '%s': %s", bi->id, rk_errdetail());
     }
 
     bi->batch = c->batch ? c->batch : 64;
@@ -638,10 +707,13 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     bi->buf = aligned_alloc(64, bi->inst->stride * (bi->batch + 1));
     bi->lens = calloc(bi->batch, sizeof(*bi->lens));
     bi->handled = calloc(grid, sizeof(*bi->handled));
+    bi->touched = calloc(bi->batch, sizeof(*bi->touched));
     if (bi->buf == NULL || bi->lens == NULL || bi->handled == NULL
+        || bi->touched == NULL
         || (rc = cuda_alloc(sz, &bi->region)) != RK_OK) {
         undo_launch(bi);
         return bi->buf == NULL || bi->lens == NULL || bi->handled == NULL
+                || bi->touched == NULL
             ? rk__fail(RK_ENOMEM, "kernel '%s': no memory", bi->id)
             : rc;
     }
@@ -651,13 +723,18 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         undo_launch(bi);
         return rc;
     }
+    if ((rc = resident(bi, fn, grid, block, sms)) != RK_OK) {
+        undo_launch(bi);
+        return rc;
+    }
     rc = rk__cuda_check(
         bi->drv->cuStreamCreate(&bi->stream, RK__CU_STREAM_NON_BLOCKING),
         "cuStreamCreate");
     if (rc == RK_OK) {
         params[0] = &bi->d.kargs;
         rc = rk__cuda_check(bi->drv->cuLaunchKernel(fn, grid, 1, 1, block, 1,
-                                1, 0, bi->stream, params, NULL),
+                                1, bi->d.kargs.stage_bytes, bi->stream,
+                                params, NULL),
             "cuLaunchKernel");
     }
     if (rc != RK_OK) {
@@ -722,6 +799,7 @@ cuda_destroy(rk__backend_inst *bi, int detach)
         free(bi->buf);
         free(bi->lens);
         free(bi->handled);
+        free(bi->touched);
         return; /* the region stays mapped: the kernel may still run */
     }
     undo_launch(bi);

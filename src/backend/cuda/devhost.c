@@ -81,6 +81,29 @@ rk__dh_size(const rk__dh_cfg *c)
     return l.size;
 }
 
+/* Each block stages its batch and its unpublished output in its dynamic
+ * shared memory (dev_kernel.h): batch + stage_out slots, within
+ * RK__DH_STAGE_BYTES (what a launch gets without opting in) unless a single
+ * slot of each is already more. stage_out never exceeds the output lane's
+ * capacity, so a flush always finds room once the host drains the lane. */
+static void
+stage_plan(const rk__dh_cfg *c, rk_dev_kargs *a)
+{
+    uint32_t batch = c->batch ? c->batch : 1;
+    uint32_t out = batch < c->capacity ? batch : c->capacity;
+    uint32_t fit = RK__DH_STAGE_BYTES / c->slot_size;
+
+    if (batch + out > fit) {
+        batch = fit / 2 > 1 ? fit / 2 : 1;
+        out = fit > batch + 1 ? fit - batch : 1;
+        if (out > c->capacity)
+            out = c->capacity;
+    }
+    a->batch = batch;
+    a->stage_out = out;
+    a->stage_bytes = (batch + out) * c->slot_size;
+}
+
 /* Device address of a host address inside the region. */
 static void *
 dev_addr(const rk__dh *d, const void *host)
@@ -162,7 +185,7 @@ rk__dh_place(rk__dh *d, const rk__dh_cfg *cfg, void *base, uint64_t dev_base,
     d->kargs.nin = cfg->nin;
     d->kargs.nroutes = cfg->nroutes;
     d->kargs.kernel_id = cfg->kernel_id;
-    d->kargs.batch = cfg->batch ? cfg->batch : 1;
+    stage_plan(cfg, &d->kargs);
     d->kargs.user = user;
     return RK_OK;
 }
@@ -335,9 +358,11 @@ rk__dh_peek_failed(rk__dh *d, uint32_t b, unsigned char *dst, size_t cap)
     return 0;
 }
 
-int
-rk__dh_send(rk__dh *d, uint32_t b, const rk_msg_header *h, const void *payload,
-    size_t len)
+/* Writes the next slot of block b's host lane; publishes it (and the
+ * slots written before it) if publish. */
+static int
+lane_write(rk__dh *d, uint32_t b, const rk_msg_header *h, const void *payload,
+    size_t len, int publish)
 {
     rk__dh_host_lane *l;
     rk_msg_header hh;
@@ -351,19 +376,53 @@ rk__dh_send(rk__dh *d, uint32_t b, const rk_msg_header *h, const void *payload,
             d->cfg.slot_size - RK_MSG_HEADER_SIZE);
     l = &d->in[b * d->cfg.nin];
     pthread_mutex_lock(&d->in_lock[b]);
-    if (rk_ring_prod_space(l->ctrl, &l->side, 1) == 0) {
+    if (rk_ring_prod_space(l->ctrl, &l->side, l->staged + 1) <= l->staged) {
         rc = RK_EFULL;
     } else {
-        slot = rk_ring_slot(&l->side, l->side.pos);
+        slot = rk_ring_slot(&l->side, l->side.pos + l->staged);
         hh = *h;
         hh.payload_len = (uint32_t)len;
         memcpy(slot, &hh, sizeof(hh));
         if (len != 0)
             memcpy(slot + RK_MSG_HEADER_SIZE, payload, len);
-        rk_ring_prod_publish(l->ctrl, &l->side, 1);
+        l->staged += 1;
+    }
+    if (publish && l->staged != 0) {
+        rk_ring_prod_publish(l->ctrl, &l->side, l->staged);
+        l->staged = 0;
     }
     pthread_mutex_unlock(&d->in_lock[b]);
     return rc;
+}
+
+int
+rk__dh_send(rk__dh *d, uint32_t b, const rk_msg_header *h, const void *payload,
+    size_t len)
+{
+    return lane_write(d, b, h, payload, len, 1);
+}
+
+int
+rk__dh_write(rk__dh *d, uint32_t b, const rk_msg_header *h,
+    const void *payload, size_t len)
+{
+    return lane_write(d, b, h, payload, len, 0);
+}
+
+void
+rk__dh_publish(rk__dh *d, uint32_t b)
+{
+    rk__dh_host_lane *l;
+
+    if (b >= d->cfg.nblocks)
+        return;
+    l = &d->in[b * d->cfg.nin];
+    pthread_mutex_lock(&d->in_lock[b]);
+    if (l->staged != 0) {
+        rk_ring_prod_publish(l->ctrl, &l->side, l->staged);
+        l->staged = 0;
+    }
+    pthread_mutex_unlock(&d->in_lock[b]);
 }
 
 uint32_t
@@ -374,7 +433,8 @@ rk__dh_room(rk__dh *d)
     for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
         rk__dh_host_lane *l = &d->in[b * d->cfg.nin];
         pthread_mutex_lock(&d->in_lock[b]);
-        n += rk_ring_prod_space(l->ctrl, &l->side, d->cfg.capacity);
+        n += rk_ring_prod_space(l->ctrl, &l->side, d->cfg.capacity)
+            - l->staged;
         pthread_mutex_unlock(&d->in_lock[b]);
     }
     return n;

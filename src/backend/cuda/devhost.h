@@ -32,6 +32,10 @@
 #include "ringkernel/dev_kernel.h"
 #include "ringkernel/message.h"
 
+/* Staging memory a block gets without opting in to more (the launch's
+ * dynamic shared memory; kargs.stage_bytes). */
+#define RK__DH_STAGE_BYTES (48u * 1024u)
+
 typedef struct rk__dh_cfg {
     uint32_t nblocks;   /* grid size: one actor per block */
     uint32_t nin;       /* input lanes per block: 1 host + K2K lanes */
@@ -45,6 +49,7 @@ typedef struct rk__dh_cfg {
 typedef struct rk__dh_host_lane {
     rk_ring_ctrl *ctrl;
     rk_ring_side side;
+    uint32_t staged; /* producer lanes: slots written, not yet published */
 } rk__dh_host_lane;
 
 typedef struct rk__dh {
@@ -60,7 +65,8 @@ typedef struct rk__dh {
     rk__dh_host_lane *out;    /* [nblocks]: host's consumer sides */
     pthread_mutex_t *in_lock; /* [nblocks] for lane 0 of each block */
     pthread_mutex_t *out_lock;
-    rk_dev_kargs kargs; /* device addresses: the launch argument */
+    rk_dev_kargs kargs; /* device addresses: the launch argument; its
+                           stage_bytes is the launch's shared memory */
     uint32_t wd_beat;   /* rk__dh_watchdog: last heartbeat sum seen */
     int wd_armed;
 } rk__dh;
@@ -119,6 +125,13 @@ size_t rk__dh_peek_failed(
  * RK_EMSGSIZE. h is copied with payload_len set to len. */
 int rk__dh_send(rk__dh *d, uint32_t b, const rk_msg_header *h,
     const void *payload, size_t len);
+
+/* As rk__dh_send, but the slot is only written: rk__dh_publish(d, b) makes
+ * it, and every slot written before it, visible to the block with one
+ * release of the tail (rk__dh_send publishes them too). */
+int rk__dh_write(rk__dh *d, uint32_t b, const rk_msg_header *h,
+    const void *payload, size_t len);
+void rk__dh_publish(rk__dh *d, uint32_t b);
 
 /* Free slots over the blocks' host lanes (what rk__dh_send can take now
  * without RK_EFULL, if this thread is their only producer). */
