@@ -497,6 +497,41 @@ test_terminate_unactivated(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* CUDA cannot load code while a persistent kernel runs (the load waits
+ * for it): a kernel's code is loaded when it is registered, and a kernel
+ * registered while another runs cannot launch (RK_EBUSY, never a hang)
+ * until none does. */
+static void
+test_register_after_launch(void **state)
+{
+    static const char late_src[]
+        = "RK_DEV_HANDLER(late_h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
+          "{\n"
+          "    return rk_dev_reply(x, m, 5, m->data, m->len);\n"
+          "}\n"
+          "RK_DEV_KERNEL(rk_echo, late_h)\n";
+    rk_runtime *rt;
+    rk_kernel_state s;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    reg(rt, "first", "rk_echo", 1, NULL);
+    assert_int_equal(rk_kernel_launch(rt, "first"), RK_OK);
+    reg(rt, "late", "rk_echo", 1, late_src);
+    assert_int_equal(rk_kernel_launch(rt, "late"), RK_EBUSY);
+    assert_non_null(strstr(rk_errdetail(), "kernel 'late'"));
+    assert_non_null(strstr(rk_errdetail(), "register every cuda kernel"));
+    assert_int_equal(rk_kernel_state_get(rt, "late", &s), RK_OK);
+    assert_int_equal(s, RK_KERNEL_CREATED); /* nothing was started */
+    assert_int_equal(rk_kernel_terminate(rt, "first", T_LONG), RK_OK);
+    /* Nothing runs now: the late kernel's code loads at its launch. */
+    assert_int_equal(rk_kernel_launch(rt, "late"), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "late", T_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
 int
 main(void)
 {
@@ -512,6 +547,7 @@ main(void)
         cmocka_unit_test(test_device_actor_restart),
         cmocka_unit_test(test_launch_errors),
         cmocka_unit_test(test_terminate_unactivated),
+        cmocka_unit_test(test_register_after_launch),
     };
     int rc;
 

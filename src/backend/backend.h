@@ -43,7 +43,7 @@
 
 /* Bump when an entry's meaning, the launch spec or the control block's
  * layout changes; a backend built for another version is refused. */
-#define RK__BACKEND_ABI 4
+#define RK__BACKEND_ABI 5
 
 struct rk__inst; /* the runtime's host-side instance (runtime/internal.h) */
 
@@ -86,6 +86,8 @@ typedef struct rk__backend_inst rk__backend_inst; /* backend-private */
 #define RK__CODE_HOST   1u /* C actor and handler functions */
 #define RK__CODE_DEVICE 2u /* rk_kernel_config.device_source */
 
+struct rk_kernel_config; /* ringkernel/runtime.h */
+
 typedef struct rk__backend {
     uint32_t abi_version; /* RK__BACKEND_ABI */
     const char *name;     /* "cpu", "cuda", ... */
@@ -99,6 +101,13 @@ typedef struct rk__backend {
      * (RK_ENODEV, RK_ENOTSUP) with a detail naming the reason (no driver,
      * no device, ...). Cheap after the first call. */
     int (*probe)(void);
+
+    /* Optional (may be NULL). A kernel with this config was registered
+     * on this backend: get ready to launch it (the cuda backend compiles
+     * and loads its code now, while no persistent kernel blocks the
+     * load). Best effort: launch reports any error again. */
+    void (*prepare)(
+        const char *kernel_id, const struct rk_kernel_config *config);
 
     /* Checks what the backend must honour in a launch spec (grid and
      * block sizes, ...) before anything is allocated. May be NULL

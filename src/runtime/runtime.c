@@ -442,6 +442,8 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
         return rk__fail(rc, "kernel '%s': %s", def->id, why);
     }
     k->def.config.backend = k->be->name;
+    if (k->be->prepare != NULL)
+        k->be->prepare(k->id, &k->def.config);
     pthread_mutex_init(&k->lock, NULL);
     atomic_init(&k->state, RK_KERNEL_CREATED);
     atomic_init(&k->gen, 1);

@@ -85,6 +85,7 @@ struct rk__backend_inst {
     rk__cu_module mod;
     rk__cu_stream stream;
     int launched; /* cuLaunchKernel succeeded */
+    int counted;  /* counted in `resident` (until returned()) */
 
     pthread_t relay;
     int relay_started;
@@ -127,6 +128,59 @@ ordinal(void)
 {
     const char *s = getenv("RK_CUDA_DEVICE");
     return s != NULL ? atoi(s) : 0;
+}
+
+/* ------------------------------------------------------------ device-wide */
+
+/*
+ * CUDA loads a module only while no kernel runs on the device: the load
+ * waits for the running kernels (seen on an H200, driver 580, with eager
+ * and lazy loading alike), and a persistent kernel never ends by itself.
+ * Freeing mapped memory may wait the same way. So, per process:
+ *   - modules are loaded when their kernel is registered (prepare), or at
+ *     launch if no persistent kernel is resident then; a launch that
+ *     would have to load one while others run is refused (RK_EBUSY)
+ *     instead of hanging. Loaded modules stay loaded (one per distinct
+ *     source and architecture) until the process ends, so a relaunch
+ *     never needs a load.
+ *   - memory a kernel leaves behind (cuda_release) while persistent
+ *     kernels are resident waits in `graves` until none is.
+ */
+typedef struct cu_mod {
+    struct cu_mod *next;
+    uint64_t key; /* the source and the architecture (mod_key) */
+    rk__cu_module mod;
+} cu_mod;
+
+typedef struct grave {
+    struct grave *next;
+    void *host; /* cuMemHostAlloc memory to free */
+} grave;
+
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
+static cu_mod *mods;      /* under dev_lock */
+static grave *graves;     /* under dev_lock */
+static uint32_t resident; /* launched persistent kernels not yet returned */
+
+static uint64_t
+mod_key(const char *source, int cc)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)cc;
+    for (const unsigned char *p = (const unsigned char *)source; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return h;
+}
+
+/* Frees the graves; dev_lock held, no persistent kernel resident. */
+static void
+bury(const struct rk__cuda_driver *d)
+{
+    while (graves != NULL) {
+        grave *g = graves;
+        graves = g->next;
+        (void)d->cuMemFreeHost(g->host);
+        free(g);
+    }
 }
 
 /* ------------------------------------------------------------ probe */
@@ -200,9 +254,19 @@ static void
 cuda_release(rk__placed *p)
 {
     const struct rk__cuda_driver *d;
+    grave *g;
 
-    if (p->host != NULL && rk__cuda_enter(ordinal(), &d) == RK_OK)
-        (void)d->cuMemFreeHost(p->host);
+    if (p->host != NULL && rk__cuda_enter(ordinal(), &d) == RK_OK) {
+        pthread_mutex_lock(&dev_lock);
+        if (resident == 0) {
+            (void)d->cuMemFreeHost(p->host);
+        } else if ((g = malloc(sizeof(*g))) != NULL) {
+            g->host = p->host;
+            g->next = graves;
+            graves = g;
+        } /* else: leaked rather than a free that may never return */
+        pthread_mutex_unlock(&dev_lock);
+    }
     p->host = NULL;
 }
 
@@ -218,11 +282,12 @@ kcache_open(void)
     (void)rk__kcache_open(&kcache, &cfg);
 }
 
-/* Compiles the kernel's device source for the device, through the cache,
- * and loads it (cuModuleLoadDataEx, so the JIT log of a PTX image reaches
- * the detail). */
+/* Compiles a kernel's device source for compute capability cc, through
+ * the cache, and loads it (cuModuleLoadDataEx, so the JIT log of a PTX
+ * image reaches the detail). dev_lock held. */
 static int
-load_module(rk__backend_inst *bi, const rk_kernel_config *c, int cc)
+load_module(const char *id, const rk_kernel_config *c, int cc,
+    rk__cu_module *mod)
 {
     char name[RK_ID_MAX + 8], jit_err[1024];
     rk__nvrtc_src src = { .source = c->device_source, .cc = cc };
@@ -233,7 +298,7 @@ load_module(rk__backend_inst *bi, const rk_kernel_config *c, int cc)
     rk__cu_result r;
     int how, rc;
 
-    snprintf(name, sizeof(name), "%s.cu", bi->id);
+    snprintf(name, sizeof(name), "%s.cu", id);
     src.name = c->device_source_name ? c->device_source_name : name;
     pthread_once(&kcache_once, kcache_open);
     if (kcache == NULL)
@@ -243,18 +308,105 @@ load_module(rk__backend_inst *bi, const rk_kernel_config *c, int cc)
         char why[400];
         snprintf(why, sizeof(why), "%s", rk_errdetail());
         rk__nvrtc_image_free(&img);
-        return rk__fail(rc, "kernel '%s': %s", bi->id, why);
+        return rk__fail(rc, "kernel '%s': %s", id, why);
     }
     jit_err[0] = '\0';
-    r = bi->ext.module_load_ex(&bi->mod, img.data, 2, opt, val);
+    r = ext.module_load_ex(mod, img.data, 2, opt, val);
     rk__nvrtc_image_free(&img);
     if (r != RK__CUDA_SUCCESS) {
         jit_err[sizeof(jit_err) - 1] = '\0';
         rk__cuda_check(r, "cuModuleLoadDataEx");
         return rk__fail(RK_ECUDA, "kernel '%s': module load failed (%d): %s",
-            bi->id, r, jit_err[0] ? jit_err : rk_errdetail());
+            id, r, jit_err[0] ? jit_err : rk_errdetail());
     }
     return RK_OK;
+}
+
+/* The loaded module of a kernel's source: from the table, or loaded now
+ * if no persistent kernel is resident (see device-wide, above). */
+static int
+module_get(const char *id, const rk_kernel_config *c, int cc,
+    rk__cu_module *out)
+{
+    uint64_t key = mod_key(c->device_source, cc);
+    cu_mod *m;
+    int rc = RK_OK;
+
+    pthread_mutex_lock(&dev_lock);
+    for (m = mods; m != NULL && m->key != key; m = m->next)
+        ;
+    if (m == NULL && resident != 0) {
+        rc = rk__fail(RK_EBUSY,
+            "kernel '%s': its code is not loaded, and CUDA cannot load it "
+            "while %u persistent kernel(s) run on the device (the load "
+            "waits for them); register every cuda kernel before "
+            "launching the first, or terminate the running ones",
+            id, resident);
+    } else if (m == NULL) {
+        if ((m = calloc(1, sizeof(*m))) == NULL)
+            rc = rk__fail(RK_ENOMEM, "kernel '%s': no memory", id);
+        else if ((rc = load_module(id, c, cc, &m->mod)) != RK_OK) {
+            free(m);
+            m = NULL;
+        } else {
+            m->key = key;
+            m->next = mods;
+            mods = m;
+        }
+    }
+    if (m != NULL)
+        *out = m->mod;
+    pthread_mutex_unlock(&dev_lock);
+    return rc;
+}
+
+/* The device's compute capability (major * 10 + minor), or 0. */
+static int
+device_cc(const struct rk__cuda_driver *d, int ord)
+{
+    rk__cu_device dev;
+    int major = 0, minor = 0;
+
+    if (d->cuDeviceGet(&dev, ord) != RK__CUDA_SUCCESS)
+        return 0;
+    d->cuDeviceGetAttribute(&major, RK__CU_ATTR_COMPUTE_CAPABILITY_MAJOR, dev);
+    d->cuDeviceGetAttribute(&minor, RK__CU_ATTR_COMPUTE_CAPABILITY_MINOR, dev);
+    return major * 10 + minor;
+}
+
+/* At registration: load the kernel's module while nothing blocks the
+ * load. Errors are left for launch to report. */
+static void
+cuda_prepare(const char *kernel_id, const rk_kernel_config *c)
+{
+    const struct rk__cuda_driver *d;
+    rk__cu_module mod;
+    int cc;
+
+    if (c->device_source == NULL
+        || rk__cuda_enter(ordinal(), &d) != RK_OK)
+        return;
+    pthread_once(&ext_once, ext_load);
+    if (!ext_ok || (cc = device_cc(d, ordinal())) < RK__NVRTC_MIN_CC)
+        return;
+    (void)module_get(kernel_id, c, cc, &mod);
+}
+
+/* The instance's kernel returns (every block acknowledged EXITED, or the
+ * stream was synchronised): one fewer resident; with none left, what
+ * waited in the graves is freed. Once per launch. */
+static void
+returned(rk__backend_inst *bi)
+{
+    if (!bi->counted)
+        return;
+    bi->counted = 0;
+    (void)rk__cuda_enter(bi->ordinal, NULL);
+    pthread_mutex_lock(&dev_lock);
+    resident -= 1;
+    if (resident == 0)
+        bury(bi->drv);
+    pthread_mutex_unlock(&dev_lock);
 }
 
 /* ------------------------------------------------------------ relay */
@@ -502,6 +654,7 @@ relay_main(void *arg)
             while (relay_out(bi) != 0)
                 ;
             relay_exit(bi, st.exit_code);
+            returned(bi); /* its blocks are returning */
             return NULL;
         }
         if (relay_fault(bi)) {
@@ -572,8 +725,6 @@ undo_launch(rk__backend_inst *bi)
 {
     if (bi->stream != NULL)
         bi->drv->cuStreamDestroy(bi->stream);
-    if (bi->mod != NULL)
-        bi->drv->cuModuleUnload(bi->mod);
     if (bi->region.host != NULL) {
         rk__dh_fini(&bi->d);
         cuda_release(&bi->region);
@@ -595,7 +746,7 @@ undo_launch(rk__backend_inst *bi)
  * needs its staging memory (dynamic shared memory), beyond the default
  * 48 KB only by opting in. */
 static int
-resident(rk__backend_inst *bi, rk__cu_function fn, uint32_t grid,
+co_resident(rk__backend_inst *bi, rk__cu_function fn, uint32_t grid,
     uint32_t block, int sms)
 {
     uint32_t smem = bi->d.kargs.stage_bytes;
@@ -672,7 +823,7 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
             "(KERNEL_EXEC_TIMEOUT) on, which kills a persistent kernel; "
             "set RK_CUDA_ALLOW_WATCHDOG=1 to try anyway",
             bi->id, bi->ordinal);
-    if ((rc = load_module(bi, c, major * 10 + minor)) != RK_OK)
+    if ((rc = module_get(bi->id, c, major * 10 + minor, &bi->mod)) != RK_OK)
         return rc;
     if (bi->drv->cuModuleGetFunction(&fn, bi->mod, c->device_entry)
         != RK__CUDA_SUCCESS) {
@@ -723,7 +874,7 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         undo_launch(bi);
         return rc;
     }
-    if ((rc = resident(bi, fn, grid, block, sms)) != RK_OK) {
+    if ((rc = co_resident(bi, fn, grid, block, sms)) != RK_OK) {
         undo_launch(bi);
         return rc;
     }
@@ -732,10 +883,14 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         "cuStreamCreate");
     if (rc == RK_OK) {
         params[0] = &bi->d.kargs;
+        pthread_mutex_lock(&dev_lock);
         rc = rk__cuda_check(bi->drv->cuLaunchKernel(fn, grid, 1, 1, block, 1,
                                 1, bi->d.kargs.stage_bytes, bi->stream,
                                 params, NULL),
             "cuLaunchKernel");
+        bi->counted = rc == RK_OK;
+        resident += rc == RK_OK;
+        pthread_mutex_unlock(&dev_lock);
     }
     if (rc != RK_OK) {
         undo_launch(bi);
@@ -747,6 +902,7 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         /* The kernel runs: stop it before anything is freed. */
         rk__dh_post(&bi->d, RK_DEV_CMD_STOP);
         bi->drv->cuStreamSynchronize(bi->stream);
+        returned(bi);
         undo_launch(bi);
         return rk__fail(RK_ENOMEM, "kernel '%s': no relay thread", bi->id);
     }
@@ -794,6 +950,7 @@ cuda_destroy(rk__backend_inst *bi, int detach)
          * freeing what it maps. */
         rk__cuda_enter(bi->ordinal, NULL);
         bi->drv->cuStreamSynchronize(bi->stream);
+        returned(bi);
     }
     if (keep) {
         free(bi->buf);
@@ -812,6 +969,7 @@ const rk__backend rk__backend_cuda = {
     .code = RK__CODE_DEVICE,
     .event_poll_ns = 0,
     .probe = cuda_probe,
+    .prepare = cuda_prepare,
     .check = cuda_check,
     .alloc = cuda_alloc,
     .release = cuda_release,
