@@ -10,6 +10,11 @@
  *   cuda_launch_sync_p50          baseline (real GPU only): an empty
  *                                 kernel launched with cuLaunchKernel and
  *                                 waited for with cuStreamSynchronize, ns
+ *   cuda_lane_rtt_p50 / _p99      the device loop alone (real GPU only):
+ *                                 the echo kernel launched by hand on
+ *                                 its lanes, the host writing a request
+ *                                 and polling for the reply itself (no
+ *                                 runtime, no relay thread), ns
  *   cuda_graph_launch_p50         baseline (real GPU only): the same
  *                                 kernel captured in a CUDA Graph,
  *                                 cuGraphLaunch + cuStreamSynchronize, ns
@@ -26,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/devhost.h"
 #include "backend/cuda/kcache.h"
 #include "bench.h"
 #include "device/cuda_driver.h"
@@ -154,6 +160,79 @@ launch_baselines(const char *impl, const char *extra, int cc)
             "\"skipped\":\"no CUDA Graph entry points\"");
     d->cuStreamDestroy(st);
     d->cuModuleUnload(mod);
+}
+
+/* The device loop alone: the echo kernel on lanes the bench places and
+ * drives itself, one thread writing the request and polling the reply
+ * lane. What the runtime's path adds is the difference from cuda_rtt. */
+static void
+lane_rtt(const char *impl, const char *extra, int cc)
+{
+    const struct rk__cuda_driver *d;
+    rk__nvrtc_src s = { .name = "echo.cu", .source = echo_src, .cc = cc };
+    rk__dh_cfg cfg = { .nblocks = 1,
+        .nin = 1,
+        .capacity = 64,
+        .slot_size = 128,
+        .batch = 64,
+        .kernel_id = 1 };
+    rk__nvrtc_image img;
+    rk__cu_module mod;
+    rk__cu_function fn;
+    rk__cu_stream st;
+    rk__cu_dptr dev = 0;
+    rk__dh dh;
+    rk_msg_header h;
+    void *host = NULL, *params[1];
+    unsigned char buf[128], msg[8] = { 0 };
+    size_t len, n = (size_t)(20000 * bench_scale());
+    uint64_t *t;
+
+    if (n < 100)
+        n = 100;
+    t = malloc(n * sizeof(*t));
+    if (t == NULL || rk__cuda_enter(0, &d) != RK_OK
+        || rk__nvrtc_compile(&s, &img) != RK_OK
+        || d->cuModuleLoadData(&mod, img.data) != RK__CUDA_SUCCESS
+        || d->cuModuleGetFunction(&fn, mod, "rk_echo") != RK__CUDA_SUCCESS
+        || d->cuMemHostAlloc(&host, rk__dh_size(&cfg),
+               RK__CU_MEMHOSTALLOC_DEVICEMAP | RK__CU_MEMHOSTALLOC_PORTABLE)
+            != RK__CUDA_SUCCESS
+        || d->cuMemHostGetDevicePointer(&dev, host, 0) != RK__CUDA_SUCCESS
+        || rk__dh_place(&dh, &cfg, host, dev, NULL) != RK_OK
+        || d->cuStreamCreate(&st, RK__CU_STREAM_NON_BLOCKING)
+            != RK__CUDA_SUCCESS) {
+        bench_emit("cuda", "cuda_lane_rtt_p50", impl, 0, "ns",
+            "\"skipped\":\"could not set up the lanes\"");
+        free(t);
+        return;
+    }
+    rk__nvrtc_image_free(&img);
+    params[0] = &dh.kargs;
+    d->cuLaunchKernel(
+        fn, 1, 1, 1, 32, 1, 1, dh.kargs.stage_bytes, st, params, NULL);
+    rk__dh_post(&dh, RK_DEV_CMD_RUN);
+    memset(&h, 0, sizeof(h));
+    for (size_t i = 0; i < n + 100; i++) {
+        uint64_t t0 = bench_now_ns();
+        while (rk__dh_send(&dh, 0, &h, msg, sizeof(msg)) != RK_OK)
+            ;
+        while (rk__dh_recv(&dh, 0, buf, sizeof(buf), &len) != RK_OK)
+            ;
+        if (i >= 100)
+            t[i - 100] = bench_now_ns() - t0;
+    }
+    bench_emit("cuda", "cuda_lane_rtt_p50", impl,
+        (double)bench_percentile(t, n, 50), "ns", extra);
+    bench_emit("cuda", "cuda_lane_rtt_p99", impl,
+        (double)bench_percentile(t, n, 99), "ns", extra);
+    rk__dh_post(&dh, RK_DEV_CMD_STOP);
+    d->cuStreamSynchronize(st);
+    d->cuStreamDestroy(st);
+    rk__dh_fini(&dh);
+    d->cuMemFreeHost(host);
+    d->cuModuleUnload(mod);
+    free(t);
 }
 
 /* Batched throughput through a kernel of `grid` blocks: one sender, one
@@ -296,9 +375,10 @@ main(void)
         || throughput(rt, "echo8", 8, n * 10, impl, extra) != 0)
         return 1;
 
-    if (!sim)
+    if (!sim) {
         launch_baselines(impl, extra, gpu->cc_major * 10 + gpu->cc_minor);
-    else
+        lane_rtt(impl, extra, gpu->cc_major * 10 + gpu->cc_minor);
+    } else
         bench_emit("cuda", "cuda_launch_sync_p50", impl, 0, "ns",
             "\"skipped\":\"the stand-in driver has no real launch\"");
     rk_device_list_free(list);
