@@ -45,12 +45,16 @@ if [ "$mode" != run ]; then
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
         test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
         test_cuda_pagerank test_backend_contract fake_cuda bench_cuda \
+        test_device_query test_buffer_states test_buffer_api \
+        test_pool_contract test_pool_concurrent \
         bench_cuda_compile \
         ringkernel_cli >&2 || exit 2
     # For an offline device machine that lacks them: the test and bench
     # binaries' non-system libraries go with the build (build-gpu/lib).
     mkdir -p "$B/lib"
     for bin in "$B"/tests/test_cuda_* "$B"/tests/test_backend_contract \
+        "$B"/tests/test_device_query "$B"/tests/test_buffer_* \
+        "$B"/tests/test_pool_* \
         "$B"/bench/bench_cuda* \
         "$B"/tools/ringkernel/ringkernel; do
         ldd "$bin" 2>/dev/null | awk '/cmocka|msgpack|microhttpd/ { print $3 }'
@@ -74,7 +78,9 @@ run_test() { # name [env...]
     rc=$?
     printf '%s\n' "$out" >&2
     # On a GPU the cuda backend must run, not be skipped.
-    if printf '%s' "$out" | grep -q "backend 'cuda' skipped"; then
+    # The device, buffer and pool tests print "no CUDA ..." when they skip
+    # their CUDA paths.
+    if printf '%s' "$out" | grep -q -E "backend 'cuda' skipped|no CUDA device|no CUDA:"; then
         rc=1
     fi
     if [ $rc -eq 0 ]; then
@@ -92,6 +98,12 @@ run_test test_cuda_pagerank
 # The backend contract suite: on a GPU the cuda backend runs its cases with
 # their device twins (a "backend 'cuda' skipped" line means it did not).
 run_test test_backend_contract
+# The CUDA paths of device discovery, unified buffers (every state
+# transition with its copies) and the pinned and device pools.
+for t in test_device_query test_buffer_states test_buffer_api \
+    test_pool_contract test_pool_concurrent; do
+    run_test "$t"
+done
 
 # Benchmarks: bench_cuda prints impl "cuda" on a real GPU ("cuda_sim"
 # would mean the stand-in was loaded: that is not a GPU figure).
