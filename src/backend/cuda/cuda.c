@@ -653,8 +653,10 @@ relay_main(void *arg)
             rk__ec_cancel(bi->wake);
             while (relay_out(bi) != 0)
                 ;
+            /* Its blocks are returning: counted out before EXITED is
+             * published, so whoever sees EXITED may launch another. */
+            returned(bi);
             relay_exit(bi, st.exit_code);
-            returned(bi); /* its blocks are returning */
             return NULL;
         }
         if (relay_fault(bi)) {
