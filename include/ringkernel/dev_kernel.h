@@ -144,10 +144,12 @@ typedef struct rk_dev_ctx {
     rk_ring_side
         route[RK_DEV_MAX_ROUTES]; /**< producer state of each route ring */
     rk_dev_counters k; /**< counters, published to the control block */
+    /** @{ */
     /** Staging (rk_dev_stage_mem): the current batch copied out of its
      * lane in one sweep, and the output-lane messages written since the
      * last publish. */
     unsigned char *stage_in, *stage_out;
+    /** @} */
     /** @{ */
     /** Output slots in stage_out; how many are written, not published. */
     rk_dev_u32 stage_cap, nout;
