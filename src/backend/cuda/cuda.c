@@ -323,10 +323,11 @@ load_module(const char *id, const rk_kernel_config *c, int cc,
 }
 
 /* The loaded module of a kernel's source: from the table, or loaded now
- * if no persistent kernel is resident (see device-wide, above). */
+ * if no persistent kernel is resident (see device-wide, above); with none
+ * resident, the kernel's entry is loaded as well. */
 static int
-module_get(const char *id, const rk_kernel_config *c, int cc,
-    rk__cu_module *out)
+module_get(const struct rk__cuda_driver *d, const char *id,
+    const rk_kernel_config *c, int cc, rk__cu_module *out)
 {
     uint64_t key = mod_key(c->device_source, cc);
     cu_mod *m;
@@ -354,8 +355,20 @@ module_get(const char *id, const rk_kernel_config *c, int cc,
             mods = m;
         }
     }
-    if (m != NULL)
+    if (m != NULL) {
+        rk__cu_function fn;
         *out = m->mod;
+        /* With nothing running, the kernel's entry is loaded too: under
+         * lazy loading (the user's CUDA_MODULE_LOADING; we ask for eager)
+         * it would load at its first launch, which may wait for the
+         * persistent kernels running then. A missing entry is launch's
+         * to report. */
+        if (resident == 0 && ext.func_load != NULL
+            && c->device_entry != NULL
+            && d->cuModuleGetFunction(&fn, m->mod, c->device_entry)
+                == RK__CUDA_SUCCESS)
+            (void)ext.func_load(fn);
+    }
     pthread_mutex_unlock(&dev_lock);
     return rc;
 }
@@ -389,7 +402,7 @@ cuda_prepare(const char *kernel_id, const rk_kernel_config *c)
     pthread_once(&ext_once, ext_load);
     if (!ext_ok || (cc = device_cc(d, ordinal())) < RK__NVRTC_MIN_CC)
         return;
-    (void)module_get(kernel_id, c, cc, &mod);
+    (void)module_get(d, kernel_id, c, cc, &mod);
 }
 
 /* The instance's kernel returns (every block acknowledged EXITED, or the
@@ -783,7 +796,7 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     rk__cu_device dev;
     rk__cu_function fn;
     rk__dh_cfg dc;
-    int major = 0, minor = 0, timeout = 0, sms = 0, rc;
+    int cc, timeout = 0, sms = 0, rc;
     void *params[1];
     size_t sz;
 
@@ -808,24 +821,21 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
             RK_ENODEV, "kernel '%s': driver lacks entry points", bi->id);
     bi->ext = ext;
     bi->drv->cuDeviceGet(&dev, bi->ordinal);
-    bi->drv->cuDeviceGetAttribute(
-        &major, RK__CU_ATTR_COMPUTE_CAPABILITY_MAJOR, dev);
-    bi->drv->cuDeviceGetAttribute(
-        &minor, RK__CU_ATTR_COMPUTE_CAPABILITY_MINOR, dev);
+    cc = device_cc(bi->drv, bi->ordinal);
     bi->drv->cuDeviceGetAttribute(&timeout, CU_ATTR_KERNEL_EXEC_TIMEOUT, dev);
     bi->drv->cuDeviceGetAttribute(&sms, RK__CU_ATTR_MULTIPROCESSOR_COUNT, dev);
-    if (major * 10 + minor < RK__NVRTC_MIN_CC)
+    if (cc < RK__NVRTC_MIN_CC)
         return rk__fail(RK_ENOTSUP,
             "kernel '%s': device %d has compute capability %d.%d; "
             "persistent kernels need 7.0 or newer",
-            bi->id, bi->ordinal, major, minor);
+            bi->id, bi->ordinal, cc / 10, cc % 10);
     if (timeout && getenv("RK_CUDA_ALLOW_WATCHDOG") == NULL)
         return rk__fail(RK_ENOTSUP,
             "kernel '%s': device %d has the display watchdog "
             "(KERNEL_EXEC_TIMEOUT) on, which kills a persistent kernel; "
             "set RK_CUDA_ALLOW_WATCHDOG=1 to try anyway",
             bi->id, bi->ordinal);
-    if ((rc = module_get(bi->id, c, major * 10 + minor, &bi->mod)) != RK_OK)
+    if ((rc = module_get(bi->drv, bi->id, c, cc, &bi->mod)) != RK_OK)
         return rc;
     if (bi->drv->cuModuleGetFunction(&fn, bi->mod, c->device_entry)
         != RK__CUDA_SUCCESS) {
@@ -834,15 +844,6 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
             "kernel '%s': the device source has no entry '%s' "
             "(RK_DEV_KERNEL(%s, handler))",
             bi->id, c->device_entry, c->device_entry);
-    }
-    /* The entry's code is loaded now, not at its first launch: a lazy
-     * load can wait for the persistent kernels already running, which
-     * never end (see CUDA_MODULE_LOADING in device/cuda_driver.c). */
-    if (bi->ext.func_load != NULL
-        && (rc = rk__cuda_check(bi->ext.func_load(fn), "cuFuncLoad"))
-            != RK_OK) {
-        undo_launch(bi);
-        return rk__fail(rc, "kernel '%s': %s", bi->id, rk_errdetail());
     }
 
     bi->batch = c->batch ? c->batch : 64;
