@@ -12,6 +12,10 @@
  *   - a handler that fails in a call hands the message back to the
  *     kernel's thread: the fault, its dead letter and the restart are the
  *     usual ones;
+ *   - rk_kernel_call_reply hands the reply to the caller (not the output
+ *     queue, still counted sent) when it fits and k has no route; a bigger
+ *     one, other outputs and a routed kernel's reply go where they always
+ *     go;
  *   - callers and senders at once (run under TSan too): the handler never
  *     runs twice at once, each sender's messages are handled in the order
  *     sent, and every message exactly once.
@@ -35,6 +39,7 @@
 #define T_HOLD 2 /* waits at the gate before replying */
 #define T_FAIL 3 /* the handler fails */
 #define T_SEQ  4 /* stress: payload is (sender, sequence) */
+#define T_TWO  5 /* sends its payload as a plain output, then replies */
 
 static rt_gate gate;
 static _Atomic int inside;   /* handlers running now */
@@ -61,6 +66,10 @@ handler(rk_ctx *ctx, const rk_msg_view *m)
         break;
     case T_FAIL:
         rc = RK_EINTERNAL;
+        break;
+    case T_TWO:
+        if ((rc = rk_ctx_send(ctx, T_TWO, m->data, m->len)) == RK_OK)
+            rc = rk_ctx_reply(ctx, m, T_ECHO, m->data, m->len);
         break;
     case T_SEQ: {
         uint32_t who, seq;
@@ -110,16 +119,26 @@ header(rk_msg_header *h, uint32_t type)
 /* Calls until the kernel's thread has reached its wait (at the start it
  * still holds its context): RK_EBUSY until then. */
 static int
-call_when_idle(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
-    const void *data, size_t len)
+reply_when_idle(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
+    const void *data, size_t len, rk_call_reply *reply)
 {
     uint64_t until = rk_now_ns() + (uint64_t)RT_LONG;
     int rc;
 
-    while ((rc = rk_kernel_call(rt, k, h, data, len)) == RK_EBUSY
+    while (
+        (rc = reply != NULL ? rk_kernel_call_reply(rt, k, h, data, len, reply)
+                            : rk_kernel_call(rt, k, h, data, len))
+            == RK_EBUSY
         && rk_now_ns() < until)
         sched_yield();
     return rc;
+}
+
+static int
+call_when_idle(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
+    const void *data, size_t len)
+{
+    return reply_when_idle(rt, k, h, data, len, NULL);
 }
 
 /* Waits (bounded) until k has processed n messages. */
@@ -253,8 +272,7 @@ test_refusals(void **state)
     rt = start(true, RK_SUPERVISE_STOP);
     assert_int_equal(rk_kernel_lookup(rt, "k", &k), RK_OK);
     /* Over max_payload (192): admission's refusal, counted. */
-    assert_int_equal(
-        rk_kernel_call(rt, k, &h, big, sizeof(big)), RK_EMSGSIZE);
+    assert_int_equal(rk_kernel_call(rt, k, &h, big, sizeof(big)), RK_EMSGSIZE);
     assert_int_equal(rk_kernel_stats_get(rt, "k", &st), RK_OK);
     assert_int_equal(st.rejected, 1);
     assert_int_equal(st.offered, 1);
@@ -278,7 +296,8 @@ test_failure_handed_back(void **state)
     header(&h, T_FAIL);
     assert_int_equal(call_when_idle(rt, k, &h, &b, 1), RK_OK);
     /* The kernel's thread reports it: dead letter with the message. */
-    assert_int_equal(rk_dead_letter_recv(rt, &dl, r, sizeof(r), RT_LONG), RK_OK);
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, r, sizeof(r), RT_LONG), RK_OK);
     assert_string_equal(dl.kernel_id, "k");
     assert_int_equal(dl.reason, RK_DEAD_FAILED);
     assert_int_equal(dl.error, RK_EINTERNAL);
@@ -378,6 +397,101 @@ test_callers_and_senders(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* rk_kernel_call_reply: the reply comes back in the call. */
+static void
+test_call_reply(void **state)
+{
+    rk_runtime *rt = start(true, RK_SUPERVISE_STOP);
+    rk_kernel k;
+    rk_msg_header h, rh;
+    uint8_t b[5] = { 9, 8, 7, 6, 5 }, r[8], small[2];
+    size_t len = 0;
+    rk_kernel_stats st;
+    rk_call_reply cr = { .buf = r, .cap = sizeof(r) };
+
+    (void)state;
+    assert_int_equal(rk_kernel_lookup(rt, "k", &k), RK_OK);
+    header(&h, T_ECHO);
+    assert_int_equal(reply_when_idle(rt, k, &h, b, sizeof(b), &cr), RK_OK);
+    assert_true(cr.got);
+    assert_int_equal(cr.len, sizeof(b));
+    assert_memory_equal(r, b, sizeof(b));
+    assert_int_equal(cr.hdr.type_id, T_ECHO);
+    assert_int_equal(cr.hdr.payload_len, sizeof(b));
+    assert_memory_equal(cr.hdr.correlation_id.b, h.message_id.b, 16);
+    /* Nothing went to the output queue; the reply is counted sent. */
+    assert_int_equal(
+        rk_recv(rt, k, &rh, r, sizeof(r), &len, RK_NO_WAIT), RK_ETIMEDOUT);
+    assert_int_equal(rk_kernel_stats_get(rt, "k", &st), RK_OK);
+    assert_int_equal(st.processed, 1);
+    assert_int_equal(st.direct_calls, 1);
+    assert_int_equal(st.sent, 1);
+
+    /* Too big for the buffer: not taken, and not lost either. */
+    cr.buf = small;
+    cr.cap = sizeof(small);
+    header(&h, T_ECHO);
+    assert_int_equal(
+        rk_kernel_call_reply(rt, k, &h, b, sizeof(b), &cr), RK_OK);
+    assert_false(cr.got);
+    assert_int_equal(cr.len, 0);
+    assert_int_equal(rk_recv(rt, k, &rh, r, sizeof(r), &len, RT_LONG), RK_OK);
+    assert_int_equal(len, sizeof(b));
+    assert_memory_equal(rh.correlation_id.b, h.message_id.b, 16);
+
+    /* Another output first: it goes to the queue, the reply to the call. */
+    cr.buf = r;
+    cr.cap = sizeof(r);
+    header(&h, T_TWO);
+    assert_int_equal(rk_kernel_call_reply(rt, k, &h, b, 3, &cr), RK_OK);
+    assert_true(cr.got);
+    assert_int_equal(cr.len, 3);
+    assert_int_equal(cr.hdr.type_id, T_ECHO);
+    assert_int_equal(rk_recv(rt, k, &rh, r, sizeof(r), &len, RT_LONG), RK_OK);
+    assert_int_equal(rh.type_id, T_TWO);
+    assert_true(rk_uuid_is_nil(&rh.correlation_id));
+    assert_int_equal(
+        rk_recv(rt, k, &rh, r, sizeof(r), &len, RK_NO_WAIT), RK_ETIMEDOUT);
+
+    /* Bad arguments. */
+    assert_int_equal(rk_kernel_call_reply(rt, k, &h, b, 3, NULL), RK_EINVAL);
+    cr.buf = NULL;
+    assert_int_equal(rk_kernel_call_reply(rt, k, &h, b, 3, &cr), RK_EINVAL);
+    assert_false(atomic_load(&overlap));
+    rk_runtime_destroy(rt);
+}
+
+/* A kernel connected to another: its reply takes the route, as any
+ * output of it does, and the call hands nothing back. */
+static void
+test_call_reply_routed(void **state)
+{
+    rk_runtime *rt = start(true, RK_SUPERVISE_STOP);
+    rk_kernel_def d = { .id = "down", .handler = handler };
+    rk_kernel k, down;
+    rk_msg_header h, rh;
+    uint8_t b[4] = { 1, 2, 3, 4 }, r[8];
+    size_t len = 0;
+    rk_call_reply cr = { .buf = r, .cap = sizeof(r) };
+
+    (void)state;
+    assert_int_equal(rk_runtime_register(rt, &d), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "down"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "down"), RK_OK);
+    assert_int_equal(rk_connect(rt, "k", "down"), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "k", &k), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "down", &down), RK_OK);
+    header(&h, T_ECHO);
+    assert_int_equal(reply_when_idle(rt, k, &h, b, sizeof(b), &cr), RK_OK);
+    assert_false(cr.got);
+    /* down got the reply and echoed it (type T_ECHO) to its own output. */
+    assert_int_equal(
+        rk_recv(rt, down, &rh, r, sizeof(r), &len, RT_LONG), RK_OK);
+    assert_int_equal(len, sizeof(b));
+    assert_memory_equal(r, b, sizeof(b));
+    rk_runtime_destroy(rt);
+}
+
 int
 main(void)
 {
@@ -387,6 +501,8 @@ main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_failure_handed_back),
         cmocka_unit_test(test_callers_and_senders),
+        cmocka_unit_test(test_call_reply),
+        cmocka_unit_test(test_call_reply_routed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

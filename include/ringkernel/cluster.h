@@ -288,6 +288,9 @@ typedef struct rk_cluster_stats {
     uint64_t unreachable;      /**< messages failed because a rank died */
     uint64_t credit_stalls;    /**< times a rank had no credit left */
     uint64_t idle_sleeps;      /**< times the progress thread slept */
+    uint64_t late_replies;     /**< replies that came after their
+                                  rk_cluster_request gave up (timed out):
+                                  dropped */
 } rk_cluster_stats;
 
 /** Fills *out (caller-owned) with the cluster's counters. RK_EINVAL for NULL.

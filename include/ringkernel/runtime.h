@@ -429,6 +429,34 @@ int rk_send_frame_try(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
  */
 int rk_kernel_call(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
     const void *payload, size_t len);
+
+/** Where rk_kernel_call_reply() puts the handler's reply to the call. */
+typedef struct rk_call_reply {
+    void *buf;         /**< in: where the reply's payload goes */
+    size_t cap;        /**< in: buf's size */
+    rk_msg_header hdr; /**< out: the reply's header (when got) */
+    size_t len;        /**< out: the reply's payload length (when got) */
+    bool got;          /**< out: the handler replied during the call */
+} rk_call_reply;
+
+/**
+ * @brief rk_kernel_call(), handing the handler's reply straight back.
+ *
+ * While the handler runs on the calling thread, its first output that
+ * would go to k's output queue and is a reply to h (its correlation id
+ * is h's message id) is copied into reply instead, and reply->got is
+ * set: no output queue, no rk_recv. The reply is the kernel's like any
+ * other (counted in its sent messages); everything else the handler
+ * sends goes where it always goes, and so does the reply when k is
+ * connected to another kernel (rk_connect) or when it is bigger than
+ * reply->cap (then it waits in the output queue, got stays false, and
+ * nothing is lost). A relay answering remote requests (the MPI cluster
+ * layer) saves the output queue's round trip and a lookup by id.
+ * @return as rk_kernel_call(); RK_EINVAL for a NULL reply, or a NULL
+ * reply->buf with a non-zero cap.
+ */
+int rk_kernel_call_reply(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
+    const void *payload, size_t len, rk_call_reply *reply);
 /** rk_publish with the envelope kept: delivers h and its payload to every
  * subscriber of topic (see rk_send_frame). */
 int rk_publish_frame(rk_runtime *rt, const char *topic,

@@ -43,7 +43,7 @@
 
 /* Bump when an entry's meaning, the launch spec or the control block's
  * layout changes; a backend built for another version is refused. */
-#define RK__BACKEND_ABI 5
+#define RK__BACKEND_ABI 6
 
 struct rk__inst; /* the runtime's host-side instance (runtime/internal.h) */
 
@@ -81,6 +81,7 @@ typedef struct rk__backend_status {
 } rk__backend_status;
 
 typedef struct rk__backend_inst rk__backend_inst; /* backend-private */
+struct rk_call_reply; /* ringkernel/runtime.h: rk_kernel_call_reply */
 
 /* What code a backend runs (rk__backend.code). */
 #define RK__CODE_HOST   1u /* C actor and handler functions */
@@ -148,9 +149,12 @@ typedef struct rk__backend {
      * none queued): RK_OK once handled (a handler failure is handed to
      * the instance to report as a fault), RK_EBUSY with nothing done
      * otherwise. The runtime admitted the message; the backend counts it
-     * in inst->direct. rk_kernel_call. */
+     * in inst->direct. With reply (not NULL, got and len cleared): the
+     * handler's first output that would go to the output queue, is a
+     * reply to h and fits reply->cap goes there instead, got set.
+     * rk_kernel_call, rk_kernel_call_reply. */
     int (*call)(rk__backend_inst *bi, const rk_msg_header *h,
-        const void *payload, size_t len);
+        const void *payload, size_t len, struct rk_call_reply *reply);
 } rk__backend;
 
 /* ---- src/backend/ack.c: shared by backends */

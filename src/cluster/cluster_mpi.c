@@ -70,8 +70,16 @@
 #define CL_SLOT_MASK 0xffffu
 /* Requests up to this size (frame and batch header included) go by the
  * requesting thread's own MPI_Isend: small enough to be sent eagerly, so
- * the send completes without the receiver. */
+ * the send completes without the receiver. Answers up to this size come
+ * back into the receive it posted; a bigger one is staged and handed over
+ * by its progress thread. */
 #define CL_CALL_MAX 4096u
+/* While a thread waits for its answer by polling MPI itself
+ * (request_by_mpi), an idle progress thread naps this long between
+ * rounds instead of polling: the two would share the rank's core. */
+#ifndef CL_DRIVEN_NAP_NS
+#define CL_DRIVEN_NAP_NS 200000
+#endif
 /* The progress thread's polling yields the CPU every this many idle
  * rounds. */
 #ifndef CL_POLL_YIELD
@@ -101,8 +109,8 @@ enum { PEER_LIVE = 0, PEER_GONE, PEER_DEAD };
 void AnnotateBenignRaceSized(const char *file, int line,
     const volatile void *mem, size_t size, const char *desc);
 #define CL_MPI_BUFFER(p, n)                                                   \
-    AnnotateBenignRaceSized(                                                  \
-        __FILE__, __LINE__, (p), (n), "handed over by MPI request completion")
+    AnnotateBenignRaceSized(__FILE__, __LINE__, (p), (n),                     \
+        "handed over by MPI request completion")
 #else
 #define CL_MPI_BUFFER(p, n) ((void)0)
 #endif
@@ -360,9 +368,8 @@ typedef struct cl_waiter {
     /* The caller's own MPI traffic (rk_cluster_request by MPI): the
      * request's batch and the buffer the answer is received into. Used
      * only by the thread holding the slot. */
-    uint8_t *sbuf, *rbuf;
-    size_t rcap;
-    MPI_Request sreq;
+    uint8_t *sbuf, *rbuf; /* one allocation: rbuf = sbuf + CL_CALL_MAX */
+    MPI_Request sreq, rreq;
 } cl_waiter;
 
 typedef struct cl_sendbuf {
@@ -456,11 +463,13 @@ struct rk_cluster {
     cl_waiter wait[CL_NWAIT];
     _Atomic uint64_t wfree;
     _Atomic uint32_t wspin_ns; /* adapted spin before a waiter parks */
+    _Atomic int driving;       /* threads polling MPI in request_by_mpi */
 
     struct {
         _Atomic uint64_t forwarded, sent_frames, sent_batches, received,
             delivered, rejected, dropped, replies_sent, replies_received,
-            remote_errors, unreachable, credit_stalls, idle_sleeps;
+            remote_errors, unreachable, credit_stalls, idle_sleeps,
+            late_replies;
     } st;
 };
 
@@ -816,7 +825,8 @@ static void peer_down(rk_cluster *cl, int rank, int state);
  * as a batch of its own on rcomm, tagged with the waiting slot, where the
  * requesting thread receives it (rk_cluster_request). It uses the peer's
  * send buffers (an open batch goes out first, on comm). False if none is
- * free or the answer does not fit one: the caller stages it then, and the
+ * free or the answer does not fit one or the requester's receive
+ * (CL_CALL_MAX): the caller stages it then, and the
  * peer's progress thread hands it over (the waiter looks at both).
  * Progress thread. */
 static bool
@@ -827,8 +837,9 @@ answer_by_mpi(rk_cluster *cl, int rank, rk__cl_frame *f, const void *payload)
     cl_sendbuf *b;
     int mrc;
 
+    /* The requester's receive holds CL_CALL_MAX bytes. */
     if (atomic_load(&p->state) != PEER_LIVE || size > cl->batch_bytes
-        || (b = sendbuf(cl, p)) == NULL)
+        || size > CL_CALL_MAX || (b = sendbuf(cl, p)) == NULL)
         return false;
     if (b->nframes != 0
         && (!flush(cl, p, 0, rk_now_ns()) || (b = sendbuf(cl, p)) == NULL))
@@ -846,6 +857,24 @@ answer_by_mpi(rk_cluster *cl, int rank, rk__cl_frame *f, const void *payload)
     b->len = 0;
     p->cur = (p->cur + 1) % CL_NSEND;
     return true;
+}
+
+/* Sends kernel output h (its payload, len bytes), a reply to a request
+ * from rank, back there: to the waiting thread's receive (proxy has
+ * CL_BYMPI: a slot of rk_cluster_request) or staged for rank's progress
+ * thread (a slot or a proxy). Progress thread. */
+static void
+reply_out(rk_cluster *cl, int rank, uint32_t proxy, const rk_msg_header *h,
+    const void *payload, size_t len)
+{
+    rk__cl_frame f;
+
+    frame_from_header(&f, h, len);
+    f.kind = RK__CL_REPLY;
+    f.target = proxy;
+    if (((proxy & CL_BYMPI) && answer_by_mpi(cl, rank, &f, payload))
+        || stage_frame(cl, rank, 1, &f, payload, RK_NO_WAIT) == RK_OK)
+        STAT(cl, replies_sent, 1);
 }
 
 /* Takes what e's kernel put out, without waiting (progress thread, which
@@ -893,14 +922,7 @@ drain_poll(rk_cluster *cl, cl_export *e)
         did = true;
         if (!rk_uuid_is_nil(&h.correlation_id)
             && idmap_take(&cl->served, &h.correlation_id, &rank, &proxy)) {
-            rk__cl_frame f;
-
-            frame_from_header(&f, &h, len);
-            f.kind = RK__CL_REPLY;
-            f.target = proxy;
-            if (((proxy & CL_BYMPI) && answer_by_mpi(cl, rank, &f, e->obuf))
-                || stage_frame(cl, rank, 1, &f, e->obuf, RK_NO_WAIT) == RK_OK)
-                STAT(cl, replies_sent, 1);
+            reply_out(cl, rank, proxy, &h, e->obuf, len);
             continue;
         }
         mail_put(e, &h, e->obuf, len);
@@ -1284,36 +1306,47 @@ pump(rk_cluster *cl, cl_peer *p, uint64_t now)
 /* --------------------------------------------------- progress: receive */
 
 /* Sends frame f from rank src straight into export e's kernel, without
- * waiting (send_cached). The reply route (serve) and the delivered count
- * go first, because the kernel's host may read the counters as soon as
- * the kernel has the message; both are undone if the send fails.
- * Progress thread. */
+ * waiting (send_cached). The delivered count (and the reply route, serve,
+ * for a message the kernel's thread will handle) goes first, because the
+ * kernel's host may read the counters as soon as the kernel has the
+ * message; both are undone if the send fails. Progress thread. */
 static int
 send_direct(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f,
     const rk_msg_header *h, bool serve)
 {
-    int rc;
+    int rc = RK_EBUSY;
 
-    if (serve)
-        idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
     STAT(cl, delivered, 1);
-    rc = RK_EBUSY;
     if (e->direct_calls && e->k_ok) {
         /* The kernel's handler on this thread, if it is idle: no queue,
-         * no wake-up; its reply is in its output queue for drain_poll. */
-        rc = rk_kernel_call(cl->rt, e->k, h, f->payload, f->len);
+         * no wake-up. The reply it makes meanwhile goes straight back;
+         * any other (too big for obuf, or made later) comes out of its
+         * output queue to drain_poll, which finds the route in served:
+         * only this thread reads the outputs, so the route may follow. */
+        rk_call_reply r = { .buf = e->obuf, .cap = e->obuf ? e->ocap : 0 };
+
+        rc = rk_kernel_call_reply(cl->rt, e->k, h, f->payload, f->len, &r);
+        if (rc == RK_OK && serve) {
+            if (r.got)
+                reply_out(cl, src, (uint32_t)f->aux, &r.hdr, e->obuf, r.len);
+            else
+                idmap_put(
+                    &cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
+        }
         if (rc == RK_ESTALE)
             e->k_ok = false;
         if (rc == RK_ENOTSUP) /* its backend runs no calls: queue */
             e->direct_calls = false;
     }
-    if (rc == RK_EBUSY || rc == RK_ESTALE || rc == RK_ENOTSUP)
-        rc = send_cached(cl, e->id, &e->k, &e->k_ok, h, f->payload, f->len);
-    if (rc != RK_OK) {
+    if (rc == RK_EBUSY || rc == RK_ESTALE || rc == RK_ENOTSUP) {
         if (serve)
+            idmap_put(&cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
+        rc = send_cached(cl, e->id, &e->k, &e->k_ok, h, f->payload, f->len);
+        if (rc != RK_OK && serve)
             idmap_take(&cl->served, &f->id, NULL, NULL);
-        STAT(cl, delivered, (uint64_t)-1);
     }
+    if (rc != RK_OK)
+        STAT(cl, delivered, (uint64_t)-1);
     return rc;
 }
 
@@ -1446,6 +1479,7 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
                     STAT(cl, remote_errors, (uint64_t)-1);
                 else
                     STAT(cl, replies_received, (uint64_t)-1);
+                STAT(cl, late_replies, 1);
             }
             return true;
         }
@@ -1529,7 +1563,7 @@ retry_held(rk_cluster *cl, int src)
 }
 
 static void
-batch_in(rk_cluster *cl, int src, const uint8_t *buf, size_t len)
+batch_in(rk_cluster *cl, int src, const uint8_t *buf, size_t len, uint64_t now)
 {
     cl_peer *p = &cl->peers[src];
     rk__cl_batch b;
@@ -1539,7 +1573,7 @@ batch_in(rk_cluster *cl, int src, const uint8_t *buf, size_t len)
 
     if (rk__cl_batch_parse(buf, len, &b) != RK_OK)
         return; /* not ours or corrupt: nothing in it can be trusted */
-    p->last_heard = rk_now_ns();
+    p->last_heard = now;
     p->credits += b.credits;
     if (b.flags & RK__CL_B_BYE)
         p->bye_got = true;
@@ -1563,7 +1597,7 @@ batch_in(rk_cluster *cl, int src, const uint8_t *buf, size_t len)
  * oldest one keeps every peer's batches in the order it sent them (MPI's
  * non-overtaking rule); MPI_Testsome's index order would not. */
 static bool
-poll_recv(rk_cluster *cl)
+poll_recv(rk_cluster *cl, uint64_t now)
 {
     bool did = false;
 
@@ -1576,7 +1610,7 @@ poll_recv(rk_cluster *cl)
         src = st.MPI_SOURCE;
         MPI_Get_count(&st, MPI_BYTE, &count);
         if (src >= 0 && src < cl->size && src != cl->rank && count > 0)
-            batch_in(cl, src, cl->rbuf[i], (size_t)count);
+            batch_in(cl, src, cl->rbuf[i], (size_t)count, now);
         MPI_Start(&cl->rreq[i]);
         cl->rnext = (cl->rnext + 1) % CL_NRECV;
         did = true;
@@ -1632,7 +1666,7 @@ progress_main(void *arg)
         MPI_Start(&cl->rreq[i]);
     for (;;) {
         uint64_t now = rk_now_ns();
-        bool did = poll_recv(cl);
+        bool did = poll_recv(cl, now);
 
         for (size_t i = 0; i < cl->n_exports; i++)
             if (!cl->exports[i].cfg.local_output)
@@ -1685,6 +1719,10 @@ progress_main(void *arg)
         if (did) {
             last_act = now;
             nap = 2000;
+            continue;
+        }
+        if (atomic_load_explicit(&cl->driving, memory_order_relaxed) > 0) {
+            idle_sleep(cl, CL_DRIVEN_NAP_NS);
             continue;
         }
         if (ns_since(last_act, now) < (uint64_t)cl->cfg.poll_ns) {
@@ -1801,7 +1839,6 @@ cluster_free(rk_cluster *cl)
         free(cl->rbuf[i]);
     for (int i = 0; i < CL_NWAIT; i++) {
         free(cl->wait[i].sbuf);
-        free(cl->wait[i].rbuf);
         pthread_mutex_destroy(&cl->wait[i].lock);
         pthread_cond_destroy(&cl->wait[i].cond);
     }
@@ -2287,6 +2324,7 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
         pthread_mutex_init(&cl->wait[i].lock, NULL);
         cond_init_mono(&cl->wait[i].cond);
         cl->wait[i].sreq = MPI_REQUEST_NULL;
+        cl->wait[i].rreq = MPI_REQUEST_NULL;
     }
     atomic_init(&cl->wfree, UINT64_MAX);
     if ((rc = idmap_init(&cl->served)) != RK_OK
@@ -2699,49 +2737,59 @@ waiter_wait(rk_cluster *cl, cl_waiter *w, uint64_t deadline)
     return rc;
 }
 
-/* Takes an answer that came on rcomm for slot i, if one is there: true
+/* Posts the receive of slot i's answer from rank (requesting thread):
+ * posted before the request goes, the answer lands in it directly, as a
+ * blocking MPI_Recv's would, instead of waiting in MPI's unexpected
+ * queue for a probe and a second copy. */
+static int
+answer_post(rk_cluster *cl, int i, int rank)
+{
+    cl_waiter *w = &cl->wait[i];
+    int mrc = MPI_Irecv(
+        w->rbuf, CL_CALL_MAX, MPI_BYTE, rank, i, cl->rcomm, &w->rreq);
+
+    if (mrc != MPI_SUCCESS) {
+        w->rreq = MPI_REQUEST_NULL;
+        return mpi_fail(mrc, "MPI_Irecv");
+    }
+    return RK_OK;
+}
+
+/* Takes the answer that came on rcomm for slot i, if it is there: true
  * once the slot is answered (by this or by the progress thread). An
  * answer for an earlier request of the slot (one that timed out) is
- * received and dropped. Requesting thread. */
+ * dropped and the receive posted again. Requesting thread. */
 static bool
 mpi_answer(rk_cluster *cl, int i, int rank)
 {
     cl_waiter *w = &cl->wait[i];
-    MPI_Message msg;
     MPI_Status st;
-    int flag = 0, count = 0;
+    int done = 0, count = 0;
     rk__cl_batch b;
     rk__cl_frame f;
     size_t off = RK__CL_BATCH_HDR;
 
-    if (MPI_Improbe(rank, i, cl->rcomm, &flag, &msg, &st) != MPI_SUCCESS
-        || !flag)
+    if (w->rreq == MPI_REQUEST_NULL
+        || MPI_Test(&w->rreq, &done, &st) != MPI_SUCCESS || !done)
         return false;
+    w->rreq = MPI_REQUEST_NULL;
     MPI_Get_count(&st, MPI_BYTE, &count);
-    if ((size_t)count > w->rcap) {
-        uint8_t *p = realloc(w->rbuf, (size_t)count);
-        if (p == NULL) {
-            /* Received into nothing (dropped): the wait times out. */
-            MPI_Mrecv(NULL, 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-            return false;
-        }
-        w->rbuf = p;
-        CL_MPI_BUFFER(p, (size_t)count);
-        w->rcap = (size_t)count;
-    }
-    if (MPI_Mrecv(w->rbuf, count, MPI_BYTE, &msg, MPI_STATUS_IGNORE)
-            != MPI_SUCCESS
-        || rk__cl_batch_parse(w->rbuf, (size_t)count, &b) != RK_OK
-        || rk__cl_frame_next(w->rbuf, (size_t)count, &off, &f) != RK_OK
-        || (f.kind != RK__CL_REPLY && f.kind != RK__CL_ERROR))
-        return false;
-    if (f.kind == RK__CL_ERROR) {
-        if (waiter_answer(cl, (uint32_t)i, &f, f.aux, rank))
+    if (count > 0 && rk__cl_batch_parse(w->rbuf, (size_t)count, &b) == RK_OK
+        && rk__cl_frame_next(w->rbuf, (size_t)count, &off, &f) == RK_OK
+        && (f.kind == RK__CL_REPLY || f.kind == RK__CL_ERROR)) {
+        bool err = f.kind == RK__CL_ERROR;
+
+        if (!waiter_answer(cl, (uint32_t)i, &f, err ? f.aux : RK_OK, rank))
+            STAT(cl, late_replies, 1);
+        else if (err)
             STAT(cl, remote_errors, 1);
-    } else if (waiter_answer(cl, (uint32_t)i, &f, RK_OK, rank)) {
-        STAT(cl, replies_received, 1);
+        else
+            STAT(cl, replies_received, 1);
     }
-    return atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE;
+    if (atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE)
+        return true;
+    answer_post(cl, i, rank); /* that one was not ours: wait on */
+    return false;
 }
 
 /*
@@ -2764,16 +2812,17 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
     cl_waiter *w = &cl->wait[slot];
     size_t size = RK__CL_BATCH_HDR + rk__cl_frame_size(f->len);
     uint32_t b = atomic_load_explicit(&cl->wspin_ns, memory_order_relaxed);
-    uint64_t spin = b != 0 ? b : CL_WSPIN_MAX_NS, t0, nap = 2000;
+    uint64_t spin = b != 0 ? b : CL_WSPIN_MAX_NS, t0, now, nap = 2000;
     bool answered = false;
-    int rc, mrc, sent = 0;
+    int rc, mrc, posted, sent = 0;
 
     if (w->sbuf == NULL) {
-        if ((w->sbuf = malloc(CL_CALL_MAX)) == NULL) {
-            rc = rk__fail(RK_ENOMEM, "rk_cluster_request: send buffer");
+        if ((w->sbuf = malloc(2 * CL_CALL_MAX)) == NULL) {
+            rc = rk__fail(RK_ENOMEM, "rk_cluster_request: MPI buffers");
             goto out;
         }
-        CL_MPI_BUFFER(w->sbuf, CL_CALL_MAX);
+        CL_MPI_BUFFER(w->sbuf, 2 * CL_CALL_MAX);
+        w->rbuf = w->sbuf + CL_CALL_MAX;
     }
     f->kind = RK__CL_CALL;
     f->aux = (int32_t)(CL_DIRECT | CL_BYMPI | (uint32_t)slot);
@@ -2789,12 +2838,16 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
     STAT(cl, forwarded, 1);
     STAT(cl, sent_batches, 1);
     STAT(cl, sent_frames, 1);
-    t0 = rk_now_ns();
-    for (uint32_t i = 1;; i++) {
-        uint64_t now;
-
-        if (!sent && MPI_Test(&w->sreq, &sent, MPI_STATUS_IGNORE)
-                != MPI_SUCCESS)
+    /* The answer's receive is posted while the request travels (an
+     * answer quicker than that waits in MPI's unexpected queue and still
+     * matches it). */
+    posted = answer_post(cl, slot, rank);
+    /* This thread makes MPI progress now: the progress thread naps. */
+    atomic_fetch_add_explicit(&cl->driving, 1, memory_order_relaxed);
+    now = t0 = rk_now_ns();
+    for (uint32_t i = 1; posted == RK_OK; i++) {
+        if (!sent
+            && MPI_Test(&w->sreq, &sent, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             sent = 1; /* the peer's failure shows in its state */
         if (mpi_answer(cl, slot, rank)
             || atomic_load_explicit(&w->state, memory_order_acquire)
@@ -2802,6 +2855,10 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
             answered = true;
             break;
         }
+        /* Each try is a few hundred ns of MPI: the clock and the peer's
+         * state are read every 8th. */
+        if (i % 8 != 0)
+            continue;
         if (atomic_load(&cl->peers[rank].state) != PEER_LIVE) {
             waiter_answer(cl, (uint32_t)slot, NULL, RK_EUNREACHABLE, rank);
             answered = true;
@@ -2811,7 +2868,6 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
         if (now >= deadline)
             break;
         if (now - t0 < spin) {
-            /* The MPI calls space the tries; yield now and then. */
             if (i % 64 == 0)
                 sched_yield();
         } else if (now - t0 < spin + (uint64_t)cl->cfg.poll_ns) {
@@ -2823,9 +2879,10 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
                 nap *= 2;
         }
     }
+    atomic_fetch_sub_explicit(&cl->driving, 1, memory_order_relaxed);
     /* The spin adapts as waiter_wait's does: full after an answer found
      * while spinning, halved after one that ran out. */
-    if (answered && rk_now_ns() - t0 < spin) {
+    if (answered && now - t0 < spin) {
         if (b != 0)
             atomic_store_explicit(&cl->wspin_ns, 0, memory_order_relaxed);
     } else {
@@ -2835,8 +2892,8 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
             memory_order_relaxed);
     }
     /* The request is small enough to go eagerly: its send completes
-     * locally. Should it not, the buffer is left to MPI (the slot gets a
-     * new one). */
+     * locally. Should it not, the buffers are left to MPI (the slot gets
+     * new ones). */
     if (!sent) {
         uint64_t until = rk_now_ns() + 100000000;
         while (!sent && rk_now_ns() < until)
@@ -2848,8 +2905,17 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
         }
     }
     w->sreq = MPI_REQUEST_NULL;
-    rc = RK_ETIMEDOUT; /* an answer now finds the slot free: dropped */
+    /* Not answered: an answer now finds the slot free and is dropped. */
+    rc = posted != RK_OK ? posted : RK_ETIMEDOUT;
 out:
+    if (w->rreq != MPI_REQUEST_NULL) {
+        /* No answer by MPI (a time-out, an error the progress thread
+         * handed over): withdraw the receive. One that matched after all
+         * is a late answer, dropped. */
+        MPI_Cancel(&w->rreq);
+        MPI_Wait(&w->rreq, MPI_STATUS_IGNORE);
+        w->rreq = MPI_REQUEST_NULL;
+    }
     pthread_mutex_lock(&w->lock);
     if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_DONE)
         rc = w->rc;
@@ -3041,6 +3107,7 @@ rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out)
     GET(unreachable);
     GET(credit_stalls);
     GET(idle_sleeps);
+    GET(late_replies);
 #undef GET
     return RK_OK;
 }

@@ -217,9 +217,9 @@ rk_send_frame_try(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
     return send_frame(rt, kh, h, payload, len, timeout_ns, true);
 }
 
-int
-rk_kernel_call(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
-    const void *payload, size_t len)
+static int
+kernel_call(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
+    const void *payload, size_t len, rk_call_reply *reply)
 {
     rk__kernel *k;
     rk__inst *inst;
@@ -257,10 +257,28 @@ rk_kernel_call(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
     if ((rc = admit(k, inst, st, h->type_id, len, "call")) != RK_OK)
         goto out;
     rk__forwarded_header(&out, h, len, rk__send_stamp(k));
-    rc = inst->be->call(inst->bi, &out, payload, len);
+    rc = inst->be->call(inst->bi, &out, payload, len, reply);
 out:
     rk__call_leave(rt);
     return rc;
+}
+
+int
+rk_kernel_call(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
+    const void *payload, size_t len)
+{
+    return kernel_call(rt, kh, h, payload, len, NULL);
+}
+
+int
+rk_kernel_call_reply(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
+    const void *payload, size_t len, rk_call_reply *reply)
+{
+    if (reply == NULL || (reply->buf == NULL && reply->cap != 0))
+        return rk__fail(RK_EINVAL, "rk_kernel_call_reply: NULL reply buffer");
+    reply->got = false;
+    reply->len = 0;
+    return kernel_call(rt, kh, h, payload, len, reply);
 }
 
 int

@@ -1114,14 +1114,44 @@ tally_h(rk_ctx *ctx, const rk_msg_view *m)
 
 #define K_CALL  300
 #define K_FENCE 2000
+#define BIG     6000 /* a reply too big for the requester's own receive */
+
+/* bigc: answers a msg with BIG bytes: the msg, then bytes i % 251. */
+static int
+big_h(rk_ctx *ctx, const rk_msg_view *m)
+{
+    static _Thread_local uint8_t out[BIG];
+
+    if (m->len != sizeof(msg))
+        return RK_EINVAL;
+    memcpy(out, m->data, sizeof(msg));
+    for (size_t i = sizeof(msg); i < BIG; i++)
+        out[i] = (uint8_t)(i % 251);
+    return rk_ctx_reply(ctx, m, T_REQ, out, BIG);
+}
+
+/* slowc: a kernel that takes its time (300 ms) before it answers, so
+ * that a request with a shorter timeout gives up first. */
+static int
+slow_h(rk_ctx *ctx, const rk_msg_view *m)
+{
+    struct timespec t = { 0, 300000000 };
+
+    nanosleep(&t, NULL);
+    return rk_ctx_reply(ctx, m, T_REQ, m->data, m->len);
+}
 
 /* rk_cluster_request by the requesting thread's own MPI calls, to a
  * kernel run by the owning rank's progress thread (direct_calls), and
  * the order between a stream and a request: every rank asks every other
  * one K_CALL times (each answer checked), then streams K_FENCE messages
  * with rk_cluster_send_batch and asks for the count: a request that
- * overtook the stream would see fewer. At the end each rank's echoc has
- * handled every request, most of them as direct calls. */
+ * overtook the stream would see fewer. A reply of BIG bytes (more than
+ * the requester's own receive takes: it comes back through the progress
+ * threads) arrives whole. A request that times out at slowc leaves a
+ * late reply on its way: a later request in the same slot receives it,
+ * drops and counts it, and still gets its own. At the end each rank's
+ * echoc has handled every request, most of them as direct calls. */
 static void
 test_call(void **state)
 {
@@ -1129,9 +1159,15 @@ test_call(void **state)
     rk_runtime *rt = runtime();
     rk_kernel_config cc_echo = { .input_capacity = 256, .direct_calls = true };
     rk_kernel_config cc_tally = { .input_capacity = 4096 };
-    rk_cluster_export ex[] = { { .id = "echoc" }, { .id = "tally" } };
+    rk_kernel_config cc_big
+        = { .input_capacity = 64, .max_payload = BIG, .direct_calls = true };
+    rk_kernel_config cc_slow = { .input_capacity = 64 };
+    rk_cluster_export ex[] = { { .id = "echoc" }, { .id = "tally" },
+        { .id = "bigc" }, { .id = "slowc" } };
     rk_cluster_config cc
-        = { .exports = ex, .n_exports = 2, .leave_timeout_ns = 60 * SEC };
+        = { .exports = ex, .n_exports = 4, .leave_timeout_ns = 60 * SEC };
+    static uint8_t big[BIG];
+    uint64_t asked[MAXR] = { 0 }, asked_all[MAXR] = { 0 };
     rk_cluster *cl;
     rk_kernel_stats ks;
     rk_cluster_stats cs;
@@ -1143,6 +1179,8 @@ test_call(void **state)
     }
     handler(rt, "echoc", echo_h, cc_echo, true);
     handler(rt, "tally", tally_h, cc_tally, true);
+    handler(rt, "bigc", big_h, cc_big, true);
+    handler(rt, "slowc", slow_h, cc_slow, true);
     assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
     rank = rk_cluster_rank(cl);
     n = rk_cluster_size(cl);
@@ -1162,8 +1200,8 @@ test_call(void **state)
         o.timeout_ns = 30 * SEC;
         for (int i = 0; i < K_CALL; i++) {
             msg q = { rank, -1, i }, rep;
-            assert_int_equal(rk_cluster_request(cl, id, &o, &q, sizeof(q),
-                                 &h, &rep, sizeof(rep), &len),
+            assert_int_equal(rk_cluster_request(cl, id, &o, &q, sizeof(q), &h,
+                                 &rep, sizeof(rep), &len),
                 RK_OK);
             assert_int_equal(len, sizeof(rep));
             assert_int_equal(rep.rank, rank);
@@ -1184,11 +1222,57 @@ test_call(void **state)
                              &count, sizeof(count), &len),
             RK_OK);
         assert_int_equal(count, K_FENCE);
+
+        /* A big reply, whole. */
+        id_of(id, sizeof(id), r, "bigc");
+        q.seq = 77;
+        memset(big, 0, sizeof(big));
+        assert_int_equal(rk_cluster_request(cl, id, &o, &q, sizeof(q), &h, big,
+                             sizeof(big), &len),
+            RK_OK);
+        assert_int_equal(len, BIG);
+        assert_memory_equal(big, &q, sizeof(q));
+        for (size_t i = sizeof(msg); i < BIG; i++)
+            if (big[i] != (uint8_t)(i % 251))
+                fail_msg("big reply: byte %zu is %u", i, big[i]);
+
+        /* A late reply: dropped and counted by a later request, which
+         * gets its own answer. */
+        rk_cluster_stats before, now;
+        rk_request_options shortwait = o;
+        shortwait.timeout_ns = SEC / 20;
+        id_of(id, sizeof(id), r, "slowc");
+        assert_int_equal(rk_cluster_stats_get(cl, &before), RK_OK);
+        assert_int_equal(rk_cluster_request(cl, id, &shortwait, &q, sizeof(q),
+                             &h, &q, sizeof(q), &len),
+            RK_ETIMEDOUT);
+        id_of(id, sizeof(id), r, "echoc");
+        uint64_t until = rk_now_ns() + 30 * (uint64_t)SEC;
+        for (int i = 0;; i++) {
+            msg ask = { rank, -1, 1000 + i }, rep;
+            assert_int_equal(rk_cluster_request(cl, id, &o, &ask, sizeof(ask),
+                                 &h, &rep, sizeof(rep), &len),
+                RK_OK);
+            assert_int_equal(rep.seq, 1000 + i);
+            assert_int_equal(rep.producer, r);
+            asked[r]++;
+            assert_int_equal(rk_cluster_stats_get(cl, &now), RK_OK);
+            if (now.late_replies > before.late_replies)
+                break;
+            assert_true(rk_now_ns() < until);
+        }
+        assert_int_equal(now.late_replies, before.late_replies + 1);
     }
     /* Everyone asked everyone: wait for the others before counting. */
+    assert_int_equal(MPI_Allreduce(asked, asked_all, MAXR, MPI_UINT64_T,
+                         MPI_SUM, MPI_COMM_WORLD),
+        MPI_SUCCESS);
     assert_int_equal(rk_cluster_leave(cl), RK_OK);
     assert_int_equal(rk_kernel_stats_get(rt, "echoc", &ks), RK_OK);
-    assert_int_equal(ks.processed, (uint64_t)K_CALL * (uint64_t)(n - 1));
+    /* Every other rank asked K_CALL times, then as many times as its
+     * late reply took to come. */
+    assert_int_equal(
+        ks.processed, (uint64_t)K_CALL * (uint64_t)(n - 1) + asked_all[rank]);
     assert_int_equal(ks.offered, ks.processed);
     printf("cluster_ranks call: rank %d: %llu of %llu requests run as "
            "direct calls\n",

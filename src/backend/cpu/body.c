@@ -370,8 +370,7 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
                  * that holds a stamped message, none otherwise (fetch_ns
                  * 0: nothing recorded). */
                 ctx->fetch_ns = 0;
-                if (rk__telemetry_on(inst->telemetry)
-                    && batch_stamped(ctx, n))
+                if (rk__telemetry_on(inst->telemetry) && batch_stamped(ctx, n))
                     ctx->fetch_ns = rk_now_ns();
                 return RK_OK;
             }
@@ -581,7 +580,7 @@ handler_loop(rk_ctx *ctx)
  */
 int
 rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
-    size_t len)
+    size_t len, rk_call_reply *reply)
 {
     rk_ctx *ctx = &bi->ctx;
     rk__inst *inst = bi->inst;
@@ -595,8 +594,8 @@ rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
             inst->k->id);
     if (RK_MSG_HEADER_SIZE + len > stride_of(inst))
         return rk__fail(RK_EMSGSIZE,
-            "rk_kernel_call: %zu-byte payload exceeds kernel '%s''s slot",
-            len, inst->k->id);
+            "rk_kernel_call: %zu-byte payload exceeds kernel '%s''s slot", len,
+            inst->k->id);
     /* Acquire: pairs with disown() (and a caller's release below). */
     if (!atomic_compare_exchange_strong_explicit(&bi->owner, &free_,
             RK__OWN_CALLER, memory_order_acquire, memory_order_relaxed))
@@ -623,7 +622,10 @@ rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
     if (rk__telemetry_on(inst->telemetry) && h->send_ns != 0)
         ctx->fetch_ns = rk_now_ns();
     rk__counter_add(&inst->direct, 1);
+    ctx->capture = reply;
+    ctx->capture_id = h->message_id;
     rc = handle_batch(ctx, inst->k->def.handler);
+    ctx->capture = NULL;
     lat_flush(ctx);
     if (rc != RK_OK) {
         /* In flight (cur 0): the kernel's thread takes the context back,
@@ -734,6 +736,24 @@ rk__cpu_body(void *arg)
 
 /* ------------------------------------------------------ sending */
 
+/* In a direct call with a reply buffer: takes the reply to the call's
+ * message, the first one that fits (rk_kernel_call_reply). */
+static bool
+capture(rk_ctx *ctx, const rk_msg_header *h, const void *payload, size_t len)
+{
+    rk_call_reply *r = ctx->capture;
+
+    if (r->got || len > r->cap
+        || memcmp(h->correlation_id.b, ctx->capture_id.b, 16) != 0)
+        return false;
+    if (len != 0)
+        memcpy(r->buf, payload, len);
+    r->hdr = *h;
+    r->len = len;
+    r->got = true;
+    return true;
+}
+
 static int
 ctx_emit(rk_ctx *ctx, rk_msg_header *h, const void *payload, size_t len)
 {
@@ -751,7 +771,10 @@ ctx_emit(rk_ctx *ctx, rk_msg_header *h, const void *payload, size_t len)
                 "kernel '%s': %zu-byte payload exceeds "
                 "max_payload %u",
                 inst->k->id, len, inst->k->def.config.max_payload);
-        rc = rk__outq_send(&inst->out, h, sizeof(*h), payload, len);
+        if (ctx->capture != NULL && capture(ctx, h, payload, len))
+            rc = RK_OK;
+        else
+            rc = rk__outq_send(&inst->out, h, sizeof(*h), payload, len);
     }
     if (rc == RK_OK)
         rk_ctl_count(&ctx->ctl->sent, 1);

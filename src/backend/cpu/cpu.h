@@ -54,6 +54,11 @@ struct rk_ctx {
      * context, read by the kernel thread before it takes it back. */
     _Atomic int handback;
     bool direct; /* config.direct_calls: the context is shared via owner */
+    /* During a direct call with a reply buffer (rk_kernel_call_reply):
+     * where the reply to the message with id capture_id goes (ctx_emit);
+     * NULL otherwise. Only the thread holding the context touches it. */
+    struct rk_call_reply *capture;
+    rk_uuid capture_id;
 };
 
 struct rk__backend_inst {
@@ -78,7 +83,7 @@ enum { RK__OWN_KERNEL = 0, RK__OWN_FREE, RK__OWN_CALLER };
 
 /* The backend's call entry (body.c). */
 int rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h,
-    const void *payload, size_t len);
+    const void *payload, size_t len, struct rk_call_reply *reply);
 
 /* The thread's main: the whole life of an instance. */
 void *rk__cpu_body(void *arg);
