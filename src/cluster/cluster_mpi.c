@@ -370,6 +370,9 @@ typedef struct cl_waiter {
      * only by the thread holding the slot. */
     uint8_t *sbuf, *rbuf; /* one allocation: rbuf = sbuf + CL_CALL_MAX */
     MPI_Request sreq, rreq;
+    /* Requests sent and replies received that way, counted by the thread
+     * holding the slot, its only writer (rk_cluster_stats_get). */
+    _Atomic uint64_t sent_by_mpi, replies_by_mpi;
 } cl_waiter;
 
 typedef struct cl_sendbuf {
@@ -465,16 +468,30 @@ struct rk_cluster {
     _Atomic uint32_t wspin_ns; /* adapted spin before a waiter parks */
     _Atomic int driving;       /* threads polling MPI in request_by_mpi */
 
-    struct {
+    /* The counters: st counts what any thread does, pst what only the
+     * progress thread does (PSTAT) and each waiter slot what the thread
+     * holding it sent and received by MPI; rk_cluster_stats_get adds
+     * them up. */
+    struct cl_stats {
         _Atomic uint64_t forwarded, sent_frames, sent_batches, received,
             delivered, rejected, dropped, replies_sent, replies_received,
             remote_errors, unreachable, credit_stalls, idle_sleeps,
             late_replies;
-    } st;
+    } st, pst;
 };
 
 #define STAT(cl, f, n)                                                        \
     atomic_fetch_add_explicit(&(cl)->st.f, (n), memory_order_relaxed)
+/* A counter of a waiter slot's, written by the thread holding it. */
+#define WSTAT(w, f)                                                           \
+    atomic_store_explicit(&(w)->f,                                            \
+        atomic_load_explicit(&(w)->f, memory_order_relaxed) + 1,              \
+        memory_order_relaxed)
+/* A counter of the progress thread's, its only writer: no locked add. */
+#define PSTAT(cl, f, n)                                                       \
+    atomic_store_explicit(&(cl)->pst.f,                                       \
+        atomic_load_explicit(&(cl)->pst.f, memory_order_relaxed) + (n),       \
+        memory_order_relaxed)
 
 static void cluster_free(rk_cluster *cl);
 
@@ -852,8 +869,8 @@ answer_by_mpi(rk_cluster *cl, int rank, rk__cl_frame *f, const void *payload)
         peer_down(cl, rank, PEER_DEAD);
         return false;
     }
-    STAT(cl, sent_batches, 1);
-    STAT(cl, sent_frames, 1);
+    PSTAT(cl, sent_batches, 1);
+    PSTAT(cl, sent_frames, 1);
     b->len = 0;
     p->cur = (p->cur + 1) % CL_NSEND;
     return true;
@@ -874,7 +891,7 @@ reply_out(rk_cluster *cl, int rank, uint32_t proxy, const rk_msg_header *h,
     f.target = proxy;
     if (((proxy & CL_BYMPI) && answer_by_mpi(cl, rank, &f, payload))
         || stage_frame(cl, rank, 1, &f, payload, RK_NO_WAIT) == RK_OK)
-        STAT(cl, replies_sent, 1);
+        PSTAT(cl, replies_sent, 1);
 }
 
 /* Takes what e's kernel put out, without waiting (progress thread, which
@@ -1207,8 +1224,8 @@ flush(rk_cluster *cl, cl_peer *p, uint16_t flags, uint64_t now)
         peer_down(cl, rank, PEER_DEAD);
         return false;
     }
-    STAT(cl, sent_batches, 1);
-    STAT(cl, sent_frames, b->nframes);
+    PSTAT(cl, sent_batches, 1);
+    PSTAT(cl, sent_frames, b->nframes);
     /* Release: a thread that reads the count these bring to 0 sends after
      * this send (see cl_peer.unsent). */
     if (b->ncredited != 0)
@@ -1259,7 +1276,7 @@ pump(rk_cluster *cl, cl_peer *p, uint64_t now)
             cl_sendbuf *b;
 
             if (cls == 0 && p->credits == 0) {
-                STAT(cl, credit_stalls, 1);
+                PSTAT(cl, credit_stalls, 1);
                 more = true;
                 break;
             }
@@ -1316,7 +1333,7 @@ send_direct(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f,
 {
     int rc = RK_EBUSY;
 
-    STAT(cl, delivered, 1);
+    PSTAT(cl, delivered, 1);
     if (e->direct_calls && e->k_ok) {
         /* The kernel's handler on this thread, if it is idle: no queue,
          * no wake-up. The reply it makes meanwhile goes straight back;
@@ -1346,7 +1363,7 @@ send_direct(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f,
             idmap_take(&cl->served, &f->id, NULL, NULL);
     }
     if (rc != RK_OK)
-        STAT(cl, delivered, (uint64_t)-1);
+        PSTAT(cl, delivered, (uint64_t)-1);
     return rc;
 }
 
@@ -1394,17 +1411,17 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
             }
             if (idle && e->room != 0) {
                 e->room--;
-                STAT(cl, received, 1); /* first, as send_direct's */
+                PSTAT(cl, received, 1); /* first, as send_direct's */
                 rc = send_direct(cl, e, src, f, &h, serve);
                 if (rc != RK_ETIMEDOUT && rc != RK_EFULL) {
                     p->owed += credit;
                     if (rc != RK_OK) {
-                        STAT(cl, rejected, 1);
+                        PSTAT(cl, rejected, 1);
                         send_error(cl, src, f, rc);
                     }
                     return true;
                 }
-                STAT(cl, received, (uint64_t)-1);
+                PSTAT(cl, received, (uint64_t)-1);
             }
             pthread_mutex_lock(&e->lock);
             rc = buf_append(&e->in, 4 + rk__cl_frame_size(f->len), &dst);
@@ -1419,7 +1436,7 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
             }
             pthread_mutex_unlock(&e->lock);
             if (rc == RK_OK) {
-                STAT(cl, received, 1);
+                PSTAT(cl, received, 1);
                 return true;
             }
             return false; /* out of memory: try again later */
@@ -1431,23 +1448,23 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         }
         if (rc == RK_ETIMEDOUT || rc == RK_EFULL)
             return false;
-        STAT(cl, received, 1);
+        PSTAT(cl, received, 1);
         p->owed += credit;
         if (rc == RK_OK) {
             /* counted above */
         } else if (rc == RK_EDROPPED) {
-            STAT(cl, dropped, 1);
+            PSTAT(cl, dropped, 1);
         } else {
-            STAT(cl, rejected, 1);
+            PSTAT(cl, rejected, 1);
             send_error(cl, src, f, rc);
         }
         return true;
     }
     case RK__CL_TOPIC:
-        STAT(cl, received, 1);
+        PSTAT(cl, received, 1);
         p->owed++;
         if (f->target >= cl->n_topics) {
-            STAT(cl, rejected, 1);
+            PSTAT(cl, rejected, 1);
             return true;
         }
         h.flags |= RK__CL_F_REMOTE;
@@ -1455,7 +1472,7 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
          * topic's stats here, as a local publish would be. */
         (void)rk_publish_frame(cl->rt, cl->topics[f->target], &h, f->payload,
             f->len, RK_NO_WAIT, NULL);
-        STAT(cl, delivered, 1);
+        PSTAT(cl, delivered, 1);
         return true;
     case RK__CL_REPLY:
     case RK__CL_ERROR: {
@@ -1470,16 +1487,16 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
              */
             bool err = f->kind == RK__CL_ERROR;
             if (err)
-                STAT(cl, remote_errors, 1);
+                PSTAT(cl, remote_errors, 1);
             else
-                STAT(cl, replies_received, 1);
+                PSTAT(cl, replies_received, 1);
             if (!waiter_answer(cl, f->target & CL_SLOT_MASK, f,
                     err ? f->aux : RK_OK, src)) {
                 if (err)
-                    STAT(cl, remote_errors, (uint64_t)-1);
+                    PSTAT(cl, remote_errors, (uint64_t)-1);
                 else
-                    STAT(cl, replies_received, (uint64_t)-1);
-                STAT(cl, late_replies, 1);
+                    PSTAT(cl, replies_received, (uint64_t)-1);
+                PSTAT(cl, late_replies, 1);
             }
             return true;
         }
@@ -1496,23 +1513,23 @@ deliver(rk_cluster *cl, int src, const rk__cl_frame *f)
         /* Counted first: the requester may read the reply (and the
          * counters) before this thread gets back from the send. */
         if (f->kind == RK__CL_ERROR)
-            STAT(cl, remote_errors, 1);
+            PSTAT(cl, remote_errors, 1);
         else
-            STAT(cl, replies_received, 1);
+            PSTAT(cl, replies_received, 1);
         px = &cl->proxies[f->target];
         rc = send_cached(cl, px->id, &px->k, &px->k_ok, &h, data, len);
         if (rc == RK_ENOTFOUND) {
             if (f->kind == RK__CL_ERROR)
-                STAT(cl, remote_errors, (uint64_t)-1);
+                PSTAT(cl, remote_errors, (uint64_t)-1);
             else
-                STAT(cl, replies_received, (uint64_t)-1);
+                PSTAT(cl, replies_received, (uint64_t)-1);
             return true;
         }
         if (rc == RK_ETIMEDOUT || rc == RK_EFULL || rc == RK_EREJECTED) {
             if (f->kind == RK__CL_ERROR)
-                STAT(cl, remote_errors, (uint64_t)-1);
+                PSTAT(cl, remote_errors, (uint64_t)-1);
             else
-                STAT(cl, replies_received, (uint64_t)-1);
+                PSTAT(cl, replies_received, (uint64_t)-1);
             return false;
         }
         idmap_take(&cl->fwd, &f->corr, NULL, NULL);
@@ -1634,7 +1651,7 @@ idle_sleep(rk_cluster *cl, int64_t ns)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000;
         }
-        STAT(cl, idle_sleeps, 1);
+        PSTAT(cl, idle_sleeps, 1);
         pthread_cond_timedwait(&cl->wake, &cl->wake_lock, &ts);
     }
     atomic_store(&cl->sleeping, 0);
@@ -2784,7 +2801,7 @@ mpi_answer(rk_cluster *cl, int i, int rank)
         else if (err)
             STAT(cl, remote_errors, 1);
         else
-            STAT(cl, replies_received, 1);
+            WSTAT(w, replies_by_mpi);
     }
     if (atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE)
         return true;
@@ -2807,12 +2824,13 @@ mpi_answer(rk_cluster *cl, int i, int rank)
  */
 static int
 request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
-    const void *req, uint64_t deadline)
+    const void *req, int64_t timeout_ns)
 {
     cl_waiter *w = &cl->wait[slot];
     size_t size = RK__CL_BATCH_HDR + rk__cl_frame_size(f->len);
     uint32_t b = atomic_load_explicit(&cl->wspin_ns, memory_order_relaxed);
-    uint64_t spin = b != 0 ? b : CL_WSPIN_MAX_NS, t0, now, nap = 2000;
+    uint64_t spin = b != 0 ? b : CL_WSPIN_MAX_NS, t0, now, deadline,
+             nap = 2000;
     bool answered = false;
     int rc, mrc, posted, sent = 0;
 
@@ -2835,9 +2853,7 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
         rc = mpi_fail(mrc, "MPI_Isend");
         goto out;
     }
-    STAT(cl, forwarded, 1);
-    STAT(cl, sent_batches, 1);
-    STAT(cl, sent_frames, 1);
+    WSTAT(w, sent_by_mpi);
     /* The answer's receive is posted while the request travels (an
      * answer quicker than that waits in MPI's unexpected queue and still
      * matches it). */
@@ -2845,6 +2861,7 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
     /* This thread makes MPI progress now: the progress thread naps. */
     atomic_fetch_add_explicit(&cl->driving, 1, memory_order_relaxed);
     now = t0 = rk_now_ns();
+    deadline = timeout_ns < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ns;
     for (uint32_t i = 1; posted == RK_OK; i++) {
         if (!sent
             && MPI_Test(&w->sreq, &sent, MPI_STATUS_IGNORE) != MPI_SUCCESS)
@@ -2933,7 +2950,7 @@ rk_cluster_request(rk_cluster *cl, const char *id,
     const cl_proxy *px;
     rk__cl_frame f;
     cl_waiter *w;
-    uint64_t deadline;
+    uint64_t deadline = 0;
     int slot, rc;
     rk_kernel k;
 
@@ -2950,7 +2967,6 @@ rk_cluster_request(rk_cluster *cl, const char *id,
         return rk_request_opts(
             cl->rt, k, opts, req, req_len, reply_hdr, reply, cap, reply_len);
     }
-    deadline = rk__deadline(opts->timeout_ns);
     memset(&f, 0, sizeof(f));
     f.kind = RK__CL_DATA;
     f.priority = opts->priority;
@@ -2981,11 +2997,12 @@ rk_cluster_request(rk_cluster *cl, const char *id,
             == 0) {
         /* Nothing this process staged for the peer is waiting to be
          * sent: this request cannot overtake one. */
-        rc = request_by_mpi(cl, slot, px->rank, &f, req, deadline);
+        rc = request_by_mpi(cl, slot, px->rank, &f, req, opts->timeout_ns);
         *reply_len = w->len;
         waiter_put(cl, slot);
         goto done;
     } else {
+        deadline = rk__deadline(opts->timeout_ns);
         rc = stage_frame(cl, px->rank, 0, &f, req, opts->timeout_ns);
     }
     if (rc == RK_OK) {
@@ -3093,7 +3110,9 @@ rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out)
 {
     if (cl == NULL || out == NULL)
         return rk__fail(RK_EINVAL, "rk_cluster_stats_get: NULL argument");
-#define GET(f) out->f = atomic_load_explicit(&cl->st.f, memory_order_relaxed)
+#define GET(f)                                                                \
+    out->f = atomic_load_explicit(&cl->st.f, memory_order_relaxed)            \
+        + atomic_load_explicit(&cl->pst.f, memory_order_relaxed)
     GET(forwarded);
     GET(sent_frames);
     GET(sent_batches);
@@ -3109,5 +3128,16 @@ rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out)
     GET(idle_sleeps);
     GET(late_replies);
 #undef GET
+    for (int i = 0; i < CL_NWAIT; i++) {
+        uint64_t sent = atomic_load_explicit(
+                     &cl->wait[i].sent_by_mpi, memory_order_relaxed),
+                 got = atomic_load_explicit(
+                     &cl->wait[i].replies_by_mpi, memory_order_relaxed);
+        /* A request by MPI is one frame in a batch of its own. */
+        out->forwarded += sent;
+        out->sent_batches += sent;
+        out->sent_frames += sent;
+        out->replies_received += got;
+    }
     return RK_OK;
 }
