@@ -203,8 +203,11 @@ int rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex);
  * polls while yielding the CPU for poll_ns and then naps in steps
  * growing to idle_sleep_max_ns (Open MPI has nothing to block on).
  *
- * An id that is not a remote kernel (a local one), or a call while 64
- * direct requests are already waiting in this process, goes through
+ * A kernel of this rank that the cluster exports (without local_output)
+ * is asked the same way, its reply handed over by the progress thread,
+ * which reads that kernel's outputs (an rk_request() of its own would
+ * race it for the reply). Any other local id, or a call while 64 direct
+ * requests are already waiting in this process, goes through
  * rk_request_opts() instead, with its semantics.
  *
  * Thread-safe; not concurrently with rk_cluster_leave() on the same

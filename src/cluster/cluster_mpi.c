@@ -835,6 +835,9 @@ mail_put(cl_export *e, const rk_msg_header *h, const void *data, size_t len)
 }
 
 static cl_sendbuf *sendbuf(rk_cluster *cl, cl_peer *p);
+static bool waiter_answer(
+    rk_cluster *cl, uint32_t i, const rk__cl_frame *f, int rc, int rank);
+static cl_export *export_named(rk_cluster *cl, const char *id);
 static bool flush(rk_cluster *cl, cl_peer *p, uint16_t flags, uint64_t now);
 static void peer_down(rk_cluster *cl, int rank, int state);
 
@@ -889,6 +892,13 @@ reply_out(rk_cluster *cl, int rank, uint32_t proxy, const rk_msg_header *h,
     frame_from_header(&f, h, len);
     f.kind = RK__CL_REPLY;
     f.target = proxy;
+    if (rank == cl->rank) {
+        /* A request of this rank's own (request_local): to its slot. */
+        f.payload = payload;
+        if (!waiter_answer(cl, proxy & CL_SLOT_MASK, &f, RK_OK, rank))
+            PSTAT(cl, late_replies, 1);
+        return;
+    }
     if (((proxy & CL_BYMPI) && answer_by_mpi(cl, rank, &f, payload))
         || stage_frame(cl, rank, 1, &f, payload, RK_NO_WAIT) == RK_OK)
         PSTAT(cl, replies_sent, 1);
@@ -2544,9 +2554,7 @@ rk_cluster_recv(rk_cluster *cl, const char *id, rk_msg_header *hdr, void *buf,
 
     if (cl == NULL || id == NULL || len == NULL || (buf == NULL && cap != 0))
         return rk__fail(RK_EINVAL, "rk_cluster_recv: NULL argument");
-    for (size_t i = 0; i < cl->n_exports; i++)
-        if (strcmp(cl->exports[i].id, id) == 0)
-            e = &cl->exports[i];
+    e = export_named(cl, id);
     if (e == NULL || e->cfg.local_output)
         return rk_recv_id(cl->rt, id, hdr, buf, cap, len, timeout_ns);
     pthread_mutex_lock(&e->lock);
@@ -2658,6 +2666,16 @@ rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex)
         if (r != cl->rank)
             (void)stage_frame(cl, r, 1, &f, dir, RK_NO_WAIT);
     return RK_OK;
+}
+
+/* This rank's export named id, or NULL. */
+static cl_export *
+export_named(rk_cluster *cl, const char *id)
+{
+    for (size_t i = 0; i < cl->n_exports; i++)
+        if (strcmp(cl->exports[i].id, id) == 0)
+            return &cl->exports[i];
+    return NULL;
 }
 
 /* The remote kernel's proxy named id (not a topic's), or NULL. */
@@ -2941,6 +2959,73 @@ out:
     return rc;
 }
 
+/* Fills slot i's waiter for a request with id to rank (the caller's
+ * reply buffers) and marks it WAITING. */
+static void
+waiter_arm(rk_cluster *cl, int i, const rk_uuid *id, int rank,
+    rk_msg_header *reply_hdr, void *reply, size_t cap)
+{
+    cl_waiter *w = &cl->wait[i];
+
+    pthread_mutex_lock(&w->lock);
+    w->id = *id;
+    w->rank = rank;
+    w->hdr = reply_hdr;
+    w->buf = reply;
+    w->cap = cap;
+    w->len = 0;
+    w->rc = RK_OK;
+    atomic_store_explicit(&w->state, W_WAITING, memory_order_relaxed);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/*
+ * rk_cluster_request to a kernel of this rank that the cluster exports
+ * (without local_output): the progress thread reads its outputs
+ * (drain_poll), so an rk_request of its own would race it for the reply.
+ * The request goes in with its route back recorded as a remote one's is
+ * (served: this rank and slot), and drain_poll hands the reply to the
+ * slot (reply_out). The slot is taken; returns as waiter_wait, with the
+ * slot given back.
+ */
+static int
+request_local(rk_cluster *cl, cl_export *e, int slot,
+    const rk_request_options *opts, const void *req, size_t req_len,
+    rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len)
+{
+    cl_waiter *w = &cl->wait[slot];
+    uint64_t deadline = rk__deadline(opts->timeout_ns);
+    rk__cl_frame f;
+    rk_msg_header h;
+    rk_kernel k;
+    int rc;
+
+    memset(&f, 0, sizeof(f));
+    f.priority = opts->priority;
+    f.type_id = opts->type_id;
+    f.flags = RK_MSG_F_REQUEST;
+    f.id = rk_uuid_v7();
+    h = frame_header(&f);
+    waiter_arm(cl, slot, &f.id, cl->rank, reply_hdr, reply, cap);
+    idmap_put(
+        &cl->served, &f.id, cl->rank, CL_DIRECT | (uint32_t)slot, f.priority);
+    rc = rk_kernel_lookup(cl->rt, e->id, &k);
+    if (rc == RK_OK)
+        rc = rk_send_frame(cl->rt, k, &h, req, req_len, opts->timeout_ns);
+    if (rc == RK_OK) {
+        wake_progress(cl); /* it polls while the kernel answers */
+        rc = waiter_wait(cl, w, deadline);
+    } else {
+        idmap_take(&cl->served, &f.id, NULL, NULL);
+        pthread_mutex_lock(&w->lock);
+        atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
+        pthread_mutex_unlock(&w->lock);
+    }
+    *reply_len = w->len;
+    waiter_put(cl, slot);
+    return rc;
+}
+
 int
 rk_cluster_request(rk_cluster *cl, const char *id,
     const rk_request_options *opts, const void *req, size_t req_len,
@@ -2961,7 +3046,24 @@ rk_cluster_request(rk_cluster *cl, const char *id,
         opts = &defaults;
     /* Not a remote kernel, or every slot busy: the ordinary request (to a
      * local kernel, or through the proxy). */
-    if ((px = proxy_named(cl, id)) == NULL || (slot = waiter_get(cl)) < 0) {
+    if ((px = proxy_named(cl, id)) == NULL) {
+        cl_export *e = export_named(cl, id);
+        if (e != NULL && !e->cfg.local_output
+            && (slot = waiter_get(cl)) >= 0) {
+            rc = request_local(cl, e, slot, opts, req, req_len, reply_hdr,
+                reply, cap, reply_len);
+            if (rc == RK_ETIMEDOUT)
+                return rk__fail(
+                    rc, "rk_cluster_request: no reply from '%s' in time", id);
+            if (rc == RK_EMSGSIZE)
+                return rk__fail(rc,
+                    "rk_cluster_request: %zu-byte reply from '%s', %zu-byte "
+                    "buffer",
+                    *reply_len, id, cap);
+            return rc;
+        }
+    }
+    if (px == NULL || (slot = waiter_get(cl)) < 0) {
         if ((rc = rk_kernel_lookup(cl->rt, id, &k)) != RK_OK)
             return rc;
         return rk_request_opts(
@@ -2977,16 +3079,7 @@ rk_cluster_request(rk_cluster *cl, const char *id,
     f.aux = (int32_t)(CL_DIRECT | (uint32_t)slot);
     f.id = rk_uuid_v7();
     w = &cl->wait[slot];
-    pthread_mutex_lock(&w->lock);
-    w->id = f.id;
-    w->rank = px->rank;
-    w->hdr = reply_hdr;
-    w->buf = reply;
-    w->cap = cap;
-    w->len = 0;
-    w->rc = RK_OK;
-    atomic_store_explicit(&w->state, W_WAITING, memory_order_relaxed);
-    pthread_mutex_unlock(&w->lock);
+    waiter_arm(cl, slot, &f.id, px->rank, reply_hdr, reply, cap);
     if (req_len > UINT32_MAX) {
         rc = rk__fail(
             RK_EMSGSIZE, "rk_cluster_request: %zu-byte request", req_len);
