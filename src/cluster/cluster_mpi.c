@@ -3052,15 +3052,7 @@ rk_cluster_request(rk_cluster *cl, const char *id,
             && (slot = waiter_get(cl)) >= 0) {
             rc = request_local(cl, e, slot, opts, req, req_len, reply_hdr,
                 reply, cap, reply_len);
-            if (rc == RK_ETIMEDOUT)
-                return rk__fail(
-                    rc, "rk_cluster_request: no reply from '%s' in time", id);
-            if (rc == RK_EMSGSIZE)
-                return rk__fail(rc,
-                    "rk_cluster_request: %zu-byte reply from '%s', %zu-byte "
-                    "buffer",
-                    *reply_len, id, cap);
-            return rc;
+            goto done;
         }
     }
     if (px == NULL || (slot = waiter_get(cl)) < 0) {
@@ -3116,6 +3108,8 @@ done:
         return rk__fail(
             rc, "rk_cluster_request: no reply from '%s' in time", id);
     case RK_EUNREACHABLE:
+        if (px == NULL) /* not from request_local; nothing to add */
+            return rc;
         return rk__fail(rc, "rk_cluster_request: kernel '%s': rank %d %s", id,
             px->rank, peer_fate(cl, px->rank));
     case RK_EMSGSIZE:
@@ -3123,6 +3117,8 @@ done:
             "rk_cluster_request: %zu-byte reply from '%s', %zu-byte buffer",
             *reply_len, id, cap);
     default:
+        if (px == NULL) /* request_local: the runtime's refusal and detail */
+            return rc;
         return rk__fail(rc, "rk_cluster_request: kernel '%s' on rank %d: %s",
             id, px->rank, rk_strerror(rc));
     }
