@@ -6,9 +6,14 @@ import subprocess
 import sys
 import textwrap
 
+# The child installs Python's Ctrl-C handler itself: started from a
+# background job (nohup, `cmd &` in a script), it inherits SIGINT ignored,
+# and Python then leaves it ignored.
 CHILD = textwrap.dedent("""
-    import os, sys
+    import os, signal, sys
     import ringkernel as rk
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     @rk.ring_kernel(kernel_id="idle")
     def idle(ctx):
