@@ -13,7 +13,11 @@
  *                           the echo kernel's thread handles it)
  *   rtt_call_p50 / _p99     the same to "echoc", the same echo handler
  *                           registered with direct_calls: the remote
- *                           progress thread runs it (rk_kernel_call)
+ *                           progress thread runs it (rk_kernel_call).
+ *                           The target row: its raw MPI figures come
+ *                           from blocks alternating with the cluster's
+ *                           (rtt_interleaved); RK_BENCH_BLOCKS=1 prints
+ *                           each block's p50s on stderr
  *   oneway_throughput       64-byte messages to "1/sink" (rk_send_batch,
  *                           256 a call; batched again on the wire by the
  *                           progress thread), ended by a request to the
@@ -45,6 +49,7 @@
 
 static double scale;
 static int call_only;
+static int blocks_verbose;
 static int rank;
 
 static size_t
@@ -166,15 +171,35 @@ parked_handoff_ns(size_t n, uint64_t *lat)
     return p50;
 }
 
-/* n round trips with rk_cluster_request to id (after n / 10 to warm
- * up), their latencies in lat; emits name_p50 and name_p99 against raw
- * MPI's. */
+/* n raw MPI_Send/MPI_Recv round trips of PAYLOAD bytes between ranks 0
+ * and 1; rank 0 records their latencies in lat. */
 static void
-rtt_rows(rk_cluster *cl, const char *id, const char *name,
-    const rk_request_options *o, size_t n, uint64_t *lat, double mpi_p50,
-    double mpi_p99)
+pingpong(size_t n, uint64_t *lat)
 {
-    char row[64];
+    uint8_t buf[PAYLOAD];
+
+    memset(buf, 0xab, sizeof(buf));
+    for (size_t i = 0; i < n; i++) {
+        if (rank == 0) {
+            uint64_t t0 = bench_now_ns();
+            MPI_Send(buf, PAYLOAD, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+            MPI_Recv(buf, PAYLOAD, MPI_BYTE, 1, 1, MPI_COMM_WORLD,
+                MPI_STATUS_IGNORE);
+            lat[i] = bench_now_ns() - t0;
+        } else {
+            MPI_Recv(buf, PAYLOAD, MPI_BYTE, 0, 1, MPI_COMM_WORLD,
+                MPI_STATUS_IGNORE);
+            MPI_Send(buf, PAYLOAD, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+        }
+    }
+}
+
+/* n round trips with rk_cluster_request to id (after n / 10 to warm
+ * up), their latencies in lat. */
+static void
+requests(rk_cluster *cl, const char *id, const rk_request_options *o, size_t n,
+    uint64_t *lat)
+{
     uint8_t buf[PAYLOAD];
     rk_msg_header h;
     size_t len;
@@ -191,12 +216,75 @@ rtt_rows(rk_cluster *cl, const char *id, const char *name,
             "request");
         lat[i] = bench_now_ns() - t0;
     }
+}
+
+/* name_p50 and name_p99 of the n latencies in lat (sorted) against raw
+ * MPI's figures. */
+static void
+rtt_emit(
+    const char *name, uint64_t *lat, size_t n, double mpi_p50, double mpi_p99)
+{
+    char row[64];
+
     snprintf(row, sizeof(row), "%s_p50", name);
     emit_pair(row, (double)bench_percentile(lat, n, 50), mpi_p50, "ns",
         "ratio_to_mpi");
     snprintf(row, sizeof(row), "%s_p99", name);
     emit_pair(row, (double)bench_percentile(lat, n, 99), mpi_p99, "ns",
         "ratio_to_mpi");
+}
+
+/* The target round trip with its raw MPI baseline interleaved: BLOCKS
+ * blocks, each n / BLOCKS raw MPI_Send/MPI_Recv round trips, then as
+ * many rk_cluster_requests to id (after a tenth as many to warm up).
+ * Over a whole run this VM's speed drifts by more than the difference
+ * being measured: both sides of the ratio must see the same machine.
+ * Before each block the ranks meet and wait SETTLE_NS, longer than the
+ * progress threads' poll window, so that they nap through the raw MPI
+ * turn. Rank 1 answers the raw turn and waits parked (rk_cluster_recv
+ * on sink) through the cluster's, which rank 0 ends with a T_DONE.
+ * Rank 0 emits name_p50 and name_p99 for both. */
+#define BLOCKS    10
+#define SETTLE_NS 3000000L
+
+static void
+rtt_interleaved(rk_runtime *rt, rk_cluster *cl, const char *id,
+    const char *name, const rk_request_options *o, size_t n, uint64_t *lat,
+    uint64_t *mlat)
+{
+    size_t per = n / BLOCKS;
+    rk_msg_header h;
+    rk_kernel ks;
+    size_t len;
+
+    if (rank == 0)
+        check(rk_kernel_lookup(rt, "1/sink", &ks), "lookup sink");
+    for (size_t blk = 0; blk < BLOCKS; blk++) {
+        struct timespec settle = { 0, SETTLE_NS };
+
+        MPI_Barrier(MPI_COMM_WORLD);
+        nanosleep(&settle, NULL);
+        pingpong(per, mlat + blk * per);
+        if (rank != 0) {
+            check(
+                rk_cluster_recv(cl, "sink", &h, NULL, 0, &len, 600000000000LL),
+                "wait for rank 0");
+            continue;
+        }
+        requests(cl, id, o, per, lat + blk * per);
+        check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER), "done");
+        if (blocks_verbose) /* sorts this block's latencies in place */
+            fprintf(stderr, "%s block %zu: p50 %llu ns, raw MPI %llu ns\n",
+                name, blk,
+                (unsigned long long)bench_percentile(lat + blk * per, per, 50),
+                (unsigned long long)bench_percentile(
+                    mlat + blk * per, per, 50));
+    }
+    if (rank != 0)
+        return;
+    n = per * BLOCKS;
+    rtt_emit(name, lat, n, (double)bench_percentile(mlat, n, 50),
+        (double)bench_percentile(mlat, n, 99));
 }
 
 static double
@@ -212,8 +300,8 @@ int
 main(int argc, char **argv)
 {
     int level, size;
-    size_t n_rtt, n_tp;
-    uint64_t *lat;
+    size_t n_rtt, n_tp, n_call;
+    uint64_t *lat, *mlat;
     uint8_t buf[PAYLOAD];
     double mpi_p50, mpi_p99, rk_p50, rk_p99;
     enum { ROUNDS = 3 };
@@ -233,26 +321,18 @@ main(int argc, char **argv)
      * round trips short, no throughput (for profiling). */
     call_only = getenv("RK_BENCH_CALL_ONLY") != NULL
         && atoi(getenv("RK_BENCH_CALL_ONLY")) != 0;
+    /* RK_BENCH_BLOCKS=1: each interleaved block's p50s on stderr. */
+    blocks_verbose = getenv("RK_BENCH_BLOCKS") != NULL
+        && atoi(getenv("RK_BENCH_BLOCKS")) != 0;
     n_rtt = scaled(20000);
     n_tp = scaled(500000);
     lat = calloc(n_rtt, sizeof(*lat));
+    mlat = calloc(n_rtt, sizeof(*mlat));
     memset(buf, 0xab, sizeof(buf));
 
     /* ---- raw MPI baselines */
     MPI_Barrier(MPI_COMM_WORLD);
-    for (size_t i = 0; i < n_rtt; i++) {
-        if (rank == 0) {
-            uint64_t t0 = bench_now_ns();
-            MPI_Send(buf, PAYLOAD, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
-            MPI_Recv(buf, PAYLOAD, MPI_BYTE, 1, 1, MPI_COMM_WORLD,
-                MPI_STATUS_IGNORE);
-            lat[i] = bench_now_ns() - t0;
-        } else {
-            MPI_Recv(buf, PAYLOAD, MPI_BYTE, 0, 1, MPI_COMM_WORLD,
-                MPI_STATUS_IGNORE);
-            MPI_Send(buf, PAYLOAD, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
-        }
-    }
+    pingpong(n_rtt, lat);
     mpi_p50 = (double)bench_percentile(lat, n_rtt, 50);
     mpi_p99 = (double)bench_percentile(lat, n_rtt, 99);
     /* ---- the cluster */
@@ -305,15 +385,14 @@ main(int argc, char **argv)
         }
     }
     check(rk_cluster_mpi(rt, NULL, &cc, &cl), "join");
+    n_call = n_rtt;
     if (rank == 0) {
         rk_kernel ke, ks;
         rk_msg_header h;
         size_t len;
-        uint64_t count = 0;
 
         check(rk_kernel_lookup(rt, "1/echo", &ke), "lookup echo");
         check(rk_kernel_lookup(rt, "1/sink", &ks), "lookup sink");
-        size_t n_call = n_rtt;
         if (call_only)
             n_rtt /= 20; /* the other round trips, cut short */
         for (size_t i = 0; i < n_rtt / 10; i++) /* warm up */
@@ -345,12 +424,36 @@ main(int argc, char **argv)
             rk_request_options o = RK_REQUEST_OPTIONS_INIT;
             o.type_id = 1;
             o.timeout_ns = 10000000000LL;
-            rtt_rows(cl, "1/echo", "rtt_direct", &o, n_rtt, lat, mpi_p50,
-                mpi_p99);
-            /* The kernel run by the remote progress thread. */
-            rtt_rows(cl, "1/echoc", "rtt_call", &o, n_call, lat, mpi_p50,
-                mpi_p99);
+            requests(cl, "1/echo", &o, n_rtt, lat);
+            rtt_emit("rtt_direct", lat, n_rtt, mpi_p50, mpi_p99);
         }
+        /* Rank 1 waits (parked) for this before the interleaved round
+         * trips. */
+        check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER), "done");
+    } else {
+        /* Wait (parked, not polling MPI) while rank 0 measures. */
+        rk_msg_header h;
+        size_t len;
+        check(rk_cluster_recv(cl, "sink", &h, NULL, 0, &len, 600000000000LL),
+            "wait for rank 0");
+    }
+    /* The target: the kernel run by the remote progress thread, against
+     * raw MPI in alternating blocks. */
+    {
+        rk_request_options o = RK_REQUEST_OPTIONS_INIT;
+        o.type_id = 1;
+        o.timeout_ns = 10000000000LL;
+        rtt_interleaved(rt, cl, "1/echoc", "rtt_call", &o, n_call, lat, mlat);
+    }
+    if (call_only)
+        goto idle;
+    if (rank == 0) {
+        rk_kernel ks;
+        rk_msg_header h;
+        size_t len;
+        uint64_t count = 0;
+
+        check(rk_kernel_lookup(rt, "1/sink", &ks), "lookup sink");
 
         /* Throughput: ROUNDS alternating pairs, raw MPI streaming then
          * the cluster, so both see the same machine load. The host hands
@@ -358,13 +461,6 @@ main(int argc, char **argv)
          * progress thread batch them on the wire. Rank 1 waits parked
          * (rk_cluster_recv) while the cluster runs. */
         static uint8_t many[256 * PAYLOAD];
-        if (call_only) { /* rank 1 waits parked for this */
-            check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER),
-                "done");
-            goto idle;
-        }
-        /* Rank 1 waits (parked) for this before the first MPI round. */
-        check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER), "done");
         for (int direct = 0; direct < 2; direct++) {
             for (int r = 0; r < ROUNDS; r++) {
                 mpi_tp[r] = mpi_stream(n_tp, buf);
@@ -423,15 +519,10 @@ main(int argc, char **argv)
             }
         }
     } else {
-        /* Wait (parked, not polling MPI) while rank 0 measures the
-         * round trip; then each round: raw MPI, and wait again until rank
-         * 0's cluster round is done. */
+        /* Each round: raw MPI, then wait (parked, not polling MPI)
+         * until rank 0's cluster round is done. */
         rk_msg_header h;
         size_t len;
-        check(rk_cluster_recv(cl, "sink", &h, NULL, 0, &len, 600000000000LL),
-            "wait for rank 0");
-        if (call_only)
-            goto idle;
         for (int r = 0; r < 2 * ROUNDS; r++) { /* proxied, then direct */
             mpi_stream(n_tp, buf);
             check(
@@ -473,6 +564,7 @@ idle:
     check(rk_cluster_leave(cl), "leave");
     rk_runtime_destroy(rt);
     free(lat);
+    free(mlat);
     MPI_Finalize();
     return 0;
 }

@@ -44,6 +44,7 @@
 
 #include "cluster/wire.h"
 #include "common/common.h"
+#include "runtime/ids.h"
 
 /* Envelope flag bits the cluster sets on what it forwards (the runtime's
  * bits 8-31 of rk_msg_header.flags; users' sends never carry them). */
@@ -84,6 +85,13 @@
  * rounds. */
 #ifndef CL_POLL_YIELD
 #define CL_POLL_YIELD 8
+#endif
+/* An idle polling round ends with this many tests of the receives
+ * alone: a whole round (every export's output, every peer) takes a few
+ * hundred ns, a test tens, and a batch that comes is seen at the next
+ * test. */
+#ifndef CL_HOT_POLLS
+#define CL_HOT_POLLS 4
 #endif
 /* Kernels a rank may export after the join (rk_cluster_announce); room
  * is kept for them, and for their proxies on every peer. */
@@ -969,7 +977,7 @@ send_error(rk_cluster *cl, int src, const rk__cl_frame *f, int rc)
     err.target = (uint32_t)f->aux;
     err.aux = rc;
     err.corr = f->id;
-    err.id = rk_uuid_v7();
+    err.id = rk__next_id();
     stage_frame(cl, src, 1, &err, NULL, RK_NO_WAIT);
 }
 
@@ -1215,6 +1223,25 @@ sendbuf(rk_cluster *cl, cl_peer *p)
     if (b->len == 0)
         b->len = RK__CL_BATCH_HDR;
     return b;
+}
+
+/* Completes, if it is done, each peer's next send buffer's last send
+ * (an idle progress thread): an answer that goes out in it next finds it
+ * free without testing it then. */
+static void
+sendbuf_reap(rk_cluster *cl)
+{
+    for (int r = 0; r < cl->size; r++) {
+        cl_peer *p = &cl->peers[r];
+        cl_sendbuf *b = &p->sb[p->cur];
+        int done = 0;
+
+        if (r == cl->rank || b->req == MPI_REQUEST_NULL
+            || atomic_load(&p->state) != PEER_LIVE)
+            continue;
+        if (MPI_Test(&b->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            peer_down(cl, r, PEER_DEAD);
+    }
 }
 
 /* Sends the current buffer (with flags, and the credits owed). */
@@ -1705,7 +1732,8 @@ progress_main(void *arg)
 
             if (r == cl->rank || atomic_load(&p->state) != PEER_LIVE)
                 continue;
-            p->owed += atomic_exchange(&p->owed_async, 0);
+            if (atomic_load_explicit(&p->owed_async, memory_order_relaxed))
+                p->owed += atomic_exchange(&p->owed_async, 0);
             if (p->held.len != 0)
                 did |= retry_held(cl, r);
             did |= pump(cl, p, now);
@@ -1758,6 +1786,10 @@ progress_main(void *arg)
              * system call to the time a request waits here. */
             if (++idle_rounds % CL_POLL_YIELD == 0)
                 sched_yield();
+            sendbuf_reap(cl);
+            for (int j = 0; j < CL_HOT_POLLS; j++)
+                if (poll_recv(cl, now))
+                    break;
             continue;
         }
         idle_sleep(cl, nap);
@@ -2661,7 +2693,7 @@ rk_cluster_announce(rk_cluster *cl, const rk_cluster_export *ex)
     f.kind = RK__CL_ANNOUNCE;
     f.target = (uint32_t)n;
     f.len = sizeof(dir);
-    f.id = rk_uuid_v7();
+    f.id = rk__next_id();
     for (int r = 0; r < cl->size; r++)
         if (r != cl->rank)
             (void)stage_frame(cl, r, 1, &f, dir, RK_NO_WAIT);
@@ -3004,7 +3036,7 @@ request_local(rk_cluster *cl, cl_export *e, int slot,
     f.priority = opts->priority;
     f.type_id = opts->type_id;
     f.flags = RK_MSG_F_REQUEST;
-    f.id = rk_uuid_v7();
+    f.id = rk__next_id();
     h = frame_header(&f);
     waiter_arm(cl, slot, &f.id, cl->rank, reply_hdr, reply, cap);
     idmap_put(
@@ -3069,7 +3101,7 @@ rk_cluster_request(rk_cluster *cl, const char *id,
     f.len = (uint32_t)req_len;
     f.target = px->target;
     f.aux = (int32_t)(CL_DIRECT | (uint32_t)slot);
-    f.id = rk_uuid_v7();
+    f.id = rk__next_id();
     w = &cl->wait[slot];
     waiter_arm(cl, slot, &f.id, px->rank, reply_hdr, reply, cap);
     if (req_len > UINT32_MAX) {
@@ -3173,7 +3205,7 @@ rk_cluster_send_batch(rk_cluster *cl, const char *id, uint32_t type_id,
         if (rc == RK_OK) {
             uint64_t now = rk_now_ns();
             for (size_t i = 0; i < m; i++) {
-                f.id = rk_uuid_v7();
+                f.id = rk__next_id();
                 f.send_ns = now;
                 rk__cl_frame_write(dst + i * one, &f, src + (done + i) * len);
             }
