@@ -1197,22 +1197,31 @@ peer_down(rk_cluster *cl, int rank, int state)
         waiter_answer(cl, (uint32_t)i, NULL, RK_EUNREACHABLE, rank);
 }
 
+/* True once the last send of p's next send buffer has completed (its
+ * request is then MPI_REQUEST_NULL); a failed test declares p dead. */
+static bool
+sendbuf_free(rk_cluster *cl, cl_peer *p)
+{
+    cl_sendbuf *b = &p->sb[p->cur];
+    int done = 0;
+
+    if (b->req == MPI_REQUEST_NULL)
+        return true;
+    if (MPI_Test(&b->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        peer_down(cl, (int)(p - cl->peers), PEER_DEAD);
+        return false;
+    }
+    return done != 0;
+}
+
 /* The send buffer to fill next, or NULL while all are in flight. */
 static cl_sendbuf *
 sendbuf(rk_cluster *cl, cl_peer *p)
 {
     cl_sendbuf *b = &p->sb[p->cur];
 
-    if (b->req != MPI_REQUEST_NULL) {
-        int done = 0;
-        int mrc = MPI_Test(&b->req, &done, MPI_STATUS_IGNORE);
-        if (mrc != MPI_SUCCESS) {
-            peer_down(cl, (int)(p - cl->peers), PEER_DEAD);
-            return NULL;
-        }
-        if (!done)
-            return NULL;
-    }
+    if (!sendbuf_free(cl, p))
+        return NULL;
     /* Allocated on first use: a peer this rank never sends to costs no
      * send buffers (out of memory: tried again next time). */
     if (b->p == NULL) {
@@ -1231,17 +1240,9 @@ sendbuf(rk_cluster *cl, cl_peer *p)
 static void
 sendbuf_reap(rk_cluster *cl)
 {
-    for (int r = 0; r < cl->size; r++) {
-        cl_peer *p = &cl->peers[r];
-        cl_sendbuf *b = &p->sb[p->cur];
-        int done = 0;
-
-        if (r == cl->rank || b->req == MPI_REQUEST_NULL
-            || atomic_load(&p->state) != PEER_LIVE)
-            continue;
-        if (MPI_Test(&b->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            peer_down(cl, r, PEER_DEAD);
-    }
+    for (int r = 0; r < cl->size; r++)
+        if (r != cl->rank && atomic_load(&cl->peers[r].state) == PEER_LIVE)
+            (void)sendbuf_free(cl, &cl->peers[r]);
 }
 
 /* Sends the current buffer (with flags, and the credits owed). */
