@@ -141,21 +141,6 @@ call_when_idle(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
     return reply_when_idle(rt, k, h, data, len, NULL);
 }
 
-/* Waits (bounded) until k has processed n messages. */
-static void
-wait_processed(rk_runtime *rt, uint64_t n)
-{
-    uint64_t until = rk_now_ns() + (uint64_t)RT_LONG;
-    rk_kernel_stats st;
-
-    for (;;) {
-        assert_int_equal(rk_kernel_stats_get(rt, "k", &st), RK_OK);
-        if (st.processed >= n || rk_now_ns() >= until)
-            return;
-        sched_yield();
-    }
-}
-
 static void
 test_call_runs_on_caller(void **state)
 {
@@ -189,7 +174,7 @@ test_call_runs_on_caller(void **state)
     assert_int_equal(len, 1);
     /* A queued message counts processed after its handler returned,
      * which may be after its reply came out. */
-    wait_processed(rt, 2);
+    rt_wait_processed(rt, "k", 2);
     assert_int_equal(rk_kernel_stats_get(rt, "k", &st), RK_OK);
     assert_int_equal(st.offered, 2);
     assert_int_equal(st.processed, 2);
@@ -378,7 +363,7 @@ test_callers_and_senders(void **state)
         calls += s[i].calls;
     }
     /* Every message handled once: wait for the queued ones. */
-    wait_processed(rt, 4 * PER_SENDER);
+    rt_wait_processed(rt, "k", 4 * PER_SENDER);
     assert_int_equal(atomic_load(&handled), 4 * PER_SENDER);
     assert_int_equal(rk_kernel_stats_get(rt, "k", &st), RK_OK);
     assert_int_equal(st.processed, 4 * PER_SENDER);

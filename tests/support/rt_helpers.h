@@ -7,6 +7,7 @@
 #define RK_TEST_RT_HELPERS_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -115,5 +116,23 @@ rt_state(rk_runtime *rt, const char *id)
     (void)rk_kernel_state_get(rt, id, &s);
     return s;
 }
+
+#ifdef assert_int_equal
+/* Waits (bounded by RT_LONG, yielding) until kernel id has processed at
+ * least n messages; returns its processed count then. */
+static inline uint64_t
+rt_wait_processed(rk_runtime *rt, const char *id, uint64_t n)
+{
+    uint64_t until = rk_now_ns() + (uint64_t)RT_LONG;
+    rk_kernel_stats st;
+
+    for (;;) {
+        assert_int_equal(rk_kernel_stats_get(rt, id, &st), RK_OK);
+        if (st.processed >= n || rk_now_ns() >= until)
+            return st.processed;
+        sched_yield();
+    }
+}
+#endif
 
 #endif /* RK_TEST_RT_HELPERS_H */
