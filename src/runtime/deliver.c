@@ -258,6 +258,8 @@ kernel_call(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
         goto out;
     rk__forwarded_header(&out, h, len, rk__send_stamp(k));
     rc = inst->be->call(inst->bi, &out, payload, len, reply);
+    if (rc == RK_OK)
+        rk__counter_add(&inst->direct, 1);
 out:
     rk__call_leave(rt);
     return rc;

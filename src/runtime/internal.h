@@ -69,9 +69,21 @@ typedef struct rk__inst {
 
     _Atomic uint64_t start_ns; /* first activation, 0 before */
 
-    /* The instance's wake-up: senders notify it after queueing, commands
-     * through the backend's signal(). Its own line: read per send. */
+    /* What the backend is handed at launch (actor.c, rk__io_init): the
+     * instance's input, output and sizes. Constant while it runs. */
+    rk__backend_io io;
+
+    /* The instance's wake-up: senders notify it after queueing, the
+     * runtime after posting a command or verdict. Its own line: read per
+     * send. */
     _Alignas(64) rk__ec wake;
+    /* Notified by the instance after every acknowledgement it stores:
+     * lifecycle calls and the supervisor wait here (rk__ack_wait). */
+    _Alignas(64) rk__ec ack;
+
+    /* The actor's context, for host-code backends: the kernel's thread
+     * (or a direct call's caller) writes it per message. */
+    _Alignas(64) rk_ctx ctx;
 
     /* Counters written by senders and by the runtime (any thread). */
     _Alignas(64) rk__counter rejected; /* refused before the queue */
@@ -238,6 +250,18 @@ void rk__fault_dead_letter(rk__inst *inst, uint32_t faults);
 /* Frees an instance that has exited (or leaks a detached one on purpose,
  * see rk_runtime_destroy). */
 void rk__inst_free(rk__inst *inst);
+/* Makes the instance see a command or verdict just stored in its control
+ * block: notifies its wake, then the backend's signal if it has one. */
+void rk__inst_signal(rk__inst *inst);
+/* Waits until inst's ack is in mask (bit 1u << RK_CTL_ACK_*; EXITED
+ * always counts) or the absolute deadline (UINT64_MAX: none). RK_OK or
+ * RK_ETIMEDOUT. */
+int rk__ack_wait(rk__inst *inst, uint32_t mask, uint64_t deadline);
+
+/* ---- actor.c */
+/* Fills inst->io and inst->ctx for a launch (inst's queues, spill area and
+ * telemetry set up). */
+void rk__io_init(rk__inst *inst);
 
 /* ---- supervisor.c */
 int rk__supervisor_start(rk_runtime *rt);

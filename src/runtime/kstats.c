@@ -75,11 +75,8 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
     start = atomic_load_explicit(&inst->start_ns, memory_order_relaxed);
     s->uptime_ns = start != 0 && now > start ? now - start : 0;
     s->throughput = rk_rate_per_sec(s->processed, s->uptime_ns);
-    {
-        rk__backend_status bs;
-        inst->be->query(inst->bi, &bs);
-        s->cpu_time_ns = bs.cpu_time_ns;
-    }
+    s->cpu_time_ns
+        = inst->be->cpu_time != NULL ? inst->be->cpu_time(inst->bi) : 0;
 }
 
 int

@@ -107,6 +107,7 @@ inst_create(rk__kernel *k, rk__inst **out)
     inst->telemetry = !c->telemetry_off;
     inst->backoff_ns = c->supervision.backoff_ns;
     rk__ec_init(&inst->wake);
+    rk__ec_init(&inst->ack);
     rk__ec_init(&inst->out_free);
     qin.capacity = c->input_capacity;
     qin.slot_size = (uint32_t)inst->slot_size;
@@ -162,6 +163,7 @@ inst_create(rk__kernel *k, rk__inst **out)
     /* From here on rk__inst_free undoes whatever was set up. */
     inst->ctl = inst->ctl_mem.host;
     rk_ctl_init(inst->ctl);
+    rk__io_init(inst);
     if (be->inst_size != 0) {
         inst->bi = aligned_alloc(64, round64(be->inst_size));
         if (inst->bi == NULL) {
@@ -276,11 +278,40 @@ rk__reap(rk__kernel *k, rk__inst *inst)
 
 /* ------------------------------------------------------- commands */
 
+void
+rk__inst_signal(rk__inst *inst)
+{
+    /* The command or verdict was stored before: the instance re-checks
+     * both after its rk__ec_prepare (common/ec.h). */
+    rk__ec_notify_all(&inst->wake);
+    if (inst->be->signal != NULL)
+        inst->be->signal(inst->bi);
+}
+
+int
+rk__ack_wait(rk__inst *inst, uint32_t mask, uint64_t deadline)
+{
+    const rk_ctl *ctl = inst->ctl;
+
+    mask |= 1u << RK_CTL_ACK_EXITED;
+    for (;;) {
+        uint32_t key = rk__ec_prepare(&inst->ack);
+        /* Acquire pairs with the instance's release store of its ack
+         * (rk_ctl_ack), made before it notified. */
+        if (mask & (1u << rk_ctl_ack_get(ctl))) {
+            rk__ec_cancel(&inst->ack);
+            return RK_OK;
+        }
+        if (rk__ec_wait(&inst->ack, key, deadline) == RK_ETIMEDOUT)
+            return mask & (1u << rk_ctl_ack_get(ctl)) ? RK_OK : RK_ETIMEDOUT;
+    }
+}
+
 static void
 post(rk__inst *inst, uint32_t cmd)
 {
     rk_ctl_post(inst->ctl, cmd);
-    inst->be->signal(inst->bi);
+    rk__inst_signal(inst);
 }
 
 int
@@ -313,7 +344,9 @@ rk_kernel_launch(rk_runtime *rt, const char *id)
         goto out;
     spec.ctl = inst->ctl_mem;
     spec.wake = &inst->wake;
-    spec.inst = inst;
+    spec.ack = &inst->ack;
+    spec.io = &inst->io;
+    spec.ctx = &inst->ctx;
     rc = k->be->launch(inst->bi, &spec);
     if (rc != RK_OK) {
         free(inst->bi); /* nothing started: no destroy */
@@ -377,7 +410,7 @@ rk_kernel_deactivate(rk_runtime *rt, const char *id)
         && rk__cas_state(k, &st, RK_KERNEL_DEACTIVATED)) {
         rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
         post(inst, RK_CTL_PAUSE);
-        rc = inst->be->wait_ack(inst->bi, ACK_BIT(RK_CTL_ACK_PAUSED),
+        rc = rk__ack_wait(inst, ACK_BIT(RK_CTL_ACK_PAUSED),
             rk__deadline(rt->cfg.control_timeout_ns));
         if (rc != RK_OK)
             rc = rk__fail(rc,
@@ -417,7 +450,7 @@ rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns)
     post(inst, RK_CTL_STOP);
     /* A fault waiting out its backoff is answered now (supervisor.c). */
     rk__ec_notify_all(&rt->events);
-    rc = inst->be->wait_ack(inst->bi, 0, rk__deadline(timeout_ns));
+    rc = rk__ack_wait(inst, 0, rk__deadline(timeout_ns));
     if (rc == RK_OK)
         rk__reap(k, inst);
     else
@@ -443,7 +476,7 @@ rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns)
     if (inst == NULL)
         return rk__fail(
             RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
-    rc = inst->be->wait_ack(inst->bi, 0, rk__deadline(timeout_ns));
+    rc = rk__ack_wait(inst, 0, rk__deadline(timeout_ns));
     if (rc != RK_OK)
         return rk__fail(rc, "kernel '%s' is still running", k->id);
     /* Account for the exit now rather than when the supervisor gets to

@@ -238,8 +238,7 @@ destroy_kernel(rk_runtime *rt, rk__kernel *k)
     rk__inq_close(&inst->in);
     rk__ec_notify_all(&inst->wake);
     rk__outq_close(&inst->out);
-    if (inst->be->wait_ack(
-            inst->bi, 0, rk__deadline(rt->cfg.terminate_timeout_ns))
+    if (rk__ack_wait(inst, 0, rk__deadline(rt->cfg.terminate_timeout_ns))
         == RK_OK) {
         pthread_mutex_lock(&k->lock);
         rk__reap(k, inst);

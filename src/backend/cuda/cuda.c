@@ -42,7 +42,7 @@
 #include "backend/cuda/kcache.h"
 #include "common/common.h"
 #include "device/cuda_driver.h"
-#include "runtime/internal.h"
+#include "runtime/inq.h"
 
 /* Driver entry points beyond the shared loader's table, resolved from the
  * same library handle. */
@@ -73,10 +73,10 @@ struct cuda_ext {
 struct rk__backend_inst {
     const struct rk__cuda_driver *drv;
     struct cuda_ext ext;
-    rk__inst *inst;
+    const rk__backend_io *io; /* the runtime's side (launch spec) */
     rk_ctl *ctl;
     rk__ec *wake, *events;
-    rk__ec ack; /* notified when the relay publishes an ack */
+    rk__ec *ack; /* notified when the relay publishes an ack */
     char id[RK_ID_MAX + 1];
     int ordinal;
 
@@ -429,7 +429,7 @@ static void
 relay_ack(rk__backend_inst *bi, uint32_t ack)
 {
     rk_ctl_ack(bi->ctl, ack);
-    rk__ec_notify_all(&bi->ack);
+    rk__ec_notify_all(bi->ack);
     if (ack == RK_CTL_ACK_EXITED || ack == RK_CTL_ACK_FAULTED)
         rk__ec_notify_all(bi->events);
 }
@@ -448,8 +448,7 @@ relay_in(rk__backend_inst *bi, uint32_t *rr)
     if (max > bi->batch)
         max = bi->batch;
     if (max == 0
-        || rk__inq_take(
-               &bi->inst->in, bi->buf, bi->inst->stride, bi->lens, max, &b)
+        || bi->io->take(bi->io->in, bi->buf, bi->io->stride, bi->lens, max, &b)
             != RK_OK)
         return 0;
     for (i = 0; i < b.n; i++) {
@@ -473,39 +472,37 @@ relay_in(rk__backend_inst *bi, uint32_t *rr)
     for (i = 0; i < b.n; i++)
         rk__dh_publish(&bi->d, bi->touched[i]);
     if (b.in_place)
-        rk__inq_release(&bi->inst->in, b.n);
+        bi->io->release(bi->io->in, b.n);
     return b.n;
 }
 
-/* Device output lanes -> the host output queue or the kernel's route. */
+/* Device output lanes -> the runtime (io->emit), which decides where
+ * each message goes. An output the runtime refuses (over max_payload, a
+ * route's target that refuses it) cannot be handed back to the block
+ * that sent it: it is dead-lettered with the refusal's code, and counted
+ * in the kernel's errors, so none is lost uncounted. */
 static size_t
 relay_out(rk__backend_inst *bi)
 {
+    const rk__backend_io *io = bi->io;
     size_t moved = 0, len;
     unsigned char *f = bi->buf;
 
     for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++) {
-        while (rk__dh_recv(&bi->d, b, f, bi->inst->stride, &len) == RK_OK) {
+        while (rk__dh_recv(&bi->d, b, f, io->stride, &len) == RK_OK) {
             rk_msg_header h;
-            /* Acquire pairs with the release in rk_connect. */
-            rk__kernel *to = atomic_load_explicit(
-                &bi->inst->k->route, memory_order_acquire);
+            size_t plen = len > RK_MSG_HEADER_SIZE ? len - RK_MSG_HEADER_SIZE
+                                                   : 0;
+            int rc;
+
             memcpy(&h, f, sizeof(h));
             moved++;
-            if (len > bi->inst->slot_size) {
-                /* Device output is checked like any input: a payload
-                 * over max_payload never reaches the host queue. */
+            rc = io->emit(io->rt, &h, f + RK_MSG_HEADER_SIZE, plen);
+            if (rc != RK_OK) {
                 bi->out_errors++; /* counted by relay_counters */
-                rk__dead_letter(bi->inst->k->rt, bi->inst, RK_DEAD_FAILED,
-                    RK_EMSGSIZE, f, RK_MSG_HEADER_SIZE);
-                continue;
+                io->dead_letter(io->rt, RK_DEAD_FAILED, rc, f,
+                    len <= io->slot_size ? len : RK_MSG_HEADER_SIZE);
             }
-            if (to != NULL)
-                (void)rk__deliver(to, &h, f + RK_MSG_HEADER_SIZE,
-                    len - RK_MSG_HEADER_SIZE, RK_WAIT_FOREVER, "send");
-            else
-                (void)rk__outq_send(&bi->inst->out, f, RK_MSG_HEADER_SIZE,
-                    f + RK_MSG_HEADER_SIZE, len - RK_MSG_HEADER_SIZE);
         }
     }
     return moved;
@@ -517,8 +514,7 @@ relay_out(rk__backend_inst *bi)
 static int
 relay_fault(rk__backend_inst *bi)
 {
-    unsigned char *fail_slot = (unsigned char *)bi->inst->spill_mem.host
-        + bi->inst->stride * bi->batch;
+    unsigned char *fail_slot = bi->io->spill + bi->io->stride * bi->batch;
     uint32_t n, v;
     int32_t err;
 
@@ -528,14 +524,14 @@ relay_fault(rk__backend_inst *bi)
             if (!rk__dh_fault_of(&bi->d, b, &n, &err) || n <= bi->handled[b])
                 continue;
             bi->handled[b] = n;
-            flen = rk__dh_peek_failed(&bi->d, b, fail_slot, bi->inst->stride);
+            flen = rk__dh_peek_failed(&bi->d, b, fail_slot, bi->io->stride);
             bi->fault_blk = b;
             bi->fault_code = RK_DEV_VERDICT(b, n);
             /* Release (FAULTED) pairs with the supervisor's acquire: the
              * fail slot is written first. */
             bi->fault_n = rk_ctl_fault(bi->ctl, (uint32_t)err, (uint32_t)flen);
             bi->fault_state = 1;
-            rk__ec_notify_all(&bi->ack);
+            rk__ec_notify_all(bi->ack);
             rk__ec_notify_all(bi->events);
             return 1;
         }
@@ -582,10 +578,9 @@ relay_exit(rk__backend_inst *bi, int32_t code)
 
     rk__dh_status_get(&bi->d, &st);
     relay_counters(bi, &st);
-    left = rk__dh_take_left(
-        &bi->d, bi->inst->spill_mem.host, bi->inst->stride, bi->batch);
+    left = rk__dh_take_left(&bi->d, bi->io->spill, bi->io->stride, bi->batch);
     rk_ctl_exit(bi->ctl, (uint32_t)code, left);
-    rk__ec_notify_all(&bi->ack);
+    rk__ec_notify_all(bi->ack);
     rk__ec_notify_all(bi->events);
 }
 
@@ -639,7 +634,7 @@ relay_main(void *arg)
         if (cmd != bi->last_cmd && !stop_posted) {
             if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl)
                 && bi->fault_state == 0 && !bi->gave_up
-                && (moved != 0 || rk__inq_depth(&bi->inst->in) != 0)) {
+                && (moved != 0 || bi->io->depth(bi->io->in) != 0)) {
                 /* An activated kernel drains: the inbox goes to the device
                  * before STOP does. A paused device is let run for it,
                  * as the CPU body leaves PAUSED on STOP. */
@@ -690,7 +685,7 @@ relay_main(void *arg)
                 rk__ec_cancel(bi->wake);
                 atomic_store_explicit(&bi->hung, 1, memory_order_release);
                 rk_ctl_exit(bi->ctl, RK_ETIMEDOUT, 0);
-                rk__ec_notify_all(&bi->ack);
+                rk__ec_notify_all(bi->ack);
                 rk__ec_notify_all(bi->events);
                 return NULL;
             }
@@ -790,7 +785,7 @@ co_resident(rk__backend_inst *bi, rk__cu_function fn, uint32_t grid,
 static int
 cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
 {
-    const rk_kernel_config *c = &spec->inst->k->def.config;
+    const rk_kernel_config *c = &spec->io->def->config;
     uint32_t grid = spec->grid_size ? spec->grid_size : 1;
     uint32_t block = spec->block_size ? spec->block_size : 128;
     rk__cu_device dev;
@@ -802,12 +797,12 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
 
     memset(bi, 0, sizeof(*bi));
     snprintf(bi->id, sizeof(bi->id), "%s", spec->kernel_id);
-    bi->inst = spec->inst;
+    bi->io = spec->io;
     bi->ctl = spec->ctl.host;
     bi->wake = spec->wake;
     bi->events = spec->events;
+    bi->ack = spec->ack;
     bi->ordinal = ordinal();
-    rk__ec_init(&bi->ack);
     if (c->device_source == NULL || c->device_entry == NULL)
         return rk__fail(RK_EINVAL,
             "kernel '%s': the cuda backend needs device_source and "
@@ -851,14 +846,14 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         .nin = 1,
         .nroutes = 0,
         .capacity = floor_pow2(bi->batch / grid ? bi->batch / grid : 1),
-        .slot_size = (uint32_t)bi->inst->stride,
+        .slot_size = (uint32_t)bi->io->stride,
         .batch = bi->batch > RK_DEV_MAX_BATCH ? RK_DEV_MAX_BATCH : bi->batch,
-        .kernel_id = spec->inst->k->slot + 1 };
+        .kernel_id = bi->io->sender };
     if ((sz = rk__dh_size(&dc)) == 0) {
         undo_launch(bi);
         return rk__fail(RK_EINVAL, "kernel '%s': %s", bi->id, rk_errdetail());
     }
-    bi->buf = aligned_alloc(64, bi->inst->stride * (bi->batch + 1));
+    bi->buf = aligned_alloc(64, bi->io->stride * (bi->batch + 1));
     bi->lens = calloc(bi->batch, sizeof(*bi->lens));
     bi->handled = calloc(grid, sizeof(*bi->handled));
     bi->touched = calloc(bi->batch, sizeof(*bi->touched));
@@ -914,26 +909,6 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
 }
 
 static void
-cuda_signal(rk__backend_inst *bi)
-{
-    /* The relay re-reads cmd after its rk__ec_prepare. */
-    rk__ec_notify_all(bi->wake);
-}
-
-static int
-cuda_wait_ack(rk__backend_inst *bi, uint32_t mask, uint64_t deadline)
-{
-    return rk__ack_wait(&bi->ack, bi->ctl, mask, deadline);
-}
-
-static void
-cuda_query(rk__backend_inst *bi, rk__backend_status *out)
-{
-    out->ack = rk_ctl_ack_get(bi->ctl);
-    out->cpu_time_ns = 0; /* GPU time comes from NVML, not here */
-}
-
-static void
 cuda_destroy(rk__backend_inst *bi, int detach)
 {
     int keep;
@@ -977,8 +952,5 @@ const rk__backend rk__backend_cuda = {
     .alloc = cuda_alloc,
     .release = cuda_release,
     .launch = cuda_launch,
-    .signal = cuda_signal,
-    .wait_ack = cuda_wait_ack,
-    .query = cuda_query,
     .destroy = cuda_destroy,
 };
