@@ -111,8 +111,9 @@ typedef struct rk__backend_io {
 
     /* Output. emit: one message the instance sends (h complete, stamped,
      * h->payload_len == len); RK_OK once it is queued where the runtime
-     * sends it (counted in the kernel's `sent`), else an RK_E* code with
-     * a detail, nothing queued. A route's target applies its own
+     * sends it, else an RK_E* code with a detail, nothing queued (the
+     * instance counts its sends in rk_ctl, as it counts what it
+     * processed). A route's target applies its own
      * admission and backpressure (it waits on BLOCK); over max_payload is
      * RK_EMSGSIZE. publish: the same to every subscriber of topic
      * (*delivered: how many took it). dead_letter: a frame the instance

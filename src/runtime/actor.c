@@ -49,8 +49,10 @@ capture(rk_ctx *ctx, const rk_msg_header *h, const void *payload, size_t len)
 }
 
 /* The one place a kernel's output is routed (see the top of the file).
- * ctx: the actor's context (a direct call's reply capture), or NULL for
- * a device instance's relay. Counts what went out in the kernel's sent. */
+ * ctx: the actor's context (a direct call's reply capture, and what went
+ * out is counted in the instance's sent, as the actor's thread is the
+ * instance), or NULL for a device instance's relay (the device counts its
+ * own sends). */
 static int
 emit(rk__inst *inst, rk_ctx *ctx, const rk_msg_header *h, const void *payload,
     size_t len)
@@ -74,7 +76,7 @@ emit(rk__inst *inst, rk_ctx *ctx, const rk_msg_header *h, const void *payload,
         else
             rc = rk__outq_send(&inst->out, h, sizeof(*h), payload, len);
     }
-    if (rc == RK_OK)
+    if (rc == RK_OK && ctx != NULL)
         rk_ctl_count(&inst->ctl->sent, 1);
     return rc;
 }
@@ -96,7 +98,6 @@ io_publish(rk__io *rt, const char *topic, const rk_msg_header *h,
     int rc = rk__publish(
         inst->k->rt, topic, h, payload, len, RK_WAIT_FOREVER, &n);
 
-    rk_ctl_count(&inst->ctl->sent, n);
     if (delivered != NULL)
         *delivered = n;
     return rc;
@@ -311,12 +312,16 @@ rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
     const void *payload, size_t len)
 {
     rk_msg_header h;
+    size_t n = 0;
+    int rc;
 
     if (ctx == NULL || topic == NULL || (payload == NULL && len != 0))
         return rk__fail(RK_EINVAL, "rk_ctx_publish: NULL argument");
     ctx_header(ctx, &h, type_id);
     h.payload_len = (uint32_t)len;
-    return io_publish(ctx->rt, topic, &h, payload, len, NULL);
+    rc = io_publish(ctx->rt, topic, &h, payload, len, &n);
+    rk_ctl_count(&inst_of(ctx->rt)->ctl->sent, n);
+    return rc;
 }
 
 int

@@ -565,7 +565,10 @@ relay_counters(rk__backend_inst *bi, const rk__dh_status *st)
 {
     rk_ring_store_relaxed_u64(&bi->ctl->processed, st->processed);
     rk_ring_store_relaxed_u64(&bi->ctl->errors, st->errors + bi->out_errors);
-    rk_ring_store_relaxed_u64(&bi->ctl->sent, st->sent);
+    /* What the runtime refused (relay_out) was sent by the device but
+     * never went anywhere: it counts as an error, not as sent. */
+    rk_ring_store_relaxed_u64(&bi->ctl->sent,
+        st->sent > bi->out_errors ? st->sent - bi->out_errors : 0);
 }
 
 /* The device ended: what it did not process goes to the spill area for
