@@ -204,17 +204,17 @@ static void
 release_held(rk_ctx *ctx)
 {
     if (ctx->held != 0) {
-        rk__inq_release(&ctx->inst->in, ctx->held);
+        rk__inbox_release(ctx->inst->in, ctx->held);
         ctx->held = 0;
     }
 }
 
-/* Takes the next batch without waiting (results as rk__inq_take). */
+/* Takes the next batch without waiting (results as rk__inbox_take). */
 static int
 next_batch(rk_ctx *ctx)
 {
     rk__inst *inst = ctx->inst;
-    rk__inq_batch b;
+    rk__inbox_batch b;
     int rc;
 
     release_held(ctx);
@@ -222,10 +222,9 @@ next_batch(rk_ctx *ctx)
      * view is valid until the next receive, and the batch goes back when
      * the next one is taken (or before a safe point with nothing left in
      * it, see fetch). Held slots do not take room from the lane (it
-     * counts what the kernel has not taken, rk__inq_init's hold), so a
+     * counts what the kernel has not taken, rk__inbox_create's hold), so a
      * paused kernel's lane still queues its whole capacity. */
-    rc = rk__inq_take(
-        &inst->in, ctx->buf, stride_of(inst), ctx->lens, ctx->batch, &b);
+    rc = rk__inbox_take(inst->in, ctx->batch, &b);
     if (rc != RK_OK || b.n == 0)
         return rc == RK_OK ? RK_EEMPTY : rc;
     ctx->frames = b.frames;
@@ -309,7 +308,7 @@ disown(rk_ctx *ctx)
 static bool
 wanted(rk_ctx *ctx, uint32_t c)
 {
-    return rk__inq_depth(&ctx->inst->in) != 0 || load_cmd(ctx) != c
+    return rk__inbox_depth(ctx->inst->in) != 0 || load_cmd(ctx) != c
         || atomic_load(&ctx->handback) != RK_OK;
 }
 
@@ -450,7 +449,7 @@ rk_should_terminate(rk_ctx *ctx)
     /* Held lane slots count in the depth but were handed out already
      * (the view of the last one may still be in use, so no release). */
     return safe_point(ctx) == RK_CTL_STOP && ctx->pos == ctx->n
-        && rk__inq_depth(&ctx->inst->in) == ctx->held;
+        && rk__inbox_depth(ctx->inst->in) == ctx->held;
 }
 
 int
@@ -604,7 +603,7 @@ rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
      * (a queued message goes first: the caller then queues behind it). */
     if (load_cmd(ctx) != RK_CTL_RUN || ctx->pos < ctx->n
         || atomic_load_explicit(&ctx->handback, memory_order_relaxed) != 0
-        || rk__inq_depth(&inst->in) != 0) {
+        || rk__inbox_depth(inst->in) != 0) {
         atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_release);
         return RK_EBUSY;
     }

@@ -8,7 +8,7 @@
  *     input lanes and writing its output lane and K2K routes, reporting on
  *     its own line of the device control block (dev_ctl.h);
  *   - the host relay (one thread per instance, here): the runtime's
- *     inbox (rk__inq, which needs CAS and stays on the host) -> the
+ *     inbox (rk__inbox, which needs CAS and stays on the host) -> the
  *     blocks' input lanes; their output lanes -> the runtime's output
  *     queue or rk_connect route; the runtime's rk_ctl commands -> the
  *     device control block; the blocks' acks, counters and exit -> rk_ctl
@@ -441,16 +441,14 @@ relay_ack(rk__backend_inst *bi, uint32_t ack)
 static size_t
 relay_in(rk__backend_inst *bi, uint32_t *rr)
 {
-    rk__inq_batch b;
+    rk__inbox_batch b;
     size_t i, max = rk__dh_room(&bi->d);
     uint32_t nb = bi->d.cfg.nblocks;
 
     if (max > bi->batch)
         max = bi->batch;
     if (max == 0
-        || rk__inq_take(
-               &bi->inst->in, bi->buf, bi->inst->stride, bi->lens, max, &b)
-            != RK_OK)
+        || rk__inbox_take(bi->inst->in, max, &b) != RK_OK)
         return 0;
     for (i = 0; i < b.n; i++) {
         const unsigned char *f = b.frames + i * b.stride;
@@ -473,7 +471,7 @@ relay_in(rk__backend_inst *bi, uint32_t *rr)
     for (i = 0; i < b.n; i++)
         rk__dh_publish(&bi->d, bi->touched[i]);
     if (b.in_place)
-        rk__inq_release(&bi->inst->in, b.n);
+        rk__inbox_release(bi->inst->in, b.n);
     return b.n;
 }
 
@@ -639,7 +637,7 @@ relay_main(void *arg)
         if (cmd != bi->last_cmd && !stop_posted) {
             if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl)
                 && bi->fault_state == 0 && !bi->gave_up
-                && (moved != 0 || rk__inq_depth(&bi->inst->in) != 0)) {
+                && (moved != 0 || rk__inbox_depth(bi->inst->in) != 0)) {
                 /* An activated kernel drains: the inbox goes to the device
                  * before STOP does. A paused device is let run for it,
                  * as the CPU body leaves PAUSED on STOP. */
