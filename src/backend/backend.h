@@ -56,8 +56,7 @@
 
 struct rk_call_reply; /* ringkernel/runtime.h: rk_kernel_call_reply */
 struct rk_kernel_config; /* ringkernel/runtime.h */
-struct rk__inq;       /* the kernel's inbox (runtime/inq.h), opaque here */
-struct rk__inq_batch; /* a batch taken from it (runtime/inq.h) */
+struct rk__inbox_batch; /* a batch taken from an inbox (queue/inbox.h) */
 struct rk__hist;      /* telemetry/histogram.h */
 
 /* A piece of memory the backend placed: host address (always usable by
@@ -101,13 +100,14 @@ typedef struct rk__backend_io {
     struct rk__hist *latency; /* send -> dequeue; the instance writes it
                                  (single writer: rk__hist_record_n) */
 
-    /* Input. The instance is the inbox's single consumer: results and
-     * rules as rk__inq_take, rk__inq_release, rk__inq_depth. */
-    struct rk__inq *in;
-    int (*take)(struct rk__inq *in, void *bufs, size_t stride, size_t *lens,
-        size_t max, struct rk__inq_batch *out);
-    void (*release)(struct rk__inq *in, size_t n);
-    size_t (*depth)(const struct rk__inq *in);
+    /* Input: the kernel's inbox (queue/inbox.h) and its consumer's
+     * operations, called with in as the first argument. The instance is
+     * its single consumer: results and rules as rk__inbox_ops's take,
+     * release and depth. */
+    void *in;
+    int (*take)(void *in, size_t max, struct rk__inbox_batch *out);
+    void (*release)(void *in, size_t n);
+    size_t (*depth)(void *in);
 
     /* Output. emit: one message the instance sends (h complete, stamped,
      * h->payload_len == len); RK_OK once it is queued where the runtime

@@ -112,25 +112,6 @@ io_dead_letter(rk__io *rt, rk_dead_reason reason, int error, const void *frame,
     rk__dead_letter(inst->k->rt, inst, reason, error, frame, len);
 }
 
-static int
-io_take(struct rk__inq *in, void *bufs, size_t stride, size_t *lens,
-    size_t max, rk__inq_batch *out)
-{
-    return rk__inq_take(in, bufs, stride, lens, max, out);
-}
-
-static void
-io_release(struct rk__inq *in, size_t n)
-{
-    rk__inq_release(in, n);
-}
-
-static size_t
-io_depth(const struct rk__inq *in)
-{
-    return rk__inq_depth(in);
-}
-
 void
 rk__io_init(rk__inst *inst)
 {
@@ -144,10 +125,11 @@ rk__io_init(rk__inst *inst)
         .spill = inst->spill_mem.host,
         .telemetry = inst->telemetry,
         .latency = &inst->latency,
-        .in = &inst->in,
-        .take = io_take,
-        .release = io_release,
-        .depth = io_depth,
+        /* The inbox's own entries: one indirect call each, no wrapper. */
+        .in = inst->in,
+        .take = inst->in->ops->take,
+        .release = inst->in->ops->release,
+        .depth = inst->in->ops->depth,
         .rt = io_of(inst),
         .emit = io_emit,
         .publish = io_publish,

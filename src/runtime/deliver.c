@@ -106,7 +106,7 @@ queue_fail(const rk__kernel *k, int rc, const char *op)
 }
 
 /* rk__deliver, with the caller keeping the message on a BLOCK refusal
- * when uncounted (rk__inq_send). */
+ * when uncounted (rk__inbox_send). */
 static inline int
 deliver(rk__kernel *k, const rk_msg_header *h, const void *payload, size_t len,
     int64_t timeout_ns, const char *op, bool uncounted)
@@ -119,10 +119,10 @@ deliver(rk__kernel *k, const rk_msg_header *h, const void *payload, size_t len,
 
     if ((rc = admit(k, inst, st, h->type_id, len, op)) != RK_OK)
         return rc;
-    rc = rk__inq_send(&inst->in, h, sizeof(*h), payload, len, h->priority,
+    rc = rk__inbox_send(inst->in, h, sizeof(*h), payload, len, h->priority,
         timeout_ns, uncounted);
     if (rk__likely(rc == RK_OK))
-        return RK_OK; /* the queue woke the kernel (inq.h) */
+        return RK_OK; /* the queue woke the kernel (inbox.h) */
     if (rc == RK_ECLOSED)
         return closed(k, inst, op);
     return queue_fail(k, rc, op);
@@ -295,6 +295,24 @@ rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
     return rk_send(rt, kh, type_id, payload, len, priority, timeout_ns);
 }
 
+/* rk_send_batch's frames, written in place by the inbox's send_fill: h
+ * with a fresh id each, then payload i (len bytes at src + i * len). */
+typedef struct batch_fill {
+    rk_msg_header *h;
+    const unsigned char *src;
+    size_t len;
+} batch_fill;
+
+static void
+fill_batch(void *arg, size_t first, unsigned char *dst, size_t stride,
+    size_t k, bool flagged)
+{
+    batch_fill *f = arg;
+
+    rk__fill_frames(
+        dst, stride, f->h, f->src + first * f->len, f->len, k, flagged);
+}
+
 static int
 send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     size_t len, size_t n, uint8_t priority, int64_t timeout_ns, size_t *sent)
@@ -318,9 +336,13 @@ send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
         return rc;
     rk__header(&h, type_id, priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)len;
-    /* Either inbox: frames are written straight into runs of claimed
-     * slots, and the queue wakes the kernel after each run (inq.h). */
-    rc = rk__inq_send_many(&inst->in, &h, base, len, n, timeout_ns, &i);
+    /* Frames are written straight into runs of claimed slots (fill_batch),
+     * and the inbox wakes the kernel after each run (inbox.h). */
+    {
+        batch_fill f = { &h, base, len };
+        rc = rk__inbox_send_fill(inst->in, priority,
+            (uint32_t)(sizeof(h) + len), n, fill_batch, &f, timeout_ns, &i);
+    }
     if (sent != NULL)
         *sent = i;
     if (rc == RK_ECLOSED)

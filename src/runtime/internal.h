@@ -30,11 +30,11 @@
 
 #include "backend/backend.h"
 #include "common/common.h"
+#include "queue/inbox.h"
 #include "ringkernel/message.h"
 #include "ringkernel/queue.h"
 #include "ringkernel/runtime.h"
 #include "runtime/ids.h"
-#include "runtime/inq.h"
 #include "runtime/outq.h"
 #include "telemetry/histogram.h"
 #include "telemetry/stats.h"
@@ -59,9 +59,9 @@ typedef struct rk__inst {
     /* batch + 1 frames of stride bytes: frames the instance left
      * unprocessed at its exit (first left_n), then the fail slot. */
     rk__placed spill_mem;
-    rk__placed in_mem;  /* the input's lanes (none for DROP_OLDEST) */
+    rk__placed in_mem;  /* the inbox's placed part (none: DROP_OLDEST) */
     rk__placed out_mem; /* the output ring */
-    rk__inq in;
+    rk__inbox *in; /* the input queue (queue/inbox.h) */
     rk__outq out;
     size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
     size_t stride;    /* slot_size rounded up to 64 */

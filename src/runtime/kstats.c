@@ -47,7 +47,7 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
     s->state = (rk_kernel_state)rk__state_of(k);
     if (inst == NULL)
         return;
-    rk__inq_stats(&inst->in, &q);
+    rk__inbox_stats(inst->in, &q);
     s->processed = rk__counter_get(&inst->ctl->processed);
     s->dead_lettered = rk__counter_get(&inst->dead_lettered);
     s->errors = rk__counter_get(&inst->ctl->errors);

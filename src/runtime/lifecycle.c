@@ -81,7 +81,7 @@ rk__inst_free(rk__inst *inst)
         next = s->next;
         free(s);
     }
-    rk__inq_fini(&inst->in);
+    rk__inbox_destroy(inst->in);
     rk__outq_fini(&inst->out);
     release_placed(inst);
     free(inst);
@@ -117,9 +117,9 @@ inst_create(rk__kernel *k, rk__inst **out)
     /* Placement: everything an instance reads or writes in place comes
      * from the backend (the control block, the spill area, the input's
      * lanes and the output ring); the sizes were validated at register,
-     * so a 0 below means "no lanes" (DROP_OLDEST keeps a host queue). */
+     * so a 0 below means the inbox keeps host memory of its own. */
     {
-        size_t in_bytes = rk__inq_lane_bytes(&qin, c->batch);
+        size_t in_bytes = rk__inbox_placed_bytes(&qin, c->batch);
         size_t out_bytes
             = rk__outq_ring_bytes(c->output_capacity, inst->slot_size);
         if (out_bytes == 0)
@@ -139,7 +139,7 @@ inst_create(rk__kernel *k, rk__inst **out)
             return rc;
         }
     }
-    rc = rk__inq_init_at(
+    rc = rk__inbox_create(
         &inst->in, &qin, c->batch, &inst->wake, inst->in_mem.host);
     if (rc != RK_OK) {
         char why[256];
@@ -154,7 +154,7 @@ inst_create(rk__kernel *k, rk__inst **out)
     if (rc != RK_OK) {
         char why[256];
         snprintf(why, sizeof(why), "%s", rk_errdetail());
-        rk__inq_fini(&inst->in);
+        rk__inbox_destroy(inst->in);
         release_placed(inst);
         free(inst);
         return rk__fail(rc,
@@ -219,18 +219,15 @@ static void
 drain_input(rk__inst *inst, rk_dead_reason why, int err)
 {
     rk_runtime *rt = inst->k->rt;
-    unsigned char *buf = inst->spill_mem.host; /* the instance is gone */
-    size_t lens[1];
 
-    rk__inq_close(&inst->in);
+    rk__inbox_close(inst->in);
     for (;;) {
-        rk__inq_batch b;
-        if (rk__inq_take(&inst->in, buf, inst->stride, lens, 1, &b) != RK_OK
-            || b.n == 0)
+        rk__inbox_batch b;
+        if (rk__inbox_take(inst->in, 1, &b) != RK_OK || b.n == 0)
             break;
-        rk__dead_letter(rt, inst, why, err, b.frames,
-            b.in_place ? frame_len(b.frames, b.stride) : lens[0]);
-        rk__inq_release(&inst->in, b.n);
+        rk__dead_letter(
+            rt, inst, why, err, b.frames, frame_len(b.frames, b.stride));
+        rk__inbox_release(inst->in, b.n);
     }
 }
 

@@ -42,7 +42,7 @@
 #include "queue/vring.h"
 #include "ringkernel/message.h"
 #include "runtime/outq.h"
-#include "runtime/slotflag.h"
+#include "queue/slotflag.h"
 
 #define SPIN_CHECK 64
 #define SPIN_YIELD 128 /* about 4 us: see rk__outq_wait */
@@ -122,7 +122,7 @@ rk__outq_init_at(rk__outq *q, void *mem, uint32_t capacity, size_t slot_size)
         return rc;
     }
     /* Every slot EMPTY: the host polls the slots' ready flags
-     * (runtime/slotflag.h). */
+     * (queue/slotflag.h). */
     rk__slots_init((unsigned char *)mem + RK__OUTQ_HDR, st, capacity);
     return RK_OK;
 }
@@ -175,7 +175,7 @@ has_room(rk__outq *q)
 
 /* The consumer's oldest frame, or NULL: the slot at its position (head,
  * which only it writes) once that slot's flag reads READY. tail is not
- * read (runtime/slotflag.h). */
+ * read (queue/slotflag.h). */
 static unsigned char *
 ready_slot(rk__outq *q)
 {
@@ -243,7 +243,7 @@ rk__outq_send(
             continue;
         (void)park(q, &q->prod_ec, has_room, UINT64_MAX);
     }
-    /* The frame and its ready flag (runtime/slotflag.h), then tail. */
+    /* The frame and its ready flag (queue/slotflag.h), then tail. */
     RK_ASSERT(hlen == RK_MSG_HEADER_SIZE);
     (void)hlen; /* the envelope is always 64 bytes */
     rk__slot_write(slot, hdr, payload, len);
@@ -279,7 +279,7 @@ rk__outq_release(rk__outq *q)
     rk_spsc *r = q->ring;
 
     /* EMPTY before the release store of head that frees the slot
-     * (runtime/slotflag.h). */
+     * (queue/slotflag.h). */
     rk__slot_empty(rk_ring_slot(&r->cons, rk__spsc_sync_cons(r)));
     rk_spsc_release(r);
     rk__ec_notify(&q->prod_ec); /* after the release (ec.h) */

@@ -235,7 +235,7 @@ destroy_kernel(rk_runtime *rt, rk__kernel *k)
     inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     /* Closing both queues unblocks an actor stuck sending or receiving,
      * and every host call blocked on them. */
-    rk__inq_close(&inst->in);
+    rk__inbox_close(inst->in);
     rk__ec_notify_all(&inst->wake);
     rk__outq_close(&inst->out);
     if (rk__ack_wait(inst, 0, rk__deadline(rt->cfg.terminate_timeout_ns))

@@ -23,7 +23,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "common/common.h"
-#include "runtime/inq.h"
+#include "queue/inbox.h"
 #include "telemetry/histogram.h"
 #include "telemetry/stats.h"
 
@@ -63,9 +63,8 @@ rk__cpu_ctx_init(rk__backend_inst *bi, const rk__backend_launch *spec)
     ctx->pub->ops = &cpu_ctx_ops;
     ctx->pub->be = ctx;
     atomic_store_explicit(&bi->owner, RK__OWN_KERNEL, memory_order_relaxed);
-    ctx->buf = aligned_alloc(STRIDE_ALIGN, io->stride * ctx->batch);
-    ctx->lens = calloc(ctx->batch, sizeof(*ctx->lens));
-    if (ctx->buf == NULL || ctx->lens == NULL) {
+    ctx->buf = aligned_alloc(STRIDE_ALIGN, io->stride);
+    if (ctx->buf == NULL) {
         rk__cpu_ctx_fini(bi);
         return RK_ENOMEM;
     }
@@ -76,9 +75,7 @@ void
 rk__cpu_ctx_fini(rk__backend_inst *bi)
 {
     free(bi->loop.buf);
-    free(bi->loop.lens);
     bi->loop.buf = NULL;
-    bi->loop.lens = NULL;
 }
 
 void
@@ -183,12 +180,12 @@ release_held(rk__cpu_loop *ctx)
     }
 }
 
-/* Takes the next batch without waiting (results as rk__inq_take). */
+/* Takes the next batch without waiting (results as rk__inbox_take). */
 static int
 next_batch(rk__cpu_loop *ctx)
 {
     const rk__backend_io *io = ctx->io;
-    rk__inq_batch b;
+    rk__inbox_batch b;
     int rc;
 
     release_held(ctx);
@@ -196,9 +193,9 @@ next_batch(rk__cpu_loop *ctx)
      * view is valid until the next receive, and the batch goes back when
      * the next one is taken (or before a safe point with nothing left in
      * it, see fetch). Held slots do not take room from the lane (it
-     * counts what the kernel has not taken, rk__inq_init's hold), so a
+     * counts what the kernel has not taken, rk__inbox_create's hold), so a
      * paused kernel's lane still queues its whole capacity. */
-    rc = io->take(io->in, ctx->buf, io->stride, ctx->lens, ctx->batch, &b);
+    rc = io->take(io->in, ctx->batch, &b);
     if (rc != RK_OK || b.n == 0)
         return rc == RK_OK ? RK_EEMPTY : rc;
     ctx->frames = b.frames;

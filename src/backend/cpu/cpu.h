@@ -28,11 +28,11 @@ typedef struct rk__cpu_loop {
     rk__ec *wake;
     /* Prefetched input: n frames, frame i at frames + i * stride; pos is
      * the next to hand out, cur the one in flight (-1: none; pub->cur is
-     * its header). A general queue copies them into buf (lengths in
-     * lens); a lane lends its own slots (in_place, lengths in the
-     * headers), held until the next batch is taken. */
+     * its header). The inbox lends its own slots (in_place, lengths in
+     * the headers), held until the next batch is taken; a direct call's
+     * one frame is a copy in buf (its length in lens[0]). */
     unsigned char *buf;
-    size_t *lens;
+    size_t lens[1];
     const unsigned char *frames;
     size_t stride;
     size_t n, pos;

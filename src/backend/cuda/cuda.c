@@ -8,7 +8,7 @@
  *     input lanes and writing its output lane and K2K routes, reporting on
  *     its own line of the device control block (dev_ctl.h);
  *   - the host relay (one thread per instance, here): the runtime's
- *     inbox (rk__inq, which needs CAS and stays on the host) -> the
+ *     inbox (rk__inbox, which needs CAS and stays on the host) -> the
  *     blocks' input lanes; their output lanes -> the runtime's output
  *     queue or rk_connect route; the runtime's rk_ctl commands -> the
  *     device control block; the blocks' acks, counters and exit -> rk_ctl
@@ -42,7 +42,7 @@
 #include "backend/cuda/kcache.h"
 #include "common/common.h"
 #include "device/cuda_driver.h"
-#include "runtime/inq.h"
+#include "queue/inbox.h"
 
 /* Driver entry points beyond the shared loader's table, resolved from the
  * same library handle. */
@@ -91,8 +91,7 @@ struct rk__backend_inst {
     int relay_started;
     _Atomic uint32_t relay_stop;
     _Atomic uint32_t hung; /* the watchdog fired: never free the region */
-    unsigned char *buf;    /* batch frames (take), then one output frame */
-    size_t *lens;
+    unsigned char *buf;    /* one output frame (relay_out) */
     uint32_t batch;
     uint32_t last_cmd;
     /* Faults, one at a time: 1 reported on rk_ctl, 2 verdict forwarded
@@ -441,26 +440,21 @@ relay_ack(rk__backend_inst *bi, uint32_t ack)
 static size_t
 relay_in(rk__backend_inst *bi, uint32_t *rr)
 {
-    rk__inq_batch b;
+    rk__inbox_batch b;
     size_t i, max = rk__dh_room(&bi->d);
     uint32_t nb = bi->d.cfg.nblocks;
 
     if (max > bi->batch)
         max = bi->batch;
-    if (max == 0
-        || bi->io->take(bi->io->in, bi->buf, bi->io->stride, bi->lens, max, &b)
-            != RK_OK)
+    if (max == 0 || bi->io->take(bi->io->in, max, &b) != RK_OK)
         return 0;
     for (i = 0; i < b.n; i++) {
         const unsigned char *f = b.frames + i * b.stride;
         rk_msg_header h;
         size_t len;
+        /* The inbox lends its slots: the length is in the header. */
         memcpy(&h, f, sizeof(h));
         len = h.payload_len;
-        if (!b.in_place)
-            len = bi->lens[i] >= RK_MSG_HEADER_SIZE
-                ? bi->lens[i] - RK_MSG_HEADER_SIZE
-                : 0;
         /* Round robin over the blocks with room (there is room: max). */
         for (uint32_t t = 0; t < nb; t++, *rr = (*rr + 1) % nb)
             if (rk__dh_write(&bi->d, *rr, &h, f + RK_MSG_HEADER_SIZE, len)
@@ -471,8 +465,7 @@ relay_in(rk__backend_inst *bi, uint32_t *rr)
     }
     for (i = 0; i < b.n; i++)
         rk__dh_publish(&bi->d, bi->touched[i]);
-    if (b.in_place)
-        bi->io->release(bi->io->in, b.n);
+    bi->io->release(bi->io->in, b.n);
     return b.n;
 }
 
@@ -743,7 +736,6 @@ undo_launch(rk__backend_inst *bi)
         cuda_release(&bi->region);
     }
     free(bi->buf);
-    free(bi->lens);
     free(bi->handled);
     free(bi->touched);
     bi->handled = NULL;
@@ -751,7 +743,6 @@ undo_launch(rk__backend_inst *bi)
     bi->stream = NULL;
     bi->mod = NULL;
     bi->buf = NULL;
-    bi->lens = NULL;
 }
 
 /* Co-residency: every block of a persistent kernel must be resident at
@@ -857,14 +848,13 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         return rk__fail(RK_EINVAL, "kernel '%s': %s", bi->id, rk_errdetail());
     }
     bi->buf = aligned_alloc(64, bi->io->stride * (bi->batch + 1));
-    bi->lens = calloc(bi->batch, sizeof(*bi->lens));
     bi->handled = calloc(grid, sizeof(*bi->handled));
     bi->touched = calloc(bi->batch, sizeof(*bi->touched));
-    if (bi->buf == NULL || bi->lens == NULL || bi->handled == NULL
+    if (bi->buf == NULL || bi->handled == NULL
         || bi->touched == NULL
         || (rc = cuda_alloc(sz, &bi->region)) != RK_OK) {
         undo_launch(bi);
-        return bi->buf == NULL || bi->lens == NULL || bi->handled == NULL
+        return bi->buf == NULL || bi->handled == NULL
                 || bi->touched == NULL
             ? rk__fail(RK_ENOMEM, "kernel '%s': no memory", bi->id)
             : rc;
@@ -935,8 +925,7 @@ cuda_destroy(rk__backend_inst *bi, int detach)
     }
     if (keep) {
         free(bi->buf);
-        free(bi->lens);
-        free(bi->handled);
+            free(bi->handled);
         free(bi->touched);
         return; /* the region stays mapped: the kernel may still run */
     }

@@ -1,12 +1,17 @@
 /*
- * src/runtime/inq.c - the input queue (see inq.h).
+ * src/queue/inbox_lanes.c - the inbox as SPSC lanes behind a producer
+ * flag (see inbox.h): every policy but DROP_OLDEST.
  *
  * Every wait here is the eventcount of common/ec.h. Producers wait for
  * room (BLOCK) on prod_ec; the consumer, after taking messages (which is
  * what makes room, see lane_space), notifies it. The consumer never waits
  * here: the kernel parks on its wake eventcount, which every enqueue
- * notifies (lanes: after the publication; DROP_OLDEST: the rk_mqueue's
- * not-empty eventcount is that same wake eventcount).
+ * notifies after the publication.
+ *
+ * Producers' room follows what the kernel has taken (dequeued), not the
+ * ring's head, and each ring is larger than the capacity by the kernel's
+ * batch: the kernel holds a taken batch in place without taking room from
+ * the queue (see lane_space).
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -15,31 +20,41 @@
 #include "common/common.h"
 #include "common/ec.h"
 #include "common/spin.h"
-#include "queue/mqueue_int.h"
+#include "queue/inbox.h"
+#include "queue/slotflag.h"
 #include "queue/vring.h"
 #include "ringkernel/message.h"
-#include "runtime/inq.h"
-#include "runtime/internal.h"
-#include "runtime/slotflag.h"
 
-/* Slot strides are multiples of this: every frame header 64-byte aligned
- * (issue 10, defect 7: a stride of 64 + 3 put headers at odd addresses). */
-#define SLOT_ALIGN 64u
-
-/* Lanes for cfg: none under DROP_OLDEST (an rk_mqueue), one per band. */
-static uint32_t
-lane_count(const rk_mqueue_config *cfg)
-{
-    if (cfg->backpressure == RK_BP_DROP_OLDEST)
-        return 0;
-    return cfg->priority_bands ? RK_BAND_COUNT : 1;
-}
-
-uint32_t
-rk__inq_lane_count(const rk_mqueue_config *cfg)
-{
-    return cfg != NULL ? lane_count(cfg) : 0;
-}
+typedef struct lanes {
+    rk__inbox base;   /* first: the inbox handle */
+    void *lane_owned; /* the lanes' memory when create allocated it */
+    rk__ec *wake;     /* the kernel's wake eventcount (caller-owned) */
+    size_t slot_size;
+    rk_backpressure bp;
+    uint32_t lane_cap; /* per lane: messages it queues (not yet taken) */
+    uint32_t nlanes;   /* 1, or RK_BAND_COUNT with bands (index = band) */
+    bool sp;           /* single producer promised: busy is not a lock */
+    rk_spsc *lanes[RK_BAND_COUNT];
+    /* Producer side, written by the holder of busy only. */
+    _Alignas(64) _Atomic uint64_t enqueued;
+    uint64_t prod_taken[RK_BAND_COUNT]; /* copies of dequeued, last read */
+    _Atomic uint32_t busy;   /* the producer role (lock for many senders) */
+    _Atomic uint64_t misuse; /* single_producer broken: sends refused */
+    _Atomic uint64_t dropped;
+    _Atomic uint64_t rejected;
+    /* Producers park here when full. Its own line: the consumer notifies
+     * it after every batch (one load of its waiter count) and must not
+     * pull the counters the producer writes per message. */
+    _Alignas(64) rk__ec prod_ec;
+    rk__spin prod_spin; /* spin budget before parking (common/spin.h) */
+    /* Consumer-written. */
+    _Alignas(64) _Atomic uint64_t dequeued[RK_BAND_COUNT];
+    _Atomic uint64_t high_water; /* largest depth the consumer saw */
+    uint32_t held_band;          /* lane of the batch lent in place */
+    /* Per lane: the last take found it empty (lanes_take). */
+    bool waited[RK_BAND_COUNT];
+    _Alignas(64) _Atomic uint32_t closed;
+} lanes;
 
 /* A lane's ring (slots) and stride for (cfg, hold), or RK_EINVAL naming
  * the field that is out of range. */
@@ -48,16 +63,13 @@ lane_geometry(const rk_mqueue_config *cfg, uint32_t hold, uint32_t *ring,
     uint32_t *stride)
 {
     uint64_t want = (uint64_t)cfg->capacity + hold, r = 1;
-    uint64_t st = ((uint64_t)cfg->slot_size + SLOT_ALIGN - 1)
-        & ~(uint64_t)(SLOT_ALIGN - 1);
+    uint32_t st = rk__inbox_stride(cfg->slot_size);
 
     if (cfg->capacity == 0 || !rk__is_pow2(cfg->capacity))
         return rk__fail(RK_EINVAL,
             "input_capacity %u must be a power of two (>= 1)", cfg->capacity);
-    if (cfg->slot_size == 0 || st > UINT32_MAX)
-        return rk__fail(RK_EINVAL,
-            "input slot_size (64 + max_payload) %u is out of range [1, %u]",
-            cfg->slot_size, UINT32_MAX - SLOT_ALIGN + 1);
+    if (st == 0)
+        return RK_EINVAL;
     while (r < want)
         r <<= 1;
     if (r > (UINT64_C(1) << 31))
@@ -66,102 +78,90 @@ lane_geometry(const rk_mqueue_config *cfg, uint32_t hold, uint32_t *ring,
             hold);
     if (r * st > RK__QUEUE_MAX_BYTES)
         return rk__fail(RK_EINVAL,
-            "input_capacity %u x slot_size %llu is too large (limit %llu "
+            "input_capacity %u x slot_size %u is too large (limit %llu "
             "bytes)",
-            cfg->capacity, (unsigned long long)st,
-            (unsigned long long)RK__QUEUE_MAX_BYTES);
+            cfg->capacity, st, (unsigned long long)RK__QUEUE_MAX_BYTES);
     *ring = (uint32_t)r;
-    *stride = (uint32_t)st;
+    *stride = st;
     return RK_OK;
 }
 
 size_t
-rk__inq_lane_bytes(const rk_mqueue_config *cfg, uint32_t hold)
+rk__inbox_lanes_bytes(const rk_mqueue_config *cfg, uint32_t hold)
 {
-    uint32_t ring = 0, stride = 0, n;
+    uint32_t ring = 0, stride = 0, n = rk__inbox_lane_count(cfg);
 
-    if (cfg == NULL || (n = lane_count(cfg)) == 0
-        || lane_geometry(cfg, hold, &ring, &stride) != RK_OK)
+    if (n == 0 || lane_geometry(cfg, hold, &ring, &stride) != RK_OK)
         return 0;
-    return n * (RK__INQ_LANE_HDR + (size_t)ring * stride);
+    return n * (RK__INBOX_LANE_HDR + (size_t)ring * stride);
 }
 
+static const rk__inbox_ops lanes_ops;
+
 int
-rk__inq_init_at(rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold,
-    rk__ec *wake, void *mem)
+rk__inbox_lanes_create(rk__inbox **out, const rk_mqueue_config *cfg,
+    uint32_t hold, rk__ec *wake, void *mem)
 {
-    uint32_t ring = 0, stride = 0, n = lane_count(cfg);
+    uint32_t ring = 0, stride = 0, n = rk__inbox_lane_count(cfg);
     size_t per;
+    lanes *q;
     int rc;
 
-    RK_ASSERT(wake != NULL);
+    RK_ASSERT(n != 0);
+    if ((rc = lane_geometry(cfg, hold, &ring, &stride)) != RK_OK)
+        return rc;
+    per = RK__INBOX_LANE_HDR + (size_t)ring * stride;
+    if ((q = aligned_alloc(64, (sizeof(*q) + 63) & ~(size_t)63)) == NULL)
+        return rk__fail(RK_ENOMEM, "input queue: no memory");
     memset(q, 0, sizeof(*q));
+    q->base.ops = &lanes_ops;
     q->slot_size = cfg->slot_size;
     q->bp = cfg->backpressure;
     q->sp = cfg->single_producer;
     q->wake = wake;
     rk__ec_init(&q->prod_ec);
     rk__spin_init(&q->prod_spin);
-    if (n == 0) {
-        uint64_t st = ((uint64_t)cfg->slot_size + SLOT_ALIGN - 1)
-            & ~(uint64_t)(SLOT_ALIGN - 1);
-        if (st > UINT32_MAX)
-            return rk__fail(RK_EINVAL,
-                "input slot_size (64 + max_payload) %u is too large",
-                cfg->slot_size);
-        return rk__mqueue_create_held(&q->mq, cfg, hold, wake);
-    }
-    if ((rc = lane_geometry(cfg, hold, &ring, &stride)) != RK_OK)
-        return rc;
-    per = RK__INQ_LANE_HDR + (size_t)ring * stride;
     if (mem == NULL) {
-        if ((mem = aligned_alloc(SLOT_ALIGN, n * per)) == NULL)
+        if ((mem = aligned_alloc(64, n * per)) == NULL) {
+            free(q);
             return rk__fail(RK_ENOMEM, "input lanes: %zu bytes", n * per);
+        }
         q->lane_owned = mem;
     }
-    RK_ASSERT((uintptr_t)mem % SLOT_ALIGN == 0);
+    RK_ASSERT((uintptr_t)mem % 64 == 0);
     for (uint32_t i = 0; i < n; i++) {
         unsigned char *block = (unsigned char *)mem + i * per;
         q->lanes[i] = (rk_spsc *)(void *)block;
-        rc = rk_spsc_init(q->lanes[i], block + RK__INQ_LANE_HDR, ring, stride);
+        rc = rk_spsc_init(
+            q->lanes[i], block + RK__INBOX_LANE_HDR, ring, stride);
         if (rc != RK_OK) {
             free(q->lane_owned);
-            memset(q->lanes, 0, sizeof(q->lanes));
-            q->lane_owned = NULL;
+            free(q);
             return rc;
         }
         /* Every slot EMPTY: the kernel polls the slots' ready flags
-         * (runtime/slotflag.h). */
-        rk__slots_init(block + RK__INQ_LANE_HDR, stride, ring);
+         * (queue/slotflag.h). */
+        rk__slots_init(block + RK__INBOX_LANE_HDR, stride, ring);
         atomic_init(&q->dequeued[i], 0);
     }
-    q->lane = q->lanes[0];
     q->nlanes = n;
     q->lane_cap = cfg->capacity;
+    *out = &q->base;
     return RK_OK;
 }
 
-int
-rk__inq_init(
-    rk__inq *q, const rk_mqueue_config *cfg, uint32_t hold, rk__ec *wake)
+static void
+lanes_destroy(void *arg)
 {
-    return rk__inq_init_at(q, cfg, hold, wake, NULL);
-}
+    lanes *q = arg;
 
-void
-rk__inq_fini(rk__inq *q)
-{
-    rk_mqueue_destroy(q->mq);
-    free(q->lane_owned); /* caller memory (init_at) is the caller's */
-    q->mq = NULL;
-    q->lane = NULL;
-    q->lane_owned = NULL;
-    memset(q->lanes, 0, sizeof(q->lanes));
+    free(q->lane_owned); /* caller memory is the caller's */
+    free(q);
 }
 
 /* The lane of a priority. */
 static inline uint32_t
-band_of(const rk__inq *q, uint8_t priority)
+band_of(const lanes *q, uint8_t priority)
 {
     return q->nlanes == 1 ? 0 : (uint32_t)rk_priority_band(priority);
 }
@@ -177,13 +177,13 @@ band_of(const rk__inq *q, uint8_t priority)
  * it published `taken`.
  */
 static uint32_t
-lane_space(rk__inq *q, uint32_t b, uint32_t want)
+lane_space(lanes *q, uint32_t b, uint32_t want)
 {
     uint64_t pos = q->lanes[b]->prod.pos, used = pos - q->prod_taken[b];
 
     if (used + want > q->lane_cap) {
         /* Acquire pairs with the release store of dequeued in
-         * rk__inq_take: every slot the kernel gave back before it
+         * lanes_take: every slot the kernel gave back before it
          * published that count is free to overwrite. */
         q->prod_taken[b]
             = atomic_load_explicit(&q->dequeued[b], memory_order_acquire);
@@ -202,9 +202,9 @@ bump(_Atomic uint64_t *c, uint64_t n)
 }
 
 static bool
-is_closed(const rk__inq *q)
+is_closed(const lanes *q)
 {
-    /* seq_cst: pairs with the seq_cst store in rk__inq_close (see the
+    /* seq_cst: pairs with the seq_cst store in lanes_close (see the
      * comment there); a plain load on x86. */
     return atomic_load_explicit(&q->closed, memory_order_seq_cst) != 0;
 }
@@ -213,7 +213,7 @@ is_closed(const rk__inq *q)
  * published tail, which equals the producer's position whenever nobody
  * holds the role, and what the kernel has taken). */
 static bool
-room_unlocked(const rk__inq *q, uint32_t b)
+room_unlocked(const lanes *q, uint32_t b)
 {
     uint64_t tail = rk_ring_load_relaxed(&q->lanes[b]->ctrl.tail);
     uint64_t taken
@@ -236,7 +236,7 @@ room_unlocked(const rk__inq *q, uint32_t b)
 #define ROLE_SPIN 64u
 
 static int
-role_contended(rk__inq *q)
+role_contended(lanes *q)
 {
     if (q->sp) {
         /* Not the producer: the counters are the producer's to bump. */
@@ -260,11 +260,11 @@ role_contended(rk__inq *q)
 }
 
 static inline int
-role_take(rk__inq *q)
+role_take(lanes *q)
 {
     /* seq_cst: acquire pairs with the release store in role_give; and
      * the flag is ordered before this sender's check of closed, which
-     * rk__inq_close relies on (it stores closed, then waits for the
+     * lanes_close relies on (it stores closed, then waits for the
      * flag). An exchange is a full barrier on x86 either way. */
     if (rk__likely(
             atomic_exchange_explicit(&q->busy, 1, memory_order_seq_cst) == 0))
@@ -273,16 +273,16 @@ role_take(rk__inq *q)
 }
 
 static inline void
-role_give(rk__inq *q)
+role_give(lanes *q)
 {
     /* Release pairs with the acquire exchange in role_take. */
     atomic_store_explicit(&q->busy, 0, memory_order_release);
 }
 
 /* Waits for room in lane b until deadline (ec.h's protocol: prepare,
- * re-check, wait; rk__inq_take and rk__inq_close notify). */
+ * re-check, wait; lanes_take and lanes_close notify). */
 static void
-lane_wait_room(rk__inq *q, uint32_t b, uint64_t deadline)
+lane_wait_room(lanes *q, uint32_t b, uint64_t deadline)
 {
     uint32_t key = rk__ec_prepare(&q->prod_ec);
 
@@ -295,7 +295,7 @@ lane_wait_room(rk__inq *q, uint32_t b, uint64_t deadline)
 /* The producer's spin test (rk__spin_attempt): 1 once there is room or
  * the queue closed, 0 while full. */
 struct room_arg {
-    const rk__inq *q;
+    const lanes *q;
     uint32_t b;
 };
 
@@ -317,7 +317,7 @@ lane_room(void *arg)
  * (and their timeouts) are not held up; a single producer keeps it.
  */
 static int
-lane_full(rk__inq *q, uint32_t b, int64_t timeout_ns, bool uncounted,
+lane_full(lanes *q, uint32_t b, int64_t timeout_ns, bool uncounted,
     uint64_t *deadline)
 {
     struct room_arg ra = { q, b };
@@ -353,7 +353,7 @@ lane_full(rk__inq *q, uint32_t b, int64_t timeout_ns, bool uncounted,
 
 /* One frame into lane b (the caller holds the role). */
 static int
-lane_send_locked(rk__inq *q, uint32_t b, const void *hdr, size_t hlen,
+lane_send_locked(lanes *q, uint32_t b, const void *hdr, size_t hlen,
     const void *payload, size_t len, int64_t timeout_ns, bool uncounted)
 {
     rk_spsc *l = q->lanes[b];
@@ -371,7 +371,7 @@ lane_send_locked(rk__inq *q, uint32_t b, const void *hdr, size_t hlen,
         if ((rc = lane_full(q, b, timeout_ns, uncounted, &deadline)) != RK_OK)
             return rc;
     }
-    /* The frame and its ready flag (runtime/slotflag.h), then tail. */
+    /* The frame and its ready flag (queue/slotflag.h), then tail. */
     RK_ASSERT(hlen == RK_MSG_HEADER_SIZE);
     (void)hlen; /* the envelope is always 64 bytes */
     /* Counted before it is published (the flag), so dequeued never
@@ -382,46 +382,25 @@ lane_send_locked(rk__inq *q, uint32_t b, const void *hdr, size_t hlen,
     return RK_OK;
 }
 
-/* The DROP_OLDEST queue's in-place writer (rk__mqueue_fill): frames of a
- * send_many, fresh ids, straight into the claimed slots. */
-typedef struct many_fill {
-    rk_msg_header *h;
-    const unsigned char *src;
-    size_t len;
-} many_fill;
-
-static void
-fill_many(void *arg, size_t first, unsigned char *dst, size_t stride, size_t k)
+static int
+lanes_send_fill(void *arg, uint8_t priority, uint32_t flen, size_t n,
+    rk__inbox_fill fill, void *fill_arg, int64_t timeout_ns, size_t *sent)
 {
-    many_fill *f = arg;
-
-    rk__fill_frames(
-        dst, stride, f->h, f->src + first * f->len, f->len, k, false);
-}
-
-int
-rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
-    size_t n, int64_t timeout_ns, size_t *sent)
-{
-    const unsigned char *src = base;
+    lanes *q = arg;
     uint64_t deadline = 0;
     uint32_t b;
     rk_spsc *l;
     size_t i = 0;
     int rc = RK_OK;
 
-    RK_ASSERT(sizeof(*h) + len <= q->slot_size);
+    RK_ASSERT(flen <= q->slot_size);
+    (void)flen; /* fill writes the frames; their length is in the header */
     *sent = 0;
-    if (q->mq != NULL) {
-        many_fill f = { h, src, len };
-        return rk__mqueue_send_fill(q->mq, h->priority,
-            (uint32_t)(sizeof(*h) + len), n, fill_many, &f, timeout_ns, sent);
-    }
     if (n == 0)
         return RK_OK;
     if ((rc = role_take(q)) != RK_OK)
         return rc;
-    b = band_of(q, h->priority);
+    b = band_of(q, priority);
     l = q->lanes[b];
     while (i < n) {
         uint32_t want = n - i > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - i);
@@ -438,19 +417,19 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
             continue;
         }
         /* Write a run of frames (in up to two pieces where the ring
-         * wraps), each with its ready flag (runtime/slotflag.h), then
+         * wraps), each with its ready flag (queue/slotflag.h), then
          * publish them with one tail store. */
         bump(&q->enqueued, k); /* before the flags, as in lane_send */
         {
             uint32_t to_end
                 = l->prod.mask + 1 - (uint32_t)(l->prod.pos & l->prod.mask);
             uint32_t k1 = k < to_end ? k : to_end;
-            rk__fill_frames(rk_ring_slot(&l->prod, l->prod.pos),
-                l->prod.slot_size, h, src + i * len, len, k1, true);
+            fill(fill_arg, i, rk_ring_slot(&l->prod, l->prod.pos),
+                l->prod.slot_size, k1, true);
             if (k1 < k)
-                rk__fill_frames(rk_ring_slot(&l->prod, l->prod.pos + k1),
-                    l->prod.slot_size, h, src + (i + k1) * len, len, k - k1,
-                    true);
+                fill(fill_arg, i + k1,
+                    rk_ring_slot(&l->prod, l->prod.pos + k1),
+                    l->prod.slot_size, k - k1, true);
             i += k;
         }
         rk_ring_prod_publish(&l->ctrl, &l->prod, k);
@@ -461,16 +440,13 @@ rk__inq_send_many(rk__inq *q, rk_msg_header *h, const void *base, size_t len,
     return rc;
 }
 
-int
-rk__inq_send(rk__inq *q, const void *hdr, size_t hlen, const void *payload,
+static int
+lanes_send(void *arg, const void *hdr, size_t hlen, const void *payload,
     size_t len, uint8_t priority, int64_t timeout_ns, bool uncounted)
 {
+    lanes *q = arg;
     int rc;
 
-    if (q->mq != NULL) {
-        struct rk_iov iov[2] = { { hdr, hlen }, { payload, len } };
-        return rk_mqueue_sendv(q->mq, iov, 2, priority, timeout_ns);
-    }
     if (hlen + len > q->slot_size)
         return rk__fail(
             RK_EMSGSIZE, "message exceeds slot_size %zu", q->slot_size);
@@ -502,25 +478,12 @@ lane_backlog(rk_spsc *l)
     return l->cons.peer - pos;
 }
 
-int
-rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
-    rk__inq_batch *out)
+static int
+lanes_take(void *arg, size_t max, rk__inbox_batch *out)
 {
-    (void)bufs;
-    (void)stride;
-    (void)lens;
+    lanes *q = arg;
+
     out->n = 0;
-    if (q->mq != NULL) {
-        rk__mqueue_run held;
-        int rc = rk__mqueue_take_held(q->mq, max, &held);
-        if (rc == RK_OK) {
-            out->frames = held.frames;
-            out->stride = held.stride;
-            out->n = held.n;
-            out->in_place = true;
-        }
-        return rc;
-    }
     for (uint32_t b = q->nlanes; b-- > 0;) {
         rk_spsc *l = q->lanes[b];
         uint64_t pos = l->cons.pos, avail = l->cons.peer - pos;
@@ -529,7 +492,7 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
         uint32_t lim = max < run ? (uint32_t)max : run, k;
 
         /* Frames below the cached tail are known to be there. Past it,
-         * the slot's own flag says (runtime/slotflag.h), so an idle or
+         * the slot's own flag says (queue/slotflag.h), so an idle or
          * waiting kernel polls the slot and not tail's line, which stays
          * with the producer. A frame that came while we waited is taken
          * alone (a round trip reads no other line); one that was there at
@@ -555,7 +518,7 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
         if (avail > atomic_load_explicit(&q->high_water, memory_order_relaxed))
             atomic_store_explicit(&q->high_water, avail, memory_order_relaxed);
         /* In place: the frames stay in their slots (no copy) until
-         * rk__inq_release. */
+         * lanes_release. */
         out->frames = rk_ring_slot(&l->cons, pos);
         out->stride = l->cons.slot_size;
         out->in_place = true;
@@ -565,7 +528,7 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
          * as dequeued and pending in the kernel. The count is also the
          * producers' room (lane_space): release pairs with their acquire
          * load, and orders our reads of every slot we gave back before
-         * this store (rk__inq_release), and the EMPTY flags we stored
+         * this store (lanes_release), and the EMPTY flags we stored
          * there, before their overwrites. */
         atomic_store_explicit(&q->dequeued[b],
             atomic_load_explicit(&q->dequeued[b], memory_order_relaxed) + k,
@@ -584,44 +547,39 @@ rk__inq_take(rk__inq *q, void *bufs, size_t stride, size_t *lens, size_t max,
     return RK_ECLOSED;
 }
 
-void
-rk__inq_release(rk__inq *q, size_t n)
+static void
+lanes_release(void *arg, size_t n)
 {
+    lanes *q = arg;
+
     if (n == 0)
         return;
-    if (q->mq != NULL) {
-        rk__mqueue_release(q->mq, n);
-        return;
-    }
-    /* The producers' room follows what was taken (rk__inq_take), not
+    /* The producers' room follows what was taken (lanes_take), not
      * head: no wake-up is owed here. The slots read EMPTY again before
-     * the next take publishes the room (runtime/slotflag.h). */
+     * the next take publishes the room (queue/slotflag.h). */
     rk_spsc *l = q->lanes[q->held_band];
     for (size_t i = 0; i < n; i++)
         rk__slot_empty(rk_ring_slot(&l->cons, l->cons.pos + i));
     rk_ring_cons_release(&l->ctrl, &l->cons, (uint32_t)n);
 }
 
-size_t
-rk__inq_depth(const rk__inq *q)
+static size_t
+lanes_depth(void *arg)
 {
+    const lanes *q = arg;
     size_t d = 0;
 
-    /* Held slots count until released, for both kinds. */
-    if (q->mq != NULL)
-        return rk_mqueue_depth(q->mq) + (size_t)rk__mqueue_held(q->mq);
+    /* Held slots count until released. */
     for (uint32_t b = 0; b < q->nlanes; b++)
         d += rk_spsc_depth(q->lanes[b]);
     return d;
 }
 
-void
-rk__inq_close(rk__inq *q)
+static void
+lanes_close(void *arg)
 {
-    if (q->mq != NULL) {
-        rk_mqueue_close(q->mq); /* notifies all on wake: it is q->mq's */
-        return;
-    }
+    lanes *q = arg;
+
     /* seq_cst pairs with the seq_cst loads in is_closed; the notifies
      * wake producers waiting for room and the kernel. */
     atomic_store_explicit(&q->closed, 1, memory_order_seq_cst);
@@ -639,15 +597,12 @@ rk__inq_close(rk__inq *q)
         sched_yield();
 }
 
-void
-rk__inq_stats(const rk__inq *q, rk_queue_stats *out)
+static void
+lanes_stats(void *arg, rk_queue_stats *out)
 {
+    const lanes *q = arg;
     uint64_t deq = 0;
 
-    if (q->mq != NULL) {
-        rk_mqueue_stats(q->mq, out);
-        return;
-    }
     memset(out, 0, sizeof(*out));
     /* Removals first, so depth does not go negative in practice. */
     for (uint32_t b = 0; b < q->nlanes; b++)
@@ -661,3 +616,15 @@ rk__inq_stats(const rk__inq *q, rk_queue_stats *out)
         = atomic_load_explicit(&q->high_water, memory_order_relaxed);
     out->depth = out->enqueued > deq ? out->enqueued - deq : 0;
 }
+
+static const rk__inbox_ops lanes_ops = {
+    .name = "lanes",
+    .send = lanes_send,
+    .send_fill = lanes_send_fill,
+    .take = lanes_take,
+    .release = lanes_release,
+    .depth = lanes_depth,
+    .close = lanes_close,
+    .stats = lanes_stats,
+    .destroy = lanes_destroy,
+};

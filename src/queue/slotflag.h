@@ -1,13 +1,14 @@
 /*
- * src/runtime/slotflag.h - the per-slot ready flag of the runtime's own
- * rings (a kernel's input lanes, inq.c, and its output ring, outq.c).
+ * src/queue/slotflag.h - the per-slot ready flag of the runtime's own
+ * rings (a kernel's inbox lanes, queue/inbox_lanes.c, and its output
+ * ring, runtime/outq.c).
  *
  * Why. A consumer of a ring_proto.h ring polls the producer's tail line,
  * then reads the slot: per message the tail line and the slot's lines
  * cross cores. A runtime frame is a 64-byte envelope and its payload, so
  * that is three lines each way where an 8-byte ck_ring ping-pong moves
  * two. Here the producer also marks each slot ready inside the slot's
- * first line, and the host-side consumers (rk__inq_take, rk__outq_peek)
+ * first line, and the host-side consumers (the lanes' take, rk__outq_peek)
  * poll that flag instead of tail, so the tail line stays in the
  * producer's cache and a round trip moves the frame's lines only.
  *
@@ -44,7 +45,7 @@
  * complete by the tail it read or by its own flag, so frames come out in
  * the order they were published. A consumer that reads tail as well may
  * find it behind what the flags showed (the flag is stored first): it
- * keeps its cached tail at least its position (inq.c, lane_backlog).
+ * keeps its cached tail at least its position (inbox_lanes.c, lane_backlog).
  *
  * The producer never writes the flag bytes with a plain store (the
  * envelope is copied up to the flag), because the consumer may be
@@ -53,8 +54,8 @@
  * declared _Atomic (users read it through rk_msg_header), and these are
  * the C11 operations on an object of that size.
  */
-#ifndef RK_SRC_RUNTIME_SLOTFLAG_H
-#define RK_SRC_RUNTIME_SLOTFLAG_H
+#ifndef RK_SRC_QUEUE_SLOTFLAG_H
+#define RK_SRC_QUEUE_SLOTFLAG_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -130,4 +131,4 @@ rk__slots_init(unsigned char *base, size_t stride, size_t n)
         rk__slot_empty(base + i * stride);
 }
 
-#endif /* RK_SRC_RUNTIME_SLOTFLAG_H */
+#endif /* RK_SRC_QUEUE_SLOTFLAG_H */

@@ -1,4 +1,4 @@
-/* The kernel's input queue (src/runtime/inq.h) and output queue
+/* The kernel's inbox (src/queue/inbox.h) and output queue
  * (src/runtime/outq.h) on their own: lanes behind the producer lock and
  * the DROP_OLDEST rk_mqueue, in-place takes, held slots outside the
  * capacity, eviction never touching held slots, the wake eventcount,
@@ -20,7 +20,8 @@
 #include "common/common.h"
 #include "common/ec.h"
 #include "ringkernel/message.h"
-#include "runtime/inq.h"
+#include "queue/inbox.h"
+#include "runtime/ids.h"
 #include "runtime/outq.h"
 #include "worker_check.h"
 
@@ -45,18 +46,47 @@ cfg_of(uint32_t cap, rk_backpressure bp, bool bands, bool sp)
 
 /* Sends a frame whose payload is v (8 bytes) at priority prio. */
 static int
-send_u64(rk__inq *q, uint64_t v, uint8_t prio, int64_t timeout)
+send_u64(rk__inbox *q, uint64_t v, uint8_t prio, int64_t timeout)
 {
     rk_msg_header h;
 
     memset(&h, 0, sizeof(h));
     h.priority = prio;
     h.payload_len = 8;
-    return rk__inq_send(q, &h, sizeof(h), &v, 8, prio, timeout, false);
+    return rk__inbox_send(q, &h, sizeof(h), &v, 8, prio, timeout, false);
+}
+
+/* rk_send_batch's way in: n frames, each h with a fresh id and payload i
+ * of len bytes at base, written in place (inbox.h, send_fill). */
+typedef struct many {
+    rk_msg_header *h;
+    const unsigned char *src;
+    size_t len;
+} many;
+
+static void
+fill_many(void *arg, size_t first, unsigned char *dst, size_t stride,
+    size_t k, bool flagged)
+{
+    many *m = arg;
+
+    rk__fill_frames(
+        dst, stride, m->h, m->src + first * m->len, m->len, k, flagged);
+}
+
+static int
+send_many(rk__inbox *q, rk_msg_header *h, const void *base, size_t len,
+    size_t n, int64_t timeout_ns, size_t *sent)
+{
+    many m = { h, base, len };
+
+    return rk__inbox_send_fill(q, h->priority,
+        (uint32_t)(RK_MSG_HEADER_SIZE + len), n, fill_many, &m, timeout_ns,
+        sent);
 }
 
 static uint64_t
-frame_u64(const rk__inq_batch *b, size_t i)
+frame_u64(const rk__inbox_batch *b, size_t i)
 {
     const unsigned char *f = b->frames + i * b->stride;
     uint64_t v;
@@ -71,9 +101,9 @@ frame_u64(const rk__inq_batch *b, size_t i)
 /* Takes one batch (up to max), checks it is in place and aligned, returns
  * its size. */
 static size_t
-take(rk__inq *q, size_t max, rk__inq_batch *b)
+take(rk__inbox *q, size_t max, rk__inbox_batch *b)
 {
-    assert_int_equal(rk__inq_take(q, NULL, 0, NULL, max, b), RK_OK);
+    assert_int_equal(rk__inbox_take(q, max, b), RK_OK);
     assert_true(b->in_place);
     assert_true(b->n >= 1 && b->n <= max);
     /* Headers are 8-byte aligned at least, lanes 64 (issue 10, 7). */
@@ -94,33 +124,33 @@ test_in_place_fifo(void **state)
         rk_mqueue_config c = cfg_of(
             8, kind == 2 ? RK_BP_DROP_OLDEST : RK_BP_REJECT, false, kind == 0);
         rk__ec wake;
-        rk__inq q;
-        rk__inq_batch b;
+        rk__inbox *q;
+        rk__inbox_batch b;
         rk_queue_stats st;
 
         rk__ec_init(&wake);
-        assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
-        assert_true(kind == 2 ? q.mq != NULL : q.lane != NULL);
+        assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_OK);
+        assert_string_equal(q->ops->name, kind == 2 ? "mqueue" : "lanes");
         for (uint64_t i = 0; i < 6; i++)
-            assert_int_equal(send_u64(&q, 100 + i, 128, RK_NO_WAIT), RK_OK);
-        assert_int_equal(take(&q, 4, &b), 4);
+            assert_int_equal(send_u64(q, 100 + i, 128, RK_NO_WAIT), RK_OK);
+        assert_int_equal(take(q, 4, &b), 4);
         for (size_t i = 0; i < 4; i++)
             assert_int_equal(frame_u64(&b, i), 100 + i);
-        assert_int_equal(rk__inq_depth(&q), 6); /* 4 held + 2 queued */
-        rk__inq_stats(&q, &st);
+        assert_int_equal(rk__inbox_depth(q), 6); /* 4 held + 2 queued */
+        rk__inbox_stats(q, &st);
         assert_int_equal(st.enqueued, 6);
         assert_int_equal(st.dequeued, 4);
-        rk__inq_release(&q, 4);
-        assert_int_equal(rk__inq_depth(&q), 2);
-        assert_int_equal(take(&q, 4, &b), 2);
+        rk__inbox_release(q, 4);
+        assert_int_equal(rk__inbox_depth(q), 2);
+        assert_int_equal(take(q, 4, &b), 2);
         assert_int_equal(frame_u64(&b, 0), 104);
         assert_int_equal(frame_u64(&b, 1), 105);
-        rk__inq_release(&q, 2);
-        assert_int_equal(rk__inq_take(&q, NULL, 0, NULL, 4, &b), RK_EEMPTY);
-        rk__inq_close(&q);
-        assert_int_equal(rk__inq_take(&q, NULL, 0, NULL, 4, &b), RK_ECLOSED);
-        assert_int_equal(send_u64(&q, 1, 128, RK_NO_WAIT), RK_ECLOSED);
-        rk__inq_fini(&q);
+        rk__inbox_release(q, 2);
+        assert_int_equal(rk__inbox_take(q, 4, &b), RK_EEMPTY);
+        rk__inbox_close(q);
+        assert_int_equal(rk__inbox_take(q, 4, &b), RK_ECLOSED);
+        assert_int_equal(send_u64(q, 1, 128, RK_NO_WAIT), RK_ECLOSED);
+        rk__inbox_destroy(q);
     }
 }
 
@@ -136,29 +166,29 @@ test_held_slots_outside_capacity(void **state)
             = cfg_of(4, kind == 3 ? RK_BP_DROP_OLDEST : RK_BP_REJECT,
                 kind == 2, kind == 0);
         rk__ec wake;
-        rk__inq q;
-        rk__inq_batch b;
+        rk__inbox *q;
+        rk__inbox_batch b;
 
         rk__ec_init(&wake);
-        assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
+        assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_OK);
         for (uint64_t i = 0; i < 4; i++)
-            assert_int_equal(send_u64(&q, i, 128, RK_NO_WAIT), RK_OK);
+            assert_int_equal(send_u64(q, i, 128, RK_NO_WAIT), RK_OK);
         if (kind != 3)
-            assert_int_equal(send_u64(&q, 99, 128, RK_NO_WAIT), RK_EREJECTED);
-        assert_int_equal(take(&q, 4, &b), 4);
+            assert_int_equal(send_u64(q, 99, 128, RK_NO_WAIT), RK_EREJECTED);
+        assert_int_equal(take(q, 4, &b), 4);
         for (uint64_t i = 4; i < 8; i++)
-            assert_int_equal(send_u64(&q, i, 128, RK_NO_WAIT), RK_OK);
+            assert_int_equal(send_u64(q, i, 128, RK_NO_WAIT), RK_OK);
         if (kind != 3)
-            assert_int_equal(send_u64(&q, 99, 128, RK_NO_WAIT), RK_EREJECTED);
+            assert_int_equal(send_u64(q, 99, 128, RK_NO_WAIT), RK_EREJECTED);
         /* The held frames were not overwritten. */
         for (size_t i = 0; i < 4; i++)
             assert_int_equal(frame_u64(&b, i), i);
-        rk__inq_release(&q, 4);
-        assert_int_equal(take(&q, 4, &b), 4);
+        rk__inbox_release(q, 4);
+        assert_int_equal(take(q, 4, &b), 4);
         for (size_t i = 0; i < 4; i++)
             assert_int_equal(frame_u64(&b, i), 4 + i);
-        rk__inq_release(&q, 4);
-        rk__inq_fini(&q);
+        rk__inbox_release(q, 4);
+        rk__inbox_destroy(q);
     }
 }
 
@@ -173,46 +203,46 @@ test_drop_oldest_spares_held(void **state)
 {
     rk_mqueue_config c = cfg_of(4, RK_BP_DROP_OLDEST, false, false);
     rk__ec wake;
-    rk__inq q;
-    rk__inq_batch b;
+    rk__inbox *q;
+    rk__inbox_batch b;
     rk_queue_stats st;
 
     (void)state;
     rk__ec_init(&wake);
-    assert_int_equal(rk__inq_init(&q, &c, 2, &wake), RK_OK); /* ring 8 */
+    assert_int_equal(rk__inbox_create(&q, &c, 2, &wake, NULL), RK_OK); /* ring 8 */
     for (uint64_t i = 1; i <= 4; i++)
-        assert_int_equal(send_u64(&q, i, 128, RK_NO_WAIT), RK_OK);
-    assert_int_equal(take(&q, 2, &b), 2); /* holds 1, 2 */
+        assert_int_equal(send_u64(q, i, 128, RK_NO_WAIT), RK_OK);
+    assert_int_equal(take(q, 2, &b), 2); /* holds 1, 2 */
     for (uint64_t i = 5; i <= 8; i++)     /* 5, 6 fit; 7, 8 evict 3, 4 */
-        assert_int_equal(send_u64(&q, i, 128, RK_NO_WAIT), RK_OK);
+        assert_int_equal(send_u64(q, i, 128, RK_NO_WAIT), RK_OK);
     /* 9's slot is 1's: refused, nothing more evicted. */
-    assert_int_equal(send_u64(&q, 9, 128, RK_NO_WAIT), RK_EFULL);
+    assert_int_equal(send_u64(q, 9, 128, RK_NO_WAIT), RK_EFULL);
     assert_int_equal(frame_u64(&b, 0), 1);
     assert_int_equal(frame_u64(&b, 1), 2);
-    rk__inq_stats(&q, &st);
+    rk__inbox_stats(q, &st);
     assert_int_equal(st.evicted, 2);
     assert_int_equal(st.dropped, 2);
     assert_int_equal(st.rejected, 1);
     assert_int_equal(st.enqueued, 8);
     assert_int_equal(st.dequeued, 2);
     assert_int_equal(st.depth, 4);
-    rk__inq_release(&q, 2);
-    assert_int_equal(send_u64(&q, 9, 128, RK_NO_WAIT), RK_OK); /* evicts 5 */
-    assert_int_equal(take(&q, 2, &b), 2);
+    rk__inbox_release(q, 2);
+    assert_int_equal(send_u64(q, 9, 128, RK_NO_WAIT), RK_OK); /* evicts 5 */
+    assert_int_equal(take(q, 2, &b), 2);
     assert_int_equal(frame_u64(&b, 0), 6);
     assert_int_equal(frame_u64(&b, 1), 7);
-    rk__inq_release(&q, 2);
+    rk__inbox_release(q, 2);
     /* 8 is in the ring's last slot: a run stops there. */
-    assert_int_equal(take(&q, 2, &b), 1);
+    assert_int_equal(take(q, 2, &b), 1);
     assert_int_equal(frame_u64(&b, 0), 8);
-    rk__inq_release(&q, 1);
-    assert_int_equal(take(&q, 2, &b), 1);
+    rk__inbox_release(q, 1);
+    assert_int_equal(take(q, 2, &b), 1);
     assert_int_equal(frame_u64(&b, 0), 9);
-    rk__inq_release(&q, 1);
-    rk__inq_stats(&q, &st);
+    rk__inbox_release(q, 1);
+    rk__inbox_stats(q, &st);
     assert_int_equal(st.evicted, 3);
     assert_int_equal(st.enqueued, st.dequeued + st.evicted + st.depth);
-    rk__inq_fini(&q);
+    rk__inbox_destroy(q);
 }
 
 /* Bands: each take is a run from the highest non-empty band. */
@@ -221,28 +251,28 @@ test_bands_order(void **state)
 {
     rk_mqueue_config c = cfg_of(4, RK_BP_REJECT, true, false);
     rk__ec wake;
-    rk__inq q;
-    rk__inq_batch b;
+    rk__inbox *q;
+    rk__inbox_batch b;
 
     (void)state;
     rk__ec_init(&wake);
-    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
-    assert_int_equal(q.nlanes, RK_BAND_COUNT);
-    assert_int_equal(send_u64(&q, 1, 10, RK_NO_WAIT), RK_OK);  /* LOW */
-    assert_int_equal(send_u64(&q, 2, 250, RK_NO_WAIT), RK_OK); /* SYSTEM */
-    assert_int_equal(send_u64(&q, 3, 100, RK_NO_WAIT), RK_OK); /* NORMAL */
-    assert_int_equal(send_u64(&q, 4, 250, RK_NO_WAIT), RK_OK);
-    assert_int_equal(take(&q, 4, &b), 2);
+    assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_OK);
+    assert_int_equal(rk__inbox_lane_count(&c), RK_BAND_COUNT);
+    assert_int_equal(send_u64(q, 1, 10, RK_NO_WAIT), RK_OK);  /* LOW */
+    assert_int_equal(send_u64(q, 2, 250, RK_NO_WAIT), RK_OK); /* SYSTEM */
+    assert_int_equal(send_u64(q, 3, 100, RK_NO_WAIT), RK_OK); /* NORMAL */
+    assert_int_equal(send_u64(q, 4, 250, RK_NO_WAIT), RK_OK);
+    assert_int_equal(take(q, 4, &b), 2);
     assert_int_equal(frame_u64(&b, 0), 2);
     assert_int_equal(frame_u64(&b, 1), 4);
-    rk__inq_release(&q, 2);
-    assert_int_equal(take(&q, 4, &b), 1);
+    rk__inbox_release(q, 2);
+    assert_int_equal(take(q, 4, &b), 1);
     assert_int_equal(frame_u64(&b, 0), 3);
-    rk__inq_release(&q, 1);
-    assert_int_equal(take(&q, 4, &b), 1);
+    rk__inbox_release(q, 1);
+    assert_int_equal(take(q, 4, &b), 1);
     assert_int_equal(frame_u64(&b, 0), 1);
-    rk__inq_release(&q, 1);
-    rk__inq_fini(&q);
+    rk__inbox_release(q, 1);
+    rk__inbox_destroy(q);
 }
 
 /* send_many: one batch, fresh ids, the stop at the first refusal counted
@@ -255,26 +285,26 @@ test_send_many(void **state)
         rk_mqueue_config c = cfg_of(4,
             kind == 2 ? RK_BP_DROP_NEW : RK_BP_REJECT, kind == 1, kind == 0);
         rk__ec wake;
-        rk__inq q;
-        rk__inq_batch b;
+        rk__inbox *q;
+        rk__inbox_batch b;
         rk_msg_header h;
         rk_queue_stats st;
         uint64_t pay[6] = { 10, 11, 12, 13, 14, 15 };
         size_t sent = 99;
 
         rk__ec_init(&wake);
-        assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
+        assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_OK);
         memset(&h, 0, sizeof(h));
         h.priority = 128;
         h.payload_len = 8;
         assert_int_equal(
-            rk__inq_send_many(&q, &h, pay, 8, 6, RK_NO_WAIT, &sent),
+            send_many(q, &h, pay, 8, 6, RK_NO_WAIT, &sent),
             kind == 2 ? RK_EDROPPED : RK_EREJECTED);
         assert_int_equal(sent, 4);
-        rk__inq_stats(&q, &st);
+        rk__inbox_stats(q, &st);
         assert_int_equal(st.enqueued, 4);
         assert_int_equal(kind == 2 ? st.dropped : st.rejected, 1);
-        assert_int_equal(take(&q, 4, &b), 4);
+        assert_int_equal(take(q, 4, &b), 4);
         for (size_t i = 0; i < 4; i++) {
             rk_msg_header hi, hj;
             assert_int_equal(frame_u64(&b, i), 10 + i);
@@ -285,8 +315,8 @@ test_send_many(void **state)
                     &hi.message_id, &hj.message_id, sizeof(hi.message_id));
             }
         }
-        rk__inq_release(&q, 4);
-        rk__inq_fini(&q);
+        rk__inbox_release(q, 4);
+        rk__inbox_destroy(q);
     }
 }
 
@@ -297,7 +327,7 @@ test_send_many(void **state)
  * sender enqueues, on every kind; close wakes it too. Ordered by atomics:
  * the sender sends only after the consumer has prepared. */
 typedef struct waiter {
-    rk__inq *q;
+    rk__inbox *q;
     rk__ec *wake;
     _Atomic int prepared;
     int rc;
@@ -307,35 +337,35 @@ static void *
 kernel_like(void *arg)
 {
     waiter *w = arg;
-    rk__inq_batch b;
+    rk__inbox_batch b;
 
     for (;;) {
         uint32_t key = rk__ec_prepare(w->wake);
         atomic_store_explicit(&w->prepared, 1, memory_order_release);
-        if (rk__inq_depth(w->q) != 0) {
+        if (rk__inbox_depth(w->q) != 0) {
             rk__ec_cancel(w->wake);
             break;
         }
         /* Closed, or a message that came after the depth check: either
          * ends the wait (a taken batch must be released before the next
          * take). */
-        w->rc = rk__inq_take(w->q, NULL, 0, NULL, 1, &b);
+        w->rc = rk__inbox_take(w->q, 1, &b);
         if (w->rc == RK_ECLOSED || w->rc == RK_OK) {
             rk__ec_cancel(w->wake);
             if (w->rc == RK_OK)
-                rk__inq_release(w->q, b.n);
+                rk__inbox_release(w->q, b.n);
             return NULL;
         }
         (void)rk__ec_wait(w->wake, key, UINT64_MAX);
     }
-    w->rc = rk__inq_take(w->q, NULL, 0, NULL, 1, &b);
+    w->rc = rk__inbox_take(w->q, 1, &b);
     if (w->rc == RK_OK)
-        rk__inq_release(w->q, b.n);
+        rk__inbox_release(w->q, b.n);
     return NULL;
 }
 
 static void
-run_waiter(rk__inq *q, rk__ec *wake, bool close, int expect)
+run_waiter(rk__inbox *q, rk__ec *wake, bool close, int expect)
 {
     waiter w = { .q = q, .wake = wake };
     pthread_t t;
@@ -345,7 +375,7 @@ run_waiter(rk__inq *q, rk__ec *wake, bool close, int expect)
     while (!atomic_load_explicit(&w.prepared, memory_order_acquire))
         rk__cpu_relax();
     if (close) {
-        rk__inq_close(q);
+        rk__inbox_close(q);
     } else {
         rk_msg_header h;
         uint64_t v = 7;
@@ -354,7 +384,7 @@ run_waiter(rk__inq *q, rk__ec *wake, bool close, int expect)
         h.priority = 128;
         h.payload_len = 8;
         assert_int_equal(
-            rk__inq_send_many(q, &h, &v, 8, 1, RK_NO_WAIT, &sent), RK_OK);
+            send_many(q, &h, &v, 8, 1, RK_NO_WAIT, &sent), RK_OK);
     }
     pthread_join(t, NULL);
     assert_int_equal(w.rc, expect);
@@ -368,18 +398,18 @@ test_enqueue_and_close_wake_the_kernel(void **state)
         rk_mqueue_config c = cfg_of(
             8, kind == 2 ? RK_BP_DROP_OLDEST : RK_BP_BLOCK, false, kind == 0);
         rk__ec wake;
-        rk__inq q;
+        rk__inbox *q;
 
         rk__ec_init(&wake);
-        assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
-        run_waiter(&q, &wake, false, RK_OK);
-        assert_int_equal(send_u64(&q, 1, 128, RK_NO_WAIT), RK_OK);
-        run_waiter(&q, &wake, false, RK_OK); /* takes the queued one */
-        rk__inq_batch b;
-        assert_int_equal(take(&q, 4, &b), 1);
-        rk__inq_release(&q, 1);
-        run_waiter(&q, &wake, true, RK_ECLOSED);
-        rk__inq_fini(&q);
+        assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_OK);
+        run_waiter(q, &wake, false, RK_OK);
+        assert_int_equal(send_u64(q, 1, 128, RK_NO_WAIT), RK_OK);
+        run_waiter(q, &wake, false, RK_OK); /* takes the queued one */
+        rk__inbox_batch b;
+        assert_int_equal(take(q, 4, &b), 1);
+        rk__inbox_release(q, 1);
+        run_waiter(q, &wake, true, RK_ECLOSED);
+        rk__inbox_destroy(q);
     }
 }
 
@@ -391,39 +421,42 @@ test_placement(void **state)
     (void)state;
     for (int bands = 0; bands < 2; bands++) {
         rk_mqueue_config c = cfg_of(16, RK_BP_BLOCK, bands, false);
-        size_t bytes = rk__inq_lane_bytes(&c, 8);
-        uint32_t n = rk__inq_lane_count(&c);
+        size_t bytes = rk__inbox_placed_bytes(&c, 8);
+        uint32_t n = rk__inbox_lane_count(&c);
         unsigned char *mem;
         rk__ec wake;
-        rk__inq q;
-        rk__inq_batch b;
+        rk__inbox *q;
+        rk__inbox_batch b;
 
         assert_int_equal(n, bands ? RK_BAND_COUNT : 1);
-        assert_true(bytes >= n * (RK__INQ_LANE_HDR + 32 * 128));
+        assert_true(bytes >= n * (RK__INBOX_LANE_HDR + 32 * 128));
         mem = aligned_alloc(64, bytes);
         assert_non_null(mem);
         rk__ec_init(&wake);
-        assert_int_equal(rk__inq_init_at(&q, &c, 8, &wake, mem), RK_OK);
+        assert_int_equal(rk__inbox_create(&q, &c, 8, &wake, mem), RK_OK);
         for (uint32_t i = 0; i < n; i++) {
-            unsigned char *lane = (unsigned char *)q.lanes[i];
-            assert_ptr_equal(lane, mem + i * (bytes / n));
-            /* The ring_proto.h control block a device reads is first. */
-            assert_ptr_equal(&q.lanes[i]->ctrl, lane);
-            assert_true(q.lanes[i]->prod.base >= mem
-                && q.lanes[i]->prod.base < mem + bytes);
+            /* Lane i is the block at mem + i * (bytes / n): the
+             * ring_proto.h control block a device reads first, then its
+             * slots, all in mem. */
+            rk_spsc *lane = (rk_spsc *)(void *)(mem + i * (bytes / n));
+            assert_int_equal(lane->ctrl.magic, RK_RING_MAGIC);
+            assert_int_equal(lane->ctrl.capacity, 32); /* 16 + 8, rounded */
+            assert_true(lane->prod.base == (unsigned char *)lane
+                    + RK__INBOX_LANE_HDR
+                && lane->prod.base + 32 * 128 <= mem + bytes);
         }
-        assert_int_equal(send_u64(&q, 42, 128, RK_NO_WAIT), RK_OK);
-        assert_int_equal(take(&q, 1, &b), 1);
+        assert_int_equal(send_u64(q, 42, 128, RK_NO_WAIT), RK_OK);
+        assert_int_equal(take(q, 1, &b), 1);
         assert_true(b.frames >= mem && b.frames < mem + bytes);
         assert_int_equal(frame_u64(&b, 0), 42);
-        rk__inq_release(&q, 1);
-        rk__inq_fini(&q); /* must not free mem (ASan: double free) */
+        rk__inbox_release(q, 1);
+        rk__inbox_destroy(q); /* must not free mem (ASan: double free) */
         free(mem);
     }
     /* DROP_OLDEST stays host memory: no lanes to place. */
     rk_mqueue_config d = cfg_of(16, RK_BP_DROP_OLDEST, false, false);
-    assert_int_equal(rk__inq_lane_bytes(&d, 8), 0);
-    assert_int_equal(rk__inq_lane_count(&d), 0);
+    assert_int_equal(rk__inbox_placed_bytes(&d, 8), 0);
+    assert_int_equal(rk__inbox_lane_count(&d), 0);
 }
 
 /* max_payload 3: a slot of 67 bytes; every frame header stays aligned
@@ -436,29 +469,29 @@ test_odd_slot_sizes_stay_aligned(void **state)
         rk_mqueue_config c = cfg_of(
             4, kind == 2 ? RK_BP_DROP_OLDEST : RK_BP_BLOCK, false, kind == 0);
         rk__ec wake;
-        rk__inq q;
-        rk__inq_batch b;
+        rk__inbox *q;
+        rk__inbox_batch b;
         rk_msg_header h;
         unsigned char p3[3] = { 1, 2, 3 };
 
         c.slot_size = RK_MSG_HEADER_SIZE + 3;
         rk__ec_init(&wake);
-        assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_OK);
+        assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_OK);
         memset(&h, 0, sizeof(h));
         h.payload_len = 3;
         for (int i = 0; i < 3; i++)
             assert_int_equal(
-                rk__inq_send(&q, &h, sizeof(h), p3, 3, 128, RK_NO_WAIT, false),
+                rk__inbox_send(q, &h, sizeof(h), p3, 3, 128, RK_NO_WAIT, false),
                 RK_OK);
-        assert_int_equal(take(&q, 4, &b), 3);
+        assert_int_equal(take(q, 4, &b), 3);
         for (size_t i = 0; i < 3; i++)
             assert_int_equal(
                 (uintptr_t)(b.frames + i * b.stride) % _Alignof(rk_msg_header),
                 0);
         if (kind != 2)
             assert_int_equal(b.stride % 64, 0);
-        rk__inq_release(&q, 3);
-        rk__inq_fini(&q);
+        rk__inbox_release(q, 3);
+        rk__inbox_destroy(q);
     }
     rk__outq o;
     rk_msg_header h;
@@ -484,28 +517,28 @@ test_sizes_refused(void **state)
 {
     rk_mqueue_config c = cfg_of(4, RK_BP_BLOCK, false, true);
     rk__ec wake;
-    rk__inq q;
+    rk__inbox *q;
     rk__outq o;
 
     (void)state;
     rk__ec_init(&wake);
     c.slot_size = UINT32_MAX - 10;
-    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_EINVAL);
+    assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_EINVAL);
     assert_non_null(strstr(rk_errdetail(), "max_payload"));
     c.single_producer = false;
-    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_EINVAL);
+    assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_EINVAL);
     assert_non_null(strstr(rk_errdetail(), "max_payload"));
     c.backpressure = RK_BP_DROP_OLDEST;
-    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_EINVAL);
+    assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_EINVAL);
     assert_non_null(strstr(rk_errdetail(), "max_payload"));
     /* Too many bytes in all. */
     c = cfg_of(UINT32_C(1) << 30, RK_BP_BLOCK, false, false);
     c.slot_size = 1u << 20;
-    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_EINVAL);
+    assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_EINVAL);
     assert_non_null(strstr(rk_errdetail(), "input_capacity"));
-    assert_int_equal(rk__inq_lane_bytes(&c, 4), 0);
+    assert_int_equal(rk__inbox_placed_bytes(&c, 4), 0);
     c = cfg_of(3, RK_BP_BLOCK, false, false);
-    assert_int_equal(rk__inq_init(&q, &c, 4, &wake), RK_EINVAL);
+    assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_EINVAL);
     assert_non_null(strstr(rk_errdetail(), "input_capacity"));
     /* The output ring: a size_t slot that does not fit 32 bits. */
     assert_int_equal(
@@ -549,13 +582,13 @@ test_outq_placement(void **state)
  * nothing there, parks on wake until a sender notifies (the eventcount's
  * prepare, re-check, wait) and returns RK_EEMPTY to be called again. */
 static int
-take_or_park(rk__inq *q, rk__ec *wake, size_t max, rk__inq_batch *b)
+take_or_park(rk__inbox *q, rk__ec *wake, size_t max, rk__inbox_batch *b)
 {
-    int rc = rk__inq_take(q, NULL, 0, NULL, max, b);
+    int rc = rk__inbox_take(q, max, b);
 
     if (rc == RK_EEMPTY) {
         uint32_t key = rk__ec_prepare(wake);
-        if (rk__inq_depth(q) != 0)
+        if (rk__inbox_depth(q) != 0)
             rk__ec_cancel(wake);
         else
             (void)rk__ec_wait(wake, key, UINT64_MAX);
@@ -568,7 +601,7 @@ take_or_park(rk__inq *q, rk__ec *wake, size_t max, rk__inq_batch *b)
 enum { NSEND = 3 };
 
 typedef struct mp {
-    rk__inq *q;
+    rk__inbox *q;
     uint32_t id, n;
     bool batch;
 } mp;
@@ -591,7 +624,7 @@ mp_sender(void *arg)
         if (k == 1)
             CHECK(send_u64(m->q, v[0], prio, RK_WAIT_FOREVER) == RK_OK);
         else
-            CHECK(rk__inq_send_many(m->q, &h, v, 8, k, RK_WAIT_FOREVER, &sent)
+            CHECK(send_many(m->q, &h, v, 8, k, RK_WAIT_FOREVER, &sent)
                     == RK_OK
                 && sent == k);
         i += (uint32_t)k;
@@ -612,21 +645,21 @@ test_many_senders(void **state)
         uint32_t per = 20000 * SCALE;
         uint64_t next[NSEND][2] = { { 0 } }, got = 0;
         rk__ec wake;
-        rk__inq q;
+        rk__inbox *q;
         mp m[NSEND];
         pthread_t t[NSEND];
         rk_queue_stats st;
 
         rk__ec_init(&wake);
         atomic_store(&worker_errors, 0);
-        assert_int_equal(rk__inq_init(&q, &c, 8, &wake), RK_OK);
+        assert_int_equal(rk__inbox_create(&q, &c, 8, &wake, NULL), RK_OK);
         for (uint32_t i = 0; i < NSEND; i++) {
-            m[i] = (mp) { &q, i, per, i != 0 };
+            m[i] = (mp) { q, i, per, i != 0 };
             assert_int_equal(pthread_create(&t[i], NULL, mp_sender, &m[i]), 0);
         }
         while (got < (uint64_t)NSEND * per) {
-            rk__inq_batch b;
-            int rc = take_or_park(&q, &wake, 8, &b);
+            rk__inbox_batch b;
+            int rc = take_or_park(q, &wake, 8, &b);
             if (rc == RK_EEMPTY)
                 continue;
             assert_int_equal(rc, RK_OK);
@@ -642,24 +675,24 @@ test_many_senders(void **state)
                 next[id][band] = seq + (bands ? 2 : 1);
             }
             got += b.n;
-            rk__inq_release(&q, b.n);
+            rk__inbox_release(q, b.n);
         }
         for (uint32_t i = 0; i < NSEND; i++)
             pthread_join(t[i], NULL);
         assert_int_equal(atomic_load(&worker_errors), 0);
-        rk__inq_stats(&q, &st);
+        rk__inbox_stats(q, &st);
         assert_int_equal(st.enqueued, (uint64_t)NSEND * per);
         assert_int_equal(st.dequeued, (uint64_t)NSEND * per);
         assert_int_equal(st.rejected + st.dropped, 0);
         assert_true(st.high_water <= 16);
-        rk__inq_fini(&q);
+        rk__inbox_destroy(q);
     }
 }
 
 /* ------------------------------------------- the slots' ready flags */
 
 /*
- * The per-slot ready flag (src/runtime/slotflag.h): the consumers poll
+ * The per-slot ready flag (src/queue/slotflag.h): the consumers poll
  * each slot's flag instead of the producer's tail. A producer thread and
  * a consumer thread go round small rings many times; every frame must
  * arrive once, in order, with every byte of its envelope and its 64-byte
@@ -724,7 +757,7 @@ flag_frame_ok(const unsigned char *f, uint64_t seq, uint64_t env)
 }
 
 typedef struct flag_prod {
-    rk__inq *q;
+    rk__inbox *q;
     rk__outq *o;
     uint64_t n;
 } flag_prod;
@@ -742,14 +775,14 @@ flag_lane_sender(void *arg)
             for (uint64_t j = 0; j < 3; j++)
                 flag_frame(i + j, &h, pay[j]);
             flag_frame(i, &h, pay[0]); /* the run's common envelope */
-            CHECK(rk__inq_send_many(
+            CHECK(send_many(
                       p->q, &h, pay, FLAG_PAY, 3, RK_WAIT_FOREVER, &sent)
                     == RK_OK
                 && sent == 3);
             i += 3;
         } else {
             flag_frame(i, &h, pay[0]);
-            CHECK(rk__inq_send(p->q, &h, sizeof(h), pay[0], FLAG_PAY, 0,
+            CHECK(rk__inbox_send(p->q, &h, sizeof(h), pay[0], FLAG_PAY, 0,
                       RK_WAIT_FOREVER, false)
                 == RK_OK);
             i++;
@@ -769,18 +802,18 @@ test_lane_flags_stress(void **state)
     flag_prod p = { .n = 20000 * SCALE };
     uint64_t next = 0;
     rk__ec wake;
-    rk__inq q;
-    rk__inq_batch b;
+    rk__inbox *q;
+    rk__inbox_batch b;
     pthread_t t;
 
     rk__ec_init(&wake);
     atomic_store(&worker_errors, 0);
-    assert_int_equal(rk__inq_init(&q, &c, 3, &wake), RK_OK); /* ring 8 */
-    p.q = &q;
+    assert_int_equal(rk__inbox_create(&q, &c, 3, &wake, NULL), RK_OK); /* ring 8 */
+    p.q = q;
     assert_int_equal(pthread_create(&t, NULL, flag_lane_sender, &p), 0);
     while (next < p.n) {
         /* Batches of 1 to 3 (the hold), so runs end everywhere. */
-        int rc = take_or_park(&q, &wake, 1 + next % 3, &b);
+        int rc = take_or_park(q, &wake, 1 + next % 3, &b);
         if (rc == RK_EEMPTY)
             continue;
         assert_int_equal(rc, RK_OK);
@@ -790,13 +823,13 @@ test_lane_flags_stress(void **state)
                 fail_msg("lane frame %llu arrived wrong (batch at %llu)",
                     (unsigned long long)(next + i), (unsigned long long)next);
         next += b.n;
-        rk__inq_release(&q, b.n);
+        rk__inbox_release(q, b.n);
     }
     pthread_join(t, NULL);
     assert_int_equal(atomic_load(&worker_errors), 0);
     /* Nothing more: every slot reads EMPTY again. */
-    assert_int_equal(rk__inq_take(&q, NULL, 0, NULL, 3, &b), RK_EEMPTY);
-    rk__inq_fini(&q);
+    assert_int_equal(rk__inbox_take(q, 3, &b), RK_EEMPTY);
+    rk__inbox_destroy(q);
 }
 
 static void *
