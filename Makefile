@@ -98,8 +98,10 @@ bench: deps
 # The API reference from the public headers' comments (docs/Doxyfile):
 # build-docs/html/index.html. Any Doxygen warning, an undocumented public
 # symbol included, fails the target; the warnings are in
-# build-docs/warnings.log.
+# build-docs/warnings.log. First every relative link in README.md and
+# docs/*.md must resolve (tools/check-links.sh).
 docs: deps
+	tools/check-links.sh
 	@mkdir -p build-docs
 	@rm -f build-docs/warnings.log
 	doxygen docs/Doxyfile || { cat build-docs/warnings.log >&2; exit 1; }
