@@ -726,6 +726,18 @@ floor_pow2(uint32_t v)
     return p;
 }
 
+/* The relay's host memory (never mapped by the kernel). */
+static void
+free_host_side(rk__backend_inst *bi)
+{
+    free(bi->buf);
+    free(bi->handled);
+    free(bi->touched);
+    bi->buf = NULL;
+    bi->handled = NULL;
+    bi->touched = NULL;
+}
+
 static void
 undo_launch(rk__backend_inst *bi)
 {
@@ -735,14 +747,9 @@ undo_launch(rk__backend_inst *bi)
         rk__dh_fini(&bi->d);
         cuda_release(&bi->region);
     }
-    free(bi->buf);
-    free(bi->handled);
-    free(bi->touched);
-    bi->handled = NULL;
-    bi->touched = NULL;
+    free_host_side(bi);
     bi->stream = NULL;
     bi->mod = NULL;
-    bi->buf = NULL;
 }
 
 /* Co-residency: every block of a persistent kernel must be resident at
@@ -924,9 +931,7 @@ cuda_destroy(rk__backend_inst *bi, int detach)
         returned(bi);
     }
     if (keep) {
-        free(bi->buf);
-            free(bi->handled);
-        free(bi->touched);
+        free_host_side(bi);
         return; /* the region stays mapped: the kernel may still run */
     }
     undo_launch(bi);
