@@ -73,6 +73,15 @@ if [ "$mode" != run ]; then
     done | sort -u | while read -r lib; do
         [ -n "$lib" ] && cp -L "$lib" "$B/lib/"
     done
+    # The commit this build is of, stamped once here (a device machine
+    # may get the tree without its .git): "-dirty" when tracked files
+    # differ from it, so a result is never credited to code that did not
+    # run.
+    c=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+    if [ "$c" != unknown ] && ! git diff --quiet HEAD -- 2>/dev/null; then
+        c="$c-dirty"
+    fi
+    echo "$c" >"$B/commit"
     [ "$mode" = build ] && exit 0
 fi
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -83,7 +92,8 @@ mkdir -p "$(dirname "$J")" || exit 2
 echo "gpu-check: JSON lines to stdout and $J" >&2
 
 emit date info "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-emit commit info "$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+# The commit that was built (BUILD_DIR/commit, written at build time).
+emit commit info "$(cat "$B/commit" 2>/dev/null || echo unknown)"
 emit nvidia_smi info "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -4)"
 
 unset RK_CUDA_DRIVER # the real libcuda.so.1, never the stand-in
@@ -124,7 +134,12 @@ done
 
 # Benchmarks: bench_cuda prints impl "cuda" on a real GPU ("cuda_sim"
 # would mean the stand-in was loaded: that is not a GPU figure).
-bench_json "$B/bench/bench_cuda" || fail=1
+# Three runs: every figure is judged as a range over runs, each against
+# the baselines (launch + sync, CUDA Graph launch) of the same process.
+for run in 1 2 3; do
+    emit bench_cuda_run info "$run"
+    bench_json "$B/bench/bench_cuda" || fail=1
+done
 bench_json "$B/bench/bench_cuda_compile" || fail=1
 # The PageRank sweep with its cuda configuration (tools/ringkernel/pr_dev.h):
 # JSON lines on stdout (the table on stderr), every row checked against the
