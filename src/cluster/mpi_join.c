@@ -203,6 +203,9 @@ rk__cl_mpi_fail(int mrc, const char *what)
     return rk__fail(RK_EINTERNAL, "cluster: %s failed: %s", what, msg);
 }
 
+/* The control kernel "rk.cluster": it only waits. When
+ * rk_runtime_destroy (or rk_cluster_leave) terminates it, it stops the
+ * progress and ingress threads, so nothing outlives the runtime. */
 static int
 control_actor(rk_ctx *ctx)
 {

@@ -277,20 +277,16 @@ answer_proxy(rk_cluster *cl, const rk__cl_frame *f, bool err)
     return true;
 }
 
-/* REPLY: a kernel's reply to a request of this rank's. */
+/* REPLY (a kernel's reply to a request of this rank's) and ERROR (a
+ * message of this rank's was refused on src; aux says why): to the
+ * waiting rk_cluster_request caller or to the proxy that forwarded it. */
 static bool
-on_reply(rk_cluster *cl, int src, const rk__cl_frame *f)
+on_answer(rk_cluster *cl, int src, const rk__cl_frame *f)
 {
-    return (f->target & CL_DIRECT) ? answer_direct(cl, src, f, false)
-                                   : answer_proxy(cl, f, false);
-}
+    bool err = f->kind == RK__CL_ERROR;
 
-/* ERROR: a message of this rank's was refused on src (aux: why). */
-static bool
-on_error(rk_cluster *cl, int src, const rk__cl_frame *f)
-{
-    return (f->target & CL_DIRECT) ? answer_direct(cl, src, f, true)
-                                   : answer_proxy(cl, f, true);
+    return (f->target & CL_DIRECT) ? answer_direct(cl, src, f, err)
+                                   : answer_proxy(cl, f, err);
 }
 
 /* ANNOUNCE: a kernel src exported after the join (rk_cluster_announce):
@@ -314,8 +310,8 @@ typedef bool (*frame_fn)(rk_cluster *cl, int src, const rk__cl_frame *f);
 
 static const frame_fn on_frame[RK__CL_KIND_MAX + 1] = {
     [RK__CL_DATA] = on_data,
-    [RK__CL_REPLY] = on_reply,
-    [RK__CL_ERROR] = on_error,
+    [RK__CL_REPLY] = on_answer,
+    [RK__CL_ERROR] = on_answer,
     [RK__CL_TOPIC] = on_topic,
     [RK__CL_ANNOUNCE] = on_announce,
     [RK__CL_CALL] = on_data,
