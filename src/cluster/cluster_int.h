@@ -29,8 +29,9 @@
  *   - the control kernel "rk.cluster" (mpi_join.c): an actor that only
  *     waits; when rk_runtime_destroy terminates it, it stops the threads
  *     above, so nothing outlives the runtime.
- *   - the join (mpi_join.c), the id maps (mpi_idmap.c), and the public
- *     calls after the join (cluster_mpi.c).
+ *   - the join (mpi_join.c), the handle's references and free
+ *     (mpi_handle.c), the id maps (mpi_idmap.c), and the public calls
+ *     after the join (cluster_mpi.c).
  *
  * Locks: each peer's lock guards its staging buffers; a mailbox lock per
  * export; one lock per id map; wake_lock pairs the progress thread's
@@ -499,9 +500,12 @@ void rk__cl_stop(rk_cluster *cl);
 bool rk__cl_waiter_answer(
     rk_cluster *cl, uint32_t i, const rk__cl_frame *f, int rc, int rank);
 
-/* mpi_join.c: the join, exports, references. */
+/* mpi_handle.c: drops a reference to the handle (the last one frees
+ * it); an MPI error code as RK_EINTERNAL with MPI's words for it. */
 void rk__cl_unref(rk_cluster *cl);
 int rk__cl_mpi_fail(int mrc, const char *what);
+
+/* mpi_join.c: exports (at the join, and rk_cluster_announce's). */
 int rk__cl_export_fill(
     rk_cluster *cl, cl_export *e, const rk_cluster_export *x);
 void rk__cl_export_locks_init(cl_export *e);

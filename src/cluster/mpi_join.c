@@ -5,8 +5,7 @@
  * topic members, and a proxy for each remote one), the receives, the
  * control kernel and the progress thread. Every collective step ends
  * with a vote (agree), so that a rank that fails never leaves another
- * waiting in a collective. Also the handle's references: the handle, the
- * control kernel and each running proxy hold one; the last frees it.
+ * waiting in a collective.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,53 +26,6 @@ cond_init_mono(pthread_cond_t *c)
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
     pthread_cond_init(c, &a);
     pthread_condattr_destroy(&a);
-}
-
-static void
-cluster_free(rk_cluster *cl)
-{
-    if (cl->peers != NULL) {
-        for (int r = 0; r < cl->size; r++) {
-            cl_peer *p = &cl->peers[r];
-            for (int c = 0; c < 2; c++) {
-                free(p->stage[c].p);
-                free(p->backlog[c].p);
-            }
-            free(p->held.p);
-            for (int i = 0; i < CL_NSEND; i++)
-                free(p->sb[i].p);
-            pthread_mutex_destroy(&p->lock);
-            pthread_cond_destroy(&p->room);
-        }
-    }
-    for (size_t i = 0; i < cl->n_exports; i++) {
-        cl_export *e = &cl->exports[i];
-        for (uint32_t j = 0; j < e->mcount; j++)
-            free(e->mail[(e->mhead + j) % CL_MAILBOX].data);
-        free(e->mail);
-        free(e->in.p);
-        free(e->obuf);
-        pthread_mutex_destroy(&e->lock);
-        pthread_cond_destroy(&e->cond);
-    }
-    for (int i = 0; i < CL_NRECV; i++)
-        free(cl->rbuf[i]);
-    for (int i = 0; i < CL_NWAIT; i++) {
-        free(cl->wait[i].sbuf);
-        pthread_mutex_destroy(&cl->wait[i].lock);
-        pthread_cond_destroy(&cl->wait[i].cond);
-    }
-    rk__cl_idmap_free(&cl->served);
-    rk__cl_idmap_free(&cl->fwd);
-    free(cl->peers);
-    free(cl->exports);
-    free(cl->topics);
-    free(cl->proxies);
-    pthread_mutex_destroy(&cl->stop_lock);
-    pthread_mutex_destroy(&cl->export_lock);
-    pthread_mutex_destroy(&cl->wake_lock);
-    pthread_cond_destroy(&cl->wake);
-    free(cl);
 }
 
 static int
@@ -182,25 +134,6 @@ directory_local(rk_cluster *cl, uint8_t **out, size_t *len)
     free(has);
     *out = d;
     return RK_OK;
-}
-
-void
-rk__cl_unref(rk_cluster *cl)
-{
-    /* acq_rel: the last one out sees every other user's writes. */
-    if (atomic_fetch_sub_explicit(&cl->refs, 1, memory_order_acq_rel) == 1)
-        cluster_free(cl);
-}
-
-int
-rk__cl_mpi_fail(int mrc, const char *what)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int n = 0;
-
-    if (MPI_Error_string(mrc, msg, &n) != MPI_SUCCESS)
-        snprintf(msg, sizeof(msg), "MPI error %d", mrc);
-    return rk__fail(RK_EINTERNAL, "cluster: %s failed: %s", what, msg);
 }
 
 /* The control kernel "rk.cluster": it only waits. When
