@@ -643,6 +643,10 @@ typedef struct rk_kernel_stats {
     uint64_t cpu_time_ns; /**< CPU time of the kernel thread (0: n/a) */
     uint64_t direct_calls; /**< of offered and processed, direct calls
                               (rk_kernel_call) run by their callers */
+    uint64_t queue_capacity;  /**< input_capacity as configured: messages
+                                 the input queue holds (per band with
+                                 bands), not its ring's size */
+    uint64_t output_capacity; /**< output_capacity as configured */
 } rk_kernel_stats;
 
 /** A consistent-enough snapshot (counters are read one by one, relaxed). */
