@@ -100,6 +100,19 @@ rk__is_pow2(uint64_t x)
     return x != 0 && (x & (x - 1)) == 0;
 }
 
+/* The least power of two >= x (1 for 0), for x <= 2^63: the size of a
+ * ring that holds x (the queues' rings are powers of two; what a queue
+ * admits is counted against its capacity, not the ring). */
+static inline uint64_t
+rk__pow2_at_least(uint64_t x)
+{
+    uint64_t r = 1;
+
+    while (r < x)
+        r <<= 1;
+    return r;
+}
+
 /* Relax hint for spin loops. */
 static inline void
 rk__cpu_relax(void)
