@@ -14,6 +14,7 @@
 #include "ringkernel/clock.h"
 #include "ringkernel/error.h"
 #include "ringkernel/log.h"
+#include "ringkernel/rk_atomic.h"
 
 #define RK_CACHELINE 64
 
@@ -113,15 +114,7 @@ rk__pow2_at_least(uint64_t x)
     return r;
 }
 
-/* Relax hint for spin loops. */
-static inline void
-rk__cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
+/* Relax hint for spin loops (pause, yield): the atomics layer's. */
+#define rk__cpu_relax rk_atomic_cpu_relax
 
 #endif /* RK_SRC_COMMON_H */
