@@ -200,7 +200,9 @@ typedef int (*rk_handler_fn)(rk_ctx *ctx, const struct rk_msg_view *msg);
 
 /** A kernel definition. Exactly one of actor and handler is set. */
 typedef struct rk_kernel_def {
-    const char *id; /**< unique kernel id, at most RK_ID_MAX bytes; copied */
+    /** unique kernel id: 1 to RK_ID_MAX bytes of valid UTF-8 (else
+     * RK_EINVAL naming the first bad byte); copied */
+    const char *id;
     rk_actor_fn actor; /**< the actor style, or NULL */
     rk_handler_fn handler; /**< the handler style, or NULL */
     rk_kernel_config config; /**< sizes and policies (zeroed: defaults) */
@@ -572,7 +574,8 @@ int rk_connect(rk_runtime *rt, const char *from, const char *to);
 int rk_disconnect(rk_runtime *rt, const char *from);
 
 /** Subscribes kernel kernel_id to topic: every rk_publish to topic delivers a
- * copy to its input. */
+ * copy to its input. A topic name is 1 to RK_ID_MAX bytes of valid UTF-8
+ * (else RK_EINVAL), as a kernel id is. */
 int rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
 /** Ends a subscription made by rk_subscribe. */
 int rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic);

@@ -172,9 +172,12 @@ rk_metrics_add_topic(rk_metrics *m, const char *topic)
 {
     int rc = RK_OK;
 
-    if (m == NULL || topic == NULL || !*topic || strlen(topic) > RK_ID_MAX)
-        return rk__fail(RK_EINVAL, "rk_metrics_add_topic: %s",
-            topic && *topic ? "name longer than RK_ID_MAX" : "no name");
+    if (m == NULL)
+        return rk__fail(RK_EINVAL, "rk_metrics_add_topic: NULL collector");
+    if ((rc = rk__check_name(
+             "rk_metrics_add_topic", "topic name", topic, RK_ID_MAX))
+        != RK_OK)
+        return rc;
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < m->ntopics; i++)
         if (strcmp(m->topics[i], topic) == 0)
@@ -370,8 +373,8 @@ collect(rk_metrics *m, report *r)
             for (size_t i = 0; i < got && i < total; i++)
                 if (rk_topic_stats_get(m->rt, names[i], &r->t[r->nt].st)
                     == RK_OK)
-                    snprintf(r->t[r->nt++].name, RK_ID_MAX + 1, "%s",
-                        names[i]);
+                    snprintf(
+                        r->t[r->nt++].name, RK_ID_MAX + 1, "%s", names[i]);
         free(names);
     }
     pthread_mutex_unlock(&m->lock);
