@@ -7,7 +7,7 @@
 #include "ringkernel/version.h"
 
 #define RK__STR2(x) #x
-#define RK__STR(x)  RK__STR2(x)
+#define RK__STR(x) RK__STR2(x)
 
 static const char *const err_msgs[] = {
 #define RK__ERR_MSG(name, msg) msg,
@@ -180,8 +180,8 @@ rk__check_name(
 const char *
 rk_version(void)
 {
-    return RK__STR(RK_VERSION_MAJOR) "." RK__STR(RK_VERSION_MINOR) "." RK__STR(
-        RK_VERSION_PATCH);
+    return RK__STR(RK_VERSION_MAJOR) "." RK__STR(
+        RK_VERSION_MINOR) "." RK__STR(RK_VERSION_PATCH);
 }
 
 unsigned

@@ -373,8 +373,8 @@ collect(rk_metrics *m, report *r)
             for (size_t i = 0; i < got && i < total; i++)
                 if (rk_topic_stats_get(m->rt, names[i], &r->t[r->nt].st)
                     == RK_OK)
-                    snprintf(
-                        r->t[r->nt++].name, RK_ID_MAX + 1, "%s", names[i]);
+                    snprintf(r->t[r->nt++].name, RK_ID_MAX + 1, "%s",
+                        names[i]);
         free(names);
     }
     pthread_mutex_unlock(&m->lock);

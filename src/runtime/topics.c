@@ -208,6 +208,7 @@ rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out)
     return rc;
 }
 
+
 int
 rk_runtime_topic_names(
     rk_runtime *rt, char (*names)[RK_ID_MAX + 1], size_t cap, size_t *n)
