@@ -155,9 +155,13 @@ typedef struct rk_kernel_config {
      * runtime's. Checked at register: an unknown or unusable backend is
      * an error naming the ones available and why. */
     const char *backend;
-    /** Latency sampling: one send in latency_sample, per sending thread,
-     * carries a timestamp, and the kernel times exactly the stamped
-     * messages (send -> dequeue), so an unsampled send and its handling
+    /** Latency sampling: a sending thread stamps one send in
+     * latency_sample, and more when it sends slowly: at each stamp it
+     * takes its send rate over the stride just ended and makes the next
+     * stride the sends that take 1 ms at that rate (at least 1, at most
+     * latency_sample), so a thread whose sends come 1 ms or more apart
+     * stamps every send. The kernel times exactly the stamped
+     * messages (send -> dequeue), so an unstamped send and its handling
      * read no clock. 0: 16. 1: every message is timed, and then the
      * histogram's count equals the messages processed. */
     uint32_t latency_sample;
