@@ -149,8 +149,8 @@ typedef struct rk_msg_header {
      * or more apart, every send (docs/telemetry.md, "Latency sampling");
      * 0 always with telemetry_off. The receiving kernel times exactly the
      * messages with a non-zero send_ns. rk_msg_header_init sets it to
-     * rk_now_ns(); a message that crossed from another process or rank
-     * carries that sender's clock. */
+     * rk_now_ns(); rk_send_frame restamps it by the forwarding thread's
+     * sampling. */
     uint64_t send_ns;
     uint32_t sender;        /**< sending kernel id, 0 = host or unknown */
     uint16_t type_version;  /**< rk_msgtype.version of the payload */
