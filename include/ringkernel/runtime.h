@@ -157,9 +157,13 @@ typedef struct rk_kernel_config {
      * runtime's. Checked at register: an unknown or unusable backend is
      * an error naming the ones available and why. */
     const char *backend;
-    /** Latency sampling: one send in latency_sample, per sending thread,
-     * carries a timestamp, and the kernel times exactly the stamped
-     * messages (send -> dequeue), so an unsampled send and its handling
+    /** Latency sampling: a sending thread stamps one send in
+     * latency_sample, and more when it sends slowly: at each stamp it
+     * takes its send rate over the stride just ended and makes the next
+     * stride the sends that take 1 ms at that rate (at least 1, at most
+     * latency_sample), so a thread whose sends come 1 ms or more apart
+     * stamps every send. The kernel times exactly the stamped
+     * messages (send -> dequeue), so an unstamped send and its handling
      * read no clock. 0: 16. 1: every message is timed, and then the
      * histogram's count equals the messages processed. */
     uint32_t latency_sample;
@@ -202,7 +206,9 @@ typedef int (*rk_handler_fn)(rk_ctx *ctx, const struct rk_msg_view *msg);
 
 /** A kernel definition. Exactly one of actor and handler is set. */
 typedef struct rk_kernel_def {
-    const char *id; /**< unique kernel id, at most RK_ID_MAX bytes; copied */
+    /** unique kernel id: 1 to RK_ID_MAX bytes of valid UTF-8 (else
+     * RK_EINVAL naming the first bad byte); copied */
+    const char *id;
     rk_actor_fn actor; /**< the actor style, or NULL */
     rk_handler_fn handler; /**< the handler style, or NULL */
     rk_kernel_config config; /**< sizes and policies (zeroed: defaults) */
@@ -574,7 +580,8 @@ int rk_connect(rk_runtime *rt, const char *from, const char *to);
 int rk_disconnect(rk_runtime *rt, const char *from);
 
 /** Subscribes kernel kernel_id to topic: every rk_publish to topic delivers a
- * copy to its input. */
+ * copy to its input. A topic name is 1 to RK_ID_MAX bytes of valid UTF-8
+ * (else RK_EINVAL), as a kernel id is. */
 int rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
 /** Ends a subscription made by rk_subscribe. */
 int rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic);

@@ -357,18 +357,11 @@ rk_runtime_destroy(rk_runtime *rt)
 
 /* ---------------------------------------------------------- registry */
 
+/* Ids are reported in the exposition and in JSON: valid UTF-8 only. */
 static int
 check_id(const char *what, const char *id)
 {
-    size_t n;
-
-    if (id == NULL || id[0] == '\0')
-        return rk__fail(RK_EINVAL, "%s: empty id", what);
-    n = strlen(id);
-    if (n > RK_ID_MAX)
-        return rk__fail(RK_EINVAL, "%s: id '%.20s...' is %zu bytes (max %d)",
-            what, id, n, RK_ID_MAX);
-    return RK_OK;
+    return rk__check_name(what, "id", id, RK_ID_MAX);
 }
 
 int
