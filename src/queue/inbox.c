@@ -3,8 +3,8 @@
  * implementation a configuration gets. Everything after that goes
  * through the table of operations.
  */
-#include "common/common.h"
 #include "queue/inbox.h"
+#include "common/common.h"
 
 /* Slot strides are multiples of this: every frame header 64-byte aligned
  * (issue 10, defect 7: a stride of 64 + 3 put headers at odd addresses). */

@@ -162,9 +162,8 @@ rk__inbox_destroy(rk__inbox *q)
 
 /* The operations, by name (see rk__inbox_ops). */
 static inline int
-rk__inbox_send(rk__inbox *q, const void *hdr, size_t hlen,
-    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns,
-    bool uncounted)
+rk__inbox_send(rk__inbox *q, const void *hdr, size_t hlen, const void *payload,
+    size_t len, uint8_t priority, int64_t timeout_ns, bool uncounted)
 {
     return q->ops->send(
         q, hdr, hlen, payload, len, priority, timeout_ns, uncounted);
@@ -217,7 +216,7 @@ uint32_t rk__inbox_stride(uint32_t slot_size);
 int rk__inbox_lanes_create(rk__inbox **out, const rk_mqueue_config *cfg,
     uint32_t hold, rk__ec *wake, void *mem);
 size_t rk__inbox_lanes_bytes(const rk_mqueue_config *cfg, uint32_t hold);
-int rk__inbox_mqueue_create(rk__inbox **out, const rk_mqueue_config *cfg,
-    uint32_t hold, rk__ec *wake);
+int rk__inbox_mqueue_create(
+    rk__inbox **out, const rk_mqueue_config *cfg, uint32_t hold, rk__ec *wake);
 
 #endif /* RK_SRC_QUEUE_INBOX_H */
