@@ -12,18 +12,6 @@
 
 #include "runtime/internal.h"
 
-_Thread_local rk__stamp_state rk__stamp_tls;
-
-/* Not inlined into the senders here (see stamp.h). */
-__attribute__((noinline)) uint64_t
-rk__stamp_now(uint32_t sample)
-{
-    uint64_t now = rk_now_ns();
-
-    rk__stamp_taken(&rk__stamp_tls, sample, now);
-    return now;
-}
-
 /* Why a send (op: "send", "request", "publish") to k in state st is
  * refused, or RK_OK. Every refusal names the operation, the kernel and
  * its state or the rule. */
