@@ -456,6 +456,19 @@ main(int argc, char **argv)
         rk_p99 = (double)bench_percentile(lat, n_rtt, 99);
         emit_pair("rtt_p50", rk_p50, mpi_p50, "ns", "ratio_to_mpi");
         {
+            /* How many of them went by the direct path (a direct call on
+             * the proxy) rather than through the proxy's thread. */
+            rk_kernel_stats ps;
+            char extra[120];
+
+            check(rk_kernel_stats_get(rt, "1/echo", &ps), "proxy stats");
+            snprintf(extra, sizeof(extra),
+                "\"rank\":0,\"requests\":%zu,\"offered\":%llu",
+                n_rtt + n_rtt / 10, (unsigned long long)ps.offered);
+            bench_emit(SUITE, "rtt_proxy_direct_calls", "ringkernel",
+                (double)ps.direct_calls, "calls", extra);
+        }
+        {
             char extra[120];
             double ho = parked_handoff_ns(n_rtt / 4, lat);
             snprintf(extra, sizeof(extra),
