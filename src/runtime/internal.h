@@ -275,6 +275,11 @@ void rk__supervisor_stop(rk_runtime *rt);
 int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns, const char *op);
 
+/* A direct call on k (rk_kernel_call's body), for a caller that already
+ * entered the runtime (rk__call_enter) and resolved k: RK_OK, RK_EBUSY
+ * (not idle: deliver instead), or a refusal (op: "call", "request"). */
+int rk__kernel_call(rk__kernel *k, const rk_msg_header *h, const void *payload,
+    size_t len, rk_call_reply *reply, const char *op);
 
 /* The send timestamp for a message to k: now, or 0 (not sampled, or
  * telemetry off). Sampling by count and time: runtime/stamp.h. */

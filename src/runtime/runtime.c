@@ -376,9 +376,12 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
         return rc;
     if ((rc = check_id("rk_runtime_register", def->id)) != RK_OK)
         return rc;
-    if ((def->actor == NULL) == (def->handler == NULL))
+    if ((def->actor == NULL) == (def->handler == NULL)
+        && !(def->actor != NULL && def->config.direct_calls))
         return rk__fail(RK_EINVAL,
-            "kernel '%s': set exactly one of actor and handler", def->id);
+            "kernel '%s': set exactly one of actor and handler (both only "
+            "with direct_calls: the handler runs the direct calls)",
+            def->id);
     if (def->config.direct_calls && def->handler == NULL)
         return rk__fail(RK_EINVAL,
             "kernel '%s': direct_calls needs a handler (an actor receives "
