@@ -111,18 +111,30 @@ rk__msgtype_validate(const rk_msgtype *t, int depth)
     return RK_OK;
 }
 
+/* RK_OK if t has a fixed form: RK_ENOTSUP if it has variable-length
+ * fields, RK_EINVAL if its descriptor does not add up. */
+static int
+check_fixed(const rk_msgtype *t)
+{
+    if (t->fixed_size == 0)
+        return rk__fail(RK_ENOTSUP, "%s has variable-length fields", t->name);
+    if (t->fixed_size > t->size || t->fields == NULL)
+        return rk__fail(RK_EINVAL, "%s: malformed type descriptor", t->name);
+    return RK_OK;
+}
+
 int
 rk_msg_fixed_write(const rk_msgtype *t, const void *obj, void *dst, size_t cap)
 {
+    int rc;
+
     if (rk__unlikely(t == NULL || obj == NULL || dst == NULL))
         return rk__fail(RK_EINVAL, "rk_msg_fixed_write: NULL %s",
             t == NULL         ? "type"
                 : obj == NULL ? "object"
                               : "destination");
-    if (rk__unlikely(t->fixed_size == 0))
-        return rk__fail(RK_ENOTSUP, "%s has variable-length fields", t->name);
-    if (rk__unlikely(t->fixed_size > t->size || t->fields == NULL))
-        return rk__fail(RK_EINVAL, "%s: malformed type descriptor", t->name);
+    if (rk__unlikely((rc = check_fixed(t)) != RK_OK))
+        return rc;
     if (rk__unlikely(cap < t->fixed_size))
         return rk__fail(RK_EMSGSIZE, "%s needs %u bytes, slot has %zu",
             t->name, t->fixed_size, cap);
@@ -164,10 +176,8 @@ rk_msg_fixed_read(const rk_msgtype *t, const void *src, size_t len, void *obj)
             t == NULL         ? "type"
                 : obj == NULL ? "object"
                               : "source");
-    if (rk__unlikely(t->fixed_size == 0))
-        return rk__fail(RK_ENOTSUP, "%s has variable-length fields", t->name);
-    if (rk__unlikely(t->fixed_size > t->size || t->fields == NULL))
-        return rk__fail(RK_EINVAL, "%s: malformed type descriptor", t->name);
+    if (rk__unlikely((rc = check_fixed(t)) != RK_OK))
+        return rc;
     if (rk__unlikely(len != t->fixed_size)) {
         memset(obj, 0, t->size);
         return rk__fail(len < t->fixed_size ? RK_ETRUNCATED : RK_EDECODE,
