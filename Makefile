@@ -14,6 +14,7 @@ SOAK_SECONDS ?= 600
 CTEST_SKIP ?= -LE pending
 
 .PHONY: all deps build demo test test-pending soak pytest pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format docs
+.PHONY: mypy
 
 all: build
 
@@ -44,8 +45,21 @@ soak: build
 # The Python package (pip install . into $(BUILD)/pyvenv) and its tests.
 pytest: deps
 	tools/pyvenv.sh $(BUILD)
-	RK_TEST_FAKE_CUDA=$(abspath $(BUILD))/tests/libfake_cuda.so \
+	RK_TEST_FAKE_CUDA=$(abspath $(BUILD))/tests/libfake_cuda.so RK_REQUIRE_JUPYTER=1 \
 	  $(BUILD)/pyvenv/bin/python -m pytest -q -p no:cacheprovider python/tests
+
+# Type checks (docs/python.md, "Notebooks and typing"): mypy --strict over
+# the package, the typed example and the example notebooks' code cells
+# (tools/nb2py.py), then stubtest: the C extension's stub against the
+# built module.
+MYPY_FILES = python/ringkernel examples/python/typed_quickstart.py $(BUILD)/nbcheck
+mypy: deps
+	tools/pyvenv.sh $(BUILD)
+	rm -rf $(BUILD)/nbcheck
+	$(BUILD)/pyvenv/bin/python tools/nb2py.py $(BUILD)/nbcheck examples/notebooks/*.ipynb
+	$(BUILD)/pyvenv/bin/python -m mypy --strict --cache-dir $(BUILD)/mypy-cache $(MYPY_FILES)
+	$(BUILD)/pyvenv/bin/python -m mypy.stubtest ringkernel._core \
+	  --allowlist python/stubtest-allowlist.txt --mypy-config-file pyproject.toml
 
 # The Python tests over an ASan+UBSan build of the extension and library.
 pyasan: deps
@@ -98,8 +112,10 @@ bench: deps
 # The API reference from the public headers' comments (docs/Doxyfile):
 # build-docs/html/index.html. Any Doxygen warning, an undocumented public
 # symbol included, fails the target; the warnings are in
-# build-docs/warnings.log.
+# build-docs/warnings.log. First every relative link in README.md and
+# docs/*.md must resolve (tools/check-links.sh).
 docs: deps
+	tools/check-links.sh
 	@mkdir -p build-docs
 	@rm -f build-docs/warnings.log
 	doxygen docs/Doxyfile || { cat build-docs/warnings.log >&2; exit 1; }

@@ -108,6 +108,41 @@ send_n(rk_runtime *rt, const char *id, int n)
 }
 
 /* ------------------------------------------------------------ cases */
+/* Replies with what it got, and fails with the reply's error: a refused
+ * output reaches the instance as an error, which it reports as a fault
+ * (the device twin cannot be told: its relay dead-letters the output). */
+static int
+echo_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    return rk_ctx_reply(ctx, m, m->hdr->type_id, m->data, m->len);
+}
+
+static void
+reg_echo(rk_runtime *rt, const char *id)
+{
+    rk_kernel_def def = { .id = id, .handler = echo_handler };
+
+    twin(&def, "rk_echo");
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+}
+
+/* The kernel's sent count once it reaches n (bounded by RT_LONG): an
+ * instance counts a send after the runtime took it, so the receiver may
+ * see the message a moment before the count moves. */
+static uint64_t
+sent_reaching(rk_runtime *rt, const char *id, uint64_t n)
+{
+    uint64_t until = rk_now_ns() + (uint64_t)RT_LONG;
+    rk_kernel_stats s;
+
+    for (;;) {
+        assert_int_equal(rk_kernel_stats_get(rt, id, &s), RK_OK);
+        if (s.sent >= n || rk_now_ns() >= until)
+            return s.sent;
+        sched_yield();
+    }
+}
+
 
 /* LAUNCHED holds (nothing processed), ACTIVE runs, DEACTIVATED stops at a
  * safe point (its acknowledgement is what deactivate waits for, so a
@@ -133,6 +168,83 @@ test_lifecycle_commands_and_acks(void **state)
     assert_int_equal(rk_kernel_terminate(rt, "k", RT_LONG), RK_OK);
     assert_int_equal(rt_state(rt, "k"), RK_KERNEL_TERMINATED);
     assert_int_equal(processed(rt, "k"), 5);
+    rk_runtime_destroy(rt);
+}
+
+/* Where an instance's output goes is the runtime's decision, the same
+ * whichever backend runs it: without a route, to the host's output queue
+ * (each reply answers its request); after rk_connect, into the target's
+ * input and nowhere else. Counted as sent either way. */
+static void
+test_output_goes_where_the_runtime_says(void **state)
+{
+    rk_runtime *rt = new_rt(0);
+    rk_msg_header h;
+    rk_kernel src;
+    uint32_t v = 0;
+    (void)state;
+
+    reg_echo(rt, "src");
+    reg_handler(rt, "dst", count_handler);
+    assert_int_equal(rk_kernel_launch(rt, "src"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "src"), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "dst"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "dst"), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "src", &src), RK_OK);
+    for (uint32_t i = 0; i < 5; i++) {
+        uint32_t got = 0;
+        size_t len = 0;
+        assert_int_equal(rk_request(rt, src, 0, &i, sizeof(i), &h, &got,
+                             sizeof(got), &len, RT_LONG),
+            RK_OK);
+        assert_int_equal(len, sizeof(got));
+        assert_int_equal(got, i);
+    }
+    assert_int_equal(sent_reaching(rt, "src", 5), 5);
+    assert_int_equal(rk_connect(rt, "src", "dst"), RK_OK);
+    send_n(rt, "src", 7);
+    assert_int_equal(rt_wait_processed(rt, "dst", 7), 7);
+    assert_int_equal(sent_reaching(rt, "src", 12), 12);
+    /* Nothing of the routed seven reached the output queue. */
+    assert_int_equal(
+        rk_recv_id(rt, "src", &h, &v, sizeof(v), NULL, RK_NO_WAIT),
+        RK_ETIMEDOUT);
+    assert_int_equal(rk_kernel_terminate(rt, "src", RT_LONG), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "dst", RT_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
+/* An output the runtime refuses (its route's target was never launched)
+ * is never lost uncounted: a host instance gets the refusal back and
+ * fails with it, a device instance's relay dead-letters the output; on
+ * both, one dead letter, FAILED, with the refusal's code. */
+static void
+test_refused_output_is_dead_lettered(void **state)
+{
+    rk_runtime *rt = new_rt(0);
+    rk_dead_letter dl;
+    unsigned char buf[64];
+    int dead = 0;
+    (void)state;
+
+    reg_echo(rt, "src");
+    reg_handler(rt, "idle", count_handler); /* registered, not launched */
+    assert_int_equal(rk_connect(rt, "src", "idle"), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "src"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "src"), RK_OK);
+    send_n(rt, "src", 1);
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), RT_LONG), RK_OK);
+    assert_string_equal(dl.kernel_id, "src");
+    assert_int_equal(dl.reason, RK_DEAD_FAILED);
+    assert_int_equal(dl.error, RK_ENOTLAUNCHED);
+    dead++;
+    (void)rk_kernel_terminate(rt, "src", RT_LONG);
+    while (rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), RK_NO_WAIT) == RK_OK)
+        dead++;
+    assert_int_equal(dead, 1);
+    /* The instance has ended: its counts are final. */
+    assert_int_equal(sent_reaching(rt, "src", 0), 0);
     rk_runtime_destroy(rt);
 }
 
@@ -458,6 +570,8 @@ main(void)
         cmocka_unit_test(test_wake_races_park),
         cmocka_unit_test(test_instance_exits_with_error),
         cmocka_unit_test(test_instance_never_acknowledges),
+        cmocka_unit_test(test_output_goes_where_the_runtime_says),
+        cmocka_unit_test(test_refused_output_is_dead_lettered),
     };
     const struct CMUnitTest general[] = {
         cmocka_unit_test(test_unknown_backend_is_refused),

@@ -7,18 +7,21 @@
 # benchmarks (bench_cuda, bench_cuda_compile, and `ringkernel bench
 # pagerank --backend cuda`: the PageRank sweep with the device kernel and
 # the CPU/GPU crossover). Everything it reports is one JSON object per
-# line on stdout (suite "gpu-check" for the tests and the environment; the
-# benchmarks' own rows); progress and tables go to stderr. Exit status:
-# 0 when every test passed.
+# line (suite "gpu-check" for the tests and the environment; the
+# benchmarks' own rows), on stdout and in the file $RK_GPU_JSON (default
+# bench/results/<UTC date and time>-gpu-check.jsonl; on a lent machine
+# whose files come back only from a given folder, point it there);
+# progress and tables go to stderr. Exit status: 0 when every test and
+# benchmark passed.
 #
 #   tools/gpu-check.sh [--build-only | --run-only] [BUILD_DIR]
 #
 # BUILD_DIR defaults to build-gpu (about 7 MB; carry it with the working
 # tree to an offline device machine: --build-only here, --run-only there;
 # the libraries the tests need beyond the base system travel in
-# BUILD_DIR/lib). docs/cuda.md says what each figure
-# means and where results are recorded (docs/benchmarks.md: what ran,
-# when, on which GPU).
+# BUILD_DIR/lib). docs/benchmarks.md ("CUDA") says what each figure
+# means and holds the figures of record; a run that backs one keeps its
+# JSON file in bench/results/.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 
@@ -35,7 +38,16 @@ T=${RK_GPU_TIMEOUT:-600}
 json_str() { printf '%s' "$1" | tr '"\\\n' "''" | tr -d '\r'; }
 emit() { # name result [detail]
     printf '{"suite":"gpu-check","name":"%s","result":"%s","detail":"%s"}\n' \
-        "$1" "$2" "$(json_str "${3:-}")"
+        "$1" "$2" "$(json_str "${3:-}")" | tee -a "$J"
+}
+# Runs a benchmark under the time limit; its JSON lines go to stdout and
+# to $J. Returns the benchmark's exit status.
+bench_json() {
+    rcf=$(mktemp)
+    { timeout "$T" "$@"; echo $? >"$rcf"; } | tee -a "$J"
+    rc=$(cat "$rcf")
+    rm -f "$rcf"
+    return "$rc"
 }
 
 if [ "$mode" != run ]; then
@@ -61,12 +73,27 @@ if [ "$mode" != run ]; then
     done | sort -u | while read -r lib; do
         [ -n "$lib" ] && cp -L "$lib" "$B/lib/"
     done
+    # The commit this build is of, stamped once here (a device machine
+    # may get the tree without its .git): "-dirty" when tracked files
+    # differ from it, so a result is never credited to code that did not
+    # run.
+    c=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+    if [ "$c" != unknown ] && ! git diff --quiet HEAD -- 2>/dev/null; then
+        c="$c-dirty"
+    fi
+    echo "$c" >"$B/commit"
     [ "$mode" = build ] && exit 0
 fi
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
+J=${RK_GPU_JSON:-bench/results/$(date -u +%Y-%m-%d-%H%M%S)-gpu-check.jsonl}
+mkdir -p "$(dirname "$J")" || exit 2
+: >"$J" || exit 2
+echo "gpu-check: JSON lines to stdout and $J" >&2
+
 emit date info "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-emit commit info "$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+# The commit that was built (BUILD_DIR/commit, written at build time).
+emit commit info "$(cat "$B/commit" 2>/dev/null || echo unknown)"
 emit nvidia_smi info "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -4)"
 
 unset RK_CUDA_DRIVER # the real libcuda.so.1, never the stand-in
@@ -107,13 +134,19 @@ done
 
 # Benchmarks: bench_cuda prints impl "cuda" on a real GPU ("cuda_sim"
 # would mean the stand-in was loaded: that is not a GPU figure).
-timeout "$T" "$B/bench/bench_cuda" || fail=1
-timeout "$T" "$B/bench/bench_cuda_compile" || fail=1
+# Three runs: every figure is judged as a range over runs, each against
+# the baselines (launch + sync, CUDA Graph launch) of the same process.
+for run in 1 2 3; do
+    emit bench_cuda_run info "$run"
+    bench_json "$B/bench/bench_cuda" || fail=1
+done
+bench_json "$B/bench/bench_cuda_compile" || fail=1
 # The PageRank sweep with its cuda configuration (tools/ringkernel/pr_dev.h):
 # JSON lines on stdout (the table on stderr), every row checked against the
 # host's power iteration to 1e-12; the cuda rows must say "config":"cuda"
 # (never "cuda_sim") and the last line gives the CPU/GPU crossover.
 # --backend cuda: exit status 3 if the backend is not usable here.
-timeout "$T" "$B/tools/ringkernel/ringkernel" bench pagerank --backend cuda --json - \
-    || fail=1
+bench_json "$B/tools/ringkernel/ringkernel" bench pagerank --backend cuda \
+    --json - || fail=1
+echo "gpu-check: results in $J" >&2
 exit $fail

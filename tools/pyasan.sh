@@ -17,7 +17,8 @@ cmake --build "$b" -j"${JOBS:-2}"
 pkg=$b/pkg/ringkernel
 rm -rf "$b/pkg"
 mkdir -p "$pkg"
-cp python/ringkernel/*.py "$b"/python/_core*.so "$pkg"/
+cp python/ringkernel/*.py python/ringkernel/*.pyi python/ringkernel/py.typed \
+    "$b"/python/_core*.so "$pkg"/
 cp "$(readlink -f "$b"/libringkernel.so)" "$pkg"/libringkernel.so.0
 ln -s "$PWD/include" "$pkg/include"
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"

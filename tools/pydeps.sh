@@ -2,8 +2,11 @@
 # Installs the Python packages the tests need, only when missing: the
 # published PyDotCompute 0.2.0 (whose own encoder writes the msgpack test
 # vectors at test time, tests/support/gen_msg_vectors.py) with its msgpack
-# and numpy. Safe to run repeatedly; needs the network only when something
-# is missing. PYTHON selects the interpreter (default python3).
+# and numpy; and for the notebooks, the telemetry dashboard and the type
+# checks (docs/python.md, "Notebooks and typing"): ipywidgets, ipykernel,
+# nbclient, nbformat and mypy. Safe to run repeatedly; needs the network
+# only when something is missing. PYTHON selects the interpreter (default
+# python3).
 set -euo pipefail
 py="${PYTHON:-python3}"
 
@@ -13,7 +16,13 @@ if ! command -v "$py" >/dev/null 2>&1; then
 fi
 if "$py" -c 'import sys, msgpack, numpy, pydotcompute
 sys.exit(0 if pydotcompute.__version__ == "0.2.0" else 1)' 2>/dev/null; then
-    exit 0
+    :
+else
+    echo "tools/pydeps.sh: installing pydotcompute==0.2.0 msgpack numpy" >&2
+    "$py" -m pip install --quiet "pydotcompute==0.2.0" msgpack numpy
 fi
-echo "tools/pydeps.sh: installing pydotcompute==0.2.0 msgpack numpy" >&2
-"$py" -m pip install --quiet "pydotcompute==0.2.0" msgpack numpy
+# Jupyter and typing (the [jupyter] and [typing] extras of pyproject.toml).
+if ! "$py" -c 'import ipywidgets, ipykernel, nbclient, nbformat, mypy' 2>/dev/null; then
+    echo "tools/pydeps.sh: installing ipywidgets ipykernel nbclient nbformat mypy" >&2
+    "$py" -m pip install --quiet "ipywidgets>=8" "ipykernel>=6" "nbclient>=0.7" nbformat "mypy>=1.5"
+fi

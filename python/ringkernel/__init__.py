@@ -16,6 +16,7 @@ from .kernels import AsyncKernelContext, KernelContext, get_registered_kernel, r
 from .messages import (array, blob, bool_, float32, float64, get_message_type,
                        int8, int16, int32, int64, message, string, uint8,
                        uint16, uint32, uint64, vla)
+from .messages import TypedMessage
 from .runtime import BlockingRuntime, KernelState, RingKernelRuntime, load_library
 
 __version__ = _core.version()
@@ -45,3 +46,4 @@ __all__ = [
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
     "uint64", "float32", "float64",
 ]
+__all__ += ["TypedMessage"]

@@ -7,12 +7,17 @@ current one (``rk_buffer_host(RK_ACCESS_WRITE)``), so the next
 The six states are the C library's (docs/memory.md). On the CPU device
 the "device" copy is a second host allocation, so the state machine and
 its transfer counts behave as on a GPU.
+
+``UnifiedBuffer`` is generic in its numpy scalar type for type checkers:
+``UnifiedBuffer[np.float32]`` (also valid at run time, as an annotation or
+a typed alias), and ``UnifiedBuffer((n,), np.float32)`` infers it, so
+``host`` is an ``ndarray`` of that scalar type.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, Generic, TypeVar, Union, overload
 
 import numpy as np
 
@@ -35,26 +40,41 @@ class BufferState(enum.IntEnum):
     DEVICE_DIRTY = 5
 
 
-class UnifiedBuffer:
+#: The scalar type of a UnifiedBuffer's elements (type checkers only).
+_S = TypeVar("_S", bound=np.generic)
+_Shape = Union[int, "tuple[int, ...]", "list[int]"]
+
+
+class UnifiedBuffer(Generic[_S]):
     """A 1-3 dimensional numeric array with a host and a device copy."""
 
-    def __init__(self, shape: Any, dtype: Any = np.float32, device: str = "cpu"):
+    @overload
+    def __init__(self: UnifiedBuffer[np.float32], shape: _Shape, *,
+                 device: str = "cpu") -> None: ...
+    @overload
+    def __init__(self, shape: _Shape, dtype: type[_S] | np.dtype[_S],
+                 device: str = "cpu") -> None: ...
+    @overload
+    def __init__(self: UnifiedBuffer[Any], shape: _Shape, dtype: str,
+                 device: str = "cpu") -> None: ...
+
+    def __init__(self, shape: Any, dtype: Any = np.float32, device: str = "cpu") -> None:
         shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
-        self._dtype = np.dtype(dtype)
+        self._dtype: np.dtype[_S] = np.dtype(dtype)
         if self._dtype not in _FORMAT:
             raise TypeError(f"unsupported dtype {self._dtype}")
         if device not in ("cpu", "cuda", "any"):
             raise ValueError("device must be 'cpu', 'cuda' or 'any'")
         kind = {"cpu": 0, "cuda": 1, "any": 2}[device]
         self._b = _core.Buffer(shape, _FORMAT[self._dtype], kind)
-        self._shape = shape
+        self._shape: tuple[int, ...] = shape
 
     @property
     def shape(self) -> tuple[int, ...]:
         return self._shape
 
     @property
-    def dtype(self) -> np.dtype:
+    def dtype(self) -> np.dtype[_S]:
         return self._dtype
 
     @property
@@ -70,25 +90,28 @@ class UnifiedBuffer:
         return BufferState(self._b.state())
 
     @property
-    def host(self) -> np.ndarray:
+    def host(self) -> np.ndarray[Any, np.dtype[_S]]:
         """A writable numpy view of the host copy (synced first; the host
         copy becomes the current one)."""
         self._b.state()  # ClosedError once freed (numpy would hide it)
         self._b.set_mode(True)
-        return np.asarray(self._b)
+        view: np.ndarray[Any, np.dtype[_S]] = np.asarray(self._b)
+        return view
 
     @property
-    def host_readonly(self) -> np.ndarray:
+    def host_readonly(self) -> np.ndarray[Any, np.dtype[_S]]:
         """A read-only view of the host copy (synced first; state stays
         clean)."""
         self._b.state()
         self._b.set_mode(False)
-        return np.asarray(self._b)
+        view: np.ndarray[Any, np.dtype[_S]] = np.asarray(self._b)
+        return view
 
     @property
     def device(self) -> int:
         """The device copy's address (synced first; it becomes current)."""
-        return self._b.op("device_write")
+        addr: int = self._b.op("device_write")
+        return addr
 
     def mark_host_dirty(self) -> None:
         self._b.op("mark_host_dirty")
@@ -107,19 +130,19 @@ class UnifiedBuffer:
     def copy_from(self, data: Any) -> None:
         self.host[...] = np.asarray(data, dtype=self._dtype).reshape(self._shape)
 
-    def copy_to(self, out: np.ndarray) -> None:
+    def copy_to(self, out: np.ndarray[Any, Any]) -> None:
         out[...] = self.host_readonly
 
-    def zeros(self) -> "UnifiedBuffer":
+    def zeros(self) -> UnifiedBuffer[_S]:
         self._b.op("zeros")
         return self
 
-    def fill(self, value: Any) -> "UnifiedBuffer":
+    def fill(self, value: Any) -> UnifiedBuffer[_S]:
         self.host[...] = value
         return self
 
     @property
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, int]:
         return self._b.stats()
 
     def free(self) -> None:

@@ -31,7 +31,7 @@ class RingKernelError(Exception):
             text += f" ({detail})"
         super().__init__(text)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[RingKernelError], tuple[int, str, str, str]]:
         return (type(self), (self.code, self.name, self.message, self.detail))
 
 
@@ -140,9 +140,10 @@ for _code, (_name, _msg) in _core.err_names().items():
     if _code == 0:
         continue
     # A code added to the C list later still gets a class of its own.
-    _cls = _BY_NAME.get(_name)
+    _cls: type[RingKernelError] | None = _BY_NAME.get(_name)
     if _cls is None:
         _cls = type(_name[4:].title() + "Error", (RingKernelError,), {})
+        assert _cls is not None
     _cls.code, _cls.name = _code, _name
     ERROR_CLASSES[_code] = _cls
 

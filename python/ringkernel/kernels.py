@@ -20,8 +20,9 @@ import dataclasses
 import functools
 import inspect
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar, overload
 
+from . import _core
 from .errors import ClosedError
 from .messages import msgtype_of
 
@@ -59,7 +60,7 @@ class KernelSpec:
     block_size: int = 256
     spin: int = 0
 
-    def register(self, core_rt) -> None:
+    def register(self, core_rt: _core.Runtime) -> None:
         if self.backpressure not in _BACKPRESSURE:
             raise ValueError(f"backpressure must be one of {sorted(_BACKPRESSURE)}")
         core_rt.register_actor(
@@ -79,7 +80,7 @@ class KernelContext:
 
     __slots__ = ("_c", "_spec")
 
-    def __init__(self, core_ctx, spec: KernelSpec):
+    def __init__(self, core_ctx: _core.Ctx, spec: KernelSpec):
         self._c = core_ctx
         self._spec = spec
 
@@ -93,14 +94,15 @@ class KernelContext:
         point: while deactivated the kernel waits here (GIL released)."""
         return self._c.should_terminate()
 
-    def receive(self, timeout: Optional[float] = None):
+    def receive(self, timeout: Optional[float] = None) -> Any:
         """The next input message, decoded as the kernel's input_type
         (bytes if it has none). QueueTimeoutError after timeout seconds."""
         return self._c.recv() if timeout is None else self._c.recv(_ns(timeout))
 
-    def receive_raw(self, timeout: Optional[float] = None) -> tuple[bytes, dict]:
+    def receive_raw(self, timeout: Optional[float] = None) -> tuple[bytes, dict[str, Any]]:
         """(payload bytes, envelope dict) of the next input message."""
-        return self._c.recv(_ns(timeout), raw=True)
+        raw: tuple[bytes, dict[str, Any]] = self._c.recv(_ns(timeout), raw=True)
+        return raw
 
     def send(self, message: Any) -> None:
         """To this kernel's output: its connected kernel, or the host. A
@@ -108,7 +110,7 @@ class KernelContext:
         sent as a reply (what RingKernelRuntime.request waits for)."""
         self._c.send(message)
 
-    def send_and_receive(self, message: Any, timeout: Optional[float] = None):
+    def send_and_receive(self, message: Any, timeout: Optional[float] = None) -> Any:
         """send(message), then receive(timeout), with the GIL released once
         for both: the host that waits for this output gets the GIL without
         a handoff. A request/reply loop written with it,
@@ -132,16 +134,17 @@ class AsyncKernelContext(KernelContext):
 
     __slots__ = ()
 
-    async def receive(self, timeout: Optional[float] = None):  # type: ignore[override]
+    async def receive(self, timeout: Optional[float] = None) -> Any:
         return self._c.recv() if timeout is None else self._c.recv(_ns(timeout))
 
-    async def receive_raw(self, timeout: Optional[float] = None):  # type: ignore[override]
-        return self._c.recv(_ns(timeout), raw=True)
+    async def receive_raw(self, timeout: Optional[float] = None) -> tuple[bytes, dict[str, Any]]:  # type: ignore[override]
+        raw: tuple[bytes, dict[str, Any]] = self._c.recv(_ns(timeout), raw=True)
+        return raw
 
     async def send(self, message: Any) -> None:  # type: ignore[override]
         self._c.send(message)
 
-    async def send_and_receive(self, message: Any, timeout: Optional[float] = None):  # type: ignore[override]
+    async def send_and_receive(self, message: Any, timeout: Optional[float] = None) -> Any:
         return self._c.send_recv(message, msgtype_of(message), _ns(timeout))
 
     async def send_to(self, kernel_id: str, message: Any) -> None:  # type: ignore[override]
@@ -151,11 +154,11 @@ class AsyncKernelContext(KernelContext):
         self._c.publish(topic, message, msgtype_of(message))
 
 
-def _runner(spec: KernelSpec) -> Callable[[Any], int]:
+def _runner(spec: KernelSpec) -> Callable[[_core.Ctx], int]:
     """The callable the C trampoline calls on the kernel thread."""
     is_async = inspect.iscoroutinefunction(spec.func)
 
-    def run(core_ctx) -> int:
+    def run(core_ctx: _core.Ctx) -> int:
         try:
             if is_async:
                 loop = asyncio.new_event_loop()
@@ -178,7 +181,13 @@ def _runner(spec: KernelSpec) -> Callable[[Any], int]:
 _registry: dict[str, KernelSpec] = {}
 
 
-def ring_kernel(func: Optional[Callable] = None, *, kernel_id: Optional[str] = None,
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@overload
+def ring_kernel(func: _F, /) -> _F: ...
+@overload
+def ring_kernel(*, kernel_id: Optional[str] = None,
                 input_type: Optional[type] = None, output_type: Optional[type] = None,
                 queue_size: int = 1024, input_queue_size: Optional[int] = None,
                 output_queue_size: Optional[int] = None, grid_size: int = 1,
@@ -186,13 +195,24 @@ def ring_kernel(func: Optional[Callable] = None, *, kernel_id: Optional[str] = N
                 max_payload: int = DEFAULT_MAX_PAYLOAD, when_inactive: str = "queue",
                 restart: Optional[str] = None, max_restarts: int = 0,
                 priority_bands: bool = False, spin: int = 0,
-                auto_register: bool = True):
+                auto_register: bool = True) -> Callable[[_F], _F]: ...
+
+
+def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optional[str] = None,
+                input_type: Optional[type] = None, output_type: Optional[type] = None,
+                queue_size: int = 1024, input_queue_size: Optional[int] = None,
+                output_queue_size: Optional[int] = None, grid_size: int = 1,
+                block_size: int = 256, backpressure: str = "block",
+                max_payload: int = DEFAULT_MAX_PAYLOAD, when_inactive: str = "queue",
+                restart: Optional[str] = None, max_restarts: int = 0,
+                priority_bands: bool = False, spin: int = 0,
+                auto_register: bool = True) -> Any:
     """Declares a Python ring kernel (the seeds' decorator, same keywords,
     plus max_payload, when_inactive, restart/max_restarts, priority_bands and
     spin: receive spins before parking, 0 = the C default).
     Runtimes register it when it is first launched."""
 
-    def wrap(fn: Callable) -> Callable:
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if backpressure not in _BACKPRESSURE:
             raise ValueError(f"backpressure must be one of {sorted(_BACKPRESSURE)}")
         spec = KernelSpec(
@@ -208,7 +228,7 @@ def ring_kernel(func: Optional[Callable] = None, *, kernel_id: Optional[str] = N
             _registry[spec.kernel_id] = spec
 
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             return fn(*args, **kwargs)
 
         wrapper._ring_kernel_meta = {  # type: ignore[attr-defined]

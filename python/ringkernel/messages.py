@@ -35,14 +35,26 @@ dtype of its C struct, ``Cls.view(buffer)`` reads payloads in place, and
 from __future__ import annotations
 
 import dataclasses
+import sys
 import typing
 import uuid
 import zlib
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar, overload
 
 import numpy as np
 
 from . import _core
+
+_T = TypeVar("_T")
+
+if typing.TYPE_CHECKING:
+    from typing_extensions import Self
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # type checkers use the 3.11 form; older interpreters only run it
+    def dataclass_transform(**_kw: Any) -> Callable[[_T], _T]:
+        return lambda f: f
 
 # rk_fclass / rk_fkind values (include/ringkernel/message.h)
 SCALAR, ARRAY, VLA, BYTES, STRING, NESTED = range(6)
@@ -177,10 +189,12 @@ def _type_id(name: str) -> int:
     return zlib.crc32(name.encode()) or 1
 
 
-def _dtype_of(mt: Any) -> Optional[np.dtype]:
+def _dtype_of(mt: Any) -> Optional[np.dtype[np.void]]:
     if not mt.fixed_size:
         return None
-    names, formats, offsets = [], [], []
+    names: list[str] = []
+    formats: list[Any] = []
+    offsets: list[int] = []
     for name, offset, cls, kind, count, nested in mt.layout:
         names.append(name)
         offsets.append(offset)
@@ -194,13 +208,25 @@ def _dtype_of(mt: Any) -> Optional[np.dtype]:
                      "itemsize": mt.size})
 
 
-def message(cls: Optional[type] = None, *, type_id: Optional[int] = None,
-            name: Optional[str] = None):
+@overload
+def message(cls: type[_T], /) -> type[_T]: ...
+@overload
+def message(*, type_id: Optional[int] = None,
+            name: Optional[str] = None) -> Callable[[type[_T]], type[_T]]: ...
+
+
+# dataclass_transform: type checkers treat a @message class as a dataclass
+# (its __init__ from the annotations; field() works). The envelope fields
+# and methods the decorator adds are declared by TypedMessage, for classes
+# that want them typed.
+@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
+def message(cls: Optional[type[_T]] = None, *, type_id: Optional[int] = None,
+            name: Optional[str] = None) -> Any:
     """Declares a message type (the seeds' @message). Usable bare or with
     ``type_id=`` (the envelope type id; default: CRC-32 of the name) and
     ``name=`` (the wire ``__type__``; default: the class name)."""
 
-    def wrap(c: type) -> type:
+    def wrap(c: Any) -> Any:
         ann = c.__dict__.get("__annotations__", {})
         for f in ENVELOPE_FIELDS:
             ann.pop(f, None)
@@ -240,23 +266,26 @@ def message(cls: Optional[type] = None, *, type_id: Optional[int] = None,
     return wrap(cls) if cls is not None else wrap
 
 
-def _post_init(self) -> None:
+def _post_init(self: Any) -> None:
     if not isinstance(self.priority, int) or not 0 <= self.priority <= 255:
         raise ValueError(f"Priority must be 0-255, got {self.priority}")
 
 
-def _serialize(self) -> bytes:
+def _serialize(self: Any) -> bytes:
     """The PyDotCompute msgpack form (through the C encoder)."""
-    return type(self).__rk_msgtype__.encode(self)
+    mt: _core.MsgType = type(self).__rk_msgtype__
+    return mt.encode(self)
 
 
-@classmethod
-def _deserialize(cls, data: bytes):
+def _deserialize_impl(cls: Any, data: bytes) -> Any:
     """From msgpack (PyDotCompute's or ours) or the fixed form."""
     return cls.__rk_msgtype__.decode(data)
 
 
-def _to_fixed(self) -> bytes:
+_deserialize = classmethod(_deserialize_impl)
+
+
+def _to_fixed(self: Any) -> bytes:
     """The fixed-layout form (the C struct's bytes)."""
     mt = type(self).__rk_msgtype__
     if not mt.fixed_size:
@@ -264,7 +293,7 @@ def _to_fixed(self) -> bytes:
     return np.array([_record(self)], dtype=type(self).dtype).tobytes()
 
 
-def _record(obj: Any) -> tuple:
+def _record(obj: Any) -> tuple[Any, ...]:
     out = []
     for n, s in type(obj).__rk_fields__.items():
         v = getattr(obj, n)
@@ -272,8 +301,7 @@ def _record(obj: Any) -> tuple:
     return tuple(out)
 
 
-@classmethod
-def _view(cls, buffer) -> np.ndarray:
+def _view_impl(cls: Any, buffer: Any) -> np.ndarray[Any, np.dtype[np.void]]:
     """A zero-copy numpy view of fixed-form payloads (one or many back to
     back) as records of cls.dtype."""
     if cls.dtype is None:
@@ -281,25 +309,28 @@ def _view(cls, buffer) -> np.ndarray:
     return np.frombuffer(buffer, dtype=cls.dtype)
 
 
-@classmethod
-def _records(cls, n: int) -> np.ndarray:
+def _records_impl(cls: Any, n: int) -> np.ndarray[Any, np.dtype[np.void]]:
     """A zeroed record array of n messages, ready for send_batch."""
     if cls.dtype is None:
         raise TypeError(f"{cls.__name__} has no fixed layout")
     return np.zeros(n, dtype=cls.dtype)
 
 
-def _reply(self, **kwargs):
+_view = classmethod(_view_impl)
+_records = classmethod(_records_impl)
+
+
+def _reply(self: Any, **kwargs: Any) -> Any:
     """A reply: a new message correlated to this one (PyDotCompute's)."""
     response_class = kwargs.pop("response_class", type(self))
     return response_class(correlation_id=self.message_id, **kwargs)
 
 
-def _with_correlation(self, correlation_id):
+def _with_correlation(self: Any, correlation_id: Optional[uuid.UUID]) -> Any:
     return dataclasses.replace(self, correlation_id=correlation_id)
 
 
-_METHODS = {
+_METHODS: dict[str, Any] = {
     "__post_init__": _post_init,
     "serialize": _serialize,
     "deserialize": _deserialize,
@@ -310,6 +341,47 @@ _METHODS = {
     "with_correlation": _with_correlation,
 }
 
+class TypedMessage:
+    """A base for @message classes in typed code: it declares, for type
+    checkers and IDEs, the envelope fields and methods that @message adds
+    (it adds them to any class; this base only makes them visible)::
+
+        @message
+        class Ping(TypedMessage):
+            n: int
+
+        p = Ping(n=1)          # checked: Ping(n: int)
+        p.reply(n=2).message_id  # checked: Ping, uuid.UUID
+
+    The envelope fields are not parameters of the checked __init__ (set
+    ``priority`` by ``send(..., priority=)`` or by assignment); at run time
+    the constructor still takes them as keywords.
+    """
+
+    message_id: uuid.UUID
+    priority: int
+    correlation_id: Optional[uuid.UUID]
+
+    if typing.TYPE_CHECKING:
+        __rk_msgtype__: typing.ClassVar[_core.MsgType]
+        dtype: typing.ClassVar[Optional[np.dtype[np.void]]]
+
+        def serialize(self) -> bytes: ...
+        @classmethod
+        def deserialize(cls, data: bytes) -> Self: ...
+        def to_fixed(self) -> bytes: ...
+        @classmethod
+        def view(cls, buffer: Any) -> np.ndarray[Any, np.dtype[np.void]]: ...
+        @classmethod
+        def records(cls, n: int) -> np.ndarray[Any, np.dtype[np.void]]: ...
+        @overload
+        def reply(self, *, response_class: type[_T], **kwargs: Any) -> _T: ...
+        @overload
+        def reply(self, **kwargs: Any) -> Self: ...
+        def reply(self, **kwargs: Any) -> Any: ...
+        def with_correlation(self, correlation_id: Optional[uuid.UUID]) -> Self: ...
+
+
 _registry: dict[str, type] = {}
 
 
@@ -318,6 +390,6 @@ def get_message_type(name: str) -> Optional[type]:
     return _registry.get(name)
 
 
-def msgtype_of(cls_or_obj: Any):
+def msgtype_of(cls_or_obj: Any) -> Any:
     """The _core.MsgType of a @message class or instance, or None."""
     return getattr(cls_or_obj, "__rk_msgtype__", None)

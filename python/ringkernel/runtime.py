@@ -94,7 +94,7 @@ class BlockingRuntime:
         """Kernels launched through this object, in launch order."""
         return list(self._launched)
 
-    def register(self, kernel_id: str, kernel_func: Optional[Callable] = None, *,
+    def register(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None, *,
                  input_type: Optional[type] = None, output_type: Optional[type] = None,
                  **config: Any) -> None:
         """Registers a Python kernel (from the @ring_kernel registry, or
@@ -130,7 +130,7 @@ class BlockingRuntime:
                 except Exception:
                     pass  # e.g. the same id defined in C: the C one stays
 
-    def launch(self, kernel_id: str, kernel_func: Optional[Callable] = None, *,
+    def launch(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None, *,
                input_type: Optional[type] = None, output_type: Optional[type] = None,
                **config: Any) -> None:
         """Phase 1: the kernel's queues and thread (it waits for activate).
@@ -189,7 +189,7 @@ class BlockingRuntime:
         self._types[kernel_id] = (input_type, output_type)
         self._out_mt[kernel_id] = msgtype_of(output_type)
 
-    def _out_type(self, kernel_id: str, message_type: Optional[type]):
+    def _out_type(self, kernel_id: str, message_type: Optional[type]) -> Any:
         if message_type is not None:
             return msgtype_of(message_type)
         return self._out_mt.get(kernel_id)
@@ -234,7 +234,7 @@ class BlockingRuntime:
                                if message_type is None else msgtype_of(message_type),
                                -1 if timeout is None else _ns(timeout))
 
-    def receive_raw(self, kernel_id: str, timeout: Optional[float] = None) -> tuple[bytes, dict]:
+    def receive_raw(self, kernel_id: str, timeout: Optional[float] = None) -> tuple[bytes, dict[str, Any]]:
         """(payload bytes, envelope dict) of the next output."""
         return self._core.recv_raw(kernel_id, None, _ns(timeout))
 
@@ -270,19 +270,19 @@ class BlockingRuntime:
         """A copy to every subscriber; returns how many took it."""
         return self._core.publish(topic, message, msgtype_of(message), -1, _ns(timeout))
 
-    def dead_letter(self, timeout: float = 0) -> Optional[dict]:
+    def dead_letter(self, timeout: float = 0) -> Optional[dict[str, Any]]:
         """The oldest dead letter as a dict, or None."""
         return self._core.dead_letter(_ns(timeout))
 
     # ----------------------------------------------------------- telemetry
-    def get_telemetry(self, kernel_id: str) -> dict:
+    def get_telemetry(self, kernel_id: str) -> dict[str, Any]:
         """rk_kernel_stats as a dict (state, counters, latency p50/p99...)."""
         return self._core.stats(kernel_id)
 
-    def get_all_telemetry(self) -> dict[str, dict]:
+    def get_all_telemetry(self) -> dict[str, dict[str, Any]]:
         return {k: self.get_telemetry(k) for k in self._launched}
 
-    def get_stats_snapshot(self, kernel_id: str) -> dict:
+    def get_stats_snapshot(self, kernel_id: str) -> dict[str, Any]:
         """The telemetry snapshot (counters by descriptor name and the
         latency summary), as rk_stats_format_json would print it."""
         return self._core.telemetry(kernel_id)
@@ -311,7 +311,7 @@ class _AsyncReceiver:
         self._kid = kernel_id
         self._loop = loop
         self._fd: Optional[int] = None
-        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[tuple[bool, Any]]] = collections.deque()
         # Outputs taken for a coroutine that was cancelled before it could
         # have them: the next receive gets them first (nothing is dropped).
         self._stash: collections.deque[tuple[bool, Any]] = collections.deque()
@@ -345,7 +345,7 @@ class _AsyncReceiver:
 
     def _ready(self) -> None:
         try:
-            os.read(self._fd, 8)  # resets the eventfd
+            os.read(self._fd, 8) if self._fd is not None else None  # resets the eventfd
         except (BlockingIOError, TypeError):
             pass
         self._serve()
@@ -373,7 +373,7 @@ class _AsyncReceiver:
             self._waiters.popleft()
             f.set_result(item)
 
-    async def get(self, timeout: Optional[float]):
+    async def get(self, timeout: Optional[float]) -> Any:
         if self._stash:
             ok, v = self._stash.popleft()
         else:
@@ -444,11 +444,11 @@ class RingKernelRuntime(BlockingRuntime):
     def is_active(self) -> bool:
         return not self.closed
 
-    async def _call(self, fn: Callable, *args: Any, **kw: Any) -> Any:
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(fn, *args, **kw))
 
-    async def launch(self, kernel_id: str, kernel_func: Optional[Callable] = None, **kw: Any) -> None:  # type: ignore[override]
+    async def launch(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None, **kw: Any) -> None:  # type: ignore[override]
         BlockingRuntime.launch(self, kernel_id, kernel_func, **kw)
 
     async def activate(self, kernel_id: str) -> None:  # type: ignore[override]
@@ -494,7 +494,7 @@ class RingKernelRuntime(BlockingRuntime):
             r = self._receivers[kernel_id] = _AsyncReceiver(self, kernel_id, loop)
         return r
 
-    async def receive(self, kernel_id: str, timeout: Optional[float] = None, *,  # type: ignore[override]
+    async def receive(self, kernel_id: str, timeout: Optional[float] = None, *,
                       message_type: Optional[type] = None) -> Any:
         """The next output without blocking the event loop: taken at once
         if one is queued (or comes within async_spin_us), else the loop
@@ -510,10 +510,10 @@ class RingKernelRuntime(BlockingRuntime):
                 return v
         return await self._receiver(kernel_id).get(timeout)
 
-    async def request(self, kernel_id: str, message: Any, timeout: Optional[float] = None, **kw: Any) -> Any:  # type: ignore[override]
+    async def request(self, kernel_id: str, message: Any, timeout: Optional[float] = None, **kw: Any) -> Any:
         return await self._call(BlockingRuntime.request, self, kernel_id, message, timeout, **kw)
 
-    async def send_and_receive(self, kernel_id: str, message: Any,  # type: ignore[override]
+    async def send_and_receive(self, kernel_id: str, message: Any,
                                timeout: Optional[float] = None) -> Any:
         """send, then the next output: one GIL release for the send and
         the first async_spin_us of the wait, then the eventfd path."""

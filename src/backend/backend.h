@@ -2,31 +2,39 @@
  * src/backend/backend.h - the contract between the runtime and a backend.
  *
  * The runtime decides: the registry, the lifecycle state machine, the
- * host-side queues and their policies, routing, supervision (restart,
- * backoff, give up), dead letters and telemetry aggregation. A backend
- * executes and places: it says whether it can run here, allocates the
- * memory an instance shares with the host, starts the instance, makes it
- * see a new command, waits for its acknowledgement, and reports what it
- * did. docs/backend.md describes each entry and shows a worked skeleton.
+ * host-side queues and their policies, where every message goes (routes,
+ * topics, the output queue, dead letters), supervision (restart, backoff,
+ * give up) and telemetry aggregation. A backend executes and places: it
+ * says whether it can run here, allocates the memory an instance shares
+ * with the host, starts the instance, and the instance runs the kernel's
+ * code over what the runtime hands it at launch (rk__backend_io: take and
+ * release input, emit and publish output, dead-letter) and reports through
+ * its control block. docs/backend.md describes each entry and shows a
+ * skeleton; adding a backend is one folder and one line in registry.c.
  *
  * Rules every backend follows (as nng's transports do):
- *   - Calls run one way. A backend, and the instance it runs, never call
- *     into the runtime's lifecycle or supervision. An instance reports
- *     only through its control block (ringkernel/ctl_proto.h: acks,
- *     exit code, the failed frame, frames left unprocessed) and by
- *     notifying the eventcount the launch spec gives it.
+ *   - Calls run one way. A backend includes no runtime header (only this
+ *     contract and the layers below the runtime: common, queue, message,
+ *     telemetry, device, memory) and calls nothing of the runtime but the
+ *     rk__backend_io it is handed. It never decides where a message goes
+ *     and never calls the lifecycle or supervision. An instance reports
+ *     only through its control block (ringkernel/ctl_proto.h: acks, exit
+ *     code, the failed frame, frames left unprocessed) and by notifying
+ *     the eventcounts the launch spec gives it.
  *   - The runtime allocates the backend's private instance state
  *     (`inst_size` bytes, zeroed, 64-byte aligned) and frees it after
  *     destroy; a backend keeps everything else it creates behind it.
  *   - Shared memory (control block, device-facing rings, spill area) comes
  *     from `alloc` and goes back through `release`; the core never assumes
  *     it is malloc memory.
- *   - Serialisation: for one instance, launch, wait_ack (from lifecycle
- *     calls) and destroy are called under that kernel's lifecycle lock;
- *     signal, wait_ack (from the supervisor, which also waits for acks) and
- *     query may come from any host thread between launch and destroy.
- *     probe, check, alloc and release may be called from any thread at
- *     any time.
+ *   - The runtime posts commands and verdicts in the control block and
+ *     notifies the instance's wake eventcount; it waits for
+ *     acknowledgements on the ack eventcount, which the instance notifies
+ *     after each one it stores (so neither needs a backend entry).
+ *   - Serialisation: for one instance, launch and destroy are called under
+ *     that kernel's lifecycle lock; signal, cpu_time and call may come from
+ *     any host thread between launch and destroy. probe, check, alloc and
+ *     release may be called from any thread at any time.
  *   - Errors: entries that can fail return an RK_E* code and leave a
  *     detail (rk__fail) that names the kernel and the cause, and leave
  *     nothing allocated.
@@ -40,12 +48,16 @@
 #include "common/ec.h"
 #include "ringkernel/ctl_proto.h"
 #include "ringkernel/message.h"
+#include "ringkernel/runtime.h"
 
 /* Bump when an entry's meaning, the launch spec or the control block's
  * layout changes; a backend built for another version is refused. */
-#define RK__BACKEND_ABI 6
+#define RK__BACKEND_ABI 7
 
-struct rk__inst; /* the runtime's host-side instance (runtime/internal.h) */
+struct rk_call_reply; /* ringkernel/runtime.h: rk_kernel_call_reply */
+struct rk_kernel_config; /* ringkernel/runtime.h */
+struct rk__inbox_batch; /* a batch taken from an inbox (queue/inbox.h) */
+struct rk__hist;      /* telemetry/histogram.h */
 
 /* A piece of memory the backend placed: host address (always usable by
  * the host) and the instance's address for it (0 where the instance uses
@@ -56,38 +68,129 @@ typedef struct rk__placed {
     size_t size;
 } rk__placed;
 
+/* The runtime's side of one instance, opaque to a backend: the argument
+ * of every output call below. */
+typedef struct rk__io rk__io;
+
+/*
+ * What an instance may read and call of the runtime: handed over at
+ * launch, constant until destroy. This is the whole of the runtime a
+ * backend sees. It takes input from the kernel's inbox (take, then
+ * release what it took; depth for "is there more"), and hands every
+ * message the instance produces to emit or publish; the runtime decides
+ * where it goes (an rk_connect route, the output queue, a direct call's
+ * reply buffer) and refuses what breaks the kernel's rules. A frame the
+ * instance can neither process nor hand back to a caller goes to
+ * dead_letter, so nothing it accepted is lost uncounted.
+ */
+typedef struct rk__backend_io {
+    /* What the instance runs: actor or handler, and the configuration
+     * (batch, spin, direct_calls, device_source, ...). */
+    const rk_kernel_def *def;
+    uint32_t sender;  /* the kernel's sender id in headers (slot + 1) */
+    size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
+    size_t stride;    /* slot_size rounded up to 64: one frame's room */
+    /* The spill area (host address): def->config.batch frames of stride
+     * bytes, then the fail slot. An instance leaves the frames it did not
+     * process there at its exit (rk_ctl_exit's left_n) and the frame that
+     * failed in the fail slot (rk_ctl_fault); the runtime dead-letters
+     * both. */
+    unsigned char *spill;
+    bool telemetry;          /* telemetry is on for this kernel */
+    struct rk__hist *latency; /* send -> dequeue; the instance writes it
+                                 (single writer: rk__hist_record_n) */
+
+    /* Input: the kernel's inbox (queue/inbox.h) and its consumer's
+     * operations, called with in as the first argument. The instance is
+     * its single consumer: results and rules as rk__inbox_ops's take,
+     * release and depth. */
+    void *in;
+    int (*take)(void *in, size_t max, struct rk__inbox_batch *out);
+    void (*release)(void *in, size_t n);
+    size_t (*depth)(void *in);
+
+    /* Output. emit: one message the instance sends (h complete, stamped,
+     * h->payload_len == len); RK_OK once it is queued where the runtime
+     * sends it, else an RK_E* code with a detail, nothing queued (the
+     * instance counts its sends in rk_ctl, as it counts what it
+     * processed). A route's target applies its own
+     * admission and backpressure (it waits on BLOCK); over max_payload is
+     * RK_EMSGSIZE. publish: the same to every subscriber of topic
+     * (*delivered: how many took it). dead_letter: a frame the instance
+     * gives up on (reason, RK_E* error). Any of the instance's threads;
+     * never under a lock the runtime may want. */
+    rk__io *rt;
+    int (*emit)(
+        rk__io *rt, const rk_msg_header *h, const void *payload, size_t len);
+    int (*publish)(rk__io *rt, const char *topic, const rk_msg_header *h,
+        const void *payload, size_t len, size_t *delivered);
+    void (*dead_letter)(rk__io *rt, rk_dead_reason reason, int error,
+        const void *frame, size_t len);
+} rk__backend_io;
+
+/*
+ * The actor's context (the public rk_ctx), for backends that run host
+ * code. The runtime places it with the instance and implements the
+ * rk_ctx_* calls over it (runtime/actor.c); the backend running the actor
+ * fills ops and be at launch, and keeps cur (and, during a direct call,
+ * capture) current. Only the thread running the actor or handler (or a
+ * direct call's caller, while it holds the instance) touches it.
+ */
+typedef struct rk__ctx_ops {
+    /* rk_ctx_recv and rk_should_terminate, as documented in runtime.h
+     * (the runtime has checked ctx, out and that the kernel is an
+     * actor). */
+    int (*recv)(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns);
+    bool (*should_terminate)(rk_ctx *ctx);
+} rk__ctx_ops;
+
+struct rk_ctx {
+    /* The backend's. */
+    const rk__ctx_ops *ops;
+    void *be;                   /* the backend's state for ops */
+    const rk_msg_header *cur;   /* the message in flight, or NULL */
+    bool in_handler;            /* the backend runs the receive loop */
+    /* During a direct call with a reply buffer (rk_kernel_call_reply):
+     * the reply to the message with id capture_id goes there instead of
+     * the output queue. NULL otherwise. */
+    struct rk_call_reply *capture;
+    rk_uuid capture_id;
+    /* The runtime's. */
+    const rk__backend_io *io;
+    rk__io *rt;
+    void *user;   /* def.config.user */
+    int priority; /* rk_ctx_set_priority; RK_CTX_PRIORITY_INHERIT */
+};
+
 /* What launch() needs to start an instance. Everything here outlives the
  * instance (the runtime frees it after destroy). */
 typedef struct rk__backend_launch {
     const char *kernel_id;
     rk__placed ctl; /* an rk_ctl, initialised (HOLD) by the runtime */
     /* The instance's wake-up eventcount: senders notify it after queueing
-     * input, and signal() must make the instance see a new command. A CPU
-     * body parks on it; a GPU instance polls instead. Host memory. */
+     * input, and so does the runtime after posting a command or a verdict
+     * (a backend that must do more sets signal). A CPU body parks on it;
+     * a device relay polls and parks on it when idle. Host memory. */
     rk__ec *wake;
+    /* Notified (all) by the instance after every acknowledgement it
+     * stores in ctl: the runtime's wait_ack parks here. Host memory. */
+    rk__ec *ack;
     /* Notified (all) by the backend after every FAULTED or EXITED
      * acknowledgement, so the runtime's supervisor wakes. Host memory. */
     rk__ec *events;
     uint32_t grid_size, block_size; /* 0: the backend's default */
-    /* The host-side instance: queues, configuration, routes. A CPU body
-     * runs on it directly; a device backend reads its configuration and
-     * relays between its host queues and the device's lanes. */
-    struct rk__inst *inst;
+    /* The runtime's side: the instance's input, output and sizes. */
+    const rk__backend_io *io;
+    /* The actor's context (host-code backends; the runtime set io, rt,
+     * user and priority). */
+    rk_ctx *ctx;
 } rk__backend_launch;
 
-typedef struct rk__backend_status {
-    uint32_t ack;         /* last rk_ctl ack (RK_CTL_ACK_*) */
-    uint64_t cpu_time_ns; /* CPU time the instance consumed (0: unknown) */
-} rk__backend_status;
-
 typedef struct rk__backend_inst rk__backend_inst; /* backend-private */
-struct rk_call_reply; /* ringkernel/runtime.h: rk_kernel_call_reply */
 
 /* What code a backend runs (rk__backend.code). */
 #define RK__CODE_HOST   1u /* C actor and handler functions */
 #define RK__CODE_DEVICE 2u /* rk_kernel_config.device_source */
-
-struct rk_kernel_config; /* ringkernel/runtime.h */
 
 typedef struct rk__backend {
     uint32_t abi_version; /* RK__BACKEND_ABI */
@@ -125,17 +228,15 @@ typedef struct rk__backend {
      * allocated private state. RK_OK, or an error with nothing started. */
     int (*launch)(rk__backend_inst *bi, const rk__backend_launch *spec);
 
-    /* A host-written word of the control block changed (a command or a
-     * verdict): make the instance see it soon. Returns at once. */
+    /* Optional (NULL: the runtime's notify of wake is enough). A
+     * host-written word of the control block changed (a command or a
+     * verdict) and wake was notified: do whatever else makes the
+     * instance see it soon. Returns at once. */
     void (*signal)(rk__backend_inst *bi);
 
-    /* Waits until the instance's ack is one of those in mask (bit
-     * 1u << RK_CTL_ACK_*; EXITED always counts) or the absolute deadline
-     * (rk_now_ns based; UINT64_MAX: none). RK_OK or RK_ETIMEDOUT. */
-    int (*wait_ack)(rk__backend_inst *bi, uint32_t mask, uint64_t deadline);
-
-    /* Fills *out. Any thread between launch and destroy. */
-    void (*query)(rk__backend_inst *bi, rk__backend_status *out);
+    /* Optional (NULL: unknown). CPU time the instance has consumed, in
+     * ns, while it runs (0 once EXITED or when unknown). */
+    uint64_t (*cpu_time)(rk__backend_inst *bi);
 
     /* Releases what launch created. Called once the instance has EXITED
      * (joins the CPU thread), or with detach set when it never will (an
@@ -148,22 +249,14 @@ typedef struct rk__backend {
      * calling thread, if the instance is idle (RUN, waiting for input,
      * none queued): RK_OK once handled (a handler failure is handed to
      * the instance to report as a fault), RK_EBUSY with nothing done
-     * otherwise. The runtime admitted the message; the backend counts it
-     * in inst->direct. With reply (not NULL, got and len cleared): the
+     * otherwise. The runtime admitted the message and counts a call that
+     * returned RK_OK. With reply (not NULL, got and len cleared): the
      * handler's first output that would go to the output queue, is a
      * reply to h and fits reply->cap goes there instead, got set.
      * rk_kernel_call, rk_kernel_call_reply. */
     int (*call)(rk__backend_inst *bi, const rk_msg_header *h,
         const void *payload, size_t len, struct rk_call_reply *reply);
 } rk__backend;
-
-/* ---- src/backend/ack.c: shared by backends */
-
-/* wait_ack for a backend whose instance notifies ack (an eventcount) after
- * every acknowledgement it stores in ctl: waits until the ack is in mask
- * (EXITED always counts) or the deadline. RK_OK or RK_ETIMEDOUT. */
-int rk__ack_wait(
-    rk__ec *ack, const rk_ctl *ctl, uint32_t mask, uint64_t deadline);
 
 /* ---- src/backend/registry.c */
 

@@ -2,7 +2,7 @@
  * src/backend/registry.c - the backends built in, and finding one by name.
  *
  * Adding a backend is a folder under src/backend/ and one line in the
- * table below (docs/backend.md shows a skeleton). The table is ordered
+ * list below (docs/backend.md shows a skeleton). The table is ordered
  * best first: "auto" takes the first whose probe succeeds and that runs
  * the kernel's code (rk__backend.code).
  */
@@ -12,13 +12,18 @@
 #include "common/common.h"
 #include "ringkernel/runtime.h"
 
-extern const rk__backend rk__backend_cpu;
-extern const rk__backend rk__backend_cuda;
+/* The backends built in, best first: one line each. A backend `x` is
+ * the table rk__backend_x its folder defines. */
+#define RK__BACKEND_LIST(X)                                                   \
+    X(cuda)                                                                   \
+    X(cpu)
+
+#define RK__BACKEND_DECLARE(x) extern const rk__backend rk__backend_##x;
+#define RK__BACKEND_ENTRY(x)   &rk__backend_##x,
+RK__BACKEND_LIST(RK__BACKEND_DECLARE)
 
 const rk__backend *const rk__backends[] = {
-    &rk__backend_cuda,
-    &rk__backend_cpu,
-    NULL,
+    RK__BACKEND_LIST(RK__BACKEND_ENTRY) NULL,
 };
 
 /* "cpu, cuda" into buf. */

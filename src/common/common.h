@@ -85,6 +85,22 @@ rk__utf8_seq(const unsigned char *s, size_t n);
 int
 rk__utf8_valid(const void *s, size_t n);
 
+/* The offset of the first byte at s that does not start a valid UTF-8
+ * sequence within n bytes; n if all of it is valid. */
+size_t
+rk__utf8_prefix(const void *s, size_t n);
+
+/*
+ * Checks a name the runtime keeps and reports (a kernel id, a topic name):
+ * not NULL, not empty, at most max bytes, valid UTF-8 (the exposition and
+ * JSON carry it). RK_OK, or RK_EINVAL with a detail that starts "what: "
+ * and calls the name kind ("id", "topic name"); a name that is not UTF-8
+ * is named by its valid prefix and the offset of its first bad byte.
+ */
+int
+rk__check_name(const char *what, const char *kind, const char *name,
+    size_t max);
+
 /* Clears the calling thread's detail. */
 void
 rk__clear_detail(void);
@@ -107,6 +123,19 @@ rk__is_pow2(uint64_t x)
 void *
 rk__dlopen_env(const char *env, const char *dflt, const char **path,
     const char **err);
+
+/* The least power of two >= x (1 for 0), for x <= 2^63: the size of a
+ * ring that holds x (the queues' rings are powers of two; what a queue
+ * admits is counted against its capacity, not the ring). */
+static inline uint64_t
+rk__pow2_at_least(uint64_t x)
+{
+    uint64_t r = 1;
+
+    while (r < x)
+        r <<= 1;
+    return r;
+}
 
 /* Relax hint for spin loops (pause, yield): the atomics layer's. */
 #define rk__cpu_relax rk_atomic_cpu_relax

@@ -1,6 +1,6 @@
 /*
  * src/queue/mqueue_int.h - rk_mqueue's internal interface for the runtime's
- * general inbox (src/runtime/inq.c): a zero-copy send that writes frames in
+ * DROP_OLDEST inbox (src/queue/inbox_mqueue.c): a zero-copy send that writes frames in
  * their slots, and an in-place take that lends a run of slots to the
  * receiver until it releases them. With both, a frame is copied once on
  * its way from the sender's buffer to the kernel's view.

@@ -12,8 +12,6 @@
 
 #include "runtime/internal.h"
 
-_Thread_local uint32_t rk__stamp_left;
-
 /* Why a send (op: "send", "request", "publish") to k in state st is
  * refused, or RK_OK. Every refusal names the operation, the kernel and
  * its state or the rule. */
@@ -106,7 +104,7 @@ queue_fail(const rk__kernel *k, int rc, const char *op)
 }
 
 /* rk__deliver, with the caller keeping the message on a BLOCK refusal
- * when uncounted (rk__inq_send). */
+ * when uncounted (rk__inbox_send). */
 static inline int
 deliver(rk__kernel *k, const rk_msg_header *h, const void *payload, size_t len,
     int64_t timeout_ns, const char *op, bool uncounted)
@@ -119,10 +117,10 @@ deliver(rk__kernel *k, const rk_msg_header *h, const void *payload, size_t len,
 
     if ((rc = admit(k, inst, st, h->type_id, len, op)) != RK_OK)
         return rc;
-    rc = rk__inq_send(&inst->in, h, sizeof(*h), payload, len, h->priority,
+    rc = rk__inbox_send(inst->in, h, sizeof(*h), payload, len, h->priority,
         timeout_ns, uncounted);
     if (rk__likely(rc == RK_OK))
-        return RK_OK; /* the queue woke the kernel (inq.h) */
+        return RK_OK; /* the queue woke the kernel (inbox.h) */
     if (rc == RK_ECLOSED)
         return closed(k, inst, op);
     return queue_fail(k, rc, op);
@@ -217,48 +215,54 @@ rk_send_frame_try(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
     return send_frame(rt, kh, h, payload, len, timeout_ns, true);
 }
 
+/* A direct call on k, for a caller inside rk__call_enter (rk_kernel_call,
+ * rk_request_opts); op names it in a refusal. */
+int
+rk__kernel_call(rk__kernel *k, const rk_msg_header *h, const void *payload,
+    size_t len, rk_call_reply *reply, const char *op)
+{
+    rk__inst *inst;
+    rk_msg_header out;
+    uint32_t st;
+    int rc;
+
+    if (!k->def.config.direct_calls)
+        return rk__fail(RK_ENOTSUP,
+            "rk_kernel_call: kernel '%s' does not take direct calls "
+            "(config.direct_calls)",
+            k->id);
+    /* Acquire: as in deliver(). Only an ACTIVE kernel runs calls; in any
+     * other state the message is sent instead, under the state's rules. */
+    st = atomic_load_explicit(&k->state, memory_order_acquire);
+    inst = atomic_load_explicit(&k->inst, memory_order_acquire);
+    if (st != RK_KERNEL_ACTIVE || inst == NULL)
+        return RK_EBUSY;
+    if (inst->be->call == NULL)
+        return rk__fail(RK_ENOTSUP,
+            "rk_kernel_call: the %s backend runs no direct calls",
+            inst->be->name);
+    if ((rc = admit(k, inst, st, h->type_id, len, op)) != RK_OK)
+        return rc;
+    rk__forwarded_header(&out, h, len, rk__send_stamp(k));
+    rc = inst->be->call(inst->bi, &out, payload, len, reply);
+    if (rc == RK_OK)
+        rk__counter_add(&inst->direct, 1);
+    return rc;
+}
+
 static int
 kernel_call(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
     const void *payload, size_t len, rk_call_reply *reply)
 {
     rk__kernel *k;
-    rk__inst *inst;
-    rk_msg_header out;
-    uint32_t st;
     int rc;
 
     if (h == NULL || (payload == NULL && len != 0))
         return rk__fail(RK_EINVAL, "rk_kernel_call: NULL argument");
     if ((rc = rk__call_enter(rt, "call")) != RK_OK)
         return rc;
-    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
-        goto out;
-    if (!k->def.config.direct_calls) {
-        rc = rk__fail(RK_ENOTSUP,
-            "rk_kernel_call: kernel '%s' does not take direct calls "
-            "(config.direct_calls)",
-            k->id);
-        goto out;
-    }
-    /* Acquire: as in deliver(). Only an ACTIVE kernel runs calls; in any
-     * other state the message is sent instead, under the state's rules. */
-    st = atomic_load_explicit(&k->state, memory_order_acquire);
-    inst = atomic_load_explicit(&k->inst, memory_order_acquire);
-    if (st != RK_KERNEL_ACTIVE || inst == NULL) {
-        rc = RK_EBUSY;
-        goto out;
-    }
-    if (inst->be->call == NULL) {
-        rc = rk__fail(RK_ENOTSUP,
-            "rk_kernel_call: the %s backend runs no direct calls",
-            inst->be->name);
-        goto out;
-    }
-    if ((rc = admit(k, inst, st, h->type_id, len, "call")) != RK_OK)
-        goto out;
-    rk__forwarded_header(&out, h, len, rk__send_stamp(k));
-    rc = inst->be->call(inst->bi, &out, payload, len, reply);
-out:
+    if ((rc = rk__resolve(rt, kh, &k)) == RK_OK)
+        rc = rk__kernel_call(k, h, payload, len, reply, "call");
     rk__call_leave(rt);
     return rc;
 }
@@ -293,6 +297,24 @@ rk_send_id(rk_runtime *rt, const char *id, uint32_t type_id,
     return rk_send(rt, kh, type_id, payload, len, priority, timeout_ns);
 }
 
+/* rk_send_batch's frames, written in place by the inbox's send_fill: h
+ * with a fresh id each, then payload i (len bytes at src + i * len). */
+typedef struct batch_fill {
+    rk_msg_header *h;
+    const unsigned char *src;
+    size_t len;
+} batch_fill;
+
+static void
+fill_batch(void *arg, size_t first, unsigned char *dst, size_t stride,
+    size_t k, bool flagged)
+{
+    batch_fill *f = arg;
+
+    rk__fill_frames(
+        dst, stride, f->h, f->src + first * f->len, f->len, k, flagged);
+}
+
 static int
 send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     size_t len, size_t n, uint8_t priority, int64_t timeout_ns, size_t *sent)
@@ -316,9 +338,13 @@ send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
         return rc;
     rk__header(&h, type_id, priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)len;
-    /* Either inbox: frames are written straight into runs of claimed
-     * slots, and the queue wakes the kernel after each run (inq.h). */
-    rc = rk__inq_send_many(&inst->in, &h, base, len, n, timeout_ns, &i);
+    /* Frames are written straight into runs of claimed slots (fill_batch),
+     * and the inbox wakes the kernel after each run (inbox.h). */
+    {
+        batch_fill f = { &h, base, len };
+        rc = rk__inbox_send_fill(inst->in, priority,
+            (uint32_t)(sizeof(h) + len), n, fill_batch, &f, timeout_ns, &i);
+    }
     if (sent != NULL)
         *sent = i;
     if (rc == RK_ECLOSED)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "runtime/ids.h"
-#include "runtime/slotflag.h"
+#include "queue/slotflag.h"
 
 /* Message ids: see rk__id_gen in internal.h. */
 _Thread_local rk__idgen rk__id_gen = { { { 0 } }, RK__ID_BLOCK };
@@ -54,7 +54,7 @@ rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq)
 
 /* k frames of one id run (ids seq, seq + 1, ...). Inlined per payload
  * size, so the common sizes copy with a few vector moves, no call. A
- * flagged frame (a lane slot, runtime/slotflag.h) is written payload
+ * flagged frame (a lane slot, queue/slotflag.h) is written payload
  * first, then the envelope up to its ready flag, then the flag. */
 static inline void
 fill_run(unsigned char *dst, size_t stride, const rk_msg_header *h,

@@ -21,7 +21,7 @@ uint32_t rk__id_run(uint32_t want, rk_uuid *first, uint32_t *seq);
 /* Writes n frames at dst, stride bytes apart: *h with a fresh id each
  * (h->message_id is left as the last one's), then payload i, len bytes at
  * src + i * len. flagged: the slots are a lane's, with ready flags
- * (runtime/slotflag.h): each frame is written up to its flag, which is
+ * (queue/slotflag.h): each frame is written up to its flag, which is
  * then stored READY with release; otherwise the whole envelope is
  * copied. */
 void rk__fill_frames(unsigned char *dst, size_t stride, rk_msg_header *h,

@@ -30,12 +30,13 @@
 
 #include "backend/backend.h"
 #include "common/common.h"
+#include "queue/inbox.h"
 #include "ringkernel/message.h"
 #include "ringkernel/queue.h"
 #include "ringkernel/runtime.h"
 #include "runtime/ids.h"
-#include "runtime/inq.h"
 #include "runtime/outq.h"
+#include "runtime/stamp.h"
 #include "telemetry/histogram.h"
 #include "telemetry/stats.h"
 
@@ -59,9 +60,9 @@ typedef struct rk__inst {
     /* batch + 1 frames of stride bytes: frames the instance left
      * unprocessed at its exit (first left_n), then the fail slot. */
     rk__placed spill_mem;
-    rk__placed in_mem;  /* the input's lanes (none for DROP_OLDEST) */
+    rk__placed in_mem;  /* the inbox's placed part (none: DROP_OLDEST) */
     rk__placed out_mem; /* the output ring */
-    rk__inq in;
+    rk__inbox *in; /* the input queue (queue/inbox.h) */
     rk__outq out;
     size_t slot_size; /* RK_MSG_HEADER_SIZE + max_payload */
     size_t stride;    /* slot_size rounded up to 64 */
@@ -69,9 +70,21 @@ typedef struct rk__inst {
 
     _Atomic uint64_t start_ns; /* first activation, 0 before */
 
-    /* The instance's wake-up: senders notify it after queueing, commands
-     * through the backend's signal(). Its own line: read per send. */
+    /* What the backend is handed at launch (actor.c, rk__io_init): the
+     * instance's input, output and sizes. Constant while it runs. */
+    rk__backend_io io;
+
+    /* The instance's wake-up: senders notify it after queueing, the
+     * runtime after posting a command or verdict. Its own line: read per
+     * send. */
     _Alignas(64) rk__ec wake;
+    /* Notified by the instance after every acknowledgement it stores:
+     * lifecycle calls and the supervisor wait here (rk__ack_wait). */
+    _Alignas(64) rk__ec ack;
+
+    /* The actor's context, for host-code backends: the kernel's thread
+     * (or a direct call's caller) writes it per message. */
+    _Alignas(64) rk_ctx ctx;
 
     /* Counters written by senders and by the runtime (any thread). */
     _Alignas(64) rk__counter rejected; /* refused before the queue */
@@ -238,6 +251,18 @@ void rk__fault_dead_letter(rk__inst *inst, uint32_t faults);
 /* Frees an instance that has exited (or leaks a detached one on purpose,
  * see rk_runtime_destroy). */
 void rk__inst_free(rk__inst *inst);
+/* Makes the instance see a command or verdict just stored in its control
+ * block: notifies its wake, then the backend's signal if it has one. */
+void rk__inst_signal(rk__inst *inst);
+/* Waits until inst's ack is in mask (bit 1u << RK_CTL_ACK_*; EXITED
+ * always counts) or the absolute deadline (UINT64_MAX: none). RK_OK or
+ * RK_ETIMEDOUT. */
+int rk__ack_wait(rk__inst *inst, uint32_t mask, uint64_t deadline);
+
+/* ---- actor.c */
+/* Fills inst->io and inst->ctx for a launch (inst's queues, spill area and
+ * telemetry set up). */
+void rk__io_init(rk__inst *inst);
 
 /* ---- supervisor.c */
 int rk__supervisor_start(rk_runtime *rt);
@@ -250,34 +275,20 @@ void rk__supervisor_stop(rk_runtime *rt);
 int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns, const char *op);
 
-
-/* Latency sampling: one send in latency_sample per sending thread carries
- * a timestamp (the kernel times exactly the stamped messages), so the
- * common send pays no clock read. Per-thread countdown; hidden as
- * rk__id_gen is. */
-#define RK__LATENCY_SAMPLE_DEFAULT 16u
-extern _Thread_local uint32_t rk__stamp_left
-    __attribute__((visibility("hidden")));
+/* A direct call on k (rk_kernel_call's body), for a caller that already
+ * entered the runtime (rk__call_enter) and resolved k: RK_OK, RK_EBUSY
+ * (not idle: deliver instead), or a refusal (op: "call", "request"). */
+int rk__kernel_call(rk__kernel *k, const rk_msg_header *h, const void *payload,
+    size_t len, rk_call_reply *reply, const char *op);
 
 /* The send timestamp for a message to k: now, or 0 (not sampled, or
- * telemetry off). */
+ * telemetry off). Sampling by count and time: runtime/stamp.h. */
 static inline uint64_t
 rk__send_stamp(const rk__kernel *k)
 {
-    uint32_t sample = k->def.config.latency_sample != 0
-        ? k->def.config.latency_sample
-        : RK__LATENCY_SAMPLE_DEFAULT;
-
     if (k->def.config.telemetry_off)
         return 0;
-    /* The countdown is the thread's, across kernels: one left over from a
-     * kernel with a sparser rate does not delay this kernel's. */
-    if (rk__stamp_left != 0 && rk__stamp_left < sample) {
-        rk__stamp_left--;
-        return 0;
-    }
-    rk__stamp_left = sample - 1;
-    return rk_now_ns();
+    return rk__stamp(k->def.config.latency_sample);
 }
 
 /* ---- deadletter.c, topics.c */

@@ -76,7 +76,7 @@ rk__inst_free(rk__inst *inst)
         next = s->next;
         free(s);
     }
-    rk__inq_fini(&inst->in);
+    rk__inbox_destroy(inst->in);
     rk__outq_fini(&inst->out);
     release_placed(inst);
     free(inst);
@@ -102,6 +102,7 @@ inst_create(rk__kernel *k, rk__inst **out)
     inst->telemetry = !c->telemetry_off;
     inst->backoff_ns = c->supervision.backoff_ns;
     rk__ec_init(&inst->wake);
+    rk__ec_init(&inst->ack);
     rk__ec_init(&inst->out_free);
     qin.capacity = c->input_capacity;
     qin.slot_size = (uint32_t)inst->slot_size;
@@ -111,9 +112,9 @@ inst_create(rk__kernel *k, rk__inst **out)
     /* Placement: everything an instance reads or writes in place comes
      * from the backend (the control block, the spill area, the input's
      * lanes and the output ring); the sizes were validated at register,
-     * so a 0 below means "no lanes" (DROP_OLDEST keeps a host queue). */
+     * so a 0 below means the inbox keeps host memory of its own. */
     {
-        size_t in_bytes = rk__inq_lane_bytes(&qin, c->batch);
+        size_t in_bytes = rk__inbox_placed_bytes(&qin, c->batch);
         size_t out_bytes
             = rk__outq_ring_bytes(c->output_capacity, inst->slot_size);
         if (out_bytes == 0)
@@ -133,7 +134,7 @@ inst_create(rk__kernel *k, rk__inst **out)
             return rc;
         }
     }
-    rc = rk__inq_init_at(
+    rc = rk__inbox_create(
         &inst->in, &qin, c->batch, &inst->wake, inst->in_mem.host);
     if (rc != RK_OK) {
         char why[256];
@@ -148,7 +149,7 @@ inst_create(rk__kernel *k, rk__inst **out)
     if (rc != RK_OK) {
         char why[256];
         snprintf(why, sizeof(why), "%s", rk_errdetail());
-        rk__inq_fini(&inst->in);
+        rk__inbox_destroy(inst->in);
         release_placed(inst);
         free(inst);
         return rk__fail(rc,
@@ -157,6 +158,7 @@ inst_create(rk__kernel *k, rk__inst **out)
     /* From here on rk__inst_free undoes whatever was set up. */
     inst->ctl = inst->ctl_mem.host;
     rk_ctl_init(inst->ctl);
+    rk__io_init(inst);
     if (be->inst_size != 0) {
         inst->bi = aligned_alloc(64, round64(be->inst_size));
         if (inst->bi == NULL) {
@@ -212,18 +214,15 @@ static void
 drain_input(rk__inst *inst, rk_dead_reason why, int err)
 {
     rk_runtime *rt = inst->k->rt;
-    unsigned char *buf = inst->spill_mem.host; /* the instance is gone */
-    size_t lens[1];
 
-    rk__inq_close(&inst->in);
+    rk__inbox_close(inst->in);
     for (;;) {
-        rk__inq_batch b;
-        if (rk__inq_take(&inst->in, buf, inst->stride, lens, 1, &b) != RK_OK
-            || b.n == 0)
+        rk__inbox_batch b;
+        if (rk__inbox_take(inst->in, 1, &b) != RK_OK || b.n == 0)
             break;
-        rk__dead_letter(rt, inst, why, err, b.frames,
-            b.in_place ? frame_len(b.frames, b.stride) : lens[0]);
-        rk__inq_release(&inst->in, b.n);
+        rk__dead_letter(
+            rt, inst, why, err, b.frames, frame_len(b.frames, b.stride));
+        rk__inbox_release(inst->in, b.n);
     }
 }
 
@@ -271,11 +270,40 @@ rk__reap(rk__kernel *k, rk__inst *inst)
 
 /* ------------------------------------------------------- commands */
 
+void
+rk__inst_signal(rk__inst *inst)
+{
+    /* The command or verdict was stored before: the instance re-checks
+     * both after its rk__ec_prepare (common/ec.h). */
+    rk__ec_notify_all(&inst->wake);
+    if (inst->be->signal != NULL)
+        inst->be->signal(inst->bi);
+}
+
+int
+rk__ack_wait(rk__inst *inst, uint32_t mask, uint64_t deadline)
+{
+    const rk_ctl *ctl = inst->ctl;
+
+    mask |= 1u << RK_CTL_ACK_EXITED;
+    for (;;) {
+        uint32_t key = rk__ec_prepare(&inst->ack);
+        /* Acquire pairs with the instance's release store of its ack
+         * (rk_ctl_ack), made before it notified. */
+        if (mask & (1u << rk_ctl_ack_get(ctl))) {
+            rk__ec_cancel(&inst->ack);
+            return RK_OK;
+        }
+        if (rk__ec_wait(&inst->ack, key, deadline) == RK_ETIMEDOUT)
+            return mask & (1u << rk_ctl_ack_get(ctl)) ? RK_OK : RK_ETIMEDOUT;
+    }
+}
+
 static void
 post(rk__inst *inst, uint32_t cmd)
 {
     rk_ctl_post(inst->ctl, cmd);
-    inst->be->signal(inst->bi);
+    rk__inst_signal(inst);
 }
 
 /*
@@ -323,7 +351,9 @@ launch(rk_runtime *rt, rk__kernel *k, uint32_t st, int64_t timeout_ns)
         return rc;
     spec.ctl = inst->ctl_mem;
     spec.wake = &inst->wake;
-    spec.inst = inst;
+    spec.ack = &inst->ack;
+    spec.io = &inst->io;
+    spec.ctx = &inst->ctx;
     rc = k->be->launch(inst->bi, &spec);
     if (rc != RK_OK) {
         free(inst->bi); /* nothing started: no destroy */
@@ -374,7 +404,7 @@ deactivate(rk_runtime *rt, rk__kernel *k, uint32_t st, int64_t timeout_ns)
         return bad_transition(k, st, "deactivate");
     inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
     post(inst, RK_CTL_PAUSE);
-    rc = inst->be->wait_ack(inst->bi, ACK_BIT(RK_CTL_ACK_PAUSED),
+    rc = rk__ack_wait(inst, ACK_BIT(RK_CTL_ACK_PAUSED),
         rk__deadline(rt->cfg.control_timeout_ns));
     if (rc != RK_OK)
         rc = rk__fail(rc,
@@ -401,7 +431,7 @@ terminate(rk_runtime *rt, rk__kernel *k, uint32_t st, int64_t timeout_ns)
     post(inst, RK_CTL_STOP);
     /* A fault waiting out its backoff is answered now (supervisor.c). */
     rk__ec_notify_all(&rt->events);
-    rc = inst->be->wait_ack(inst->bi, 0, rk__deadline(timeout_ns));
+    rc = rk__ack_wait(inst, 0, rk__deadline(timeout_ns));
     if (rc == RK_OK)
         rk__reap(k, inst);
     else
@@ -449,7 +479,7 @@ rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns)
     if (inst == NULL)
         return rk__fail(
             RK_ENOTLAUNCHED, "kernel '%s' has not been launched", k->id);
-    rc = inst->be->wait_ack(inst->bi, 0, rk__deadline(timeout_ns));
+    rc = rk__ack_wait(inst, 0, rk__deadline(timeout_ns));
     if (rc != RK_OK)
         return rk__fail(rc, "kernel '%s' is still running", k->id);
     /* Account for the exit now rather than when the supervisor gets to

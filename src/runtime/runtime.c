@@ -57,12 +57,11 @@ check_runtime_sizes(const rk_runtime_config *c)
     return RK_OK;
 }
 
+/* Any capacity from 1 (0 took the default) to the limit: the queues hold
+ * exactly that many, in rings rounded up inside (issue 27). */
 static int
 check_capacity(const char *id, const char *field, uint32_t v)
 {
-    if (!rk__is_pow2(v))
-        return rk__fail(RK_EINVAL, "kernel '%s': %s %u is not a power of two",
-            id, field, v);
     if (v > RK_KERNEL_MAX_CAPACITY)
         return rk__fail(RK_EINVAL,
             "kernel '%s': %s %u is over the limit %u "
@@ -235,11 +234,10 @@ destroy_kernel(rk_runtime *rt, rk__kernel *k)
     inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     /* Closing both queues unblocks an actor stuck sending or receiving,
      * and every host call blocked on them. */
-    rk__inq_close(&inst->in);
+    rk__inbox_close(inst->in);
     rk__ec_notify_all(&inst->wake);
     rk__outq_close(&inst->out);
-    if (inst->be->wait_ack(
-            inst->bi, 0, rk__deadline(rt->cfg.terminate_timeout_ns))
+    if (rk__ack_wait(inst, 0, rk__deadline(rt->cfg.terminate_timeout_ns))
         == RK_OK) {
         pthread_mutex_lock(&k->lock);
         rk__reap(k, inst);
@@ -359,18 +357,11 @@ rk_runtime_destroy(rk_runtime *rt)
 
 /* ---------------------------------------------------------- registry */
 
+/* Ids are reported in the exposition and in JSON: valid UTF-8 only. */
 static int
 check_id(const char *what, const char *id)
 {
-    size_t n;
-
-    if (id == NULL || id[0] == '\0')
-        return rk__fail(RK_EINVAL, "%s: empty id", what);
-    n = strlen(id);
-    if (n > RK_ID_MAX)
-        return rk__fail(RK_EINVAL, "%s: id '%.20s...' is %zu bytes (max %d)",
-            what, id, n, RK_ID_MAX);
-    return RK_OK;
+    return rk__check_name(what, "id", id, RK_ID_MAX);
 }
 
 int
@@ -385,9 +376,12 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
         return rc;
     if ((rc = check_id("rk_runtime_register", def->id)) != RK_OK)
         return rc;
-    if ((def->actor == NULL) == (def->handler == NULL))
+    if ((def->actor == NULL) == (def->handler == NULL)
+        && !(def->actor != NULL && def->config.direct_calls))
         return rk__fail(RK_EINVAL,
-            "kernel '%s': set exactly one of actor and handler", def->id);
+            "kernel '%s': set exactly one of actor and handler (both only "
+            "with direct_calls: the handler runs the direct calls)",
+            def->id);
     if (def->config.direct_calls && def->handler == NULL)
         return rk__fail(RK_EINVAL,
             "kernel '%s': direct_calls needs a handler (an actor receives "

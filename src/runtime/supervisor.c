@@ -44,7 +44,7 @@ on_fault(rk__inst *inst, uint64_t now)
     }
     inst->answered = faults;
     rk_ctl_verdict_post(c, RK_CTL_GIVE_UP);
-    inst->be->signal(inst->bi);
+    rk__inst_signal(inst);
 }
 
 /* Looks at one kernel; returns when it next needs looking at. */
@@ -81,7 +81,7 @@ visit(rk__kernel *k, uint64_t now)
     inst->restarts_done++;
     rk__counter_add(&inst->restarts, 1);
     rk_ctl_verdict_post(inst->ctl, inst->restart_fault);
-    inst->be->signal(inst->bi);
+    rk__inst_signal(inst);
     return UINT64_MAX;
 }
 

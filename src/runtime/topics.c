@@ -18,10 +18,7 @@ topic_find(rk_runtime *rt, const char *name)
 static int
 check_name(const char *what, const char *name)
 {
-    if (name == NULL || name[0] == '\0' || strlen(name) > RK_ID_MAX)
-        return rk__fail(RK_EINVAL, "%s: topic name empty or over %d bytes",
-            what, RK_ID_MAX);
-    return RK_OK;
+    return rk__check_name(what, "topic name", name, RK_ID_MAX);
 }
 
 int

@@ -78,18 +78,19 @@ rk__hist_index(uint64_t v)
         + (size_t)((v >> shift) & (RK__HIST_SUB - 1));
 }
 
-/* Records v. Only the histogram's single writer may call this. */
+/* Records n equal values v. Only the histogram's single writer may call
+ * this (relaxed load-and-store updates, no read-modify-write). */
 static inline void
-rk__hist_record(rk__hist *h, uint64_t v)
+rk__hist_record_n(rk__hist *h, uint64_t v, uint64_t n)
 {
 #if RK_TELEMETRY
     _Atomic uint64_t *b = &h->bucket[rk__hist_index(v)];
     uint64_t clamped = v < RK_HISTOGRAM_MAX_NS ? v : RK_HISTOGRAM_MAX_NS;
 
-    atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + 1,
+    atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + n,
         memory_order_relaxed);
     atomic_store_explicit(&h->sum,
-        atomic_load_explicit(&h->sum, memory_order_relaxed) + clamped,
+        atomic_load_explicit(&h->sum, memory_order_relaxed) + clamped * n,
         memory_order_relaxed);
     if (v > atomic_load_explicit(&h->max, memory_order_relaxed))
         atomic_store_explicit(&h->max, v, memory_order_relaxed);
@@ -98,7 +99,15 @@ rk__hist_record(rk__hist *h, uint64_t v)
 #else
     (void)h;
     (void)v;
+    (void)n;
 #endif
+}
+
+/* Records v. Only the histogram's single writer may call this. */
+static inline void
+rk__hist_record(rk__hist *h, uint64_t v)
+{
+    rk__hist_record_n(h, v, 1);
 }
 
 /* Raises *a to at least v (relaxed CAS loop). */

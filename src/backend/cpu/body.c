@@ -1,16 +1,17 @@
 /*
  * src/backend/cpu/body.c - what a CPU backend thread runs: the persistent
- * loop (safe points, faults, the drain on STOP) and the rk_ctx API actors
- * and handlers use.
+ * loop (safe points, faults, the drain on STOP), the receive side of the
+ * actor API (the context's ops: recv, should_terminate) and direct calls.
  *
  * The loop decides nothing about the kernel's fate: it acknowledges
  * commands, reports a failure (FAULTED, with the failed frame in the fail
  * slot) and waits for the runtime's verdict, and at its end reports
- * EXITED with the frames it did not process. Sends go through the
- * runtime's delivery layer (rk__deliver, rk__publish), the same way a
- * host send does; nothing here calls the lifecycle or the supervisor.
+ * EXITED with the frames it did not process. It sees the runtime only
+ * through what launch handed it (backend.h: rk__backend_io, the actor's
+ * rk_ctx); what the actor sends goes through the runtime's actor API
+ * (rk_ctx_send, ..., runtime/actor.c), which decides where it goes.
  *
- * Input is taken in batches (rk__inq_recv_batch) into the context and
+ * Input is taken in batches (io->take) into the loop state and
  * handed out one message at a time, so actor-style and handler-style
  * kernels both pay the queue's costs once per batch. A message handed out
  * is "in flight" until the next receive (processed) or until the actor
@@ -21,7 +22,10 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
-#include "runtime/internal.h"
+#include "common/common.h"
+#include "queue/inbox.h"
+#include "telemetry/histogram.h"
+#include "telemetry/stats.h"
 
 #define STRIDE_ALIGN 64
 /* Spins yield every RK__SPIN_YIELD tries (about a microsecond): on a
@@ -37,34 +41,31 @@
  * the other is back (common/spin.h says the same of producers). */
 #define RK__SPIN_FLOOR 256u
 
-static size_t
-stride_of(const rk__inst *inst)
-{
-    return (inst->slot_size + STRIDE_ALIGN - 1) & ~(size_t)(STRIDE_ALIGN - 1);
-}
+static const rk__ctx_ops cpu_ctx_ops;
 
 int
-rk__cpu_ctx_init(rk__backend_inst *bi)
+rk__cpu_ctx_init(rk__backend_inst *bi, const rk__backend_launch *spec)
 {
-    rk_ctx *ctx = &bi->ctx;
-    rk__inst *inst = bi->inst;
-    const rk_kernel_config *c = &inst->k->def.config;
+    rk__cpu_loop *ctx = &bi->loop;
+    const rk__backend_io *io = spec->io;
+    const rk_kernel_config *c = &io->def->config;
 
     memset(ctx, 0, sizeof(*ctx));
-    ctx->inst = inst;
+    ctx->pub = spec->ctx;
+    ctx->io = io;
     ctx->bi = bi;
     ctx->ctl = bi->ctl;
     ctx->wake = bi->wake;
     ctx->batch = c->batch;
     ctx->cur = -1;
-    ctx->priority = RK_CTX_PRIORITY_INHERIT;
-    ctx->user = c->user;
     ctx->spin_budget = c->spin;
-    ctx->direct = c->direct_calls && inst->k->def.handler != NULL;
+    ctx->direct = c->direct_calls && io->def->handler != NULL;
+    ctx->pub->ops = &cpu_ctx_ops;
+    ctx->pub->be = ctx;
     atomic_store_explicit(&bi->owner, RK__OWN_KERNEL, memory_order_relaxed);
-    ctx->buf = aligned_alloc(STRIDE_ALIGN, stride_of(inst) * ctx->batch);
-    ctx->lens = calloc(ctx->batch, sizeof(*ctx->lens));
-    if (ctx->buf == NULL || ctx->lens == NULL) {
+    atomic_store_explicit(&bi->want, 0, memory_order_relaxed);
+    ctx->buf = aligned_alloc(STRIDE_ALIGN, io->stride);
+    if (ctx->buf == NULL) {
         rk__cpu_ctx_fini(bi);
         return RK_ENOMEM;
     }
@@ -74,10 +75,8 @@ rk__cpu_ctx_init(rk__backend_inst *bi)
 void
 rk__cpu_ctx_fini(rk__backend_inst *bi)
 {
-    free(bi->ctx.buf);
-    free(bi->ctx.lens);
-    bi->ctx.buf = NULL;
-    bi->ctx.lens = NULL;
+    free(bi->loop.buf);
+    bi->loop.buf = NULL;
 }
 
 void
@@ -86,7 +85,7 @@ rk__cpu_ack(rk__backend_inst *bi, uint32_t ack)
     rk__ec *events = bi->events;
 
     rk_ctl_ack(bi->ctl, ack);
-    rk__ec_notify_all(&bi->ack);
+    rk__ec_notify_all(bi->ack);
     /* After an EXITED ack the host may destroy bi once it has joined the
      * thread, which cannot happen before this function returns. */
     if (ack == RK_CTL_ACK_FAULTED || ack == RK_CTL_ACK_EXITED)
@@ -94,7 +93,7 @@ rk__cpu_ack(rk__backend_inst *bi, uint32_t ack)
 }
 
 static uint32_t
-load_cmd(const rk_ctx *ctx)
+load_cmd(const rk__cpu_loop *ctx)
 {
     /* Acquire pairs with the release store in rk_ctl_post. */
     return rk_ctl_cmd(ctx->ctl);
@@ -104,7 +103,7 @@ load_cmd(const rk_ctx *ctx)
  * before the backend's signal() notifies wake, so the re-check after
  * rk__ec_prepare either sees it or the wait is woken (common/ec.h). */
 static uint32_t
-wait_while(rk_ctx *ctx, uint32_t c)
+wait_while(rk__cpu_loop *ctx, uint32_t c)
 {
     for (;;) {
         uint32_t key = rk__ec_prepare(ctx->wake);
@@ -119,7 +118,7 @@ wait_while(rk_ctx *ctx, uint32_t c)
 
 /* The safe point: parks while DEACTIVATED. Returns the command in force. */
 static uint32_t
-safe_point(rk_ctx *ctx)
+safe_point(rk__cpu_loop *ctx)
 {
     uint32_t c = load_cmd(ctx);
 
@@ -133,60 +132,33 @@ safe_point(rk_ctx *ctx)
 
 /* The message in flight is done. */
 static void
-complete_current(rk_ctx *ctx)
+complete_current(rk__cpu_loop *ctx)
 {
     if (ctx->cur >= 0) {
         rk_ctl_count(&ctx->ctl->processed, 1);
         ctx->cur = -1;
+        ctx->pub->cur = NULL;
     }
-}
-
-/*
- * Records n equal latency values. The single-writer form of
- * rk__hist_record (telemetry/histogram.h) with a count: same fields, same
- * relaxed load-and-store updates, only the kernel thread writes.
- */
-static void
-hist_record_n(rk__hist *h, uint64_t v, uint64_t n)
-{
-#if RK_TELEMETRY
-    _Atomic uint64_t *b = &h->bucket[rk__hist_index(v)];
-    uint64_t clamped = v < RK_HISTOGRAM_MAX_NS ? v : RK_HISTOGRAM_MAX_NS;
-
-    atomic_store_explicit(b, atomic_load_explicit(b, memory_order_relaxed) + n,
-        memory_order_relaxed);
-    atomic_store_explicit(&h->sum,
-        atomic_load_explicit(&h->sum, memory_order_relaxed) + clamped * n,
-        memory_order_relaxed);
-    if (v > atomic_load_explicit(&h->max, memory_order_relaxed))
-        atomic_store_explicit(&h->max, v, memory_order_relaxed);
-    if (~v > atomic_load_explicit(&h->min_c, memory_order_relaxed))
-        atomic_store_explicit(&h->min_c, ~v, memory_order_relaxed);
-#else
-    (void)h;
-    (void)v;
-    (void)n;
-#endif
 }
 
 /* Records the pending run of equal latencies. */
 static void
-lat_flush(rk_ctx *ctx)
+lat_flush(rk__cpu_loop *ctx)
 {
     if (ctx->run_n != 0) {
-        hist_record_n(&ctx->inst->latency, ctx->run_v, ctx->run_n);
+        rk__hist_record_n(ctx->io->latency, ctx->run_v, ctx->run_n);
         ctx->run_n = 0;
     }
 }
 
 static const unsigned char *
-frame_at(const rk_ctx *ctx, size_t i)
+frame_at(const rk__cpu_loop *ctx, size_t i)
 {
     return ctx->frames + i * ctx->stride;
 }
 
 static size_t
-frame_len(const rk_ctx *ctx, size_t i)
+frame_len(const rk__cpu_loop *ctx, size_t i)
 {
     uint32_t plen;
 
@@ -201,20 +173,20 @@ frame_len(const rk_ctx *ctx, size_t i)
 
 /* Gives the lane slots of the last batch back (nothing is in flight). */
 static void
-release_held(rk_ctx *ctx)
+release_held(rk__cpu_loop *ctx)
 {
     if (ctx->held != 0) {
-        rk__inq_release(&ctx->inst->in, ctx->held);
+        ctx->io->release(ctx->io->in, ctx->held);
         ctx->held = 0;
     }
 }
 
-/* Takes the next batch without waiting (results as rk__inq_take). */
+/* Takes the next batch without waiting (results as rk__inbox_take). */
 static int
-next_batch(rk_ctx *ctx)
+next_batch(rk__cpu_loop *ctx)
 {
-    rk__inst *inst = ctx->inst;
-    rk__inq_batch b;
+    const rk__backend_io *io = ctx->io;
+    rk__inbox_batch b;
     int rc;
 
     release_held(ctx);
@@ -222,10 +194,9 @@ next_batch(rk_ctx *ctx)
      * view is valid until the next receive, and the batch goes back when
      * the next one is taken (or before a safe point with nothing left in
      * it, see fetch). Held slots do not take room from the lane (it
-     * counts what the kernel has not taken, rk__inq_init's hold), so a
+     * counts what the kernel has not taken, rk__inbox_create's hold), so a
      * paused kernel's lane still queues its whole capacity. */
-    rc = rk__inq_take(
-        &inst->in, ctx->buf, stride_of(inst), ctx->lens, ctx->batch, &b);
+    rc = io->take(io->in, ctx->batch, &b);
     if (rc != RK_OK || b.n == 0)
         return rc == RK_OK ? RK_EEMPTY : rc;
     ctx->frames = b.frames;
@@ -241,7 +212,7 @@ next_batch(rk_ctx *ctx)
  * timestamp. Reads each header's send_ns, which the hand-out reads soon
  * anyway; stops at the first. */
 static bool
-batch_stamped(const rk_ctx *ctx, size_t n)
+batch_stamped(const rk__cpu_loop *ctx, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (((const rk_msg_header *)(const void *)frame_at(ctx, i))->send_ns
@@ -262,13 +233,13 @@ batch_stamped(const rk_ctx *ctx, size_t n)
  * for may need.
  */
 static void
-spin_found(rk_ctx *ctx, uint32_t max)
+spin_found(rk__cpu_loop *ctx, uint32_t max)
 {
     ctx->spin_budget = max;
 }
 
 static void
-spin_parked(rk_ctx *ctx, uint32_t max)
+spin_parked(rk__cpu_loop *ctx, uint32_t max)
 {
     uint32_t floor = max < RK__SPIN_FLOOR ? max : RK__SPIN_FLOOR;
     uint32_t b = ctx->spin_budget / 2;
@@ -279,23 +250,41 @@ spin_parked(rk_ctx *ctx, uint32_t max)
 /* Direct calls: the kernel thread takes its context back from a caller
  * (who holds it for one handler call) and gives it up while it waits.
  * Acquire/release: what the caller did with the context comes before the
- * kernel's next use, and the other way round. */
+ * kernel's next use, and the other way round. While a caller holds it the
+ * thread says so (want: no new call starts) and parks on wake until the
+ * caller lets go: a forwarding handler (the MPI cluster's proxies) holds
+ * it for a whole round trip, and back-to-back calls leave a spinning
+ * thread almost no moment to take it (it would burn a core meanwhile). */
 static void
-own(rk_ctx *ctx)
+own(rk__cpu_loop *ctx)
 {
     _Atomic uint32_t *o = &ctx->bi->owner;
 
     for (;;) {
-        uint32_t free_ = RK__OWN_FREE;
+        uint32_t free_ = RK__OWN_FREE, key;
         if (atomic_compare_exchange_weak_explicit(o, &free_, RK__OWN_KERNEL,
-                memory_order_acquire, memory_order_relaxed))
+                memory_order_acquire, memory_order_relaxed)) {
+            atomic_store_explicit(&ctx->bi->want, 0, memory_order_relaxed);
             return;
-        rk__cpu_relax();
+        }
+        if (free_ == RK__OWN_FREE)
+            continue; /* a weak CAS's spurious failure */
+        /* seq_cst store, then (after prepare) seq_cst load: pairs with
+         * the caller's seq_cst store of FREE and load of want in
+         * call_release, so that either it sees want and notifies, or
+         * this sees FREE. */
+        atomic_store_explicit(&ctx->bi->want, 1, memory_order_seq_cst);
+        key = rk__ec_prepare(ctx->wake);
+        if (atomic_load_explicit(o, memory_order_seq_cst) == RK__OWN_FREE) {
+            rk__ec_cancel(ctx->wake);
+            continue;
+        }
+        (void)rk__ec_wait(ctx->wake, key, UINT64_MAX);
     }
 }
 
 static void
-disown(rk_ctx *ctx)
+disown(rk__cpu_loop *ctx)
 {
     atomic_store_explicit(&ctx->bi->owner, RK__OWN_FREE, memory_order_release);
 }
@@ -307,9 +296,9 @@ disown(rk_ctx *ctx)
  * handback), and what a direct-call kernel waiting without its context
  * polls before taking it back. */
 static bool
-wanted(rk_ctx *ctx, uint32_t c)
+wanted(rk__cpu_loop *ctx, uint32_t c)
 {
-    return rk__inq_depth(&ctx->inst->in) != 0 || load_cmd(ctx) != c
+    return ctx->io->depth(ctx->io->in) != 0 || load_cmd(ctx) != c
         || atomic_load(&ctx->handback) != RK_OK;
 }
 
@@ -320,9 +309,9 @@ wanted(rk_ctx *ctx, uint32_t c)
  * drained.
  */
 static int
-fetch(rk_ctx *ctx, int64_t timeout_ns)
+fetch(rk__cpu_loop *ctx, int64_t timeout_ns)
 {
-    rk__inst *inst = ctx->inst;
+    const rk__backend_io *io = ctx->io;
     uint32_t spin, max, spins = 0;
     uint64_t deadline = 0;
     bool parked = false;
@@ -333,7 +322,7 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
         (void)safe_point(ctx);
         return RK_OK;
     }
-    max = inst->k->def.config.spin;
+    max = io->def->config.spin;
     spin = ctx->spin_budget;
     lat_flush(ctx);
     /* Nothing is in flight: give the lane its slots back before the safe
@@ -370,7 +359,7 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
                  * that holds a stamped message, none otherwise (fetch_ns
                  * 0: nothing recorded). */
                 ctx->fetch_ns = 0;
-                if (rk__telemetry_on(inst->telemetry) && batch_stamped(ctx, n))
+                if (rk__telemetry_on(io->telemetry) && batch_stamped(ctx, n))
                     ctx->fetch_ns = rk_now_ns();
                 return RK_OK;
             }
@@ -417,13 +406,14 @@ fetch(rk_ctx *ctx, int64_t timeout_ns)
 
 /* Hands out the message at pos as the one in flight. */
 static void
-take(rk_ctx *ctx, rk_msg_view *out)
+take(rk__cpu_loop *ctx, rk_msg_view *out)
 {
     const unsigned char *frame = frame_at(ctx, ctx->pos);
     const rk_msg_header *h = (const rk_msg_header *)(const void *)frame;
     size_t flen = frame_len(ctx, ctx->pos);
 
     ctx->cur = (long)ctx->pos++;
+    ctx->pub->cur = h;
     out->hdr = h;
     out->data = frame + RK_MSG_HEADER_SIZE;
     out->len = flen >= RK_MSG_HEADER_SIZE ? flen - RK_MSG_HEADER_SIZE : 0;
@@ -442,28 +432,26 @@ take(rk_ctx *ctx, rk_msg_view *out)
     }
 }
 
-bool
-rk_should_terminate(rk_ctx *ctx)
+/* rk_should_terminate (the context's op). */
+static bool
+cpu_should_terminate(rk_ctx *pub)
 {
-    if (ctx == NULL)
-        return true; /* no kernel to run for */
+    rk__cpu_loop *ctx = pub->be;
+
     /* Held lane slots count in the depth but were handed out already
      * (the view of the last one may still be in use, so no release). */
     return safe_point(ctx) == RK_CTL_STOP && ctx->pos == ctx->n
-        && rk__inq_depth(&ctx->inst->in) == ctx->held;
+        && ctx->io->depth(ctx->io->in) == ctx->held;
 }
 
-int
-rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns)
+/* rk_ctx_recv (the context's op; the runtime checked the arguments and
+ * that the kernel is an actor). */
+static int
+cpu_recv(rk_ctx *pub, rk_msg_view *out, int64_t timeout_ns)
 {
+    rk__cpu_loop *ctx = pub->be;
     int rc;
 
-    if (ctx == NULL || out == NULL)
-        return rk__fail(RK_EINVAL, "rk_ctx_recv: NULL argument");
-    if (ctx->in_handler)
-        return rk__fail(RK_EINVAL,
-            "rk_ctx_recv: kernel '%s' is a handler; the runtime receives",
-            ctx->inst->k->id);
     complete_current(ctx);
     rc = fetch(ctx, timeout_ns);
     if (rc != RK_OK)
@@ -472,11 +460,16 @@ rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns)
     return RK_OK;
 }
 
+static const rk__ctx_ops cpu_ctx_ops = {
+    .recv = cpu_recv,
+    .should_terminate = cpu_should_terminate,
+};
+
 /* Records the latencies of the n handed-out frames at f (send -> take,
  * as take() does for an actor), merging runs of equal values. Frames of
  * one send batch share send_ns, so the common step is one compare. */
 static void
-lat_batch(rk_ctx *ctx, const unsigned char *f, size_t stride, size_t n)
+lat_batch(rk__cpu_loop *ctx, const unsigned char *f, size_t stride, size_t n)
 {
     uint64_t fetch = ctx->fetch_ns, last = 0;
     uint64_t run_v = ctx->run_v, run_n = ctx->run_n;
@@ -497,7 +490,7 @@ lat_batch(rk_ctx *ctx, const unsigned char *f, size_t stride, size_t n)
             run_n++;
         } else {
             if (run_n != 0)
-                hist_record_n(&ctx->inst->latency, run_v, run_n);
+                rk__hist_record_n(ctx->io->latency, run_v, run_n);
             run_v = v;
             run_n = 1;
         }
@@ -514,10 +507,11 @@ lat_batch(rk_ctx *ctx, const unsigned char *f, size_t stride, size_t n)
  * (ctx->cur) for the caller to dead-letter; those before it count.
  */
 static int
-handle_batch(rk_ctx *ctx, rk_handler_fn fn)
+handle_batch(rk__cpu_loop *ctx, rk_handler_fn fn)
 {
     size_t start = ctx->pos, n = ctx->n, stride = ctx->stride, i;
     const unsigned char *f = frame_at(ctx, start);
+    rk_ctx *pub = ctx->pub;
     bool in_place = ctx->in_place;
     rk_msg_view v;
     int rc = RK_OK;
@@ -528,6 +522,7 @@ handle_batch(rk_ctx *ctx, rk_handler_fn fn)
         ctx->cur = (long)i;
         ctx->pos = i + 1;
         v.hdr = (const rk_msg_header *)(const void *)f;
+        pub->cur = v.hdr;
         v.data = f + RK_MSG_HEADER_SIZE;
         if (in_place) {
             /* A lane frame: its length is in its header (frame_len). */
@@ -540,23 +535,25 @@ handle_batch(rk_ctx *ctx, rk_handler_fn fn)
             size_t flen = ctx->lens[i];
             v.len = flen >= RK_MSG_HEADER_SIZE ? flen - RK_MSG_HEADER_SIZE : 0;
         }
-        if ((rc = fn(ctx, &v)) != RK_OK)
+        if ((rc = fn(pub, &v)) != RK_OK)
             break;
     }
     lat_batch(ctx, frame_at(ctx, start), stride, (i < n ? i + 1 : n) - start);
     rk_ctl_count(&ctx->ctl->processed, i - start);
-    if (rc == RK_OK)
+    if (rc == RK_OK) {
         ctx->cur = -1;
+        pub->cur = NULL;
+    }
     return rc;
 }
 
 static int
-handler_loop(rk_ctx *ctx)
+handler_loop(rk__cpu_loop *ctx)
 {
-    rk_handler_fn fn = ctx->inst->k->def.handler;
+    rk_handler_fn fn = ctx->io->def->handler;
     int rc;
 
-    ctx->in_handler = true;
+    ctx->pub->in_handler = true;
     for (;;) {
         complete_current(ctx);
         rc = fetch(ctx, RK_WAIT_FOREVER);
@@ -567,6 +564,18 @@ handler_loop(rk_ctx *ctx)
         if ((rc = handle_batch(ctx, fn)) != RK_OK)
             return rc;
     }
+}
+
+/* A caller gives the context back, and wakes the thread if it waits
+ * for it (own). The store releases the context's uses (pairs with the
+ * acquire CAS in own() or a caller's); seq_cst with the load of want,
+ * see own(). */
+static void
+call_release(rk__backend_inst *bi, rk__cpu_loop *ctx)
+{
+    atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_seq_cst);
+    if (atomic_load_explicit(&bi->want, memory_order_seq_cst) != 0)
+        rk__ec_notify_all(ctx->wake);
 }
 
 /*
@@ -582,8 +591,8 @@ int
 rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
     size_t len, rk_call_reply *reply)
 {
-    rk_ctx *ctx = &bi->ctx;
-    rk__inst *inst = bi->inst;
+    rk__cpu_loop *ctx = &bi->loop;
+    const rk__backend_io *io = bi->io;
     uint32_t free_ = RK__OWN_FREE;
     unsigned char *f;
     int rc;
@@ -591,21 +600,23 @@ rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
     if (!ctx->direct)
         return rk__fail(RK_ENOTSUP,
             "rk_kernel_call: kernel '%s' does not take direct calls",
-            inst->k->id);
-    if (RK_MSG_HEADER_SIZE + len > stride_of(inst))
+            io->def->id);
+    if (RK_MSG_HEADER_SIZE + len > io->stride)
         return rk__fail(RK_EMSGSIZE,
             "rk_kernel_call: %zu-byte payload exceeds kernel '%s''s slot", len,
-            inst->k->id);
+            io->def->id);
     /* Acquire: pairs with disown() (and a caller's release below). */
     if (!atomic_compare_exchange_strong_explicit(&bi->owner, &free_,
             RK__OWN_CALLER, memory_order_acquire, memory_order_relaxed))
         return RK_EBUSY;
     /* Idle: running, nothing prefetched or handed back, nothing queued
-     * (a queued message goes first: the caller then queues behind it). */
+     * (a queued message goes first: the caller then queues behind it),
+     * and the thread is not waiting to take its context back (own). */
     if (load_cmd(ctx) != RK_CTL_RUN || ctx->pos < ctx->n
         || atomic_load_explicit(&ctx->handback, memory_order_relaxed) != 0
-        || rk__inq_depth(&inst->in) != 0) {
-        atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_release);
+        || io->depth(io->in) != 0
+        || atomic_load_explicit(&bi->want, memory_order_relaxed) != 0) {
+        call_release(bi, ctx);
         return RK_EBUSY;
     }
     f = ctx->buf;
@@ -613,35 +624,34 @@ rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
     if (len != 0)
         memcpy(f + RK_MSG_HEADER_SIZE, payload, len);
     ctx->frames = f;
-    ctx->stride = stride_of(inst);
+    ctx->stride = io->stride;
     ctx->in_place = false;
     ctx->lens[0] = RK_MSG_HEADER_SIZE + len;
     ctx->n = 1;
     ctx->pos = 0;
     ctx->fetch_ns = 0;
-    if (rk__telemetry_on(inst->telemetry) && h->send_ns != 0)
+    if (rk__telemetry_on(io->telemetry) && h->send_ns != 0)
         ctx->fetch_ns = rk_now_ns();
-    rk__counter_add(&inst->direct, 1);
-    ctx->capture = reply;
-    ctx->capture_id = h->message_id;
-    rc = handle_batch(ctx, inst->k->def.handler);
-    ctx->capture = NULL;
+    ctx->pub->capture = reply;
+    ctx->pub->capture_id = h->message_id;
+    rc = handle_batch(ctx, io->def->handler);
+    ctx->pub->capture = NULL;
     lat_flush(ctx);
     if (rc != RK_OK) {
         /* In flight (cur 0): the kernel's thread takes the context back,
          * finds handback and faults with it (fetch). */
         atomic_store(&ctx->handback, rc);
-        atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_release);
+        call_release(bi, ctx);
         rk__ec_notify_all(ctx->wake);
         return RK_OK;
     }
-    atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_release);
+    call_release(bi, ctx);
     return RK_OK;
 }
 
 /* Copies frame i of the batch to dst (a spill slot); returns its length. */
 static size_t
-spill_frame(rk_ctx *ctx, size_t i, unsigned char *dst)
+spill_frame(rk__cpu_loop *ctx, size_t i, unsigned char *dst)
 {
     size_t len = frame_len(ctx, i);
 
@@ -654,11 +664,9 @@ spill_frame(rk_ctx *ctx, size_t i, unsigned char *dst)
  * (the runtime always answers, at once when a STOP is posted). True to
  * restart, false to end as failed. */
 static bool
-fault(rk_ctx *ctx, int rc)
+fault(rk__cpu_loop *ctx, int rc)
 {
-    rk__inst *inst = ctx->inst;
-    unsigned char *fail_slot
-        = (unsigned char *)inst->spill_mem.host + inst->stride * ctx->batch;
+    unsigned char *fail_slot = ctx->io->spill + ctx->io->stride * ctx->batch;
     size_t flen = 0;
     uint32_t n;
 
@@ -666,6 +674,7 @@ fault(rk_ctx *ctx, int rc)
     if (ctx->cur >= 0) {
         flen = spill_frame(ctx, (size_t)ctx->cur, fail_slot);
         ctx->cur = -1;
+        ctx->pub->cur = NULL;
     }
     n = rk_ctl_fault(ctx->ctl, (uint32_t)rc, (uint32_t)flen);
     rk__cpu_ack(ctx->bi, RK_CTL_ACK_FAULTED);
@@ -686,13 +695,13 @@ fault(rk_ctx *ctx, int rc)
  * for the runtime to dead-letter, and lane slots are given back. Returns
  * how many. */
 static uint32_t
-spill_rest(rk_ctx *ctx)
+spill_rest(rk__cpu_loop *ctx)
 {
-    unsigned char *spill = ctx->inst->spill_mem.host;
+    unsigned char *spill = ctx->io->spill;
     uint32_t left = 0;
 
     while (ctx->pos < ctx->n) {
-        (void)spill_frame(ctx, ctx->pos++, spill + left * ctx->inst->stride);
+        (void)spill_frame(ctx, ctx->pos++, spill + left * ctx->io->stride);
         left++;
     }
     release_held(ctx);
@@ -703,9 +712,8 @@ void *
 rk__cpu_body(void *arg)
 {
     rk__backend_inst *bi = arg;
-    rk__inst *inst = bi->inst;
-    rk__kernel *k = inst->k;
-    rk_ctx *ctx = &bi->ctx;
+    const rk_kernel_def *def = bi->io->def;
+    rk__cpu_loop *ctx = &bi->loop;
     int rc = RK_OK;
 
     rk__cpu_ack(bi, RK_CTL_ACK_HELD);
@@ -715,7 +723,7 @@ rk__cpu_body(void *arg)
         || rk_ctl_was_activated(ctx->ctl)) {
         rk__cpu_ack(bi, RK_CTL_ACK_RUNNING);
         for (;;) {
-            rc = k->def.actor ? k->def.actor(ctx) : handler_loop(ctx);
+            rc = def->actor ? def->actor(ctx->pub) : handler_loop(ctx);
             if (rc == RK_ECLOSED && load_cmd(ctx) == RK_CTL_STOP)
                 rc = RK_OK; /* "terminating and drained" passed back up */
             if (rc == RK_OK) {
@@ -734,226 +742,3 @@ rk__cpu_body(void *arg)
     return NULL;
 }
 
-/* ------------------------------------------------------ sending */
-
-/* In a direct call with a reply buffer: takes the reply to the call's
- * message, the first one that fits (rk_kernel_call_reply). */
-static bool
-capture(rk_ctx *ctx, const rk_msg_header *h, const void *payload, size_t len)
-{
-    rk_call_reply *r = ctx->capture;
-
-    if (r->got || len > r->cap
-        || memcmp(h->correlation_id.b, ctx->capture_id.b, 16) != 0)
-        return false;
-    if (len != 0)
-        memcpy(r->buf, payload, len);
-    r->hdr = *h;
-    r->len = len;
-    r->got = true;
-    return true;
-}
-
-static int
-ctx_emit(rk_ctx *ctx, rk_msg_header *h, const void *payload, size_t len)
-{
-    rk__inst *inst = ctx->inst;
-    /* Acquire pairs with the release store in rk_connect. */
-    rk__kernel *to
-        = atomic_load_explicit(&inst->k->route, memory_order_acquire);
-    int rc;
-
-    if (to != NULL) {
-        rc = rk__deliver(to, h, payload, len, RK_WAIT_FOREVER, "send");
-    } else {
-        if (len > inst->k->def.config.max_payload)
-            return rk__fail(RK_EMSGSIZE,
-                "kernel '%s': %zu-byte payload exceeds "
-                "max_payload %u",
-                inst->k->id, len, inst->k->def.config.max_payload);
-        if (ctx->capture != NULL && capture(ctx, h, payload, len))
-            rc = RK_OK;
-        else
-            rc = rk__outq_send(&inst->out, h, sizeof(*h), payload, len);
-    }
-    if (rc == RK_OK)
-        rk_ctl_count(&ctx->ctl->sent, 1);
-    return rc;
-}
-
-static uint8_t
-ctx_priority(const rk_ctx *ctx)
-{
-    if (ctx->priority != RK_CTX_PRIORITY_INHERIT)
-        return (uint8_t)ctx->priority;
-    if (ctx->cur >= 0) {
-        const rk_msg_header *h = (const void *)frame_at(ctx, (size_t)ctx->cur);
-        return h->priority;
-    }
-    return RK_MSG_PRIORITY_DEFAULT;
-}
-
-static void
-ctx_header(rk_ctx *ctx, rk_msg_header *h, uint32_t type_id)
-{
-    rk__inst *inst = ctx->inst;
-
-    /* An output is stamped when the message it answers was (sampling
-     * follows a message through a pipeline), or, sent outside any
-     * message, as the kernel's sends are sampled. */
-    uint64_t stamp = 0;
-    if (inst->telemetry) {
-        if (ctx->cur >= 0)
-            stamp = ((const rk_msg_header *)(const void *)frame_at(
-                         ctx, (size_t)ctx->cur))
-                        ->send_ns
-                ? rk_now_ns()
-                : 0;
-        else
-            stamp = rk__send_stamp(inst->k);
-    }
-    rk__header(h, type_id, ctx_priority(ctx), stamp, inst->k->slot + 1);
-    if (inst->k->def.config.output_type != NULL
-        && inst->k->def.config.output_type->id == type_id)
-        h->type_version = inst->k->def.config.output_type->version;
-}
-
-/* The kernel declared what it sends (output_type): anything else is
- * refused, as rk_send refuses what a kernel does not take. */
-static int
-check_output(rk_ctx *ctx, uint32_t type_id, const char *op)
-{
-    const rk_msgtype *ot = ctx->inst->k->def.config.output_type;
-
-    if (ot == NULL || ot->id == type_id || type_id == RK_MSG_TYPE_ERROR)
-        return RK_OK;
-    return rk__fail(RK_ETYPE, "%s: kernel '%s' sends %s (id %u), not id %u",
-        op, ctx->inst->k->id, ot->name, ot->id, type_id);
-}
-
-int
-rk_ctx_send(rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len)
-{
-    rk_msg_header h;
-    int rc;
-
-    if (ctx == NULL || (payload == NULL && len != 0))
-        return rk__fail(RK_EINVAL, "rk_ctx_send: NULL argument");
-    if ((rc = check_output(ctx, type_id, "rk_ctx_send")) != RK_OK)
-        return rc;
-    ctx_header(ctx, &h, type_id);
-    h.payload_len = (uint32_t)len;
-    return ctx_emit(ctx, &h, payload, len);
-}
-
-int
-rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
-    const void *payload, size_t len)
-{
-    rk_msg_header h;
-    int rc;
-
-    if (ctx == NULL || req == NULL || req->hdr == NULL
-        || (payload == NULL && len != 0))
-        return rk__fail(RK_EINVAL, "rk_ctx_reply: NULL argument");
-    if ((rc = check_output(ctx, type_id, "rk_ctx_reply")) != RK_OK)
-        return rc;
-    ctx_header(ctx, &h, type_id);
-    h.payload_len = (uint32_t)len;
-    h.priority = req->hdr->priority;
-    rk_msg_reply(&h, req->hdr);
-    return ctx_emit(ctx, &h, payload, len);
-}
-
-int
-rk_ctx_reply_error(
-    rk_ctx *ctx, const rk_msg_view *req, int err, const char *detail)
-{
-    unsigned char p[4 + 256];
-    size_t n = detail != NULL ? strnlen(detail, 256) : 0, max;
-
-    if (ctx == NULL)
-        return rk__fail(RK_EINVAL, "rk_ctx_reply_error: NULL argument");
-    if (err <= RK_OK || err >= RK__ERR_COUNT)
-        return rk__fail(RK_EINVAL,
-            "rk_ctx_reply_error: %d is not an RK_E* error code", err);
-    /* The detail is cut to what an output slot holds. */
-    max = ctx->inst->k->def.config.max_payload;
-    if (max >= 4 && n > max - 4)
-        n = max - 4;
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)((uint32_t)err >> (8 * i));
-    if (n != 0)
-        memcpy(p + 4, detail, n);
-    return rk_ctx_reply(ctx, req, RK_MSG_TYPE_ERROR, p, 4 + n);
-}
-
-int
-rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
-    const void *payload, size_t len)
-{
-    rk__kernel *to;
-    rk_msg_header h;
-    int rc;
-
-    if (ctx == NULL || (payload == NULL && len != 0))
-        return rk__fail(RK_EINVAL, "rk_ctx_send_to: NULL argument");
-    if ((rc = rk__resolve(ctx->inst->k->rt, target, &to)) != RK_OK)
-        return rc;
-    ctx_header(ctx, &h, type_id);
-    h.payload_len = (uint32_t)len;
-    rc = rk__deliver(to, &h, payload, len, RK_WAIT_FOREVER, "send");
-    if (rc == RK_OK)
-        rk_ctl_count(&ctx->ctl->sent, 1);
-    return rc;
-}
-
-int
-rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
-    const void *payload, size_t len)
-{
-    rk_msg_header h;
-    size_t n = 0;
-    int rc;
-
-    if (ctx == NULL || topic == NULL || (payload == NULL && len != 0))
-        return rk__fail(RK_EINVAL, "rk_ctx_publish: NULL argument");
-    ctx_header(ctx, &h, type_id);
-    h.payload_len = (uint32_t)len;
-    rc = rk__publish(
-        ctx->inst->k->rt, topic, &h, payload, len, RK_WAIT_FOREVER, &n);
-    rk_ctl_count(&ctx->ctl->sent, n);
-    return rc;
-}
-
-int
-rk_ctx_set_priority(rk_ctx *ctx, int priority)
-{
-    if (ctx == NULL
-        || (priority != RK_CTX_PRIORITY_INHERIT
-            && (priority < 0 || priority > 255)))
-        return rk__fail(RK_EINVAL,
-            "rk_ctx_set_priority: %d is not 0..255 or "
-            "RK_CTX_PRIORITY_INHERIT",
-            priority);
-    ctx->priority = priority;
-    return RK_OK;
-}
-
-void *
-rk_ctx_user(rk_ctx *ctx)
-{
-    return ctx ? ctx->user : NULL;
-}
-
-const char *
-rk_ctx_kernel_id(rk_ctx *ctx)
-{
-    return ctx ? ctx->inst->k->id : NULL;
-}
-
-rk_runtime *
-rk_ctx_runtime(rk_ctx *ctx)
-{
-    return ctx ? ctx->inst->k->rt : NULL;
-}

@@ -55,9 +55,9 @@ cpu_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     bi->ctl = spec->ctl.host;
     bi->wake = spec->wake;
     bi->events = spec->events;
-    bi->inst = spec->inst;
-    rk__ec_init(&bi->ack);
-    if ((rc = rk__cpu_ctx_init(bi)) != RK_OK)
+    bi->ack = spec->ack;
+    bi->io = spec->io;
+    if ((rc = rk__cpu_ctx_init(bi, spec)) != RK_OK)
         return rk__fail(rc, "kernel '%s': no memory for its context",
             spec->kernel_id);
     rc = pthread_create(&bi->thread, NULL, rk__cpu_body, bi);
@@ -71,31 +71,16 @@ cpu_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     return RK_OK;
 }
 
-static void
-cpu_signal(rk__backend_inst *bi)
-{
-    /* The runtime stored the command or verdict before this call; the
-     * body re-checks both after its rk__ec_prepare. */
-    rk__ec_notify_all(bi->wake);
-}
-
-static int
-cpu_wait_ack(rk__backend_inst *bi, uint32_t mask, uint64_t deadline)
-{
-    return rk__ack_wait(&bi->ack, bi->ctl, mask, deadline);
-}
-
-static void
-cpu_query(rk__backend_inst *bi, rk__backend_status *out)
+static uint64_t
+cpu_time(rk__backend_inst *bi)
 {
     struct timespec ts;
 
-    out->ack = rk_ctl_ack_get(bi->ctl);
-    out->cpu_time_ns = 0;
-    if (out->ack != RK_CTL_ACK_EXITED && bi->have_cpu_clock
-        && clock_gettime(bi->cpu_clock, &ts) == 0)
-        out->cpu_time_ns
-            = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    /* After EXITED the thread may be joined: its clock is gone. */
+    if (rk_ctl_ack_get(bi->ctl) == RK_CTL_ACK_EXITED || !bi->have_cpu_clock
+        || clock_gettime(bi->cpu_clock, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void
@@ -120,9 +105,7 @@ const rk__backend rk__backend_cpu = {
     .alloc = cpu_alloc,
     .release = cpu_release,
     .launch = cpu_launch,
-    .signal = cpu_signal,
-    .wait_ack = cpu_wait_ack,
-    .query = cpu_query,
+    .cpu_time = cpu_time,
     .destroy = cpu_destroy,
     .call = rk__cpu_call,
 };

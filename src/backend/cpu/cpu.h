@@ -17,22 +17,22 @@
 
 #include "backend/backend.h"
 
-struct rk__inst;
-
-/* The actor's context: lives in the backend instance, used only by its
- * thread. */
-struct rk_ctx {
-    struct rk__inst *inst;
+/* The thread's receive loop state, behind the actor's context (rk_ctx,
+ * the runtime's; its be points here). Used only by the thread holding
+ * the context: the kernel's, or a direct call's caller. */
+typedef struct rk__cpu_loop {
+    rk_ctx *pub;               /* the actor's context (launch spec) */
+    const rk__backend_io *io; /* the runtime's side (launch spec) */
     rk__backend_inst *bi;
     rk_ctl *ctl;
     rk__ec *wake;
     /* Prefetched input: n frames, frame i at frames + i * stride; pos is
-     * the next to hand out, cur the one in flight (-1: none). A general
-     * queue copies them into buf (lengths in lens); a lane lends its own
-     * slots (in_place, lengths in the headers), held until the next
-     * batch is taken. */
+     * the next to hand out, cur the one in flight (-1: none; pub->cur is
+     * its header). The inbox lends its own slots (in_place, lengths in
+     * the headers), held until the next batch is taken; a direct call's
+     * one frame is a copy in buf (its length in lens[0]). */
     unsigned char *buf;
-    size_t *lens;
+    size_t lens[1];
     const unsigned char *frames;
     size_t stride;
     size_t n, pos;
@@ -41,10 +41,7 @@ struct rk_ctx {
     long cur;
     uint64_t fetch_ns;     /* when the batch was taken; 0: not sampled */
     uint64_t run_v, run_n; /* a run of equal latencies not yet recorded */
-    bool in_handler;       /* the runtime owns the receive loop */
     uint32_t batch;
-    int priority; /* rk_ctx_set_priority; RK_CTX_PRIORITY_INHERIT */
-    void *user;   /* def.config.user, for rk_ctx_user */
     /* The receive spin's budget, adapted between RK__SPIN_FLOOR and
      * config.spin (fetch in body.c); the kernel thread's own. */
     uint32_t spin_budget;
@@ -54,29 +51,29 @@ struct rk_ctx {
      * context, read by the kernel thread before it takes it back. */
     _Atomic int handback;
     bool direct; /* config.direct_calls: the context is shared via owner */
-    /* During a direct call with a reply buffer (rk_kernel_call_reply):
-     * where the reply to the message with id capture_id goes (ctx_emit);
-     * NULL otherwise. Only the thread holding the context touches it. */
-    struct rk_call_reply *capture;
-    rk_uuid capture_id;
-};
+} rk__cpu_loop;
 
 struct rk__backend_inst {
     pthread_t thread;
     rk_ctl *ctl;
     rk__ec *wake;   /* input and commands: the body parks here */
     rk__ec *events; /* the runtime's supervisor */
-    rk__ec ack;     /* hosts waiting for an acknowledgement park here */
-    struct rk__inst *inst;
+    rk__ec *ack;    /* hosts waiting for an acknowledgement park here */
+    const rk__backend_io *io;
     clockid_t cpu_clock;
     bool have_cpu_clock;
-    /* Who holds ctx (direct calls only): OWN_KERNEL while the thread
-     * runs, OWN_FREE while it waits for input (a caller may take it,
-     * rk__cpu_call), OWN_CALLER during a direct call. Acquire on taking
-     * and release on giving back order every use of ctx between them.
-     * Its own line: callers write it. */
+    /* Who holds the context (direct calls only): OWN_KERNEL while the
+     * thread runs, OWN_FREE while it waits for input (a caller may take
+     * it, rk__cpu_call), OWN_CALLER during a direct call. Acquire on
+     * taking and release on giving back order every use of the context
+     * between them. Its own line: callers write it. */
     _Alignas(64) _Atomic uint32_t owner;
-    _Alignas(64) struct rk_ctx ctx;
+    /* The thread waits for a caller to give the context back (own()):
+     * callers then refuse new calls (RK_EBUSY) and the one that holds it
+     * wakes the thread as it lets go, so the thread parks instead of
+     * spinning through back-to-back calls. */
+    _Atomic uint32_t want;
+    _Alignas(64) rk__cpu_loop loop;
 };
 
 enum { RK__OWN_KERNEL = 0, RK__OWN_FREE, RK__OWN_CALLER };
@@ -92,7 +89,9 @@ void *rk__cpu_body(void *arg);
  * supervisor for FAULTED and EXITED). */
 void rk__cpu_ack(rk__backend_inst *bi, uint32_t ack);
 
-int rk__cpu_ctx_init(rk__backend_inst *bi);
+/* Sets up the receive loop and the context's backend part for spec;
+ * RK_ENOMEM with nothing allocated. */
+int rk__cpu_ctx_init(rk__backend_inst *bi, const rk__backend_launch *spec);
 void rk__cpu_ctx_fini(rk__backend_inst *bi);
 
 #endif /* RK_SRC_BACKEND_CPU_H */

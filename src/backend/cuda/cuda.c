@@ -8,7 +8,7 @@
  *     input lanes and writing its output lane and K2K routes, reporting on
  *     its own line of the device control block (dev_ctl.h);
  *   - the host relay (one thread per instance, here): the runtime's
- *     inbox (rk__inq, which needs CAS and stays on the host) -> the
+ *     inbox (rk__inbox, which needs CAS and stays on the host) -> the
  *     blocks' input lanes; their output lanes -> the runtime's output
  *     queue or rk_connect route; the runtime's rk_ctl commands -> the
  *     device control block; the blocks' acks, counters and exit -> rk_ctl
@@ -42,7 +42,7 @@
 #include "backend/cuda/kcache.h"
 #include "common/common.h"
 #include "device/cuda_driver.h"
-#include "runtime/internal.h"
+#include "queue/inbox.h"
 
 /* Driver entry points beyond the shared loader's table, resolved from the
  * same library handle. */
@@ -73,10 +73,10 @@ struct cuda_ext {
 struct rk__backend_inst {
     const struct rk__cuda_driver *drv;
     struct cuda_ext ext;
-    rk__inst *inst;
+    const rk__backend_io *io; /* the runtime's side (launch spec) */
     rk_ctl *ctl;
     rk__ec *wake, *events;
-    rk__ec ack; /* notified when the relay publishes an ack */
+    rk__ec *ack; /* notified when the relay publishes an ack */
     char id[RK_ID_MAX + 1];
     int ordinal;
 
@@ -91,8 +91,7 @@ struct rk__backend_inst {
     int relay_started;
     _Atomic uint32_t relay_stop;
     _Atomic uint32_t hung; /* the watchdog fired: never free the region */
-    unsigned char *buf;    /* batch frames (take), then one output frame */
-    size_t *lens;
+    unsigned char *buf;    /* one output frame (relay_out) */
     uint32_t batch;
     uint32_t last_cmd;
     /* Faults, one at a time: 1 reported on rk_ctl, 2 verdict forwarded
@@ -429,7 +428,7 @@ static void
 relay_ack(rk__backend_inst *bi, uint32_t ack)
 {
     rk_ctl_ack(bi->ctl, ack);
-    rk__ec_notify_all(&bi->ack);
+    rk__ec_notify_all(bi->ack);
     if (ack == RK_CTL_ACK_EXITED || ack == RK_CTL_ACK_FAULTED)
         rk__ec_notify_all(bi->events);
 }
@@ -441,27 +440,21 @@ relay_ack(rk__backend_inst *bi, uint32_t ack)
 static size_t
 relay_in(rk__backend_inst *bi, uint32_t *rr)
 {
-    rk__inq_batch b;
+    rk__inbox_batch b;
     size_t i, max = rk__dh_room(&bi->d);
     uint32_t nb = bi->d.cfg.nblocks;
 
     if (max > bi->batch)
         max = bi->batch;
-    if (max == 0
-        || rk__inq_take(
-               &bi->inst->in, bi->buf, bi->inst->stride, bi->lens, max, &b)
-            != RK_OK)
+    if (max == 0 || bi->io->take(bi->io->in, max, &b) != RK_OK)
         return 0;
     for (i = 0; i < b.n; i++) {
         const unsigned char *f = b.frames + i * b.stride;
         rk_msg_header h;
         size_t len;
+        /* The inbox lends its slots: the length is in the header. */
         memcpy(&h, f, sizeof(h));
         len = h.payload_len;
-        if (!b.in_place)
-            len = bi->lens[i] >= RK_MSG_HEADER_SIZE
-                ? bi->lens[i] - RK_MSG_HEADER_SIZE
-                : 0;
         /* Round robin over the blocks with room (there is room: max). */
         for (uint32_t t = 0; t < nb; t++, *rr = (*rr + 1) % nb)
             if (rk__dh_write(&bi->d, *rr, &h, f + RK_MSG_HEADER_SIZE, len)
@@ -472,40 +465,37 @@ relay_in(rk__backend_inst *bi, uint32_t *rr)
     }
     for (i = 0; i < b.n; i++)
         rk__dh_publish(&bi->d, bi->touched[i]);
-    if (b.in_place)
-        rk__inq_release(&bi->inst->in, b.n);
+    bi->io->release(bi->io->in, b.n);
     return b.n;
 }
 
-/* Device output lanes -> the host output queue or the kernel's route. */
+/* Device output lanes -> the runtime (io->emit), which decides where
+ * each message goes. An output the runtime refuses (over max_payload, a
+ * route's target that refuses it) cannot be handed back to the block
+ * that sent it: it is dead-lettered with the refusal's code, and counted
+ * in the kernel's errors, so none is lost uncounted. */
 static size_t
 relay_out(rk__backend_inst *bi)
 {
+    const rk__backend_io *io = bi->io;
     size_t moved = 0, len;
     unsigned char *f = bi->buf;
 
     for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++) {
-        while (rk__dh_recv(&bi->d, b, f, bi->inst->stride, &len) == RK_OK) {
+        while (rk__dh_recv(&bi->d, b, f, io->stride, &len) == RK_OK) {
             rk_msg_header h;
-            /* Acquire pairs with the release in rk_connect. */
-            rk__kernel *to = atomic_load_explicit(
-                &bi->inst->k->route, memory_order_acquire);
+            size_t plen = len > RK_MSG_HEADER_SIZE ? len - RK_MSG_HEADER_SIZE
+                                                   : 0;
+            int rc;
+
             memcpy(&h, f, sizeof(h));
             moved++;
-            if (len > bi->inst->slot_size) {
-                /* Device output is checked like any input: a payload
-                 * over max_payload never reaches the host queue. */
+            rc = io->emit(io->rt, &h, f + RK_MSG_HEADER_SIZE, plen);
+            if (rc != RK_OK) {
                 bi->out_errors++; /* counted by relay_counters */
-                rk__dead_letter(bi->inst->k->rt, bi->inst, RK_DEAD_FAILED,
-                    RK_EMSGSIZE, f, RK_MSG_HEADER_SIZE);
-                continue;
+                io->dead_letter(io->rt, RK_DEAD_FAILED, rc, f,
+                    len <= io->slot_size ? len : RK_MSG_HEADER_SIZE);
             }
-            if (to != NULL)
-                (void)rk__deliver(to, &h, f + RK_MSG_HEADER_SIZE,
-                    len - RK_MSG_HEADER_SIZE, RK_WAIT_FOREVER, "send");
-            else
-                (void)rk__outq_send(&bi->inst->out, f, RK_MSG_HEADER_SIZE,
-                    f + RK_MSG_HEADER_SIZE, len - RK_MSG_HEADER_SIZE);
         }
     }
     return moved;
@@ -517,8 +507,7 @@ relay_out(rk__backend_inst *bi)
 static int
 relay_fault(rk__backend_inst *bi)
 {
-    unsigned char *fail_slot = (unsigned char *)bi->inst->spill_mem.host
-        + bi->inst->stride * bi->batch;
+    unsigned char *fail_slot = bi->io->spill + bi->io->stride * bi->batch;
     uint32_t n, v;
     int32_t err;
 
@@ -528,14 +517,14 @@ relay_fault(rk__backend_inst *bi)
             if (!rk__dh_fault_of(&bi->d, b, &n, &err) || n <= bi->handled[b])
                 continue;
             bi->handled[b] = n;
-            flen = rk__dh_peek_failed(&bi->d, b, fail_slot, bi->inst->stride);
+            flen = rk__dh_peek_failed(&bi->d, b, fail_slot, bi->io->stride);
             bi->fault_blk = b;
             bi->fault_code = RK_DEV_VERDICT(b, n);
             /* Release (FAULTED) pairs with the supervisor's acquire: the
              * fail slot is written first. */
             bi->fault_n = rk_ctl_fault(bi->ctl, (uint32_t)err, (uint32_t)flen);
             bi->fault_state = 1;
-            rk__ec_notify_all(&bi->ack);
+            rk__ec_notify_all(bi->ack);
             rk__ec_notify_all(bi->events);
             return 1;
         }
@@ -569,7 +558,10 @@ relay_counters(rk__backend_inst *bi, const rk__dh_status *st)
 {
     rk_ring_store_relaxed_u64(&bi->ctl->processed, st->processed);
     rk_ring_store_relaxed_u64(&bi->ctl->errors, st->errors + bi->out_errors);
-    rk_ring_store_relaxed_u64(&bi->ctl->sent, st->sent);
+    /* What the runtime refused (relay_out) was sent by the device but
+     * never went anywhere: it counts as an error, not as sent. */
+    rk_ring_store_relaxed_u64(&bi->ctl->sent,
+        st->sent > bi->out_errors ? st->sent - bi->out_errors : 0);
 }
 
 /* The device ended: what it did not process goes to the spill area for
@@ -582,10 +574,9 @@ relay_exit(rk__backend_inst *bi, int32_t code)
 
     rk__dh_status_get(&bi->d, &st);
     relay_counters(bi, &st);
-    left = rk__dh_take_left(
-        &bi->d, bi->inst->spill_mem.host, bi->inst->stride, bi->batch);
+    left = rk__dh_take_left(&bi->d, bi->io->spill, bi->io->stride, bi->batch);
     rk_ctl_exit(bi->ctl, (uint32_t)code, left);
-    rk__ec_notify_all(&bi->ack);
+    rk__ec_notify_all(bi->ack);
     rk__ec_notify_all(bi->events);
 }
 
@@ -639,7 +630,7 @@ relay_main(void *arg)
         if (cmd != bi->last_cmd && !stop_posted) {
             if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl)
                 && bi->fault_state == 0 && !bi->gave_up
-                && (moved != 0 || rk__inq_depth(&bi->inst->in) != 0)) {
+                && (moved != 0 || bi->io->depth(bi->io->in) != 0)) {
                 /* An activated kernel drains: the inbox goes to the device
                  * before STOP does. A paused device is let run for it,
                  * as the CPU body leaves PAUSED on STOP. */
@@ -690,7 +681,7 @@ relay_main(void *arg)
                 rk__ec_cancel(bi->wake);
                 atomic_store_explicit(&bi->hung, 1, memory_order_release);
                 rk_ctl_exit(bi->ctl, RK_ETIMEDOUT, 0);
-                rk__ec_notify_all(&bi->ack);
+                rk__ec_notify_all(bi->ack);
                 rk__ec_notify_all(bi->events);
                 return NULL;
             }
@@ -735,6 +726,18 @@ floor_pow2(uint32_t v)
     return p;
 }
 
+/* The relay's host memory (never mapped by the kernel). */
+static void
+free_host_side(rk__backend_inst *bi)
+{
+    free(bi->buf);
+    free(bi->handled);
+    free(bi->touched);
+    bi->buf = NULL;
+    bi->handled = NULL;
+    bi->touched = NULL;
+}
+
 static void
 undo_launch(rk__backend_inst *bi)
 {
@@ -744,16 +747,9 @@ undo_launch(rk__backend_inst *bi)
         rk__dh_fini(&bi->d);
         cuda_release(&bi->region);
     }
-    free(bi->buf);
-    free(bi->lens);
-    free(bi->handled);
-    free(bi->touched);
-    bi->handled = NULL;
-    bi->touched = NULL;
+    free_host_side(bi);
     bi->stream = NULL;
     bi->mod = NULL;
-    bi->buf = NULL;
-    bi->lens = NULL;
 }
 
 /* Co-residency: every block of a persistent kernel must be resident at
@@ -790,7 +786,7 @@ co_resident(rk__backend_inst *bi, rk__cu_function fn, uint32_t grid,
 static int
 cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
 {
-    const rk_kernel_config *c = &spec->inst->k->def.config;
+    const rk_kernel_config *c = &spec->io->def->config;
     uint32_t grid = spec->grid_size ? spec->grid_size : 1;
     uint32_t block = spec->block_size ? spec->block_size : 128;
     rk__cu_device dev;
@@ -802,12 +798,12 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
 
     memset(bi, 0, sizeof(*bi));
     snprintf(bi->id, sizeof(bi->id), "%s", spec->kernel_id);
-    bi->inst = spec->inst;
+    bi->io = spec->io;
     bi->ctl = spec->ctl.host;
     bi->wake = spec->wake;
     bi->events = spec->events;
+    bi->ack = spec->ack;
     bi->ordinal = ordinal();
-    rk__ec_init(&bi->ack);
     if (c->device_source == NULL || c->device_entry == NULL)
         return rk__fail(RK_EINVAL,
             "kernel '%s': the cuda backend needs device_source and "
@@ -851,22 +847,21 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         .nin = 1,
         .nroutes = 0,
         .capacity = floor_pow2(bi->batch / grid ? bi->batch / grid : 1),
-        .slot_size = (uint32_t)bi->inst->stride,
+        .slot_size = (uint32_t)bi->io->stride,
         .batch = bi->batch > RK_DEV_MAX_BATCH ? RK_DEV_MAX_BATCH : bi->batch,
-        .kernel_id = spec->inst->k->slot + 1 };
+        .kernel_id = bi->io->sender };
     if ((sz = rk__dh_size(&dc)) == 0) {
         undo_launch(bi);
         return rk__fail(RK_EINVAL, "kernel '%s': %s", bi->id, rk_errdetail());
     }
-    bi->buf = aligned_alloc(64, bi->inst->stride * (bi->batch + 1));
-    bi->lens = calloc(bi->batch, sizeof(*bi->lens));
+    bi->buf = aligned_alloc(64, bi->io->stride * (bi->batch + 1));
     bi->handled = calloc(grid, sizeof(*bi->handled));
     bi->touched = calloc(bi->batch, sizeof(*bi->touched));
-    if (bi->buf == NULL || bi->lens == NULL || bi->handled == NULL
+    if (bi->buf == NULL || bi->handled == NULL
         || bi->touched == NULL
         || (rc = cuda_alloc(sz, &bi->region)) != RK_OK) {
         undo_launch(bi);
-        return bi->buf == NULL || bi->lens == NULL || bi->handled == NULL
+        return bi->buf == NULL || bi->handled == NULL
                 || bi->touched == NULL
             ? rk__fail(RK_ENOMEM, "kernel '%s': no memory", bi->id)
             : rc;
@@ -914,26 +909,6 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
 }
 
 static void
-cuda_signal(rk__backend_inst *bi)
-{
-    /* The relay re-reads cmd after its rk__ec_prepare. */
-    rk__ec_notify_all(bi->wake);
-}
-
-static int
-cuda_wait_ack(rk__backend_inst *bi, uint32_t mask, uint64_t deadline)
-{
-    return rk__ack_wait(&bi->ack, bi->ctl, mask, deadline);
-}
-
-static void
-cuda_query(rk__backend_inst *bi, rk__backend_status *out)
-{
-    out->ack = rk_ctl_ack_get(bi->ctl);
-    out->cpu_time_ns = 0; /* GPU time comes from NVML, not here */
-}
-
-static void
 cuda_destroy(rk__backend_inst *bi, int detach)
 {
     int keep;
@@ -956,10 +931,7 @@ cuda_destroy(rk__backend_inst *bi, int detach)
         returned(bi);
     }
     if (keep) {
-        free(bi->buf);
-        free(bi->lens);
-        free(bi->handled);
-        free(bi->touched);
+        free_host_side(bi);
         return; /* the region stays mapped: the kernel may still run */
     }
     undo_launch(bi);
@@ -977,8 +949,5 @@ const rk__backend rk__backend_cuda = {
     .alloc = cuda_alloc,
     .release = cuda_release,
     .launch = cuda_launch,
-    .signal = cuda_signal,
-    .wait_ack = cuda_wait_ack,
-    .query = cuda_query,
     .destroy = cuda_destroy,
 };

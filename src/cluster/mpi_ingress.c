@@ -1,0 +1,113 @@
+/*
+ * src/cluster/mpi_ingress.c - the ingress threads of BLOCK exports
+ * (docs/cluster.md): a BLOCK kernel that is full must make its sender
+ * wait, not refuse, and the progress thread never waits. It hands such
+ * frames (rk__cl_ingress_hand) to the export's ingress thread, which
+ * sends them with a wait; the credit goes back once the kernel took the
+ * message.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "cluster/cluster_int.h"
+
+/* The ingress thread of a BLOCK export: sends what the progress thread
+ * handed over, waiting while the kernel is full (in steps of a second, so
+ * that a leave is never stuck behind a kernel that stopped taking input;
+ * a step that expires is not counted by the kernel: rk_send_frame_try).
+ * A frame given up at a leave or a peer's death is counted rejected by
+ * the cluster and answered with an error. */
+static void
+ingress_one(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f)
+{
+    rk_msg_header h = rk__cl_frame_header(f);
+    bool serve = !e->cfg.local_output && (f->flags & RK_MSG_F_REQUEST);
+    rk_kernel k;
+    int rc;
+
+    STAT(cl, delivered, 1); /* first: see send_direct; undone below */
+    for (;;) {
+        if ((rc = rk_kernel_lookup(cl->rt, e->id, &k)) != RK_OK)
+            break;
+        if (serve)
+            rk__cl_idmap_put(
+                &cl->served, &f->id, src, (uint32_t)f->aux, f->priority);
+        rc = rk_send_frame_try(
+            cl->rt, k, &h, f->payload, f->len, 1000 * 1000000);
+        if (rc != RK_OK && serve)
+            rk__cl_idmap_take(&cl->served, &f->id, NULL, NULL);
+        if (rc != RK_ETIMEDOUT || atomic_load(&cl->drain_stop)
+            || atomic_load(&cl->peers[src].state) != PEER_LIVE)
+            break;
+    }
+    if (rc != RK_OK) {
+        STAT(cl, delivered, (uint64_t)-1);
+        STAT(cl, rejected, 1);
+        rk__cl_send_error(cl, src, f, rc);
+    }
+    if (f->kind == RK__CL_DATA) /* a CALL took no credit */
+        atomic_fetch_add(&cl->peers[src].owed_async, 1);
+    rk__cl_wake_progress(cl);
+}
+
+void *
+rk__cl_ingress_main(void *arg)
+{
+    cl_export *e = arg;
+    rk_cluster *cl = e->cl;
+    cl_buf work = { 0 };
+
+    for (;;) {
+        pthread_mutex_lock(&e->lock);
+        while (e->in.len == 0 && !atomic_load(&cl->drain_stop))
+            pthread_cond_wait(&e->cond, &e->lock);
+        if (e->in.len == 0) {
+            pthread_mutex_unlock(&e->lock);
+            break;
+        }
+        rk__cl_buf_swap(&e->in, &work);
+        pthread_mutex_unlock(&e->lock);
+        uint32_t done = 0;
+        for (size_t off = 0; off + 4 <= work.len; done++) {
+            int src = (int)rk__cl_get32(work.p + off);
+            size_t at = off + 4;
+            rk__cl_frame f;
+
+            if (rk__cl_frame_next(work.p, work.len, &at, &f) != RK_OK)
+                break; /* cannot happen: the progress thread wrote it */
+            if (src >= 0 && src < cl->size)
+                ingress_one(cl, e, src, &f);
+            off = at;
+        }
+        /* Release: the progress thread that sees none pending sees these
+         * sends done (it then sends directly, after them). */
+        atomic_fetch_sub_explicit(&e->in_pending, done, memory_order_release);
+        rk__cl_buf_reset(&work);
+    }
+    free(work.p);
+    return NULL;
+}
+
+/* Hands frame f from rank src to e's ingress thread (progress thread: a
+ * BLOCK kernel that is full, or frames already waiting there, which f
+ * must not overtake). RK_OK, or RK_ENOMEM with nothing handed over. */
+int
+rk__cl_ingress_hand(cl_export *e, int src, const rk__cl_frame *f)
+{
+    uint8_t *dst = NULL;
+    int rc;
+
+    pthread_mutex_lock(&e->lock);
+    rc = rk__cl_buf_append(&e->in, 4 + rk__cl_frame_size(f->len), &dst);
+    if (rc == RK_OK) {
+        /* The ingress thread's sends take room too: look again once it
+         * is done. */
+        e->room = 0;
+        atomic_fetch_add(&e->in_pending, 1);
+        rk__cl_put32(dst, (uint32_t)src);
+        rk__cl_frame_write(dst + 4, f, f->payload);
+        pthread_cond_broadcast(&e->cond);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}

@@ -1,0 +1,345 @@
+/*
+ * src/runtime/actor.c - where a kernel's output goes, and the actor API.
+ *
+ * Every message an instance sends, whatever backend runs it, comes here:
+ * an actor or handler on a host backend through the rk_ctx_* calls, a
+ * device instance's relay through the rk__backend_io it was handed at
+ * launch (io_emit, io_publish, io_dead_letter). So the decision where a
+ * kernel's output goes is written once (emit): its rk_connect route if it
+ * has one, else a direct call's reply buffer when the output answers the
+ * call, else the output queue; and a payload over max_payload is refused
+ * the same way for both.
+ *
+ * The receive side of the actor API (rk_ctx_recv, rk_should_terminate)
+ * belongs to the backend that runs the loop: the calls here check their
+ * arguments and hand over to the ops the backend put in the context.
+ */
+#include <string.h>
+
+#include "runtime/internal.h"
+
+static rk__inst *
+inst_of(rk__io *rt)
+{
+    return (rk__inst *)(void *)rt;
+}
+
+static rk__io *
+io_of(rk__inst *inst)
+{
+    return (rk__io *)(void *)inst;
+}
+
+/* In a direct call with a reply buffer: takes the reply to the call's
+ * message, the first one that fits (rk_kernel_call_reply). */
+static bool
+capture(rk_ctx *ctx, const rk_msg_header *h, const void *payload, size_t len)
+{
+    rk_call_reply *r = ctx->capture;
+
+    if (r->got || len > r->cap
+        || memcmp(h->correlation_id.b, ctx->capture_id.b, 16) != 0)
+        return false;
+    if (len != 0)
+        memcpy(r->buf, payload, len);
+    r->hdr = *h;
+    r->len = len;
+    r->got = true;
+    return true;
+}
+
+/* The one place a kernel's output is routed (see the top of the file).
+ * ctx: the actor's context (a direct call's reply capture, and what went
+ * out is counted in the instance's sent, as the actor's thread is the
+ * instance), or NULL for a device instance's relay (the device counts its
+ * own sends). */
+static int
+emit(rk__inst *inst, rk_ctx *ctx, const rk_msg_header *h, const void *payload,
+    size_t len)
+{
+    /* Acquire pairs with the release store in rk_connect. */
+    rk__kernel *to
+        = atomic_load_explicit(&inst->k->route, memory_order_acquire);
+    int rc;
+
+    if (to != NULL) {
+        rc = rk__deliver(to, h, payload, len, RK_WAIT_FOREVER, "send");
+    } else {
+        if (len > inst->k->def.config.max_payload)
+            return rk__fail(RK_EMSGSIZE,
+                "kernel '%s': %zu-byte payload exceeds "
+                "max_payload %u",
+                inst->k->id, len, inst->k->def.config.max_payload);
+        if (ctx != NULL && ctx->capture != NULL
+            && capture(ctx, h, payload, len))
+            rc = RK_OK;
+        else
+            rc = rk__outq_send(&inst->out, h, sizeof(*h), payload, len);
+    }
+    if (rc == RK_OK && ctx != NULL)
+        rk_ctl_count(&inst->ctl->sent, 1);
+    return rc;
+}
+
+/* ---------------------------------------------- rk__backend_io */
+
+static int
+io_emit(rk__io *rt, const rk_msg_header *h, const void *payload, size_t len)
+{
+    return emit(inst_of(rt), NULL, h, payload, len);
+}
+
+static int
+io_publish(rk__io *rt, const char *topic, const rk_msg_header *h,
+    const void *payload, size_t len, size_t *delivered)
+{
+    rk__inst *inst = inst_of(rt);
+    size_t n = 0;
+    int rc = rk__publish(
+        inst->k->rt, topic, h, payload, len, RK_WAIT_FOREVER, &n);
+
+    if (delivered != NULL)
+        *delivered = n;
+    return rc;
+}
+
+static void
+io_dead_letter(rk__io *rt, rk_dead_reason reason, int error, const void *frame,
+    size_t len)
+{
+    rk__inst *inst = inst_of(rt);
+
+    rk__dead_letter(inst->k->rt, inst, reason, error, frame, len);
+}
+
+void
+rk__io_init(rk__inst *inst)
+{
+    rk__kernel *k = inst->k;
+
+    inst->io = (rk__backend_io) {
+        .def = &k->def,
+        .sender = k->slot + 1,
+        .slot_size = inst->slot_size,
+        .stride = inst->stride,
+        .spill = inst->spill_mem.host,
+        .telemetry = inst->telemetry,
+        .latency = &inst->latency,
+        /* The inbox's own entries: one indirect call each, no wrapper. */
+        .in = inst->in,
+        .take = inst->in->ops->take,
+        .release = inst->in->ops->release,
+        .depth = inst->in->ops->depth,
+        .rt = io_of(inst),
+        .emit = io_emit,
+        .publish = io_publish,
+        .dead_letter = io_dead_letter,
+    };
+    inst->ctx = (rk_ctx) {
+        .io = &inst->io,
+        .rt = io_of(inst),
+        .user = k->def.config.user,
+        .priority = RK_CTX_PRIORITY_INHERIT,
+    };
+}
+
+/* -------------------------------------------------- the actor API */
+
+bool
+rk_should_terminate(rk_ctx *ctx)
+{
+    if (ctx == NULL)
+        return true; /* no kernel to run for */
+    return ctx->ops->should_terminate(ctx);
+}
+
+int
+rk_ctx_recv(rk_ctx *ctx, rk_msg_view *out, int64_t timeout_ns)
+{
+    if (ctx == NULL || out == NULL)
+        return rk__fail(RK_EINVAL, "rk_ctx_recv: NULL argument");
+    if (ctx->in_handler)
+        return rk__fail(RK_EINVAL,
+            "rk_ctx_recv: kernel '%s' is a handler; the runtime receives",
+            ctx->io->def->id);
+    return ctx->ops->recv(ctx, out, timeout_ns);
+}
+
+static uint8_t
+ctx_priority(const rk_ctx *ctx)
+{
+    if (ctx->priority != RK_CTX_PRIORITY_INHERIT)
+        return (uint8_t)ctx->priority;
+    if (ctx->cur != NULL)
+        return ctx->cur->priority;
+    return RK_MSG_PRIORITY_DEFAULT;
+}
+
+static void
+ctx_header(rk_ctx *ctx, rk_msg_header *h, uint32_t type_id)
+{
+    rk__inst *inst = inst_of(ctx->rt);
+    const rk_kernel_config *c = &inst->k->def.config;
+
+    /* An output is stamped when the message it answers was (sampling
+     * follows a message through a pipeline), or, sent outside any
+     * message, as the kernel's sends are sampled. */
+    uint64_t stamp = 0;
+    if (inst->telemetry) {
+        if (ctx->cur != NULL)
+            stamp = ctx->cur->send_ns ? rk_now_ns() : 0;
+        else
+            stamp = rk__send_stamp(inst->k);
+    }
+    rk__header(h, type_id, ctx_priority(ctx), stamp, inst->k->slot + 1);
+    if (c->output_type != NULL && c->output_type->id == type_id)
+        h->type_version = c->output_type->version;
+}
+
+/* The kernel declared what it sends (output_type): anything else is
+ * refused, as rk_send refuses what a kernel does not take. */
+static int
+check_output(rk_ctx *ctx, uint32_t type_id, const char *op)
+{
+    const rk_kernel_def *def = ctx->io->def;
+    const rk_msgtype *ot = def->config.output_type;
+
+    if (ot == NULL || ot->id == type_id || type_id == RK_MSG_TYPE_ERROR)
+        return RK_OK;
+    return rk__fail(RK_ETYPE, "%s: kernel '%s' sends %s (id %u), not id %u",
+        op, def->id, ot->name, ot->id, type_id);
+}
+
+int
+rk_ctx_send(rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len)
+{
+    rk_msg_header h;
+    int rc;
+
+    if (ctx == NULL || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_ctx_send: NULL argument");
+    if ((rc = check_output(ctx, type_id, "rk_ctx_send")) != RK_OK)
+        return rc;
+    ctx_header(ctx, &h, type_id);
+    h.payload_len = (uint32_t)len;
+    return emit(inst_of(ctx->rt), ctx, &h, payload, len);
+}
+
+int
+rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
+    const void *payload, size_t len)
+{
+    rk_msg_header h;
+    int rc;
+
+    if (ctx == NULL || req == NULL || req->hdr == NULL
+        || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_ctx_reply: NULL argument");
+    if ((rc = check_output(ctx, type_id, "rk_ctx_reply")) != RK_OK)
+        return rc;
+    ctx_header(ctx, &h, type_id);
+    h.payload_len = (uint32_t)len;
+    h.priority = req->hdr->priority;
+    rk_msg_reply(&h, req->hdr);
+    return emit(inst_of(ctx->rt), ctx, &h, payload, len);
+}
+
+int
+rk_ctx_reply_error(
+    rk_ctx *ctx, const rk_msg_view *req, int err, const char *detail)
+{
+    unsigned char p[4 + 256];
+    size_t n = detail != NULL ? strnlen(detail, 256) : 0, max;
+
+    if (ctx == NULL)
+        return rk__fail(RK_EINVAL, "rk_ctx_reply_error: NULL argument");
+    if (err <= RK_OK || err >= RK__ERR_COUNT)
+        return rk__fail(RK_EINVAL,
+            "rk_ctx_reply_error: %d is not an RK_E* error code", err);
+    /* The detail is cut to what an output slot holds. */
+    max = ctx->io->def->config.max_payload;
+    if (max >= 4 && n > max - 4)
+        n = max - 4;
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)((uint32_t)err >> (8 * i));
+    if (n != 0)
+        memcpy(p + 4, detail, n);
+    return rk_ctx_reply(ctx, req, RK_MSG_TYPE_ERROR, p, 4 + n);
+}
+
+int
+rk_ctx_send_to(rk_ctx *ctx, rk_kernel target, uint32_t type_id,
+    const void *payload, size_t len)
+{
+    rk__inst *inst;
+    rk__kernel *to;
+    rk_msg_header h;
+    int rc;
+
+    if (ctx == NULL || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_ctx_send_to: NULL argument");
+    inst = inst_of(ctx->rt);
+    if ((rc = rk__resolve(inst->k->rt, target, &to)) != RK_OK)
+        return rc;
+    ctx_header(ctx, &h, type_id);
+    h.payload_len = (uint32_t)len;
+    rc = rk__deliver(to, &h, payload, len, RK_WAIT_FOREVER, "send");
+    if (rc == RK_OK)
+        rk_ctl_count(&inst->ctl->sent, 1);
+    return rc;
+}
+
+int
+rk_ctx_publish(rk_ctx *ctx, const char *topic, uint32_t type_id,
+    const void *payload, size_t len)
+{
+    rk_msg_header h;
+    size_t n = 0;
+    int rc;
+
+    if (ctx == NULL || topic == NULL || (payload == NULL && len != 0))
+        return rk__fail(RK_EINVAL, "rk_ctx_publish: NULL argument");
+    ctx_header(ctx, &h, type_id);
+    h.payload_len = (uint32_t)len;
+    rc = io_publish(ctx->rt, topic, &h, payload, len, &n);
+    rk_ctl_count(&inst_of(ctx->rt)->ctl->sent, n);
+    return rc;
+}
+
+int
+rk_ctx_set_priority(rk_ctx *ctx, int priority)
+{
+    if (ctx == NULL
+        || (priority != RK_CTX_PRIORITY_INHERIT
+            && (priority < 0 || priority > 255)))
+        return rk__fail(RK_EINVAL,
+            "rk_ctx_set_priority: %d is not 0..255 or "
+            "RK_CTX_PRIORITY_INHERIT",
+            priority);
+    ctx->priority = priority;
+    return RK_OK;
+}
+
+void *
+rk_ctx_user(rk_ctx *ctx)
+{
+    return ctx ? ctx->user : NULL;
+}
+
+const char *
+rk_ctx_kernel_id(rk_ctx *ctx)
+{
+    return ctx ? ctx->io->def->id : NULL;
+}
+
+const rk_call_reply *
+rk_ctx_call(rk_ctx *ctx)
+{
+    return ctx ? ctx->capture : NULL;
+}
+
+rk_runtime *
+rk_ctx_runtime(rk_ctx *ctx)
+{
+    return ctx ? inst_of(ctx->rt)->k->rt : NULL;
+}
