@@ -1,3 +1,4 @@
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -205,4 +206,23 @@ rk__deadline(int64_t timeout_ns)
     if (timeout_ns < 0)
         return UINT64_MAX;
     return rk_now_ns() + (uint64_t)timeout_ns;
+}
+
+void *
+rk__dlopen_env(
+    const char *env, const char *dflt, const char **path, const char **err)
+{
+    const char *p = getenv(env);
+    void *lib;
+
+    if (p == NULL || p[0] == '\0')
+        p = dflt;
+    *path = p;
+    dlerror();
+    lib = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *e = dlerror();
+        *err = e != NULL ? e : p;
+    }
+    return lib;
 }

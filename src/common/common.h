@@ -117,6 +117,13 @@ rk__is_pow2(uint64_t x)
     return x != 0 && (x & (x - 1)) == 0;
 }
 
+/* dlopen (RTLD_NOW | RTLD_LOCAL) of the library the environment variable
+ * env names, or of dflt when it is unset or empty. *path is the one tried;
+ * on failure NULL, with dlerror's text (or the path) in *err. */
+void *
+rk__dlopen_env(const char *env, const char *dflt, const char **path,
+    const char **err);
+
 /* The least power of two >= x (1 for 0), for x <= 2^63: the size of a
  * ring that holds x (the queues' rings are powers of two; what a queue
  * admits is counted against its capacity, not the ring). */

@@ -312,34 +312,19 @@ lru_insert(rk__kcache *c, const rk__kkey *key, const rk__nvrtc_image *img)
 
 /* ------------------------------------------------------------ disk */
 
+/* The file header's integers: n bytes, little-endian. */
 static void
-put_u32(unsigned char *p, uint32_t v)
+put_le(unsigned char *p, uint64_t v, int n)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < n; i++)
         p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void
-put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t
-get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 static uint64_t
-get_u64(const unsigned char *p)
+get_le(const unsigned char *p, int n)
 {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
+    for (int i = n - 1; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
 }
@@ -356,15 +341,15 @@ int
 rk__kcache_decode(const unsigned char *buf, size_t len, const rk__kkey *key,
     rk__nvrtc_image *img)
 {
-    uint64_t n = len >= KC_HEADER ? get_u64(buf + 32) : 0;
-    uint32_t kind = len >= KC_HEADER ? get_u32(buf + 12) : 0;
+    uint64_t n = len >= KC_HEADER ? get_le(buf + 32, 8) : 0;
+    uint32_t kind = len >= KC_HEADER ? (uint32_t)get_le(buf + 12, 4) : 0;
 
     memset(img, 0, sizeof(*img));
     if (len < KC_HEADER || memcmp(buf, KC_MAGIC, 8) != 0
-        || get_u32(buf + 8) != KC_FORMAT || memcmp(buf + 16, key->b, 16) != 0
+        || get_le(buf + 8, 4) != KC_FORMAT || memcmp(buf + 16, key->b, 16) != 0
         || n == 0 || n != len - KC_HEADER
         || (kind != RK__IMG_CUBIN && kind != RK__IMG_PTX)
-        || get_u64(buf + 40) != fnv64(buf + KC_HEADER, (size_t)n))
+        || get_le(buf + 40, 8) != fnv64(buf + KC_HEADER, (size_t)n))
         return 0;
     img->data = malloc((size_t)n);
     if (img->data == NULL)
@@ -372,7 +357,7 @@ rk__kcache_decode(const unsigned char *buf, size_t len, const rk__kkey *key,
     memcpy(img->data, buf + KC_HEADER, (size_t)n);
     img->size = (size_t)n;
     img->kind = (int)kind;
-    img->arch = (int)get_u32(buf + 48);
+    img->arch = (int)get_le(buf + 48, 4);
     return 1;
 }
 
@@ -571,12 +556,12 @@ disk_put(rk__kcache *c, const rk__kkey *key, const rk__nvrtc_image *img)
     entry_name(key, name, sizeof(name));
     memset(hdr, 0, sizeof(hdr));
     memcpy(hdr, KC_MAGIC, 8);
-    put_u32(hdr + 8, KC_FORMAT);
-    put_u32(hdr + 12, (uint32_t)img->kind);
+    put_le(hdr + 8, KC_FORMAT, 4);
+    put_le(hdr + 12, (uint32_t)img->kind, 4);
     memcpy(hdr + 16, key->b, 16);
-    put_u64(hdr + 32, img->size);
-    put_u64(hdr + 40, fnv64(img->data, img->size));
-    put_u32(hdr + 48, (uint32_t)img->arch);
+    put_le(hdr + 32, img->size, 8);
+    put_le(hdr + 40, fnv64(img->data, img->size), 8);
+    put_le(hdr + 48, (uint32_t)img->arch, 4);
     if ((dfd = dir_open(c)) < 0)
         return rk__fail(RK_ENOTSUP,
             "kernel cache: %s is not trusted; nothing written", c->dir);
