@@ -140,12 +140,12 @@ static char last_hang[160];
 
 static void arena_protect(int device_may_run);
 
-/* What the real driver does for calls that wait for the device's work
- * (a module load, a free, a context synchronise): wait until no grid
- * runs. A persistent grid never ends, so the wait is bounded here and
- * reported instead of hanging the test. */
+/* Waits under res_lock while busy(arg), as the real driver does for the
+ * calls that wait for the device's work. A persistent grid never ends, so
+ * the wait is bounded (FAKE_CUDA_HANG_MS) and reported instead of hanging
+ * the test: on a GPU the call would never return. */
 static CUresult
-wait_idle(const char *what)
+bounded_wait(int (*busy)(const void *), const void *arg, const char *what)
 {
     struct timespec dl;
     long ms = env_int("FAKE_CUDA_HANG_MS", 10000);
@@ -159,11 +159,11 @@ wait_idle(const char *what)
         dl.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&res_lock);
-    if (grids_live != 0)
+    if (busy(arg))
         n_waits++;
-    while (grids_live != 0) {
+    while (busy(arg)) {
         if (pthread_cond_timedwait(&res_cond, &res_lock, &dl) == ETIMEDOUT
-            && grids_live != 0) {
+            && busy(arg)) {
             n_hangs++;
             snprintf(last_hang, sizeof(last_hang),
                 "%s called while %d grid(s) ran", what, grids_live);
@@ -177,6 +177,20 @@ wait_idle(const char *what)
     }
     pthread_mutex_unlock(&res_lock);
     return r;
+}
+
+static int
+device_busy(const void *arg)
+{
+    (void)arg;
+    return grids_live != 0;
+}
+
+/* A module load, a free, a context synchronise: until no grid runs. */
+static CUresult
+wait_idle(const char *what)
+{
+    return bounded_wait(device_busy, NULL, what);
 }
 
 /* Test-only queries (not driver entry points). */
@@ -512,41 +526,28 @@ cuStreamCreate(void **out, unsigned flags)
     return OK;
 }
 
+typedef struct stream_mark {
+    const struct fake_stream *s;
+    uint64_t want;
+} stream_mark;
+
+static int
+stream_busy(const void *arg)
+{
+    const stream_mark *m = arg;
+    return m->s->finished < m->want;
+}
+
 /* Waits for every grid launched on s so far, bounded as wait_idle. */
 static CUresult
 stream_wait(fake_stream *s, const char *what)
 {
-    struct timespec dl;
-    long ms = env_int("FAKE_CUDA_HANG_MS", 10000);
-    uint64_t want;
-    CUresult r = OK;
+    stream_mark m = { s, 0 };
 
     pthread_mutex_lock(&s->lock);
-    want = s->launched;
+    m.want = s->launched;
     pthread_mutex_unlock(&s->lock);
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += ms / 1000;
-    dl.tv_nsec += (ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&res_lock);
-    while (s->finished < want) {
-        if (pthread_cond_timedwait(&res_cond, &res_lock, &dl) == ETIMEDOUT
-            && s->finished < want) {
-            n_hangs++;
-            snprintf(last_hang, sizeof(last_hang),
-                "%s on a stream whose grid runs", what);
-            fprintf(stderr,
-                "fake_cuda: %s waited %ld ms for a grid that does not end\n",
-                what, ms);
-            r = E_WOULD_HANG;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&res_lock);
-    return r;
+    return bounded_wait(stream_busy, &m, what);
 }
 
 EXPORT CUresult

@@ -42,6 +42,7 @@
 #include "backend/cuda/kcache.h"
 #include "common/common.h"
 #include "device/cuda_driver.h"
+#include "memory/mem.h"
 #include "queue/inbox.h"
 
 /* Driver entry points beyond the shared loader's table, resolved from the
@@ -68,7 +69,9 @@ struct cuda_ext {
  * parks: a request-reply client sends its next message within this, and
  * a parked relay costs a futex wake-up on the round trip. */
 #define RELAY_SPIN_NS 50000u
-#define WATCHDOG_NS       2000000000ull
+/* At exit, how long one output frame may wait for a full target. */
+#define RELAY_EXIT_WAIT_NS 1000000000ll
+#define WATCHDOG_NS       2000000000ull /* RK_CUDA_WATCHDOG_MS overrides */
 
 struct rk__backend_inst {
     const struct rk__cuda_driver *drv;
@@ -86,12 +89,16 @@ struct rk__backend_inst {
     rk__cu_stream stream;
     int launched; /* cuLaunchKernel succeeded */
     int counted;  /* counted in `resident` (until returned()) */
+    struct res_entry *res; /* its entry in `residents` while counted */
+    uint32_t per_sm, sms;  /* co_resident(): its blocks per SM, the SMs */
 
     pthread_t relay;
     int relay_started;
     _Atomic uint32_t relay_stop;
     _Atomic uint32_t hung; /* the watchdog fired: never free the region */
     unsigned char *buf;    /* one output frame (relay_out) */
+    unsigned char *held;   /* an output frame a route's target had no */
+    size_t held_len;       /* room for: retried first (0: none) */
     uint32_t batch;
     uint32_t last_cmd;
     /* Faults, one at a time: 1 reported on rk_ctl, 2 verdict forwarded
@@ -151,14 +158,27 @@ typedef struct cu_mod {
     rk__cu_module mod;
 } cu_mod;
 
-typedef struct grave {
-    struct grave *next;
-    void *host; /* cuMemHostAlloc memory to free */
-} grave;
+/* A launched persistent kernel until it returned: its share of the
+ * device's block slots (co-residency is device-wide). Once the watchdog
+ * reported it (hung), reap_zombies watches its stream and counts it out
+ * when it returned (out: unlinked, the instance still owns the entry);
+ * once its instance is destroyed while the kernel still runs (hung, or a
+ * detach) the entry owns what is left (zombie: the stream and region)
+ * and is freed with them when the kernel returned. */
+#define SHARE_ONE (1ull << 32) /* the whole device */
+typedef struct res_entry {
+    struct res_entry *next;
+    char id[RK_ID_MAX + 1];
+    uint32_t grid;
+    uint64_t share; /* grid / (blocks per SM x SMs), in SHARE_ONE units */
+    int hung, zombie, out;
+    rk__cu_stream stream;
+    rk__placed region; /* zombie */
+} res_entry;
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
-static cu_mod *mods;      /* under dev_lock */
-static grave *graves;     /* under dev_lock */
+static cu_mod *mods;          /* under dev_lock */
+static res_entry *residents;  /* under dev_lock */
 static uint32_t resident; /* launched persistent kernels not yet returned */
 
 static uint64_t
@@ -170,15 +190,43 @@ mod_key(const char *source, int cc)
     return h;
 }
 
-/* Frees the graves; dev_lock held, no persistent kernel resident. */
+/* One resident kernel fewer: unlinks e. dev_lock held. The memory layer
+ * frees what waited for no kernel to be resident when the count is 0. */
 static void
-bury(const struct rk__cuda_driver *d)
+res_remove(res_entry *e)
 {
-    while (graves != NULL) {
-        grave *g = graves;
-        graves = g->next;
-        (void)d->cuMemFreeHost(g->host);
-        free(g);
+    for (res_entry **at = &residents; *at != NULL; at = &(*at)->next)
+        if (*at == e) {
+            *at = e->next;
+            break;
+        }
+    resident -= 1;
+    rk__mem_resident(-1);
+}
+
+/* Kernels reported hung, and zombies, that returned since: counted out
+ * (so the deferred frees run and code loads again once none is left); a
+ * zombie's region is freed (deferred by the memory layer while others are
+ * resident) and its stream destroyed. dev_lock held. */
+static void
+reap_zombies(const struct rk__cuda_driver *d)
+{
+    res_entry *e = residents, *next;
+
+    for (; e != NULL; e = next) {
+        next = e->next;
+        if ((!e->zombie && !e->hung)
+            || d->cuStreamQuery(e->stream) != RK__CUDA_SUCCESS)
+            continue;
+        res_remove(e);
+        if (!e->zombie) {
+            e->out = 1; /* its instance frees the entry */
+            continue;
+        }
+        (void)d->cuStreamDestroy(e->stream);
+        rk__mem_release(RK__MEM_PINNED, ordinal(), NULL, e->region.host,
+            e->region.size);
+        free(e);
     }
 }
 
@@ -249,23 +297,13 @@ cuda_alloc(size_t size, rk__placed *out)
     return RK_OK;
 }
 
+/* Freed by the memory layer, which defers it while any persistent kernel
+ * is resident (a free may wait for them forever). */
 static void
 cuda_release(rk__placed *p)
 {
-    const struct rk__cuda_driver *d;
-    grave *g;
-
-    if (p->host != NULL && rk__cuda_enter(ordinal(), &d) == RK_OK) {
-        pthread_mutex_lock(&dev_lock);
-        if (resident == 0) {
-            (void)d->cuMemFreeHost(p->host);
-        } else if ((g = malloc(sizeof(*g))) != NULL) {
-            g->host = p->host;
-            g->next = graves;
-            graves = g;
-        } /* else: leaked rather than a free that may never return */
-        pthread_mutex_unlock(&dev_lock);
-    }
+    if (p->host != NULL)
+        rk__mem_release(RK__MEM_PINNED, ordinal(), NULL, p->host, p->size);
     p->host = NULL;
 }
 
@@ -333,6 +371,7 @@ module_get(const struct rk__cuda_driver *d, const char *id,
     int rc = RK_OK;
 
     pthread_mutex_lock(&dev_lock);
+    reap_zombies(d);
     for (m = mods; m != NULL && m->key != key; m = m->next)
         ;
     if (m == NULL && resident != 0) {
@@ -415,9 +454,10 @@ returned(rk__backend_inst *bi)
     bi->counted = 0;
     (void)rk__cuda_enter(bi->ordinal, NULL);
     pthread_mutex_lock(&dev_lock);
-    resident -= 1;
-    if (resident == 0)
-        bury(bi->drv);
+    if (!bi->res->out)
+        res_remove(bi->res);
+    free(bi->res);
+    bi->res = NULL;
     pthread_mutex_unlock(&dev_lock);
 }
 
@@ -469,33 +509,62 @@ relay_in(rk__backend_inst *bi, uint32_t *rr)
     return b.n;
 }
 
-/* Device output lanes -> the runtime (io->emit), which decides where
- * each message goes. An output the runtime refuses (over max_payload, a
- * route's target that refuses it) cannot be handed back to the block
- * that sent it: it is dead-lettered with the refusal's code, and counted
- * in the kernel's errors, so none is lost uncounted. */
+/* One output frame to the runtime. Returns 0 when a route's target had
+ * no room in timeout_ns under BLOCK: the caller keeps the frame and tries
+ * again. An output the runtime refuses otherwise (over max_payload, a
+ * target that is gone or whose REJECT or DROP_NEW policy refused it)
+ * cannot be handed back to the block that sent it: it is dead-lettered
+ * with the refusal's code and counted in the kernel's errors, so none is
+ * lost uncounted. */
+static int
+out_one(rk__backend_inst *bi, const unsigned char *f, size_t len,
+    int64_t timeout_ns)
+{
+    const rk__backend_io *io = bi->io;
+    size_t plen = len > RK_MSG_HEADER_SIZE ? len - RK_MSG_HEADER_SIZE : 0;
+    rk_msg_header h;
+    int rc;
+
+    memcpy(&h, f, sizeof(h));
+    rc = io->emit_wait(io->rt, &h, f + RK_MSG_HEADER_SIZE, plen, timeout_ns);
+    if (rc == RK_EFULL || rc == RK_ETIMEDOUT)
+        return 0;
+    if (rc != RK_OK) {
+        bi->out_errors++; /* counted by relay_counters */
+        io->dead_letter(io->rt, RK_DEAD_FAILED, rc, f,
+            len <= io->slot_size ? len : RK_MSG_HEADER_SIZE);
+    }
+    return 1;
+}
+
+/* Device output lanes -> the runtime (io->emit_wait), which decides where
+ * each message goes. The relay never waits on a full target: the frame
+ * it could not hand over is held and retried first at the next pass, and
+ * nothing more is taken from the lanes meanwhile (the blocks' output
+ * lanes fill and they wait, the target's backpressure reaching the
+ * device), while the relay goes on serving commands and input. Returns
+ * frames handed over. */
 static size_t
-relay_out(rk__backend_inst *bi)
+relay_out(rk__backend_inst *bi, int64_t timeout_ns)
 {
     const rk__backend_io *io = bi->io;
     size_t moved = 0, len;
     unsigned char *f = bi->buf;
 
+    if (bi->held_len != 0) {
+        if (!out_one(bi, bi->held, bi->held_len, timeout_ns))
+            return 0;
+        bi->held_len = 0;
+        moved++;
+    }
     for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++) {
         while (rk__dh_recv(&bi->d, b, f, io->stride, &len) == RK_OK) {
-            rk_msg_header h;
-            size_t plen = len > RK_MSG_HEADER_SIZE ? len - RK_MSG_HEADER_SIZE
-                                                   : 0;
-            int rc;
-
-            memcpy(&h, f, sizeof(h));
-            moved++;
-            rc = io->emit(io->rt, &h, f + RK_MSG_HEADER_SIZE, plen);
-            if (rc != RK_OK) {
-                bi->out_errors++; /* counted by relay_counters */
-                io->dead_letter(io->rt, RK_DEAD_FAILED, rc, f,
-                    len <= io->slot_size ? len : RK_MSG_HEADER_SIZE);
+            if (!out_one(bi, f, len, timeout_ns)) {
+                memcpy(bi->held, f, len);
+                bi->held_len = len;
+                return moved;
             }
+            moved++;
         }
     }
     return moved;
@@ -604,12 +673,22 @@ relax(uint32_t *spins)
         rk__cpu_relax();
 }
 
+/* The watchdog's period: RK_CUDA_WATCHDOG_MS, else WATCHDOG_NS. */
+static uint64_t
+watchdog_ns(void)
+{
+    const char *s = getenv("RK_CUDA_WATCHDOG_MS");
+    long ms = s != NULL ? atol(s) : 0;
+    return ms > 0 ? (uint64_t)ms * 1000000ull : WATCHDOG_NS;
+}
+
 static void *
 relay_main(void *arg)
 {
     rk__backend_inst *bi = arg;
     uint32_t rr = 0, acked = RK_CTL_ACK_NONE, idle_ns = 0;
-    uint64_t next_wd = rk_now_ns() + WATCHDOG_NS, busy_at = 0;
+    uint64_t wd_ns = watchdog_ns(), next_wd = rk_now_ns() + wd_ns,
+             busy_at = 0;
     uint32_t spins = 0;
     int stop_posted = 0;
 
@@ -650,13 +729,22 @@ relay_main(void *arg)
                 stop_posted = cmd == RK_CTL_STOP;
             }
         }
-        moved += relay_out(bi);
+        moved += relay_out(bi, RK_NO_WAIT);
         rk__dh_status_get(&bi->d, &st);
         relay_counters(bi, &st);
         if (st.exited == bi->d.cfg.nblocks) {
             rk__ec_cancel(bi->wake);
-            while (relay_out(bi) != 0)
-                ;
+            /* The device is done: what it sent goes out, each frame
+             * waiting a bounded time for a full target; one still
+             * refused then is dead-lettered (RK_ETIMEDOUT). */
+            while (relay_out(bi, RELAY_EXIT_WAIT_NS) != 0
+                || bi->held_len != 0)
+                if (bi->held_len != 0) {
+                    bi->out_errors++;
+                    bi->io->dead_letter(bi->io->rt, RK_DEAD_FAILED,
+                        RK_ETIMEDOUT, bi->held, bi->held_len);
+                    bi->held_len = 0;
+                }
             /* Its blocks are returning: counted out before EXITED is
              * published, so whoever sees EXITED may launch another. */
             returned(bi);
@@ -673,12 +761,17 @@ relay_main(void *arg)
             relay_ack(bi, st.ack);
         }
         if (rk_now_ns() >= next_wd) {
-            next_wd = rk_now_ns() + WATCHDOG_NS;
+            next_wd = rk_now_ns() + wd_ns;
             if (rk__dh_watchdog(&bi->d, bi->id) == RK_ETIMEDOUT) {
                 /* The device stopped responding with work queued: report
-                 * the failure; the kernel may still be resident, so its
-                 * memory is never freed. */
+                 * the failure. The kernel may still be resident: it is
+                 * told to stop (a slow block that comes back ends), and
+                 * destroy keeps its memory until it returned. */
                 rk__ec_cancel(bi->wake);
+                rk__dh_post(&bi->d, RK_DEV_CMD_STOP);
+                pthread_mutex_lock(&dev_lock);
+                bi->res->hung = 1; /* reaped once it returned */
+                pthread_mutex_unlock(&dev_lock);
                 atomic_store_explicit(&bi->hung, 1, memory_order_release);
                 rk_ctl_exit(bi->ctl, RK_ETIMEDOUT, 0);
                 rk__ec_notify_all(bi->ack);
@@ -731,9 +824,11 @@ static void
 free_host_side(rk__backend_inst *bi)
 {
     free(bi->buf);
+    free(bi->held);
     free(bi->handled);
     free(bi->touched);
     bi->buf = NULL;
+    bi->held = NULL;
     bi->handled = NULL;
     bi->touched = NULL;
 }
@@ -780,6 +875,47 @@ co_resident(rk__backend_inst *bi, rk__cu_function fn, uint32_t grid,
             "kernel '%s': %u blocks of %u threads cannot all be resident "
             "(%d per SM x %d SMs); a persistent kernel would hang",
             bi->id, grid, block, per_sm, sms);
+    bi->per_sm = (uint32_t)per_sm;
+    bi->sms = (uint32_t)sms;
+    return RK_OK;
+}
+
+/* Co-residency across the device: the kernel's blocks must fit beside
+ * those of every persistent kernel already resident, or some of them
+ * never start. Each kernel takes grid / (its blocks per SM x SMs) of the
+ * device (exact for kernels of one shape; for mixed shapes, an
+ * approximation of how SM resources split). On success *e is the
+ * kernel's entry, to link when the launch succeeds. dev_lock held. */
+static int
+co_resident_device(rk__backend_inst *bi, uint32_t grid, res_entry **e)
+{
+    uint64_t cap = (uint64_t)bi->per_sm * bi->sms, used = 0;
+    uint64_t share = (grid * SHARE_ONE + cap - 1) / cap;
+    uint32_t n = 0;
+    char others[400];
+    size_t at = 0;
+
+    others[0] = '\0';
+    for (res_entry *r = residents; r != NULL; r = r->next, n++) {
+        used += r->share;
+        if (at < sizeof(others))
+            at += (size_t)snprintf(others + at, sizeof(others) - at,
+                "%s'%s' (%u blocks)", n ? ", " : "", r->id, r->grid);
+    }
+    /* One unit of slack per kernel for the rounding up of each share. */
+    if (used + share > SHARE_ONE + n + 1)
+        return rk__fail(RK_ENOTSUP,
+            "kernel '%s': its %u blocks cannot be resident together with "
+            "the persistent kernels already running: %s (%u blocks per SM "
+            "x %u SMs for this kernel's shape); the grids fit alone but "
+            "not together, and a block that never starts leaves its lanes "
+            "unserved: terminate one or use smaller grids",
+            bi->id, grid, others, bi->per_sm, bi->sms);
+    if ((*e = calloc(1, sizeof(**e))) == NULL)
+        return rk__fail(RK_ENOMEM, "kernel '%s': no memory", bi->id);
+    snprintf((*e)->id, sizeof((*e)->id), "%s", bi->id);
+    (*e)->grid = grid;
+    (*e)->share = share;
     return RK_OK;
 }
 
@@ -855,13 +991,14 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         return rk__fail(RK_EINVAL, "kernel '%s': %s", bi->id, rk_errdetail());
     }
     bi->buf = aligned_alloc(64, bi->io->stride * (bi->batch + 1));
+    bi->held = malloc(bi->io->stride);
     bi->handled = calloc(grid, sizeof(*bi->handled));
     bi->touched = calloc(bi->batch, sizeof(*bi->touched));
-    if (bi->buf == NULL || bi->handled == NULL
+    if (bi->buf == NULL || bi->held == NULL || bi->handled == NULL
         || bi->touched == NULL
         || (rc = cuda_alloc(sz, &bi->region)) != RK_OK) {
         undo_launch(bi);
-        return bi->buf == NULL || bi->handled == NULL
+        return bi->buf == NULL || bi->held == NULL || bi->handled == NULL
                 || bi->touched == NULL
             ? rk__fail(RK_ENOMEM, "kernel '%s': no memory", bi->id)
             : rc;
@@ -880,15 +1017,38 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         bi->drv->cuStreamCreate(&bi->stream, RK__CU_STREAM_NON_BLOCKING),
         "cuStreamCreate");
     if (rc == RK_OK) {
+        res_entry *e = NULL;
         params[0] = &bi->d.kargs;
         pthread_mutex_lock(&dev_lock);
-        rc = rk__cuda_check(bi->drv->cuLaunchKernel(fn, grid, 1, 1, block, 1,
-                                1, bi->d.kargs.stage_bytes, bi->stream,
-                                params, NULL),
-            "cuLaunchKernel");
-        bi->counted = rc == RK_OK;
-        resident += rc == RK_OK;
+        reap_zombies(bi->drv);
+        rc = co_resident_device(bi, grid, &e);
+        if (rc == RK_OK) {
+            /* Counted in before it starts: a free decided from now on
+             * waits for it (memory/mem.h). */
+            rk__mem_resident(1);
+            rc = rk__cuda_check(
+                bi->drv->cuLaunchKernel(fn, grid, 1, 1, block, 1, 1,
+                    bi->d.kargs.stage_bytes, bi->stream, params, NULL),
+                "cuLaunchKernel");
+            if (rc == RK_OK) {
+                e->stream = bi->stream;
+                e->next = residents;
+                residents = e;
+                bi->res = e;
+                bi->counted = 1;
+                resident += 1;
+            } else {
+                rk__mem_resident(-1);
+                free(e);
+            }
+        }
         pthread_mutex_unlock(&dev_lock);
+        if (rc != RK_OK) {
+            undo_launch(bi);
+            return rc == RK_ENOTSUP || rc == RK_ENOMEM
+                ? rc
+                : rk__fail(rc, "kernel '%s': %s", bi->id, rk_errdetail());
+        }
     }
     if (rc != RK_OK) {
         undo_launch(bi);
@@ -923,6 +1083,26 @@ cuda_destroy(rk__backend_inst *bi, int detach)
         bi->relay_started = 0;
     }
     keep = detach || atomic_load_explicit(&bi->hung, memory_order_acquire);
+    /* A kernel reported hung (or let go) may have returned since. */
+    if (keep && bi->launched
+        && bi->drv->cuStreamQuery(bi->stream) == RK__CUDA_SUCCESS)
+        keep = 0;
+    if (keep && bi->counted) {
+        /* It may still run: its region stays mapped and it stays counted,
+         * as a zombie that launch and registration reap (count out, free)
+         * once its stream says it returned; unless reap_zombies saw it
+         * return meanwhile. */
+        pthread_mutex_lock(&dev_lock);
+        if (!bi->res->out) {
+            bi->res->zombie = 1;
+            bi->res->region = bi->region;
+            bi->res = NULL;
+            bi->counted = 0;
+        } else {
+            keep = 0;
+        }
+        pthread_mutex_unlock(&dev_lock);
+    }
     if (!keep && bi->launched) {
         /* EXITED was acked: the kernel is returning; wait for it before
          * freeing what it maps. */
@@ -932,7 +1112,9 @@ cuda_destroy(rk__backend_inst *bi, int detach)
     }
     if (keep) {
         free_host_side(bi);
-        return; /* the region stays mapped: the kernel may still run */
+        if (bi->launched)
+            rk__dh_fini(&bi->d);
+        return;
     }
     undo_launch(bi);
 }
