@@ -21,14 +21,16 @@
  * (control block + lanes) the same way, before the kernel starts, and
  * destroy frees it only after the kernel has returned: freeing or a
  * synchronous copy on the legacy stream while a persistent kernel is
- * resident can block forever. A kernel that never returns (watchdog,
- * detach) keeps its memory: it is leaked on purpose.
+ * resident can block forever (the memory layer defers every pinned and
+ * device free while one is: memory/mem.h). A kernel that has not returned
+ * at destroy (watchdog, detach) keeps its memory until it does
+ * (devwide.h's zombies). What is per device (modules, the resident
+ * kernels, co-residency) is devwide.c's.
  *
  * Threads: launch/destroy under the kernel's lock (backend.h); signal,
  * wait_ack and query from any thread. The relay owns the device lanes'
  * host sides and rk_ctl's instance lines.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -39,29 +41,14 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/devhost.h"
-#include "backend/cuda/kcache.h"
+#include "backend/cuda/devwide.h"
+#include "backend/cuda/nvrtc.h"
 #include "common/common.h"
 #include "device/cuda_driver.h"
 #include "memory/mem.h"
 #include "queue/inbox.h"
 
-/* Driver entry points beyond the shared loader's table, resolved from the
- * same library handle. */
-typedef int jit_option;
-struct cuda_ext {
-    rk__cu_result (*module_load_ex)(
-        rk__cu_module *, const void *, unsigned, jit_option *, void **);
-    rk__cu_result (*occupancy)(int *, rk__cu_function, int, size_t);
-    rk__cu_result (*func_load)(rk__cu_function); /* 12.4+, or NULL */
-    rk__cu_result (*func_set_attr)(rk__cu_function, int, int); /* or NULL */
-};
-
-#define CU_JIT_INFO_LOG_BUFFER             3
-#define CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES  4
-#define CU_JIT_ERROR_LOG_BUFFER            5
-#define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 #define CU_ATTR_KERNEL_EXEC_TIMEOUT        17
-#define CU_ERROR_NOT_FOUND                 500
 #define CU_FUNC_ATTR_MAX_DYNAMIC_SHARED    8
 
 #define RELAY_IDLE_MAX_NS 200000u /* longest relay park when idle */
@@ -75,7 +62,7 @@ struct cuda_ext {
 
 struct rk__backend_inst {
     const struct rk__cuda_driver *drv;
-    struct cuda_ext ext;
+    struct rk__cuda_ext ext;
     const rk__backend_io *io; /* the runtime's side (launch spec) */
     rk_ctl *ctl;
     rk__ec *wake, *events;
@@ -89,7 +76,7 @@ struct rk__backend_inst {
     rk__cu_stream stream;
     int launched; /* cuLaunchKernel succeeded */
     int counted;  /* counted in `resident` (until returned()) */
-    struct res_entry *res; /* its entry in `residents` while counted */
+    rk__cu_res *res;       /* devwide's entry while counted */
     uint32_t per_sm, sms;  /* co_resident(): its blocks per SM, the SMs */
 
     pthread_t relay;
@@ -111,123 +98,11 @@ struct rk__backend_inst {
     uint64_t out_errors; /* device output refused (too long) */
 };
 
-static pthread_once_t ext_once = PTHREAD_ONCE_INIT;
-static struct cuda_ext ext;
-static int ext_ok;
-
-static void
-ext_load(void)
-{
-    const struct rk__cuda_driver *d;
-    if (rk__cuda_driver(&d) != RK_OK)
-        return;
-    *(void **)&ext.module_load_ex = dlsym(d->lib, "cuModuleLoadDataEx");
-    *(void **)&ext.occupancy
-        = dlsym(d->lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-    *(void **)&ext.func_load = dlsym(d->lib, "cuFuncLoad");
-    *(void **)&ext.func_set_attr = dlsym(d->lib, "cuFuncSetAttribute");
-    ext_ok = ext.module_load_ex != NULL && ext.occupancy != NULL;
-}
-
 static int
 ordinal(void)
 {
     const char *s = getenv("RK_CUDA_DEVICE");
     return s != NULL ? atoi(s) : 0;
-}
-
-/* ------------------------------------------------------------ device-wide */
-
-/*
- * CUDA loads a module only while no kernel runs on the device: the load
- * waits for the running kernels (seen on an H200, driver 580, with eager
- * and lazy loading alike), and a persistent kernel never ends by itself.
- * Freeing mapped memory may wait the same way. So, per process:
- *   - modules are loaded when their kernel is registered (prepare), or at
- *     launch if no persistent kernel is resident then; a launch that
- *     would have to load one while others run is refused (RK_EBUSY)
- *     instead of hanging. Loaded modules stay loaded (one per distinct
- *     source and architecture) until the process ends, so a relaunch
- *     never needs a load.
- *   - memory a kernel leaves behind (cuda_release) while persistent
- *     kernels are resident waits in `graves` until none is.
- */
-typedef struct cu_mod {
-    struct cu_mod *next;
-    uint64_t key; /* the source and the architecture (mod_key) */
-    rk__cu_module mod;
-} cu_mod;
-
-/* A launched persistent kernel until it returned: its share of the
- * device's block slots (co-residency is device-wide). Once the watchdog
- * reported it (hung), reap_zombies watches its stream and counts it out
- * when it returned (out: unlinked, the instance still owns the entry);
- * once its instance is destroyed while the kernel still runs (hung, or a
- * detach) the entry owns what is left (zombie: the stream and region)
- * and is freed with them when the kernel returned. */
-#define SHARE_ONE (1ull << 32) /* the whole device */
-typedef struct res_entry {
-    struct res_entry *next;
-    char id[RK_ID_MAX + 1];
-    uint32_t grid;
-    uint64_t share; /* grid / (blocks per SM x SMs), in SHARE_ONE units */
-    int hung, zombie, out;
-    rk__cu_stream stream;
-    rk__placed region; /* zombie */
-} res_entry;
-
-static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
-static cu_mod *mods;          /* under dev_lock */
-static res_entry *residents;  /* under dev_lock */
-static uint32_t resident; /* launched persistent kernels not yet returned */
-
-static uint64_t
-mod_key(const char *source, int cc)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)cc;
-    for (const unsigned char *p = (const unsigned char *)source; *p; p++)
-        h = (h ^ *p) * 0x100000001b3ull;
-    return h;
-}
-
-/* One resident kernel fewer: unlinks e. dev_lock held. The memory layer
- * frees what waited for no kernel to be resident when the count is 0. */
-static void
-res_remove(res_entry *e)
-{
-    for (res_entry **at = &residents; *at != NULL; at = &(*at)->next)
-        if (*at == e) {
-            *at = e->next;
-            break;
-        }
-    resident -= 1;
-    rk__mem_resident(-1);
-}
-
-/* Kernels reported hung, and zombies, that returned since: counted out
- * (so the deferred frees run and code loads again once none is left); a
- * zombie's region is freed (deferred by the memory layer while others are
- * resident) and its stream destroyed. dev_lock held. */
-static void
-reap_zombies(const struct rk__cuda_driver *d)
-{
-    res_entry *e = residents, *next;
-
-    for (; e != NULL; e = next) {
-        next = e->next;
-        if ((!e->zombie && !e->hung)
-            || d->cuStreamQuery(e->stream) != RK__CUDA_SUCCESS)
-            continue;
-        res_remove(e);
-        if (!e->zombie) {
-            e->out = 1; /* its instance frees the entry */
-            continue;
-        }
-        (void)d->cuStreamDestroy(e->stream);
-        rk__mem_release(RK__MEM_PINNED, ordinal(), NULL, e->region.host,
-            e->region.size);
-        free(e);
-    }
 }
 
 /* ------------------------------------------------------------ probe */
@@ -240,8 +115,7 @@ cuda_probe(void)
 
     if ((rc = rk__cuda_driver(&d)) != RK_OK)
         return rc; /* RK_ENODEV with the loader's reason */
-    pthread_once(&ext_once, ext_load);
-    if (!ext_ok)
+    if (rk__cuda_ext() == NULL)
         return rk__fail(RK_ENODEV,
             "the CUDA driver lacks "
             "cuModuleLoadDataEx or the occupancy API");
@@ -307,110 +181,6 @@ cuda_release(rk__placed *p)
     p->host = NULL;
 }
 
-/* ------------------------------------------------------------ compile */
-
-static rk__kcache *kcache;
-static pthread_once_t kcache_once = PTHREAD_ONCE_INIT;
-
-static void
-kcache_open(void)
-{
-    rk__kcache_cfg cfg = { .dir = getenv("RK_KERNEL_CACHE_DIR") };
-    (void)rk__kcache_open(&kcache, &cfg);
-}
-
-/* Compiles a kernel's device source for compute capability cc, through
- * the cache, and loads it (cuModuleLoadDataEx, so the JIT log of a PTX
- * image reaches the detail). dev_lock held. */
-static int
-load_module(const char *id, const rk_kernel_config *c, int cc,
-    rk__cu_module *mod)
-{
-    char name[RK_ID_MAX + 8], jit_err[1024];
-    rk__nvrtc_src src = { .source = c->device_source, .cc = cc };
-    rk__nvrtc_image img;
-    jit_option opt[2]
-        = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
-    void *val[2] = { jit_err, (void *)(uintptr_t)sizeof(jit_err) };
-    rk__cu_result r;
-    int how, rc;
-
-    snprintf(name, sizeof(name), "%s.cu", id);
-    src.name = c->device_source_name ? c->device_source_name : name;
-    pthread_once(&kcache_once, kcache_open);
-    if (kcache == NULL)
-        return rk__fail(RK_ENOMEM, "no memory for the kernel cache");
-    rc = rk__kcache_compile(kcache, &src, &img, &how);
-    if (rc != RK_OK) {
-        char why[400];
-        snprintf(why, sizeof(why), "%s", rk_errdetail());
-        rk__nvrtc_image_free(&img);
-        return rk__fail(rc, "kernel '%s': %s", id, why);
-    }
-    jit_err[0] = '\0';
-    r = ext.module_load_ex(mod, img.data, 2, opt, val);
-    rk__nvrtc_image_free(&img);
-    if (r != RK__CUDA_SUCCESS) {
-        jit_err[sizeof(jit_err) - 1] = '\0';
-        rk__cuda_check(r, "cuModuleLoadDataEx");
-        return rk__fail(RK_ECUDA, "kernel '%s': module load failed (%d): %s",
-            id, r, jit_err[0] ? jit_err : rk_errdetail());
-    }
-    return RK_OK;
-}
-
-/* The loaded module of a kernel's source: from the table, or loaded now
- * if no persistent kernel is resident (see device-wide, above); with none
- * resident, the kernel's entry is loaded as well. */
-static int
-module_get(const struct rk__cuda_driver *d, const char *id,
-    const rk_kernel_config *c, int cc, rk__cu_module *out)
-{
-    uint64_t key = mod_key(c->device_source, cc);
-    cu_mod *m;
-    int rc = RK_OK;
-
-    pthread_mutex_lock(&dev_lock);
-    reap_zombies(d);
-    for (m = mods; m != NULL && m->key != key; m = m->next)
-        ;
-    if (m == NULL && resident != 0) {
-        rc = rk__fail(RK_EBUSY,
-            "kernel '%s': its code is not loaded, and CUDA cannot load it "
-            "while %u persistent kernel(s) run on the device (the load "
-            "waits for them); register every cuda kernel before "
-            "launching the first, or terminate the running ones",
-            id, resident);
-    } else if (m == NULL) {
-        if ((m = calloc(1, sizeof(*m))) == NULL)
-            rc = rk__fail(RK_ENOMEM, "kernel '%s': no memory", id);
-        else if ((rc = load_module(id, c, cc, &m->mod)) != RK_OK) {
-            free(m);
-            m = NULL;
-        } else {
-            m->key = key;
-            m->next = mods;
-            mods = m;
-        }
-    }
-    if (m != NULL) {
-        rk__cu_function fn;
-        *out = m->mod;
-        /* With nothing running, the kernel's entry is loaded too: under
-         * lazy loading (the user's CUDA_MODULE_LOADING; we ask for eager)
-         * it would load at its first launch, which may wait for the
-         * persistent kernels running then. A missing entry is launch's
-         * to report. */
-        if (resident == 0 && ext.func_load != NULL
-            && c->device_entry != NULL
-            && d->cuModuleGetFunction(&fn, m->mod, c->device_entry)
-                == RK__CUDA_SUCCESS)
-            (void)ext.func_load(fn);
-    }
-    pthread_mutex_unlock(&dev_lock);
-    return rc;
-}
-
 /* The device's compute capability (major * 10 + minor), or 0. */
 static int
 device_cc(const struct rk__cuda_driver *d, int ord)
@@ -437,15 +207,15 @@ cuda_prepare(const char *kernel_id, const rk_kernel_config *c)
     if (c->device_source == NULL
         || rk__cuda_enter(ordinal(), &d) != RK_OK)
         return;
-    pthread_once(&ext_once, ext_load);
-    if (!ext_ok || (cc = device_cc(d, ordinal())) < RK__NVRTC_MIN_CC)
+    if (rk__cuda_ext() == NULL
+        || (cc = device_cc(d, ordinal())) < RK__NVRTC_MIN_CC)
         return;
-    (void)module_get(d, kernel_id, c, cc, &mod);
+    (void)rk__cu_module_get(d, kernel_id, c, cc, &mod);
 }
 
 /* The instance's kernel returns (every block acknowledged EXITED, or the
- * stream was synchronised): one fewer resident; with none left, what
- * waited in the graves is freed. Once per launch. */
+ * stream was synchronised): one fewer resident; with none left, the
+ * frees deferred meanwhile run. Once per launch. */
 static void
 returned(rk__backend_inst *bi)
 {
@@ -453,12 +223,8 @@ returned(rk__backend_inst *bi)
         return;
     bi->counted = 0;
     (void)rk__cuda_enter(bi->ordinal, NULL);
-    pthread_mutex_lock(&dev_lock);
-    if (!bi->res->out)
-        res_remove(bi->res);
-    free(bi->res);
+    rk__cu_res_returned(bi->res);
     bi->res = NULL;
-    pthread_mutex_unlock(&dev_lock);
 }
 
 /* ------------------------------------------------------------ relay */
@@ -769,9 +535,7 @@ relay_main(void *arg)
                  * destroy keeps its memory until it returned. */
                 rk__ec_cancel(bi->wake);
                 rk__dh_post(&bi->d, RK_DEV_CMD_STOP);
-                pthread_mutex_lock(&dev_lock);
-                bi->res->hung = 1; /* reaped once it returned */
-                pthread_mutex_unlock(&dev_lock);
+                rk__cu_res_hung(bi->res); /* counted out once returned */
                 atomic_store_explicit(&bi->hung, 1, memory_order_release);
                 rk_ctl_exit(bi->ctl, RK_ETIMEDOUT, 0);
                 rk__ec_notify_all(bi->ack);
@@ -880,43 +644,27 @@ co_resident(rk__backend_inst *bi, rk__cu_function fn, uint32_t grid,
     return RK_OK;
 }
 
-/* Co-residency across the device: the kernel's blocks must fit beside
- * those of every persistent kernel already resident, or some of them
- * never start. Each kernel takes grid / (its blocks per SM x SMs) of the
- * device (exact for kernels of one shape; for mixed shapes, an
- * approximation of how SM resources split). On success *e is the
- * kernel's entry, to link when the launch succeeds. dev_lock held. */
-static int
-co_resident_device(rk__backend_inst *bi, uint32_t grid, res_entry **e)
-{
-    uint64_t cap = (uint64_t)bi->per_sm * bi->sms, used = 0;
-    uint64_t share = (grid * SHARE_ONE + cap - 1) / cap;
-    uint32_t n = 0;
-    char others[400];
-    size_t at = 0;
+/* The launch itself, under devwide's device lock (rk__cu_res_launch). */
+struct launch_args {
+    rk__backend_inst *bi;
+    rk__cu_function fn;
+    uint32_t grid, block;
+};
 
-    others[0] = '\0';
-    for (res_entry *r = residents; r != NULL; r = r->next, n++) {
-        used += r->share;
-        if (at < sizeof(others))
-            at += (size_t)snprintf(others + at, sizeof(others) - at,
-                "%s'%s' (%u blocks)", n ? ", " : "", r->id, r->grid);
-    }
-    /* One unit of slack per kernel for the rounding up of each share. */
-    if (used + share > SHARE_ONE + n + 1)
-        return rk__fail(RK_ENOTSUP,
-            "kernel '%s': its %u blocks cannot be resident together with "
-            "the persistent kernels already running: %s (%u blocks per SM "
-            "x %u SMs for this kernel's shape); the grids fit alone but "
-            "not together, and a block that never starts leaves its lanes "
-            "unserved: terminate one or use smaller grids",
-            bi->id, grid, others, bi->per_sm, bi->sms);
-    if ((*e = calloc(1, sizeof(**e))) == NULL)
-        return rk__fail(RK_ENOMEM, "kernel '%s': no memory", bi->id);
-    snprintf((*e)->id, sizeof((*e)->id), "%s", bi->id);
-    (*e)->grid = grid;
-    (*e)->share = share;
-    return RK_OK;
+static int
+launch_now(void *arg)
+{
+    struct launch_args *la = arg;
+    rk__backend_inst *bi = la->bi;
+    void *params[1] = { &bi->d.kargs };
+    int rc = rk__cuda_check(bi->drv->cuLaunchKernel(la->fn, la->grid, 1, 1,
+                                la->block, 1, 1, bi->d.kargs.stage_bytes,
+                                bi->stream, params, NULL),
+        "cuLaunchKernel");
+
+    return rc == RK_OK
+        ? RK_OK
+        : rk__fail(rc, "kernel '%s': %s", bi->id, rk_errdetail());
 }
 
 static int
@@ -929,7 +677,6 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     rk__cu_function fn;
     rk__dh_cfg dc;
     int cc, timeout = 0, sms = 0, rc;
-    void *params[1];
     size_t sz;
 
     memset(bi, 0, sizeof(*bi));
@@ -947,11 +694,10 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
             bi->id);
     if ((rc = rk__cuda_enter(bi->ordinal, &bi->drv)) != RK_OK)
         return rc;
-    pthread_once(&ext_once, ext_load);
-    if (!ext_ok)
+    if (rk__cuda_ext() == NULL)
         return rk__fail(
             RK_ENODEV, "kernel '%s': driver lacks entry points", bi->id);
-    bi->ext = ext;
+    bi->ext = *rk__cuda_ext();
     bi->drv->cuDeviceGet(&dev, bi->ordinal);
     cc = device_cc(bi->drv, bi->ordinal);
     bi->drv->cuDeviceGetAttribute(&timeout, CU_ATTR_KERNEL_EXEC_TIMEOUT, dev);
@@ -967,7 +713,8 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
             "(KERNEL_EXEC_TIMEOUT) on, which kills a persistent kernel; "
             "set RK_CUDA_ALLOW_WATCHDOG=1 to try anyway",
             bi->id, bi->ordinal);
-    if ((rc = module_get(bi->drv, bi->id, c, cc, &bi->mod)) != RK_OK)
+    if ((rc = rk__cu_module_get(bi->drv, bi->id, c, cc, &bi->mod))
+        != RK_OK)
         return rc;
     if (bi->drv->cuModuleGetFunction(&fn, bi->mod, c->device_entry)
         != RK__CUDA_SUCCESS) {
@@ -1017,37 +764,13 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         bi->drv->cuStreamCreate(&bi->stream, RK__CU_STREAM_NON_BLOCKING),
         "cuStreamCreate");
     if (rc == RK_OK) {
-        res_entry *e = NULL;
-        params[0] = &bi->d.kargs;
-        pthread_mutex_lock(&dev_lock);
-        reap_zombies(bi->drv);
-        rc = co_resident_device(bi, grid, &e);
-        if (rc == RK_OK) {
-            /* Counted in before it starts: a free decided from now on
-             * waits for it (memory/mem.h). */
-            rk__mem_resident(1);
-            rc = rk__cuda_check(
-                bi->drv->cuLaunchKernel(fn, grid, 1, 1, block, 1, 1,
-                    bi->d.kargs.stage_bytes, bi->stream, params, NULL),
-                "cuLaunchKernel");
-            if (rc == RK_OK) {
-                e->stream = bi->stream;
-                e->next = residents;
-                residents = e;
-                bi->res = e;
-                bi->counted = 1;
-                resident += 1;
-            } else {
-                rk__mem_resident(-1);
-                free(e);
-            }
-        }
-        pthread_mutex_unlock(&dev_lock);
+        struct launch_args la = { bi, fn, grid, block };
+        rc = rk__cu_res_launch(bi->drv, bi->id, bi->ordinal, grid,
+            bi->per_sm, bi->sms, bi->stream, launch_now, &la, &bi->res);
+        bi->counted = rc == RK_OK;
         if (rc != RK_OK) {
             undo_launch(bi);
-            return rc == RK_ENOTSUP || rc == RK_ENOMEM
-                ? rc
-                : rk__fail(rc, "kernel '%s': %s", bi->id, rk_errdetail());
+            return rc; /* the detail names the kernel */
         }
     }
     if (rc != RK_OK) {
@@ -1090,18 +813,14 @@ cuda_destroy(rk__backend_inst *bi, int detach)
     if (keep && bi->counted) {
         /* It may still run: its region stays mapped and it stays counted,
          * as a zombie that launch and registration reap (count out, free)
-         * once its stream says it returned; unless reap_zombies saw it
-         * return meanwhile. */
-        pthread_mutex_lock(&dev_lock);
-        if (!bi->res->out) {
-            bi->res->zombie = 1;
-            bi->res->region = bi->region;
+         * once its stream says it returned; unless a reap saw it return
+         * meanwhile. */
+        if (rk__cu_res_zombie(bi->res, &bi->region)) {
             bi->res = NULL;
             bi->counted = 0;
         } else {
             keep = 0;
         }
-        pthread_mutex_unlock(&dev_lock);
     }
     if (!keep && bi->launched) {
         /* EXITED was acked: the kernel is returning; wait for it before
