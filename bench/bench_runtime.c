@@ -29,6 +29,12 @@
  *                                default kernel (general inbox) and into a
  *                                single-producer lane, telemetry on; the
  *                                ratio is general / lane within a round
+ *   pingpong_rtt_p50_capacity, oneway_batched_capacity,
+ *   capacity_npot_ratio          paired rounds of the default kernel with a
+ *                                capacity that is not a power of two
+ *                                against the next one (1000/1024 round
+ *                                trip, 4000/4096 batched), and the cost
+ *                                ratio within a round
  *   idle_cpu_percent             CPU time an active, idle kernel thread
  *                                used over an idle period, as % of it
  * RK_BENCH_SCALE scales the iteration counts.
@@ -48,6 +54,8 @@
 #define BATCH   256
 
 static double scale;
+/* Queue capacities for the capacity rows (0: the case's own). */
+static uint32_t cap_in, cap_out;
 
 static size_t
 scaled(double n)
@@ -364,6 +372,8 @@ bench_rtt(size_t n, bool telemetry, bool request, bool sp, bool handler)
         def.actor = echo_actor;
     def.config.telemetry_off = !telemetry;
     def.config.single_producer = sp; /* only this thread sends */
+    def.config.input_capacity = cap_in;
+    def.config.output_capacity = cap_out;
     echo_cpu = kernel_cpu;
     ck_ref_pin(main_cpu);
     k = start(rt, &def);
@@ -477,6 +487,72 @@ bench_rtt_paired(size_t n)
 #endif
 }
 
+/*
+ * A capacity that is not a power of two against the next power of two
+ * (issue 27): the default kernel (general inbox, telemetry on), round trip
+ * with input and output capacity 1000 against 1024, and batched one-way
+ * with input capacity 4000 against 4096, back to back in each round. The
+ * rows carry "capacity"; capacity_npot_ratio is the cost of the odd size
+ * within a round (round trip p50 1000/1024; batched rate 4096/4000: above
+ * 1 is slower), as medians over the rounds.
+ */
+static void bench_oneway(size_t n, bool batched, bool telemetry, bool sp);
+static double last_rate;
+static bool oneway_quiet;
+
+static void
+bench_capacity_paired(size_t n_rtt, size_t n_batched)
+{
+    enum { ROUNDS = 7 };
+    static const uint32_t rtt_cap[2] = { 1024, 1000 };
+    static const uint32_t bat_cap[2] = { 4096, 4000 };
+    double p50[2][ROUNDS], rate[2][ROUNDS], r_rtt[ROUNDS], r_bat[ROUNDS];
+    char extra[160];
+
+    rtt_quiet = oneway_quiet = true;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int c = 0; c < 2; c++) {
+            cap_in = cap_out = rtt_cap[c];
+            bench_rtt(n_rtt, true, false, false, false);
+            p50[c][r] = (double)last_p50;
+            cap_in = bat_cap[c];
+            cap_out = 0;
+            bench_oneway(n_batched, true, true, false);
+            rate[c][r] = last_rate;
+        }
+        r_rtt[r] = p50[1][r] / p50[0][r];
+        r_bat[r] = rate[0][r] / rate[1][r];
+    }
+    cap_in = cap_out = 0;
+    rtt_quiet = oneway_quiet = false;
+    for (int c = 0; c < 2; c++) {
+        snprintf(extra, sizeof(extra),
+            "\"kernel\":\"actor\",\"config\":\"default\",\"capacity\":%u,"
+            "\"rounds\":%d,\"n\":%zu",
+            rtt_cap[c], ROUNDS, n_rtt);
+        bench_emit(SUITE, "pingpong_rtt_p50_capacity", "ringkernel",
+            bench_median(p50[c], ROUNDS), "ns", extra);
+        snprintf(extra, sizeof(extra),
+            "\"payload\":%d,\"telemetry\":\"on\",\"producers\":\"multi\","
+            "\"capacity\":%u,\"rounds\":%d,\"n\":%zu",
+            PAYLOAD, bat_cap[c], ROUNDS, n_batched);
+        bench_emit(SUITE, "oneway_batched_capacity", "ringkernel",
+            bench_median(rate[c], ROUNDS), "msgs/s", extra);
+    }
+    snprintf(extra, sizeof(extra),
+        "\"of\":\"pingpong_rtt_p50\",\"capacity\":1000,\"over\":1024,"
+        "\"rounds\":%d",
+        ROUNDS);
+    bench_emit(SUITE, "capacity_npot_ratio", "ringkernel",
+        bench_median(r_rtt, ROUNDS), "x", extra);
+    snprintf(extra, sizeof(extra),
+        "\"of\":\"oneway_batched\",\"capacity\":4000,\"over\":4096,"
+        "\"rounds\":%d",
+        ROUNDS);
+    bench_emit(SUITE, "capacity_npot_ratio", "ringkernel",
+        bench_median(r_bat, ROUNDS), "x", extra);
+}
+
 /* ---------------------------------------------------------- throughput */
 
 /* Sends n 64-byte payloads into k (batched or not), waits for the `done`
@@ -507,8 +583,8 @@ pump(rk_runtime *rt, rk_kernel k, rk_kernel d, size_t n, bool batched)
     return (double)n * 1e9 / (double)(t1 - t0);
 }
 
-static double last_rate;   /* the last bench_oneway's rate */
-static bool oneway_quiet; /* paired rounds: collect rates, print nothing */
+/* last_rate: the last bench_oneway's rate; oneway_quiet: paired rounds
+ * collect rates and print nothing (declared above). */
 
 static void
 bench_oneway(size_t n, bool batched, bool telemetry, bool sp)
@@ -523,7 +599,7 @@ bench_oneway(size_t n, bool batched, bool telemetry, bool sp)
 
     def.config.user = &c;
     def.config.telemetry_off = !telemetry;
-    def.config.input_capacity = 4096;
+    def.config.input_capacity = cap_in != 0 ? cap_in : 4096;
     def.config.batch = 256;
     def.config.max_payload = PAYLOAD;
     def.config.single_producer = sp;
@@ -703,6 +779,8 @@ main(void)
         bench_batched_paired(scaled(2000000));
     if (want("pipeline"))
         bench_pipeline(scaled(3000000));
+    if (want("capacity"))
+        bench_capacity_paired(scaled(20000), scaled(2000000));
     if (want("idle"))
         bench_idle(scale < 1 ? 0.2 : 1.0);
     return 0;

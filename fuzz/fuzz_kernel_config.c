@@ -79,20 +79,14 @@ fz_actor(rk_ctx *ctx)
 }
 
 static int
-pow2(uint64_t v)
-{
-    return v != 0 && (v & (v - 1)) == 0;
-}
-
-static int
 within_limits(const fz *f)
 {
     uint64_t in = eff(f->in_cap, 1024), out = eff(f->out_cap, 1024);
     uint64_t mp = eff(f->max_payload, 192), b = eff(f->batch, 64);
     uint64_t slot = (64 + mp + 63) & ~(uint64_t)63;
 
-    return pow2(in) && in <= RK_KERNEL_MAX_CAPACITY && pow2(out)
-        && out <= RK_KERNEL_MAX_CAPACITY && mp <= RK_KERNEL_MAX_PAYLOAD
+    /* Any capacity up to the limit (issue 27); 0 took the default. */
+    return in <= RK_KERNEL_MAX_CAPACITY && out <= RK_KERNEL_MAX_CAPACITY && mp <= RK_KERNEL_MAX_PAYLOAD
         && b <= RK_KERNEL_MAX_BATCH && in * slot <= RK_KERNEL_MAX_QUEUE_BYTES
         && out * slot <= RK_KERNEL_MAX_QUEUE_BYTES;
 }

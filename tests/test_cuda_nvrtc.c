@@ -50,7 +50,8 @@ test_headers_compile_alone(void **state)
 {
     static const char *const headers[]
         = { "ringkernel/rk_dev.h", "ringkernel/dev_ctl.h",
-              "ringkernel/dev_kernel.h", "ringkernel/ring_proto.h" };
+              "ringkernel/dev_kernel.h", "ringkernel/ring_proto.h",
+              "ringkernel/ctl_proto.h", "ringkernel/rk_atomic.h" };
     char src[256], name[32];
     (void)state;
     if (!cuda_have_nvrtc())

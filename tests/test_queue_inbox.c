@@ -413,6 +413,169 @@ test_enqueue_and_close_wake_the_kernel(void **state)
     }
 }
 
+/* ------------------------------------------------ any capacity */
+
+/* The result the (capacity + 1)th send meets under each policy (RK_NO_WAIT
+ * for BLOCK); DROP_OLDEST takes it and evicts the oldest. */
+static int
+over_capacity_rc(rk_backpressure bp)
+{
+    switch (bp) {
+    case RK_BP_BLOCK: return RK_EFULL;
+    case RK_BP_REJECT: return RK_EREJECTED;
+    case RK_BP_DROP_NEW: return RK_EDROPPED;
+    default: return RK_OK;
+    }
+}
+
+/* Fills the band of prio with cap frames (values base + i), then sends one
+ * more, which must meet the policy exactly as at a power of two. */
+static void
+fill_exactly(rk__inbox *q, uint32_t cap, rk_backpressure bp, uint8_t prio,
+    uint64_t base)
+{
+    for (uint32_t i = 0; i < cap; i++)
+        assert_int_equal(send_u64(q, base + i, prio, RK_NO_WAIT), RK_OK);
+    assert_int_equal(
+        send_u64(q, base + cap, prio, RK_NO_WAIT), over_capacity_rc(bp));
+}
+
+/* Issue 27, item 1: any capacity from 1 up, held exactly. For every
+ * policy, with and without bands, the inbox takes exactly N messages per
+ * band and the (N+1)th meets the policy; a held batch still takes no
+ * room, so after a take of k exactly k more go in; the counters and the
+ * order are as at a power of two. */
+static void
+test_any_capacity_exact(void **state)
+{
+    static const uint32_t caps[] = { 1, 3, 10, 1000 };
+    static const rk_backpressure bps[] = { RK_BP_BLOCK, RK_BP_REJECT,
+        RK_BP_DROP_NEW, RK_BP_DROP_OLDEST };
+
+    (void)state;
+    for (size_t ci = 0; ci < RK__ARRAY_LEN(caps); ci++)
+        for (size_t pi = 0; pi < RK__ARRAY_LEN(bps); pi++)
+            for (int bands = 0; bands < 2; bands++) {
+                uint32_t cap = caps[ci], hold = 4;
+                rk_backpressure bp = bps[pi];
+                rk_mqueue_config c = cfg_of(cap, bp, bands, false);
+                bool evicts = bp == RK_BP_DROP_OLDEST;
+                size_t k, n;
+                rk__ec wake;
+                rk__inbox *q;
+                rk__inbox_batch b;
+                rk_queue_stats st;
+
+                print_message("capacity %u, policy %d, bands %d\n", cap,
+                    (int)bp, bands);
+                rk__ec_init(&wake);
+                assert_int_equal(
+                    rk__inbox_create(&q, &c, hold, &wake, NULL), RK_OK);
+                fill_exactly(q, cap, bp, 128, 0);
+                rk__inbox_stats(q, &st);
+                assert_int_equal(st.enqueued, cap + (evicts ? 1 : 0));
+                assert_int_equal(st.depth, cap);
+                assert_int_equal(rk__inbox_depth(q), cap);
+                assert_int_equal(
+                    evicts ? st.evicted : st.rejected + st.dropped, 1);
+                if (bands) /* another band holds its own N */
+                    fill_exactly(q, cap, bp, 250, 5000);
+                /* A held batch takes no room: k more, then the policy
+                 * (SYSTEM's band first with bands). DROP_OLDEST evicted
+                 * the band's first value for its (N+1)th. */
+                k = take(q, hold, &b);
+                assert_int_equal(k, cap < hold ? cap : hold);
+                assert_int_equal(
+                    frame_u64(&b, 0), (bands ? 5000 : 0) + (evicts ? 1 : 0));
+                fill_exactly(q, (uint32_t)k, bp, bands ? 250 : 128, 100000);
+                rk__inbox_stats(q, &st);
+                assert_int_equal(st.depth, (uint64_t)cap * (bands ? 2 : 1));
+                assert_int_equal(
+                    rk__inbox_depth(q), (size_t)cap * (bands ? 2 : 1) + k);
+                rk__inbox_release(q, k);
+                /* Everything queued comes out once. */
+                n = 0;
+                while (rk__inbox_take(q, hold, &b) == RK_OK) {
+                    n += b.n;
+                    rk__inbox_release(q, b.n);
+                }
+                assert_int_equal(n, (size_t)cap * (bands ? 2 : 1));
+                rk__inbox_stats(q, &st);
+                assert_int_equal(
+                    st.enqueued, st.dequeued + st.evicted + st.depth);
+                assert_int_equal(st.depth, 0);
+                rk__inbox_destroy(q);
+            }
+}
+
+/* The output ring holds exactly its capacity too: a kernel-side producer
+ * sending capacity + 1 frames with nobody receiving parks (its waiter is
+ * counted on the ring's producer eventcount) with exactly capacity frames
+ * queued, and goes on after one receive. */
+typedef struct outq_prod {
+    rk__outq *o;
+    uint32_t n;
+    atomic_int rc;
+} outq_prod;
+
+static void *
+outq_producer(void *arg)
+{
+    outq_prod *p = arg;
+    rk_msg_header h;
+
+    memset(&h, 0, sizeof(h));
+    h.payload_len = 8;
+    for (uint64_t v = 0; v < p->n; v++) {
+        int rc = rk__outq_send(p->o, &h, sizeof(h), &v, 8);
+        if (rc != RK_OK) {
+            atomic_store(&p->rc, rc);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void
+test_outq_any_capacity_exact(void **state)
+{
+    static const uint32_t caps[] = { 1, 3, 10, 1000 };
+
+    (void)state;
+    for (size_t ci = 0; ci < RK__ARRAY_LEN(caps); ci++) {
+        uint32_t cap = caps[ci];
+        rk__outq o;
+        outq_prod p = { &o, cap + 1, 0 };
+        pthread_t t;
+        size_t flen;
+        const unsigned char *f;
+
+        assert_int_equal(
+            rk__outq_init(&o, cap, RK_MSG_HEADER_SIZE + 8), RK_OK);
+        assert_int_equal(pthread_create(&t, NULL, outq_producer, &p), 0);
+        /* The producer parks only when the ring is full (it spins first). */
+        while (atomic_load_explicit(&o.prod_ec.waiters, memory_order_acquire)
+            == 0)
+            rk__cpu_relax();
+        assert_int_equal(rk_spsc_depth(o.ring), cap);
+        for (uint64_t v = 0; v <= cap; v++) {
+            uint64_t got;
+            assert_int_equal(rk__outq_wait(&o, 0, UINT64_MAX), RK_OK);
+            f = rk__outq_peek(&o, &flen);
+            assert_non_null(f);
+            memcpy(&got, f + RK_MSG_HEADER_SIZE, 8);
+            assert_int_equal(got, v);
+            rk__outq_release(&o);
+            /* Never more than cap queued. */
+            assert_true(rk_spsc_depth(o.ring) <= cap);
+        }
+        pthread_join(t, NULL);
+        assert_int_equal(atomic_load(&p.rc), RK_OK);
+        assert_null(rk__outq_peek(&o, &flen));
+        rk__outq_fini(&o);
+    }
+}
+
 /* ----------------------------------------------- placement and sizes */
 
 static void
@@ -537,7 +700,7 @@ test_sizes_refused(void **state)
     assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_EINVAL);
     assert_non_null(strstr(rk_errdetail(), "input_capacity"));
     assert_int_equal(rk__inbox_placed_bytes(&c, 4), 0);
-    c = cfg_of(3, RK_BP_BLOCK, false, false);
+    c = cfg_of(0, RK_BP_BLOCK, false, false);
     assert_int_equal(rk__inbox_create(&q, &c, 4, &wake, NULL), RK_EINVAL);
     assert_non_null(strstr(rk_errdetail(), "input_capacity"));
     /* The output ring: a size_t slot that does not fit 32 bits. */
@@ -546,7 +709,7 @@ test_sizes_refused(void **state)
         RK_EINVAL);
     assert_non_null(strstr(rk_errdetail(), "max_payload"));
     assert_int_equal(rk__outq_ring_bytes(4, (size_t)UINT32_MAX + 64), 0);
-    assert_int_equal(rk__outq_init(&o, 6, 128), RK_EINVAL);
+    assert_int_equal(rk__outq_init(&o, 0, 128), RK_EINVAL);
     assert_non_null(strstr(rk_errdetail(), "output_capacity"));
 }
 
@@ -889,6 +1052,8 @@ main(void)
         cmocka_unit_test(test_bands_order),
         cmocka_unit_test(test_send_many),
         cmocka_unit_test(test_enqueue_and_close_wake_the_kernel),
+        cmocka_unit_test(test_any_capacity_exact),
+        cmocka_unit_test(test_outq_any_capacity_exact),
         cmocka_unit_test(test_placement),
         cmocka_unit_test(test_odd_slot_sizes_stay_aligned),
         cmocka_unit_test(test_sizes_refused),

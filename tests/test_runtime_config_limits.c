@@ -96,14 +96,16 @@ static const size_case size_cases[] = {
         UINT32_C(1) << 25, 0, 8, 0 },
     { "input_capacity 2^31", "input_capacity", "16777216", UINT32_C(1) << 31,
         0, 8, 0 },
-    { "input_capacity UINT32_MAX", "input_capacity", "power of two",
-        UINT32_MAX, 0, 0, 0 },
-    { "input_capacity 1000", "input_capacity", "power of two", 1000, 0, 0, 0 },
+    { "input_capacity UINT32_MAX", "input_capacity", "16777216", UINT32_MAX,
+        0, 0, 0 },
+    { "input_capacity one over", "input_capacity", "16777216",
+        (UINT32_C(1) << 24) + 1, 0, 0, 0 },
     { "output_capacity over the limit", "output_capacity", "16777216", 0,
         UINT32_C(1) << 25, 8, 0 },
-    { "output_capacity UINT32_MAX", "output_capacity", "power of two", 0,
+    { "output_capacity UINT32_MAX", "output_capacity", "16777216", 0,
         UINT32_MAX, 0, 0 },
-    { "output_capacity 3", "output_capacity", "power of two", 0, 3, 0, 0 },
+    { "output_capacity one over", "output_capacity", "16777216", 0,
+        (UINT32_C(1) << 24) + 1, 0, 0 },
     { "max_payload UINT32_MAX", "max_payload", "16777216", 4, 4, UINT32_MAX,
         1 },
     { "max_payload wrapping the slot to 0", "max_payload", "16777216", 4, 4,
@@ -147,18 +149,26 @@ test_size_fields_refused_at_register(void **state)
     rk_runtime_destroy(rt);
 }
 
-/* The interop item on its own: a capacity that is not a power of two is a
- * register error, not a launch error with a misleading detail. */
+/* The interop item (the seeds' queue_size=1000): a capacity that is not a
+ * power of two registers and launches (issue 27; it used to be refused at
+ * register), and so does a large odd one. */
 static void
-test_input_capacity_power_of_two_at_register(void **state)
+test_input_capacity_any_value_at_register(void **state)
 {
     rk_runtime *rt = rt_new_runtime();
     rk_kernel_def def = { .id = "cap", .actor = rt_echo_actor };
 
     (void)state;
     def.config.input_capacity = 1000;
-    assert_int_equal(rk_runtime_register(rt, &def), RK_EINVAL);
-    expect_detail("input_capacity", "1000", "power of two");
+    def.config.output_capacity = 1000;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "cap"), RK_OK);
+    /* Registered only (it would allocate nearly 1 GiB). */
+    def.id = "big";
+    def.config.input_capacity = RK_KERNEL_MAX_CAPACITY / 2 - 1;
+    def.config.output_capacity = 5;
+    def.config.max_payload = 64;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
     rk_runtime_destroy(rt);
 }
 
@@ -248,7 +258,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_huge_max_payload_refused),
         cmocka_unit_test(test_size_fields_refused_at_register),
-        cmocka_unit_test(test_input_capacity_power_of_two_at_register),
+        cmocka_unit_test(test_input_capacity_any_value_at_register),
         cmocka_unit_test(test_runtime_sizes_refused_at_create),
         cmocka_unit_test(test_limits_accepted),
     };

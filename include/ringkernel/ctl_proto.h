@@ -5,12 +5,13 @@
  *
  * It compiles the same three ways as ring_proto.h (host C11, CUDA device
  * code under nvcc or NVRTC, host C++), with which it shares its
- * environment. Every shared word is 32 bits and is only loaded (acquire)
- * or stored (release): no read-modify-write crosses between host and
- * device, because none is atomic over PCIe. The counters on line 2 are
- * 64-bit, written by the instance alone and read by the host as
- * statistics (a torn read is impossible on the 64-bit-aligned words of
- * every platform we build for, and a stale one is harmless).
+ * environment and its atomics layer, rk_atomic.h. Every shared word is
+ * 32 bits and is only loaded (acquire) or stored (release): no
+ * read-modify-write crosses between host and device, because none is
+ * atomic over PCIe. The counters on line 2 are 64-bit, written by the
+ * instance alone and read by the host as statistics (a torn read is
+ * impossible on the 64-bit-aligned words of every platform we build for,
+ * and a stale one is harmless).
  *
  * Ownership: the backend allocates the block (rk__backend.alloc) where
  * both sides can reach it (host memory for a CPU thread, mapped pinned
@@ -37,13 +38,9 @@
 
 #include "ringkernel/ring_proto.h"
 
-#if defined(RK_PROTO_HOST_C)
 /** a 32-bit control word shared with the other side (_Atomic in host C, a
  * plain word elsewhere) */
-#define RK_CTL_A32 _Atomic rk_proto_u32
-#else
-#define RK_CTL_A32 rk_proto_u32
-#endif
+#define RK_CTL_A32 RK_ATOMIC_U32
 
 /** Commands (host -> instance). */
 #define RK_CTL_HOLD  0u /**< LAUNCHED: exist, process nothing */
@@ -94,74 +91,17 @@ typedef struct rk_ctl {
 } rk_ctl;
 
 /* ---------------------------------------------------------- primitives */
-
-/** Acquire load of a control word: pairs with the other side's
- * rk_ctl_store_release(). */
-RK_PROTO_FN rk_proto_u32
-rk_ctl_load_acquire(const RK_CTL_A32 *p)
-{
-#if defined(__CUDA_ARCH__)
-#if __CUDA_ARCH__ >= 700
-    rk_proto_u32 v;
-    asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-#else
-    rk_proto_u32 v = *(const volatile rk_proto_u32 *)p;
-    __threadfence_system();
-    return v;
-#endif
-#elif defined(RK_PROTO_HOST_C)
-    return atomic_load_explicit(p, memory_order_acquire);
-#else
-    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-#endif
-}
-
-/** Release store of a control word: everything written before it is visible to
- * a reader that sees v with rk_ctl_load_acquire(). */
-RK_PROTO_FN void
-rk_ctl_store_release(RK_CTL_A32 *p, rk_proto_u32 v)
-{
-#if defined(__CUDA_ARCH__)
-#if __CUDA_ARCH__ >= 700
-    asm volatile("st.release.sys.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
-#else
-    __threadfence_system();
-    *(volatile rk_proto_u32 *)p = v;
-#endif
-#elif defined(RK_PROTO_HOST_C)
-    atomic_store_explicit(p, v, memory_order_release);
-#else
-    __atomic_store_n(p, v, __ATOMIC_RELEASE);
-#endif
-}
-
-/** Relaxed store of a word this side alone writes (counters): no ordering. */
-RK_PROTO_FN void
-rk_ctl_store_relaxed(RK_CTL_A32 *p, rk_proto_u32 v)
-{
-#if defined(__CUDA_ARCH__)
-    *(volatile rk_proto_u32 *)p = v;
-#elif defined(RK_PROTO_HOST_C)
-    atomic_store_explicit(p, v, memory_order_relaxed);
-#else
-    __atomic_store_n(p, v, __ATOMIC_RELAXED);
-#endif
-}
-
-/** Relaxed load of a control word (statistics, or the writer's own word): no
- * ordering. */
-RK_PROTO_FN rk_proto_u32
-rk_ctl_load_relaxed(const RK_CTL_A32 *p)
-{
-#if defined(__CUDA_ARCH__)
-    return *(const volatile rk_proto_u32 *)p;
-#elif defined(RK_PROTO_HOST_C)
-    return atomic_load_explicit(p, memory_order_relaxed);
-#else
-    return __atomic_load_n(p, __ATOMIC_RELAXED);
-#endif
-}
+/*
+ * The control words are 32-bit and shared at system scope (rk_atomic.h).
+ * rk_ctl_load_acquire pairs with the other side's rk_ctl_store_release:
+ * everything written before the store is visible to a reader that sees
+ * its value. The relaxed forms order nothing: a word its writer alone
+ * stores (counters), or a read for statistics.
+ */
+#define rk_ctl_load_acquire  rk_atomic_load_acquire_sys_u32
+#define rk_ctl_store_release rk_atomic_store_release_sys_u32
+#define rk_ctl_store_relaxed rk_atomic_store_relaxed_u32
+#define rk_ctl_load_relaxed  rk_atomic_load_relaxed_u32
 
 /* ---------------------------------------------------------- host side */
 
@@ -169,31 +109,17 @@ rk_ctl_load_relaxed(const RK_CTL_A32 *p)
 RK_PROTO_FN void
 rk_ctl_init(rk_ctl *c)
 {
-#if defined(RK_PROTO_HOST_C)
-    atomic_init(&c->cmd, RK_CTL_HOLD);
-    atomic_init(&c->activated, 0);
-    atomic_init(&c->ack, RK_CTL_ACK_NONE);
-    atomic_init(&c->verdict, 0);
-    atomic_init(&c->exit_code, 0);
-    atomic_init(&c->failed_len, 0);
-    atomic_init(&c->faults, 0);
-    atomic_init(&c->left_n, 0);
-    atomic_init(&c->processed, 0);
-    atomic_init(&c->errors, 0);
-    atomic_init(&c->sent, 0);
-#else
-    c->cmd = RK_CTL_HOLD;
-    c->activated = 0;
-    c->ack = RK_CTL_ACK_NONE;
-    c->verdict = 0;
-    c->exit_code = 0;
-    c->failed_len = 0;
-    c->faults = 0;
-    c->left_n = 0;
-    c->processed = 0;
-    c->errors = 0;
-    c->sent = 0;
-#endif
+    rk_atomic_init_u32(&c->cmd, RK_CTL_HOLD);
+    rk_atomic_init_u32(&c->activated, 0);
+    rk_atomic_init_u32(&c->verdict, 0);
+    rk_atomic_init_u32(&c->ack, RK_CTL_ACK_NONE);
+    rk_atomic_init_u32(&c->exit_code, 0);
+    rk_atomic_init_u32(&c->failed_len, 0);
+    rk_atomic_init_u32(&c->faults, 0);
+    rk_atomic_init_u32(&c->left_n, 0);
+    rk_atomic_init_u64(&c->processed, 0);
+    rk_atomic_init_u64(&c->errors, 0);
+    rk_atomic_init_u64(&c->sent, 0);
 }
 
 /** Posts a command. The release pairs with the instance's acquire load in

@@ -204,6 +204,62 @@ typedef enum rk_fkind {
     RK_FK_NONE /**< for string, bytes, nested */
 } rk_fkind;
 
+/** The values an integer kind holds: *lo the smallest (0 for the unsigned
+ * kinds), *hi the largest. Returns 0 and sets both to 0 for a kind that is
+ * not an integer (RK_FK_BOOL, the floating kinds, RK_FK_NONE). The C
+ * codec and the Python package check a value against it before
+ * rk_fkind_store_int. */
+static inline int
+rk_fkind_range(int kind, int64_t *lo, uint64_t *hi)
+{
+    static const struct {
+        int64_t lo;
+        uint64_t hi;
+    } r[] = { /* RK_FK_INT8 .. RK_FK_UINT64, in the enum's order */
+        { INT8_MIN, INT8_MAX }, { INT16_MIN, INT16_MAX },
+        { INT32_MIN, INT32_MAX }, { INT64_MIN, INT64_MAX }, { 0, UINT8_MAX },
+        { 0, UINT16_MAX }, { 0, UINT32_MAX }, { 0, UINT64_MAX } };
+    int ok = kind >= RK_FK_INT8 && kind <= RK_FK_UINT64;
+
+    *lo = ok ? r[kind - RK_FK_INT8].lo : 0;
+    *hi = ok ? r[kind - RK_FK_INT8].hi : 0;
+    return ok;
+}
+
+/** Stores an integer at dst as kind (RK_FK_INT8..RK_FK_UINT64), narrowed
+ * to the kind's width: the signed kinds take i, the unsigned kinds u. The
+ * value must be within rk_fkind_range(kind); the caller checks. */
+static inline void
+rk_fkind_store_int(int kind, void *dst, int64_t i, uint64_t u)
+{
+    switch (kind) {
+    case RK_FK_INT8:
+        *(int8_t *)dst = (int8_t)i;
+        break;
+    case RK_FK_INT16:
+        *(int16_t *)dst = (int16_t)i;
+        break;
+    case RK_FK_INT32:
+        *(int32_t *)dst = (int32_t)i;
+        break;
+    case RK_FK_INT64:
+        *(int64_t *)dst = i;
+        break;
+    case RK_FK_UINT8:
+        *(uint8_t *)dst = (uint8_t)u;
+        break;
+    case RK_FK_UINT16:
+        *(uint16_t *)dst = (uint16_t)u;
+        break;
+    case RK_FK_UINT32:
+        *(uint32_t *)dst = (uint32_t)u;
+        break;
+    default:
+        *(uint64_t *)dst = u;
+        break;
+    }
+}
+
 /** Field shapes. */
 typedef enum rk_fclass {
     RK_FC_SCALAR, /**< one element */

@@ -37,37 +37,19 @@
 #define RINGKERNEL_RING_PROTO_H
 
 /* ---------------------------------------------------------- environment */
-#if defined(__CUDACC_RTC__)
-/** NVRTC: no standard headers are available. */
-typedef unsigned long long rk_proto_u64;
-typedef unsigned int rk_proto_u32;
-#define RK_PROTO_FN      static __host__ __device__ __forceinline__
-#define RK_PROTO_ALIGN64 alignas(64)
-#define RK_PROTO_A64     rk_proto_u64
-#elif defined(__CUDACC__) || defined(__cplusplus)
-#include <stdint.h>
-typedef uint64_t rk_proto_u64;
-typedef uint32_t rk_proto_u32;
-#if defined(__CUDACC__)
-#define RK_PROTO_FN static __host__ __device__ __forceinline__
-#else
-#define RK_PROTO_FN static inline
-#endif
-#define RK_PROTO_ALIGN64 alignas(64)
-#define RK_PROTO_A64     rk_proto_u64
-#else
-#include <stdatomic.h>
-#include <stdint.h>
-typedef uint64_t rk_proto_u64; /**< 64-bit unsigned word of the protocol */
-typedef uint32_t rk_proto_u32; /**< 32-bit unsigned word of the protocol */
+/* Types, qualifiers and every atomic operation come from rk_atomic.h, the
+ * one atomics layer the ring shares with the control block and the device
+ * shim; the names below are the ring's spelling of them. */
+#include "ringkernel/rk_atomic.h"
+
+typedef rk_atomic_u64 rk_proto_u64; /**< 64-bit word of the protocol */
+typedef rk_atomic_u32 rk_proto_u32; /**< 32-bit word of the protocol */
 /** how protocol functions are declared (static inline; __host__ __device__
  * under CUDA) */
-#define RK_PROTO_FN      static inline
-#define RK_PROTO_ALIGN64 _Alignas(64) /**< starts a 64-byte line */
+#define RK_PROTO_FN      RK_ATOMIC_FN
+#define RK_PROTO_ALIGN64 RK_ATOMIC_ALIGN64 /**< starts a 64-byte line */
 /** a 64-bit index word shared by both sides (_Atomic in host C) */
-#define RK_PROTO_A64     _Atomic uint64_t
-#define RK_PROTO_HOST_C  1 /**< defined in a host C build (C11 atomics) */
-#endif
+#define RK_PROTO_A64 RK_ATOMIC_U64
 
 #define RK_RING_LINE  64          /**< cache line size the layout assumes */
 #define RK_RING_MAGIC 0x524b5231u /**< "RKR1" */
@@ -113,73 +95,19 @@ typedef struct rk_ring_side {
 } rk_ring_side;
 
 /* ---------------------------------------------------------- primitives */
-
-/** Relaxed load of an index. Used only by the index's owner, or for stats. */
-RK_PROTO_FN rk_proto_u64
-rk_ring_load_relaxed(const RK_PROTO_A64 *p)
-{
-#if defined(__CUDA_ARCH__)
-    return *(const volatile rk_proto_u64 *)p;
-#elif defined(RK_PROTO_HOST_C)
-    return atomic_load_explicit(p, memory_order_relaxed);
-#else
-    return __atomic_load_n(p, __ATOMIC_RELAXED);
-#endif
-}
-
-/** Relaxed store of a word only this side writes (counters, statistics). */
-RK_PROTO_FN void
-rk_ring_store_relaxed_u64(RK_PROTO_A64 *p, rk_proto_u64 v)
-{
-#if defined(__CUDA_ARCH__)
-    *(volatile rk_proto_u64 *)p = v;
-#elif defined(RK_PROTO_HOST_C)
-    atomic_store_explicit(p, v, memory_order_relaxed);
-#else
-    __atomic_store_n(p, v, __ATOMIC_RELAXED);
-#endif
-}
-
-/** Acquire load: everything the other side wrote before its release store
- * of this index is visible after this load. */
-RK_PROTO_FN rk_proto_u64
-rk_ring_load_acquire(const RK_PROTO_A64 *p)
-{
-#if defined(__CUDA_ARCH__)
-#if __CUDA_ARCH__ >= 700
-    rk_proto_u64 v;
-    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-#else
-    rk_proto_u64 v = *(const volatile rk_proto_u64 *)p;
-    __threadfence_system(); /* later accesses stay after the load */
-    return v;
-#endif
-#elif defined(RK_PROTO_HOST_C)
-    return atomic_load_explicit(p, memory_order_acquire);
-#else
-    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-#endif
-}
-
-/** Release store: everything this side wrote before it (slot contents, or
- * its reads of a slot) is ordered before the new index value. */
-RK_PROTO_FN void
-rk_ring_store_release(RK_PROTO_A64 *p, rk_proto_u64 v)
-{
-#if defined(__CUDA_ARCH__)
-#if __CUDA_ARCH__ >= 700
-    asm volatile("st.release.sys.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory");
-#else
-    __threadfence_system(); /* earlier accesses complete first */
-    *(volatile rk_proto_u64 *)p = v;
-#endif
-#elif defined(RK_PROTO_HOST_C)
-    atomic_store_explicit(p, v, memory_order_release);
-#else
-    __atomic_store_n(p, v, __ATOMIC_RELEASE);
-#endif
-}
+/*
+ * The ring's index words are 64-bit and shared at system scope (a GPU side
+ * reaches them over PCIe). rk_ring_load_relaxed: the index's owner, or
+ * statistics. rk_ring_store_relaxed_u64: a word only this side writes
+ * (counters). rk_ring_load_acquire: everything the other side wrote before
+ * its release store of this index is visible after the load.
+ * rk_ring_store_release: everything this side wrote before (slot contents,
+ * or its reads of a slot) is ordered before the new index value.
+ */
+#define rk_ring_load_relaxed      rk_atomic_load_relaxed_u64
+#define rk_ring_store_relaxed_u64 rk_atomic_store_relaxed_u64
+#define rk_ring_load_acquire      rk_atomic_load_acquire_sys_u64
+#define rk_ring_store_release     rk_atomic_store_release_sys_u64
 
 /* ---------------------------------------------------------- setup */
 
@@ -189,13 +117,8 @@ rk_ring_store_release(RK_PROTO_A64 *p, rk_proto_u64 v)
 RK_PROTO_FN void
 rk_ring_init(rk_ring_ctrl *c, rk_proto_u32 capacity, rk_proto_u32 slot_size)
 {
-#if defined(RK_PROTO_HOST_C)
-    atomic_init(&c->tail, 0);
-    atomic_init(&c->head, 0);
-#else
-    c->tail = 0;
-    c->head = 0;
-#endif
+    rk_atomic_init_u64(&c->tail, 0);
+    rk_atomic_init_u64(&c->head, 0);
     c->magic = RK_RING_MAGIC;
     c->capacity = capacity;
     c->slot_size = slot_size;

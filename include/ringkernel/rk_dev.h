@@ -40,47 +40,35 @@
 #define RINGKERNEL_RK_DEV_H
 
 /* ---------------------------------------------------------- environment */
+/* The words, qualifiers and every atomic operation come from rk_atomic.h,
+ * the one atomics layer shared with ring_proto.h and ctl_proto.h. */
+#include "ringkernel/rk_atomic.h"
+
 #if defined(__CUDACC_RTC__)
-typedef unsigned long long rk_dev_u64;
-typedef unsigned int rk_dev_u32;
 typedef int rk_dev_i32;
 typedef unsigned char rk_dev_u8;
 typedef unsigned long long rk_dev_size;
-#elif defined(__CUDACC__) || defined(__cplusplus)
-#include <stddef.h>
-#include <stdint.h>
-typedef uint64_t rk_dev_u64;
-typedef uint32_t rk_dev_u32;
-typedef int32_t rk_dev_i32;
-typedef uint8_t rk_dev_u8;
-typedef size_t rk_dev_size;
 #else
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-typedef uint64_t rk_dev_u64; /**< 64-bit unsigned */
-typedef uint32_t rk_dev_u32; /**< 32-bit unsigned */
-typedef int32_t rk_dev_i32;  /**< 32-bit signed */
-typedef uint8_t rk_dev_u8;   /**< 8-bit unsigned */
-typedef size_t rk_dev_size;  /**< a size in bytes */
-#define RK_DEV_HOST_C 1 /**< defined in a host C build (C11 atomics) */
+typedef int32_t rk_dev_i32; /**< 32-bit signed */
+typedef uint8_t rk_dev_u8;  /**< 8-bit unsigned */
+typedef size_t rk_dev_size; /**< a size in bytes */
 #endif
+typedef rk_atomic_u64 rk_dev_u64; /**< 64-bit unsigned */
+typedef rk_atomic_u32 rk_dev_u32; /**< 32-bit unsigned */
 
+#define RK_DEV_ALIGN64 RK_ATOMIC_ALIGN64 /**< starts a 64-byte line */
+/** a 32-bit word shared across sides (_Atomic in host C) */
+#define RK_DEV_A32 RK_ATOMIC_U32
+/** a 64-bit word shared across sides (_Atomic in host C) */
+#define RK_DEV_A64 RK_ATOMIC_U64
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define RK_DEV_CUDA 1
 /** Device functions are __device__ only: they use intrinsics. Everything
  * a host program calls on these structs lives in the host build. */
-#define RK_DEV_FN      static __device__ __forceinline__
-#define RK_DEV_SHARED  __shared__
-#define RK_DEV_ALIGN64 alignas(64)
-#define RK_DEV_A32     rk_dev_u32
-#define RK_DEV_A64     rk_dev_u64
-#elif defined(__cplusplus)
-#define RK_DEV_FN      static inline
-#define RK_DEV_SHARED  /**< a block is one host thread: locals suffice */
-#define RK_DEV_ALIGN64 alignas(64)
-#define RK_DEV_A32     rk_dev_u32
-#define RK_DEV_A64     rk_dev_u64
+#define RK_DEV_FN     static __device__ __forceinline__
+#define RK_DEV_SHARED __shared__
 #else
 /** how device functions are declared (static __device__ __forceinline__ under
  * CUDA) */
@@ -88,11 +76,6 @@ typedef size_t rk_dev_size;  /**< a size in bytes */
 /** block-shared storage (__shared__ under CUDA; nothing on the host, where a
  * block is one thread) */
 #define RK_DEV_SHARED
-#define RK_DEV_ALIGN64 _Alignas(64) /**< starts a 64-byte line */
-/** a 32-bit word shared across sides (_Atomic in host C) */
-#define RK_DEV_A32     _Atomic rk_dev_u32
-/** a 64-bit word shared across sides (_Atomic in host C) */
-#define RK_DEV_A64     _Atomic rk_dev_u64
 #endif
 
 /* True in the device pass (NVRTC, nvcc -arch): device intrinsics exist. */
@@ -223,13 +206,10 @@ rk_dev_backoff(rk_dev_u32 *ns)
 #if defined(RK_DEV_ON_DEVICE)
     __nanosleep(cur);
 #else
-    if (cur < 1024) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    } else {
+    if (cur < 1024)
+        rk_atomic_cpu_relax();
+    else
         sched_yield();
-    }
 #endif
     *ns = cur >= 8192 ? 8192 : cur * 2;
 }
@@ -256,123 +236,24 @@ rk_dev_now_ns(void)
 
 /* ---------------------------------------------------------- ordering */
 /*
- * _sys: the other side is the host (mapped pinned memory over PCIe).
- * _gpu: the other side is another kernel on the same GPU (device memory).
+ * The device API's names for the operations of rk_atomic.h:
+ * _sys: the other side is the host (mapped pinned memory over PCIe);
+ * _gpu: the other side is another kernel on the same GPU (device memory);
  * _relaxed: the word's own writer, or statistics.
- * On the host every scope is the same C11 order.
+ * On the host every scope is the same C11 order. An acquire load makes
+ * what the other side wrote before its release store of *p visible; a
+ * release store orders this thread's earlier writes before *p = v.
  */
-#if defined(RK_DEV_ON_DEVICE)
-#define RK_DEV__LD(bits, scope, cons)                                         \
-    rk_dev_u##bits v;                                                         \
-    asm volatile("ld.acquire." scope ".u" #bits " %0, [%1];"                  \
-                 : "=" cons(v)                                                \
-                 : "l"(p)                                                     \
-                 : "memory");                                                 \
-    return v
-#define RK_DEV__ST(bits, scope, cons)                                         \
-    asm volatile("st.release." scope ".u" #bits " [%0], %1;"                  \
-                 :                                                            \
-                 : "l"(p), cons(v)                                            \
-                 : "memory")
-#elif defined(RK_DEV_HOST_C)
-#define RK_DEV__LD(bits, scope, cons)                                         \
-    return atomic_load_explicit(p, memory_order_acquire)
-#define RK_DEV__ST(bits, scope, cons)                                         \
-    atomic_store_explicit(p, v, memory_order_release)
-#else
-#define RK_DEV__LD(bits, scope, cons)                                         \
-    return __atomic_load_n(p, __ATOMIC_ACQUIRE)
-#define RK_DEV__ST(bits, scope, cons) __atomic_store_n(p, v, __ATOMIC_RELEASE)
-#endif
-
-/** Acquire: what the other side wrote before its release store of *p is
- * visible after this load. */
-RK_DEV_FN rk_dev_u32
-rk_dev_ld_acquire_sys32(const RK_DEV_A32 *p)
-{
-    RK_DEV__LD(32, "sys", "r");
-}
-
-/** Acquire load of a 64-bit word at system scope (see
- * rk_dev_ld_acquire_sys32). */
-RK_DEV_FN rk_dev_u64
-rk_dev_ld_acquire_sys64(const RK_DEV_A64 *p)
-{
-    RK_DEV__LD(64, "sys", "l");
-}
-
-/** Acquire load of a 32-bit word at GPU scope (kernel to kernel in device
- * memory). */
-RK_DEV_FN rk_dev_u32
-rk_dev_ld_acquire_gpu32(const RK_DEV_A32 *p)
-{
-    RK_DEV__LD(32, "gpu", "r");
-}
-
-/** Acquire load of a 64-bit word at GPU scope. */
-RK_DEV_FN rk_dev_u64
-rk_dev_ld_acquire_gpu64(const RK_DEV_A64 *p)
-{
-    RK_DEV__LD(64, "gpu", "l");
-}
-
-/** Release: this thread's earlier writes are visible before *p = v is. */
-RK_DEV_FN void
-rk_dev_st_release_sys32(RK_DEV_A32 *p, rk_dev_u32 v)
-{
-    RK_DEV__ST(32, "sys", "r");
-}
-
-/** Release store of a 64-bit word at system scope (see
- * rk_dev_st_release_sys32). */
-RK_DEV_FN void
-rk_dev_st_release_sys64(RK_DEV_A64 *p, rk_dev_u64 v)
-{
-    RK_DEV__ST(64, "sys", "l");
-}
-
-/** Release store of a 32-bit word at GPU scope. */
-RK_DEV_FN void
-rk_dev_st_release_gpu32(RK_DEV_A32 *p, rk_dev_u32 v)
-{
-    RK_DEV__ST(32, "gpu", "r");
-}
-
-/** Release store of a 64-bit word at GPU scope. */
-RK_DEV_FN void
-rk_dev_st_release_gpu64(RK_DEV_A64 *p, rk_dev_u64 v)
-{
-    RK_DEV__ST(64, "gpu", "l");
-}
-
-#undef RK_DEV__LD
-#undef RK_DEV__ST
-
-/** Relaxed store of a word this side alone writes (counters, heartbeat). */
-RK_DEV_FN void
-rk_dev_st_relaxed64(RK_DEV_A64 *p, rk_dev_u64 v)
-{
-#if defined(RK_DEV_ON_DEVICE)
-    *(volatile rk_dev_u64 *)p = v;
-#elif defined(RK_DEV_HOST_C)
-    atomic_store_explicit(p, v, memory_order_relaxed);
-#else
-    __atomic_store_n(p, v, __ATOMIC_RELAXED);
-#endif
-}
-
-/** The 32-bit form of rk_dev_st_relaxed64. */
-RK_DEV_FN void
-rk_dev_st_relaxed32(RK_DEV_A32 *p, rk_dev_u32 v)
-{
-#if defined(RK_DEV_ON_DEVICE)
-    *(volatile rk_dev_u32 *)p = v;
-#elif defined(RK_DEV_HOST_C)
-    atomic_store_explicit(p, v, memory_order_relaxed);
-#else
-    __atomic_store_n(p, v, __ATOMIC_RELAXED);
-#endif
-}
+#define rk_dev_ld_acquire_sys32 rk_atomic_load_acquire_sys_u32
+#define rk_dev_ld_acquire_sys64 rk_atomic_load_acquire_sys_u64
+#define rk_dev_ld_acquire_gpu32 rk_atomic_load_acquire_gpu_u32
+#define rk_dev_ld_acquire_gpu64 rk_atomic_load_acquire_gpu_u64
+#define rk_dev_st_release_sys32 rk_atomic_store_release_sys_u32
+#define rk_dev_st_release_sys64 rk_atomic_store_release_sys_u64
+#define rk_dev_st_release_gpu32 rk_atomic_store_release_gpu_u32
+#define rk_dev_st_release_gpu64 rk_atomic_store_release_gpu_u64
+#define rk_dev_st_relaxed32     rk_atomic_store_relaxed_u32
+#define rk_dev_st_relaxed64     rk_atomic_store_relaxed_u64
 
 /** A system-scope fence by the calling thread: its earlier writes (and
  * reads) are ordered before its later ones for every observer, the host
@@ -384,11 +265,9 @@ RK_DEV_FN void
 rk_dev_fence_sys(void)
 {
 #if defined(RK_DEV_ON_DEVICE)
-    __threadfence_system();
-#elif defined(RK_DEV_HOST_C)
-    atomic_signal_fence(memory_order_seq_cst);
+    rk_atomic_fence_sys();
 #else
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    rk_atomic_compiler_barrier();
 #endif
 }
 

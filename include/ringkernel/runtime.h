@@ -123,10 +123,12 @@ typedef struct rk_supervision {
 typedef struct rk_kernel_config {
     const rk_msgtype *input_type;  /**< NULL: accept any type */
     const rk_msgtype *output_type; /**< NULL: any */
-    uint32_t input_capacity;       /**< input queue slots, a power of two
+    uint32_t input_capacity;       /**< messages the input queue holds,
+                                      any value up to
+                                      RK_KERNEL_MAX_CAPACITY, held exactly
                                       (0: 1024; per band with bands) */
-    uint32_t output_capacity;      /**< output queue slots, a power of two
-                                      (0: 1024) */
+    uint32_t output_capacity;      /**< messages the output queue holds,
+                                      as input_capacity (0: 1024) */
     uint32_t max_payload;          /**< largest payload in bytes (0: 192) */
     rk_backpressure backpressure;  /**< input queue policy (0: BLOCK) */
     bool priority_bands;           /**< input queue orders by priority band */
@@ -643,6 +645,10 @@ typedef struct rk_kernel_stats {
     uint64_t cpu_time_ns; /**< CPU time of the kernel thread (0: n/a) */
     uint64_t direct_calls; /**< of offered and processed, direct calls
                               (rk_kernel_call) run by their callers */
+    uint64_t queue_capacity;  /**< input_capacity as configured: messages
+                                 the input queue holds (per band with
+                                 bands), not its ring's size */
+    uint64_t output_capacity; /**< output_capacity as configured */
 } rk_kernel_stats;
 
 /** A consistent-enough snapshot (counters are read one by one, relaxed). */

@@ -251,68 +251,32 @@ store_scalar(const rkpy_msgtype *mt, const fieldinfo *f, int kind, PyObject *v,
         PyErr_Clear();
         return field_err(mt, f, RK_EFIELDTYPE, "expected int", v);
     }
+    /* Signed kinds read x, unsigned ones u; either is range-checked
+     * against the kind (rk_fkind_range), then narrowed into dst. */
     int ovf = 0;
+    long long x = 0;
+    unsigned long long u = 0;
+    int64_t lo;
+    uint64_t hi;
+    rk_fkind_range(kind, &lo, &hi);
     if (kind <= RK_FK_INT64) {
-        long long x = PyLong_AsLongLongAndOverflow(ix, &ovf);
-        Py_DECREF(ix);
-        long long lo = kind == RK_FK_INT8 ? INT8_MIN
-            : kind == RK_FK_INT16         ? INT16_MIN
-            : kind == RK_FK_INT32         ? INT32_MIN
-                                          : INT64_MIN;
-        long long hi = kind == RK_FK_INT8 ? INT8_MAX
-            : kind == RK_FK_INT16         ? INT16_MAX
-            : kind == RK_FK_INT32         ? INT32_MAX
-                                          : INT64_MAX;
-        if (ovf || x < lo || x > hi) {
-            PyErr_Clear();
-            rkpy_raisef(RK_EFIELDTYPE, "%s.%s: value out of range for %s",
-                tname(mt), PyUnicode_AsUTF8(f->name), kind_dtype[kind]);
-            return -1;
-        }
-        switch (kind) {
-        case RK_FK_INT8:
-            *(int8_t *)dst = (int8_t)x;
-            break;
-        case RK_FK_INT16:
-            *(int16_t *)dst = (int16_t)x;
-            break;
-        case RK_FK_INT32:
-            *(int32_t *)dst = (int32_t)x;
-            break;
-        default:
-            *(int64_t *)dst = (int64_t)x;
-        }
-        return 0;
+        x = PyLong_AsLongLongAndOverflow(ix, &ovf);
+        ovf = ovf || x < lo || (x > 0 && (unsigned long long)x > hi);
+    } else {
+        int neg = PyObject_RichCompareBool(ix, zero, Py_LT);
+        if (neg == 0)
+            u = PyLong_AsUnsignedLongLong(ix);
+        ovf = neg != 0 || (u == (unsigned long long)-1 && PyErr_Occurred())
+            || u > hi;
     }
-    unsigned long long x = 0;
-    int neg = PyObject_RichCompareBool(ix, zero, Py_LT);
-    if (neg == 0)
-        x = PyLong_AsUnsignedLongLong(ix);
     Py_DECREF(ix);
-    unsigned long long hi = kind == RK_FK_UINT8 ? UINT8_MAX
-        : kind == RK_FK_UINT16                  ? UINT16_MAX
-        : kind == RK_FK_UINT32                  ? UINT32_MAX
-                                                : UINT64_MAX;
-    if (neg != 0 || (x == (unsigned long long)-1 && PyErr_Occurred())
-        || x > hi) {
+    if (ovf) {
         PyErr_Clear();
         rkpy_raisef(RK_EFIELDTYPE, "%s.%s: value out of range for %s",
             tname(mt), PyUnicode_AsUTF8(f->name), kind_dtype[kind]);
         return -1;
     }
-    switch (kind) {
-    case RK_FK_UINT8:
-        *(uint8_t *)dst = (uint8_t)x;
-        break;
-    case RK_FK_UINT16:
-        *(uint16_t *)dst = (uint16_t)x;
-        break;
-    case RK_FK_UINT32:
-        *(uint32_t *)dst = (uint32_t)x;
-        break;
-    default:
-        *(uint64_t *)dst = (uint64_t)x;
-    }
+    rk_fkind_store_int(kind, dst, x, u);
     return 0;
 }
 

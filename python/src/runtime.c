@@ -1072,7 +1072,8 @@ runtime_stats(PyObject *self, PyObject *idobj)
     leave(r);
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
-    return Py_BuildValue("{sssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsdsK}", "state",
+    return Py_BuildValue("{sssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsdsKsKsK}",
+        "state",
         rk_kernel_state_name(s.state), "offered",
         (unsigned long long)s.offered, "processed",
         (unsigned long long)s.processed, "dropped",
@@ -1090,7 +1091,9 @@ runtime_stats(PyObject *self, PyObject *idobj)
         (unsigned long long)s.latency_p999_ns, "latency_max_ns",
         (unsigned long long)s.latency_max_ns, "uptime_ns",
         (unsigned long long)s.uptime_ns, "throughput", s.throughput,
-        "cpu_time_ns", (unsigned long long)s.cpu_time_ns);
+        "cpu_time_ns", (unsigned long long)s.cpu_time_ns, "queue_capacity",
+        (unsigned long long)s.queue_capacity, "output_capacity",
+        (unsigned long long)s.output_capacity);
 }
 
 static PyObject *

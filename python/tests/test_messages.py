@@ -48,6 +48,23 @@ class MsgBounded:
     tag: Annotated[bytes, rk.blob(2)]
 
 
+@rk.message
+class MsgInts:
+    i8: rk.int8
+    i16: rk.int16
+    i32: rk.int32
+    i64: rk.int64
+    u8: rk.uint8
+    u16: rk.uint16
+    u32: rk.uint32
+    u64: rk.uint64
+
+
+# The range of each integer field of MsgInts.
+INT_RANGES = {f"{s}{b}": ((-(2 ** (b - 1)), 2 ** (b - 1) - 1) if s == "i" else (0, 2 ** b - 1))
+              for s in "iu" for b in (8, 16, 32, 64)}
+
+
 # The same shapes declared with PyDotCompute's own decorator.
 @pdc_message
 class PdcAll:
@@ -164,6 +181,20 @@ def test_bad_values_name_the_field(kwargs, cls, field):
     with pytest.raises(cls) as ei:
         m.serialize()
     assert field in ei.value.detail
+
+
+@pytest.mark.parametrize("field", sorted(INT_RANGES))
+def test_integer_fields_hold_their_range_and_refuse_beyond(field):
+    lo, hi = INT_RANGES[field]
+    def ints(v):  # every other field 0
+        return MsgInts(**{**dict.fromkeys(INT_RANGES, 0), field: v})
+    for v in (lo, hi):  # both ends are stored, narrowed, and come back
+        back = MsgInts.deserialize(ints(v).serialize())
+        assert getattr(back, field) == v
+    for v in (lo - 1, hi + 1):
+        with pytest.raises(errors.FieldTypeError) as ei:
+            ints(v).serialize()
+        assert f"MsgInts.{field}" in ei.value.detail
 
 
 def test_too_long_is_too_big():

@@ -14,6 +14,7 @@
 #include "ringkernel/clock.h"
 #include "ringkernel/error.h"
 #include "ringkernel/log.h"
+#include "ringkernel/rk_atomic.h"
 
 #define RK_CACHELINE 64
 
@@ -100,15 +101,20 @@ rk__is_pow2(uint64_t x)
     return x != 0 && (x & (x - 1)) == 0;
 }
 
-/* Relax hint for spin loops. */
-static inline void
-rk__cpu_relax(void)
+/* The least power of two >= x (1 for 0), for x <= 2^63: the size of a
+ * ring that holds x (the queues' rings are powers of two; what a queue
+ * admits is counted against its capacity, not the ring). */
+static inline uint64_t
+rk__pow2_at_least(uint64_t x)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
+    uint64_t r = 1;
+
+    while (r < x)
+        r <<= 1;
+    return r;
 }
+
+/* Relax hint for spin loops (pause, yield): the atomics layer's. */
+#define rk__cpu_relax rk_atomic_cpu_relax
 
 #endif /* RK_SRC_COMMON_H */

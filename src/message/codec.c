@@ -205,64 +205,11 @@ store_num(unsigned kind, void *dst, const struct num *n)
     }
     if (n->tag == NUM_FLOAT)
         return "expected an integer, got float";
-    switch (kind) {
-    case RK_FK_INT8:
-        lo = INT8_MIN;
-        hi = INT8_MAX;
-        break;
-    case RK_FK_INT16:
-        lo = INT16_MIN;
-        hi = INT16_MAX;
-        break;
-    case RK_FK_INT32:
-        lo = INT32_MIN;
-        hi = INT32_MAX;
-        break;
-    case RK_FK_INT64:
-        lo = INT64_MIN;
-        hi = INT64_MAX;
-        break;
-    case RK_FK_UINT8:
-        hi = UINT8_MAX;
-        break;
-    case RK_FK_UINT16:
-        hi = UINT16_MAX;
-        break;
-    case RK_FK_UINT32:
-        hi = UINT32_MAX;
-        break;
-    default:
-        hi = UINT64_MAX;
-        break;
-    }
+    rk_fkind_range((int)kind, &lo, &hi);
     if (n->tag == NUM_INT ? n->v.i < lo : n->v.u > hi)
         return "integer out of range";
-    switch (kind) {
-    case RK_FK_INT8:
-        *(int8_t *)dst = (int8_t)n->v.i;
-        break;
-    case RK_FK_INT16:
-        *(int16_t *)dst = (int16_t)n->v.i;
-        break;
-    case RK_FK_INT32:
-        *(int32_t *)dst = (int32_t)n->v.i;
-        break;
-    case RK_FK_INT64:
-        *(int64_t *)dst = n->v.i;
-        break;
-    case RK_FK_UINT8:
-        *(uint8_t *)dst = (uint8_t)n->v.u;
-        break;
-    case RK_FK_UINT16:
-        *(uint16_t *)dst = (uint16_t)n->v.u;
-        break;
-    case RK_FK_UINT32:
-        *(uint32_t *)dst = (uint32_t)n->v.u;
-        break;
-    default:
-        *(uint64_t *)dst = n->v.u;
-        break;
-    }
+    /* In range: a NUM_UINT bound for a signed kind fits v.i as well. */
+    rk_fkind_store_int((int)kind, dst, n->v.i, n->v.u);
     return NULL;
 }
 

@@ -62,16 +62,16 @@ static int
 lane_geometry(const rk_mqueue_config *cfg, uint32_t hold, uint32_t *ring,
     uint32_t *stride)
 {
-    uint64_t want = (uint64_t)cfg->capacity + hold, r = 1;
+    uint64_t r = rk__pow2_at_least((uint64_t)cfg->capacity + hold);
     uint32_t st = rk__inbox_stride(cfg->slot_size);
 
-    if (cfg->capacity == 0 || !rk__is_pow2(cfg->capacity))
-        return rk__fail(RK_EINVAL,
-            "input_capacity %u must be a power of two (>= 1)", cfg->capacity);
+    /* Any capacity: the ring is the power of two at or above capacity +
+     * hold, and lane_space admits exactly capacity beyond what the kernel
+     * has taken. */
+    if (cfg->capacity == 0)
+        return rk__fail(RK_EINVAL, "input_capacity must be at least 1");
     if (st == 0)
         return RK_EINVAL;
-    while (r < want)
-        r <<= 1;
     if (r > (UINT64_C(1) << 31))
         return rk__fail(RK_EINVAL,
             "input_capacity %u plus a batch of %u is too large", cfg->capacity,

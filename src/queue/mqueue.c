@@ -174,15 +174,19 @@ rk__mqueue_create_held(rk_mqueue **out, const rk_mqueue_config *cfg,
     if ((unsigned)c.backpressure > RK_BP_DROP_NEW)
         return rk__fail(RK_EINVAL, "rk_mqueue: unknown backpressure %d",
             (int)c.backpressure);
-    int rc = rk__queue_check_geometry(c.capacity, c.slot_size, "rk_mqueue");
-    if (rc != RK_OK)
-        return rc;
     /* A receiver that holds up to `hold` slots in place gets that many
      * more slots per band, and senders are admitted up to capacity beyond
-     * the head (mq_claim): held slots never take room from the queue. */
-    uint64_t ring = c.capacity;
-    while (ring < (uint64_t)c.capacity + hold)
-        ring <<= 1;
+     * the head (mq_claim): held slots never take room from the queue.
+     * That admission bound holds any capacity exactly, so with a hold the
+     * capacity need not be a power of two (the ring is; vring_init checks
+     * its size). The public queue (no hold) frees a slot after it moved
+     * the head past it (take_one), so its ring is its capacity. */
+    int rc = hold == 0
+        ? rk__queue_check_geometry(c.capacity, c.slot_size, "rk_mqueue")
+        : RK_OK;
+    if (rc != RK_OK)
+        return rc;
+    uint64_t ring = rk__pow2_at_least((uint64_t)c.capacity + hold);
     if (ring > (UINT64_C(1) << 31))
         return rk__fail(RK_EINVAL,
             "rk_mqueue: capacity %u plus a held batch of %u is too large",

@@ -304,126 +304,56 @@ vq_stats(const vqueue *v, rk_queue_stats *out)
         = out->enqueued > out->dequeued ? out->enqueued - out->dequeued : 0;
 }
 
-/* ---------------------------------------------------------------- MPSC */
+/* ------------------------------------------------------- MPSC, MPMC */
 
-int
-rk_mpsc_create(rk_mpsc **out, uint32_t capacity, uint32_t slot_size)
-{
-    return vq_create((void **)out, capacity, slot_size, "rk_mpsc");
-}
+/*
+ * The public calls of both kinds, written once: they differ only in their
+ * name and in whether several consumers take (mc: a CAS on head).
+ */
+#define VQ_API(kind, mc)                                                      \
+    int rk_##kind##_create(                                                   \
+        rk_##kind **out, uint32_t capacity, uint32_t slot_size)               \
+    {                                                                         \
+        return vq_create((void **)out, capacity, slot_size, "rk_" #kind);     \
+    }                                                                         \
+    void rk_##kind##_destroy(rk_##kind *q)                                    \
+    {                                                                         \
+        vq_destroy(q != NULL ? &q->v : NULL);                                 \
+    }                                                                         \
+    int rk_##kind##_try_enqueue(rk_##kind *q, const void *elem)               \
+    {                                                                         \
+        return vq_try_enqueue(VQ(q, "rk_" #kind), elem, "rk_" #kind);         \
+    }                                                                         \
+    int rk_##kind##_try_dequeue(rk_##kind *q, void *elem)                     \
+    {                                                                         \
+        return vq_try_dequeue(VQ(q, "rk_" #kind), elem, mc, "rk_" #kind);     \
+    }                                                                         \
+    uint32_t rk_##kind##_enqueue_batch(                                       \
+        rk_##kind *q, const void *elems, uint32_t n)                          \
+    {                                                                         \
+        return vq_enqueue_batch(VQ(q, "rk_" #kind), elems, n, "rk_" #kind);   \
+    }                                                                         \
+    uint32_t rk_##kind##_dequeue_batch(rk_##kind *q, void *elems, uint32_t n) \
+    {                                                                         \
+        return vq_dequeue_batch(                                              \
+            VQ(q, "rk_" #kind), elems, n, mc, "rk_" #kind);                   \
+    }                                                                         \
+    void *rk_##kind##_reserve(rk_##kind *q, uint64_t *ticket)                 \
+    {                                                                         \
+        return vq_reserve(VQ(q, "rk_" #kind), ticket, "rk_" #kind);           \
+    }                                                                         \
+    void rk_##kind##_commit(rk_##kind *q, uint64_t ticket)                    \
+    {                                                                         \
+        vq_commit(VQ(q, "rk_" #kind), ticket);                                \
+    }                                                                         \
+    size_t rk_##kind##_depth(const rk_##kind *q)                              \
+    {                                                                         \
+        return vq_depth(q != NULL ? &q->v : NULL);                            \
+    }                                                                         \
+    void rk_##kind##_stats(const rk_##kind *q, rk_queue_stats *out)           \
+    {                                                                         \
+        vq_stats(q != NULL ? &q->v : NULL, out);                              \
+    }
 
-void
-rk_mpsc_destroy(rk_mpsc *q)
-{
-    vq_destroy(q != NULL ? &q->v : NULL);
-}
-
-int
-rk_mpsc_try_enqueue(rk_mpsc *q, const void *elem)
-{
-    return vq_try_enqueue(VQ(q, "rk_mpsc"), elem, "rk_mpsc");
-}
-
-int
-rk_mpsc_try_dequeue(rk_mpsc *q, void *elem)
-{
-    return vq_try_dequeue(VQ(q, "rk_mpsc"), elem, false, "rk_mpsc");
-}
-
-uint32_t
-rk_mpsc_enqueue_batch(rk_mpsc *q, const void *elems, uint32_t n)
-{
-    return vq_enqueue_batch(VQ(q, "rk_mpsc"), elems, n, "rk_mpsc");
-}
-
-uint32_t
-rk_mpsc_dequeue_batch(rk_mpsc *q, void *elems, uint32_t n)
-{
-    return vq_dequeue_batch(VQ(q, "rk_mpsc"), elems, n, false, "rk_mpsc");
-}
-
-void *
-rk_mpsc_reserve(rk_mpsc *q, uint64_t *ticket)
-{
-    return vq_reserve(VQ(q, "rk_mpsc"), ticket, "rk_mpsc");
-}
-
-void
-rk_mpsc_commit(rk_mpsc *q, uint64_t ticket)
-{
-    vq_commit(VQ(q, "rk_mpsc"), ticket);
-}
-
-size_t
-rk_mpsc_depth(const rk_mpsc *q)
-{
-    return vq_depth(q != NULL ? &q->v : NULL);
-}
-
-void
-rk_mpsc_stats(const rk_mpsc *q, rk_queue_stats *out)
-{
-    vq_stats(q != NULL ? &q->v : NULL, out);
-}
-
-/* ---------------------------------------------------------------- MPMC */
-
-int
-rk_mpmc_create(rk_mpmc **out, uint32_t capacity, uint32_t slot_size)
-{
-    return vq_create((void **)out, capacity, slot_size, "rk_mpmc");
-}
-
-void
-rk_mpmc_destroy(rk_mpmc *q)
-{
-    vq_destroy(q != NULL ? &q->v : NULL);
-}
-
-int
-rk_mpmc_try_enqueue(rk_mpmc *q, const void *elem)
-{
-    return vq_try_enqueue(VQ(q, "rk_mpmc"), elem, "rk_mpmc");
-}
-
-int
-rk_mpmc_try_dequeue(rk_mpmc *q, void *elem)
-{
-    return vq_try_dequeue(VQ(q, "rk_mpmc"), elem, true, "rk_mpmc");
-}
-
-uint32_t
-rk_mpmc_enqueue_batch(rk_mpmc *q, const void *elems, uint32_t n)
-{
-    return vq_enqueue_batch(VQ(q, "rk_mpmc"), elems, n, "rk_mpmc");
-}
-
-uint32_t
-rk_mpmc_dequeue_batch(rk_mpmc *q, void *elems, uint32_t n)
-{
-    return vq_dequeue_batch(VQ(q, "rk_mpmc"), elems, n, true, "rk_mpmc");
-}
-
-void *
-rk_mpmc_reserve(rk_mpmc *q, uint64_t *ticket)
-{
-    return vq_reserve(VQ(q, "rk_mpmc"), ticket, "rk_mpmc");
-}
-
-void
-rk_mpmc_commit(rk_mpmc *q, uint64_t ticket)
-{
-    vq_commit(VQ(q, "rk_mpmc"), ticket);
-}
-
-size_t
-rk_mpmc_depth(const rk_mpmc *q)
-{
-    return vq_depth(q != NULL ? &q->v : NULL);
-}
-
-void
-rk_mpmc_stats(const rk_mpmc *q, rk_queue_stats *out)
-{
-    vq_stats(q != NULL ? &q->v : NULL, out);
-}
+VQ_API(mpsc, false)
+VQ_API(mpmc, true)

@@ -25,7 +25,11 @@
     X(sent, COUNTER, "messages_sent", "messages the kernel sent")             \
     X(queue_depth, GAUGE, "queue_depth", "messages in the input queue")       \
     X(queue_high_water, GAUGE, "queue_high_water",                            \
-        "largest input queue depth seen")
+        "largest input queue depth seen")                                     \
+    X(queue_capacity, GAUGE, "queue_capacity",                                \
+        "messages the input queue holds (per band), as configured")           \
+    X(output_capacity, GAUGE, "output_capacity",                              \
+        "messages the output queue holds, as configured")
 
 static const rk_stat_desc kstat_desc[] = {
 #define D(f, kind, name, desc)                                                \
@@ -45,6 +49,9 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
 
     memset(s, 0, sizeof(*s));
     s->state = (rk_kernel_state)rk__state_of(k);
+    /* As asked for: the rings inside may be larger (queue/inbox.h). */
+    s->queue_capacity = k->def.config.input_capacity;
+    s->output_capacity = k->def.config.output_capacity;
     if (inst == NULL)
         return;
     rk__inbox_stats(inst->in, &q);

@@ -17,31 +17,26 @@
 
 #define ACK_BIT(a) (1u << (a))
 
+/* Refuses op in state st with the code the state calls for: a kernel not
+ * launched yet, one not running, one ended (or ending), one failed; a
+ * call that would repeat what the state already is gets RK_EALREADY. */
 static int
 bad_transition(rk__kernel *k, uint32_t st, const char *op)
 {
-    int err;
+    static const int err_in[RK__KERNEL_STATE_COUNT] = {
+        [RK_KERNEL_CREATED] = RK_ENOTLAUNCHED,
+        [RK_KERNEL_LAUNCHED] = RK_ENOTACTIVE,
+        [RK_KERNEL_ACTIVE] = RK_EALREADY,
+        [RK_KERNEL_DEACTIVATED] = RK_EALREADY,
+        [RK_KERNEL_TERMINATING] = RK_ETERMINATED,
+        [RK_KERNEL_TERMINATED] = RK_ETERMINATED,
+        [RK_KERNEL_FAILED] = RK_EFAILED,
+    };
+    int err = st < RK__KERNEL_STATE_COUNT ? err_in[st] : RK_EALREADY;
 
-    switch (st) {
-    case RK_KERNEL_CREATED:
-        err = RK_ENOTLAUNCHED;
-        break;
-    case RK_KERNEL_LAUNCHED:
-        err = strcmp(op, "launch") == 0 ? RK_EALREADY : RK_ENOTACTIVE;
-        break;
-    case RK_KERNEL_TERMINATING:
-        err = RK_ETERMINATED;
-        break;
-    case RK_KERNEL_TERMINATED:
-        err = strcmp(op, "terminate") == 0 ? RK_EALREADY : RK_ETERMINATED;
-        break;
-    case RK_KERNEL_FAILED:
-        err = RK_EFAILED;
-        break;
-    default: /* ACTIVE, DEACTIVATED */
+    if ((st == RK_KERNEL_LAUNCHED && strcmp(op, "launch") == 0)
+        || (st == RK_KERNEL_TERMINATED && strcmp(op, "terminate") == 0))
         err = RK_EALREADY;
-        break;
-    }
     return rk__fail(err, "cannot %s kernel '%s': it is %s", op, k->id,
         rk_kernel_state_name((rk_kernel_state)st));
 }
@@ -311,24 +306,39 @@ post(rk__inst *inst, uint32_t cmd)
     rk__inst_signal(inst);
 }
 
-int
-rk_kernel_launch(rk_runtime *rt, const char *id)
+/*
+ * The transitions. Each runs under the kernel's lock with the state it
+ * found (st) and returns the call's result; locked() finds the kernel and
+ * takes the lock around it.
+ */
+typedef int (*transition)(
+    rk_runtime *rt, rk__kernel *k, uint32_t st, int64_t timeout_ns);
+
+static int
+locked(rk_runtime *rt, const char *id, transition op, int64_t timeout_ns)
 {
     rk__kernel *k;
-    rk__inst *inst = NULL, *old;
-    rk__backend_launch spec;
-    uint32_t st;
     int rc = RK_OK;
 
     if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
         return rc;
     pthread_mutex_lock(&k->lock);
-    st = rk__state_of(k);
+    rc = op(rt, k, rk__state_of(k), timeout_ns);
+    pthread_mutex_unlock(&k->lock);
+    return rc;
+}
+
+static int
+launch(rk_runtime *rt, rk__kernel *k, uint32_t st, int64_t timeout_ns)
+{
+    rk__inst *inst = NULL, *old;
+    rk__backend_launch spec;
+    int rc;
+
+    (void)timeout_ns;
     if (st != RK_KERNEL_CREATED && st != RK_KERNEL_TERMINATED
-        && st != RK_KERNEL_FAILED) {
-        rc = bad_transition(k, st, "launch");
-        goto out;
-    }
+        && st != RK_KERNEL_FAILED)
+        return bad_transition(k, st, "launch");
     spec = (rk__backend_launch) {
         .kernel_id = k->id,
         .grid_size = k->def.config.grid_size,
@@ -336,9 +346,9 @@ rk_kernel_launch(rk_runtime *rt, const char *id)
         .events = &rt->events,
     };
     if (k->be->check != NULL && (rc = k->be->check(&spec)) != RK_OK)
-        goto out;
+        return rc;
     if ((rc = inst_create(k, &inst)) != RK_OK)
-        goto out;
+        return rc;
     spec.ctl = inst->ctl_mem;
     spec.wake = &inst->wake;
     spec.ack = &inst->ack;
@@ -349,7 +359,7 @@ rk_kernel_launch(rk_runtime *rt, const char *id)
         free(inst->bi); /* nothing started: no destroy */
         inst->bi = NULL;
         rk__inst_free(inst);
-        goto out;
+        return rc;
     }
     old = atomic_load_explicit(&k->inst, memory_order_relaxed);
     if (old != NULL) {
@@ -362,22 +372,14 @@ rk_kernel_launch(rk_runtime *rt, const char *id)
     atomic_store_explicit(&k->inst, inst, memory_order_release);
     if (!rk__cas_state(k, &st, RK_KERNEL_LAUNCHED))
         RK_ASSERT(0 && "state changed under the kernel lock");
-out:
-    pthread_mutex_unlock(&k->lock);
-    return rc;
+    return RK_OK;
 }
 
-int
-rk_kernel_activate(rk_runtime *rt, const char *id)
+static int
+activate(rk_runtime *rt, rk__kernel *k, uint32_t st, int64_t timeout_ns)
 {
-    rk__kernel *k;
-    uint32_t st;
-    int rc = RK_OK;
-
-    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
-        return rc;
-    pthread_mutex_lock(&k->lock);
-    st = rk__state_of(k);
+    (void)rt;
+    (void)timeout_ns;
     if ((st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_DEACTIVATED)
         && rk__cas_state(k, &st, RK_KERNEL_ACTIVE)) {
         rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
@@ -385,63 +387,45 @@ rk_kernel_activate(rk_runtime *rt, const char *id)
         (void)atomic_compare_exchange_strong_explicit(&inst->start_ns, &zero,
             rk_now_ns(), memory_order_relaxed, memory_order_relaxed);
         post(inst, RK_CTL_RUN);
-    } else {
-        rc = bad_transition(k, st, "activate");
+        return RK_OK;
     }
-    pthread_mutex_unlock(&k->lock);
-    return rc;
+    return bad_transition(k, st, "activate");
 }
 
-int
-rk_kernel_deactivate(rk_runtime *rt, const char *id)
+static int
+deactivate(rk_runtime *rt, rk__kernel *k, uint32_t st, int64_t timeout_ns)
 {
-    rk__kernel *k;
-    uint32_t st;
-    int rc = RK_OK;
-
-    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
-        return rc;
-    pthread_mutex_lock(&k->lock);
-    st = rk__state_of(k);
-    if (st == RK_KERNEL_ACTIVE
-        && rk__cas_state(k, &st, RK_KERNEL_DEACTIVATED)) {
-        rk__inst *inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
-        post(inst, RK_CTL_PAUSE);
-        rc = rk__ack_wait(inst, ACK_BIT(RK_CTL_ACK_PAUSED),
-            rk__deadline(rt->cfg.control_timeout_ns));
-        if (rc != RK_OK)
-            rc = rk__fail(rc,
-                "kernel '%s' is DEACTIVATED but has not reached a "
-                "safe point yet (busy in its actor)",
-                k->id);
-    } else {
-        rc = bad_transition(k, st, "deactivate");
-    }
-    pthread_mutex_unlock(&k->lock);
-    return rc;
-}
-
-int
-rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns)
-{
-    rk__kernel *k;
     rk__inst *inst;
-    uint32_t st;
-    int rc = RK_OK;
+    int rc;
 
-    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
-        return rc;
-    pthread_mutex_lock(&k->lock);
-    st = rk__state_of(k);
+    (void)timeout_ns;
+    if (st != RK_KERNEL_ACTIVE
+        || !rk__cas_state(k, &st, RK_KERNEL_DEACTIVATED))
+        return bad_transition(k, st, "deactivate");
+    inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
+    post(inst, RK_CTL_PAUSE);
+    rc = rk__ack_wait(inst, ACK_BIT(RK_CTL_ACK_PAUSED),
+        rk__deadline(rt->cfg.control_timeout_ns));
+    if (rc != RK_OK)
+        rc = rk__fail(rc,
+            "kernel '%s' is DEACTIVATED but has not reached a "
+            "safe point yet (busy in its actor)",
+            k->id);
+    return rc;
+}
+
+static int
+terminate(rk_runtime *rt, rk__kernel *k, uint32_t st, int64_t timeout_ns)
+{
+    rk__inst *inst;
+    int rc;
+
     if (st == RK_KERNEL_LAUNCHED || st == RK_KERNEL_ACTIVE
         || st == RK_KERNEL_DEACTIVATED) {
-        if (!rk__cas_state(k, &st, RK_KERNEL_TERMINATING)) {
-            rc = bad_transition(k, st, "terminate");
-            goto out;
-        }
+        if (!rk__cas_state(k, &st, RK_KERNEL_TERMINATING))
+            return bad_transition(k, st, "terminate");
     } else if (st != RK_KERNEL_TERMINATING) {
-        rc = bad_transition(k, st, "terminate");
-        goto out;
+        return bad_transition(k, st, "terminate");
     }
     inst = atomic_load_explicit(&k->inst, memory_order_relaxed);
     post(inst, RK_CTL_STOP);
@@ -455,9 +439,31 @@ rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns)
             "kernel '%s' did not end in time; it stays "
             "TERMINATING (call terminate again)",
             k->id);
-out:
-    pthread_mutex_unlock(&k->lock);
     return rc;
+}
+
+int
+rk_kernel_launch(rk_runtime *rt, const char *id)
+{
+    return locked(rt, id, launch, 0);
+}
+
+int
+rk_kernel_activate(rk_runtime *rt, const char *id)
+{
+    return locked(rt, id, activate, 0);
+}
+
+int
+rk_kernel_deactivate(rk_runtime *rt, const char *id)
+{
+    return locked(rt, id, deactivate, 0);
+}
+
+int
+rk_kernel_terminate(rk_runtime *rt, const char *id, int64_t timeout_ns)
+{
+    return locked(rt, id, terminate, timeout_ns);
 }
 
 int

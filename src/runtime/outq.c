@@ -52,16 +52,23 @@
 #define SPIN_FLOOR_NS 8000u
 #define SLOT_ALIGN    64u
 
+/* The ring for capacity: the power of two at or above it. The producer
+ * admits exactly capacity frames beyond the consumer's head (out_reserve),
+ * so any capacity is held exactly. */
+static uint64_t
+ring_slots(uint32_t capacity)
+{
+    return rk__pow2_at_least(capacity);
+}
+
 /* The ring's stride for slot_size, or 0 (with a detail) if out of range. */
 static uint32_t
 ring_stride(uint32_t capacity, size_t slot_size)
 {
     uint64_t st;
 
-    if (capacity == 0 || !rk__is_pow2(capacity)
-        || capacity > (UINT32_C(1) << 31)) {
-        rk__fail(RK_EINVAL,
-            "output_capacity %u must be a power of two in [1, 2^31]",
+    if (capacity == 0 || capacity > (UINT32_C(1) << 31)) {
+        rk__fail(RK_EINVAL, "output_capacity %u is out of range [1, 2^31]",
             capacity);
         return 0;
     }
@@ -72,7 +79,7 @@ ring_stride(uint32_t capacity, size_t slot_size)
         return 0;
     }
     st = ((uint64_t)slot_size + SLOT_ALIGN - 1) & ~(uint64_t)(SLOT_ALIGN - 1);
-    if ((uint64_t)capacity * st > RK__QUEUE_MAX_BYTES) {
+    if (ring_slots(capacity) * st > RK__QUEUE_MAX_BYTES) {
         rk__fail(RK_EINVAL,
             "output_capacity %u x slot size %llu is too large (limit %llu "
             "bytes)",
@@ -88,13 +95,13 @@ rk__outq_ring_bytes(uint32_t capacity, size_t slot_size)
 {
     uint32_t st = ring_stride(capacity, slot_size);
 
-    return st == 0 ? 0 : RK__OUTQ_HDR + (size_t)capacity * st;
+    return st == 0 ? 0 : RK__OUTQ_HDR + (size_t)ring_slots(capacity) * st;
 }
 
 int
 rk__outq_init_at(rk__outq *q, void *mem, uint32_t capacity, size_t slot_size)
 {
-    uint32_t st;
+    uint32_t st, ring;
     int rc;
 
     memset(q, 0, sizeof(*q));
@@ -105,16 +112,17 @@ rk__outq_init_at(rk__outq *q, void *mem, uint32_t capacity, size_t slot_size)
     rk__spin_init(&q->prod_spin);
     if ((st = ring_stride(capacity, slot_size)) == 0)
         return RK_EINVAL;
+    ring = (uint32_t)ring_slots(capacity);
+    q->cap = capacity;
     if (mem == NULL) {
-        size_t bytes = RK__OUTQ_HDR + (size_t)capacity * st;
+        size_t bytes = RK__OUTQ_HDR + (size_t)ring * st;
         if ((mem = aligned_alloc(SLOT_ALIGN, bytes)) == NULL)
             return rk__fail(RK_ENOMEM, "output queue: %zu bytes", bytes);
         q->owned = mem;
     }
     RK_ASSERT((uintptr_t)mem % SLOT_ALIGN == 0);
     q->ring = mem;
-    rc = rk_spsc_init(
-        q->ring, (unsigned char *)mem + RK__OUTQ_HDR, capacity, st);
+    rc = rk_spsc_init(q->ring, (unsigned char *)mem + RK__OUTQ_HDR, ring, st);
     if (rc != RK_OK) {
         free(q->owned);
         q->owned = NULL;
@@ -123,7 +131,7 @@ rk__outq_init_at(rk__outq *q, void *mem, uint32_t capacity, size_t slot_size)
     }
     /* Every slot EMPTY: the host polls the slots' ready flags
      * (queue/slotflag.h). */
-    rk__slots_init((unsigned char *)mem + RK__OUTQ_HDR, st, capacity);
+    rk__slots_init((unsigned char *)mem + RK__OUTQ_HDR, st, ring);
     return RK_OK;
 }
 
@@ -167,10 +175,30 @@ park(rk__outq *q, rk__ec *ec, bool (*ready)(rk__outq *), uint64_t deadline)
     return rk__ec_wait(ec, key, deadline);
 }
 
+/* Producer: the slot for the next frame, or NULL while capacity frames
+ * are queued (ring_proto.h's room test, against capacity instead of the
+ * ring's size: the ring may be larger). */
+static unsigned char *
+out_reserve(rk__outq *q)
+{
+    rk_spsc *r = q->ring;
+    uint64_t pos = r->prod.pos; /* read before the acquire (ring_proto.h) */
+
+    if (pos - r->prod.peer >= q->cap) {
+        /* Acquire pairs with the consumer's release store of head
+         * (rk__outq_release): its reads of the freed slots, and its EMPTY
+         * flags there, are done before we overwrite them. */
+        r->prod.peer = rk_ring_load_acquire(&r->ctrl.head);
+        if (pos - r->prod.peer >= q->cap)
+            return NULL;
+    }
+    return rk_ring_slot(&r->prod, pos);
+}
+
 static bool
 has_room(rk__outq *q)
 {
-    return rk_spsc_reserve(q->ring) != NULL;
+    return out_reserve(q) != NULL;
 }
 
 /* The consumer's oldest frame, or NULL: the slot at its position (head,
@@ -235,7 +263,7 @@ rk__outq_send(
         /* Acquire pairs with the seq_cst store in rk__outq_close. */
         if (atomic_load_explicit(&q->closed, memory_order_acquire))
             return RK_ECLOSED;
-        if ((slot = rk_spsc_reserve(q->ring)) != NULL)
+        if ((slot = out_reserve(q)) != NULL)
             break;
         /* Spin first: the host usually frees a slot within microseconds
          * (common/spin.h). */

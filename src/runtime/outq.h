@@ -32,6 +32,7 @@ typedef struct rk__outq {
     rk_spsc *ring;
     void *owned; /* the ring's memory when rk__outq_init allocated it */
     size_t slot_size;
+    uint32_t cap; /* frames it holds (the ring may be larger) */
     /* Host-side waiting (the consumer parks here). */
     _Alignas(64) rk__ec cons_ec;
     /* An event loop's wait (rk_kernel_output_arm): armed by the host, the
@@ -51,10 +52,12 @@ typedef struct rk__outq {
     _Alignas(64) _Atomic uint32_t closed;
 } rk__outq;
 
-/* Placement: bytes of caller memory for a ring of capacity frames of up
- * to slot_size bytes: an rk_spsc (its rk_ring_ctrl first) in the first
- * RK__OUTQ_HDR bytes, then the slots. 0 if a size is out of range
- * (rk__outq_init_at then says which). */
+/* Placement: bytes of caller memory for a queue of capacity frames (any
+ * value in [1, 2^31]; the ring is the power of two at or above it, and
+ * the queue holds exactly capacity frames) of up to slot_size bytes: an
+ * rk_spsc (its rk_ring_ctrl first) in the first RK__OUTQ_HDR bytes, then
+ * the slots. 0 if a size is out of range (rk__outq_init_at then says
+ * which). */
 #define RK__OUTQ_HDR ((sizeof(rk_spsc) + 63) & ~(size_t)63)
 size_t rk__outq_ring_bytes(uint32_t capacity, size_t slot_size);
 

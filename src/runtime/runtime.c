@@ -57,12 +57,11 @@ check_runtime_sizes(const rk_runtime_config *c)
     return RK_OK;
 }
 
+/* Any capacity from 1 (0 took the default) to the limit: the queues hold
+ * exactly that many, in rings rounded up inside (issue 27). */
 static int
 check_capacity(const char *id, const char *field, uint32_t v)
 {
-    if (!rk__is_pow2(v))
-        return rk__fail(RK_EINVAL, "kernel '%s': %s %u is not a power of two",
-            id, field, v);
     if (v > RK_KERNEL_MAX_CAPACITY)
         return rk__fail(RK_EINVAL,
             "kernel '%s': %s %u is over the limit %u "

@@ -510,6 +510,7 @@ cli_bench(int argc, char **argv)
         { "paced-seconds", required_argument, 0, 'T' },
         { "backend", required_argument, 0, 'b' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    cli_opts p = { "bench", lo, help, 1, 0 };
     opts o = { .sizes = { 1000, 10000, 100000, 1000000, 10000000 },
         .nsizes = 5,
         .iters = 20,
@@ -526,10 +527,9 @@ cli_bench(int argc, char **argv)
     sink s = { .out = stdout };
     const char *chosen;
     char why[512], path[4096];
-    int c, rc = RK_OK, status;
+    int c, rc = RK_OK, status, go;
 
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while ((c = cli_opt_next(&p, argc, argv, &go)) != 0) {
         bool ok = true;
         switch (c) {
         case 'j':
@@ -578,18 +578,12 @@ cli_bench(int argc, char **argv)
             ok = cli_parse_seconds(optarg, &o.paced_s);
             paced_given = true;
             break;
-        case 'h':
-            help(stdout);
-            return CLI_OK;
-        default:
-            help(stderr);
-            return CLI_USAGE;
         }
-        if (!ok) {
-            fprintf(stderr, "ringkernel bench: bad value '%s'\n", optarg);
-            return CLI_USAGE;
-        }
+        if (!ok)
+            return cli_opt_bad(&p, NULL);
     }
+    if (go != CLI_GO_ON)
+        return go;
     for (int i = optind; i < argc; i++) {
         if (strcmp(argv[i], "pagerank") == 0)
             run_pr = true;

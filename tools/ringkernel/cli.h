@@ -8,6 +8,7 @@
 #ifndef RK_CLI_H
 #define RK_CLI_H
 
+#include <getopt.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -42,6 +43,47 @@ int cli_pagerank(int argc, char **argv);
  */
 int cli_backend_pick(
     const char *name, const char **chosen, char *why, size_t whylen);
+
+/* ------------------------------------------------------------ options */
+
+/*
+ * A subcommand's command line, parsed the same way everywhere: long
+ * options only (getopt_long), plus -h and --help, which print the help to
+ * stdout. The subcommand handles its own options in a loop:
+ *
+ *     cli_opts p = { "demo", opts, help, 0 };
+ *     while ((c = cli_opt_next(&p, argc, argv, &rc)) != 0) {
+ *         switch (c) { case 'd': ok = ...; break; ... }
+ *         if (!ok)
+ *             return cli_opt_bad(&p, NULL);
+ *     }
+ *     if (rc != CLI_GO_ON)
+ *         return rc;
+ *
+ * after which argv[optind..] are its operands.
+ */
+#define CLI_GO_ON   (-1) /* not an exit status: the command line was good */
+#define CLI_STR(x)  CLI_STR_(x) /* a macro's value as a string literal */
+#define CLI_STR_(x) #x
+
+typedef struct cli_opts {
+    const char *sub;           /* the subcommand's name, for messages */
+    const struct option *opts; /* getopt_long's table, "help" -> 'h' */
+    void (*help)(FILE *f);     /* prints the subcommand's usage */
+    int operands;              /* 0: none taken, else any number */
+    int last;                  /* the option cli_opt_next returned last */
+} cli_opts;
+
+/* The next option's character for the caller to handle (optarg holds its
+ * value), or 0 when none is left: then *rc is CLI_GO_ON, or the exit
+ * status to return (CLI_OK after --help; CLI_USAGE, with the usage on
+ * stderr, for an unknown option or an operand where none is taken). */
+int cli_opt_next(cli_opts *p, int argc, char **argv, int *rc);
+
+/* Reports the bad value of the option cli_opt_next returned last
+ * ("ringkernel SUB: bad --NAME 'VALUE'", then " (wants WANTS)" when wants
+ * is not NULL) and returns CLI_USAGE. */
+int cli_opt_bad(const cli_opts *p, const char *wants);
 
 /* ------------------------------------------------------------ helpers */
 

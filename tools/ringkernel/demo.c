@@ -93,6 +93,7 @@ cli_demo(int argc, char **argv)
               { "seed", required_argument, 0, 'S' },
               { "rate", required_argument, 0, 'r' },
               { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    cli_opts p = { "demo", opts, help, 0, 0 };
     progress_state ps = { .duration = 3.0, .tty = isatty(1) };
     cli_anomaly_cfg cfg = { .sensors = 16,
         .seed = 20240601,
@@ -104,26 +105,18 @@ cli_demo(int argc, char **argv)
     cli_anomaly_result res;
     const char *backend = "auto", *chosen;
     char why[512];
-    uint64_t v;
-    int c, rc;
+    uint64_t v = 0;
+    int c, rc, go;
 
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&p, argc, argv, &go)) != 0) {
+        bool ok = true;
         switch (c) {
         case 'd':
-            if (!cli_parse_seconds(optarg, &ps.duration)) {
-                fprintf(
-                    stderr, "ringkernel demo: bad --duration '%s'\n", optarg);
-                return CLI_USAGE;
-            }
+            ok = cli_parse_seconds(optarg, &ps.duration);
             break;
         case 's':
-            if (!cli_parse_count(optarg, &v) || v > CLI_MAX_SENSORS) {
-                fprintf(stderr,
-                    "ringkernel demo: --sensors wants 1..%d, got '%s'\n",
-                    CLI_MAX_SENSORS, optarg);
-                return CLI_USAGE;
-            }
+            if (!cli_parse_count(optarg, &v) || v > CLI_MAX_SENSORS)
+                return cli_opt_bad(&p, "1.." CLI_STR(CLI_MAX_SENSORS));
             cfg.sensors = (uint32_t)v;
             break;
         case 'b':
@@ -133,31 +126,18 @@ cli_demo(int argc, char **argv)
             cfg.metrics_addr = optarg;
             break;
         case 'r':
-            if (!cli_parse_count(optarg, &v) || v > 1000000000) {
-                fprintf(stderr, "ringkernel demo: bad --rate '%s'\n", optarg);
-                return CLI_USAGE;
-            }
+            ok = cli_parse_count(optarg, &v) && v <= 1000000000;
             cfg.rate = (double)v;
             break;
         case 'S':
-            if (!cli_parse_count(optarg, &cfg.seed)) {
-                fprintf(stderr, "ringkernel demo: bad --seed '%s'\n", optarg);
-                return CLI_USAGE;
-            }
+            ok = cli_parse_count(optarg, &cfg.seed);
             break;
-        case 'h':
-            help(stdout);
-            return CLI_OK;
-        default:
-            help(stderr);
-            return CLI_USAGE;
         }
+        if (!ok)
+            return cli_opt_bad(&p, NULL);
     }
-    if (optind < argc) {
-        fprintf(stderr, "ringkernel demo: unexpected argument '%s'\n",
-            argv[optind]);
-        return CLI_USAGE;
-    }
+    if (go != CLI_GO_ON)
+        return go;
     if ((rc = cli_backend_pick(backend, &chosen, why, sizeof(why)))
         != CLI_OK) {
         fprintf(stderr, "ringkernel demo: %s\n", why);

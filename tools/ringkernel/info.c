@@ -91,21 +91,17 @@ print_monitor(void)
 int
 cli_info(int argc, char **argv)
 {
+    static const struct option opts[]
+        = { { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    cli_opts p = { "info", opts, help, 0, 0 };
     rk_device_list *list;
     const char *detail = "";
     rk_cuda_status cs;
-    int rc;
+    int rc, go;
 
-    if (argc > 1) {
-        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-            help(stdout);
-            return CLI_OK;
-        }
-        fprintf(
-            stderr, "ringkernel info: unexpected argument '%s'\n", argv[1]);
-        help(stderr);
-        return CLI_USAGE;
-    }
+    (void)cli_opt_next(&p, argc, argv, &go); /* no option but --help */
+    if (go != CLI_GO_ON)
+        return go;
     printf("ringkernel %s (ABI %d)\n", rk_version(), RK_ABI_VERSION);
     printf("build: %s, C11, metrics endpoint %s\n", RK_CLI_BUILD_TYPE,
         rk_metrics_http_available()

@@ -63,6 +63,54 @@ main(int argc, char **argv)
     return CLI_USAGE;
 }
 
+/* ------------------------------------------------------------ options */
+
+int
+cli_opt_next(cli_opts *p, int argc, char **argv, int *rc)
+{
+    if (p->last == 0)
+        optind = 1; /* the first call: argv is a new command line */
+    p->last = getopt_long(argc, argv, "h", p->opts, NULL);
+    switch (p->last) {
+    case -1:
+        break;
+    case 'h':
+        p->help(stdout);
+        *rc = CLI_OK;
+        return 0;
+    case '?':
+    case ':':
+        p->help(stderr);
+        *rc = CLI_USAGE;
+        return 0;
+    default:
+        return p->last;
+    }
+    if (!p->operands && optind < argc) {
+        fprintf(stderr, "ringkernel %s: unexpected argument '%s'\n", p->sub,
+            argv[optind]);
+        p->help(stderr);
+        *rc = CLI_USAGE;
+        return 0;
+    }
+    *rc = CLI_GO_ON;
+    return 0;
+}
+
+int
+cli_opt_bad(const cli_opts *p, const char *wants)
+{
+    const char *name = "?";
+
+    for (const struct option *o = p->opts; o->name != NULL; o++)
+        if (o->val == p->last)
+            name = o->name;
+    fprintf(stderr, "ringkernel %s: bad --%s '%s'%s%s%s\n", p->sub, name,
+        optarg != NULL ? optarg : "", wants ? " (wants " : "",
+        wants ? wants : "", wants ? ")" : "");
+    return CLI_USAGE;
+}
+
 /* ------------------------------------------------------------ helpers */
 
 bool

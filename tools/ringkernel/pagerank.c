@@ -64,6 +64,7 @@ cli_pagerank(int argc, char **argv)
               { "top", required_argument, 0, 'k' },
               { "backend", required_argument, 0, 'b' },
               { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
+    cli_opts p = { "pagerank", opts, help, 1, 0 };
     uint64_t parts = 1, max_iter = 100, top = 10;
     double damping = 0.85, tol = 1e-10, maxdiff = 0;
     const char *backend = "cpu";
@@ -74,10 +75,9 @@ cli_pagerank(int argc, char **argv)
     char why[512], *end;
     uint64_t t0;
     double load_s;
-    int c, rc;
+    int c, rc, go;
 
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&p, argc, argv, &go)) != 0) {
         bool ok = true;
         switch (c) {
         case 'p':
@@ -100,18 +100,12 @@ cli_pagerank(int argc, char **argv)
         case 'b':
             backend = optarg;
             break;
-        case 'h':
-            help(stdout);
-            return CLI_OK;
-        default:
-            help(stderr);
-            return CLI_USAGE;
         }
-        if (!ok) {
-            fprintf(stderr, "ringkernel pagerank: bad value '%s'\n", optarg);
-            return CLI_USAGE;
-        }
+        if (!ok)
+            return cli_opt_bad(&p, NULL);
     }
+    if (go != CLI_GO_ON)
+        return go;
     if (optind != argc - 1) {
         fprintf(stderr, "ringkernel pagerank: give exactly one FILE\n");
         help(stderr);

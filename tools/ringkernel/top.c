@@ -185,6 +185,7 @@ cli_top(int argc, char **argv)
               { "interval", required_argument, 0, 'i' },
               { "once", no_argument, 0, 'o' }, { "help", no_argument, 0, 'h' },
               { 0, 0, 0, 0 } };
+    cli_opts p = { "top", opts, help, 0, 0 };
     const char *addr = getenv(RK_METRICS_ENV);
     struct sockaddr_in sa;
     static cli_top_frame fr[2];
@@ -192,38 +193,29 @@ cli_top(int argc, char **argv)
     bool once = false, tty = isatty(0) && isatty(1), keys = true;
     struct termios saved, raw;
     char why[256], *body;
-    int c, cur = 0, rc = CLI_OK, frames = 0;
+    int c, cur = 0, rc = CLI_OK, frames = 0, go;
 
     if (addr == NULL || !*addr)
         addr = RK_METRICS_DEFAULT_ADDR;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = cli_opt_next(&p, argc, argv, &go)) != 0) {
         switch (c) {
         case 'a':
             addr = optarg;
             break;
         case 'i':
-            if (!cli_parse_seconds(optarg, &interval)) {
-                fprintf(
-                    stderr, "ringkernel top: bad --interval '%s'\n", optarg);
-                return CLI_USAGE;
-            }
+            if (!cli_parse_seconds(optarg, &interval))
+                return cli_opt_bad(&p, NULL);
             break;
         case 'o':
             once = true;
             break;
-        case 'h':
-            help(stdout);
-            return CLI_OK;
-        default:
-            help(stderr);
-            return CLI_USAGE;
         }
     }
-    if (optind < argc || !parse_addr(addr, &sa)) {
-        fprintf(stderr, "ringkernel top: %s '%s'\n",
-            optind < argc ? "unexpected argument" : "bad address (HOST:PORT)",
-            optind < argc ? argv[optind] : addr);
+    if (go != CLI_GO_ON)
+        return go;
+    if (!parse_addr(addr, &sa)) {
+        fprintf(
+            stderr, "ringkernel top: bad address (HOST:PORT) '%s'\n", addr);
         return CLI_USAGE;
     }
     if (once)
