@@ -7,7 +7,9 @@
  *     returned: code loads again, and frees deferred meanwhile run;
  *   - the relay never waits forever on a routed target's full inbox: it
  *     keeps serving its kernel's commands, and what the target could not
- *     take yet arrives later, in order, with nothing refused or lost;
+ *     take yet arrives later, in order, with nothing refused or lost; a
+ *     kernel terminated while its target stays full dead-letters what
+ *     has no room after a bounded wait;
  *   - co-residency is device-wide: two kernels that fit alone but not
  *     together are refused at the second launch, naming both;
  *   - rk_buffer device memory freed while a kernel is resident is freed
@@ -294,6 +296,53 @@ test_relay_full_route_target(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* A kernel terminated while its route's target stays full: what its
+ * device sent and the target never took is dead-lettered (RK_ETIMEDOUT)
+ * after a bounded wait, and the terminate returns. */
+static void
+test_relay_exit_full_target(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel a;
+    rk_kernel_stats st;
+    rk_dead_letter dl;
+    unsigned char buf[128];
+    uint64_t dl_at;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    reg(rt, "src", "rk_echo", 1, 64, NULL);
+    reg(rt, "sink", "rk_echo", 1, 4, NULL); /* never activated */
+    assert_int_equal(rk_connect(rt, "src", "sink"), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "src", &a), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "src"), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "sink"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "src"), RK_OK);
+    for (unsigned char i = 0; i < 8; i++)
+        assert_int_equal(rk_send(rt, a, 1, &i, 1, 128, T_LONG), RK_OK);
+    dl_at = deadline();
+    do {
+        assert_true(rk_now_ns() < dl_at);
+        pause_ms(5);
+        assert_int_equal(rk_kernel_stats_get(rt, "src", &st), RK_OK);
+    } while (st.processed < 8);
+    assert_int_equal(rk_kernel_terminate(rt, "src", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_stats_get(rt, "src", &st), RK_OK);
+    assert_int_equal(st.errors, 4); /* 4 went in, 4 had no room */
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(
+            rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+        assert_int_equal(dl.error, RK_ETIMEDOUT);
+        assert_string_equal(dl.kernel_id, "src");
+    }
+    assert_int_equal(rk_kernel_stats_get(rt, "sink", &st), RK_OK);
+    assert_int_equal(st.queue_depth, 4);
+    assert_int_equal(st.rejected, 0);
+    rk_runtime_destroy(rt);
+}
+
 /* -------------------------------------------- device-wide co-residency */
 
 static void
@@ -375,6 +424,7 @@ main(void)
         cmocka_unit_test(test_watchdog_per_block),
         cmocka_unit_test(test_watchdog_releases_residency),
         cmocka_unit_test(test_relay_full_route_target),
+        cmocka_unit_test(test_relay_exit_full_target),
         cmocka_unit_test(test_coresidency_device_wide),
         cmocka_unit_test(test_buffer_free_deferred),
     };

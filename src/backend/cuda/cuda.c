@@ -500,17 +500,21 @@ relay_main(void *arg)
         relay_counters(bi, &st);
         if (st.exited == bi->d.cfg.nblocks) {
             rk__ec_cancel(bi->wake);
-            /* The device is done: what it sent goes out, each frame
-             * waiting a bounded time for a full target; one still
-             * refused then is dead-lettered (RK_ETIMEDOUT). */
-            while (relay_out(bi, RELAY_EXIT_WAIT_NS) != 0
-                || bi->held_len != 0)
-                if (bi->held_len != 0) {
-                    bi->out_errors++;
-                    bi->io->dead_letter(bi->io->rt, RK_DEAD_FAILED,
-                        RK_ETIMEDOUT, bi->held, bi->held_len);
-                    bi->held_len = 0;
-                }
+            /* The device is done: what it sent goes out. Each frame
+             * waits up to RELAY_EXIT_WAIT_NS for room in a full target;
+             * once one did not get it, it is dead-lettered
+             * (RK_ETIMEDOUT), and so is every later one without room. */
+            {
+                int64_t wait = RELAY_EXIT_WAIT_NS;
+                while (relay_out(bi, wait) != 0 || bi->held_len != 0)
+                    if (bi->held_len != 0) {
+                        bi->out_errors++;
+                        bi->io->dead_letter(bi->io->rt, RK_DEAD_FAILED,
+                            RK_ETIMEDOUT, bi->held, bi->held_len);
+                        bi->held_len = 0;
+                        wait = RK_NO_WAIT;
+                    }
+            }
             /* Its blocks are returning: counted out before EXITED is
              * published, so whoever sees EXITED may launch another. */
             returned(bi);
