@@ -190,9 +190,8 @@ test_watchdog_releases_residency(void **state)
     rk_kernel k;
     rk_kernel_stats st;
     rk_buffer *buf;
-    rk_buffer_config bc = { .dtype = RK_DTYPE_U8,
-        .dims = { 4096 },
-        .device = RK_DEVICE_CUDA };
+    rk_buffer_config bc
+        = { .dtype = RK_DTYPE_U8, .dims = { 4096 }, .device = RK_DEVICE_CUDA };
     unsigned char spin = 60; /* 600 ms */
     void *dptr;
     uint64_t dl;
@@ -225,8 +224,7 @@ test_watchdog_releases_residency(void **state)
      * given back: the code loads and the deferred free ran. */
     reg(rt, "late", "rk_echo", 1, 0, late_src);
     dl = deadline();
-    while ((rc = rk_kernel_launch(rt, "late")) == RK_EBUSY
-        && rk_now_ns() < dl)
+    while ((rc = rk_kernel_launch(rt, "late")) == RK_EBUSY && rk_now_ns() < dl)
         pause_ms(20);
     assert_int_equal(rc, RK_OK);
     assert_int_equal(rk__mem_deferred(), 0);
@@ -258,7 +256,7 @@ test_relay_full_route_target(void **state)
     assert_int_equal(rk_kernel_lookup(rt, "a", &a), RK_OK);
     assert_int_equal(rk_kernel_lookup(rt, "b", &b), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "a"), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "b"), RK_OK); /* held: b's */
+    assert_int_equal(rk_kernel_launch(rt, "b"), RK_OK);   /* held: b's */
     assert_int_equal(rk_kernel_activate(rt, "a"), RK_OK); /* inbox fills */
     /* 4 fill b's inbox, the 5th has no room; 3 more fit in a's device
      * output lane, so a's device is idle at a safe point. */
@@ -378,9 +376,8 @@ test_buffer_free_deferred(void **state)
 {
     rk_runtime *rt;
     rk_buffer *buf;
-    rk_buffer_config bc = { .dtype = RK_DTYPE_F32,
-        .dims = { 256 },
-        .device = RK_DEVICE_CUDA };
+    rk_buffer_config bc
+        = { .dtype = RK_DTYPE_F32, .dims = { 256 }, .device = RK_DEVICE_CUDA };
     float in[256], out[256];
     void *dptr;
     unsigned hangs0 = hangs();

@@ -60,9 +60,8 @@ typedef struct grid {
 static rk__cu_function
 echo_fn(rk__cu_module *mod, rk__nvrtc_image *img)
 {
-    rk__nvrtc_src src = { .name = "test_kernels.cu",
-        .source = kernels_src,
-        .cc = 90 };
+    rk__nvrtc_src src
+        = { .name = "test_kernels.cu", .source = kernels_src, .cc = 90 };
     rk__cu_function fn;
 
     assert_int_equal(rk__nvrtc_compile(&src, img), RK_OK);
@@ -168,8 +167,8 @@ test_device_memory_is_not_host_memory(void **state)
      * device address is the host address (unified addressing). */
     assert_int_equal(drv->cuMemHostAlloc((void **)&pinned, 64, 3), 0);
     pinned[3] = 42;
-    assert_int_equal(drv->cuMemcpyDtoH(out, (rk__cu_dptr)(uintptr_t)pinned, 4),
-        0);
+    assert_int_equal(
+        drv->cuMemcpyDtoH(out, (rk__cu_dptr)(uintptr_t)pinned, 4), 0);
     assert_int_equal(out[3], 42);
     assert_int_equal(drv->cuMemFreeHost(pinned), 0);
     assert_int_equal(drv->cuMemFree(d), 0);

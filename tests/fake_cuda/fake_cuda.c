@@ -58,8 +58,8 @@
 
 /* The test kernels' host builds (rk_dev_host_kernel_<name>), and the
  * `ringkernel` command's PageRank kernel (cli_prd_kernel). */
-#include "../kernels/test_kernels.cu"
 #include "../../tools/ringkernel/pr_dev.h"
+#include "../kernels/test_kernels.cu"
 
 #include "fake_cuda.h"
 
@@ -132,10 +132,10 @@ cuCtxPopCurrent_v2(void **ctx)
  * Everything here is under res_lock. */
 static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t res_cond = PTHREAD_COND_INITIALIZER;
-static int res_used;       /* resident blocks */
-static int grids_live;     /* grids launched whose blocks have not all ended */
-static unsigned n_waits;   /* calls that waited for running grids */
-static unsigned n_hangs;   /* ... and gave up: on a GPU they would hang */
+static int res_used;     /* resident blocks */
+static int grids_live;   /* grids launched whose blocks have not all ended */
+static unsigned n_waits; /* calls that waited for running grids */
+static unsigned n_hangs; /* ... and gave up: on a GPU they would hang */
 static char last_hang[160];
 
 static void arena_protect(int device_may_run);
@@ -462,8 +462,8 @@ typedef struct grid {
     uint32_t nblocks;
     pthread_t *th;
     fake_stream *s;
-    uint64_t seq;              /* its place on its stream */
-    _Atomic uint32_t running;  /* blocks not ended */
+    uint64_t seq;             /* its place on its stream */
+    _Atomic uint32_t running; /* blocks not ended */
 } grid;
 
 typedef struct blk {
@@ -490,8 +490,7 @@ block_main(void *arg)
     pthread_mutex_lock(&res_lock);
     res_used--;
     /* Release pairs with cuStreamQuery's acquire. */
-    if (atomic_fetch_sub_explicit(&g->running, 1, memory_order_release)
-        == 1) {
+    if (atomic_fetch_sub_explicit(&g->running, 1, memory_order_release) == 1) {
         g->s->finished = g->seq + 1;
         if (--grids_live == 0)
             arena_protect(0);
@@ -643,7 +642,6 @@ typedef struct fake_module {
     int nfns;
 } fake_module;
 
-
 EXPORT CUresult
 cuModuleLoadData(void **out, const void *image)
 {
@@ -706,7 +704,8 @@ static void *
 self_handle(void)
 {
     Dl_info info;
-    if (dladdr((void *)cuModuleGetFunction, &info) == 0 || info.dli_fname == NULL)
+    if (dladdr((void *)cuModuleGetFunction, &info) == 0
+        || info.dli_fname == NULL)
         return NULL;
     return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
 }

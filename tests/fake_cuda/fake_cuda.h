@@ -24,7 +24,7 @@ typedef unsigned long long CUdeviceptr;
 #define E_INVALID_HANDLE    400
 /* Not a CUDA code: a call that would never return on a GPU (it waits for
  * a grid that does not end). */
-#define E_WOULD_HANG        9999
+#define E_WOULD_HANG 9999
 
 #define EXPORT __attribute__((visibility("default")))
 

@@ -158,7 +158,6 @@ cuDeviceGetAttribute(int *v, int attr, CUdevice d)
     return OK;
 }
 
-
 /* Checks an image the way the driver would reject one: a CUDA ELF cubin
  * (EM_CUDA = 190), or PTX whose .target is at most the device's. */
 CUresult

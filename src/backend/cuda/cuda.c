@@ -48,8 +48,8 @@
 #include "memory/mem.h"
 #include "queue/inbox.h"
 
-#define CU_ATTR_KERNEL_EXEC_TIMEOUT        17
-#define CU_FUNC_ATTR_MAX_DYNAMIC_SHARED    8
+#define CU_ATTR_KERNEL_EXEC_TIMEOUT     17
+#define CU_FUNC_ATTR_MAX_DYNAMIC_SHARED 8
 
 #define RELAY_IDLE_MAX_NS 200000u /* longest relay park when idle */
 /* How long the relay keeps polling after its last traffic before it
@@ -58,7 +58,7 @@
 #define RELAY_SPIN_NS 50000u
 /* At exit, how long one output frame may wait for a full target. */
 #define RELAY_EXIT_WAIT_NS 1000000000ll
-#define WATCHDOG_NS       2000000000ull /* RK_CUDA_WATCHDOG_MS overrides */
+#define WATCHDOG_NS        2000000000ull /* RK_CUDA_WATCHDOG_MS overrides */
 
 struct rk__backend_inst {
     const struct rk__cuda_driver *drv;
@@ -74,10 +74,10 @@ struct rk__backend_inst {
     rk__dh d;
     rk__cu_module mod;
     rk__cu_stream stream;
-    int launched; /* cuLaunchKernel succeeded */
-    int counted;  /* counted in `resident` (until returned()) */
-    rk__cu_res *res;       /* devwide's entry while counted */
-    uint32_t per_sm, sms;  /* co_resident(): its blocks per SM, the SMs */
+    int launched;         /* cuLaunchKernel succeeded */
+    int counted;          /* counted in `resident` (until returned()) */
+    rk__cu_res *res;      /* devwide's entry while counted */
+    uint32_t per_sm, sms; /* co_resident(): its blocks per SM, the SMs */
 
     pthread_t relay;
     int relay_started;
@@ -204,8 +204,7 @@ cuda_prepare(const char *kernel_id, const rk_kernel_config *c)
     rk__cu_module mod;
     int cc;
 
-    if (c->device_source == NULL
-        || rk__cuda_enter(ordinal(), &d) != RK_OK)
+    if (c->device_source == NULL || rk__cuda_enter(ordinal(), &d) != RK_OK)
         return;
     if (rk__cuda_ext() == NULL
         || (cc = device_cc(d, ordinal())) < RK__NVRTC_MIN_CC)
@@ -453,8 +452,7 @@ relay_main(void *arg)
 {
     rk__backend_inst *bi = arg;
     uint32_t rr = 0, acked = RK_CTL_ACK_NONE, idle_ns = 0;
-    uint64_t wd_ns = watchdog_ns(), next_wd = rk_now_ns() + wd_ns,
-             busy_at = 0;
+    uint64_t wd_ns = watchdog_ns(), next_wd = rk_now_ns() + wd_ns, busy_at = 0;
     uint32_t spins = 0;
     int stop_posted = 0;
 
@@ -661,9 +659,9 @@ launch_now(void *arg)
     struct launch_args *la = arg;
     rk__backend_inst *bi = la->bi;
     void *params[1] = { &bi->d.kargs };
-    int rc = rk__cuda_check(bi->drv->cuLaunchKernel(la->fn, la->grid, 1, 1,
-                                la->block, 1, 1, bi->d.kargs.stage_bytes,
-                                bi->stream, params, NULL),
+    int rc = rk__cuda_check(
+        bi->drv->cuLaunchKernel(la->fn, la->grid, 1, 1, la->block, 1, 1,
+            bi->d.kargs.stage_bytes, bi->stream, params, NULL),
         "cuLaunchKernel");
 
     return rc == RK_OK
@@ -717,8 +715,7 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
             "(KERNEL_EXEC_TIMEOUT) on, which kills a persistent kernel; "
             "set RK_CUDA_ALLOW_WATCHDOG=1 to try anyway",
             bi->id, bi->ordinal);
-    if ((rc = rk__cu_module_get(bi->drv, bi->id, c, cc, &bi->mod))
-        != RK_OK)
+    if ((rc = rk__cu_module_get(bi->drv, bi->id, c, cc, &bi->mod)) != RK_OK)
         return rc;
     if (bi->drv->cuModuleGetFunction(&fn, bi->mod, c->device_entry)
         != RK__CUDA_SUCCESS) {
@@ -769,8 +766,8 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         "cuStreamCreate");
     if (rc == RK_OK) {
         struct launch_args la = { bi, fn, grid, block };
-        rc = rk__cu_res_launch(bi->drv, bi->id, bi->ordinal, grid,
-            bi->per_sm, bi->sms, bi->stream, launch_now, &la, &bi->res);
+        rc = rk__cu_res_launch(bi->drv, bi->id, bi->ordinal, grid, bi->per_sm,
+            bi->sms, bi->stream, launch_now, &la, &bi->res);
         bi->counted = rc == RK_OK;
         if (rc != RK_OK) {
             undo_launch(bi);

@@ -538,7 +538,8 @@ rk__dh_watchdog(rk__dh *d, const char *who)
         int moved;
 
         for (uint32_t i = 0; i < d->cfg.nin; i++)
-            head += rk_ring_load_acquire(&d->in[b * d->cfg.nin + i].ctrl->head);
+            head
+                += rk_ring_load_acquire(&d->in[b * d->cfg.nin + i].ctrl->head);
         moved = beat != d->wd_beat[b] || head != d->wd_head[b];
         d->wd_beat[b] = beat;
         d->wd_head[b] = head;

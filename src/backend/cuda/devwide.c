@@ -71,8 +71,8 @@ struct rk__cu_res {
 };
 
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
-static cu_mod *mods;            /* under dev_lock */
-static rk__cu_res *residents;   /* under dev_lock */
+static cu_mod *mods;          /* under dev_lock */
+static rk__cu_res *residents; /* under dev_lock */
 static uint32_t resident; /* launched persistent kernels not yet returned */
 
 static uint64_t
@@ -118,8 +118,8 @@ reap_zombies(const struct rk__cuda_driver *d)
             continue;
         }
         (void)d->cuStreamDestroy(e->stream);
-        rk__mem_release(RK__MEM_PINNED, e->ordinal, NULL, e->region.host,
-            e->region.size);
+        rk__mem_release(
+            RK__MEM_PINNED, e->ordinal, NULL, e->region.host, e->region.size);
         free(e);
     }
 }
@@ -140,8 +140,8 @@ kcache_open(void)
  * the cache, and loads it (cuModuleLoadDataEx, so the JIT log of a PTX
  * image reaches the detail). dev_lock held. */
 static int
-load_module(const char *id, const rk_kernel_config *c, int cc,
-    rk__cu_module *mod)
+load_module(
+    const char *id, const rk_kernel_config *c, int cc, rk__cu_module *mod)
 {
     char name[RK_ID_MAX + 8], jit_err[1024];
     rk__nvrtc_src src = { .source = c->device_source, .cc = cc };
@@ -215,8 +215,7 @@ rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
          * it would load at its first launch, which may wait for the
          * persistent kernels running then. A missing entry is launch's
          * to report. */
-        if (resident == 0 && ext.func_load != NULL
-            && c->device_entry != NULL
+        if (resident == 0 && ext.func_load != NULL && c->device_entry != NULL
             && d->cuModuleGetFunction(&fn, m->mod, c->device_entry)
                 == RK__CUDA_SUCCESS)
             (void)ext.func_load(fn);
@@ -224,7 +223,6 @@ rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
     pthread_mutex_unlock(&dev_lock);
     return rc;
 }
-
 
 /* ------------------------------------------------------------ residents */
 
@@ -264,10 +262,9 @@ fits(const char *id, uint32_t grid, uint32_t per_sm, uint32_t sms,
 }
 
 int
-rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id,
-    int ordinal, uint32_t grid, uint32_t per_sm, uint32_t sms,
-    rk__cu_stream stream, int (*launch)(void *arg), void *arg,
-    rk__cu_res **out)
+rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id, int ordinal,
+    uint32_t grid, uint32_t per_sm, uint32_t sms, rk__cu_stream stream,
+    int (*launch)(void *arg), void *arg, rk__cu_res **out)
 {
     rk__cu_res *e;
     uint64_t share;

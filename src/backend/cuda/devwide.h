@@ -34,8 +34,8 @@
  * same library handle. */
 typedef int rk__cu_jit_option;
 struct rk__cuda_ext {
-    rk__cu_result (*module_load_ex)(rk__cu_module *, const void *, unsigned,
-        rk__cu_jit_option *, void **);
+    rk__cu_result (*module_load_ex)(
+        rk__cu_module *, const void *, unsigned, rk__cu_jit_option *, void **);
     rk__cu_result (*occupancy)(int *, rk__cu_function, int, size_t);
     rk__cu_result (*func_load)(rk__cu_function); /* 12.4+, or NULL */
     rk__cu_result (*func_set_attr)(rk__cu_function, int, int); /* or NULL */
