@@ -236,47 +236,58 @@ test_watchdog_releases_residency(void **state)
 
 /* ------------------------------------------ the relay and a full target */
 
+/* Kernel `from` (rk_echo) routed to `to` (rk_echo, BLOCK, 4 slots, held:
+ * its inbox fills), 8 messages sent to `from`, returned once its device
+ * handled them all: 4 fill `to`'s inbox, the relay could not hand over
+ * the 5th, 3 more wait in `from`'s device output lane (8 slots), so its
+ * device is idle at a safe point. */
+static void
+route_to_full_target(rk_runtime *rt, const char *from, const char *to)
+{
+    rk_kernel k;
+    rk_kernel_stats st;
+    uint64_t dl = deadline();
+
+    reg(rt, from, "rk_echo", 1, 64, NULL);
+    reg(rt, to, "rk_echo", 1, 4, NULL);
+    assert_int_equal(rk_connect(rt, from, to), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, from, &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, from), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, to), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, from), RK_OK);
+    for (unsigned char i = 0; i < 8; i++)
+        assert_int_equal(rk_send(rt, k, 1, &i, 1, 128, T_LONG), RK_OK);
+    do {
+        assert_true(rk_now_ns() < dl);
+        pause_ms(5);
+        assert_int_equal(rk_kernel_stats_get(rt, from, &st), RK_OK);
+    } while (st.processed < 8);
+    do {
+        assert_true(rk_now_ns() < dl);
+        pause_ms(5);
+        assert_int_equal(rk_kernel_stats_get(rt, to, &st), RK_OK);
+    } while (st.queue_depth < 4);
+}
+
 static void
 test_relay_full_route_target(void **state)
 {
     rk_runtime *rt;
-    rk_kernel a, b;
+    rk_kernel b;
     rk_kernel_stats st;
     unsigned char buf[128];
     size_t len;
-    uint64_t dl;
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
 
     rt = cuda_runtime();
-    reg(rt, "a", "rk_echo", 1, 64, NULL);
-    reg(rt, "b", "rk_echo", 1, 4, NULL); /* BLOCK, 4 slots */
-    assert_int_equal(rk_connect(rt, "a", "b"), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "a", &a), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "b", &b), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "a"), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "b"), RK_OK);   /* held: b's */
-    assert_int_equal(rk_kernel_activate(rt, "a"), RK_OK); /* inbox fills */
-    /* 4 fill b's inbox, the 5th has no room; 3 more fit in a's device
-     * output lane, so a's device is idle at a safe point. */
-    for (unsigned char i = 0; i < 8; i++)
-        assert_int_equal(rk_send(rt, a, 1, &i, 1, 128, T_LONG), RK_OK);
-    dl = deadline();
-    do {
-        assert_true(rk_now_ns() < dl);
-        pause_ms(5);
-        assert_int_equal(rk_kernel_stats_get(rt, "a", &st), RK_OK);
-    } while (st.processed < 8);
-    do {
-        assert_true(rk_now_ns() < dl);
-        pause_ms(5);
-        assert_int_equal(rk_kernel_stats_get(rt, "b", &st), RK_OK);
-    } while (st.queue_depth < 4);
+    route_to_full_target(rt, "a", "b");
     /* The relay is not stuck on the 5th: it forwards a's commands. */
     assert_int_equal(rk_kernel_deactivate(rt, "a"), RK_OK);
     assert_int_equal(rk_kernel_activate(rt, "a"), RK_OK);
     /* b runs: everything arrives, in order, nothing refused or lost. */
+    assert_int_equal(rk_kernel_lookup(rt, "b", &b), RK_OK);
     assert_int_equal(rk_kernel_activate(rt, "b"), RK_OK);
     for (unsigned char i = 0; i < 8; i++) {
         assert_int_equal(
@@ -301,31 +312,15 @@ static void
 test_relay_exit_full_target(void **state)
 {
     rk_runtime *rt;
-    rk_kernel a;
     rk_kernel_stats st;
     rk_dead_letter dl;
     unsigned char buf[128];
-    uint64_t dl_at;
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
 
     rt = cuda_runtime();
-    reg(rt, "src", "rk_echo", 1, 64, NULL);
-    reg(rt, "sink", "rk_echo", 1, 4, NULL); /* never activated */
-    assert_int_equal(rk_connect(rt, "src", "sink"), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "src", &a), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "src"), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "sink"), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, "src"), RK_OK);
-    for (unsigned char i = 0; i < 8; i++)
-        assert_int_equal(rk_send(rt, a, 1, &i, 1, 128, T_LONG), RK_OK);
-    dl_at = deadline();
-    do {
-        assert_true(rk_now_ns() < dl_at);
-        pause_ms(5);
-        assert_int_equal(rk_kernel_stats_get(rt, "src", &st), RK_OK);
-    } while (st.processed < 8);
+    route_to_full_target(rt, "src", "sink"); /* sink is never activated */
     assert_int_equal(rk_kernel_terminate(rt, "src", T_LONG), RK_OK);
     assert_int_equal(rk_kernel_stats_get(rt, "src", &st), RK_OK);
     assert_int_equal(st.errors, 4); /* 4 went in, 4 had no room */
