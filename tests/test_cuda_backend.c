@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -532,6 +533,26 @@ test_register_after_launch(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* Last: nothing the backend did in this program called the driver in a
+ * way that waits for a running persistent kernel (a module load, a free,
+ * a context synchronise while one was resident), which on a GPU never
+ * returns; the stand-in counts such calls (fake_cuda_hangs). */
+static void
+test_no_call_would_hang(void **state)
+{
+    unsigned (*hangs)(void);
+    void *lib;
+    (void)state;
+    if (real_gpu)
+        skip();
+    lib = dlopen(FAKE_CUDA_LIB, RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(lib);
+    *(void **)&hangs = dlsym(lib, "fake_cuda_hangs");
+    assert_non_null(hangs);
+    assert_int_equal(hangs(), 0);
+    dlclose(lib);
+}
+
 int
 main(void)
 {
@@ -548,6 +569,7 @@ main(void)
         cmocka_unit_test(test_launch_errors),
         cmocka_unit_test(test_terminate_unactivated),
         cmocka_unit_test(test_register_after_launch),
+        cmocka_unit_test(test_no_call_would_hang),
     };
     int rc;
 

@@ -122,6 +122,15 @@ typedef struct rk__backend_io {
     rk__io *rt;
     int (*emit)(
         rk__io *rt, const rk_msg_header *h, const void *payload, size_t len);
+    /* emit_wait: emit, for an instance that keeps the message and tries
+     * again when a route's target has no room: under the target's BLOCK
+     * policy it waits at most timeout_ns (RK_NO_WAIT: not at all) and
+     * then returns RK_EFULL or RK_ETIMEDOUT, nothing queued and nothing
+     * counted as rejected; the target's other policies (DROP_*, REJECT)
+     * apply as for emit. A device relay uses it, so that it never waits
+     * forever on one message while its device and its commands wait. */
+    int (*emit_wait)(rk__io *rt, const rk_msg_header *h, const void *payload,
+        size_t len, int64_t timeout_ns);
     int (*publish)(rk__io *rt, const char *topic, const rk_msg_header *h,
         const void *payload, size_t len, size_t *delivered);
     void (*dead_letter)(rk__io *rt, rk_dead_reason reason, int error,

@@ -1,4 +1,5 @@
 /* Raw allocation and copies per memory space (see mem.h). */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -58,11 +59,73 @@ rk__mem_alloc(rk__mem_space space, int ordinal, const rk_allocator *a,
     }
 }
 
+/*
+ * Persistent kernels and frees. CUDA's frees (cuMemFree, cuMemFreeHost)
+ * wait for the kernels running on the device, and a persistent kernel
+ * does not end by itself: a free while one is resident may never return.
+ * So while any is (rk__mem_resident), pinned and device memory released
+ * here waits in `graves` and is freed when the last one has returned.
+ * Frees run under res_lock, so a kernel counted in after the check cannot
+ * overtake a free already decided.
+ */
+typedef struct grave {
+    struct grave *next;
+    rk__mem_space space;
+    int ordinal;
+    void *ptr;
+} grave;
+
+static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t resident; /* under res_lock */
+static grave *graves;     /* under res_lock */
+
+/* res_lock held. */
+static void
+cuda_free(rk__mem_space space, int ordinal, void *ptr)
+{
+    const struct rk__cuda_driver *drv;
+
+    /* Memory of this space was only ever obtained through a working
+     * driver, so entering the context cannot fail for lack of one. */
+    if (rk__cuda_enter(ordinal, &drv) != RK_OK)
+        return;
+    if (space == RK__MEM_PINNED)
+        (void)drv->cuMemFreeHost(ptr);
+    else
+        (void)drv->cuMemFree((rk__cu_dptr)(uintptr_t)ptr);
+}
+
+void
+rk__mem_resident(int delta)
+{
+    pthread_mutex_lock(&res_lock);
+    RK_ASSERT(delta > 0 || resident >= (uint32_t)-delta);
+    resident = (uint32_t)((int64_t)resident + delta);
+    while (resident == 0 && graves != NULL) {
+        grave *g = graves;
+        graves = g->next;
+        cuda_free(g->space, g->ordinal, g->ptr);
+        free(g);
+    }
+    pthread_mutex_unlock(&res_lock);
+}
+
+size_t
+rk__mem_deferred(void)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&res_lock);
+    for (grave *g = graves; g != NULL; g = g->next)
+        n++;
+    pthread_mutex_unlock(&res_lock);
+    return n;
+}
+
 void
 rk__mem_release(rk__mem_space space, int ordinal, const rk_allocator *a,
     void *ptr, size_t size)
 {
-    const struct rk__cuda_driver *drv;
+    grave *g;
 
     if (ptr == NULL)
         return;
@@ -73,14 +136,14 @@ rk__mem_release(rk__mem_space space, int ordinal, const rk_allocator *a,
             free(ptr);
         return;
     }
-    /* Memory of this space was only ever obtained through a working
-     * driver, so entering the context cannot fail for lack of one. */
-    if (rk__cuda_enter(ordinal, &drv) != RK_OK)
-        return;
-    if (space == RK__MEM_PINNED)
-        (void)drv->cuMemFreeHost(ptr);
-    else
-        (void)drv->cuMemFree((rk__cu_dptr)(uintptr_t)ptr);
+    pthread_mutex_lock(&res_lock);
+    if (resident == 0) {
+        cuda_free(space, ordinal, ptr);
+    } else if ((g = malloc(sizeof(*g))) != NULL) {
+        *g = (grave) { graves, space, ordinal, ptr };
+        graves = g;
+    } /* else leaked: better than a free that may never return */
+    pthread_mutex_unlock(&res_lock);
 }
 
 int

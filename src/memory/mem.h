@@ -29,8 +29,20 @@ typedef enum rk__mem_space {
 int rk__mem_alloc(rk__mem_space space, int ordinal, const rk_allocator *a,
     size_t size, size_t align, void **out);
 
+/* Pinned and device memory released while a persistent kernel is
+ * resident is not freed then (a CUDA free waits for the running kernels,
+ * which may be never): it waits until rk__mem_resident brings the count
+ * to zero. Host memory is freed at once. */
 void rk__mem_release(rk__mem_space space, int ordinal, const rk_allocator *a,
     void *ptr, size_t size);
+
+/* A backend that runs persistent kernels counts each one in (+1, just
+ * before its launch) and out (-1, once it returned); at zero the deferred
+ * frees run, on the calling thread. */
+void rk__mem_resident(int delta);
+
+/* Frees waiting for the resident kernels to return (tests). */
+size_t rk__mem_deferred(void);
 
 /* Host-to-device and device-to-host copies on a CUDA device. stream NULL:
  * synchronous; otherwise a CUstream, and the copy is complete once the

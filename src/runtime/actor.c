@@ -52,18 +52,22 @@ capture(rk_ctx *ctx, const rk_msg_header *h, const void *payload, size_t len)
  * ctx: the actor's context (a direct call's reply capture, and what went
  * out is counted in the instance's sent, as the actor's thread is the
  * instance), or NULL for a device instance's relay (the device counts its
- * own sends). */
+ * own sends). timeout_ns bounds the wait on a route's target under BLOCK:
+ * RK_WAIT_FOREVER for an actor, as rk_ctx_send promises; a relay that
+ * keeps the message and retries passes less (io_emit_wait). */
 static int
 emit(rk__inst *inst, rk_ctx *ctx, const rk_msg_header *h, const void *payload,
-    size_t len)
+    size_t len, int64_t timeout_ns)
 {
     /* Acquire pairs with the release store in rk_connect. */
     rk__kernel *to
         = atomic_load_explicit(&inst->k->route, memory_order_acquire);
     int rc;
 
-    if (to != NULL) {
+    if (to != NULL && timeout_ns == RK_WAIT_FOREVER) {
         rc = rk__deliver(to, h, payload, len, RK_WAIT_FOREVER, "send");
+    } else if (to != NULL) {
+        rc = rk__deliver_try(to, h, payload, len, timeout_ns, "send");
     } else {
         if (len > inst->k->def.config.max_payload)
             return rk__fail(RK_EMSGSIZE,
@@ -86,7 +90,14 @@ emit(rk__inst *inst, rk_ctx *ctx, const rk_msg_header *h, const void *payload,
 static int
 io_emit(rk__io *rt, const rk_msg_header *h, const void *payload, size_t len)
 {
-    return emit(inst_of(rt), NULL, h, payload, len);
+    return emit(inst_of(rt), NULL, h, payload, len, RK_WAIT_FOREVER);
+}
+
+static int
+io_emit_wait(rk__io *rt, const rk_msg_header *h, const void *payload,
+    size_t len, int64_t timeout_ns)
+{
+    return emit(inst_of(rt), NULL, h, payload, len, timeout_ns);
 }
 
 static int
@@ -132,6 +143,7 @@ rk__io_init(rk__inst *inst)
         .depth = inst->in->ops->depth,
         .rt = io_of(inst),
         .emit = io_emit,
+        .emit_wait = io_emit_wait,
         .publish = io_publish,
         .dead_letter = io_dead_letter,
     };
@@ -222,7 +234,7 @@ rk_ctx_send(rk_ctx *ctx, uint32_t type_id, const void *payload, size_t len)
         return rc;
     ctx_header(ctx, &h, type_id);
     h.payload_len = (uint32_t)len;
-    return emit(inst_of(ctx->rt), ctx, &h, payload, len);
+    return emit(inst_of(ctx->rt), ctx, &h, payload, len, RK_WAIT_FOREVER);
 }
 
 int
@@ -241,7 +253,7 @@ rk_ctx_reply(rk_ctx *ctx, const rk_msg_view *req, uint32_t type_id,
     h.payload_len = (uint32_t)len;
     h.priority = req->hdr->priority;
     rk_msg_reply(&h, req->hdr);
-    return emit(inst_of(ctx->rt), ctx, &h, payload, len);
+    return emit(inst_of(ctx->rt), ctx, &h, payload, len, RK_WAIT_FOREVER);
 }
 
 int

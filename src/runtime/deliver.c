@@ -133,6 +133,13 @@ rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     return deliver(k, h, payload, len, timeout_ns, op, false);
 }
 
+int
+rk__deliver_try(rk__kernel *k, const rk_msg_header *h, const void *payload,
+    size_t len, int64_t timeout_ns, const char *op)
+{
+    return deliver(k, h, payload, len, timeout_ns, op, true);
+}
+
 /* ------------------------------------------------------- host side */
 
 int

@@ -274,6 +274,11 @@ void rk__supervisor_stop(rk_runtime *rt);
  * operation in a refusal's detail ("send", "request", "publish"). */
 int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns, const char *op);
+/* The same for a sender that keeps the message when BLOCK finds no room
+ * in time (RK_EFULL, RK_ETIMEDOUT) and tries again later: that refusal is
+ * not counted as rejected. */
+int rk__deliver_try(rk__kernel *k, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns, const char *op);
 
 /* A direct call on k (rk_kernel_call's body), for a caller that already
  * entered the runtime (rk__call_enter) and resolved k: RK_OK, RK_EBUSY

@@ -12,8 +12,23 @@
  *     (default 90), FAKE_CUDA_SMS SMs (default 2) with FAKE_CUDA_BLOCKS_PER_SM
  *     resident blocks each (default 2), the display watchdog attribute from
  *     FAKE_CUDA_EXEC_TIMEOUT; the variables are read at every call;
- *   - host and "device" memory are the process's memory (a mapped pointer's
- *     device address is the host address, as with unified addressing);
+ *   - mapped pinned memory (cuMemHostAlloc) is the process's memory, and
+ *     its device address is the host address, as with unified addressing;
+ *   - device memory (cuMemAlloc) is NOT host memory: it lives in an arena
+ *     mapped twice, once at the addresses cuMemAlloc returns, which are
+ *     PROT_NONE whenever no grid runs (a host read or write of a device
+ *     pointer crashes, as on a GPU), and once as a private shadow that
+ *     cuMemcpy* and cuMemsetD8 translate to. While a grid runs the device
+ *     addresses are readable, because its blocks are CPU threads that
+ *     dereference them: a host access then goes unnoticed;
+ *   - what the real driver does while kernels run: cuModuleLoadData(Ex),
+ *     cuModuleUnload, cuMemFree, cuMemFreeHost and cuCtxSynchronize wait
+ *     until no grid runs, and launches on one stream run one after
+ *     another. A persistent kernel never ends by itself, so such a wait
+ *     would hang: the stand-in gives up after FAKE_CUDA_HANG_MS (default
+ *     10000), prints what would have hung, counts it and returns
+ *     FAKE_ERROR_WOULD_HANG; tests read the counts through
+ *     fake_cuda_hangs(), fake_cuda_waits() and fake_cuda_last_hang();
  *   - cuModuleLoadData(Ex) accepts only real NVRTC/nvcc output (a CUDA ELF
  *     cubin, or PTX whose .target is not newer than the device) and
  *     cuModuleGetFunction finds an entry only if the image defines it and
@@ -29,192 +44,29 @@
  * one thread per block. Figures measured on it are "cuda_sim", never GPU.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 /* The test kernels' host builds (rk_dev_host_kernel_<name>), and the
  * `ringkernel` command's PageRank kernel (cli_prd_kernel). */
-#include "../kernels/test_kernels.cu"
 #include "../../tools/ringkernel/pr_dev.h"
+#include "../kernels/test_kernels.cu"
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-
-#define OK                  0
-#define E_INVALID_VALUE     1
-#define E_OUT_OF_MEMORY     2
-#define E_INVALID_IMAGE     200
-#define E_NO_BINARY_FOR_GPU 209
-#define E_INVALID_PTX       218
-#define E_NOT_FOUND         500
-#define E_NOT_READY         600
-#define E_COOP_TOO_LARGE    720
-#define E_INVALID_HANDLE    400
-
-#define EXPORT __attribute__((visibility("default")))
-
-static int
-env_int(const char *name, int def)
-{
-    const char *s = getenv(name);
-    return s != NULL && s[0] != '\0' ? atoi(s) : def;
-}
+#include "fake_cuda.h"
 
 static int
 resident_limit(void)
 {
     return env_int("FAKE_CUDA_SMS", 2) * env_int("FAKE_CUDA_BLOCKS_PER_SM", 2);
-}
-
-/* ------------------------------------------------------------ errors */
-
-EXPORT CUresult
-cuGetErrorName(CUresult r, const char **s)
-{
-    switch (r) {
-    case OK:
-        *s = "CUDA_SUCCESS";
-        break;
-    case E_INVALID_VALUE:
-        *s = "CUDA_ERROR_INVALID_VALUE";
-        break;
-    case E_OUT_OF_MEMORY:
-        *s = "CUDA_ERROR_OUT_OF_MEMORY";
-        break;
-    case E_INVALID_IMAGE:
-        *s = "CUDA_ERROR_INVALID_IMAGE";
-        break;
-    case E_NO_BINARY_FOR_GPU:
-        *s = "CUDA_ERROR_NO_BINARY_FOR_GPU";
-        break;
-    case E_INVALID_PTX:
-        *s = "CUDA_ERROR_INVALID_PTX";
-        break;
-    case E_NOT_FOUND:
-        *s = "CUDA_ERROR_NOT_FOUND";
-        break;
-    case E_NOT_READY:
-        *s = "CUDA_ERROR_NOT_READY";
-        break;
-    case E_COOP_TOO_LARGE:
-        *s = "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE";
-        break;
-    default:
-        *s = "CUDA_ERROR_UNKNOWN";
-        return E_INVALID_VALUE;
-    }
-    return OK;
-}
-
-EXPORT CUresult
-cuGetErrorString(CUresult r, const char **s)
-{
-    if (cuGetErrorName(r, s) != OK)
-        return E_INVALID_VALUE;
-    *s = r == OK ? "no error" : "fake CUDA driver error";
-    return OK;
-}
-
-/* ------------------------------------------------------------ device */
-
-EXPORT CUresult
-cuInit(unsigned flags)
-{
-    return flags == 0 ? OK : E_INVALID_VALUE;
-}
-
-EXPORT CUresult
-cuDriverGetVersion(int *v)
-{
-    *v = 13000;
-    return OK;
-}
-
-EXPORT CUresult
-cuDeviceGetCount(int *n)
-{
-    *n = env_int("FAKE_CUDA_DEVICES", 1);
-    return OK;
-}
-
-EXPORT CUresult
-cuDeviceGet(CUdevice *d, int ordinal)
-{
-    if (ordinal < 0 || ordinal >= env_int("FAKE_CUDA_DEVICES", 1))
-        return E_INVALID_VALUE;
-    *d = ordinal;
-    return OK;
-}
-
-EXPORT CUresult
-cuDeviceGetName(char *name, int len, CUdevice d)
-{
-    (void)d;
-    if (len <= 0)
-        return E_INVALID_VALUE;
-    strncpy(
-        name, "ringkernel fake CUDA device (CPU threads)", (size_t)len - 1);
-    name[len - 1] = '\0';
-    return OK;
-}
-
-EXPORT CUresult
-cuDeviceTotalMem_v2(size_t *bytes, CUdevice d)
-{
-    (void)d;
-    *bytes = (size_t)1 << 30;
-    return OK;
-}
-
-EXPORT CUresult
-cuDeviceGetAttribute(int *v, int attr, CUdevice d)
-{
-    int cc = env_int("FAKE_CUDA_CC", 90);
-    (void)d;
-    switch (attr) {
-    case 1: /* max threads per block */
-        *v = 1024;
-        break;
-    case 10: /* warp size */
-        *v = 32;
-        break;
-    case 13: /* clock rate kHz */
-        *v = 1000000;
-        break;
-    case 16: /* SMs */
-        *v = env_int("FAKE_CUDA_SMS", 2);
-        break;
-    case 17: /* kernel exec timeout */
-        *v = env_int("FAKE_CUDA_EXEC_TIMEOUT", 0);
-        break;
-    case 18: /* integrated */
-        *v = 0;
-        break;
-    case 19: /* can map host memory */
-    case 41: /* unified addressing */
-    case 83: /* managed memory */
-    case 95: /* cooperative launch */
-        *v = 1;
-        break;
-    case 33: /* PCI bus */
-        *v = 0;
-        break;
-    case 75:
-        *v = cc / 10;
-        break;
-    case 76:
-        *v = cc % 10;
-        break;
-    default:
-        *v = 0;
-        break;
-    }
-    return OK;
 }
 
 /* ------------------------------------------------------------ contexts */
@@ -274,7 +126,170 @@ cuCtxPopCurrent_v2(void **ctx)
             return 201; /* CUDA_ERROR_INVALID_CONTEXT */                      \
     } while (0)
 
+/* ------------------------------------------------------------ the device */
+
+/* Grids and the device's block slots: blocks of every grid share them.
+ * Everything here is under res_lock. */
+static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t res_cond = PTHREAD_COND_INITIALIZER;
+static int res_used;     /* resident blocks */
+static int grids_live;   /* grids launched whose blocks have not all ended */
+static unsigned n_waits; /* calls that waited for running grids */
+static unsigned n_hangs; /* ... and gave up: on a GPU they would hang */
+static char last_hang[160];
+
+static void arena_protect(int device_may_run);
+
+/* Waits under res_lock while busy(arg), as the real driver does for the
+ * calls that wait for the device's work. A persistent grid never ends, so
+ * the wait is bounded (FAKE_CUDA_HANG_MS) and reported instead of hanging
+ * the test: on a GPU the call would never return. */
+static CUresult
+bounded_wait(int (*busy)(const void *), const void *arg, const char *what)
+{
+    struct timespec dl;
+    long ms = env_int("FAKE_CUDA_HANG_MS", 10000);
+    CUresult r = OK;
+
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += ms / 1000;
+    dl.tv_nsec += (ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&res_lock);
+    if (busy(arg))
+        n_waits++;
+    while (busy(arg)) {
+        if (pthread_cond_timedwait(&res_cond, &res_lock, &dl) == ETIMEDOUT
+            && busy(arg)) {
+            n_hangs++;
+            snprintf(last_hang, sizeof(last_hang),
+                "%s called while %d grid(s) ran", what, grids_live);
+            fprintf(stderr,
+                "fake_cuda: %s waited %ld ms for %d running grid(s): on a "
+                "GPU with a persistent kernel resident it never returns\n",
+                what, ms, grids_live);
+            r = E_WOULD_HANG;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&res_lock);
+    return r;
+}
+
+static int
+device_busy(const void *arg)
+{
+    (void)arg;
+    return grids_live != 0;
+}
+
+/* A module load, a free, a context synchronise: until no grid runs. */
+static CUresult
+wait_idle(const char *what)
+{
+    return bounded_wait(device_busy, NULL, what);
+}
+
+/* Test-only queries (not driver entry points). */
+EXPORT unsigned
+fake_cuda_hangs(void)
+{
+    unsigned n;
+    pthread_mutex_lock(&res_lock);
+    n = n_hangs;
+    pthread_mutex_unlock(&res_lock);
+    return n;
+}
+
+EXPORT unsigned
+fake_cuda_waits(void)
+{
+    unsigned n;
+    pthread_mutex_lock(&res_lock);
+    n = n_waits;
+    pthread_mutex_unlock(&res_lock);
+    return n;
+}
+
+/* What the last call that would hang was ("" if none). The string stays
+ * valid until the next one. */
+EXPORT const char *
+fake_cuda_last_hang(void)
+{
+    return last_hang;
+}
+
 /* ------------------------------------------------------------ memory */
+
+/*
+ * Device memory: one arena of a memfd mapped twice. `dev` is what
+ * cuMemAlloc hands out (PROT_NONE while no grid runs, so the host cannot
+ * read a device pointer); `shadow` is the stand-in's own view, always
+ * readable, used by the copies. Allocation is first fit over a list of
+ * extents sorted by offset; a freed extent's pages are given back.
+ */
+#define ARENA_SIZE ((size_t)1 << 30)
+
+typedef struct extent {
+    struct extent *next;
+    size_t off, len;
+} extent;
+
+static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
+static int arena_fd = -1;
+static unsigned char *arena_dev, *arena_shadow;
+static extent *arena_used; /* under res_lock */
+
+static void
+arena_init(void)
+{
+    void *d, *s;
+    int fd = memfd_create("fake_cuda_device_memory", MFD_CLOEXEC);
+
+    if (fd < 0 || ftruncate(fd, (off_t)ARENA_SIZE) != 0)
+        return;
+    d = mmap(NULL, ARENA_SIZE, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    s = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
+        MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (d == MAP_FAILED || s == MAP_FAILED) {
+        if (d != MAP_FAILED)
+            munmap(d, ARENA_SIZE);
+        if (s != MAP_FAILED)
+            munmap(s, ARENA_SIZE);
+        close(fd);
+        return;
+    }
+    arena_fd = fd;
+    arena_dev = d;
+    arena_shadow = s;
+}
+
+/* The device addresses are readable while a grid runs (its blocks are
+ * CPU threads) and PROT_NONE otherwise. res_lock held. */
+static void
+arena_protect(int device_may_run)
+{
+    if (arena_dev != NULL)
+        (void)mprotect(arena_dev, ARENA_SIZE,
+            device_may_run ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+
+/* The stand-in's view of device address p for n bytes: the shadow for
+ * the arena, the address itself for mapped host memory; NULL if a range
+ * starts in the arena and leaves it. */
+static void *
+view(CUdeviceptr p, size_t n)
+{
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)arena_dev;
+    if (arena_dev == NULL || a < lo || a >= lo + ARENA_SIZE)
+        return (void *)a;
+    if (n > ARENA_SIZE - (a - lo))
+        return NULL;
+    return arena_shadow + (a - lo);
+}
 
 EXPORT CUresult
 cuMemGetInfo_v2(size_t *free_b, size_t *total)
@@ -288,22 +303,65 @@ cuMemGetInfo_v2(size_t *free_b, size_t *total)
 EXPORT CUresult
 cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
-    void *m;
+    extent *e, **at, *prev = NULL;
+    size_t off = 0;
+
     NEED_CTX();
     if (n == 0)
         return E_INVALID_VALUE;
-    m = aligned_alloc(256, (n + 255) & ~(size_t)255);
-    if (m == NULL)
+    pthread_once(&arena_once, arena_init);
+    if (arena_dev == NULL)
         return E_OUT_OF_MEMORY;
-    *p = (CUdeviceptr)(uintptr_t)m;
+    n = (n + 255) & ~(size_t)255;
+    if ((e = malloc(sizeof(*e))) == NULL)
+        return E_OUT_OF_MEMORY;
+    pthread_mutex_lock(&res_lock);
+    /* First gap of n bytes; offset 0 is never handed out (no NULL). */
+    off = 256;
+    for (at = &arena_used; *at != NULL; prev = *at, at = &(*at)->next) {
+        if ((*at)->off >= off + n)
+            break;
+        off = (*at)->off + (*at)->len;
+    }
+    (void)prev;
+    if (off + n > ARENA_SIZE) {
+        pthread_mutex_unlock(&res_lock);
+        free(e);
+        return E_OUT_OF_MEMORY;
+    }
+    e->off = off;
+    e->len = n;
+    e->next = *at;
+    *at = e;
+    pthread_mutex_unlock(&res_lock);
+    *p = (CUdeviceptr)(uintptr_t)(arena_dev + off);
     return OK;
 }
 
 EXPORT CUresult
 cuMemFree_v2(CUdeviceptr p)
 {
+    extent **at, *e;
+    CUresult r;
+
     NEED_CTX();
-    free((void *)(uintptr_t)p);
+    if ((r = wait_idle("cuMemFree")) != OK)
+        return r;
+    if (p == 0 || arena_dev == NULL)
+        return E_INVALID_VALUE;
+    pthread_mutex_lock(&res_lock);
+    for (at = &arena_used; *at != NULL; at = &(*at)->next)
+        if ((uintptr_t)(arena_dev + (*at)->off) == (uintptr_t)p)
+            break;
+    e = *at;
+    if (e != NULL)
+        *at = e->next;
+    pthread_mutex_unlock(&res_lock);
+    if (e == NULL)
+        return E_INVALID_VALUE; /* not a device allocation */
+    (void)fallocate(arena_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+        (off_t)e->off, (off_t)e->len);
+    free(e);
     return OK;
 }
 
@@ -333,7 +391,10 @@ cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags)
 EXPORT CUresult
 cuMemFreeHost(void *p)
 {
+    CUresult r;
     NEED_CTX();
+    if ((r = wait_idle("cuMemFreeHost")) != OK)
+        return r;
     free(p);
     return OK;
 }
@@ -341,16 +402,22 @@ cuMemFreeHost(void *p)
 EXPORT CUresult
 cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
 {
+    void *v = view(d, n);
     NEED_CTX();
-    memcpy((void *)(uintptr_t)d, s, n);
+    if (v == NULL)
+        return E_INVALID_VALUE;
+    memcpy(v, s, n);
     return OK;
 }
 
 EXPORT CUresult
 cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
 {
+    void *v = view(s, n);
     NEED_CTX();
-    memcpy(d, (const void *)(uintptr_t)s, n);
+    if (v == NULL)
+        return E_INVALID_VALUE;
+    memcpy(d, v, n);
     return OK;
 }
 
@@ -371,17 +438,22 @@ cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st)
 EXPORT CUresult
 cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
 {
+    void *p = view(d, n);
     NEED_CTX();
-    memset((void *)(uintptr_t)d, v, n);
+    if (p == NULL)
+        return E_INVALID_VALUE;
+    memset(p, v, n);
     return OK;
 }
 
 /* ------------------------------------------------------------ launches */
 
-/* Residency: blocks of every grid share the device's slots. */
-static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t res_cond = PTHREAD_COND_INITIALIZER;
-static int res_used;
+typedef struct fake_stream {
+    pthread_mutex_t lock;
+    struct grid *grids;
+    uint64_t launched; /* grids launched on it (their seq) */
+    uint64_t finished; /* under res_lock: grids ended, in order */
+} fake_stream;
 
 typedef struct grid {
     struct grid *next;
@@ -389,13 +461,10 @@ typedef struct grid {
     unsigned char *args;
     uint32_t nblocks;
     pthread_t *th;
-    _Atomic uint32_t running;
+    fake_stream *s;
+    uint64_t seq;             /* its place on its stream */
+    _Atomic uint32_t running; /* blocks not ended */
 } grid;
-
-typedef struct fake_stream {
-    pthread_mutex_t lock;
-    grid *grids;
-} fake_stream;
 
 typedef struct blk {
     grid *g;
@@ -408,8 +477,10 @@ block_main(void *arg)
     blk *bk = arg;
     grid *g = bk->g;
 
+    /* A grid starts when the grids launched before it on its stream have
+     * ended, and each block when a block slot is free. */
     pthread_mutex_lock(&res_lock);
-    while (res_used >= resident_limit())
+    while (g->s->finished < g->seq || res_used >= resident_limit())
         pthread_cond_wait(&res_cond, &res_lock);
     res_used++;
     pthread_mutex_unlock(&res_lock);
@@ -418,9 +489,14 @@ block_main(void *arg)
 
     pthread_mutex_lock(&res_lock);
     res_used--;
+    /* Release pairs with cuStreamQuery's acquire. */
+    if (atomic_fetch_sub_explicit(&g->running, 1, memory_order_release) == 1) {
+        g->s->finished = g->seq + 1;
+        if (--grids_live == 0)
+            arena_protect(0);
+    }
     pthread_cond_broadcast(&res_cond);
     pthread_mutex_unlock(&res_lock);
-    atomic_fetch_sub_explicit(&g->running, 1, memory_order_release);
     free(bk);
     return NULL;
 }
@@ -449,21 +525,62 @@ cuStreamCreate(void **out, unsigned flags)
     return OK;
 }
 
+typedef struct stream_mark {
+    const struct fake_stream *s;
+    uint64_t want;
+} stream_mark;
+
+static int
+stream_busy(const void *arg)
+{
+    const stream_mark *m = arg;
+    return m->s->finished < m->want;
+}
+
+/* Waits for every grid launched on s so far, bounded as wait_idle. */
+static CUresult
+stream_wait(fake_stream *s, const char *what)
+{
+    stream_mark m = { s, 0 };
+
+    pthread_mutex_lock(&s->lock);
+    m.want = s->launched;
+    pthread_mutex_unlock(&s->lock);
+    return bounded_wait(stream_busy, &m, what);
+}
+
 EXPORT CUresult
 cuStreamSynchronize(void *st)
 {
     fake_stream *s = st;
-    grid *g, *next;
+    grid *g, *next, *keep = NULL;
+    CUresult r;
     NEED_CTX();
     if (s == NULL)
         return OK; /* the legacy stream: nothing launched on it here */
+    if ((r = stream_wait(s, "cuStreamSynchronize")) != OK)
+        return r;
+    /* Every grid launched before the wait has ended: join those. */
     pthread_mutex_lock(&s->lock);
     g = s->grids;
     s->grids = NULL;
     pthread_mutex_unlock(&s->lock);
     for (; g != NULL; g = next) {
         next = g->next;
-        grid_join(g);
+        if (atomic_load_explicit(&g->running, memory_order_acquire) == 0) {
+            grid_join(g);
+        } else { /* launched after the wait began */
+            g->next = keep;
+            keep = g;
+        }
+    }
+    if (keep != NULL) {
+        pthread_mutex_lock(&s->lock);
+        for (g = keep; g->next != NULL; g = g->next)
+            ;
+        g->next = s->grids;
+        s->grids = keep;
+        pthread_mutex_unlock(&s->lock);
     }
     return OK;
 }
@@ -478,6 +595,7 @@ cuStreamQuery(void *st)
         return OK;
     pthread_mutex_lock(&s->lock);
     for (grid *g = s->grids; g != NULL; g = g->next)
+        /* Acquire pairs with the release in block_main. */
         if (atomic_load_explicit(&g->running, memory_order_acquire) != 0)
             r = E_NOT_READY;
     pthread_mutex_unlock(&s->lock);
@@ -488,11 +606,14 @@ EXPORT CUresult
 cuStreamDestroy_v2(void *st)
 {
     fake_stream *s = st;
+    CUresult r;
     if (s == NULL)
         return E_INVALID_HANDLE;
     /* The real driver defers the release until the work is done; the
-     * stand-in waits for it, so no block outlives its stream. */
-    cuStreamSynchronize(st);
+     * stand-in waits for it, so no block outlives its stream (a grid
+     * that never ends keeps its stream: leaked, and reported). */
+    if ((r = cuStreamSynchronize(st)) != OK)
+        return r;
     pthread_mutex_destroy(&s->lock);
     free(s);
     return OK;
@@ -502,7 +623,7 @@ EXPORT CUresult
 cuCtxSynchronize(void)
 {
     NEED_CTX();
-    return OK;
+    return wait_idle("cuCtxSynchronize");
 }
 
 /* ------------------------------------------------------------ modules */
@@ -521,63 +642,6 @@ typedef struct fake_module {
     int nfns;
 } fake_module;
 
-/* Checks an image the way the driver would reject one: a CUDA ELF cubin
- * (EM_CUDA = 190), or PTX whose .target is at most the device's. */
-static CUresult
-check_image(const unsigned char *img, size_t *size, int *is_ptx)
-{
-    int cc = env_int("FAKE_CUDA_CC", 90);
-
-    if (img[0] == 0x7f && img[1] == 'E' && img[2] == 'L' && img[3] == 'F') {
-        uint64_t shoff, phoff, end;
-        uint16_t shentsize, shnum, phentsize, phnum;
-        if (img[4] != 2 || (img[18] | img[19] << 8) != 190)
-            return E_INVALID_IMAGE; /* not ELF64 for EM_CUDA */
-        /* The image's size: the furthest end of the header tables and of
-         * every section with contents. */
-        memcpy(&phoff, img + 32, 8);
-        memcpy(&shoff, img + 40, 8);
-        memcpy(&phentsize, img + 54, 2);
-        memcpy(&phnum, img + 56, 2);
-        memcpy(&shentsize, img + 58, 2);
-        memcpy(&shnum, img + 60, 2);
-        if (shoff > (1u << 28) || phoff > (1u << 28) || shentsize < 64)
-            return E_INVALID_IMAGE;
-        end = shoff + (uint64_t)shentsize * shnum;
-        if (phoff + (uint64_t)phentsize * phnum > end)
-            end = phoff + (uint64_t)phentsize * phnum;
-        for (uint16_t i = 0; i < shnum; i++) {
-            const unsigned char *sh = img + shoff + (uint64_t)i * shentsize;
-            uint32_t type;
-            uint64_t off, sz;
-            memcpy(&type, sh + 4, 4);
-            memcpy(&off, sh + 24, 8);
-            memcpy(&sz, sh + 32, 8);
-            if (type != 8 /* SHT_NOBITS */ && off + sz > end)
-                end = off + sz;
-        }
-        if (end < 64 || end > (1u << 28))
-            return E_INVALID_IMAGE;
-        *size = (size_t)end;
-        *is_ptx = 0;
-        return OK;
-    }
-    {
-        const char *p = (const char *)img, *t;
-        size_t n = strnlen(p, 1u << 28);
-        int target;
-        if (strstr(p, ".version") == NULL
-            || (t = strstr(p, ".target sm_")) == NULL)
-            return E_INVALID_PTX;
-        target = atoi(t + 11);
-        if (target > cc)
-            return E_NO_BINARY_FOR_GPU;
-        *size = n + 1;
-        *is_ptx = 1;
-        return OK;
-    }
-}
-
 EXPORT CUresult
 cuModuleLoadData(void **out, const void *image)
 {
@@ -589,7 +653,11 @@ cuModuleLoadData(void **out, const void *image)
     NEED_CTX();
     if (image == NULL)
         return E_INVALID_VALUE;
-    if ((r = check_image(image, &size, &is_ptx)) != OK)
+    /* The driver loads code only while no kernel runs (seen on an H200,
+     * driver 580): it waits for the running ones. */
+    if ((r = wait_idle("cuModuleLoadData")) != OK)
+        return r;
+    if ((r = fake_check_image(image, &size, &is_ptx)) != OK)
         return r;
     m = calloc(1, sizeof(*m));
     if (m == NULL || (m->image = malloc(size)) == NULL) {
@@ -619,19 +687,25 @@ EXPORT CUresult
 cuModuleUnload(void *mod)
 {
     fake_module *m = mod;
+    CUresult r;
     NEED_CTX();
     if (m == NULL)
         return E_INVALID_HANDLE;
+    if ((r = wait_idle("cuModuleUnload")) != OK)
+        return r;
     free(m->image);
     free(m);
     return OK;
 }
 
+EXPORT CUresult cuModuleGetFunction(void **out, void *mod, const char *name);
+
 static void *
 self_handle(void)
 {
     Dl_info info;
-    if (dladdr((void *)cuInit, &info) == 0 || info.dli_fname == NULL)
+    if (dladdr((void *)cuModuleGetFunction, &info) == 0
+        || info.dli_fname == NULL)
         return NULL;
     return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
 }
@@ -732,6 +806,16 @@ launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     }
     memcpy(g->args, params[0], f->k->arg_size);
     atomic_init(&g->running, (uint32_t)n);
+    g->s = s;
+    /* The grid's place on its stream: it starts when those before it
+     * ended. */
+    pthread_mutex_lock(&s->lock);
+    g->seq = s->launched++;
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&res_lock);
+    if (grids_live++ == 0)
+        arena_protect(1);
+    pthread_mutex_unlock(&res_lock);
     for (uint32_t b = 0; b < n; b++) {
         blk *bk = malloc(sizeof(*bk));
         if (bk == NULL)

@@ -15,7 +15,10 @@
  *               echoes otherwise;
  *   rk_twice:   replies with the payload, then sends it again with type
  *               2: a batch writes twice as many outputs as it takes, so
- *               the block's output stage fills and flushes mid-batch.
+ *               the block's output stage fills and flushes mid-batch;
+ *   rk_spin:    busy for 10 ms times its first payload byte (neither its
+ *               heartbeat nor its lane's head moves meanwhile: a hung
+ *               block to the watchdog), then echoes.
  */
 #include "ringkernel/dev_kernel.h"
 
@@ -81,6 +84,16 @@ RK_DEV_HANDLER(twice_h)(rk_dev_ctx *x, const rk_dev_msg *m)
     return rc != RK_OK ? rc : rk_dev_send(x, 2, m->data, m->len);
 }
 RK_DEV_KERNEL(rk_twice, twice_h)
+
+RK_DEV_HANDLER(spin_h)(rk_dev_ctx *x, const rk_dev_msg *m)
+{
+    rk_dev_u64 ms = m->len > 0 ? m->data[0] * 10u : 0u;
+    rk_dev_u64 until = rk_dev_now_ns() + ms * 1000000u;
+    while (rk_dev_now_ns() < until)
+        ;
+    return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);
+}
+RK_DEV_KERNEL(rk_spin, spin_h)
 
 /* rk_count: an actor. It keeps a running count in a register across
  * messages (state a handler cannot keep), replies with it as one byte,

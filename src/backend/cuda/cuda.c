@@ -21,14 +21,16 @@
  * (control block + lanes) the same way, before the kernel starts, and
  * destroy frees it only after the kernel has returned: freeing or a
  * synchronous copy on the legacy stream while a persistent kernel is
- * resident can block forever. A kernel that never returns (watchdog,
- * detach) keeps its memory: it is leaked on purpose.
+ * resident can block forever (the memory layer defers every pinned and
+ * device free while one is: memory/mem.h). A kernel that has not returned
+ * at destroy (watchdog, detach) keeps its memory until it does
+ * (devwide.h's zombies). What is per device (modules, the resident
+ * kernels, co-residency) is devwide.c's.
  *
  * Threads: launch/destroy under the kernel's lock (backend.h); signal,
  * wait_ack and query from any thread. The relay owns the device lanes'
  * host sides and rk_ctl's instance lines.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -39,40 +41,28 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/devhost.h"
-#include "backend/cuda/kcache.h"
+#include "backend/cuda/devwide.h"
+#include "backend/cuda/nvrtc.h"
 #include "common/common.h"
 #include "device/cuda_driver.h"
+#include "memory/mem.h"
 #include "queue/inbox.h"
 
-/* Driver entry points beyond the shared loader's table, resolved from the
- * same library handle. */
-typedef int jit_option;
-struct cuda_ext {
-    rk__cu_result (*module_load_ex)(
-        rk__cu_module *, const void *, unsigned, jit_option *, void **);
-    rk__cu_result (*occupancy)(int *, rk__cu_function, int, size_t);
-    rk__cu_result (*func_load)(rk__cu_function); /* 12.4+, or NULL */
-    rk__cu_result (*func_set_attr)(rk__cu_function, int, int); /* or NULL */
-};
-
-#define CU_JIT_INFO_LOG_BUFFER             3
-#define CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES  4
-#define CU_JIT_ERROR_LOG_BUFFER            5
-#define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
-#define CU_ATTR_KERNEL_EXEC_TIMEOUT        17
-#define CU_ERROR_NOT_FOUND                 500
-#define CU_FUNC_ATTR_MAX_DYNAMIC_SHARED    8
+#define CU_ATTR_KERNEL_EXEC_TIMEOUT     17
+#define CU_FUNC_ATTR_MAX_DYNAMIC_SHARED 8
 
 #define RELAY_IDLE_MAX_NS 200000u /* longest relay park when idle */
 /* How long the relay keeps polling after its last traffic before it
  * parks: a request-reply client sends its next message within this, and
  * a parked relay costs a futex wake-up on the round trip. */
 #define RELAY_SPIN_NS 50000u
-#define WATCHDOG_NS       2000000000ull
+/* At exit, how long one output frame may wait for a full target. */
+#define RELAY_EXIT_WAIT_NS 1000000000ll
+#define WATCHDOG_NS        2000000000ull /* RK_CUDA_WATCHDOG_MS overrides */
 
 struct rk__backend_inst {
     const struct rk__cuda_driver *drv;
-    struct cuda_ext ext;
+    struct rk__cuda_ext ext;
     const rk__backend_io *io; /* the runtime's side (launch spec) */
     rk_ctl *ctl;
     rk__ec *wake, *events;
@@ -84,14 +74,18 @@ struct rk__backend_inst {
     rk__dh d;
     rk__cu_module mod;
     rk__cu_stream stream;
-    int launched; /* cuLaunchKernel succeeded */
-    int counted;  /* counted in `resident` (until returned()) */
+    int launched;         /* cuLaunchKernel succeeded */
+    int counted;          /* counted in `resident` (until returned()) */
+    rk__cu_res *res;      /* devwide's entry while counted */
+    uint32_t per_sm, sms; /* co_resident(): its blocks per SM, the SMs */
 
     pthread_t relay;
     int relay_started;
     _Atomic uint32_t relay_stop;
     _Atomic uint32_t hung; /* the watchdog fired: never free the region */
     unsigned char *buf;    /* one output frame (relay_out) */
+    unsigned char *held;   /* an output frame a route's target had no */
+    size_t held_len;       /* room for: retried first (0: none) */
     uint32_t batch;
     uint32_t last_cmd;
     /* Faults, one at a time: 1 reported on rk_ctl, 2 verdict forwarded
@@ -104,82 +98,11 @@ struct rk__backend_inst {
     uint64_t out_errors; /* device output refused (too long) */
 };
 
-static pthread_once_t ext_once = PTHREAD_ONCE_INIT;
-static struct cuda_ext ext;
-static int ext_ok;
-
-static void
-ext_load(void)
-{
-    const struct rk__cuda_driver *d;
-    if (rk__cuda_driver(&d) != RK_OK)
-        return;
-    *(void **)&ext.module_load_ex = dlsym(d->lib, "cuModuleLoadDataEx");
-    *(void **)&ext.occupancy
-        = dlsym(d->lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-    *(void **)&ext.func_load = dlsym(d->lib, "cuFuncLoad");
-    *(void **)&ext.func_set_attr = dlsym(d->lib, "cuFuncSetAttribute");
-    ext_ok = ext.module_load_ex != NULL && ext.occupancy != NULL;
-}
-
 static int
 ordinal(void)
 {
     const char *s = getenv("RK_CUDA_DEVICE");
     return s != NULL ? atoi(s) : 0;
-}
-
-/* ------------------------------------------------------------ device-wide */
-
-/*
- * CUDA loads a module only while no kernel runs on the device: the load
- * waits for the running kernels (seen on an H200, driver 580, with eager
- * and lazy loading alike), and a persistent kernel never ends by itself.
- * Freeing mapped memory may wait the same way. So, per process:
- *   - modules are loaded when their kernel is registered (prepare), or at
- *     launch if no persistent kernel is resident then; a launch that
- *     would have to load one while others run is refused (RK_EBUSY)
- *     instead of hanging. Loaded modules stay loaded (one per distinct
- *     source and architecture) until the process ends, so a relaunch
- *     never needs a load.
- *   - memory a kernel leaves behind (cuda_release) while persistent
- *     kernels are resident waits in `graves` until none is.
- */
-typedef struct cu_mod {
-    struct cu_mod *next;
-    uint64_t key; /* the source and the architecture (mod_key) */
-    rk__cu_module mod;
-} cu_mod;
-
-typedef struct grave {
-    struct grave *next;
-    void *host; /* cuMemHostAlloc memory to free */
-} grave;
-
-static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
-static cu_mod *mods;      /* under dev_lock */
-static grave *graves;     /* under dev_lock */
-static uint32_t resident; /* launched persistent kernels not yet returned */
-
-static uint64_t
-mod_key(const char *source, int cc)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)cc;
-    for (const unsigned char *p = (const unsigned char *)source; *p; p++)
-        h = (h ^ *p) * 0x100000001b3ull;
-    return h;
-}
-
-/* Frees the graves; dev_lock held, no persistent kernel resident. */
-static void
-bury(const struct rk__cuda_driver *d)
-{
-    while (graves != NULL) {
-        grave *g = graves;
-        graves = g->next;
-        (void)d->cuMemFreeHost(g->host);
-        free(g);
-    }
 }
 
 /* ------------------------------------------------------------ probe */
@@ -192,8 +115,7 @@ cuda_probe(void)
 
     if ((rc = rk__cuda_driver(&d)) != RK_OK)
         return rc; /* RK_ENODEV with the loader's reason */
-    pthread_once(&ext_once, ext_load);
-    if (!ext_ok)
+    if (rk__cuda_ext() == NULL)
         return rk__fail(RK_ENODEV,
             "the CUDA driver lacks "
             "cuModuleLoadDataEx or the occupancy API");
@@ -249,127 +171,14 @@ cuda_alloc(size_t size, rk__placed *out)
     return RK_OK;
 }
 
+/* Freed by the memory layer, which defers it while any persistent kernel
+ * is resident (a free may wait for them forever). */
 static void
 cuda_release(rk__placed *p)
 {
-    const struct rk__cuda_driver *d;
-    grave *g;
-
-    if (p->host != NULL && rk__cuda_enter(ordinal(), &d) == RK_OK) {
-        pthread_mutex_lock(&dev_lock);
-        if (resident == 0) {
-            (void)d->cuMemFreeHost(p->host);
-        } else if ((g = malloc(sizeof(*g))) != NULL) {
-            g->host = p->host;
-            g->next = graves;
-            graves = g;
-        } /* else: leaked rather than a free that may never return */
-        pthread_mutex_unlock(&dev_lock);
-    }
+    if (p->host != NULL)
+        rk__mem_release(RK__MEM_PINNED, ordinal(), NULL, p->host, p->size);
     p->host = NULL;
-}
-
-/* ------------------------------------------------------------ compile */
-
-static rk__kcache *kcache;
-static pthread_once_t kcache_once = PTHREAD_ONCE_INIT;
-
-static void
-kcache_open(void)
-{
-    rk__kcache_cfg cfg = { .dir = getenv("RK_KERNEL_CACHE_DIR") };
-    (void)rk__kcache_open(&kcache, &cfg);
-}
-
-/* Compiles a kernel's device source for compute capability cc, through
- * the cache, and loads it (cuModuleLoadDataEx, so the JIT log of a PTX
- * image reaches the detail). dev_lock held. */
-static int
-load_module(const char *id, const rk_kernel_config *c, int cc,
-    rk__cu_module *mod)
-{
-    char name[RK_ID_MAX + 8], jit_err[1024];
-    rk__nvrtc_src src = { .source = c->device_source, .cc = cc };
-    rk__nvrtc_image img;
-    jit_option opt[2]
-        = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
-    void *val[2] = { jit_err, (void *)(uintptr_t)sizeof(jit_err) };
-    rk__cu_result r;
-    int how, rc;
-
-    snprintf(name, sizeof(name), "%s.cu", id);
-    src.name = c->device_source_name ? c->device_source_name : name;
-    pthread_once(&kcache_once, kcache_open);
-    if (kcache == NULL)
-        return rk__fail(RK_ENOMEM, "no memory for the kernel cache");
-    rc = rk__kcache_compile(kcache, &src, &img, &how);
-    if (rc != RK_OK) {
-        char why[400];
-        snprintf(why, sizeof(why), "%s", rk_errdetail());
-        rk__nvrtc_image_free(&img);
-        return rk__fail(rc, "kernel '%s': %s", id, why);
-    }
-    jit_err[0] = '\0';
-    r = ext.module_load_ex(mod, img.data, 2, opt, val);
-    rk__nvrtc_image_free(&img);
-    if (r != RK__CUDA_SUCCESS) {
-        jit_err[sizeof(jit_err) - 1] = '\0';
-        rk__cuda_check(r, "cuModuleLoadDataEx");
-        return rk__fail(RK_ECUDA, "kernel '%s': module load failed (%d): %s",
-            id, r, jit_err[0] ? jit_err : rk_errdetail());
-    }
-    return RK_OK;
-}
-
-/* The loaded module of a kernel's source: from the table, or loaded now
- * if no persistent kernel is resident (see device-wide, above); with none
- * resident, the kernel's entry is loaded as well. */
-static int
-module_get(const struct rk__cuda_driver *d, const char *id,
-    const rk_kernel_config *c, int cc, rk__cu_module *out)
-{
-    uint64_t key = mod_key(c->device_source, cc);
-    cu_mod *m;
-    int rc = RK_OK;
-
-    pthread_mutex_lock(&dev_lock);
-    for (m = mods; m != NULL && m->key != key; m = m->next)
-        ;
-    if (m == NULL && resident != 0) {
-        rc = rk__fail(RK_EBUSY,
-            "kernel '%s': its code is not loaded, and CUDA cannot load it "
-            "while %u persistent kernel(s) run on the device (the load "
-            "waits for them); register every cuda kernel before "
-            "launching the first, or terminate the running ones",
-            id, resident);
-    } else if (m == NULL) {
-        if ((m = calloc(1, sizeof(*m))) == NULL)
-            rc = rk__fail(RK_ENOMEM, "kernel '%s': no memory", id);
-        else if ((rc = load_module(id, c, cc, &m->mod)) != RK_OK) {
-            free(m);
-            m = NULL;
-        } else {
-            m->key = key;
-            m->next = mods;
-            mods = m;
-        }
-    }
-    if (m != NULL) {
-        rk__cu_function fn;
-        *out = m->mod;
-        /* With nothing running, the kernel's entry is loaded too: under
-         * lazy loading (the user's CUDA_MODULE_LOADING; we ask for eager)
-         * it would load at its first launch, which may wait for the
-         * persistent kernels running then. A missing entry is launch's
-         * to report. */
-        if (resident == 0 && ext.func_load != NULL
-            && c->device_entry != NULL
-            && d->cuModuleGetFunction(&fn, m->mod, c->device_entry)
-                == RK__CUDA_SUCCESS)
-            (void)ext.func_load(fn);
-    }
-    pthread_mutex_unlock(&dev_lock);
-    return rc;
 }
 
 /* The device's compute capability (major * 10 + minor), or 0. */
@@ -395,18 +204,17 @@ cuda_prepare(const char *kernel_id, const rk_kernel_config *c)
     rk__cu_module mod;
     int cc;
 
-    if (c->device_source == NULL
-        || rk__cuda_enter(ordinal(), &d) != RK_OK)
+    if (c->device_source == NULL || rk__cuda_enter(ordinal(), &d) != RK_OK)
         return;
-    pthread_once(&ext_once, ext_load);
-    if (!ext_ok || (cc = device_cc(d, ordinal())) < RK__NVRTC_MIN_CC)
+    if (rk__cuda_ext() == NULL
+        || (cc = device_cc(d, ordinal())) < RK__NVRTC_MIN_CC)
         return;
-    (void)module_get(d, kernel_id, c, cc, &mod);
+    (void)rk__cu_module_get(d, kernel_id, c, cc, &mod);
 }
 
 /* The instance's kernel returns (every block acknowledged EXITED, or the
- * stream was synchronised): one fewer resident; with none left, what
- * waited in the graves is freed. Once per launch. */
+ * stream was synchronised): one fewer resident; with none left, the
+ * frees deferred meanwhile run. Once per launch. */
 static void
 returned(rk__backend_inst *bi)
 {
@@ -414,11 +222,8 @@ returned(rk__backend_inst *bi)
         return;
     bi->counted = 0;
     (void)rk__cuda_enter(bi->ordinal, NULL);
-    pthread_mutex_lock(&dev_lock);
-    resident -= 1;
-    if (resident == 0)
-        bury(bi->drv);
-    pthread_mutex_unlock(&dev_lock);
+    rk__cu_res_returned(bi->res);
+    bi->res = NULL;
 }
 
 /* ------------------------------------------------------------ relay */
@@ -469,33 +274,62 @@ relay_in(rk__backend_inst *bi, uint32_t *rr)
     return b.n;
 }
 
-/* Device output lanes -> the runtime (io->emit), which decides where
- * each message goes. An output the runtime refuses (over max_payload, a
- * route's target that refuses it) cannot be handed back to the block
- * that sent it: it is dead-lettered with the refusal's code, and counted
- * in the kernel's errors, so none is lost uncounted. */
+/* One output frame to the runtime. Returns 0 when a route's target had
+ * no room in timeout_ns under BLOCK: the caller keeps the frame and tries
+ * again. An output the runtime refuses otherwise (over max_payload, a
+ * target that is gone or whose REJECT or DROP_NEW policy refused it)
+ * cannot be handed back to the block that sent it: it is dead-lettered
+ * with the refusal's code and counted in the kernel's errors, so none is
+ * lost uncounted. */
+static int
+out_one(rk__backend_inst *bi, const unsigned char *f, size_t len,
+    int64_t timeout_ns)
+{
+    const rk__backend_io *io = bi->io;
+    size_t plen = len > RK_MSG_HEADER_SIZE ? len - RK_MSG_HEADER_SIZE : 0;
+    rk_msg_header h;
+    int rc;
+
+    memcpy(&h, f, sizeof(h));
+    rc = io->emit_wait(io->rt, &h, f + RK_MSG_HEADER_SIZE, plen, timeout_ns);
+    if (rc == RK_EFULL || rc == RK_ETIMEDOUT)
+        return 0;
+    if (rc != RK_OK) {
+        bi->out_errors++; /* counted by relay_counters */
+        io->dead_letter(io->rt, RK_DEAD_FAILED, rc, f,
+            len <= io->slot_size ? len : RK_MSG_HEADER_SIZE);
+    }
+    return 1;
+}
+
+/* Device output lanes -> the runtime (io->emit_wait), which decides where
+ * each message goes. The relay never waits on a full target: the frame
+ * it could not hand over is held and retried first at the next pass, and
+ * nothing more is taken from the lanes meanwhile (the blocks' output
+ * lanes fill and they wait, the target's backpressure reaching the
+ * device), while the relay goes on serving commands and input. Returns
+ * frames handed over. */
 static size_t
-relay_out(rk__backend_inst *bi)
+relay_out(rk__backend_inst *bi, int64_t timeout_ns)
 {
     const rk__backend_io *io = bi->io;
     size_t moved = 0, len;
     unsigned char *f = bi->buf;
 
+    if (bi->held_len != 0) {
+        if (!out_one(bi, bi->held, bi->held_len, timeout_ns))
+            return 0;
+        bi->held_len = 0;
+        moved++;
+    }
     for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++) {
         while (rk__dh_recv(&bi->d, b, f, io->stride, &len) == RK_OK) {
-            rk_msg_header h;
-            size_t plen = len > RK_MSG_HEADER_SIZE ? len - RK_MSG_HEADER_SIZE
-                                                   : 0;
-            int rc;
-
-            memcpy(&h, f, sizeof(h));
-            moved++;
-            rc = io->emit(io->rt, &h, f + RK_MSG_HEADER_SIZE, plen);
-            if (rc != RK_OK) {
-                bi->out_errors++; /* counted by relay_counters */
-                io->dead_letter(io->rt, RK_DEAD_FAILED, rc, f,
-                    len <= io->slot_size ? len : RK_MSG_HEADER_SIZE);
+            if (!out_one(bi, f, len, timeout_ns)) {
+                memcpy(bi->held, f, len);
+                bi->held_len = len;
+                return moved;
             }
+            moved++;
         }
     }
     return moved;
@@ -604,12 +438,21 @@ relax(uint32_t *spins)
         rk__cpu_relax();
 }
 
+/* The watchdog's period: RK_CUDA_WATCHDOG_MS, else WATCHDOG_NS. */
+static uint64_t
+watchdog_ns(void)
+{
+    const char *s = getenv("RK_CUDA_WATCHDOG_MS");
+    long ms = s != NULL ? atol(s) : 0;
+    return ms > 0 ? (uint64_t)ms * 1000000ull : WATCHDOG_NS;
+}
+
 static void *
 relay_main(void *arg)
 {
     rk__backend_inst *bi = arg;
     uint32_t rr = 0, acked = RK_CTL_ACK_NONE, idle_ns = 0;
-    uint64_t next_wd = rk_now_ns() + WATCHDOG_NS, busy_at = 0;
+    uint64_t wd_ns = watchdog_ns(), next_wd = rk_now_ns() + wd_ns, busy_at = 0;
     uint32_t spins = 0;
     int stop_posted = 0;
 
@@ -650,13 +493,26 @@ relay_main(void *arg)
                 stop_posted = cmd == RK_CTL_STOP;
             }
         }
-        moved += relay_out(bi);
+        moved += relay_out(bi, RK_NO_WAIT);
         rk__dh_status_get(&bi->d, &st);
         relay_counters(bi, &st);
         if (st.exited == bi->d.cfg.nblocks) {
             rk__ec_cancel(bi->wake);
-            while (relay_out(bi) != 0)
-                ;
+            /* The device is done: what it sent goes out. Each frame
+             * waits up to RELAY_EXIT_WAIT_NS for room in a full target;
+             * once one did not get it, it is dead-lettered
+             * (RK_ETIMEDOUT), and so is every later one without room. */
+            {
+                int64_t wait = RELAY_EXIT_WAIT_NS;
+                while (relay_out(bi, wait) != 0 || bi->held_len != 0)
+                    if (bi->held_len != 0) {
+                        bi->out_errors++;
+                        bi->io->dead_letter(bi->io->rt, RK_DEAD_FAILED,
+                            RK_ETIMEDOUT, bi->held, bi->held_len);
+                        bi->held_len = 0;
+                        wait = RK_NO_WAIT;
+                    }
+            }
             /* Its blocks are returning: counted out before EXITED is
              * published, so whoever sees EXITED may launch another. */
             returned(bi);
@@ -673,12 +529,15 @@ relay_main(void *arg)
             relay_ack(bi, st.ack);
         }
         if (rk_now_ns() >= next_wd) {
-            next_wd = rk_now_ns() + WATCHDOG_NS;
+            next_wd = rk_now_ns() + wd_ns;
             if (rk__dh_watchdog(&bi->d, bi->id) == RK_ETIMEDOUT) {
                 /* The device stopped responding with work queued: report
-                 * the failure; the kernel may still be resident, so its
-                 * memory is never freed. */
+                 * the failure. The kernel may still be resident: it is
+                 * told to stop (a slow block that comes back ends), and
+                 * destroy keeps its memory until it returned. */
                 rk__ec_cancel(bi->wake);
+                rk__dh_post(&bi->d, RK_DEV_CMD_STOP);
+                rk__cu_res_hung(bi->res); /* counted out once returned */
                 atomic_store_explicit(&bi->hung, 1, memory_order_release);
                 rk_ctl_exit(bi->ctl, RK_ETIMEDOUT, 0);
                 rk__ec_notify_all(bi->ack);
@@ -731,9 +590,11 @@ static void
 free_host_side(rk__backend_inst *bi)
 {
     free(bi->buf);
+    free(bi->held);
     free(bi->handled);
     free(bi->touched);
     bi->buf = NULL;
+    bi->held = NULL;
     bi->handled = NULL;
     bi->touched = NULL;
 }
@@ -780,7 +641,32 @@ co_resident(rk__backend_inst *bi, rk__cu_function fn, uint32_t grid,
             "kernel '%s': %u blocks of %u threads cannot all be resident "
             "(%d per SM x %d SMs); a persistent kernel would hang",
             bi->id, grid, block, per_sm, sms);
+    bi->per_sm = (uint32_t)per_sm;
+    bi->sms = (uint32_t)sms;
     return RK_OK;
+}
+
+/* The launch itself, under devwide's device lock (rk__cu_res_launch). */
+struct launch_args {
+    rk__backend_inst *bi;
+    rk__cu_function fn;
+    uint32_t grid, block;
+};
+
+static int
+launch_now(void *arg)
+{
+    struct launch_args *la = arg;
+    rk__backend_inst *bi = la->bi;
+    void *params[1] = { &bi->d.kargs };
+    int rc = rk__cuda_check(
+        bi->drv->cuLaunchKernel(la->fn, la->grid, 1, 1, la->block, 1, 1,
+            bi->d.kargs.stage_bytes, bi->stream, params, NULL),
+        "cuLaunchKernel");
+
+    return rc == RK_OK
+        ? RK_OK
+        : rk__fail(rc, "kernel '%s': %s", bi->id, rk_errdetail());
 }
 
 static int
@@ -793,7 +679,6 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     rk__cu_function fn;
     rk__dh_cfg dc;
     int cc, timeout = 0, sms = 0, rc;
-    void *params[1];
     size_t sz;
 
     memset(bi, 0, sizeof(*bi));
@@ -811,11 +696,10 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
             bi->id);
     if ((rc = rk__cuda_enter(bi->ordinal, &bi->drv)) != RK_OK)
         return rc;
-    pthread_once(&ext_once, ext_load);
-    if (!ext_ok)
+    if (rk__cuda_ext() == NULL)
         return rk__fail(
             RK_ENODEV, "kernel '%s': driver lacks entry points", bi->id);
-    bi->ext = ext;
+    bi->ext = *rk__cuda_ext();
     bi->drv->cuDeviceGet(&dev, bi->ordinal);
     cc = device_cc(bi->drv, bi->ordinal);
     bi->drv->cuDeviceGetAttribute(&timeout, CU_ATTR_KERNEL_EXEC_TIMEOUT, dev);
@@ -831,7 +715,7 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
             "(KERNEL_EXEC_TIMEOUT) on, which kills a persistent kernel; "
             "set RK_CUDA_ALLOW_WATCHDOG=1 to try anyway",
             bi->id, bi->ordinal);
-    if ((rc = module_get(bi->drv, bi->id, c, cc, &bi->mod)) != RK_OK)
+    if ((rc = rk__cu_module_get(bi->drv, bi->id, c, cc, &bi->mod)) != RK_OK)
         return rc;
     if (bi->drv->cuModuleGetFunction(&fn, bi->mod, c->device_entry)
         != RK__CUDA_SUCCESS) {
@@ -855,13 +739,14 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         return rk__fail(RK_EINVAL, "kernel '%s': %s", bi->id, rk_errdetail());
     }
     bi->buf = aligned_alloc(64, bi->io->stride * (bi->batch + 1));
+    bi->held = malloc(bi->io->stride);
     bi->handled = calloc(grid, sizeof(*bi->handled));
     bi->touched = calloc(bi->batch, sizeof(*bi->touched));
-    if (bi->buf == NULL || bi->handled == NULL
+    if (bi->buf == NULL || bi->held == NULL || bi->handled == NULL
         || bi->touched == NULL
         || (rc = cuda_alloc(sz, &bi->region)) != RK_OK) {
         undo_launch(bi);
-        return bi->buf == NULL || bi->handled == NULL
+        return bi->buf == NULL || bi->held == NULL || bi->handled == NULL
                 || bi->touched == NULL
             ? rk__fail(RK_ENOMEM, "kernel '%s': no memory", bi->id)
             : rc;
@@ -880,15 +765,14 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         bi->drv->cuStreamCreate(&bi->stream, RK__CU_STREAM_NON_BLOCKING),
         "cuStreamCreate");
     if (rc == RK_OK) {
-        params[0] = &bi->d.kargs;
-        pthread_mutex_lock(&dev_lock);
-        rc = rk__cuda_check(bi->drv->cuLaunchKernel(fn, grid, 1, 1, block, 1,
-                                1, bi->d.kargs.stage_bytes, bi->stream,
-                                params, NULL),
-            "cuLaunchKernel");
+        struct launch_args la = { bi, fn, grid, block };
+        rc = rk__cu_res_launch(bi->drv, bi->id, bi->ordinal, grid, bi->per_sm,
+            bi->sms, bi->stream, launch_now, &la, &bi->res);
         bi->counted = rc == RK_OK;
-        resident += rc == RK_OK;
-        pthread_mutex_unlock(&dev_lock);
+        if (rc != RK_OK) {
+            undo_launch(bi);
+            return rc; /* the detail names the kernel */
+        }
     }
     if (rc != RK_OK) {
         undo_launch(bi);
@@ -923,6 +807,22 @@ cuda_destroy(rk__backend_inst *bi, int detach)
         bi->relay_started = 0;
     }
     keep = detach || atomic_load_explicit(&bi->hung, memory_order_acquire);
+    /* A kernel reported hung (or let go) may have returned since. */
+    if (keep && bi->launched
+        && bi->drv->cuStreamQuery(bi->stream) == RK__CUDA_SUCCESS)
+        keep = 0;
+    if (keep && bi->counted) {
+        /* It may still run: its region stays mapped and it stays counted,
+         * as a zombie that launch and registration reap (count out, free)
+         * once its stream says it returned; unless a reap saw it return
+         * meanwhile. */
+        if (rk__cu_res_zombie(bi->res, &bi->region)) {
+            bi->res = NULL;
+            bi->counted = 0;
+        } else {
+            keep = 0;
+        }
+    }
     if (!keep && bi->launched) {
         /* EXITED was acked: the kernel is returning; wait for it before
          * freeing what it maps. */
@@ -932,7 +832,9 @@ cuda_destroy(rk__backend_inst *bi, int detach)
     }
     if (keep) {
         free_host_side(bi);
-        return; /* the region stays mapped: the kernel may still run */
+        if (bi->launched)
+            rk__dh_fini(&bi->d);
+        return;
     }
     undo_launch(bi);
 }

@@ -154,7 +154,10 @@ rk__dh_place(rk__dh *d, const rk__dh_cfg *cfg, void *base, uint64_t dev_base,
     d->out = calloc(nb, sizeof(*d->out));
     d->in_lock = calloc(nb, sizeof(*d->in_lock));
     d->out_lock = calloc(nb, sizeof(*d->out_lock));
-    if (!d->in || !d->out || !d->in_lock || !d->out_lock) {
+    d->wd_beat = calloc(nb, sizeof(*d->wd_beat));
+    d->wd_head = calloc(nb, sizeof(*d->wd_head));
+    if (!d->in || !d->out || !d->in_lock || !d->out_lock || !d->wd_beat
+        || !d->wd_head) {
         rk__dh_fini(d);
         return rk__fail(RK_ENOMEM, "no memory for the host lane state");
     }
@@ -202,6 +205,10 @@ rk__dh_fini(rk__dh *d)
     free(d->out);
     free(d->in_lock);
     free(d->out_lock);
+    free(d->wd_beat);
+    free(d->wd_head);
+    d->wd_beat = NULL;
+    d->wd_head = NULL;
     d->in = d->out = NULL;
     d->in_lock = d->out_lock = NULL;
 }
@@ -517,24 +524,38 @@ rk__dh_pending(rk__dh *d, uint32_t b)
 int
 rk__dh_watchdog(rk__dh *d, const char *who)
 {
-    rk__dh_status st;
-    uint64_t pending = 0;
-    uint32_t b;
+    int armed = d->wd_armed, hung = -1;
+    uint64_t hung_pending = 0;
 
-    rk__dh_status_get(d, &st);
-    for (b = 0; b < d->cfg.nblocks; b++)
-        pending += rk__dh_pending(d, b);
-    if (!d->wd_armed || st.heartbeat != d->wd_beat || pending == 0
-        || st.ack == RK_DEV_ACK_PAUSED || st.ack == RK_DEV_ACK_HELD) {
-        d->wd_armed = 1;
-        d->wd_beat = st.heartbeat;
-        return RK_OK;
+    d->wd_armed = 1;
+    for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
+        rk_dev_ctl_block *k = &d->ctl->blk[b];
+        /* Acquire pairs with the block's release in rk_dev_ctl_ack. */
+        uint32_t a = atomic_load_explicit(&k->ack, memory_order_acquire);
+        uint32_t beat
+            = atomic_load_explicit(&k->heartbeat, memory_order_relaxed);
+        uint64_t head = 0, pending = rk__dh_pending(d, b);
+        int moved;
+
+        for (uint32_t i = 0; i < d->cfg.nin; i++)
+            head
+                += rk_ring_load_acquire(&d->in[b * d->cfg.nin + i].ctrl->head);
+        moved = beat != d->wd_beat[b] || head != d->wd_head[b];
+        d->wd_beat[b] = beat;
+        d->wd_head[b] = head;
+        if (!armed || moved || pending == 0 || a == RK_DEV_ACK_PAUSED
+            || a == RK_DEV_ACK_HELD || a == RK_DEV_ACK_FAULTED
+            || a == RK_DEV_ACK_EXITED || hung >= 0)
+            continue;
+        hung = (int)b;
+        hung_pending = pending;
     }
-    for (b = 0; b < d->cfg.nblocks; b++)
-        if (atomic_load_explicit(&d->ctl->blk[b].ack, memory_order_acquire)
-            == RK_DEV_ACK_EXITED)
-            return RK_OK;
+    if (hung < 0)
+        return RK_OK;
     return rk__fail(RK_ETIMEDOUT,
-        "kernel '%s': heartbeat stopped at %u with %llu message(s) queued",
-        who, st.heartbeat, (unsigned long long)pending);
+        "kernel '%s': block %d of %u stopped (heartbeat %u, input head "
+        "%llu unchanged) with %llu message(s) queued",
+        who, hung, d->cfg.nblocks, d->wd_beat[hung],
+        (unsigned long long)d->wd_head[hung],
+        (unsigned long long)hung_pending);
 }

@@ -67,7 +67,10 @@ typedef struct rk__dh {
     pthread_mutex_t *out_lock;
     rk_dev_kargs kargs; /* device addresses: the launch argument; its
                            stage_bytes is the launch's shared memory */
-    uint32_t wd_beat;   /* rk__dh_watchdog: last heartbeat sum seen */
+    /* rk__dh_watchdog, per block: the heartbeat and the input lanes'
+     * heads (summed) seen at the previous call. */
+    uint32_t *wd_beat;
+    uint64_t *wd_head;
     int wd_armed;
 } rk__dh;
 
@@ -153,10 +156,13 @@ uint32_t rk__dh_take_left(
 uint64_t rk__dh_pending(rk__dh *d, uint32_t b);
 
 /*
- * The host watchdog, called periodically by one thread. Returns
- * RK_ETIMEDOUT (detail names `who`) when the heartbeat has not moved since
- * the previous call while input was pending and no block has exited; RK_OK
- * otherwise. The first call only records the heartbeat.
+ * The host watchdog, called periodically by one thread; it judges each
+ * block alone. Returns RK_ETIMEDOUT (detail names `who` and the block)
+ * when a block with input pending has moved neither its heartbeat nor its
+ * input lanes' head since the previous call, and is not paused, held,
+ * faulted or exited (a block busy in a long handler still moves its head
+ * between batches; one hung block among many that poll is caught); RK_OK
+ * otherwise. The first call only records.
  */
 int rk__dh_watchdog(rk__dh *d, const char *who);
 

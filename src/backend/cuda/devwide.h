@@ -1,0 +1,82 @@
+/*
+ * src/backend/cuda/devwide.h - what the cuda backend keeps per device and
+ * process rather than per instance: the driver's extra entry points, the
+ * loaded modules, and the persistent kernels resident on the device.
+ *
+ * Why (seen on an H200, driver 580): CUDA loads a module only while no
+ * kernel runs on the device (the load waits for the running ones, with
+ * eager and lazy loading alike), frees wait the same way, and a
+ * persistent kernel never ends by itself. So, per process:
+ *   - modules are loaded when their kernel is registered (prepare), or at
+ *     launch if no persistent kernel is resident then; a launch that
+ *     would have to load one while others run is refused (RK_EBUSY)
+ *     instead of hanging. Loaded modules stay loaded (one per distinct
+ *     source and architecture) until the process ends;
+ *   - every resident kernel is counted here and in the memory layer
+ *     (rk__mem_resident), which defers pinned and device frees while any
+ *     is;
+ *   - co-residency is device-wide: a kernel's blocks must fit beside
+ *     those of every resident kernel;
+ *   - a kernel the watchdog reported, or whose instance was destroyed
+ *     while it still ran (a zombie), stays counted until its stream says
+ *     it returned; launch and registration reap those.
+ * Everything is under one device lock; a launch happens under it.
+ */
+#ifndef RK_SRC_BACKEND_CUDA_DEVWIDE_H
+#define RK_SRC_BACKEND_CUDA_DEVWIDE_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "device/cuda_driver.h"
+
+/* Driver entry points beyond the shared loader's table, resolved from the
+ * same library handle. */
+typedef int rk__cu_jit_option;
+struct rk__cuda_ext {
+    rk__cu_result (*module_load_ex)(
+        rk__cu_module *, const void *, unsigned, rk__cu_jit_option *, void **);
+    rk__cu_result (*occupancy)(int *, rk__cu_function, int, size_t);
+    rk__cu_result (*func_load)(rk__cu_function); /* 12.4+, or NULL */
+    rk__cu_result (*func_set_attr)(rk__cu_function, int, int); /* or NULL */
+};
+
+/* The entry points, or NULL when the driver lacks cuModuleLoadDataEx or
+ * the occupancy API (or cannot be loaded). */
+const struct rk__cuda_ext *rk__cuda_ext(void);
+
+/* The loaded module of a kernel's device source for compute capability
+ * cc: from the table, or compiled (through the kernel cache) and loaded
+ * now if no persistent kernel is resident, with the kernel's entry
+ * loaded too; else RK_EBUSY. RK_ECOMPILE, RK_ECUDA, RK_ENOMEM. */
+int rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
+    const rk_kernel_config *c, int cc, rk__cu_module *out);
+
+/* A resident persistent kernel. */
+typedef struct rk__cu_res rk__cu_res;
+
+/* Launches a persistent kernel of `grid` blocks (per_sm blocks of its
+ * shape per SM, sms SMs) under the device lock: reaps, refuses
+ * (RK_ENOTSUP, naming the resident kernels) a grid that does not fit
+ * beside them, counts it resident, calls launch(arg) and, when that
+ * returns RK_OK, keeps it as *out; otherwise counts it out and returns
+ * launch's error. */
+int rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id,
+    int ordinal, uint32_t grid, uint32_t per_sm, uint32_t sms,
+    rk__cu_stream stream, int (*launch)(void *arg), void *arg,
+    rk__cu_res **out);
+
+/* The kernel returned (its stream synchronised): counted out (unless a
+ * reap did), e freed. */
+void rk__cu_res_returned(rk__cu_res *e);
+
+/* The watchdog reported the kernel: counted out once its stream says it
+ * returned (at the next reap); the caller still owns e. */
+void rk__cu_res_hung(rk__cu_res *e);
+
+/* The kernel's instance goes away while the kernel may still run: e now
+ * owns the stream and region, freed once it returned. Returns 0 (e not
+ * taken: the kernel already returned, call rk__cu_res_returned) or 1. */
+int rk__cu_res_zombie(rk__cu_res *e, const rk__placed *region);
+
+#endif /* RK_SRC_BACKEND_CUDA_DEVWIDE_H */

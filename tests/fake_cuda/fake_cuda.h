@@ -1,0 +1,41 @@
+/*
+ * tests/fake_cuda/fake_cuda.h - what the stand-in driver's files share
+ * (test-only; see fake_cuda.c).
+ */
+#ifndef RK_TESTS_FAKE_CUDA_H
+#define RK_TESTS_FAKE_CUDA_H
+
+#include <stddef.h>
+#include <stdlib.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+
+#define OK                  0
+#define E_INVALID_VALUE     1
+#define E_OUT_OF_MEMORY     2
+#define E_INVALID_IMAGE     200
+#define E_NO_BINARY_FOR_GPU 209
+#define E_INVALID_PTX       218
+#define E_NOT_FOUND         500
+#define E_NOT_READY         600
+#define E_COOP_TOO_LARGE    720
+#define E_INVALID_HANDLE    400
+/* Not a CUDA code: a call that would never return on a GPU (it waits for
+ * a grid that does not end). */
+#define E_WOULD_HANG 9999
+
+#define EXPORT __attribute__((visibility("default")))
+
+static inline int
+env_int(const char *name, int def)
+{
+    const char *s = getenv(name);
+    return s != NULL && s[0] != '\0' ? atoi(s) : def;
+}
+
+/* fake_info.c: an image the driver would accept (cubin or PTX). */
+CUresult fake_check_image(const unsigned char *img, size_t *size, int *is_ptx);
+
+#endif /* RK_TESTS_FAKE_CUDA_H */
