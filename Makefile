@@ -13,7 +13,7 @@ SOAK_SECONDS ?= 600
 # runs them.
 CTEST_SKIP ?= -LE pending
 
-.PHONY: all deps build demo test test-pending soak pytest pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format docs
+.PHONY: all deps build demo test test-pending soak pytest pycompat pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format docs
 
 all: build
 
@@ -46,6 +46,13 @@ pytest: deps
 	tools/pyvenv.sh $(BUILD)
 	RK_TEST_FAKE_CUDA=$(abspath $(BUILD))/tests/libfake_cuda.so \
 	  $(BUILD)/pyvenv/bin/python -m pytest -q -p no:cacheprovider python/tests
+
+# PyDotCompute 0.2.0's own tests of its public API, imports rewritten to
+# ringkernel (python/compat/run_pydotcompute_tests.py fetches the sdist
+# from PyPI, checksum pinned: needs the network the first time).
+pycompat: deps
+	tools/pyvenv.sh $(BUILD)
+	$(BUILD)/pyvenv/bin/python python/compat/run_pydotcompute_tests.py --work $(BUILD)/pdc-compat
 
 # The Python tests over an ASan+UBSan build of the extension and library.
 pyasan: deps

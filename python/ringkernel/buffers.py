@@ -12,9 +12,11 @@ buffer's own memory (no copy). ``host_readonly`` and ``host_write`` are
 ringkernel's additions (a read-only view; a view whose taking marks the
 host side dirty).
 
-On the CPU device the "device" side is a second host allocation, so the
-six states and the transfer counts behave as on a GPU, and ``device`` is a
-numpy array over it; on a CUDA device ``device`` is a DeviceArray (the
+With ``device="auto"`` (the default) and no usable GPU, ``device`` is the
+host array, as PyDotCompute's CPU fallback. With ``device="cpu"`` the
+"device" side is a second host allocation, so the six states and the
+transfer counts behave as on a GPU, and ``device`` is a numpy array over
+it; on a CUDA device ``device`` is a DeviceArray (the
 address, ``__cuda_array_interface__``; a CuPy array when CuPy is
 installed).
 """
@@ -100,9 +102,13 @@ class UnifiedBuffer(Generic[T]):
         if device not in ("auto", "cpu", "cuda", "any"):
             raise error("RK_EINVAL", f"UnifiedBuffer: device must be 'auto', 'cpu' or "
                         f"'cuda', got {device!r}")
+        # "auto" without a GPU: PyDotCompute's CPU fallback, where the
+        # device side *is* the host array (``device`` returns ``host``).
+        self._host_is_device = False
         if device == "auto":
             from .compute import cuda_available
             device = "cuda" if cuda_available() else "cpu"
+            self._host_is_device = device == "cpu"
         self._device_kind = {"cpu": 0, "cuda": 1, "any": 2}[device]
         self._shape = shape
         self._pinned = bool(pinned)
@@ -211,6 +217,8 @@ class UnifiedBuffer(Generic[T]):
         """The device copy, synchronised from the host side first when that
         is newer (state unchanged otherwise): a numpy array over it on the
         CPU device, a DeviceArray (CuPy array with CuPy) on CUDA."""
+        if self._host_is_device:
+            return self.host  # no GPU (device="auto"): PyDotCompute's fallback
         b = self._buf()
         addr = b.op("device_read")
         shape = self._shape

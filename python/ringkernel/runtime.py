@@ -128,8 +128,12 @@ class BlockingRuntime:
         return self._active and not self.closed
 
     def _not_found(self, kernel_id: str, op: str):
+        try:
+            was = f" (it is {KernelState(self._core.state(kernel_id)).name})"
+        except Exception:
+            was = ""
         return error("RK_ENOTFOUND", f"{op}: kernel {kernel_id!r} is not running in this "
-                     f"runtime (kernels: {self.kernel_ids}); launch it first",
+                     f"runtime{was}; running: {self.kernel_ids}; launch it first",
                      KernelNotFoundError)
 
     def _inactive(self, kernel_id: str, op: str):
