@@ -60,7 +60,7 @@ class KernelSpec:
     spin: int = 0
     backend: str = "auto"
 
-    def register(self, core_rt) -> None:
+    def register(self, core_rt, telemetry_off: bool = False) -> None:
         if self.backpressure not in _BACKPRESSURE:
             raise ValueError(f"backpressure must be one of {sorted(_BACKPRESSURE)}")
         core_rt.register_actor(
@@ -72,7 +72,11 @@ class KernelSpec:
             backpressure=_BACKPRESSURE[self.backpressure],
             when_inactive=_WHEN_INACTIVE[self.when_inactive],
             restart=_RESTART[self.restart], max_restarts=self.max_restarts,
-            priority_bands=self.priority_bands, spin=self.spin)
+            priority_bands=self.priority_bands, spin=self.spin,
+            telemetry_off=telemetry_off)
+        # grid_size / block_size stay with the spec (ctx.grid_size, the
+        # RingKernel's config): a Python actor is one kernel thread, and the
+        # C cpu backend takes no grid; they size the actor's GPU work.
 
 
 class KernelContext:
@@ -107,6 +111,15 @@ class KernelContext:
     def wait_active(self) -> None:
         """Returns once the kernel is active (a safe point)."""
         self._c.should_terminate()
+
+    @property
+    def grid_size(self) -> int:
+        """The kernel's grid_size setting (for its GPU compute kernels)."""
+        return self._spec.grid_size
+
+    @property
+    def block_size(self) -> int:
+        return self._spec.block_size
 
     @property
     def backend(self) -> str:

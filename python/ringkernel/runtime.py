@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator, Callable, Iterator, Optional
 
 from . import _core
 from .errors import (ClosedError, KernelAlreadyExistsError, KernelNotFoundError,
-                     KernelStateError, KernelTerminatedError, error)
+                     KernelStateError, KernelTerminatedError, RingKernelError, error)
 from .kernels import KernelSpec, _ns, _registry, get_registered_kernel
 from .lifecycle import RingKernel, RingKernelConfig
 from .messages import msgtype_of
@@ -87,6 +87,7 @@ class BlockingRuntime:
         self._core = _core.Runtime(**self._core_args)
         self._pid = os.getpid()
         self._registered: set[str] = set()
+        self._specs: dict[str, KernelSpec] = {}
         self._types: dict[str, tuple[Optional[type], Optional[type]]] = {}
         # kernel id -> its output's MsgType (or None): receive's lookup.
         self._out_mt: dict[str, Any] = {}
@@ -164,8 +165,9 @@ class BlockingRuntime:
             spec = get_registered_kernel(kernel_id)
             if spec is None:
                 return  # maybe a C kernel: the C runtime will say
-        spec.register(self._core)
+        spec.register(self._core, telemetry_off=not self._enable_telemetry)
         self._registered.add(kernel_id)
+        self._specs[kernel_id] = spec
         self._set_types(kernel_id, spec.input_type, spec.output_type)
 
     def _register_known(self) -> None:
@@ -196,6 +198,13 @@ class BlockingRuntime:
         self._launch(kernel_id, kernel_func, input_type=input_type,
                      output_type=output_type, **kw)
         it, ot = self._types.get(kernel_id, (None, None))
+        spec = self._specs.get(kernel_id)
+        if config is None and spec is not None:
+            config = RingKernelConfig(
+                kernel_id=kernel_id, grid_size=spec.grid_size, block_size=spec.block_size,
+                input_queue_size=spec.input_queue_size,
+                output_queue_size=spec.output_queue_size,
+                backpressure_strategy=spec.backpressure)
         k = self._kernels[kernel_id] = RingKernel(
             self, kernel_id, config or RingKernelConfig(kernel_id=kernel_id), it, ot)
         if self._strict_activate:
@@ -287,6 +296,10 @@ class BlockingRuntime:
             if kernel_id not in self._kernels and not self.closed:
                 raise self._not_found(kernel_id, "send") from None
             raise
+        except TypeError as e:
+            if isinstance(e, RingKernelError):
+                raise
+            raise _bad_message(kernel_id, message, e) from None
 
     def send_fixed(self, kernel_id: str, message: Any, *,
                    timeout: Optional[float] = None) -> None:
@@ -630,7 +643,7 @@ class RingKernelRuntime(BlockingRuntime):
             try:
                 self._core.send(kernel_id, message)  # the message's own type
                 return
-            except KernelStateError:
+            except (KernelStateError, TypeError):
                 pass  # the full path below names the error
         BlockingRuntime.send(self, kernel_id, message, timeout=timeout,
                              priority=priority, type_id=type_id)
@@ -696,6 +709,11 @@ class RingKernelRuntime(BlockingRuntime):
                 yield await self.receive(kernel_id, timeout)
             except (ClosedError, KernelTerminatedError):
                 return
+
+
+def _bad_message(kernel_id: str, message: Any, e: Exception):
+    return error("RK_ETYPE", f"send to {kernel_id!r}: a message is a @message instance "
+                 f"or bytes-like data, not {type(message).__name__} ({e})")
 
 
 # The calls a plain ``with rt:`` turns blocking on the object itself.

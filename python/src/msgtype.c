@@ -852,6 +852,16 @@ is_msgpack_map(const void *buf, size_t len)
 /* A Python-codec type: py_dec(bytes) gives the field dict (envelope keys
  * as the map had them); the envelope, when there is one, overrides them
  * as for C-codec types. */
+/* kw[key] into *out when it is a UUID (left alone when absent or None). */
+static int
+kw_uuid(PyObject *kw, PyObject *key, rk_uuid *out)
+{
+    PyObject *v = PyDict_GetItemWithError(kw, key);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    return v == Py_None ? 0 : rkpy_uuid_get(v, out, 1);
+}
+
 static PyObject *
 py_decode(const rkpy_msgtype *mt, const rk_msg_header *hdr, const void *buf,
     size_t len)
@@ -870,23 +880,8 @@ py_decode(const rkpy_msgtype *mt, const rk_msg_header *hdr, const void *buf,
         /* As for C-codec types: the payload's ids win, the envelope fills
          * in (and gives the priority). */
         rk_msg_header e = *hdr;
-        PyObject *c = PyDict_GetItemWithError(kw, str_correlation_id);
-        if (c == NULL && PyErr_Occurred()) {
-            Py_DECREF(kw);
-            return NULL;
-        }
-        if (c != NULL && c != Py_None
-            && rkpy_uuid_get(c, &e.correlation_id, 1) < 0) {
-            Py_DECREF(kw);
-            return NULL;
-        }
-        PyObject *id = PyDict_GetItemWithError(kw, str_message_id);
-        if (id == NULL && PyErr_Occurred()) {
-            Py_DECREF(kw);
-            return NULL;
-        }
-        if (id != NULL && id != Py_None
-            && rkpy_uuid_get(id, &e.message_id, 1) < 0) {
+        if (kw_uuid(kw, str_correlation_id, &e.correlation_id) < 0
+            || kw_uuid(kw, str_message_id, &e.message_id) < 0) {
             Py_DECREF(kw);
             return NULL;
         }

@@ -192,3 +192,29 @@ def test_telemetry_object_and_stats_dict():
         assert isinstance(t, rk.RingKernelTelemetry) and t.kernel_id == "pipe_scale"
         assert t.messages_processed == t["processed"] and t["offered"] == 1
         assert rt.get_kernel_stats("pipe_scale")["processed"] == 1
+
+
+def test_bad_input_names_the_kernel_or_field():
+    with rk.RingKernelRuntime() as rt:
+        rt.launch("pipe_scale")
+        rt.activate("pipe_scale")
+        with pytest.raises(errors.MessageTypeError, match="pipe_scale.*str"):
+            rt.send("pipe_scale", "not a message")
+        with pytest.raises(errors.MessageTypeError, match="pipe_scale"):
+            rt.send("pipe_scale", Scaled(value=1.0))  # the kernel takes Raw
+        with pytest.raises(TypeError, match="kernel id"):
+            rt.send(42, Raw(values=[]))
+        with pytest.raises(errors.InvalidArgumentError, match="kernel id"):
+            rt.launch(42)
+        with pytest.raises(errors.EncodeError, match=r"Raw\.values"):
+            rt.send("pipe_scale", Raw(values=[object()]))
+        with pytest.raises(errors.QueueTimeoutError):
+            rt.receive("pipe_scale", timeout=0.01)
+
+    async def main():
+        async with rk.RingKernelRuntime() as art:
+            await art.launch("pipe_scale")
+            await art.activate("pipe_scale")
+            with pytest.raises(errors.MessageTypeError, match="pipe_scale.*int"):
+                await art.send("pipe_scale", 5)
+    asyncio.run(main())
