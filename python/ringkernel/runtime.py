@@ -20,7 +20,7 @@ import time
 import weakref
 from typing import Any, AsyncIterator, Callable, Iterator, Optional
 
-from . import _core
+from . import _core, eventloop
 from .errors import (ClosedError, KernelAlreadyExistsError, KernelNotFoundError,
                      KernelStateError, KernelTerminatedError, RingKernelError, error)
 from .kernels import KernelSpec, _ns, _registry, get_registered_kernel
@@ -546,8 +546,10 @@ class RingKernelRuntime(BlockingRuntime):
         self._spin_ns = max(0, int(async_spin_us * 1000))
         self._active = False  # until start() (PyDotCompute's)
         self._sync_mode = False
-        if self._use_uvloop:
-            _install_uvloop()
+        # uvloop's policy when uvloop is installed, as PyDotCompute does
+        # (``pip install ringkernel[fast]``; RINGKERNEL_NO_UVLOOP=1: off).
+        self._uvloop_installed = bool(self._use_uvloop and eventloop.install_uvloop())
+        self._eager_installed = False
 
     def __enter__(self) -> "RingKernelRuntime":
         """``with rt:`` and ``with RingKernelRuntime() as rt:`` alike: inside
@@ -578,9 +580,16 @@ class RingKernelRuntime(BlockingRuntime):
     async def start(self) -> None:
         """Marks the runtime active (PyDotCompute's); after a shutdown it
         starts with a new C runtime."""
-        if self._use_eager_tasks and hasattr(asyncio, "eager_task_factory"):
-            asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+        if self._use_eager_tasks:
+            self._eager_installed = eventloop.install_eager_task_factory()
         self._start_sync()
+
+    def get_loop_info(self) -> dict:
+        """The event loop's configuration (PyDotCompute's keys)."""
+        info = eventloop.get_loop_info()
+        info["runtime_uvloop_installed"] = self._uvloop_installed
+        info["runtime_eager_tasks_installed"] = self._eager_installed
+        return info
 
     async def shutdown(self, timeout: float = 10.0) -> None:
         """Closes the runtime: pending receives fail with ClosedError, then
@@ -722,18 +731,6 @@ _BLOCKING_NAMES = ("launch", "activate", "deactivate", "reactivate", "terminate"
                    "kernel_scope")
 
 
-def _install_uvloop() -> None:
-    """uvloop's event loop policy when uvloop is installed (PyDotCompute
-    does the same; ``pip install ringkernel[fast]``). RINGKERNEL_NO_UVLOOP=1
-    turns it off."""
-    if os.environ.get("RINGKERNEL_NO_UVLOOP"):
-        return
-    try:
-        import uvloop
-    except ImportError:
-        return
-    if not isinstance(asyncio.get_event_loop_policy(), uvloop.EventLoopPolicy):
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
 class BlockingView(BlockingRuntime):

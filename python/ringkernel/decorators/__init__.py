@@ -2,5 +2,6 @@
 
 from ..compute import gpu_kernel, kernel
 from ..kernels import ring_kernel
+from ..validators import validate_config, validate_message
 
-__all__ = ["kernel", "gpu_kernel", "ring_kernel"]
+__all__ = ["kernel", "gpu_kernel", "ring_kernel", "validate_message", "validate_config"]
