@@ -208,6 +208,8 @@ def message(cls: Optional[type] = None, *, type_id: Optional[int] = None,
     msgpack form, encoded in Python (``Cls.__rk_pycodec__`` is True)."""
 
     def wrap(c: type) -> type:
+        if not isinstance(c, type):
+            raise TypeError(f"@message needs a class, not {type(c).__name__}")
         if "__dataclass_fields__" not in c.__dict__:
             ann = c.__dict__.get("__annotations__", {})
             for f in ENVELOPE_FIELDS:

@@ -328,9 +328,17 @@ class BlockingRuntime:
         released, in slices, so Ctrl-C raises KeyboardInterrupt."""
         if kernel_id in self._unactivated:
             raise self._inactive(kernel_id, "receive message from")
-        return self._core.recv(kernel_id, self._out_mt.get(kernel_id)
-                               if message_type is None else msgtype_of(message_type),
-                               -1 if timeout is None else _ns(timeout))
+        live = kernel_id in self._kernels
+        try:
+            return self._core.recv(kernel_id, self._out_mt.get(kernel_id)
+                                   if message_type is None else msgtype_of(message_type),
+                                   -1 if timeout is None else _ns(timeout))
+        except KernelStateError:
+            # Terminated before this call (not while it waited): gone, as
+            # PyDotCompute forgets it.
+            if not live and not self.closed:
+                raise self._not_found(kernel_id, "receive") from None
+            raise
 
     def receive_raw(self, kernel_id: str, timeout: Optional[float] = None) -> tuple[bytes, dict]:
         """(payload bytes, envelope dict) of the next output."""
@@ -563,6 +571,14 @@ class RingKernelRuntime(BlockingRuntime):
         self._start_sync()
         return self
 
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.close()
+        finally:  # the object's calls are the awaitable ones again
+            for name in _BLOCKING_NAMES + ("start", "shutdown"):
+                self.__dict__.pop(name, None)
+            self._sync_mode = False
+
     def _start_sync(self) -> None:
         if self.closed:  # started again after a shutdown: a new C runtime
             self._core = _core.Runtime(**self._core_args)
@@ -687,7 +703,14 @@ class RingKernelRuntime(BlockingRuntime):
         r = self._receivers.get(kernel_id)
         if r is None or not (r._stash or r._waiters):
             # Nobody is ahead in line: take it directly.
-            v = self._core.recv(kernel_id, self._out_mt.get(kernel_id), self._spin_ns, True)
+            try:
+                v = self._core.recv(kernel_id, self._out_mt.get(kernel_id), self._spin_ns, True)
+            except KernelStateError:
+                # Terminated before this call: gone, as PyDotCompute forgets it
+                # (a receive that was waiting gets KernelTerminatedError).
+                if kernel_id not in self._kernels and not self.closed:
+                    raise self._not_found(kernel_id, "receive") from None
+                raise
             if v is not None:
                 return v
         return await self._receiver(kernel_id).get(timeout)

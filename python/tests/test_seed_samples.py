@@ -218,3 +218,19 @@ def test_bad_input_names_the_kernel_or_field():
             with pytest.raises(errors.MessageTypeError, match="pipe_scale.*int"):
                 await art.send("pipe_scale", 5)
     asyncio.run(main())
+
+
+def test_terminated_kernel_is_not_found_and_with_then_async_with():
+    rt = rk.RingKernelRuntime()
+    with rt:
+        rt.launch("pipe_scale")
+        rt.activate("pipe_scale")
+        rt.terminate("pipe_scale")
+        with pytest.raises(errors.KernelNotFoundError, match="pipe_scale"):
+            rt.receive("pipe_scale", timeout=0.01)
+
+    async def main():  # after the plain with, the calls are awaitable again
+        async with rt:
+            k = await rt.launch("pipe_scale")
+            assert k.state == rk.KernelState.LAUNCHED and rt.is_active
+    asyncio.run(main())
