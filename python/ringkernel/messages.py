@@ -43,7 +43,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _core
-from .errors import error
+from .errors import KernelAlreadyExistsError, error
 
 # rk_fclass / rk_fkind values (include/ringkernel/message.h)
 SCALAR, ARRAY, VLA, BYTES, STRING, NESTED = range(6)
@@ -268,17 +268,28 @@ def _attach(dc: type, wire: str, type_id: Optional[int], plain: bool) -> Any:
             dynamic = True  # PyDotCompute's msgpack form, in Python
     tid = type_id or _type_id(wire)
     if dynamic or not specs:
-        mt = _core.MsgType(wire, tid, [("__payload__", BLOB_CLS, K_NONE, DEFAULT_BYTES_MAX, None, 0)],
-                           dc, _pycodec(dc, wire))
+        fields = [("__payload__", BLOB_CLS, K_NONE, DEFAULT_BYTES_MAX, None, 0)]
+        codec = _pycodec(dc, wire)
         specs = []
     else:
-        fields = []
+        fields, codec = [], None
         for n, s in specs:
             nested = s.nested
             if s.cls == NESTED and nested is not _UUID_MT:
                 nested = nested.__rk_msgtype__
             fields.append((n, s.cls, s.kind, s.count, nested, s.present))
-        mt = _core.MsgType(wire, tid, fields, dc)
+    try:
+        mt = _core.MsgType(wire, tid, fields, dc, codec)
+    except KernelAlreadyExistsError:
+        if type_id:
+            raise  # an id given explicitly: the caller must choose another
+        # Another class of this name with another layout (a module declared
+        # twice, two modules with a "Request"): as in PyDotCompute, the
+        # later class is the one the name stands for; it keeps the wire
+        # name and gets an id of its own, outside the C type registry.
+        n = _redeclared[wire] = _redeclared.get(wire, 0) + 1
+        mt = _core.MsgType(wire, _type_id(f"{wire}#{n}"), fields, dc, codec, False)
+    if codec is None:
         mt.fast = plain  # decode may fill __dict__ without __init__
     type.__setattr__(dc, "__rk_msgtype__", mt)
     type.__setattr__(dc, "__rk_fields__", dict(specs))
@@ -290,6 +301,8 @@ def _attach(dc: type, wire: str, type_id: Optional[int], plain: bool) -> Any:
 
 
 BLOB_CLS = BYTES
+#: how many times each wire name was declared again with another layout
+_redeclared: dict = {}
 
 
 # ------------------------------------------- PyDotCompute's msgpack form

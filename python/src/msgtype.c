@@ -964,14 +964,15 @@ static int
 msgtype_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     rkpy_msgtype *mt = (rkpy_msgtype *)self;
-    static char *kwlist[]
-        = { "name", "type_id", "fields", "cls", "pycodec", NULL };
+    static char *kwlist[] = { "name", "type_id", "fields", "cls", "pycodec",
+        "register", NULL };
     const char *name;
     unsigned long type_id;
     PyObject *fields, *cls = Py_None, *pycodec = Py_None;
     PyObject *py_enc = NULL, *py_dec = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "skO!|OO", kwlist, &name,
-            &type_id, &PyList_Type, &fields, &cls, &pycodec))
+    int do_register = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "skO!|OOp", kwlist, &name,
+            &type_id, &PyList_Type, &fields, &cls, &pycodec, &do_register))
         return -1;
     if (pycodec != Py_None
         && (!PyArg_ParseTuple(pycodec, "OO", &py_enc, &py_dec)
@@ -1100,7 +1101,10 @@ msgtype_init(PyObject *self, PyObject *args, PyObject *kwds)
         PyErr_NoMemory();
         goto fail;
     }
-    int rc = rk_msgtype_register(t);
+    /* register=False: a second class with a name the registry has (with
+     * another layout) gets a descriptor of its own, outside the registry
+     * (it keeps its wire name; messages.py gives it another id). */
+    int rc = do_register ? rk_msgtype_register(t) : RK_OK;
     if (rc == RK_EEXIST) {
         /* The same class declared again (a reloaded module): reuse the
          * registered descriptor when its layout is the same. */

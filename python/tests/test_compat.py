@@ -104,3 +104,38 @@ def test_accelerator_memory_pool_orchestrator():
         rk.KernelLaunchConfig(block_size=0)
     with pytest.raises(errors.InvalidConfigurationError, match="device"):
         rk.kernel(device="tpu")
+
+
+def test_a_name_declared_again_with_another_layout():
+    """PyDotCompute lets a later class take a message name (two modules
+    with a "Request"); so does ringkernel: the later class keeps the wire
+    name, gets a type id of its own, and both still travel."""
+    @rk.message
+    class Redecl:
+        a: float
+    first = Redecl
+
+    @rk.message
+    class Redecl:  # noqa: F811
+        b: int
+        c: str
+
+    assert first.__rk_msgtype__.type_id != Redecl.__rk_msgtype__.type_id
+    assert rk.get_message_type("Redecl") is Redecl
+    assert Redecl.deserialize(Redecl(b=1, c="x").serialize()).c == "x"
+
+    def echo(ctx):
+        while not ctx.should_terminate:
+            ctx.send(ctx.receive())
+
+    with rk.RingKernelRuntime() as rt:
+        rt.launch("redecl_echo", echo)
+        rt.activate("redecl_echo")
+        rt.send("redecl_echo", first(a=1.5))
+        rt.send("redecl_echo", Redecl(b=2, c="y"))
+        assert rt.receive("redecl_echo", timeout=5).a == 1.5
+        assert rt.receive("redecl_echo", timeout=5).c == "y"
+    with pytest.raises(errors.KernelAlreadyExistsError, match="type id"):
+        @rk.message(type_id=first.__rk_msgtype__.type_id)
+        class Other:
+            z: int
