@@ -20,7 +20,6 @@ import argparse
 import ast
 import hashlib
 import io
-import os
 import re
 import subprocess
 import sys
@@ -171,8 +170,7 @@ def main() -> int:
            "--rootdir", str(tests), "-p", "no:cacheprovider", "-q"]
     cmd += [f"--deselect={t}" for t in EXCLUDED]
     cmd += rest + [str(tests)]
-    env = dict(os.environ, RINGKERNEL_NO_UVLOOP=os.environ.get("RINGKERNEL_NO_UVLOOP", ""))
-    return subprocess.call(cmd, cwd=str(tests), env=env)
+    return subprocess.call(cmd, cwd=str(tests))
 
 
 if __name__ == "__main__":
