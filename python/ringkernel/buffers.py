@@ -92,7 +92,7 @@ class UnifiedBuffer(Generic[_S]):
     def __init__(self, shape: _Shape, dtype: type[_S] | np.dtype[_S],
                  device: str = "auto", *, pinned: bool = False) -> None: ...
     @overload
-    def __init__(self: UnifiedBuffer[Any], shape: _Shape, dtype: Any,
+    def __init__(self: UnifiedBuffer[Any], shape: _Shape, dtype: str,
                  device: str = "auto", *, pinned: bool = False) -> None: ...
 
     def __init__(self, shape: Any, dtype: Any = np.float32, device: str = "auto", *,
@@ -249,7 +249,7 @@ class UnifiedBuffer(Generic[_S]):
             return a if self._native else a.view(self._dtype).reshape(shape)
         d = DeviceArray(addr, shape, self._dtype, b)
         try:
-            import cupy  # type: ignore[import-not-found, unused-ignore]
+            import cupy
             return cupy.asarray(d)
         except ImportError:
             return d
@@ -290,9 +290,9 @@ class UnifiedBuffer(Generic[_S]):
         """Copies whichever side is newer to the other (PyDotCompute's)."""
         st = self.state
         if st == BufferState.HOST_DIRTY:
-            self._b.op("ensure_device")
+            self._buf().op("ensure_device")
         elif st == BufferState.DEVICE_DIRTY:
-            self._b.op("ensure_host")
+            self._buf().op("ensure_host")
 
     async def ensure_on_device(self) -> None:
         """Makes the device copy current (awaitable, as PyDotCompute's)."""
@@ -312,7 +312,7 @@ class UnifiedBuffer(Generic[_S]):
                         f"buffer of shape {self._shape}")
         if not self.is_allocated:
             self.allocate()
-        np.copyto(self._view(self._b, 1), src.reshape(self._shape), casting="unsafe")
+        np.copyto(self._view(self._buf(), 1), src.reshape(self._shape), casting="unsafe")
 
     def copy_to(self, out: np.ndarray[Any, Any]) -> None:
         """Copies the host side (synchronised first) into out."""
@@ -323,13 +323,13 @@ class UnifiedBuffer(Generic[_S]):
     def zeros(self) -> UnifiedBuffer[_S]:
         if not self.is_allocated:
             self.allocate()
-        self._b.op("zeros")
+        self._buf().op("zeros")
         return self
 
     def fill(self, value: Any) -> UnifiedBuffer[_S]:
         if not self.is_allocated:
             self.allocate()
-        self._view(self._b, 1).fill(value)
+        self._view(self._buf(), 1).fill(value)
         return self
 
     @property

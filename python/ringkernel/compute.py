@@ -56,12 +56,12 @@ class DeviceProperties:
     device_id: int
     device_type: DeviceType
     name: str
-    compute_capability: Optional[tuple] = None
+    compute_capability: Optional[tuple[int, int]] = None
     total_memory: int = 0
     multiprocessor_count: int = 1
     max_threads_per_block: int = 1
-    max_block_dims: tuple = (1, 1, 1)
-    max_grid_dims: tuple = (1, 1, 1)
+    max_block_dims: tuple[int, ...] = (1, 1, 1)
+    max_grid_dims: tuple[int, ...] = (1, 1, 1)
     warp_size: int = 1
     is_available: bool = True
 
@@ -87,6 +87,8 @@ class Accelerator:
     the GPU when the C runtime can use one, else the CPU."""
 
     _instance: Optional["Accelerator"] = None
+    _devices: list[DeviceProperties]
+    _current: int
 
     def __new__(cls) -> "Accelerator":
         if cls._instance is None:
@@ -123,7 +125,7 @@ class Accelerator:
         return self._devices[self._current]
 
     @property
-    def devices(self) -> list:
+    def devices(self) -> list[DeviceProperties]:
         return list(self._devices)
 
     def get_device(self, device_id: int) -> DeviceProperties:
@@ -140,7 +142,7 @@ class Accelerator:
         """Nothing is queued asynchronously outside the C calls, which
         complete before they return."""
 
-    def get_memory_info(self) -> dict:
+    def get_memory_info(self) -> dict[str, int]:
         total = self.current_device.total_memory
         return {"free": 0, "total": total if self.current_device.device_type ==
                 DeviceType.CUDA else 0, "used": 0}
@@ -252,23 +254,25 @@ class KernelRegistry:
     ``ctx.execute_kernel(name, args)`` runs them."""
 
     _instance: Optional["KernelRegistry"] = None
+    _kernels: dict[str, Callable[..., Any]]
 
     def __new__(cls) -> "KernelRegistry":
         if cls._instance is None:
-            cls._instance = super().__new__(cls)
-            cls._instance._kernels = {}
+            inst = super().__new__(cls)
+            inst._kernels = {}
+            cls._instance = inst
         return cls._instance
 
-    def register(self, name: str, func: Callable, *, overwrite: bool = False) -> None:
+    def register(self, name: str, func: Callable[..., Any], *, overwrite: bool = False) -> None:
         if name in self._kernels and not overwrite:
             raise error("RK_EEXIST", f"kernel {name!r} is already registered "
                         "(overwrite=True replaces it)", InvalidConfigurationError)
         self._kernels[name] = func
 
-    def get(self, name: str) -> Optional[Callable]:
+    def get(self, name: str) -> Optional[Callable[..., Any]]:
         return self._kernels.get(name)
 
-    def list(self) -> list:
+    def list(self) -> list[str]:
         return list(self._kernels)
 
     def clear(self) -> None:
@@ -282,8 +286,8 @@ def get_kernel_registry() -> KernelRegistry:
 _DEVICES = ("auto", "cuda", "cpu")
 
 
-def kernel(func: Optional[Callable] = None, *, name: Optional[str] = None, device: str = "auto",
-           fastmath: bool = True, cache: bool = True):
+def kernel(func: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
+           device: str = "auto", fastmath: bool = True, cache: bool = True) -> Any:
     """A one-shot compute kernel (PyDotCompute's @kernel): a function called
     with its arguments. On the CPU it runs as the Python function it is
     (``device="cuda"`` without a GPU falls back to it, as PyDotCompute's
@@ -294,10 +298,11 @@ def kernel(func: Optional[Callable] = None, *, name: Optional[str] = None, devic
         raise error("RK_EINVAL", f"@kernel: device must be one of {_DEVICES}, got {device!r}",
                     InvalidConfigurationError)
 
-    def wrap(fn: Callable) -> Callable:
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fn):
             raise TypeError(f"@kernel needs a function, not {type(fn).__name__}")
-        meta = {"name": name or fn.__name__, "device": device, "fastmath": fastmath,
+        kname: str = name or fn.__name__
+        meta: dict[str, Any] = {"name": kname, "device": device, "fastmath": fastmath,
                 "cache": cache, "compiled": None}
 
         @functools.wraps(fn)
@@ -308,32 +313,34 @@ def kernel(func: Optional[Callable] = None, *, name: Optional[str] = None, devic
 
         wrapper._kernel_meta = meta  # type: ignore[attr-defined]
         wrapper._original_func = fn  # type: ignore[attr-defined]
-        KernelRegistry().register(meta["name"], wrapper, overwrite=True)
+        KernelRegistry().register(kname, wrapper, overwrite=True)
         return wrapper
 
     return wrap(func) if func is not None else wrap
 
 
-def _compile(fn: Callable, meta: dict) -> Callable:
+def _compile(fn: Callable[..., Any], meta: dict[str, Any]) -> Callable[..., Any]:
     if meta["device"] == "cuda" and cuda_available():
         try:
-            from numba import cuda as ncuda  # type: ignore
-            return ncuda.jit(fastmath=meta["fastmath"], cache=meta["cache"])(fn)
+            from numba import cuda as ncuda
+            jitted: Callable[..., Any] = ncuda.jit(fastmath=meta["fastmath"],
+                                                   cache=meta["cache"])(fn)
+            return jitted
         except ImportError:
             pass
     return fn  # the CPU path: the function itself
 
 
-def gpu_kernel(func: Optional[Callable] = None, *, name: Optional[str] = None,
+def gpu_kernel(func: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
                signature: Optional[str] = None, fastmath: bool = True, debug: bool = False,
-               cache: bool = True):
+               cache: bool = True) -> Any:
     """A Numba CUDA kernel (PyDotCompute's @gpu_kernel): needs numba
     (``pip install ringkernel[cuda]``); RuntimeError without it, as
     PyDotCompute."""
 
-    def wrap(fn: Callable) -> Callable:
+    def wrap(fn: Callable[..., Any]) -> Any:
         try:
-            from numba import cuda as ncuda  # type: ignore
+            from numba import cuda as ncuda
         except ImportError as e:
             raise RuntimeError(f"CUDA not available for @gpu_kernel. Error: {e}") from e
         jit = ncuda.jit(signature, fastmath=fastmath, debug=debug, cache=cache) if signature \
@@ -347,9 +354,9 @@ def gpu_kernel(func: Optional[Callable] = None, *, name: Optional[str] = None,
     return wrap(func) if func is not None else wrap
 
 
-def cuda_source(source: str) -> Callable:
+def cuda_source(source: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Attaches CUDA C source to a function (``__cuda_source__``)."""
-    def wrap(fn: Callable) -> Callable:
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn.__cuda_source__ = source  # type: ignore[attr-defined]
         return fn
     return wrap
@@ -360,18 +367,16 @@ def cuda_source(source: str) -> Callable:
 class KernelLaunchConfig:
     """Grid, block, shared memory and stream of one launch."""
 
-    grid_size: tuple = (1,)
-    block_size: tuple = (256,)
+    # an int is taken as a 1-tuple (__post_init__)
+    grid_size: tuple[int, ...] = (1,)
+    block_size: tuple[int, ...] = (256,)
     shared_memory_bytes: int = 0
     stream: Any = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.grid_size, int):
-            self.grid_size = (self.grid_size,)
-        if isinstance(self.block_size, int):
-            self.block_size = (self.block_size,)
         for n in ("grid_size", "block_size"):
-            v = tuple(getattr(self, n))
+            v: Any = getattr(self, n)
+            v = (v,) if isinstance(v, int) else tuple(v)
             if not 1 <= len(v) <= 3 or any(not isinstance(d, int) or d < 1 for d in v):
                 raise error("RK_EINVAL", f"KernelLaunchConfig.{n} must be 1-3 ints >= 1, "
                             f"got {getattr(self, n)!r}", InvalidConfigurationError)
@@ -403,9 +408,9 @@ class ComputeOrchestrator:
     def __init__(self) -> None:
         self._accelerator: Optional[Accelerator] = None
         self._memory_pool: Optional[MemoryPool] = None
-        self._registered_kernels: dict = {}
-        self._execution_history: list = []
-        self._streams: list = []
+        self._registered_kernels: dict[str, Callable[..., Any]] = {}
+        self._execution_history: list[KernelExecution] = []
+        self._streams: list[Any] = []
         self._active = False
 
     async def __aenter__(self) -> "ComputeOrchestrator":
@@ -443,13 +448,13 @@ class ComputeOrchestrator:
     def memory_pool(self) -> Optional[MemoryPool]:
         return self._memory_pool
 
-    def register_kernel(self, name: str, kernel_func: Callable) -> None:
+    def register_kernel(self, name: str, kernel_func: Callable[..., Any]) -> None:
         if not isinstance(name, str) or not callable(kernel_func):
             raise error("RK_EINVAL", f"register_kernel: needs a str name and a callable, got "
                         f"{name!r}, {type(kernel_func).__name__}")
         self._registered_kernels[name] = kernel_func
 
-    def get_kernel(self, name: str) -> Optional[Callable]:
+    def get_kernel(self, name: str) -> Optional[Callable[..., Any]]:
         return self._registered_kernels.get(name)
 
     async def launch_kernel(self, kernel: Any, config: KernelLaunchConfig, *args: Any,
@@ -457,6 +462,7 @@ class ComputeOrchestrator:
         """Runs the kernel (a function or a registered name) with args and
         returns the record of the run; a kernel's exception is recorded and
         raised again. ValueError for a name that is not registered."""
+        fn: Any  # a function, or a Numba kernel (indexed by the launch config)
         if isinstance(kernel, str):
             fn = self._registered_kernels.get(kernel)
             if fn is None:
@@ -493,7 +499,7 @@ class ComputeOrchestrator:
         if not cuda_available():
             return None
         try:
-            import cupy as cp  # type: ignore
+            import cupy as cp
         except ImportError:
             return None
         s = cp.cuda.Stream()
@@ -505,7 +511,7 @@ class ComputeOrchestrator:
             self._accelerator.synchronize()
 
     def get_execution_history(self, limit: Optional[int] = None,
-                              kernel_name: Optional[str] = None) -> list:
+                              kernel_name: Optional[str] = None) -> list[KernelExecution]:
         h = self._execution_history
         if kernel_name:
             h = [e for e in h if e.kernel_name == kernel_name]

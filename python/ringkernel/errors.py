@@ -12,6 +12,8 @@ PyDotCompute's where it has one (``KernelNotFoundError``,
 
 from __future__ import annotations
 
+from typing import Optional
+
 from . import _core
 
 
@@ -177,7 +179,8 @@ def _make(code: int, name: str, message: str, detail: str) -> RingKernelError:
     return ERROR_CLASSES.get(code, RingKernelError)(code, name, message, detail)
 
 
-def error(code_name: str, detail: str = "", cls: type = None) -> RingKernelError:
+def error(code_name: str, detail: str = "",
+          cls: Optional[type[RingKernelError]] = None) -> RingKernelError:
     """A ringkernel exception for a C error name, built in Python (cls: a
     class of the Python layer to raise instead of the code's own)."""
     for code, c in ERROR_CLASSES.items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 _eager = False
 
@@ -60,7 +60,7 @@ def is_eager_tasks_installed() -> bool:
     return _eager
 
 
-def get_loop_info() -> dict:
+def get_loop_info() -> dict[str, Any]:
     try:
         loop_class = type(asyncio.get_running_loop()).__name__
     except RuntimeError:
@@ -81,5 +81,5 @@ def create_optimized_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def optimize_current_loop() -> dict:
+def optimize_current_loop() -> dict[str, bool]:
     return {"uvloop": is_uvloop_installed(), "eager_tasks": install_eager_task_factory()}

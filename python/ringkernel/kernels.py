@@ -128,7 +128,8 @@ class KernelContext:
         it asked for it (or "auto") and a GPU is usable, else "cpu"."""
         return _resolve_backend(self._spec.backend)
 
-    def execute_kernel(self, name: str, args: Any = (), kwargs: Optional[dict] = None) -> Any:
+    def execute_kernel(self, name: str, args: Any = (),
+                       kwargs: Optional[dict[str, Any]] = None) -> Any:
         """Runs a compute kernel (a function registered with @kernel(name=)
         or register_kernel) with args, and returns its result."""
         from .compute import get_kernel_registry
@@ -200,8 +201,8 @@ class AsyncKernelContext(KernelContext):
     async def wait_active(self) -> None:  # type: ignore[override]
         self._c.should_terminate()
 
-    async def execute_kernel(self, name: str, args: Any = (),  # type: ignore[override]
-                             kwargs: Optional[dict] = None) -> Any:
+    async def execute_kernel(self, name: str, args: Any = (),
+                             kwargs: Optional[dict[str, Any]] = None) -> Any:
         r = KernelContext.execute_kernel(self, name, args, kwargs)
         if inspect.isawaitable(r):
             r = await r
@@ -218,14 +219,11 @@ def _resolve_backend(b: str) -> str:
 def _backend_name(backend: Any) -> str:
     if backend is None:
         return "auto"
-    if isinstance(backend, str):
-        name = backend
-    else:
-        name = getattr(backend, "name", None)
+    name: Any = backend if isinstance(backend, str) else getattr(backend, "name", None)
     if name not in ("cpu", "cuda", "auto"):
         raise error("RK_EINVAL", f"backend must be 'cpu', 'cuda', 'auto' or a backend "
                     f"class from ringkernel.backends, not {backend!r}", InvalidConfigurationError)
-    return name
+    return str(name)
 
 
 def _check_type(what: str, kernel_id: str, t: Any) -> None:
@@ -303,7 +301,7 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
     Runtimes register it when it is first launched."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        kid = kernel_id or getattr(fn, "__name__", None)
+        kid: str = kernel_id or getattr(fn, "__name__", None) or repr(fn)
         if not callable(fn):
             raise TypeError(f"@ring_kernel needs a function, not {type(fn).__name__}")
         if backpressure not in _BACKPRESSURE:
@@ -315,10 +313,10 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
         for name, v in (("queue_size", queue_size), ("grid_size", grid_size),
                         ("block_size", block_size)):
             _check_size(kid, name, v)
-        for name, v in (("input_queue_size", input_queue_size),
-                        ("output_queue_size", output_queue_size)):
-            if v is not None:
-                _check_size(kid, name, v)
+        for name, opt in (("input_queue_size", input_queue_size),
+                          ("output_queue_size", output_queue_size)):
+            if opt is not None:
+                _check_size(kid, name, opt)
         spec = KernelSpec(
             kernel_id=kid, func=fn, input_type=input_type,
             output_type=output_type,
@@ -353,10 +351,11 @@ def get_registered_kernel(kernel_id: str) -> Optional[KernelSpec]:
     return _registry.get(kernel_id)
 
 
-def get_ring_kernel_meta(func: Callable) -> Optional[dict]:
+def get_ring_kernel_meta(func: Callable[..., Any]) -> Optional[dict[str, Any]]:
     """The metadata @ring_kernel attached to func, or None."""
-    return getattr(func, "_ring_kernel_meta", None)
+    meta: Optional[dict[str, Any]] = getattr(func, "_ring_kernel_meta", None)
+    return meta
 
 
-def is_ring_kernel(func: Callable) -> bool:
+def is_ring_kernel(func: Callable[..., Any]) -> bool:
     return get_ring_kernel_meta(func) is not None

@@ -5,7 +5,10 @@ runtime, whose state is the C runtime's)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from .runtime import BlockingRuntime, KernelState
 
 
 @dataclasses.dataclass
@@ -29,7 +32,7 @@ class RingKernelConfig:
                 raise error("RK_EINVAL", f"kernel {self.kernel_id!r}: {name} must be an int "
                             f">= 1, got {v!r}", InvalidConfigurationError)
 
-    def as_kwargs(self) -> dict:
+    def as_kwargs(self) -> dict[str, Any]:
         return {"input_queue_size": self.input_queue_size,
                 "output_queue_size": self.output_queue_size,
                 "grid_size": self.grid_size, "block_size": self.block_size,
@@ -41,7 +44,7 @@ class RingKernel:
     runtime's, by id; ``state`` is read from the C runtime each time."""
 
     def __init__(self, runtime: Any, kernel_id: str, config: Optional[RingKernelConfig] = None,
-                 input_type: Optional[type] = None, output_type: Optional[type] = None):
+                 input_type: Optional[type] = None, output_type: Optional[type] = None) -> None:
         self._rt = runtime
         self.kernel_id = kernel_id
         self._config = config or RingKernelConfig(kernel_id=kernel_id)
@@ -49,14 +52,15 @@ class RingKernel:
         self.output_type = output_type
 
     @property
-    def state(self):
-        return self._rt.get_kernel_state(self.kernel_id)
+    def state(self) -> KernelState:
+        st: KernelState = self._rt.get_kernel_state(self.kernel_id)
+        return st
 
     @property
     def config(self) -> RingKernelConfig:
         return self._config
 
-    def _blocking(self):
+    def _blocking(self) -> type[BlockingRuntime]:
         from .runtime import BlockingRuntime
         return BlockingRuntime
 

@@ -233,9 +233,11 @@ def message(cls: Optional[type[_T]] = None, *, type_id: Optional[int] = None,
     ``Any``...) make the whole type travel through PyDotCompute's own
     msgpack form, encoded in Python (``Cls.__rk_pycodec__`` is True)."""
 
-    def wrap(c: Any) -> Any:
-        if not isinstance(c, type):
-            raise TypeError(f"@message needs a class, not {type(c).__name__}")
+    def wrap(arg: Any) -> Any:
+        if not isinstance(arg, type):
+            raise TypeError(f"@message needs a class, not {type(arg).__name__}")
+        c: Any = arg
+        dc: Any
         if "__dataclass_fields__" not in c.__dict__:
             ann = c.__dict__.get("__annotations__", {})
             for f in ENVELOPE_FIELDS:
@@ -280,7 +282,7 @@ def _attach(dc: type, wire: str, type_id: Optional[int], plain: bool) -> Any:
         hints = typing.get_type_hints(dc, include_extras=True)
     except Exception:  # an annotation that does not resolve here
         hints = {}
-    specs: list = []
+    specs: list[tuple[str, Any]] = []
     dynamic = False
     for f in dataclasses.fields(dc):
         if f.name in ENVELOPE_FIELDS:
@@ -313,8 +315,8 @@ def _attach(dc: type, wire: str, type_id: Optional[int], plain: bool) -> Any:
         # twice, two modules with a "Request"): as in PyDotCompute, the
         # later class is the one the name stands for; it keeps the wire
         # name and gets an id of its own, outside the C type registry.
-        n = _redeclared[wire] = _redeclared.get(wire, 0) + 1
-        mt = _core.MsgType(wire, _type_id(f"{wire}#{n}"), fields, dc, codec, False)
+        again = _redeclared[wire] = _redeclared.get(wire, 0) + 1
+        mt = _core.MsgType(wire, _type_id(f"{wire}#{again}"), fields, dc, codec, False)
     if codec is None:
         mt.fast = plain  # decode may fill __dict__ without __init__
     type.__setattr__(dc, "__rk_msgtype__", mt)
@@ -328,7 +330,7 @@ def _attach(dc: type, wire: str, type_id: Optional[int], plain: bool) -> Any:
 
 BLOB_CLS = BYTES
 #: how many times each wire name was declared again with another layout
-_redeclared: dict = {}
+_redeclared: dict[str, int] = {}
 
 
 # ------------------------------------------- PyDotCompute's msgpack form
@@ -342,7 +344,7 @@ def _pdc_default(obj: Any) -> Any:
     raise TypeError(f"cannot encode a {type(obj).__name__}")
 
 
-def _pdc_hook(obj: dict) -> Any:
+def _pdc_hook(obj: dict[str, Any]) -> Any:
     if "__uuid_bin__" in obj:
         return uuid.UUID(bytes=obj["__uuid_bin__"])
     if "__uuid__" in obj:
@@ -352,7 +354,7 @@ def _pdc_hook(obj: dict) -> Any:
     return obj
 
 
-def _msgpack():
+def _msgpack() -> Any:
     try:
         import msgpack
     except ImportError:  # pragma: no cover - a dependency of the package
@@ -361,7 +363,8 @@ def _msgpack():
     return msgpack
 
 
-def _pycodec(cls: type, wire: str):
+def _pycodec(cls: type, wire: str) -> tuple[Callable[[Any], bytes],
+                                            Callable[[bytes], dict[str, Any]]]:
     names = [f.name for f in dataclasses.fields(cls)]
     required = [f.name for f in dataclasses.fields(cls)
                 if f.init and f.default is dataclasses.MISSING
@@ -371,12 +374,13 @@ def _pycodec(cls: type, wire: str):
         d = {n: getattr(obj, n) for n in names}
         d["__type__"] = wire
         try:
-            return _msgpack().packb(d, default=_pdc_default)
+            b: bytes = _msgpack().packb(d, default=_pdc_default)
+            return b
         except (TypeError, ValueError, OverflowError) as e:
             bad = next((n for n in names if not _packable(d[n])), None)
             raise error("RK_EENCODE", f"{wire}.{bad}: {e}" if bad else f"{wire}: {e}") from None
 
-    def decode(data: bytes) -> dict:
+    def decode(data: bytes) -> dict[str, Any]:
         try:
             m = _msgpack().unpackb(data, object_hook=_pdc_hook, raw=False)
         except Exception as e:
@@ -569,7 +573,8 @@ def deserialize_message(data: bytes) -> Any:
         raise error("RK_EDECODE", f"deserialize_message: not a msgpack message ({e})") from None
     if not isinstance(m, dict):
         raise error("RK_EDECODE", "deserialize_message: the payload is not a msgpack map")
-    cls = _registry.get(m.get("__type__")) or RingKernelMessage
+    t = m.get("__type__")
+    cls: Any = (_registry.get(t) if isinstance(t, str) else None) or RingKernelMessage
     if cls is not RingKernelMessage:
         return cls.deserialize(data)
     kw = {k: m[k] for k in ENVELOPE_FIELDS if k in m}

@@ -70,7 +70,7 @@ class BlockingRuntime:
                  dead_letter_capacity: int = 0,
                  terminate_timeout: float = 5.0, host_spin_us: Optional[float] = None,
                  load_static_kernels: bool = True,
-                 backend: Optional[str] = None, accept_before_activate: bool = False):
+                 backend: Any = None, accept_before_activate: bool = False) -> None:
         """enable_telemetry, use_uvloop, use_eager_tasks: PyDotCompute's
         (telemetry off: get_telemetry returns None; the C counters run
         anyway). accept_before_activate: sends to a launched kernel that
@@ -78,7 +78,7 @@ class BlockingRuntime:
         raising KernelStateError (PyDotCompute's)."""
         if hasattr(backend, "name") and not isinstance(backend, str):
             backend = backend.name  # a backend class (ringkernel.backends)
-        self._core_args = dict(
+        self._core_args: dict[str, Any] = dict(
             max_kernels=max_kernels, dead_letter_capacity=dead_letter_capacity,
             terminate_timeout_ns=_ns(terminate_timeout),
             host_spin_ns=-1 if host_spin_us is not None and host_spin_us < 0
@@ -128,7 +128,7 @@ class BlockingRuntime:
     def is_active(self) -> bool:
         return self._active and not self.closed
 
-    def _not_found(self, kernel_id: str, op: str):
+    def _not_found(self, kernel_id: str, op: str) -> Exception:
         try:
             was = f" (it is {KernelState(self._core.state(kernel_id)).name})"
         except Exception:
@@ -137,7 +137,7 @@ class BlockingRuntime:
                      f"runtime{was}; running: {self.kernel_ids}; launch it first",
                      KernelNotFoundError)
 
-    def _inactive(self, kernel_id: str, op: str):
+    def _inactive(self, kernel_id: str, op: str) -> Exception:
         return error("RK_ESTATE", f"cannot {op} kernel {kernel_id!r} from state 'LAUNCHED': "
                      "activate it first", KernelStateError)
 
@@ -211,7 +211,7 @@ class BlockingRuntime:
             self._unactivated.add(kernel_id)
         return k
 
-    def _launch(self, kernel_id: str, kernel_func: Optional[Callable] = None, *,
+    def _launch(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None, *,
                 input_type: Optional[type] = None, output_type: Optional[type] = None,
                 **config: Any) -> None:
         if kernel_func is not None:
@@ -389,7 +389,7 @@ class BlockingRuntime:
             return None
         return RingKernelTelemetry.from_stats(kernel_id, self._core.stats(kernel_id))
 
-    def get_kernel_stats(self, kernel_id: str) -> dict:
+    def get_kernel_stats(self, kernel_id: str) -> dict[str, Any]:
         """rk_kernel_stats as a dict (state, counters, latency p50/p99...),
         whatever enable_telemetry says."""
         return self._core.stats(kernel_id)
@@ -398,12 +398,12 @@ class BlockingRuntime:
         """{kernel id: telemetry} of the running kernels ({} when off)."""
         if not self._enable_telemetry:
             return {}
-        return {k: self.get_telemetry(k) for k in self._kernels}
+        return {k: RingKernelTelemetry.from_stats(k, self._core.stats(k)) for k in self._kernels}
 
     def get_summary(self) -> dict[str, Any]:
         """Totals over the running kernels (PyDotCompute's keys)."""
         tel = [RingKernelTelemetry.from_stats(k, self._core.stats(k)) for k in self._kernels]
-        out = {"kernel_count": len(self._kernels),
+        out: dict[str, Any] = {"kernel_count": len(self._kernels),
                "total_messages_processed": sum(t.messages_processed for t in tel),
                "total_messages_dropped": sum(t.messages_dropped for t in tel),
                "total_errors": sum(t.error_count for t in tel)}
@@ -413,7 +413,7 @@ class BlockingRuntime:
         return out
 
     @contextlib.contextmanager
-    def kernel_scope(self, kernel_id: str, kernel_func: Optional[Callable] = None,
+    def kernel_scope(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None,
                      **kw: Any) -> Iterator[RingKernel]:
         """Launches and activates the kernel; terminates it on leaving."""
         k = self.launch(kernel_id, kernel_func, **kw)
@@ -600,7 +600,7 @@ class RingKernelRuntime(BlockingRuntime):
             self._eager_installed = eventloop.install_eager_task_factory()
         self._start_sync()
 
-    def get_loop_info(self) -> dict:
+    def get_loop_info(self) -> dict[str, Any]:
         """The event loop's configuration (PyDotCompute's keys)."""
         info = eventloop.get_loop_info()
         info["runtime_uvloop_installed"] = self._uvloop_installed
@@ -624,11 +624,11 @@ class RingKernelRuntime(BlockingRuntime):
         self._close_receivers()
         super().close()
 
-    async def _call(self, fn: Callable, *args: Any, **kw: Any) -> Any:
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(fn, *args, **kw))
 
-    async def launch(self, kernel_id: str, kernel_func: Optional[Callable] = None,  # type: ignore[override]
+    async def launch(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None,  # type: ignore[override]
                      **kw: Any) -> RingKernel:
         return BlockingRuntime.launch(self, kernel_id, kernel_func, **kw)
 
@@ -636,7 +636,7 @@ class RingKernelRuntime(BlockingRuntime):
         BlockingRuntime.activate(self, kernel_id)
 
     @contextlib.asynccontextmanager
-    async def kernel_scope(self, kernel_id: str, kernel_func: Optional[Callable] = None,  # type: ignore[override]
+    async def kernel_scope(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None,  # type: ignore[override]
                            **kw: Any) -> AsyncIterator[RingKernel]:
         """Launches and activates the kernel; terminates it on leaving."""
         k = await self.launch(kernel_id, kernel_func, **kw)
@@ -743,7 +743,7 @@ class RingKernelRuntime(BlockingRuntime):
                 return
 
 
-def _bad_message(kernel_id: str, message: Any, e: Exception):
+def _bad_message(kernel_id: str, message: Any, e: Exception) -> Exception:
     return error("RK_ETYPE", f"send to {kernel_id!r}: a message is a @message instance "
                  f"or bytes-like data, not {type(message).__name__} ({e})")
 

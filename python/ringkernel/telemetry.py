@@ -25,10 +25,10 @@ class RingKernelTelemetry:
     error_count: int = 0
     last_error: Optional[str] = None
     uptime_seconds: float = 0.0
-    stats: dict = dataclasses.field(default_factory=dict)
+    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_stats(cls, kernel_id: str, s: dict) -> "RingKernelTelemetry":
+    def from_stats(cls, kernel_id: str, s: dict[str, Any]) -> "RingKernelTelemetry":
         n = s.get("latency_count", 0)
         # The C runtime keeps a latency histogram, not a sum: the total is
         # the count times the median (an estimate; stats has percentiles).
@@ -55,7 +55,7 @@ class RingKernelTelemetry:
     def __getitem__(self, key: str) -> Any:
         return self.stats[key]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d.update(avg_latency_ns=self.avg_latency_ns, throughput=self.throughput)
         return d
@@ -83,7 +83,7 @@ class GPUMonitor:
     ringkernel[cuda]``); ``is_available`` is False without it or a GPU."""
 
     def __init__(self) -> None:
-        self._nvml = None
+        self._nvml: Any = None
         self._device_count = 0
         try:
             import pynvml
@@ -126,5 +126,5 @@ class GPUMonitor:
         except Exception:
             return GPUInfo(device_index=device_index)
 
-    def get_all_gpu_info(self) -> list:
+    def get_all_gpu_info(self) -> list[GPUInfo]:
         return [self.get_gpu_info(i) for i in range(self._device_count)]

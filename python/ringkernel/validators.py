@@ -50,7 +50,7 @@ def _matches(value: Any, t: Any) -> bool:
     return isinstance(value, origin) if isinstance(origin, type) else True
 
 
-def validate_config(config_cls: type) -> Callable:
+def validate_config(config_cls: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Checks a function's arguments against config_cls's annotations
     (TypeError naming the parameter)."""
     try:
@@ -58,7 +58,7 @@ def validate_config(config_cls: type) -> Callable:
     except Exception:
         hints = dict(getattr(config_cls, "__annotations__", {}))
 
-    def wrap(fn: Callable) -> Callable:
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn)
 
         @functools.wraps(fn)
@@ -80,7 +80,7 @@ def validate_queue_size(size: int, name: str = "queue_size") -> int:
     return size
 
 
-def _dims(size: Any, name: str, limit: int) -> tuple:
+def _dims(size: Any, name: str, limit: int) -> tuple[int, ...]:
     dims = (size,) if isinstance(size, int) else tuple(size)
     if not 1 <= len(dims) <= 3 or any(not isinstance(d, int) or d < 1 for d in dims):
         raise _bad(name, size, "must be 1-3 positive integers")
@@ -92,11 +92,11 @@ def _dims(size: Any, name: str, limit: int) -> tuple:
     return dims
 
 
-def validate_grid_size(size: Any, name: str = "grid_size") -> tuple:
+def validate_grid_size(size: Any, name: str = "grid_size") -> tuple[int, ...]:
     return _dims(size, name, 0)
 
 
-def validate_block_size(size: Any, name: str = "block_size", max_threads: int = 1024) -> tuple:
+def validate_block_size(size: Any, name: str = "block_size", max_threads: int = 1024) -> tuple[int, ...]:
     return _dims(size, name, max_threads)
 
 

@@ -23,16 +23,6 @@ def run_sample(name: str, prelude: str = "") -> str:
     return p.stdout
 
 
-def _takes_1000() -> bool:
-    with rk.BlockingRuntime() as rt:
-        try:
-            rt.launch("probe_1000", lambda ctx: None, queue_size=1000)
-        except errors.InvalidArgumentError:
-            return False
-    return True
-
-
-@pytest.mark.xfail(not _takes_1000(), reason="needs inbox-queue branch", strict=True)
 def test_streaming_actor_queue_size_1000():
     assert run_sample("summer.py") == "Sum: 15.0\n"
 
