@@ -5,8 +5,11 @@
  *   mpirun -np 2 --oversubscribe build/bench/bench_cluster
  *
  *   rtt_p50 / rtt_p99       host -> remote kernel -> host (rk_request on
- *                           "1/echo"), against an MPI_Send/MPI_Recv
- *                           ping-pong between the same ranks
+ *                           "1/echo", the call a user writes first: a
+ *                           direct call on the proxy, which sends by MPI
+ *                           on this thread), against an MPI_Send/MPI_Recv
+ *                           ping-pong between the same ranks, and
+ *                           (ratio_to_cluster_request) against rtt_direct
  *   rtt_direct_p50 / _p99   the same round trip with rk_cluster_request
  *                           (no proxy: the host sends the request with
  *                           its own MPI calls and receives the reply;
@@ -18,6 +21,10 @@
  *                           from blocks alternating with the cluster's
  *                           (rtt_interleaved); RK_BENCH_BLOCKS=1 prints
  *                           each block's p50s on stderr
+ *   rtt_handle_call_p50/_p99 rk_request on the "1/echoc" handle, in the
+ *                           same interleaved blocks (a third turn in
+ *                           each), against raw MPI and (ratio_to_
+ *                           cluster_request) against rtt_call
  *   oneway_throughput       64-byte messages to "1/sink" (rk_send_batch,
  *                           256 a call; batched again on the wire by the
  *                           progress thread), ended by a request to the
@@ -196,24 +203,37 @@ pingpong(size_t n, uint64_t *lat)
 
 /* n round trips with rk_cluster_request to id (after n / 10 to warm
  * up), their latencies in lat. */
-static void
-requests(rk_cluster *cl, const char *id, const rk_request_options *o, size_t n,
-    uint64_t *lat)
+/* One round trip to id: rk_cluster_request, or (rt not NULL) rk_request
+ * on the kernel's handle k. */
+static int
+one_request(rk_runtime *rt, rk_kernel k, rk_cluster *cl, const char *id,
+    const rk_request_options *o, uint8_t *buf)
 {
-    uint8_t buf[PAYLOAD];
     rk_msg_header h;
     size_t len;
 
+    if (rt != NULL)
+        return rk_request_opts(rt, k, o, buf, PAYLOAD, &h, buf, PAYLOAD, &len);
+    return rk_cluster_request(cl, id, o, buf, PAYLOAD, &h, buf, PAYLOAD, &len);
+}
+
+/* n round trips to id (after n / 10 to warm up), their latencies in
+ * lat: by rk_cluster_request, or with rt by rk_request on the handle. */
+static void
+requests(rk_runtime *rt, rk_cluster *cl, const char *id,
+    const rk_request_options *o, size_t n, uint64_t *lat)
+{
+    uint8_t buf[PAYLOAD];
+    rk_kernel k = { 0, 0 };
+
     memset(buf, 0xab, sizeof(buf));
+    if (rt != NULL)
+        check(rk_kernel_lookup(rt, id, &k), "lookup");
     for (size_t i = 0; i < n / 10; i++)
-        check(rk_cluster_request(
-                  cl, id, o, buf, PAYLOAD, &h, buf, sizeof(buf), &len),
-            "warm-up request");
+        check(one_request(rt, k, cl, id, o, buf), "warm-up request");
     for (size_t i = 0; i < n; i++) {
         uint64_t t0 = bench_now_ns();
-        check(rk_cluster_request(
-                  cl, id, o, buf, PAYLOAD, &h, buf, sizeof(buf), &len),
-            "request");
+        check(one_request(rt, k, cl, id, o, buf), "request");
         lat[i] = bench_now_ns() - t0;
     }
 }
@@ -234,6 +254,21 @@ rtt_emit(
         "ratio_to_mpi");
 }
 
+/* The ratio of rk_request on a handle to rk_cluster_request to the same
+ * kernel in the same run (p50s): the first target of docs/cluster.md's
+ * table. */
+static void
+handle_ratio_emit(const char *name, double handle_p50, double cluster_p50)
+{
+    char extra[120];
+
+    snprintf(extra, sizeof(extra),
+        "\"ranks\":2,\"rk_cluster_request_p50\":%.0f,"
+        "\"ratio_to_cluster_request\":%.3f",
+        cluster_p50, cluster_p50 > 0 ? handle_p50 / cluster_p50 : 0.0);
+    bench_emit(SUITE, name, "ringkernel", handle_p50, "ns", extra);
+}
+
 /* The target round trip with its raw MPI baseline interleaved: BLOCKS
  * blocks, each n / BLOCKS raw MPI_Send/MPI_Recv round trips, then as
  * many rk_cluster_requests to id (after a tenth as many to warm up).
@@ -249,8 +284,8 @@ rtt_emit(
 
 static void
 rtt_interleaved(rk_runtime *rt, rk_cluster *cl, const char *id,
-    const char *name, const rk_request_options *o, size_t n, uint64_t *lat,
-    uint64_t *mlat)
+    const char *name, const char *hname, const rk_request_options *o, size_t n,
+    uint64_t *lat, uint64_t *mlat, uint64_t *hlat)
 {
     size_t per = n / BLOCKS;
     rk_msg_header h;
@@ -271,7 +306,8 @@ rtt_interleaved(rk_runtime *rt, rk_cluster *cl, const char *id,
                 "wait for rank 0");
             continue;
         }
-        requests(cl, id, o, per, lat + blk * per);
+        requests(NULL, cl, id, o, per, lat + blk * per);
+        requests(rt, cl, id, o, per, hlat + blk * per);
         check(rk_send(rt, ks, T_DONE, NULL, 0, 128, RK_WAIT_FOREVER), "done");
         if (blocks_verbose) /* sorts this block's latencies in place */
             fprintf(stderr, "%s block %zu: p50 %llu ns, raw MPI %llu ns\n",
@@ -283,8 +319,17 @@ rtt_interleaved(rk_runtime *rt, rk_cluster *cl, const char *id,
     if (rank != 0)
         return;
     n = per * BLOCKS;
-    rtt_emit(name, lat, n, (double)bench_percentile(mlat, n, 50),
-        (double)bench_percentile(mlat, n, 99));
+    {
+        double m50 = (double)bench_percentile(mlat, n, 50);
+        double m99 = (double)bench_percentile(mlat, n, 99);
+        char row[64];
+
+        rtt_emit(name, lat, n, m50, m99);
+        rtt_emit(hname, hlat, n, m50, m99);
+        snprintf(row, sizeof(row), "%s_vs_cluster_request", hname);
+        handle_ratio_emit(row, (double)bench_percentile(hlat, n, 50),
+            (double)bench_percentile(lat, n, 50));
+    }
 }
 
 static double
@@ -301,7 +346,7 @@ main(int argc, char **argv)
 {
     int level, size;
     size_t n_rtt, n_tp, n_call;
-    uint64_t *lat, *mlat;
+    uint64_t *lat, *mlat, *hlat;
     uint8_t buf[PAYLOAD];
     double mpi_p50, mpi_p99, rk_p50, rk_p99;
     enum { ROUNDS = 3 };
@@ -328,6 +373,7 @@ main(int argc, char **argv)
     n_tp = scaled(500000);
     lat = calloc(n_rtt, sizeof(*lat));
     mlat = calloc(n_rtt, sizeof(*mlat));
+    hlat = calloc(n_rtt, sizeof(*hlat));
     memset(buf, 0xab, sizeof(buf));
 
     /* ---- raw MPI baselines */
@@ -410,6 +456,19 @@ main(int argc, char **argv)
         rk_p99 = (double)bench_percentile(lat, n_rtt, 99);
         emit_pair("rtt_p50", rk_p50, mpi_p50, "ns", "ratio_to_mpi");
         {
+            /* How many of them went by the direct path (a direct call on
+             * the proxy) rather than through the proxy's thread. */
+            rk_kernel_stats ps;
+            char extra[120];
+
+            check(rk_kernel_stats_get(rt, "1/echo", &ps), "proxy stats");
+            snprintf(extra, sizeof(extra),
+                "\"rank\":0,\"requests\":%zu,\"offered\":%llu",
+                n_rtt + n_rtt / 10, (unsigned long long)ps.offered);
+            bench_emit(SUITE, "rtt_proxy_direct_calls", "ringkernel",
+                (double)ps.direct_calls, "calls", extra);
+        }
+        {
             char extra[120];
             double ho = parked_handoff_ns(n_rtt / 4, lat);
             snprintf(extra, sizeof(extra),
@@ -424,8 +483,10 @@ main(int argc, char **argv)
             rk_request_options o = RK_REQUEST_OPTIONS_INIT;
             o.type_id = 1;
             o.timeout_ns = 10000000000LL;
-            requests(cl, "1/echo", &o, n_rtt, lat);
+            requests(NULL, cl, "1/echo", &o, n_rtt, lat);
             rtt_emit("rtt_direct", lat, n_rtt, mpi_p50, mpi_p99);
+            handle_ratio_emit("rtt_vs_cluster_request", rk_p50,
+                (double)bench_percentile(lat, n_rtt, 50));
         }
         /* Rank 1 waits (parked) for this before the interleaved round
          * trips. */
@@ -443,7 +504,8 @@ main(int argc, char **argv)
         rk_request_options o = RK_REQUEST_OPTIONS_INIT;
         o.type_id = 1;
         o.timeout_ns = 10000000000LL;
-        rtt_interleaved(rt, cl, "1/echoc", "rtt_call", &o, n_call, lat, mlat);
+        rtt_interleaved(rt, cl, "1/echoc", "rtt_call", "rtt_handle_call", &o,
+            n_call, lat, mlat, hlat);
     }
     if (call_only)
         goto idle;
@@ -565,6 +627,7 @@ idle:
     rk_runtime_destroy(rt);
     free(lat);
     free(mlat);
+    free(hlat);
     MPI_Finalize();
     return 0;
 }

@@ -494,7 +494,8 @@ bench_rtt_paired(size_t n)
  * with input capacity 4000 against 4096, back to back in each round. The
  * rows carry "capacity"; capacity_npot_ratio is the cost of the odd size
  * within a round (round trip p50 1000/1024; batched rate 4096/4000: above
- * 1 is slower), as medians over the rounds.
+ * 1 is slower), as medians over the rounds; the order within a round
+ * alternates.
  */
 static void bench_oneway(size_t n, bool batched, bool telemetry, bool sp);
 static double last_rate;
@@ -503,7 +504,7 @@ static bool oneway_quiet;
 static void
 bench_capacity_paired(size_t n_rtt, size_t n_batched)
 {
-    enum { ROUNDS = 7 };
+    enum { ROUNDS = 9 };
     static const uint32_t rtt_cap[2] = { 1024, 1000 };
     static const uint32_t bat_cap[2] = { 4096, 4000 };
     double p50[2][ROUNDS], rate[2][ROUNDS], r_rtt[ROUNDS], r_bat[ROUNDS];
@@ -511,7 +512,10 @@ bench_capacity_paired(size_t n_rtt, size_t n_batched)
 
     rtt_quiet = oneway_quiet = true;
     for (int r = 0; r < ROUNDS; r++) {
-        for (int c = 0; c < 2; c++) {
+        /* Which size goes first alternates, so neither always runs on
+         * the other's warm (or cooling) machine. */
+        for (int i = 0; i < 2; i++) {
+            int c = (i + r) % 2;
             cap_in = cap_out = rtt_cap[c];
             bench_rtt(n_rtt, true, false, false, false);
             p50[c][r] = (double)last_p50;

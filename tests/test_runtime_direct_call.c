@@ -16,6 +16,11 @@
  *     queue, still counted sent) when it fits and k has no route; a bigger
  *     one, other outputs and a routed kernel's reply go where they always
  *     go;
+ *   - rk_request on an idle direct_calls kernel is a direct call: the
+ *     handler runs on the requesting thread, its reply (or error reply)
+ *     comes back from the call, counted in direct_calls;
+ *   - an actor kernel that also names a handler takes direct calls (the
+ *     handler) while the actor waits for input, and rk_request on it too;
  *   - callers and senders at once (run under TSan too): the handler never
  *     runs twice at once, each sender's messages are handled in the order
  *     sent, and every message exactly once.
@@ -40,6 +45,7 @@
 #define T_FAIL 3 /* the handler fails */
 #define T_SEQ  4 /* stress: payload is (sender, sequence) */
 #define T_TWO  5 /* sends its payload as a plain output, then replies */
+#define T_ERR  6 /* answers with an error reply (RK_EREJECTED) */
 
 static rt_gate gate;
 static _Atomic int inside;   /* handlers running now */
@@ -66,6 +72,9 @@ handler(rk_ctx *ctx, const rk_msg_view *m)
         break;
     case T_FAIL:
         rc = RK_EINTERNAL;
+        break;
+    case T_ERR:
+        rc = rk_ctx_reply_error(ctx, m, RK_EREJECTED, "no, said the handler");
         break;
     case T_TWO:
         if ((rc = rk_ctx_send(ctx, T_TWO, m->data, m->len)) == RK_OK)
@@ -461,6 +470,112 @@ test_call_reply(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* Requests until one was a direct call (direct_calls counts it): the
+ * kernel's thread holds its context until it first waits, so the first
+ * requests may be queued. Returns the stats after. */
+static void
+request_until_direct(rk_runtime *rt, const char *id, rk_kernel_stats *st)
+{
+    uint64_t until = rk_now_ns() + (uint64_t)RT_LONG;
+    rk_kernel k;
+    uint8_t b[4] = { 4, 3, 2, 1 }, r[8];
+    size_t len = 0;
+    rk_msg_header rh;
+
+    assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+    for (;;) {
+        assert_int_equal(rk_request(rt, k, T_ECHO, b, sizeof(b), &rh, r,
+                             sizeof(r), &len, RT_LONG),
+            RK_OK);
+        assert_int_equal(len, sizeof(b));
+        assert_memory_equal(r, b, sizeof(b));
+        assert_int_equal(rk_kernel_stats_get(rt, id, st), RK_OK);
+        if (st->direct_calls != 0 || rk_now_ns() >= until)
+            break;
+        sched_yield();
+    }
+    assert_int_equal(st->direct_calls, 1);
+    /* The direct one was the last: its handler ran on this thread. */
+    assert_true(pthread_equal(last_thread, pthread_self()));
+}
+
+static void
+test_request_is_direct(void **state)
+{
+    rk_runtime *rt = start(true, RK_SUPERVISE_STOP);
+    rk_kernel k;
+    rk_kernel_stats st;
+    rk_msg_header rh;
+    uint8_t r[64];
+    size_t len = 99;
+
+    (void)state;
+    request_until_direct(rt, "k", &st);
+    /* Nothing was left in the output queue. */
+    assert_int_equal(rk_kernel_lookup(rt, "k", &k), RK_OK);
+    assert_int_equal(
+        rk_recv(rt, k, &rh, r, sizeof(r), &len, RK_NO_WAIT), RK_ETIMEDOUT);
+    /* An error reply through the call is the request's code and detail. */
+    assert_int_equal(
+        rk_request(rt, k, T_ERR, NULL, 0, &rh, r, sizeof(r), &len, RT_LONG),
+        RK_EREJECTED);
+    assert_non_null(strstr(rk_errdetail(), "no, said the handler"));
+    assert_int_equal(len, 0);
+    assert_int_equal(rk_kernel_stats_get(rt, "k", &st), RK_OK);
+    assert_int_equal(st.direct_calls, 2);
+    /* Too big for the caller's buffer: received from the queue, with the
+     * usual RK_EMSGSIZE. */
+    assert_int_equal(
+        rk_request(rt, k, T_ECHO, r, 16, &rh, r, 8, &len, RT_LONG),
+        RK_EMSGSIZE);
+    assert_int_equal(len, 16);
+    assert_false(atomic_load(&overlap));
+    rk_runtime_destroy(rt);
+}
+
+/* An actor that echoes what it receives, waiting with a timeout (so it
+ * lets direct calls in while it waits). */
+static int
+echo_actor(rk_ctx *ctx)
+{
+    rk_msg_view m;
+
+    while (!rk_should_terminate(ctx)) {
+        int rc = rk_ctx_recv(ctx, &m, 50 * 1000000);
+        if (rc == RK_ETIMEDOUT)
+            continue;
+        if (rc != RK_OK)
+            return rc == RK_ECLOSED ? RK_OK : rc;
+        if ((rc = rk_ctx_reply(ctx, &m, m.hdr->type_id, m.data, m.len))
+            != RK_OK)
+            return rc;
+    }
+    return RK_OK;
+}
+
+static void
+test_actor_with_handler(void **state)
+{
+    rk_runtime *rt = rt_new_runtime();
+    rk_kernel_def d = { .id = "a", .actor = echo_actor, .handler = handler };
+    rk_kernel_stats st;
+
+    (void)state;
+    /* Both without direct_calls: refused. */
+    assert_int_equal(rk_runtime_register(rt, &d), RK_EINVAL);
+    d.config.direct_calls = true;
+    assert_int_equal(rk_runtime_register(rt, &d), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "a"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "a"), RK_OK);
+    atomic_store(&handled, 0);
+    request_until_direct(rt, "a", &st);
+    /* The handler ran once (the direct call); the actor answered the
+     * rest. */
+    assert_int_equal(atomic_load(&handled), 1);
+    assert_int_equal(st.processed, st.offered);
+    rk_runtime_destroy(rt);
+}
+
 /* A kernel connected to another: its reply takes the route, as any
  * output of it does, and the call hands nothing back. */
 static void
@@ -503,6 +618,8 @@ main(void)
         cmocka_unit_test(test_callers_and_senders),
         cmocka_unit_test(test_call_reply),
         cmocka_unit_test(test_call_reply_routed),
+        cmocka_unit_test(test_request_is_direct),
+        cmocka_unit_test(test_actor_with_handler),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -125,7 +125,9 @@ int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
  *    12    4 payload_len     bytes of payload after this header
  *    16   16 message_id      UUID v7
  *    32   16 correlation_id  all zeros = none
- *    48    8 send_ns         rk_now_ns() when sent (latency telemetry)
+ *    48    8 send_ns         rk_now_ns() when sent if the send was
+ *                            sampled for latency telemetry, else 0
+ *                            (see send_ns below)
  *    56    4 sender          sending kernel id, 0 = host or unknown
  *    60    2 type_version    rk_msgtype.version of the payload
  *    62    2 reserved        must be 0
@@ -141,7 +143,15 @@ typedef struct rk_msg_header {
     uint32_t payload_len;   /**< bytes of payload after the header */
     rk_uuid message_id;     /**< UUID v7 */
     rk_uuid correlation_id; /**< all zeros = none */
-    uint64_t send_ns;       /**< rk_now_ns() when sent */
+    /** The sender's rk_now_ns() when the runtime sampled this send for
+     * latency telemetry, else 0: a sending thread stamps one send in the
+     * kernel's latency_sample (default 16) and, when its sends come 1 ms
+     * or more apart, every send (docs/telemetry.md, "Latency sampling");
+     * 0 always with telemetry_off. The receiving kernel times exactly the
+     * messages with a non-zero send_ns. rk_msg_header_init sets it to
+     * rk_now_ns(); rk_send_frame restamps it by the forwarding thread's
+     * sampling. */
+    uint64_t send_ns;
     uint32_t sender;        /**< sending kernel id, 0 = host or unknown */
     uint16_t type_version;  /**< rk_msgtype.version of the payload */
     uint16_t reserved;      /**< must be 0 */

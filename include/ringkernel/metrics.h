@@ -80,7 +80,8 @@ int rk_metrics_create(
 void rk_metrics_destroy(rk_metrics *m);
 
 /** Adds a topic to the report (copied; a second add of the same name does
- * nothing). RK_EINVAL for NULL or a name longer than RK_ID_MAX. */
+ * nothing). RK_EINVAL for NULL, or a name that is empty, longer than
+ * RK_ID_MAX or not valid UTF-8. */
 int rk_metrics_add_topic(rk_metrics *m, const char *topic);
 
 /**

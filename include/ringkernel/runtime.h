@@ -157,9 +157,13 @@ typedef struct rk_kernel_config {
      * runtime's. Checked at register: an unknown or unusable backend is
      * an error naming the ones available and why. */
     const char *backend;
-    /** Latency sampling: one send in latency_sample, per sending thread,
-     * carries a timestamp, and the kernel times exactly the stamped
-     * messages (send -> dequeue), so an unsampled send and its handling
+    /** Latency sampling: a sending thread stamps one send in
+     * latency_sample, and more when it sends slowly: at each stamp it
+     * takes its send rate over the stride just ended and makes the next
+     * stride the sends that take 1 ms at that rate (at least 1, at most
+     * latency_sample), so a thread whose sends come 1 ms or more apart
+     * stamps every send. The kernel times exactly the stamped
+     * messages (send -> dequeue), so an unstamped send and its handling
      * read no clock. 0: 16. 1: every message is timed, and then the
      * histogram's count equals the messages processed. */
     uint32_t latency_sample;
@@ -179,7 +183,13 @@ typedef struct rk_kernel_config {
      * queued, another thread may run the handler on one message itself,
      * with the kernel's own context, counters and output queue, one
      * thread at a time. Costs the kernel's thread an atomic exchange per
-     * batch it takes (none when false). */
+     * batch it takes (none when false). rk_request() on such a kernel
+     * runs the handler this way when the kernel is idle (else it queues
+     * the request as usual). An actor kernel may take direct calls too
+     * if its definition also names a handler: the actor runs on the
+     * kernel's thread, the handler only in direct calls, and only while
+     * the actor waits for input with a timeout other than RK_NO_WAIT
+     * (so it holds nothing it took before; the MPI cluster's proxies). */
     bool direct_calls;
 } rk_kernel_config;
 
@@ -200,9 +210,12 @@ struct rk_msg_view;
  */
 typedef int (*rk_handler_fn)(rk_ctx *ctx, const struct rk_msg_view *msg);
 
-/** A kernel definition. Exactly one of actor and handler is set. */
+/** A kernel definition. Exactly one of actor and handler is set, or both
+ * with config.direct_calls (the handler then runs direct calls only). */
 typedef struct rk_kernel_def {
-    const char *id; /**< unique kernel id, at most RK_ID_MAX bytes; copied */
+    /** unique kernel id: 1 to RK_ID_MAX bytes of valid UTF-8 (else
+     * RK_EINVAL naming the first bad byte); copied */
+    const char *id;
     rk_actor_fn actor; /**< the actor style, or NULL */
     rk_handler_fn handler; /**< the handler style, or NULL */
     rk_kernel_config config; /**< sizes and policies (zeroed: defaults) */
@@ -439,6 +452,10 @@ typedef struct rk_call_reply {
     rk_msg_header hdr; /**< out: the reply's header (when got) */
     size_t len;        /**< out: the reply's payload length (when got) */
     bool got;          /**< out: the handler replied during the call */
+    /** in: the rk_now_ns() instant the caller stops waiting for the reply
+     * (0: no limit), for a handler that waits for it itself (a forwarding
+     * kernel: rk_ctx_call()). rk_request sets it from its timeout. */
+    uint64_t deadline_ns;
 } rk_call_reply;
 
 /**
@@ -538,7 +555,13 @@ int rk_kernel_output_arm(rk_runtime *rt, rk_kernel k, int *fd);
 
 /** Sends a request and waits for the output message whose correlation id
  * equals the request's id. Other output that arrives meanwhile is kept for
- * later rk_recv calls. The request goes at RK_MSG_PRIORITY_DEFAULT. */
+ * later rk_recv calls. The request goes at RK_MSG_PRIORITY_DEFAULT. To a
+ * kernel registered with config.direct_calls that is idle, the request is
+ * a direct call (rk_kernel_call_reply() with the caller's buffer and
+ * deadline) instead: the handler runs on the calling thread and its reply
+ * comes back from the call (counted in the kernel's direct_calls); a
+ * reply that does not fit or comes later is received from the output
+ * queue as usual. */
 int rk_request(rk_runtime *rt, rk_kernel k, uint32_t type_id, const void *req,
     size_t req_len, rk_msg_header *reply_hdr, void *reply, size_t cap,
     size_t *reply_len, int64_t timeout_ns);
@@ -574,7 +597,8 @@ int rk_connect(rk_runtime *rt, const char *from, const char *to);
 int rk_disconnect(rk_runtime *rt, const char *from);
 
 /** Subscribes kernel kernel_id to topic: every rk_publish to topic delivers a
- * copy to its input. */
+ * copy to its input. A topic name is 1 to RK_ID_MAX bytes of valid UTF-8
+ * (else RK_EINVAL), as a kernel id is. */
 int rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
 /** Ends a subscription made by rk_subscribe. */
 int rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic);
@@ -718,6 +742,11 @@ int rk_ctx_set_priority(rk_ctx *ctx, int priority);
 void *rk_ctx_user(rk_ctx *ctx);
 /** The kernel's id; owned by the runtime, valid while the kernel exists. */
 const char *rk_ctx_kernel_id(rk_ctx *ctx);
+/** In a handler run by a direct call with a reply buffer (rk_request on a
+ * direct_calls kernel, rk_kernel_call_reply): the caller's rk_call_reply,
+ * whose cap and deadline_ns a forwarding handler (the MPI cluster's
+ * proxies) reads to wait for a reply from elsewhere; NULL otherwise. */
+const rk_call_reply *rk_ctx_call(rk_ctx *ctx);
 /** The runtime the kernel belongs to (borrowed). */
 rk_runtime *rk_ctx_runtime(rk_ctx *ctx);
 

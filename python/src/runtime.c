@@ -300,6 +300,35 @@ ctx_should_terminate(PyObject *self, PyObject *unused)
     Py_END_ALLOW_THREADS return PyBool_FromLong(r);
 }
 
+/* Prepares obj as an actor's output message (mt NULL: chosen by obj's
+ * type; None for an object that is not a buffer: the actor's output type)
+ * and says whether it answers the input being handled: its correlation id
+ * is that input's message id, the envelope's or the payload's own (a
+ * decoded message keeps its sender's ids, ctx_value). */
+static int
+ctx_out(rkpy_ctx *c, PyObject *obj, PyObject *mt, outmsg *m, int *reply)
+{
+    if (mt == NULL)
+        mt = auto_mt(obj);
+    if (mt == Py_None && !PyObject_CheckBuffer(obj))
+        mt = c->pa->out_mt;
+    if (out_prepare(m, mt, obj, -1) < 0)
+        return -1;
+    *reply = c->have_last && !rk_uuid_is_nil(&m->corr)
+        && (rk_uuid_cmp(&m->corr, &c->last.hdr->message_id) == 0
+            || rk_uuid_cmp(&m->corr, &c->last_pid) == 0);
+    return 0;
+}
+
+/* Sends m (ctx_out) to the kernel's output: as rk_ctx_reply when it
+ * answers the last input, else rk_ctx_send. Called without the GIL. */
+static int
+ctx_emit(rkpy_ctx *c, const outmsg *m, int reply)
+{
+    return reply ? rk_ctx_reply(c->ctx, &c->last, m->type_id, m->p, m->len)
+                 : rk_ctx_send(c->ctx, m->type_id, m->p, m->len);
+}
+
 /* send(obj, mt=None, priority=-1, raw_type_id=0): to the kernel's output
  * (its route, or the host). A message whose correlation id is the last
  * received message's id goes out as rk_ctx_reply, so rk_request on the
@@ -315,22 +344,13 @@ ctx_send(PyObject *self, PyObject *args, PyObject *kw)
             args, kw, "O|Ok", kwlist, &obj, &mt, &type_id)
         || !ctx_ok(c))
         return NULL;
-    if (mt == NULL)
-        mt = auto_mt(obj);
-    if (mt == Py_None && !PyObject_CheckBuffer(obj))
-        mt = c->pa->out_mt;
     outmsg m;
-    if (out_prepare(&m, mt, obj, -1) < 0)
+    int rc, reply;
+    if (ctx_out(c, obj, mt, &m, &reply) < 0)
         return NULL;
     if (m.type_id == 0)
         m.type_id = (uint32_t)type_id;
-    int rc;
-    int reply = c->have_last && !rk_uuid_is_nil(&m.corr)
-        && (rk_uuid_cmp(&m.corr, &c->last.hdr->message_id) == 0
-            || rk_uuid_cmp(&m.corr, &c->last_pid) == 0);
-    Py_BEGIN_ALLOW_THREADS if (reply) rc
-        = rk_ctx_reply(c->ctx, &c->last, m.type_id, m.p, m.len);
-    else rc = rk_ctx_send(c->ctx, m.type_id, m.p, m.len);
+    Py_BEGIN_ALLOW_THREADS rc = ctx_emit(c, &m, reply);
     Py_END_ALLOW_THREADS out_release(&m);
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
@@ -353,21 +373,12 @@ ctx_send_recv(PyObject *self, PyObject *args, PyObject *kw)
             args, kw, "O|OOp", kwlist, &obj, &mt, &to, &raw)
         || rkpy_timeout(to, &t) < 0 || !ctx_ok(c))
         return NULL;
-    if (mt == NULL)
-        mt = auto_mt(obj);
-    if (mt == Py_None && !PyObject_CheckBuffer(obj))
-        mt = c->pa->out_mt;
     outmsg m;
-    if (out_prepare(&m, mt, obj, -1) < 0)
-        return NULL;
-    int reply = c->have_last && !rk_uuid_is_nil(&m.corr)
-        && (rk_uuid_cmp(&m.corr, &c->last.hdr->message_id) == 0
-            || rk_uuid_cmp(&m.corr, &c->last_pid) == 0);
-    int rc, sent = 0;
+    int rc, reply, sent = 0;
     rk_msg_view v;
-    RKPY_WAIT_BEGIN if (reply) rc
-        = rk_ctx_reply(c->ctx, &c->last, m.type_id, m.p, m.len);
-    else rc = rk_ctx_send(c->ctx, m.type_id, m.p, m.len);
+    if (ctx_out(c, obj, mt, &m, &reply) < 0)
+        return NULL;
+    RKPY_WAIT_BEGIN rc = ctx_emit(c, &m, reply);
     if (rc == RK_OK) {
         sent = 1;
         rc = rk_ctx_recv(c->ctx, &v, t);
@@ -723,31 +734,17 @@ lifecycle(PyObject *self, PyObject *args, int op)
     Py_RETURN_NONE;
 }
 
-static PyObject *
-runtime_launch(PyObject *s, PyObject *a)
-{
-    return lifecycle(s, a, OP_LAUNCH);
-}
-static PyObject *
-runtime_activate(PyObject *s, PyObject *a)
-{
-    return lifecycle(s, a, OP_ACTIVATE);
-}
-static PyObject *
-runtime_deactivate(PyObject *s, PyObject *a)
-{
-    return lifecycle(s, a, OP_DEACTIVATE);
-}
-static PyObject *
-runtime_terminate(PyObject *s, PyObject *a)
-{
-    return lifecycle(s, a, OP_TERMINATE);
-}
-static PyObject *
-runtime_wait(PyObject *s, PyObject *a)
-{
-    return lifecycle(s, a, OP_WAIT);
-}
+/* The methods that differ only in the op they pass on. */
+#define BY_OP(name, fn, op)                                                   \
+    static PyObject *name(PyObject *s, PyObject *a)                           \
+    {                                                                         \
+        return fn(s, a, op);                                                  \
+    }
+BY_OP(runtime_launch, lifecycle, OP_LAUNCH)
+BY_OP(runtime_activate, lifecycle, OP_ACTIVATE)
+BY_OP(runtime_deactivate, lifecycle, OP_DEACTIVATE)
+BY_OP(runtime_terminate, lifecycle, OP_TERMINATE)
+BY_OP(runtime_wait, lifecycle, OP_WAIT)
 
 static PyObject *
 runtime_state(PyObject *self, PyObject *idobj)
@@ -1187,26 +1184,10 @@ runtime_pair(PyObject *self, PyObject *args, int op)
     Py_RETURN_NONE;
 }
 
-static PyObject *
-runtime_connect(PyObject *s, PyObject *a)
-{
-    return runtime_pair(s, a, 0);
-}
-static PyObject *
-runtime_disconnect(PyObject *s, PyObject *a)
-{
-    return runtime_pair(s, a, 1);
-}
-static PyObject *
-runtime_subscribe(PyObject *s, PyObject *a)
-{
-    return runtime_pair(s, a, 2);
-}
-static PyObject *
-runtime_unsubscribe(PyObject *s, PyObject *a)
-{
-    return runtime_pair(s, a, 3);
-}
+BY_OP(runtime_connect, runtime_pair, 0)
+BY_OP(runtime_disconnect, runtime_pair, 1)
+BY_OP(runtime_subscribe, runtime_pair, 2)
+BY_OP(runtime_unsubscribe, runtime_pair, 3)
 
 static PyObject *
 runtime_publish(PyObject *self, PyObject *args, PyObject *kw)

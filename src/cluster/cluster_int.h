@@ -470,7 +470,7 @@ int rk__cl_stage_bytes(
 /* mpi_proxy.c: the cluster's kernels (joining thread, then the progress
  * thread). */
 int rk__cl_start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn,
-    void *user, const rk__cl_dir_export *e);
+    rk_handler_fn call, void *user, const rk__cl_dir_export *e);
 int rk__cl_proxy_start(rk_cluster *cl, int r, uint32_t i,
     const rk__cl_dir_export *e, bool bare);
 int rk__cl_topic_proxy_start(rk_cluster *cl, int r, const rk__cl_dir_topic *t);
@@ -499,6 +499,9 @@ void rk__cl_stop(rk_cluster *cl);
 /* mpi_request.c */
 bool rk__cl_waiter_answer(
     rk_cluster *cl, uint32_t i, const rk__cl_frame *f, int rc, int rank);
+int rk__cl_request_call(rk_cluster *cl, const cl_proxy *px,
+    const rk_msg_header *h, const void *req, size_t len, uint64_t deadline,
+    rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len);
 
 /* mpi_handle.c: drops a reference to the handle (the last one frees
  * it); an MPI error code as RK_EINTERNAL with MPI's words for it. */

@@ -521,7 +521,8 @@ checked:
     }
     /* The control kernel: rk_runtime_destroy stops the cluster through it. */
     atomic_fetch_add(&cl->refs, 1);
-    if ((rc = rk__cl_start_kernel(cl, CL_CONTROL_ID, control_actor, cl, NULL))
+    if ((rc = rk__cl_start_kernel(
+             cl, CL_CONTROL_ID, control_actor, NULL, cl, NULL))
         != RK_OK) {
         atomic_fetch_sub(&cl->refs, 1);
         goto fail;

@@ -5,8 +5,10 @@
  * each message it receives as a frame into its peer's staging buffer,
  * and puts the replies the progress thread injects (flag
  * RK__CL_F_INJECT) out on its own output queue with rk_ctx_reply, so
- * rk_request on the proxy sees them. The cluster's kernels (proxies and
- * the control kernel) are started here.
+ * rk_request on the proxy sees them. A kernel proxy also takes direct
+ * calls (proxy_call): rk_request and rk_kernel_call on its handle then
+ * send on the caller's thread, as rk_cluster_request does. The cluster's
+ * kernels (proxies and the control kernel) are started here.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -165,6 +167,88 @@ proxy_actor(rk_ctx *ctx)
     return RK_OK;
 }
 
+/* An error reply to request m with code rc and the calling thread's
+ * detail. */
+static void
+reply_detail(rk_ctx *ctx, const rk_msg_view *m, int rc)
+{
+    char why[200];
+
+    snprintf(why, sizeof(why), "%s", rk_errdetail());
+    (void)rk_ctx_reply_error(ctx, m, rc, why);
+}
+
+/*
+ * A message that came into a kernel proxy as a direct call: rk_request
+ * (or rk_kernel_call) on its handle runs this on the caller's thread,
+ * only while the proxy's own thread waits with nothing in hand and
+ * nothing queued (rk_kernel_call), so nothing sent into the proxy before
+ * is left to overtake. A request whose caller waits (rk_ctx_call) goes
+ * as rk_cluster_request's does, by this thread's MPI calls when it can,
+ * and its reply (or error) comes back from the call; anything else, or a
+ * request while every waiting slot is busy, is staged as the proxy's
+ * thread stages it. Always RK_OK: a failure is the request's error reply
+ * (a failing handler would end the proxy).
+ */
+static int
+proxy_call(rk_ctx *ctx, const rk_msg_view *m)
+{
+    cl_proxy *px = rk_ctx_user(ctx);
+    rk_cluster *cl = px->cl;
+    const rk_call_reply *cr = rk_ctx_call(ctx);
+    bool request = (m->hdr->flags & RK_MSG_F_REQUEST) != 0;
+    int64_t timeout_ns = RK_WAIT_FOREVER;
+    rk__cl_frame f;
+    int rc;
+
+    if (request && cr != NULL) {
+        /* A reply bigger than the caller's buffer but within 4 KiB is
+         * still taken, so that it waits in the output queue for a bigger
+         * buffer as a proxied reply does. */
+        uint8_t small[CL_CALL_MAX], *buf = small;
+        size_t cap = cr->cap > sizeof(small) ? cr->cap : sizeof(small);
+        rk_msg_header rh;
+        size_t len = 0;
+
+        if (cap > sizeof(small) && (buf = malloc(cap)) == NULL) {
+            (void)proxy_error_reply(ctx, m->hdr, RK_ENOMEM);
+            return RK_OK;
+        }
+        rc = rk__cl_request_call(cl, px, m->hdr, m->data, m->len,
+            cr->deadline_ns, &rh, buf, cap, &len);
+        if (rc == RK_OK)
+            (void)rk_ctx_reply(ctx, m, rh.type_id, buf, len);
+        else if (rc != RK_EBUSY)
+            reply_detail(ctx, m, rc);
+        if (buf != small)
+            free(buf);
+        if (rc != RK_EBUSY)
+            return RK_OK;
+    }
+    if (cr != NULL && cr->deadline_ns != 0) {
+        uint64_t now = rk_now_ns();
+        timeout_ns = cr->deadline_ns > now ? (int64_t)(cr->deadline_ns - now)
+                                           : RK_NO_WAIT;
+    }
+    rk__cl_frame_from_header(&f, m->hdr, m->len);
+    f.kind = RK__CL_DATA;
+    f.target = px->target;
+    f.aux = (int32_t)px->index;
+    if (request)
+        rk__cl_idmap_put(&cl->fwd, &f.id, px->rank, px->index, f.priority);
+    rc = rk__cl_stage_frame(cl, px->rank, 0, &f, m->data, timeout_ns);
+    if (rc == RK_OK) {
+        STAT(cl, forwarded, 1);
+        return RK_OK;
+    }
+    STAT(cl, unreachable, 1);
+    if (request) {
+        rk__cl_idmap_take(&cl->fwd, &f.id, NULL, NULL);
+        (void)proxy_error_reply(ctx, m->hdr, rc);
+    }
+    return RK_OK;
+}
+
 static int
 proxy_add(
     rk_cluster *cl, const char *id, int rank, uint32_t target, bool topic)
@@ -185,10 +269,11 @@ proxy_add(
     return RK_OK;
 }
 
-/* Registers, launches and activates one kernel of the cluster. */
+/* Registers, launches and activates one kernel of the cluster; with a
+ * handler (call), one that takes direct calls too. */
 int
-rk__cl_start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn, void *user,
-    const rk__cl_dir_export *e)
+rk__cl_start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn,
+    rk_handler_fn call, void *user, const rk__cl_dir_export *e)
 {
     rk_kernel_def def;
     int rc;
@@ -196,6 +281,8 @@ rk__cl_start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn, void *user,
     memset(&def, 0, sizeof(def));
     def.id = id;
     def.actor = fn;
+    def.handler = call;
+    def.config.direct_calls = call != NULL;
     def.config.user = user;
     def.config.backend = "cpu";
     /* Proxies park at once: on shared cores a spinning proxy holds the
@@ -219,8 +306,8 @@ rk__cl_start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn, void *user,
  * bare and no local kernel (or earlier proxy) has the name. Each running
  * proxy holds a reference to the cluster. */
 int
-rk__cl_proxy_start(rk_cluster *cl, int r, uint32_t i,
-    const rk__cl_dir_export *e, bool bare)
+rk__cl_proxy_start(
+    rk_cluster *cl, int r, uint32_t i, const rk__cl_dir_export *e, bool bare)
 {
     char id[2 * (RK_ID_MAX + 1) + 16];
     rk_kernel_state s;
@@ -234,8 +321,8 @@ rk__cl_proxy_start(rk_cluster *cl, int r, uint32_t i,
         return RK_OK; /* a local kernel (or earlier proxy) */
     if ((rc = proxy_add(cl, id, r, i, false)) != RK_OK)
         return rc;
-    if ((rc = rk__cl_start_kernel(
-             cl, id, proxy_actor, &cl->proxies[cl->n_proxies - 1], e))
+    if ((rc = rk__cl_start_kernel(cl, id, proxy_actor, proxy_call,
+             &cl->proxies[cl->n_proxies - 1], e))
         != RK_OK)
         return rc;
     atomic_fetch_add(&cl->refs, 1);
@@ -254,7 +341,7 @@ rk__cl_topic_proxy_start(rk_cluster *cl, int r, const rk__cl_dir_topic *t)
     if ((rc = proxy_add(cl, id, r, t->index, true)) != RK_OK)
         return rc;
     if ((rc = rk__cl_start_kernel(
-             cl, id, proxy_actor, &cl->proxies[cl->n_proxies - 1], NULL))
+             cl, id, proxy_actor, NULL, &cl->proxies[cl->n_proxies - 1], NULL))
         != RK_OK)
         return rc;
     if ((rc = rk_subscribe(cl->rt, id, t->name)) != RK_OK)

@@ -398,6 +398,103 @@ request_local(rk_cluster *cl, cl_export *e, int slot,
     return rc;
 }
 
+/* The detail of request rc to proxy px's kernel (op: the call that
+ * asked); len: the reply's length for RK_EMSGSIZE. */
+static int
+request_fail(rk_cluster *cl, const cl_proxy *px, const char *op, int rc,
+    size_t len, size_t cap)
+{
+    switch (rc) {
+    case RK_OK:
+        return RK_OK;
+    case RK_ETIMEDOUT:
+        return rk__fail(rc, "%s: no reply from '%s' in time", op, px->id);
+    case RK_EUNREACHABLE:
+        return rk__fail(rc, "%s: kernel '%s': rank %d %s", op, px->id,
+            px->rank, rk__cl_peer_fate(cl, px->rank));
+    case RK_EMSGSIZE:
+        return rk__fail(rc, "%s: %zu-byte reply from '%s', %zu-byte buffer",
+            op, len, px->id, cap);
+    default:
+        return rk__fail(rc, "%s: kernel '%s' on rank %d: %s", op, px->id,
+            px->rank, rk_strerror(rc));
+    }
+}
+
+/*
+ * A request to proxy px's kernel in waiting slot `slot` (taken): f holds
+ * its envelope (id, priority, type, flags; the rest is filled here),
+ * until is its rk_now_ns() deadline (UINT64_MAX: none). By the caller's
+ * own MPI calls when it can, else staged. Returns with the slot given
+ * back, the reply in the caller's buffers, and the detail of a failure
+ * (op: the call that asked).
+ */
+static int
+request_px(rk_cluster *cl, const cl_proxy *px, int slot, rk__cl_frame *f,
+    const void *req, uint64_t until, rk_msg_header *reply_hdr, void *reply,
+    size_t cap, size_t *reply_len, const char *op)
+{
+    cl_waiter *w = &cl->wait[slot];
+    int64_t timeout_ns = RK_WAIT_FOREVER;
+    int rc;
+
+    if (until != UINT64_MAX) {
+        uint64_t now = rk_now_ns();
+        timeout_ns = until > now ? (int64_t)(until - now) : RK_NO_WAIT;
+    }
+    f->kind = RK__CL_DATA;
+    f->flags |= RK_MSG_F_REQUEST;
+    f->target = px->target;
+    f->aux = (int32_t)(CL_DIRECT | (uint32_t)slot);
+    waiter_arm(cl, slot, &f->id, px->rank, reply_hdr, reply, cap);
+    if (cl->multiple
+        && RK__CL_BATCH_HDR + rk__cl_frame_size(f->len) <= CL_CALL_MAX
+        && atomic_load_explicit(
+               &cl->peers[px->rank].unsent, memory_order_acquire)
+            == 0) {
+        /* Nothing this process staged for the peer is waiting to be
+         * sent: this request cannot overtake one. */
+        rc = request_by_mpi(cl, slot, px->rank, f, req, timeout_ns);
+        *reply_len = w->len;
+        waiter_put(cl, slot);
+        return request_fail(cl, px, op, rc, *reply_len, cap);
+    }
+    rc = rk__cl_stage_frame(cl, px->rank, 0, f, req, timeout_ns);
+    if (rc == RK_OK) {
+        STAT(cl, forwarded, 1);
+        rc = waiter_wait(cl, w, until);
+        *reply_len = w->len;
+    } else {
+        pthread_mutex_lock(&w->lock);
+        atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
+        pthread_mutex_unlock(&w->lock);
+    }
+    waiter_put(cl, slot);
+    return request_fail(cl, px, op, rc, *reply_len, cap);
+}
+
+/* A request that came into proxy px as a direct call (rk_request or
+ * rk_kernel_call_reply on its handle; mpi_proxy.c): h and its payload,
+ * the caller's deadline (0: none). RK_EBUSY (nothing done) when every
+ * waiting slot is in use. */
+int
+rk__cl_request_call(rk_cluster *cl, const cl_proxy *px, const rk_msg_header *h,
+    const void *req, size_t len, uint64_t deadline, rk_msg_header *reply_hdr,
+    void *reply, size_t cap, size_t *reply_len)
+{
+    rk__cl_frame f;
+    int slot;
+
+    if (len > UINT32_MAX)
+        return rk__fail(RK_EMSGSIZE, "request: %zu-byte request", len);
+    if ((slot = waiter_get(cl)) < 0)
+        return RK_EBUSY;
+    rk__cl_frame_from_header(&f, h, len);
+    return request_px(cl, px, slot, &f, req,
+        deadline == 0 ? UINT64_MAX : deadline, reply_hdr, reply, cap,
+        reply_len, "request");
+}
+
 int
 rk_cluster_request(rk_cluster *cl, const char *id,
     const rk_request_options *opts, const void *req, size_t req_len,
@@ -406,8 +503,6 @@ rk_cluster_request(rk_cluster *cl, const char *id,
     static const rk_request_options defaults = RK_REQUEST_OPTIONS_INIT;
     const cl_proxy *px;
     rk__cl_frame f;
-    cl_waiter *w;
-    uint64_t deadline = 0;
     int slot, rc;
     rk_kernel k;
 
@@ -422,9 +517,18 @@ rk_cluster_request(rk_cluster *cl, const char *id,
         cl_export *e = rk__cl_export_named(cl, id);
         if (e != NULL && !e->cfg.local_output
             && (slot = waiter_get(cl)) >= 0) {
+            /* request_local: the runtime's refusal and detail */
             rc = request_local(cl, e, slot, opts, req, req_len, reply_hdr,
                 reply, cap, reply_len);
-            goto done;
+            if (rc == RK_ETIMEDOUT)
+                return rk__fail(
+                    rc, "rk_cluster_request: no reply from '%s' in time", id);
+            if (rc == RK_EMSGSIZE)
+                return rk__fail(rc,
+                    "rk_cluster_request: %zu-byte reply from '%s', %zu-byte "
+                    "buffer",
+                    *reply_len, id, cap);
+            return rc;
         }
     }
     if (px == NULL || (slot = waiter_get(cl)) < 0) {
@@ -433,65 +537,16 @@ rk_cluster_request(rk_cluster *cl, const char *id,
         return rk_request_opts(
             cl->rt, k, opts, req, req_len, reply_hdr, reply, cap, reply_len);
     }
+    if (req_len > UINT32_MAX) {
+        waiter_put(cl, slot);
+        return rk__fail(
+            RK_EMSGSIZE, "rk_cluster_request: %zu-byte request", req_len);
+    }
     memset(&f, 0, sizeof(f));
-    f.kind = RK__CL_DATA;
     f.priority = opts->priority;
     f.type_id = opts->type_id;
-    f.flags = RK_MSG_F_REQUEST;
     f.len = (uint32_t)req_len;
-    f.target = px->target;
-    f.aux = (int32_t)(CL_DIRECT | (uint32_t)slot);
     f.id = rk__next_id();
-    w = &cl->wait[slot];
-    waiter_arm(cl, slot, &f.id, px->rank, reply_hdr, reply, cap);
-    if (req_len > UINT32_MAX) {
-        rc = rk__fail(
-            RK_EMSGSIZE, "rk_cluster_request: %zu-byte request", req_len);
-    } else if (cl->multiple
-        && RK__CL_BATCH_HDR + rk__cl_frame_size(f.len) <= CL_CALL_MAX
-        && atomic_load_explicit(
-               &cl->peers[px->rank].unsent, memory_order_acquire)
-            == 0) {
-        /* Nothing this process staged for the peer is waiting to be
-         * sent: this request cannot overtake one. */
-        rc = request_by_mpi(cl, slot, px->rank, &f, req, opts->timeout_ns);
-        *reply_len = w->len;
-        waiter_put(cl, slot);
-        goto done;
-    } else {
-        deadline = rk__deadline(opts->timeout_ns);
-        rc = rk__cl_stage_frame(cl, px->rank, 0, &f, req, opts->timeout_ns);
-    }
-    if (rc == RK_OK) {
-        STAT(cl, forwarded, 1);
-        rc = waiter_wait(cl, w, deadline);
-        *reply_len = w->len;
-    } else {
-        pthread_mutex_lock(&w->lock);
-        atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
-        pthread_mutex_unlock(&w->lock);
-    }
-    waiter_put(cl, slot);
-done:
-    switch (rc) {
-    case RK_OK:
-        return RK_OK;
-    case RK_ETIMEDOUT:
-        return rk__fail(
-            rc, "rk_cluster_request: no reply from '%s' in time", id);
-    case RK_EUNREACHABLE:
-        if (px == NULL) /* not from request_local; nothing to add */
-            return rc;
-        return rk__fail(rc, "rk_cluster_request: kernel '%s': rank %d %s", id,
-            px->rank, rk__cl_peer_fate(cl, px->rank));
-    case RK_EMSGSIZE:
-        return rk__fail(rc,
-            "rk_cluster_request: %zu-byte reply from '%s', %zu-byte buffer",
-            *reply_len, id, cap);
-    default:
-        if (px == NULL) /* request_local: the runtime's refusal and detail */
-            return rc;
-        return rk__fail(rc, "rk_cluster_request: kernel '%s' on rank %d: %s",
-            id, px->rank, rk_strerror(rc));
-    }
+    return request_px(cl, px, slot, &f, req, rk__deadline(opts->timeout_ns),
+        reply_hdr, reply, cap, reply_len, "rk_cluster_request");
 }

@@ -1,3 +1,4 @@
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -118,8 +119,8 @@ rk__utf8_seq(const unsigned char *s, size_t n)
     return k + 1;
 }
 
-int
-rk__utf8_valid(const void *p, size_t n)
+size_t
+rk__utf8_prefix(const void *p, size_t n)
 {
     const unsigned char *s = p;
     size_t i = 0;
@@ -132,10 +133,49 @@ rk__utf8_valid(const void *p, size_t n)
             continue;
         }
         if ((k = rk__utf8_seq(s + i, n - i)) == 0)
-            return 0;
+            return i;
         i += k;
     }
-    return 1;
+    return n;
+}
+
+int
+rk__utf8_valid(const void *p, size_t n)
+{
+    return rk__utf8_prefix(p, n) == n;
+}
+
+/* How many of the first n bytes of the valid UTF-8 at s to quote in a
+ * detail: at most cap, never ending inside a sequence. */
+static int
+quote_len(const char *s, size_t n, size_t cap)
+{
+    if (n <= cap)
+        return (int)n;
+    while (cap > 0 && ((unsigned char)s[cap] & 0xc0) == 0x80)
+        cap--;
+    return (int)cap;
+}
+
+int
+rk__check_name(
+    const char *what, const char *kind, const char *name, size_t max)
+{
+    size_t n, ok;
+
+    if (name == NULL || name[0] == '\0')
+        return rk__fail(RK_EINVAL, "%s: empty %s", what, kind);
+    n = strlen(name);
+    ok = rk__utf8_prefix(name, n);
+    if (ok < n)
+        return rk__fail(RK_EINVAL,
+            "%s: %s is not valid UTF-8 at byte %zu (0x%02x, after '%.*s')",
+            what, kind, ok, (unsigned)(unsigned char)name[ok],
+            quote_len(name, ok, 40), name);
+    if (n > max)
+        return rk__fail(RK_EINVAL, "%s: %s '%.*s...' is %zu bytes (max %zu)",
+            what, kind, quote_len(name, n, 20), name, n, max);
+    return RK_OK;
 }
 
 const char *
@@ -166,4 +206,23 @@ rk__deadline(int64_t timeout_ns)
     if (timeout_ns < 0)
         return UINT64_MAX;
     return rk_now_ns() + (uint64_t)timeout_ns;
+}
+
+void *
+rk__dlopen_env(
+    const char *env, const char *dflt, const char **path, const char **err)
+{
+    const char *p = getenv(env);
+    void *lib;
+
+    if (p == NULL || p[0] == '\0')
+        p = dflt;
+    *path = p;
+    dlerror();
+    lib = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *e = dlerror();
+        *err = e != NULL ? e : p;
+    }
+    return lib;
 }

@@ -85,6 +85,22 @@ rk__utf8_seq(const unsigned char *s, size_t n);
 int
 rk__utf8_valid(const void *s, size_t n);
 
+/* The offset of the first byte at s that does not start a valid UTF-8
+ * sequence within n bytes; n if all of it is valid. */
+size_t
+rk__utf8_prefix(const void *s, size_t n);
+
+/*
+ * Checks a name the runtime keeps and reports (a kernel id, a topic name):
+ * not NULL, not empty, at most max bytes, valid UTF-8 (the exposition and
+ * JSON carry it). RK_OK, or RK_EINVAL with a detail that starts "what: "
+ * and calls the name kind ("id", "topic name"); a name that is not UTF-8
+ * is named by its valid prefix and the offset of its first bad byte.
+ */
+int
+rk__check_name(const char *what, const char *kind, const char *name,
+    size_t max);
+
 /* Clears the calling thread's detail. */
 void
 rk__clear_detail(void);
@@ -100,6 +116,13 @@ rk__is_pow2(uint64_t x)
 {
     return x != 0 && (x & (x - 1)) == 0;
 }
+
+/* dlopen (RTLD_NOW | RTLD_LOCAL) of the library the environment variable
+ * env names, or of dflt when it is unset or empty. *path is the one tried;
+ * on failure NULL, with dlerror's text (or the path) in *err. */
+void *
+rk__dlopen_env(const char *env, const char *dflt, const char **path,
+    const char **err);
 
 /* The least power of two >= x (1 for 0), for x <= 2^63: the size of a
  * ring that holds x (the queues' rings are powers of two; what a queue

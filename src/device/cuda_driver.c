@@ -78,17 +78,13 @@ set_outcome(rk_cuda_status st, const char *fmt, ...)
 static void
 load_driver(void)
 {
-    const char *path = getenv("RK_CUDA_DRIVER");
+    const char *path, *e;
     rk__cu_result r;
 
-    if (path == NULL || path[0] == '\0')
-        path = RK__CUDA_DEFAULT_LIB;
-    dlerror();
-    drv.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    drv.lib
+        = rk__dlopen_env("RK_CUDA_DRIVER", RK__CUDA_DEFAULT_LIB, &path, &e);
     if (drv.lib == NULL) {
-        const char *e = dlerror();
-        set_outcome(RK_CUDA_NO_DRIVER, "cannot load the CUDA driver: %s",
-            e ? e : path);
+        set_outcome(RK_CUDA_NO_DRIVER, "cannot load the CUDA driver: %s", e);
         return;
     }
     /* dlsym returns void *; the cast to a function pointer is what POSIX

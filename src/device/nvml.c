@@ -76,16 +76,13 @@ static char nvml_load_detail[320];
 static void
 load_nvml(void)
 {
-    const char *path = getenv("RK_NVML_LIBRARY");
+    const char *path, *e;
 
-    if (path == NULL || path[0] == '\0')
-        path = RK__NVML_DEFAULT_LIB;
-    dlerror();
-    nvml.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    nvml.lib
+        = rk__dlopen_env("RK_NVML_LIBRARY", RK__NVML_DEFAULT_LIB, &path, &e);
     if (nvml.lib == NULL) {
-        const char *e = dlerror();
         snprintf(nvml_load_detail, sizeof(nvml_load_detail),
-            "cannot load NVML: %s", e ? e : path);
+            "cannot load NVML: %s", e);
         return;
     }
 #define RK__NVML_RESOLVE(field, sym, params)                                  \

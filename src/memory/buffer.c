@@ -295,53 +295,48 @@ sync_dev(rk_buffer *b, void *stream)
     return RK_OK;
 }
 
-/* Host becomes the only current copy (after a write there). */
+/* The side just written (dev: the device side) becomes the only current
+ * copy. */
 static void
-host_wins(rk_buffer *b)
+wins(rk_buffer *b, bool dev)
 {
-    b->host_ok = true;
-    b->dev_ok = false;
-}
-
-static void
-dev_wins(rk_buffer *b)
-{
-    b->dev_ok = true;
-    b->host_ok = false;
+    b->dev_ok = dev;
+    b->host_ok = !dev;
 }
 
 /* ---------------------------------------------------------- operations */
 
-int
-rk_buffer_host(rk_buffer *b, rk_access mode, void **ptr)
+/* Shared body of rk_buffer_host and rk_buffer_device: dev is the side
+ * asked for. */
+static int
+side_ptr(rk_buffer *b, rk_access mode, bool dev, void **ptr, const char *what)
 {
     int rc;
 
     if (b == NULL || ptr == NULL || (unsigned)mode > RK_ACCESS_DISCARD)
-        return rk__fail(RK_EINVAL, "rk_buffer_host: bad argument");
-    rc = mode == RK_ACCESS_DISCARD ? alloc_host(b) : sync_host(b, NULL);
+        return rk__fail(RK_EINVAL, "%s: bad argument", what);
+    if (mode == RK_ACCESS_DISCARD)
+        rc = dev ? alloc_dev(b) : alloc_host(b);
+    else
+        rc = dev ? sync_dev(b, NULL) : sync_host(b, NULL);
     if (rc != RK_OK)
         return rc;
     if (mode != RK_ACCESS_READ)
-        host_wins(b);
-    *ptr = b->host;
+        wins(b, dev);
+    *ptr = dev ? b->dev : b->host;
     return RK_OK;
+}
+
+int
+rk_buffer_host(rk_buffer *b, rk_access mode, void **ptr)
+{
+    return side_ptr(b, mode, false, ptr, "rk_buffer_host");
 }
 
 int
 rk_buffer_device(rk_buffer *b, rk_access mode, void **dptr)
 {
-    int rc;
-
-    if (b == NULL || dptr == NULL || (unsigned)mode > RK_ACCESS_DISCARD)
-        return rk__fail(RK_EINVAL, "rk_buffer_device: bad argument");
-    rc = mode == RK_ACCESS_DISCARD ? alloc_dev(b) : sync_dev(b, NULL);
-    if (rc != RK_OK)
-        return rc;
-    if (mode != RK_ACCESS_READ)
-        dev_wins(b);
-    *dptr = b->dev;
-    return RK_OK;
+    return side_ptr(b, mode, true, dptr, "rk_buffer_device");
 }
 
 /* Shared body of the two mark-dirty calls: side is the side written. */
@@ -356,10 +351,7 @@ mark_dirty(rk_buffer *b, bool dev, const char *what)
             "have been written",
             what, rk_buffer_state_name(rk_buffer_get_state(b)),
             dev ? "device" : "host");
-    if (dev)
-        dev_wins(b);
-    else
-        host_wins(b);
+    wins(b, dev);
     return RK_OK;
 }
 
@@ -412,7 +404,7 @@ rk_buffer_copy_from(rk_buffer *b, const void *src, size_t bytes)
     if (rc != RK_OK)
         return rc;
     memcpy(b->host, src, bytes);
-    host_wins(b);
+    wins(b, false);
     return RK_OK;
 }
 
@@ -442,7 +434,7 @@ rk_buffer_fill(rk_buffer *b, const void *elem)
     p = b->host;
     for (size_t i = 0; i < b->count; i++)
         memcpy(p + i * b->elem, elem, b->elem);
-    host_wins(b);
+    wins(b, false);
     return RK_OK;
 }
 
@@ -456,7 +448,7 @@ rk_buffer_zeros(rk_buffer *b)
     if ((rc = alloc_host(b)) != RK_OK)
         return rc;
     memset(b->host, 0, b->bytes);
-    host_wins(b);
+    wins(b, false);
     return RK_OK;
 }
 

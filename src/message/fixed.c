@@ -111,18 +111,34 @@ rk__msgtype_validate(const rk_msgtype *t, int depth)
     return RK_OK;
 }
 
+/* RK_OK if the call what can go ahead on t, obj and the fixed form's
+ * buffer (no_buf: that buffer is missing; buf_name names it): RK_EINVAL
+ * for a NULL argument, RK_ENOTSUP if t has variable-length fields,
+ * RK_EINVAL if its descriptor does not add up. */
+static int
+check_fixed(const char *what, const rk_msgtype *t, const void *obj,
+    bool no_buf, const char *buf_name)
+{
+    if (t == NULL || obj == NULL || no_buf)
+        return rk__fail(RK_EINVAL, "%s: NULL %s", what,
+            t == NULL         ? "type"
+                : obj == NULL ? "object"
+                              : buf_name);
+    if (t->fixed_size == 0)
+        return rk__fail(RK_ENOTSUP, "%s has variable-length fields", t->name);
+    if (t->fixed_size > t->size || t->fields == NULL)
+        return rk__fail(RK_EINVAL, "%s: malformed type descriptor", t->name);
+    return RK_OK;
+}
+
 int
 rk_msg_fixed_write(const rk_msgtype *t, const void *obj, void *dst, size_t cap)
 {
-    if (rk__unlikely(t == NULL || obj == NULL || dst == NULL))
-        return rk__fail(RK_EINVAL, "rk_msg_fixed_write: NULL %s",
-            t == NULL         ? "type"
-                : obj == NULL ? "object"
-                              : "destination");
-    if (rk__unlikely(t->fixed_size == 0))
-        return rk__fail(RK_ENOTSUP, "%s has variable-length fields", t->name);
-    if (rk__unlikely(t->fixed_size > t->size || t->fields == NULL))
-        return rk__fail(RK_EINVAL, "%s: malformed type descriptor", t->name);
+    int rc;
+
+    rc = check_fixed("rk_msg_fixed_write", t, obj, dst == NULL, "destination");
+    if (rk__unlikely(rc != RK_OK))
+        return rc;
     if (rk__unlikely(cap < t->fixed_size))
         return rk__fail(RK_EMSGSIZE, "%s needs %u bytes, slot has %zu",
             t->name, t->fixed_size, cap);
@@ -159,15 +175,10 @@ rk_msg_fixed_read(const rk_msgtype *t, const void *src, size_t len, void *obj)
 {
     int rc;
 
-    if (rk__unlikely(t == NULL || obj == NULL || (src == NULL && len != 0)))
-        return rk__fail(RK_EINVAL, "rk_msg_fixed_read: NULL %s",
-            t == NULL         ? "type"
-                : obj == NULL ? "object"
-                              : "source");
-    if (rk__unlikely(t->fixed_size == 0))
-        return rk__fail(RK_ENOTSUP, "%s has variable-length fields", t->name);
-    if (rk__unlikely(t->fixed_size > t->size || t->fields == NULL))
-        return rk__fail(RK_EINVAL, "%s: malformed type descriptor", t->name);
+    rc = check_fixed(
+        "rk_msg_fixed_read", t, obj, src == NULL && len != 0, "source");
+    if (rk__unlikely(rc != RK_OK))
+        return rc;
     if (rk__unlikely(len != t->fixed_size)) {
         memset(obj, 0, t->size);
         return rk__fail(len < t->fixed_size ? RK_ETRUNCATED : RK_EDECODE,

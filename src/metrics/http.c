@@ -12,9 +12,19 @@
  * plus one report per connection in flight.
  *
  * Requests: GET or HEAD of /metrics (Prometheus text) or /stats.json;
- * another path gets 404, another method 405 with an Allow header, and a
- * request head over max_request bytes is refused by libmicrohttpd itself
- * (414 or 431) because the connection's memory pool is that size.
+ * another path gets 404 (a path that decodes to one of the two followed
+ * by a NUL, "/metrics%00.json", included: the URI callback sees the path
+ * before libmicrohttpd decodes it), another method 405 with an Allow
+ * header, and a request head over max_request bytes is refused by
+ * libmicrohttpd itself (414 or 431) because the connection's memory pool
+ * is that size.
+ *
+ * Slow clients: a connection has HEAD_DEADLINE to send a complete request
+ * head and REQUEST_DEADLINE to be answered, and at max_clients
+ * connections a newcomer displaces the one that has waited longest for
+ * its head (conn_guard.h). libmicrohttpd's own limit is twice max_clients,
+ * so that displaced connections, still closing, do not make it refuse the
+ * newcomer first; memory stays bounded by that many connections.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,7 +32,11 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "metrics/conn_guard.h"
 #include "metrics/metrics_internal.h"
+
+#define HEAD_DEADLINE_NS    (2 * 1000000000ull)
+#define REQUEST_DEADLINE_NS (10 * 1000000000ull)
 
 /*
  * Parses "HOST:PORT" (HOST: dotted IPv4, "localhost", or empty for
@@ -105,8 +119,62 @@ typedef int mhd_result;
 
 struct rk__metrics_server {
     struct MHD_Daemon *d;
+    rk__conn_guard *guard;
     uint16_t port;
 };
+
+/* Request states in libmicrohttpd's per-request pointer (*state): set by
+ * on_uri before the head is complete (whether the raw path holds an
+ * encoded NUL), then by on_request's first call. */
+static int uri_plain, uri_nul, head_plain, head_nul;
+
+/* The raw request target, before libmicrohttpd decodes it: a "%00" in
+ * its path decodes to a NUL, which would end the decoded path early. */
+static void *
+on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    size_t path = strcspn(uri, "?");
+
+    (void)cls;
+    (void)c;
+    for (size_t i = 0; i + 2 < path; i++)
+        if (uri[i] == '%' && uri[i + 1] == '0' && uri[i + 2] == '0')
+            return &uri_nul;
+    return &uri_plain;
+}
+
+static mhd_result
+on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    (void)addr;
+    (void)len;
+    return rk__guard_admit(cls) ? MHD_YES : MHD_NO;
+}
+
+static void
+on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+    enum MHD_ConnectionNotificationCode code)
+{
+    const union MHD_ConnectionInfo *info;
+
+    (void)socket_ctx;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        rk__guard_closed(cls, c);
+        return;
+    }
+    info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info != NULL)
+        (void)rk__guard_started(cls, c, info->connect_fd);
+}
+
+static void
+on_completed(void *cls, struct MHD_Connection *c, void **state,
+    enum MHD_RequestTerminationCode code)
+{
+    (void)state;
+    (void)code;
+    rk__guard_idle(cls, c);
+}
 
 bool
 rk_metrics_http_available(void)
@@ -137,7 +205,6 @@ on_request(void *cls, struct MHD_Connection *c, const char *url,
     const char *method, const char *version, const char *upload,
     size_t *upload_size, void **state)
 {
-    static int first_call;
     rk_metrics *m = cls;
     rk_metrics_format fmt;
     const char *type;
@@ -153,12 +220,16 @@ on_request(void *cls, struct MHD_Connection *c, const char *url,
             "only GET and HEAD are allowed\n", "GET, HEAD");
     /* libmicrohttpd calls once for the head, then again to answer; a GET
      * with a body is answered without reading the body. */
-    if (*state == NULL) {
-        *state = &first_call;
+    if (*state != &head_plain && *state != &head_nul) {
+        *state = *state == &uri_nul ? &head_nul : &head_plain;
+        rk__guard_head(m->server->guard, c);
         return MHD_YES;
     }
     *upload_size = 0;
-    if (strcmp(url, "/metrics") == 0) {
+    if (*state == &head_nul) {
+        return reply_text(c, MHD_HTTP_NOT_FOUND,
+            "not found: try /metrics or /stats.json\n", NULL);
+    } else if (strcmp(url, "/metrics") == 0) {
         fmt = RK_METRICS_PROMETHEUS;
         type = "text/plain; version=0.0.4; charset=utf-8";
     } else if (strcmp(url, "/stats.json") == 0) {
@@ -200,12 +271,26 @@ rk_metrics_listen(rk_metrics *m, const char *addr)
         return rc;
     if ((s = calloc(1, sizeof(*s))) == NULL)
         return rk__fail(RK_ENOMEM, "rk_metrics_listen");
-    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
-        on_request, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+    if ((rc = rk__guard_create(&s->guard, m->cfg.max_clients,
+             2 * (size_t)m->cfg.max_clients, HEAD_DEADLINE_NS,
+             REQUEST_DEADLINE_NS))
+        != RK_OK) {
+        free(s);
+        return rc;
+    }
+    /* on_request reads m->server->guard from the daemon's thread: set it
+     * before the daemon starts. */
+    m->server = s;
+    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, on_accept,
+        s->guard, on_request, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)m->cfg.max_request,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)m->cfg.max_clients,
-        MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, 2u * (unsigned)m->cfg.max_clients,
+        MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, s->guard, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        s->guard, MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_END);
     if (s->d == NULL) {
+        m->server = NULL;
+        rk__guard_destroy(s->guard);
         free(s);
         return rk__fail(RK_EBUSY,
             "metrics endpoint could not listen on %s (port in use, or no "
@@ -214,7 +299,6 @@ rk_metrics_listen(rk_metrics *m, const char *addr)
     }
     info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : ntohs(sa.sin_port);
-    m->server = s;
     m->server_stop = rk__metrics_server_stop;
     return RK_OK;
 }
@@ -230,7 +314,10 @@ rk__metrics_server_stop(rk_metrics *m)
 {
     if (m->server == NULL)
         return;
+    /* The daemon first: it reports every connection closed to the guard
+     * before the guard's thread stops. */
     MHD_stop_daemon(m->server->d);
+    rk__guard_destroy(m->server->guard);
     free(m->server);
     m->server = NULL;
     m->server_stop = NULL;

@@ -172,9 +172,12 @@ rk_metrics_add_topic(rk_metrics *m, const char *topic)
 {
     int rc = RK_OK;
 
-    if (m == NULL || topic == NULL || !*topic || strlen(topic) > RK_ID_MAX)
-        return rk__fail(RK_EINVAL, "rk_metrics_add_topic: %s",
-            topic && *topic ? "name longer than RK_ID_MAX" : "no name");
+    if (m == NULL)
+        return rk__fail(RK_EINVAL, "rk_metrics_add_topic: NULL collector");
+    if ((rc = rk__check_name(
+             "rk_metrics_add_topic", "topic name", topic, RK_ID_MAX))
+        != RK_OK)
+        return rc;
     pthread_mutex_lock(&m->lock);
     for (size_t i = 0; i < m->ntopics; i++)
         if (strcmp(m->topics[i], topic) == 0)

@@ -56,6 +56,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/common.h"
 #include "common/ec.h"
 #include "ringkernel/queue.h"
 
@@ -124,9 +125,37 @@ typedef struct rk__inbox {
     const rk__inbox_ops *ops;
 } rk__inbox;
 
+/* Slot strides are multiples of this: every frame header 64-byte aligned
+ * (issue 10, defect 7: a stride of 64 + 3 put headers at odd addresses). */
+#define SLOT_ALIGN 64u
+
 /* Lanes cfg selects: 0 (DROP_OLDEST: an rk_mqueue), 1, or RK_BAND_COUNT
  * with bands. */
-uint32_t rk__inbox_lane_count(const rk_mqueue_config *cfg);
+static inline uint32_t
+rk__inbox_lane_count(const rk_mqueue_config *cfg)
+{
+    if (cfg == NULL || cfg->backpressure == RK_BP_DROP_OLDEST)
+        return 0;
+    return cfg->priority_bands ? RK_BAND_COUNT : 1;
+}
+
+/* The slot stride for slot_size (a multiple of 64), or 0 with a detail
+ * naming the field when out of range. */
+static inline uint32_t
+rk__inbox_stride(uint32_t slot_size)
+{
+    uint64_t st
+        = ((uint64_t)slot_size + SLOT_ALIGN - 1) & ~(uint64_t)(SLOT_ALIGN - 1);
+
+    if (slot_size == 0 || st > UINT32_MAX) {
+        rk__fail(RK_EINVAL,
+            "input slot_size (64 + max_payload) %u is out of range [1, %u]",
+            slot_size, UINT32_MAX - SLOT_ALIGN + 1);
+        return 0;
+    }
+    return (uint32_t)st;
+}
+
 
 /* Placement. Bytes of caller memory the inbox for (cfg, hold) can be
  * built in: lane i (i < rk__inbox_lane_count(cfg)) is the block at
@@ -162,9 +191,8 @@ rk__inbox_destroy(rk__inbox *q)
 
 /* The operations, by name (see rk__inbox_ops). */
 static inline int
-rk__inbox_send(rk__inbox *q, const void *hdr, size_t hlen,
-    const void *payload, size_t len, uint8_t priority, int64_t timeout_ns,
-    bool uncounted)
+rk__inbox_send(rk__inbox *q, const void *hdr, size_t hlen, const void *payload,
+    size_t len, uint8_t priority, int64_t timeout_ns, bool uncounted)
 {
     return q->ops->send(
         q, hdr, hlen, payload, len, priority, timeout_ns, uncounted);
@@ -208,16 +236,13 @@ rk__inbox_stats(rk__inbox *q, rk_queue_stats *out)
     q->ops->stats(q, out);
 }
 
-/* ---- for the implementations (inbox.c) */
+/* ---- the implementations, for inbox_create.c */
 
-/* The slot stride for slot_size (a multiple of 64), or 0 with a detail
- * naming the field when out of range. */
-uint32_t rk__inbox_stride(uint32_t slot_size);
 
 int rk__inbox_lanes_create(rk__inbox **out, const rk_mqueue_config *cfg,
     uint32_t hold, rk__ec *wake, void *mem);
 size_t rk__inbox_lanes_bytes(const rk_mqueue_config *cfg, uint32_t hold);
-int rk__inbox_mqueue_create(rk__inbox **out, const rk_mqueue_config *cfg,
-    uint32_t hold, rk__ec *wake);
+int rk__inbox_mqueue_create(
+    rk__inbox **out, const rk_mqueue_config *cfg, uint32_t hold, rk__ec *wake);
 
 #endif /* RK_SRC_QUEUE_INBOX_H */

@@ -419,7 +419,7 @@ lanes_send_fill(void *arg, uint8_t priority, uint32_t flen, size_t n,
         /* Write a run of frames (in up to two pieces where the ring
          * wraps), each with its ready flag (queue/slotflag.h), then
          * publish them with one tail store. */
-        bump(&q->enqueued, k); /* before the flags, as in lane_send */
+        bump(&q->enqueued, k); /* before the flags, as in lane_send_locked */
         {
             uint32_t to_end
                 = l->prod.mask + 1 - (uint32_t)(l->prod.pos & l->prod.mask);

@@ -23,8 +23,8 @@ typedef struct mq_inbox {
 static const rk__inbox_ops mq_ops;
 
 int
-rk__inbox_mqueue_create(rk__inbox **out, const rk_mqueue_config *cfg,
-    uint32_t hold, rk__ec *wake)
+rk__inbox_mqueue_create(
+    rk__inbox **out, const rk_mqueue_config *cfg, uint32_t hold, rk__ec *wake)
 {
     mq_inbox *q = malloc(sizeof(*q));
     int rc;

@@ -332,6 +332,12 @@ rk_ctx_kernel_id(rk_ctx *ctx)
     return ctx ? ctx->io->def->id : NULL;
 }
 
+const rk_call_reply *
+rk_ctx_call(rk_ctx *ctx)
+{
+    return ctx ? ctx->capture : NULL;
+}
+
 rk_runtime *
 rk_ctx_runtime(rk_ctx *ctx)
 {

@@ -12,8 +12,6 @@
 
 #include "runtime/internal.h"
 
-_Thread_local uint32_t rk__stamp_left;
-
 /* Why a send (op: "send", "request", "publish") to k in state st is
  * refused, or RK_OK. Every refusal names the operation, the kernel and
  * its state or the rule. */
@@ -217,50 +215,54 @@ rk_send_frame_try(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
     return send_frame(rt, kh, h, payload, len, timeout_ns, true);
 }
 
+/* A direct call on k, for a caller inside rk__call_enter (rk_kernel_call,
+ * rk_request_opts); op names it in a refusal. */
+int
+rk__kernel_call(rk__kernel *k, const rk_msg_header *h, const void *payload,
+    size_t len, rk_call_reply *reply, const char *op)
+{
+    rk__inst *inst;
+    rk_msg_header out;
+    uint32_t st;
+    int rc;
+
+    if (!k->def.config.direct_calls)
+        return rk__fail(RK_ENOTSUP,
+            "rk_kernel_call: kernel '%s' does not take direct calls "
+            "(config.direct_calls)",
+            k->id);
+    /* Acquire: as in deliver(). Only an ACTIVE kernel runs calls; in any
+     * other state the message is sent instead, under the state's rules. */
+    st = atomic_load_explicit(&k->state, memory_order_acquire);
+    inst = atomic_load_explicit(&k->inst, memory_order_acquire);
+    if (st != RK_KERNEL_ACTIVE || inst == NULL)
+        return RK_EBUSY;
+    if (inst->be->call == NULL)
+        return rk__fail(RK_ENOTSUP,
+            "rk_kernel_call: the %s backend runs no direct calls",
+            inst->be->name);
+    if ((rc = admit(k, inst, st, h->type_id, len, op)) != RK_OK)
+        return rc;
+    rk__forwarded_header(&out, h, len, rk__send_stamp(k));
+    rc = inst->be->call(inst->bi, &out, payload, len, reply);
+    if (rc == RK_OK)
+        rk__counter_add(&inst->direct, 1);
+    return rc;
+}
+
 static int
 kernel_call(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
     const void *payload, size_t len, rk_call_reply *reply)
 {
     rk__kernel *k;
-    rk__inst *inst;
-    rk_msg_header out;
-    uint32_t st;
     int rc;
 
     if (h == NULL || (payload == NULL && len != 0))
         return rk__fail(RK_EINVAL, "rk_kernel_call: NULL argument");
     if ((rc = rk__call_enter(rt, "call")) != RK_OK)
         return rc;
-    if ((rc = rk__resolve(rt, kh, &k)) != RK_OK)
-        goto out;
-    if (!k->def.config.direct_calls) {
-        rc = rk__fail(RK_ENOTSUP,
-            "rk_kernel_call: kernel '%s' does not take direct calls "
-            "(config.direct_calls)",
-            k->id);
-        goto out;
-    }
-    /* Acquire: as in deliver(). Only an ACTIVE kernel runs calls; in any
-     * other state the message is sent instead, under the state's rules. */
-    st = atomic_load_explicit(&k->state, memory_order_acquire);
-    inst = atomic_load_explicit(&k->inst, memory_order_acquire);
-    if (st != RK_KERNEL_ACTIVE || inst == NULL) {
-        rc = RK_EBUSY;
-        goto out;
-    }
-    if (inst->be->call == NULL) {
-        rc = rk__fail(RK_ENOTSUP,
-            "rk_kernel_call: the %s backend runs no direct calls",
-            inst->be->name);
-        goto out;
-    }
-    if ((rc = admit(k, inst, st, h->type_id, len, "call")) != RK_OK)
-        goto out;
-    rk__forwarded_header(&out, h, len, rk__send_stamp(k));
-    rc = inst->be->call(inst->bi, &out, payload, len, reply);
-    if (rc == RK_OK)
-        rk__counter_add(&inst->direct, 1);
-out:
+    if ((rc = rk__resolve(rt, kh, &k)) == RK_OK)
+        rc = rk__kernel_call(k, h, payload, len, reply, "call");
     rk__call_leave(rt);
     return rc;
 }

@@ -81,18 +81,17 @@ stash_take(rk__inst *inst, const rk_uuid *corr)
     return NULL;
 }
 
-/* An error reply (RK_MSG_TYPE_ERROR) to a request: its code, with the
- * detail it carries. The header is copied out; the payload is not. */
+/* An error reply (RK_MSG_TYPE_ERROR) to a request, header h and payload
+ * p: its code, with the detail it carries. The header is copied out; the
+ * payload is not. */
 static int
-error_reply(const rk__kernel *k, const unsigned char *frame, size_t flen,
-    rk_msg_header *hdr, size_t *len)
+error_reply(const rk__kernel *k, const rk_msg_header *h,
+    const unsigned char *p, size_t plen, rk_msg_header *hdr, size_t *len)
 {
-    const unsigned char *p = frame + RK_MSG_HEADER_SIZE;
-    size_t plen = flen - RK_MSG_HEADER_SIZE;
     uint32_t code;
 
     if (hdr != NULL)
-        memcpy(hdr, frame, sizeof(*hdr));
+        memcpy(hdr, h, sizeof(*hdr));
     if (len != NULL)
         *len = 0;
     code = plen >= 4 ? (uint32_t)p[0] | (uint32_t)p[1] << 8
@@ -122,7 +121,8 @@ answer(const rk__kernel *k, const rk_uuid *corr, const unsigned char *frame,
 
     if (corr != NULL && h->type_id == RK_MSG_TYPE_ERROR) {
         *answered = true;
-        return error_reply(k, frame, flen, hdr, len);
+        return error_reply(k, h, frame + RK_MSG_HEADER_SIZE,
+            flen - RK_MSG_HEADER_SIZE, hdr, len);
     }
     return copy_out(frame, flen, hdr, buf, cap, len);
 }
@@ -408,9 +408,37 @@ rk_request_opts(rk_runtime *rt, rk_kernel kh, const rk_request_options *opts,
     rk__header(&h, opts->type_id, opts->priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)req_len;
     h.flags |= RK_MSG_F_REQUEST;
+    if (k->def.config.direct_calls) {
+        /* The handler on this thread, its reply straight into the
+         * caller's buffer, when the kernel is idle (rk_kernel_call). */
+        rk_call_reply cr;
+
+        memset(&cr, 0, sizeof(cr));
+        cr.buf = reply;
+        cr.cap = cap;
+        cr.deadline_ns = timeout_ns < 0 ? 0 : t0 + (uint64_t)timeout_ns;
+        rc = rk__kernel_call(k, &h, req, req_len, &cr, "request");
+        if (rc == RK_OK && cr.got) {
+            if (cr.hdr.type_id == RK_MSG_TYPE_ERROR) {
+                rc = error_reply(
+                    k, &cr.hdr, cr.buf, cr.len, reply_hdr, reply_len);
+                goto out;
+            }
+            if (reply_hdr != NULL)
+                *reply_hdr = cr.hdr;
+            if (reply_len != NULL)
+                *reply_len = cr.len;
+            goto out;
+        }
+        if (rc == RK_OK) /* no reply during the call: from the queue */
+            goto wait;
+        if (rc != RK_EBUSY && rc != RK_ENOTSUP)
+            goto out;
+    }
     if ((rc = rk__deliver(k, &h, req, req_len, timeout_ns, "request"))
         != RK_OK)
         goto out;
+wait:
     if (timeout_ns > 0) {
         uint64_t used = rk_now_ns() - t0;
         timeout_ns = used >= (uint64_t)timeout_ns ? RK_NO_WAIT

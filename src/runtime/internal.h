@@ -36,6 +36,7 @@
 #include "ringkernel/runtime.h"
 #include "runtime/ids.h"
 #include "runtime/outq.h"
+#include "runtime/stamp.h"
 #include "telemetry/histogram.h"
 #include "telemetry/stats.h"
 
@@ -274,34 +275,20 @@ void rk__supervisor_stop(rk_runtime *rt);
 int rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns, const char *op);
 
-
-/* Latency sampling: one send in latency_sample per sending thread carries
- * a timestamp (the kernel times exactly the stamped messages), so the
- * common send pays no clock read. Per-thread countdown; hidden as
- * rk__id_gen is. */
-#define RK__LATENCY_SAMPLE_DEFAULT 16u
-extern _Thread_local uint32_t rk__stamp_left
-    __attribute__((visibility("hidden")));
+/* A direct call on k (rk_kernel_call's body), for a caller that already
+ * entered the runtime (rk__call_enter) and resolved k: RK_OK, RK_EBUSY
+ * (not idle: deliver instead), or a refusal (op: "call", "request"). */
+int rk__kernel_call(rk__kernel *k, const rk_msg_header *h, const void *payload,
+    size_t len, rk_call_reply *reply, const char *op);
 
 /* The send timestamp for a message to k: now, or 0 (not sampled, or
- * telemetry off). */
+ * telemetry off). Sampling by count and time: runtime/stamp.h. */
 static inline uint64_t
 rk__send_stamp(const rk__kernel *k)
 {
-    uint32_t sample = k->def.config.latency_sample != 0
-        ? k->def.config.latency_sample
-        : RK__LATENCY_SAMPLE_DEFAULT;
-
     if (k->def.config.telemetry_off)
         return 0;
-    /* The countdown is the thread's, across kernels: one left over from a
-     * kernel with a sparser rate does not delay this kernel's. */
-    if (rk__stamp_left != 0 && rk__stamp_left < sample) {
-        rk__stamp_left--;
-        return 0;
-    }
-    rk__stamp_left = sample - 1;
-    return rk_now_ns();
+    return rk__stamp(k->def.config.latency_sample);
 }
 
 /* ---- deadletter.c, topics.c */

@@ -5,7 +5,6 @@
 
 #include "runtime/internal.h"
 
-
 int
 rk_connect(rk_runtime *rt, const char *from, const char *to)
 {
@@ -13,14 +12,9 @@ rk_connect(rk_runtime *rt, const char *from, const char *to)
     const rk_msgtype *ot, *it;
     int rc;
 
-    if (rt == NULL)
-        return rk__fail(RK_EINVAL, "runtime is NULL");
-    if ((rc = rk__fork_check(rt, "rk_connect")) != RK_OK)
+    if ((a = rk__kernel_for_op(rt, from, &rc)) == NULL
+        || (b = rk__kernel_for_op(rt, to, &rc)) == NULL)
         return rc;
-    if ((a = rk__kernel_by_id(rt, from)) == NULL)
-        return rk__not_found(rt, from);
-    if ((b = rk__kernel_by_id(rt, to)) == NULL)
-        return rk__not_found(rt, to);
     ot = a->def.config.output_type;
     it = b->def.config.input_type;
     if (it != NULL && ot != it)
@@ -40,12 +34,8 @@ rk_disconnect(rk_runtime *rt, const char *from)
     rk__kernel *a;
     int rc;
 
-    if (rt == NULL)
-        return rk__fail(RK_EINVAL, "runtime is NULL");
-    if ((rc = rk__fork_check(rt, "rk_disconnect")) != RK_OK)
+    if ((a = rk__kernel_for_op(rt, from, &rc)) == NULL)
         return rc;
-    if ((a = rk__kernel_by_id(rt, from)) == NULL)
-        return rk__not_found(rt, from);
     atomic_store_explicit(&a->route, NULL, memory_order_release);
     return RK_OK;
 }

@@ -357,18 +357,11 @@ rk_runtime_destroy(rk_runtime *rt)
 
 /* ---------------------------------------------------------- registry */
 
+/* Ids are reported in the exposition and in JSON: valid UTF-8 only. */
 static int
 check_id(const char *what, const char *id)
 {
-    size_t n;
-
-    if (id == NULL || id[0] == '\0')
-        return rk__fail(RK_EINVAL, "%s: empty id", what);
-    n = strlen(id);
-    if (n > RK_ID_MAX)
-        return rk__fail(RK_EINVAL, "%s: id '%.20s...' is %zu bytes (max %d)",
-            what, id, n, RK_ID_MAX);
-    return RK_OK;
+    return rk__check_name(what, "id", id, RK_ID_MAX);
 }
 
 int
@@ -383,9 +376,12 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
         return rc;
     if ((rc = check_id("rk_runtime_register", def->id)) != RK_OK)
         return rc;
-    if ((def->actor == NULL) == (def->handler == NULL))
+    if ((def->actor == NULL) == (def->handler == NULL)
+        && !(def->actor != NULL && def->config.direct_calls))
         return rk__fail(RK_EINVAL,
-            "kernel '%s': set exactly one of actor and handler", def->id);
+            "kernel '%s': set exactly one of actor and handler (both only "
+            "with direct_calls: the handler runs the direct calls)",
+            def->id);
     if (def->config.direct_calls && def->handler == NULL)
         return rk__fail(RK_EINVAL,
             "kernel '%s': direct_calls needs a handler (an actor receives "

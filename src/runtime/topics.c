@@ -18,10 +18,7 @@ topic_find(rk_runtime *rt, const char *name)
 static int
 check_name(const char *what, const char *name)
 {
-    if (name == NULL || name[0] == '\0' || strlen(name) > RK_ID_MAX)
-        return rk__fail(RK_EINVAL, "%s: topic name empty or over %d bytes",
-            what, RK_ID_MAX);
-    return RK_OK;
+    return rk__check_name(what, "topic name", name, RK_ID_MAX);
 }
 
 int
@@ -31,14 +28,9 @@ rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
     rk__topic *t;
     int rc;
 
-    if (rt == NULL)
-        return rk__fail(RK_EINVAL, "runtime is NULL");
-    if ((rc = rk__fork_check(rt, "rk_subscribe")) != RK_OK)
+    if ((rc = check_name("rk_subscribe", topic)) != RK_OK
+        || (k = rk__kernel_for_op(rt, kernel_id, &rc)) == NULL)
         return rc;
-    if ((rc = check_name("rk_subscribe", topic)) != RK_OK)
-        return rc;
-    if ((k = rk__kernel_by_id(rt, kernel_id)) == NULL)
-        return rk__not_found(rt, kernel_id);
     pthread_rwlock_wrlock(&rt->topics_lock);
     t = topic_find(rt, topic);
     if (t == NULL) {
@@ -85,14 +77,9 @@ rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
     rk__topic *t;
     int rc;
 
-    if (rt == NULL)
-        return rk__fail(RK_EINVAL, "runtime is NULL");
-    if ((rc = rk__fork_check(rt, "rk_unsubscribe")) != RK_OK)
+    if ((rc = check_name("rk_unsubscribe", topic)) != RK_OK
+        || (k = rk__kernel_for_op(rt, kernel_id, &rc)) == NULL)
         return rc;
-    if ((rc = check_name("rk_unsubscribe", topic)) != RK_OK)
-        return rc;
-    if ((k = rk__kernel_by_id(rt, kernel_id)) == NULL)
-        return rk__not_found(rt, kernel_id);
     pthread_rwlock_wrlock(&rt->topics_lock);
     rc = rk__fail(RK_ENOTFOUND, "kernel '%s' does not subscribe to '%s'",
         kernel_id, topic);

@@ -63,6 +63,7 @@ rk__cpu_ctx_init(rk__backend_inst *bi, const rk__backend_launch *spec)
     ctx->pub->ops = &cpu_ctx_ops;
     ctx->pub->be = ctx;
     atomic_store_explicit(&bi->owner, RK__OWN_KERNEL, memory_order_relaxed);
+    atomic_store_explicit(&bi->want, 0, memory_order_relaxed);
     ctx->buf = aligned_alloc(STRIDE_ALIGN, io->stride);
     if (ctx->buf == NULL) {
         rk__cpu_ctx_fini(bi);
@@ -249,18 +250,36 @@ spin_parked(rk__cpu_loop *ctx, uint32_t max)
 /* Direct calls: the kernel thread takes its context back from a caller
  * (who holds it for one handler call) and gives it up while it waits.
  * Acquire/release: what the caller did with the context comes before the
- * kernel's next use, and the other way round. */
+ * kernel's next use, and the other way round. While a caller holds it the
+ * thread says so (want: no new call starts) and parks on wake until the
+ * caller lets go: a forwarding handler (the MPI cluster's proxies) holds
+ * it for a whole round trip, and back-to-back calls leave a spinning
+ * thread almost no moment to take it (it would burn a core meanwhile). */
 static void
 own(rk__cpu_loop *ctx)
 {
     _Atomic uint32_t *o = &ctx->bi->owner;
 
     for (;;) {
-        uint32_t free_ = RK__OWN_FREE;
+        uint32_t free_ = RK__OWN_FREE, key;
         if (atomic_compare_exchange_weak_explicit(o, &free_, RK__OWN_KERNEL,
-                memory_order_acquire, memory_order_relaxed))
+                memory_order_acquire, memory_order_relaxed)) {
+            atomic_store_explicit(&ctx->bi->want, 0, memory_order_relaxed);
             return;
-        rk__cpu_relax();
+        }
+        if (free_ == RK__OWN_FREE)
+            continue; /* a weak CAS's spurious failure */
+        /* seq_cst store, then (after prepare) seq_cst load: pairs with
+         * the caller's seq_cst store of FREE and load of want in
+         * call_release, so that either it sees want and notifies, or
+         * this sees FREE. */
+        atomic_store_explicit(&ctx->bi->want, 1, memory_order_seq_cst);
+        key = rk__ec_prepare(ctx->wake);
+        if (atomic_load_explicit(o, memory_order_seq_cst) == RK__OWN_FREE) {
+            rk__ec_cancel(ctx->wake);
+            continue;
+        }
+        (void)rk__ec_wait(ctx->wake, key, UINT64_MAX);
     }
 }
 
@@ -547,6 +566,18 @@ handler_loop(rk__cpu_loop *ctx)
     }
 }
 
+/* A caller gives the context back, and wakes the thread if it waits
+ * for it (own). The store releases the context's uses (pairs with the
+ * acquire CAS in own() or a caller's); seq_cst with the load of want,
+ * see own(). */
+static void
+call_release(rk__backend_inst *bi, rk__cpu_loop *ctx)
+{
+    atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_seq_cst);
+    if (atomic_load_explicit(&bi->want, memory_order_seq_cst) != 0)
+        rk__ec_notify_all(ctx->wake);
+}
+
 /*
  * A direct call (rk_kernel_call): runs the handler on one message on the
  * caller's thread while the kernel's thread waits without its context.
@@ -579,11 +610,13 @@ rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
             RK__OWN_CALLER, memory_order_acquire, memory_order_relaxed))
         return RK_EBUSY;
     /* Idle: running, nothing prefetched or handed back, nothing queued
-     * (a queued message goes first: the caller then queues behind it). */
+     * (a queued message goes first: the caller then queues behind it),
+     * and the thread is not waiting to take its context back (own). */
     if (load_cmd(ctx) != RK_CTL_RUN || ctx->pos < ctx->n
         || atomic_load_explicit(&ctx->handback, memory_order_relaxed) != 0
-        || io->depth(io->in) != 0) {
-        atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_release);
+        || io->depth(io->in) != 0
+        || atomic_load_explicit(&bi->want, memory_order_relaxed) != 0) {
+        call_release(bi, ctx);
         return RK_EBUSY;
     }
     f = ctx->buf;
@@ -608,11 +641,11 @@ rk__cpu_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
         /* In flight (cur 0): the kernel's thread takes the context back,
          * finds handback and faults with it (fetch). */
         atomic_store(&ctx->handback, rc);
-        atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_release);
+        call_release(bi, ctx);
         rk__ec_notify_all(ctx->wake);
         return RK_OK;
     }
-    atomic_store_explicit(&bi->owner, RK__OWN_FREE, memory_order_release);
+    call_release(bi, ctx);
     return RK_OK;
 }
 

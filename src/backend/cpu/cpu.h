@@ -68,6 +68,11 @@ struct rk__backend_inst {
      * taking and release on giving back order every use of the context
      * between them. Its own line: callers write it. */
     _Alignas(64) _Atomic uint32_t owner;
+    /* The thread waits for a caller to give the context back (own()):
+     * callers then refuse new calls (RK_EBUSY) and the one that holds it
+     * wakes the thread as it lets go, so the thread parks instead of
+     * spinning through back-to-back calls. */
+    _Atomic uint32_t want;
     _Alignas(64) rk__cpu_loop loop;
 };
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct rk__kcache {
     rk__kcache_stats st;
     char dir[KC_PATH_MAX];
     int has_dir;
+    unsigned warned; /* KC_WHY_* bits already logged (once per cache) */
 };
 
 /* ------------------------------------------------------------ hashing */
@@ -81,24 +83,25 @@ fnv64(const void *p, size_t n)
     return h;
 }
 
-/* Reads a whole file (at most max bytes) into a malloc'd buffer. */
+/* Reads the whole of the open regular file fd (at most max bytes) into a
+ * malloc'd buffer, and closes fd whatever happens. */
 static int
-read_file(const char *path, size_t max, unsigned char **out, size_t *len)
+read_fd(int fd, size_t max, unsigned char **out, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     unsigned char *buf;
     size_t got = 0;
 
-    if (fd < 0)
-        return -1;
-    if (fstat(fd, &sb) != 0 || sb.st_size < 0 || (size_t)sb.st_size > max
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < 0
+        || (size_t)sb.st_size > max
         || (buf = malloc((size_t)sb.st_size + 1)) == NULL) {
         close(fd);
         return -1;
     }
     while (got < (size_t)sb.st_size) {
         ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
         if (r <= 0)
             break;
         got += (size_t)r;
@@ -107,6 +110,18 @@ read_file(const char *path, size_t max, unsigned char **out, size_t *len)
     *out = buf;
     *len = got;
     return 0;
+}
+
+/* Reads a whole regular file (at most max bytes) into a malloc'd buffer.
+ * O_NONBLOCK: a FIFO or device at path must not block the open. */
+static int
+read_file(const char *path, size_t max, unsigned char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+    if (fd < 0)
+        return -1;
+    return read_fd(fd, max, out, len);
 }
 
 int
@@ -223,14 +238,15 @@ rk__kcache_dir(const rk__kcache *c)
     return c->has_dir ? c->dir : NULL;
 }
 
+static void entry_name(const rk__kkey *key, char *buf, size_t cap);
+
 void
 rk__kcache_path(
     const rk__kcache *c, const rk__kkey *key, char *buf, size_t cap)
 {
-    char hex[33];
-    for (int i = 0; i < 16; i++)
-        snprintf(hex + 2 * i, 3, "%02x", key->b[i]);
-    snprintf(buf, cap, "%s/%s.rkc", c->dir, hex);
+    char name[64];
+    entry_name(key, name, sizeof(name));
+    snprintf(buf, cap, "%s/%s", c->dir, name);
 }
 
 void
@@ -296,34 +312,19 @@ lru_insert(rk__kcache *c, const rk__kkey *key, const rk__nvrtc_image *img)
 
 /* ------------------------------------------------------------ disk */
 
+/* The file header's integers: n bytes, little-endian. */
 static void
-put_u32(unsigned char *p, uint32_t v)
+put_le(unsigned char *p, uint64_t v, int n)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < n; i++)
         p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void
-put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t
-get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 static uint64_t
-get_u64(const unsigned char *p)
+get_le(const unsigned char *p, int n)
 {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
+    for (int i = n - 1; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
 }
@@ -340,15 +341,15 @@ int
 rk__kcache_decode(const unsigned char *buf, size_t len, const rk__kkey *key,
     rk__nvrtc_image *img)
 {
-    uint64_t n = len >= KC_HEADER ? get_u64(buf + 32) : 0;
-    uint32_t kind = len >= KC_HEADER ? get_u32(buf + 12) : 0;
+    uint64_t n = len >= KC_HEADER ? get_le(buf + 32, 8) : 0;
+    uint32_t kind = len >= KC_HEADER ? (uint32_t)get_le(buf + 12, 4) : 0;
 
     memset(img, 0, sizeof(*img));
     if (len < KC_HEADER || memcmp(buf, KC_MAGIC, 8) != 0
-        || get_u32(buf + 8) != KC_FORMAT || memcmp(buf + 16, key->b, 16) != 0
+        || get_le(buf + 8, 4) != KC_FORMAT || memcmp(buf + 16, key->b, 16) != 0
         || n == 0 || n != len - KC_HEADER
         || (kind != RK__IMG_CUBIN && kind != RK__IMG_PTX)
-        || get_u64(buf + 40) != fnv64(buf + KC_HEADER, (size_t)n))
+        || get_le(buf + 40, 8) != fnv64(buf + KC_HEADER, (size_t)n))
         return 0;
     img->data = malloc((size_t)n);
     if (img->data == NULL)
@@ -356,21 +357,149 @@ rk__kcache_decode(const unsigned char *buf, size_t len, const rk__kkey *key,
     memcpy(img->data, buf + KC_HEADER, (size_t)n);
     img->size = (size_t)n;
     img->kind = (int)kind;
-    img->arch = (int)get_u32(buf + 48);
+    img->arch = (int)get_le(buf + 48, 4);
     return 1;
+}
+
+/*
+ * Trust. An entry is code the GPU runs with this program's rights, so it
+ * is loaded only as OpenSSH's StrictModes loads a key: a regular file
+ * (opened without following a link, and without blocking on a FIFO),
+ * owned by this user and not writable by group or others, in a directory
+ * owned by this user or root and not writable by group or others.
+ * Anything else is a miss (the caller compiles), counted as untrusted and
+ * logged once per cache and reason; the cache then writes nothing over a
+ * file that is not this user's, and nothing into a directory it does not
+ * trust.
+ */
+enum {
+    KC_WHY_DIR = 1u << 0,   /* the directory */
+    KC_WHY_LINK = 1u << 1,  /* a symbolic link at the entry's path */
+    KC_WHY_KIND = 1u << 2,  /* not a regular file */
+    KC_WHY_OWNER = 1u << 3, /* another user's file */
+    KC_WHY_MODE = 1u << 4,  /* writable by group or others */
+    KC_WHY_OPEN = 1u << 5   /* could not be opened or read */
+};
+
+/* Logs why path is not used, the first time this cache meets why. */
+static void
+distrust(rk__kcache *c, unsigned why, const char *path, const char *detail)
+{
+    int first;
+
+    pthread_mutex_lock(&c->lock);
+    c->st.untrusted++;
+    first = (c->warned & why) == 0;
+    c->warned |= why;
+    pthread_mutex_unlock(&c->lock);
+    if (first)
+        rk__log(RK_LOG_WARN,
+            "kernel cache: not using %s: %s; compiling instead (further "
+            "such entries are not logged)",
+            path, detail);
+}
+
+/* The KC_WHY_* reason sb (a directory's if dir) is not trusted, and a
+ * sentence saying so in buf; 0 if it is trusted. */
+static unsigned
+untrusted(const struct stat *sb, int dir, char *buf, size_t cap)
+{
+    uid_t me = geteuid();
+
+    if (dir ? !S_ISDIR(sb->st_mode) : !S_ISREG(sb->st_mode)) {
+        snprintf(buf, cap, "not a %s", dir ? "directory" : "regular file");
+        return dir ? KC_WHY_DIR : KC_WHY_KIND;
+    }
+    if (sb->st_uid != me && !(dir && sb->st_uid == 0)) {
+        snprintf(buf, cap, "owned by uid %u, not by this user (uid %u)%s",
+            (unsigned)sb->st_uid, (unsigned)me, dir ? " or root" : "");
+        return dir ? KC_WHY_DIR : KC_WHY_OWNER;
+    }
+    if ((sb->st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        snprintf(buf, cap, "writable by group or others (mode %04o)",
+            (unsigned)(sb->st_mode & 07777));
+        return dir ? KC_WHY_DIR : KC_WHY_MODE;
+    }
+    return 0;
+}
+
+/* Opens the cache directory if it is trusted: a descriptor, or -1 (and
+ * the reason logged once). */
+static int
+dir_open(rk__kcache *c)
+{
+    int dfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat sb;
+    char why[128];
+    unsigned bad;
+
+    if (dfd < 0) {
+        snprintf(why, sizeof(why), "%s", strerror(errno));
+        distrust(c, KC_WHY_DIR, c->dir, why);
+        return -1;
+    }
+    if (fstat(dfd, &sb) != 0) {
+        snprintf(why, sizeof(why), "%s", strerror(errno));
+        bad = KC_WHY_DIR;
+    } else {
+        bad = untrusted(&sb, 1, why, sizeof(why));
+    }
+    if (bad != 0) {
+        close(dfd);
+        distrust(c, bad, c->dir, why);
+        return -1;
+    }
+    return dfd;
+}
+
+/* The file name of key's entry (no directory). */
+static void
+entry_name(const rk__kkey *key, char *buf, size_t cap)
+{
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", key->b[i]);
+    snprintf(buf, cap, "%s.rkc", hex);
 }
 
 static int
 disk_get(rk__kcache *c, const rk__kkey *key, rk__nvrtc_image *img, int *bad)
 {
-    char path[KC_PATH_MAX + 64];
+    char path[KC_PATH_MAX + 64], name[64], why[128];
     unsigned char *buf = NULL;
+    struct stat sb;
     size_t len = 0;
-    int ok;
+    unsigned how;
+    int dfd, fd, ok;
 
     *bad = 0;
     rk__kcache_path(c, key, path, sizeof(path));
-    if (read_file(path, KC_MAX_IMAGE + KC_HEADER, &buf, &len) != 0)
+    entry_name(key, name, sizeof(name));
+    if ((dfd = dir_open(c)) < 0)
+        return 0;
+    fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    close(dfd);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0; /* a plain miss */
+        if (errno == ELOOP) {
+            distrust(c, KC_WHY_LINK, path, "a symbolic link");
+        } else {
+            snprintf(why, sizeof(why), "%s", strerror(errno));
+            distrust(c, KC_WHY_OPEN, path, why);
+        }
+        return 0;
+    }
+    how = fstat(fd, &sb) != 0 ? KC_WHY_OPEN
+                              : untrusted(&sb, 0, why, sizeof(why));
+    if (how != 0) {
+        if (how == KC_WHY_OPEN)
+            snprintf(why, sizeof(why), "%s", strerror(errno));
+        close(fd);
+        distrust(c, how, path, why);
+        return 0;
+    }
+    if (read_fd(fd, KC_MAX_IMAGE + KC_HEADER, &buf, &len) != 0)
         return 0;
     ok = rk__kcache_decode(buf, len, key, img);
     free(buf);
@@ -394,42 +523,87 @@ write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+/* Creates a temporary file in dfd (0600, O_EXCL): its descriptor and name
+ * in tmp, or -1. */
+static int
+temp_open(int dfd, char *tmp, size_t cap)
+{
+    static _Atomic unsigned seq;
+
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned n = atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed);
+        int fd;
+
+        snprintf(tmp, cap, ".tmp-%ld-%u-%lx", (long)getpid(), n,
+            (unsigned long)rk_now_ns());
+        fd = openat(dfd, tmp,
+            O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
 static int
 disk_put(rk__kcache *c, const rk__kkey *key, const rk__nvrtc_image *img)
 {
-    char path[KC_PATH_MAX + 64], tmp[KC_PATH_MAX + 64];
+    char path[KC_PATH_MAX + 64], name[64], tmp[96];
     unsigned char hdr[KC_HEADER];
-    int fd, err;
+    struct stat sb;
+    int dfd, fd, err, bad;
 
     rk__kcache_path(c, key, path, sizeof(path));
-    snprintf(tmp, sizeof(tmp), "%s/.tmp-XXXXXX", c->dir);
+    entry_name(key, name, sizeof(name));
     memset(hdr, 0, sizeof(hdr));
     memcpy(hdr, KC_MAGIC, 8);
-    put_u32(hdr + 8, KC_FORMAT);
-    put_u32(hdr + 12, (uint32_t)img->kind);
+    put_le(hdr + 8, KC_FORMAT, 4);
+    put_le(hdr + 12, (uint32_t)img->kind, 4);
     memcpy(hdr + 16, key->b, 16);
-    put_u64(hdr + 32, img->size);
-    put_u64(hdr + 40, fnv64(img->data, img->size));
-    put_u32(hdr + 48, (uint32_t)img->arch);
-    fd = mkstemp(tmp);
-    if (fd < 0)
-        return rk__fail(RK_ENOTSUP, "kernel cache: cannot create %s: %s", tmp,
-            strerror(errno));
-    /* Whole file under a temporary name, then one rename: a reader never
-     * sees a partial entry under the final name. */
-    if (write_all(fd, hdr, sizeof(hdr)) != 0
-        || write_all(fd, img->data, img->size) != 0 || close(fd) != 0) {
+    put_le(hdr + 32, img->size, 8);
+    put_le(hdr + 40, fnv64(img->data, img->size), 8);
+    put_le(hdr + 48, (uint32_t)img->arch, 4);
+    if ((dfd = dir_open(c)) < 0)
+        return rk__fail(RK_ENOTSUP,
+            "kernel cache: %s is not trusted; nothing written", c->dir);
+    /* Never replace what this user does not own. */
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0
+        && sb.st_uid != geteuid()) {
+        close(dfd);
+        return rk__fail(RK_ENOTSUP,
+            "kernel cache: %s is owned by uid %u; not replaced", path,
+            (unsigned)sb.st_uid);
+    }
+    if ((fd = temp_open(dfd, tmp, sizeof(tmp))) < 0) {
         err = errno;
-        unlink(tmp);
-        return rk__fail(RK_ENOTSUP, "kernel cache: cannot write %s: %s", tmp,
+        close(dfd);
+        return rk__fail(RK_ENOTSUP,
+            "kernel cache: cannot create a file in %s: %s", c->dir,
             strerror(err));
     }
-    if (rename(tmp, path) != 0) {
+    /* Whole file under a temporary name, then one rename: a reader never
+     * sees a partial entry under the final name. Every path closes fd
+     * and, on failure, removes the temporary file. */
+    bad = write_all(fd, hdr, sizeof(hdr)) != 0
+        || write_all(fd, img->data, img->size) != 0;
+    err = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
         err = errno;
-        unlink(tmp);
+    }
+    if (bad) {
+        unlinkat(dfd, tmp, 0);
+        close(dfd);
+        return rk__fail(RK_ENOTSUP, "kernel cache: cannot write %s/%s: %s",
+            c->dir, tmp, strerror(err));
+    }
+    if (renameat(dfd, tmp, dfd, name) != 0) {
+        err = errno;
+        unlinkat(dfd, tmp, 0);
+        close(dfd);
         return rk__fail(RK_ENOTSUP, "kernel cache: cannot rename to %s: %s",
             path, strerror(err));
     }
+    close(dfd);
     return RK_OK;
 }
 

@@ -14,7 +14,12 @@
  * sees either no file or a complete one, and concurrent writers of the
  * same key each install a complete file. A file whose header, length, key
  * or checksum does not match is counted corrupt and treated as a miss; the
- * recompiled image replaces it.
+ * recompiled image replaces it. An entry is trusted (loaded) only if it is
+ * a regular file owned by this user and not writable by group or others,
+ * in a directory owned by this user or root and not writable by group or
+ * others (OpenSSH's StrictModes); anything else is a miss counted
+ * untrusted and logged once (kcache.c, "Trust"), and the cache neither
+ * writes into an untrusted directory nor replaces another user's file.
  *
  * Threads: every call may come from any thread; one mutex guards the LRU
  * and the counters, never held while touching the disk.
@@ -42,6 +47,7 @@ typedef struct rk__kcache_cfg {
 
 typedef struct rk__kcache_stats {
     uint64_t mem_hits, disk_hits, misses, corrupt, writes, write_errors;
+    uint64_t untrusted; /* disk lookups refused by the trust rules */
 } rk__kcache_stats;
 
 typedef struct rk__kcache rk__kcache;
