@@ -13,8 +13,7 @@ SOAK_SECONDS ?= 600
 # runs them.
 CTEST_SKIP ?= -LE pending
 
-.PHONY: all deps build demo test test-pending soak pytest pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format docs
-.PHONY: mypy
+.PHONY: all deps build demo test test-pending soak pytest pycompat mypy pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format docs
 
 all: build
 
@@ -60,6 +59,13 @@ mypy: deps
 	$(BUILD)/pyvenv/bin/python -m mypy --strict --cache-dir $(BUILD)/mypy-cache $(MYPY_FILES)
 	$(BUILD)/pyvenv/bin/python -m mypy.stubtest ringkernel._core \
 	  --allowlist python/stubtest-allowlist.txt --mypy-config-file pyproject.toml
+
+# PyDotCompute 0.2.0's own tests of its public API, imports rewritten to
+# ringkernel (python/compat/run_pydotcompute_tests.py fetches the sdist
+# from PyPI, checksum pinned: needs the network the first time).
+pycompat: deps
+	tools/pyvenv.sh $(BUILD)
+	$(BUILD)/pyvenv/bin/python python/compat/run_pydotcompute_tests.py --work $(BUILD)/pdc-compat
 
 # The Python tests over an ASan+UBSan build of the extension and library.
 pyasan: deps

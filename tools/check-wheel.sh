@@ -40,5 +40,10 @@ with rk.RingKernelRuntime() as rt:
     rt.launch("echo"); rt.activate("echo")
     rt.send("echo", Ping(n=41))
     assert rt.receive("echo", timeout=10).n == 41
+# PyDotCompute's module paths and the type information travel in the wheel.
+import ringkernel.core, ringkernel.ring_kernels, ringkernel.decorators, ringkernel.backends
+here = os.path.dirname(rk.__file__)
+for f in ("py.typed", "_core.pyi"):
+    assert os.path.isfile(os.path.join(here, f)), f
 print("check-wheel: ringkernel", rk.__version__, "imports and runs from", os.path.dirname(rk.__file__))
 PY

@@ -17,8 +17,9 @@ cmake --build "$b" -j"${JOBS:-2}"
 pkg=$b/pkg/ringkernel
 rm -rf "$b/pkg"
 mkdir -p "$pkg"
-cp python/ringkernel/*.py python/ringkernel/*.pyi python/ringkernel/py.typed \
-    "$b"/python/_core*.so "$pkg"/
+cp -r python/ringkernel/. "$pkg"/
+find "$pkg" -name __pycache__ -prune -exec rm -rf {} +
+cp "$b"/python/_core*.so "$pkg"/
 cp "$(readlink -f "$b"/libringkernel.so)" "$pkg"/libringkernel.so.0
 ln -s "$PWD/include" "$pkg/include"
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"

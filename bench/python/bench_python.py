@@ -47,6 +47,7 @@ from pathlib import Path
 os.environ.setdefault("PYDOTCOMPUTE_NO_UVLOOP", "1")  # same loop for both
 
 import ringkernel as rk  # noqa: E402
+from ringkernel.runtime import BlockingView  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python" / "tests"))
@@ -320,7 +321,7 @@ def bench_paired(rounds):
 
     async def main():
         rt = rk.RingKernelRuntime()
-        b = rt.__enter__()
+        b = BlockingView(rt)  # blocking calls; rt's stay async
         for k in ("c_echo", "py_echo", "py_echo_fast", "py_echo_async"):
             b.launch(k, output_type=Ping)
             b.activate(k)

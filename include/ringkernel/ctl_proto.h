@@ -98,10 +98,14 @@ typedef struct rk_ctl {
  * its value. The relaxed forms order nothing: a word its writer alone
  * stores (counters), or a read for statistics.
  */
-#define rk_ctl_load_acquire  rk_atomic_load_acquire_sys_u32
+/** acquire load of a control word */
+#define rk_ctl_load_acquire rk_atomic_load_acquire_sys_u32
+/** release store of a control word */
 #define rk_ctl_store_release rk_atomic_store_release_sys_u32
+/** relaxed store (a word its writer alone stores) */
 #define rk_ctl_store_relaxed rk_atomic_store_relaxed_u32
-#define rk_ctl_load_relaxed  rk_atomic_load_relaxed_u32
+/** relaxed load (statistics) */
+#define rk_ctl_load_relaxed rk_atomic_load_relaxed_u32
 
 /* ---------------------------------------------------------- host side */
 

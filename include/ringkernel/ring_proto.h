@@ -104,10 +104,14 @@ typedef struct rk_ring_side {
  * rk_ring_store_release: everything this side wrote before (slot contents,
  * or its reads of a slot) is ordered before the new index value.
  */
-#define rk_ring_load_relaxed      rk_atomic_load_relaxed_u64
+/** relaxed load of an index (its owner, statistics) */
+#define rk_ring_load_relaxed rk_atomic_load_relaxed_u64
+/** relaxed store (a word only this side writes) */
 #define rk_ring_store_relaxed_u64 rk_atomic_store_relaxed_u64
-#define rk_ring_load_acquire      rk_atomic_load_acquire_sys_u64
-#define rk_ring_store_release     rk_atomic_store_release_sys_u64
+/** acquire load of the other side's index */
+#define rk_ring_load_acquire rk_atomic_load_acquire_sys_u64
+/** release store of this side's index */
+#define rk_ring_store_release rk_atomic_store_release_sys_u64
 
 /* ---------------------------------------------------------- setup */
 

@@ -227,6 +227,14 @@ rk_atomic_init_u64(RK_ATOMIC_U64 *p, rk_atomic_u64 v)
 
 /* rk_atomic_{load,store}_relaxed_u32 and _u64: no ordering, for a word's
  * single writer or for statistics. */
+/** \fn rk_atomic_u32 rk_atomic_load_relaxed_u32(const rk_atomic_u32 *p)
+ * Loads *p with no ordering (the word's own writer, or statistics). */
+/** \fn void rk_atomic_store_relaxed_u32(rk_atomic_u32 *p, rk_atomic_u32 v)
+ * Stores v to *p with no ordering (a word only the caller writes). */
+/** \fn rk_atomic_u64 rk_atomic_load_relaxed_u64(const rk_atomic_u64 *p)
+ * Loads *p with no ordering (the word's own writer, or statistics). */
+/** \fn void rk_atomic_store_relaxed_u64(rk_atomic_u64 *p, rk_atomic_u64 v)
+ * Stores v to *p with no ordering (a word only the caller writes). */
 RK_ATOMIC__RELAXED(32)
 RK_ATOMIC__RELAXED(64)
 
@@ -235,6 +243,30 @@ RK_ATOMIC__RELAXED(64)
  * rk_atomic_store_release_{sys,gpu}_u{32,64}: the calling thread's earlier
  * reads and writes are ordered before the new value. Each acquire pairs
  * with the release of the same scope by the word's writer. */
+/** \fn rk_atomic_u32 rk_atomic_load_acquire_sys_u32(const rk_atomic_u32 *p)
+ * Acquire load of *p (the host and a device over PCIe: system scope); pairs
+ * with rk_atomic_store_release_sys_u32 by the word's writer. */
+/** \fn void rk_atomic_store_release_sys_u32(rk_atomic_u32 *p, rk_atomic_u32 v)
+ * Release store of v to *p (the host and a device over PCIe: system scope);
+ * pairs with rk_atomic_load_acquire_sys_u32 by the reader. */
+/** \fn rk_atomic_u64 rk_atomic_load_acquire_sys_u64(const rk_atomic_u64 *p)
+ * Acquire load of *p (the host and a device over PCIe: system scope); pairs
+ * with rk_atomic_store_release_sys_u64 by the word's writer. */
+/** \fn void rk_atomic_store_release_sys_u64(rk_atomic_u64 *p, rk_atomic_u64 v)
+ * Release store of v to *p (the host and a device over PCIe: system scope);
+ * pairs with rk_atomic_load_acquire_sys_u64 by the reader. */
+/** \fn rk_atomic_u32 rk_atomic_load_acquire_gpu_u32(const rk_atomic_u32 *p)
+ * Acquire load of *p (kernels of one GPU: device scope); pairs with
+ * rk_atomic_store_release_gpu_u32 by the word's writer. */
+/** \fn void rk_atomic_store_release_gpu_u32(rk_atomic_u32 *p, rk_atomic_u32 v)
+ * Release store of v to *p (kernels of one GPU: device scope); pairs with
+ * rk_atomic_load_acquire_gpu_u32 by the reader. */
+/** \fn rk_atomic_u64 rk_atomic_load_acquire_gpu_u64(const rk_atomic_u64 *p)
+ * Acquire load of *p (kernels of one GPU: device scope); pairs with
+ * rk_atomic_store_release_gpu_u64 by the word's writer. */
+/** \fn void rk_atomic_store_release_gpu_u64(rk_atomic_u64 *p, rk_atomic_u64 v)
+ * Release store of v to *p (kernels of one GPU: device scope); pairs with
+ * rk_atomic_load_acquire_gpu_u64 by the reader. */
 RK_ATOMIC__ORDERED(32, sys, "r")
 RK_ATOMIC__ORDERED(64, sys, "l")
 RK_ATOMIC__ORDERED(32, gpu, "r")

@@ -244,16 +244,26 @@ rk_dev_now_ns(void)
  * what the other side wrote before its release store of *p visible; a
  * release store orders this thread's earlier writes before *p = v.
  */
+/** acquire load, 32-bit, the host side */
 #define rk_dev_ld_acquire_sys32 rk_atomic_load_acquire_sys_u32
+/** acquire load, 64-bit, the host side */
 #define rk_dev_ld_acquire_sys64 rk_atomic_load_acquire_sys_u64
+/** acquire load, 32-bit, the same GPU */
 #define rk_dev_ld_acquire_gpu32 rk_atomic_load_acquire_gpu_u32
+/** acquire load, 64-bit, the same GPU */
 #define rk_dev_ld_acquire_gpu64 rk_atomic_load_acquire_gpu_u64
+/** release store, 32-bit, the host side */
 #define rk_dev_st_release_sys32 rk_atomic_store_release_sys_u32
+/** release store, 64-bit, the host side */
 #define rk_dev_st_release_sys64 rk_atomic_store_release_sys_u64
+/** release store, 32-bit, the same GPU */
 #define rk_dev_st_release_gpu32 rk_atomic_store_release_gpu_u32
+/** release store, 64-bit, the same GPU */
 #define rk_dev_st_release_gpu64 rk_atomic_store_release_gpu_u64
-#define rk_dev_st_relaxed32     rk_atomic_store_relaxed_u32
-#define rk_dev_st_relaxed64     rk_atomic_store_relaxed_u64
+/** relaxed store, 32-bit */
+#define rk_dev_st_relaxed32 rk_atomic_store_relaxed_u32
+/** relaxed store, 64-bit */
+#define rk_dev_st_relaxed64 rk_atomic_store_relaxed_u64
 
 /** A system-scope fence by the calling thread: its earlier writes (and
  * reads) are ordered before its later ones for every observer, the host

@@ -13,11 +13,16 @@ from .buffers import BufferState, UnifiedBuffer
 from .errors import *  # noqa: F401,F403 - the exception classes
 from .errors import RingKernelError, ERROR_CLASSES
 from .kernels import AsyncKernelContext, KernelContext, get_registered_kernel, ring_kernel
-from .messages import (array, blob, bool_, float32, float64, get_message_type,
+from .messages import (RingKernelMessage, array, blob, bool_, deserialize_message,
+                       float32, float64, get_message_type,
                        int8, int16, int32, int64, message, string, uint8,
                        uint16, uint32, uint64, vla)
 from .messages import TypedMessage
+from .compute import (Accelerator, ComputeOrchestrator, KernelExecution,
+                      KernelLaunchConfig, MemoryPool, gpu_kernel, kernel)
+from .lifecycle import RingKernel, RingKernelConfig
 from .runtime import BlockingRuntime, KernelState, RingKernelRuntime, load_library
+from .telemetry import GPUMonitor, RingKernelTelemetry
 
 __version__ = _core.version()
 
@@ -39,6 +44,13 @@ def get_library() -> str:
 
 
 __all__ = [
+    # PyDotCompute's top-level names
+    "Accelerator", "UnifiedBuffer", "BufferState", "MemoryPool",
+    "ComputeOrchestrator", "RingKernelRuntime", "RingKernelMessage", "kernel",
+    "gpu_kernel", "ring_kernel", "message",
+    # ringkernel's own
+    "RingKernel", "RingKernelConfig", "RingKernelTelemetry", "GPUMonitor",
+    "KernelLaunchConfig", "KernelExecution", "deserialize_message",
     "RingKernelRuntime", "BlockingRuntime", "UnifiedBuffer", "BufferState", "KernelState", "KernelContext",
     "AsyncKernelContext", "ring_kernel", "message", "get_message_type",
     "get_registered_kernel", "load_library", "get_include", "get_library",

@@ -1,12 +1,24 @@
-"""UnifiedBuffer: the seeds' host/device buffer over the C rk_buffer.
+"""UnifiedBuffer: PyDotCompute's host/device buffer over the C rk_buffer.
 
-The host side is a numpy array over the C buffer's own memory (the buffer
-protocol: no copy). Taking ``host`` for writing makes the host copy the
-current one (``rk_buffer_host(RK_ACCESS_WRITE)``), so the next
-``sync_to_device()`` copies; ``host_readonly`` reads without dirtying.
-The six states are the C library's (docs/memory.md). On the CPU device
-the "device" copy is a second host allocation, so the state machine and
-its transfer counts behave as on a GPU.
+The semantics are PyDotCompute's: a buffer is created unallocated
+(UNINITIALIZED), ``allocate()`` gives it memory, ``host`` and ``device``
+read their side (synchronised first; the state does not change, so a write
+through them is declared with ``mark_host_dirty()`` /
+``mark_device_dirty()``), ``copy_from``, ``fill``, ``zeros`` and item
+assignment write the host side and mark it dirty, and an unallocated
+buffer raises BufferNotAllocatedError. The state machine and the copies are
+the C library's (docs/memory.md): the host side is a numpy array over the C
+buffer's own memory (no copy). ``host_readonly`` and ``host_write`` are
+ringkernel's additions (a read-only view; a view whose taking marks the
+host side dirty).
+
+With ``device="auto"`` (the default) and no usable GPU, ``device`` is the
+host array, as PyDotCompute's CPU fallback. With ``device="cpu"`` the
+"device" side is a second host allocation, so the six states and the
+transfer counts behave as on a GPU, and ``device`` is a numpy array over
+it; on a CUDA device ``device`` is a DeviceArray (the
+address, ``__cuda_array_interface__``; a CuPy array when CuPy is
+installed).
 
 ``UnifiedBuffer`` is generic in its numpy scalar type for type checkers:
 ``UnifiedBuffer[np.float32]`` (also valid at run time, as an annotation or
@@ -17,20 +29,25 @@ a typed alias), and ``UnifiedBuffer((n,), np.float32)`` infers it, so
 from __future__ import annotations
 
 import enum
-from typing import Any, Generic, TypeVar, Union, overload
+from typing import Any, Generic, Optional, TypeVar, Union, overload
 
 import numpy as np
 
 from . import _core
+from .errors import BufferNotAllocatedError, InvalidArgumentError, error
 
 _FORMAT = {np.dtype(t): f for t, f in (
     (np.uint8, "B"), (np.int8, "b"), (np.uint16, "H"), (np.int16, "h"),
     (np.uint32, "I"), (np.int32, "i"), (np.uint64, "Q"), (np.int64, "q"),
     (np.float32, "f"), (np.float64, "d"))}
 
+#: The scalar type of a UnifiedBuffer's elements (type checkers only).
+_S = TypeVar("_S", bound=np.generic)
+_Shape = Union[int, "tuple[int, ...]", "list[int]"]
+
 
 class BufferState(enum.IntEnum):
-    """rk_buffer_state (the seeds' states plus HOST_ONLY/DEVICE_ONLY)."""
+    """rk_buffer_state (PyDotCompute's six states)."""
 
     UNINITIALIZED = 0
     HOST_ONLY = 1
@@ -40,35 +57,91 @@ class BufferState(enum.IntEnum):
     DEVICE_DIRTY = 5
 
 
-#: The scalar type of a UnifiedBuffer's elements (type checkers only).
-_S = TypeVar("_S", bound=np.generic)
-_Shape = Union[int, "tuple[int, ...]", "list[int]"]
+class _Interface:
+    """Holds the C buffer alive under a numpy (or CUDA) array of a side."""
+
+    def __init__(self, key: str, addr: int, shape: tuple[int, ...], typestr: str,
+                 owner: Any) -> None:
+        setattr(self, key, {"data": (addr, False), "shape": shape, "typestr": typestr,
+                            "strides": None, "version": 3})
+        self._owner = owner
+
+
+class DeviceArray:
+    """A CUDA buffer's device side: ``ptr``, ``shape``, ``dtype`` and
+    ``__cuda_array_interface__`` (CuPy, Numba and PyTorch take it as is)."""
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype[Any],
+                 owner: Any) -> None:
+        self.ptr, self.shape, self.dtype = ptr, shape, dtype
+        self._owner = owner
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape,
+                                         "typestr": dtype.str, "strides": None, "version": 3}
+
+    def __int__(self) -> int:
+        return self.ptr
 
 
 class UnifiedBuffer(Generic[_S]):
-    """A 1-3 dimensional numeric array with a host and a device copy."""
+    """A numeric array with a host and a device copy (PyDotCompute's)."""
 
     @overload
     def __init__(self: UnifiedBuffer[np.float32], shape: _Shape, *,
-                 device: str = "cpu") -> None: ...
+                 device: str = "auto", pinned: bool = False) -> None: ...
     @overload
     def __init__(self, shape: _Shape, dtype: type[_S] | np.dtype[_S],
-                 device: str = "cpu") -> None: ...
+                 device: str = "auto", *, pinned: bool = False) -> None: ...
     @overload
     def __init__(self: UnifiedBuffer[Any], shape: _Shape, dtype: str,
-                 device: str = "cpu") -> None: ...
+                 device: str = "auto", *, pinned: bool = False) -> None: ...
 
-    def __init__(self, shape: Any, dtype: Any = np.float32, device: str = "cpu") -> None:
-        shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
-        self._dtype: np.dtype[_S] = np.dtype(dtype)
-        if self._dtype not in _FORMAT:
-            raise TypeError(f"unsupported dtype {self._dtype}")
-        if device not in ("cpu", "cuda", "any"):
-            raise ValueError("device must be 'cpu', 'cuda' or 'any'")
-        kind = {"cpu": 0, "cuda": 1, "any": 2}[device]
-        self._b = _core.Buffer(shape, _FORMAT[self._dtype], kind)
+    def __init__(self, shape: Any, dtype: Any = np.float32, device: str = "auto", *,
+                 pinned: bool = False) -> None:
+        """shape: an int or a tuple of positive ints; dtype: any fixed-size
+        numpy dtype (the C library's own types travel as such; others,
+        complex64 say, as their bytes). device: "auto" (CUDA when the C
+        runtime can use a GPU, else the CPU device), "cpu", "cuda"."""
+        if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+            shape = (int(shape),)
+        try:
+            shape = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise error("RK_EINVAL", f"UnifiedBuffer: shape must be an int or a tuple of "
+                        f"ints, got {shape!r}") from None
+        if not shape or any(d <= 0 for d in shape):
+            raise error("RK_EINVAL", f"UnifiedBuffer: every dimension must be positive, "
+                        f"got {shape}")
+        try:
+            self._dtype: np.dtype[_S] = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"UnifiedBuffer: {dtype!r} is not a numpy dtype") from None
+        if self._dtype.itemsize == 0 or self._dtype.hasobject:
+            raise TypeError(f"UnifiedBuffer: unsupported dtype {self._dtype} (needs a "
+                            "fixed-size dtype without Python objects)")
+        if device not in ("auto", "cpu", "cuda", "any"):
+            raise error("RK_EINVAL", f"UnifiedBuffer: device must be 'auto', 'cpu' or "
+                        f"'cuda', got {device!r}")
+        # "auto" without a GPU: PyDotCompute's CPU fallback, where the
+        # device side *is* the host array (``device`` returns ``host``).
+        self._host_is_device = False
+        if device == "auto":
+            from .compute import cuda_available
+            device = "cuda" if cuda_available() else "cpu"
+            self._host_is_device = device == "cpu"
+        self._device_kind = {"cpu": 0, "cuda": 1, "any": 2}[device]
         self._shape: tuple[int, ...] = shape
+        self._pinned = bool(pinned)
+        self._native = self._dtype in _FORMAT and len(shape) <= 3
+        self._b: Optional[_core.Buffer] = self._new()  # checks shape and size now; no memory yet
 
+    def _new(self) -> _core.Buffer:
+        if self._native:
+            return _core.Buffer(self._shape, _FORMAT[self._dtype], self._device_kind)
+        # Any other dtype (complex64, float16, structured...) or more than
+        # three dimensions: the C buffer holds the bytes.
+        return _core.Buffer((self.nbytes,), "B", self._device_kind)
+
+    # ------------------------------------------------------------ shape
     @property
     def shape(self) -> tuple[int, ...]:
         return self._shape
@@ -79,75 +152,189 @@ class UnifiedBuffer(Generic[_S]):
 
     @property
     def size(self) -> int:
-        return int(np.prod(self._shape))
+        n = 1
+        for d in self._shape:
+            n *= d
+        return n
 
     @property
     def nbytes(self) -> int:
         return self.size * self._dtype.itemsize
 
     @property
+    def device_kind(self) -> str:
+        return ("cpu", "cuda", "any")[self._device_kind]
+
+    # ------------------------------------------------------------ state
+    @property
     def state(self) -> BufferState:
+        if self._b is None:
+            return BufferState.UNINITIALIZED
         return BufferState(self._b.state())
 
     @property
+    def is_allocated(self) -> bool:
+        return self.state != BufferState.UNINITIALIZED
+
+    def allocate(self, *, host: bool = True, device: bool = True) -> UnifiedBuffer[_S]:
+        """Gives the buffer memory (both sides by default: SYNCHRONIZED;
+        host only: HOST_ONLY; device only: DEVICE_ONLY). Returns self."""
+        if self._b is None:
+            self._b = self._new()
+        if host or not device:
+            self._b.op("ensure_host")
+        if device:
+            self._b.op("ensure_device")
+        return self
+
+    def free(self) -> None:
+        """Releases the memory; the buffer is UNINITIALIZED again (allocate
+        gives it new memory). Arrays taken from it keep theirs alive until
+        they are gone, as numpy arrays would."""
+        if self._b is not None:
+            try:
+                self._b.free()
+            except Exception:  # views still export it: they keep it alive
+                pass
+        self._b = None
+
+    def _buf(self) -> _core.Buffer:
+        b = self._b
+        if b is None or b.state() == 0:
+            raise error("RK_ESTATE", "Buffer has not been allocated. Call allocate() first.",
+                        BufferNotAllocatedError)
+        return b
+
+    def _view(self, b: _core.Buffer, mode: int) -> np.ndarray[Any, np.dtype[_S]]:
+        b.set_mode(mode)
+        a: np.ndarray[Any, np.dtype[_S]] = np.asarray(b)
+        if not self._native:
+            a = a.view(self._dtype).reshape(self._shape)
+        return a
+
+    # ------------------------------------------------------------ sides
+    @property
     def host(self) -> np.ndarray[Any, np.dtype[_S]]:
-        """A writable numpy view of the host copy (synced first; the host
-        copy becomes the current one)."""
-        self._b.state()  # ClosedError once freed (numpy would hide it)
-        self._b.set_mode(True)
-        view: np.ndarray[Any, np.dtype[_S]] = np.asarray(self._b)
-        return view
+        """The host copy as a writable numpy array (no copy), synchronised
+        from the device side first when that is newer; the state does not
+        change (mark_host_dirty() after writing through it)."""
+        return self._view(self._buf(), 2)
 
     @property
     def host_readonly(self) -> np.ndarray[Any, np.dtype[_S]]:
-        """A read-only view of the host copy (synced first; state stays
-        clean)."""
-        self._b.state()
-        self._b.set_mode(False)
-        view: np.ndarray[Any, np.dtype[_S]] = np.asarray(self._b)
-        return view
+        """A read-only view of the host copy (synchronised first)."""
+        return self._view(self._buf(), 0)
 
     @property
-    def device(self) -> int:
-        """The device copy's address (synced first; it becomes current)."""
-        addr: int = self._b.op("device_write")
+    def host_write(self) -> np.ndarray[Any, np.dtype[_S]]:
+        """A writable view whose taking makes the host copy the current one
+        (HOST_DIRTY when the device side exists)."""
+        return self._view(self._buf(), 1)
+
+    @property
+    def device(self) -> Any:
+        """The device copy, synchronised from the host side first when that
+        is newer (state unchanged otherwise): a numpy array over it on the
+        CPU device, a DeviceArray (CuPy array with CuPy) on CUDA."""
+        if self._host_is_device:
+            return self.host  # no GPU (device="auto"): PyDotCompute's fallback
+        b = self._buf()
+        addr = b.op("device_read")
+        shape = self._shape
+        if self._device_kind == 0:
+            holder = _Interface("__array_interface__", addr, shape, self._dtype.str, b) \
+                if self._native else _Interface("__array_interface__", addr, (self.nbytes,),
+                                                "|u1", b)
+            a = np.asarray(holder)
+            return a if self._native else a.view(self._dtype).reshape(shape)
+        d = DeviceArray(addr, shape, self._dtype, b)
+        try:
+            import cupy
+            return cupy.asarray(d)
+        except ImportError:
+            return d
+
+    @property
+    def device_ptr(self) -> int:
+        """The device copy's address (synchronised first)."""
+        addr: int = self._buf().op("device_read")
         return addr
 
+    @property
+    def metal(self) -> Any:
+        raise error("RK_ENODEV", "Metal not available: ringkernel has no Metal backend")
+
     def mark_host_dirty(self) -> None:
-        self._b.op("mark_host_dirty")
+        """The host copy was written (through ``host``): it is the current one."""
+        b = self._buf()
+        if b.state() == BufferState.HOST_ONLY:
+            return  # no device side: nothing to mark stale
+        b.op("mark_host_dirty")
 
     def mark_device_dirty(self) -> None:
-        self._b.op("mark_device_dirty")
+        """The device copy was written: it is the current one."""
+        b = self._buf()
+        if b.state() == BufferState.HOST_ONLY:
+            b.op("ensure_device")  # the device side gets memory (and the data)
+        b.op("mark_device_dirty")
+
+    mark_metal_dirty = mark_device_dirty
 
     def sync_to_host(self) -> None:
-        self._b.op("ensure_host")
+        self._buf().op("ensure_host")
 
     def sync_to_device(self) -> None:
-        self._b.op("ensure_device")
+        self._buf().op("ensure_device")
 
-    synchronize = sync_to_host
+    def synchronize(self) -> None:
+        """Copies whichever side is newer to the other (PyDotCompute's)."""
+        st = self.state
+        if st == BufferState.HOST_DIRTY:
+            self._buf().op("ensure_device")
+        elif st == BufferState.DEVICE_DIRTY:
+            self._buf().op("ensure_host")
 
+    async def ensure_on_device(self) -> None:
+        """Makes the device copy current (awaitable, as PyDotCompute's)."""
+        self._buf().op("ensure_device")
+
+    async def ensure_on_host(self) -> None:
+        """Makes the host copy current (awaitable, as PyDotCompute's)."""
+        self._buf().op("ensure_host")
+
+    # --------------------------------------------------------- contents
     def copy_from(self, data: Any) -> None:
-        self.host[...] = np.asarray(data, dtype=self._dtype).reshape(self._shape)
+        """Copies data (array-like of this shape) into the host side and
+        marks it dirty; allocates first if needed."""
+        src = np.asarray(data)
+        if src.shape != self._shape and src.size != self.size:
+            raise error("RK_EINVAL", f"copy_from: data of shape {src.shape} does not fit a "
+                        f"buffer of shape {self._shape}")
+        if not self.is_allocated:
+            self.allocate()
+        np.copyto(self._view(self._buf(), 1), src.reshape(self._shape), casting="unsafe")
 
     def copy_to(self, out: np.ndarray[Any, Any]) -> None:
-        out[...] = self.host_readonly
+        """Copies the host side (synchronised first) into out."""
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"copy_to: out must be a numpy array, not {type(out).__name__}")
+        np.copyto(out, self.host_readonly)
 
     def zeros(self) -> UnifiedBuffer[_S]:
-        self._b.op("zeros")
+        if not self.is_allocated:
+            self.allocate()
+        self._buf().op("zeros")
         return self
 
     def fill(self, value: Any) -> UnifiedBuffer[_S]:
-        self.host[...] = value
+        if not self.is_allocated:
+            self.allocate()
+        self._view(self._buf(), 1).fill(value)
         return self
 
     @property
     def stats(self) -> dict[str, int]:
-        return self._b.stats()
-
-    def free(self) -> None:
-        """Releases the memory now (BusyError while views exist)."""
-        self._b.free()
+        return self._buf().stats()
 
     def __len__(self) -> int:
         return self._shape[0]
@@ -156,7 +343,8 @@ class UnifiedBuffer(Generic[_S]):
         return self.host_readonly[key]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self.host[key] = value
+        self._view(self._buf(), 1)[key] = value
 
     def __repr__(self) -> str:
-        return f"UnifiedBuffer(shape={self._shape}, dtype={self._dtype}, state={self.state.name})"
+        return (f"UnifiedBuffer(shape={self._shape}, dtype={self._dtype}, "
+                f"state={self.state.name}, device={self.device_kind})")

@@ -12,6 +12,8 @@ PyDotCompute's where it has one (``KernelNotFoundError``,
 
 from __future__ import annotations
 
+from typing import Optional
+
 from . import _core
 
 
@@ -57,6 +59,17 @@ class DeviceError(RingKernelError):
     """Device family: no device, CUDA, NVRTC, NVML, memory limit."""
 
 
+# PyDotCompute's names for the two directions of the codec: every codec
+# error is one of them (a field error can happen either way, so it is
+# both), so code written for PyDotCompute catches ours.
+class MessageSerializationError(MessageError):
+    """A message could not be encoded (PyDotCompute's name)."""
+
+
+class MessageDeserializationError(MessageError):
+    """Bytes could not be decoded into a message (PyDotCompute's name)."""
+
+
 # --------------------------------------------------------- per code
 class InvalidArgumentError(GeneralError, ValueError): pass
 class OutOfMemoryError(GeneralError, MemoryError): pass
@@ -72,14 +85,14 @@ class MessageDroppedError(QueueError): pass
 class ClosedError(QueueError): pass
 class MessageSizeError(QueueError): pass
 
-class DecodeError(MessageError): pass
-class TruncatedError(MessageError): pass
-class FieldMissingError(MessageError): pass
-class FieldTypeError(MessageError, TypeError): pass
-class FieldUnknownError(MessageError): pass
-class TooBigError(MessageError): pass
-class MessageTypeError(MessageError, TypeError): pass
-class EncodeError(MessageError): pass
+class DecodeError(MessageDeserializationError): pass
+class TruncatedError(MessageDeserializationError): pass
+class FieldMissingError(MessageSerializationError, MessageDeserializationError): pass
+class FieldTypeError(MessageSerializationError, MessageDeserializationError, TypeError): pass
+class FieldUnknownError(MessageSerializationError, MessageDeserializationError): pass
+class TooBigError(MessageSerializationError, MessageDeserializationError): pass
+class MessageTypeError(MessageDeserializationError, TypeError): pass
+class EncodeError(MessageSerializationError): pass
 
 class KernelNotFoundError(KernelError, LookupError): pass
 class KernelAlreadyExistsError(KernelError): pass
@@ -96,6 +109,20 @@ class CudaError(DeviceError): pass
 class NvrtcError(DeviceError): pass
 class NvmlError(DeviceError): pass
 class MemoryLimitError(DeviceError): pass
+
+# Errors with no C code of their own (raised by the Python layer, with the
+# C code that fits: name and detail as for every other error).
+class UnifiedBufferError(RingKernelError):
+    """UnifiedBuffer errors (PyDotCompute's ``BufferError``)."""
+
+
+class BufferNotAllocatedError(UnifiedBufferError, KernelStateError):
+    """The buffer has no memory yet: call allocate() (RK_ESTATE)."""
+
+
+class InvalidConfigurationError(InvalidArgumentError):
+    """A bad decorator or kernel setting (PyDotCompute's name; RK_EINVAL)."""
+
 
 _BY_NAME = {
     "RK_EINVAL": InvalidArgumentError,
@@ -152,11 +179,13 @@ def _make(code: int, name: str, message: str, detail: str) -> RingKernelError:
     return ERROR_CLASSES.get(code, RingKernelError)(code, name, message, detail)
 
 
-def error(code_name: str, detail: str = "") -> RingKernelError:
-    """A ringkernel exception for a C error name, built in Python."""
-    for code, cls in ERROR_CLASSES.items():
-        if cls.name == code_name:
-            return cls(code, code_name, _core.err_names()[code][1], detail)
+def error(code_name: str, detail: str = "",
+          cls: Optional[type[RingKernelError]] = None) -> RingKernelError:
+    """A ringkernel exception for a C error name, built in Python (cls: a
+    class of the Python layer to raise instead of the code's own)."""
+    for code, c in ERROR_CLASSES.items():
+        if c.name == code_name:
+            return (cls or c)(code, code_name, _core.err_names()[code][1], detail)
     raise KeyError(code_name)
 
 

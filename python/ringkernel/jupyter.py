@@ -35,7 +35,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Optional, Sequence
 
-from .errors import ClosedError, RingKernelError
+from .errors import ClosedError, KernelNotFoundError, RingKernelError, error
 
 if TYPE_CHECKING:
     from .runtime import BlockingRuntime
@@ -72,7 +72,7 @@ class KernelMetrics:
     @classmethod
     def from_stats(cls, kernel_id: str, s: dict[str, Any], throughput: float,
                    now: float) -> KernelMetrics:
-        """From a ``get_telemetry`` dict (``rk_kernel_stats``)."""
+        """From a ``get_kernel_stats`` dict (``rk_kernel_stats``)."""
         us = 1e-3
         return cls(
             kernel_id=kernel_id, state=str(s["state"]), processed=int(s["processed"]),
@@ -122,7 +122,8 @@ class TelemetryDashboard:
 
     kernel_ids: the kernels to show; None shows every kernel launched
     through the runtime, including those launched after the dashboard was
-    made (rows appear at the next refresh).
+    made (rows appear at the next refresh) and those terminated since a
+    refresh saw them (``runtime.kernel_ids`` lists only the running ones).
     """
 
     def __init__(self, runtime: BlockingRuntime, kernel_ids: Optional[Sequence[str]] = None):
@@ -147,17 +148,33 @@ class TelemetryDashboard:
     @property
     def kernel_ids(self) -> list[str]:
         """The kernels shown now."""
-        return list(self._ids) if self._ids is not None else self._rt.kernel_ids
+        if self._ids is not None:
+            return list(self._ids)
+        # The runtime lists the kernels not terminated; one a refresh has
+        # seen stays (its row then shows TERMINATED and its final figures).
+        live = self._rt.kernel_ids
+        return list(self._prev) + [k for k in live if k not in self._prev]
 
     def sample(self) -> dict[str, KernelMetrics]:
         """Reads every shown kernel's telemetry now (no widget update).
         ClosedError once the runtime is closed; KernelNotFoundError for a
         kernel_ids entry the runtime does not know."""
         out: dict[str, KernelMetrics] = {}
+        # A closed runtime has no kernels (kernel_ids is empty once it
+        # closes): say so, rather than show an empty table forever.
+        if self._rt.closed:
+            raise error("RK_ECLOSED", "telemetry: the runtime was closed")
+        gone = set(self._prev).difference(self._rt.kernel_ids) if self._ids is None else set()
         for kid in self.kernel_ids:
             # The C runtime's rk_kernel_stats, straight from the extension
-            # (the same dict as BlockingRuntime.get_telemetry).
-            s = self._rt._core.stats(kid)
+            # (the same dict as BlockingRuntime.get_kernel_stats; get_telemetry
+            # wraps it in a RingKernelTelemetry, or is None with telemetry off).
+            try:
+                s = self._rt._core.stats(kid)
+            except KernelNotFoundError:
+                if kid in gone:
+                    continue  # terminated, and no longer known to the C runtime
+                raise
             now = time.monotonic()
             processed = int(s["processed"])
             prev = self._prev.get(kid)

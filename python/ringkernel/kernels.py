@@ -23,7 +23,7 @@ import logging
 from typing import Any, Callable, Optional, TypeVar, overload
 
 from . import _core
-from .errors import ClosedError
+from .errors import ClosedError, InvalidConfigurationError, KernelNotFoundError, error
 from .messages import msgtype_of
 
 log = logging.getLogger("ringkernel")
@@ -59,8 +59,9 @@ class KernelSpec:
     grid_size: int = 1
     block_size: int = 256
     spin: int = 0
+    backend: str = "auto"
 
-    def register(self, core_rt: _core.Runtime) -> None:
+    def register(self, core_rt: _core.Runtime, telemetry_off: bool = False) -> None:
         if self.backpressure not in _BACKPRESSURE:
             raise ValueError(f"backpressure must be one of {sorted(_BACKPRESSURE)}")
         core_rt.register_actor(
@@ -72,7 +73,11 @@ class KernelSpec:
             backpressure=_BACKPRESSURE[self.backpressure],
             when_inactive=_WHEN_INACTIVE[self.when_inactive],
             restart=_RESTART[self.restart], max_restarts=self.max_restarts,
-            priority_bands=self.priority_bands, spin=self.spin)
+            priority_bands=self.priority_bands, spin=self.spin,
+            telemetry_off=telemetry_off)
+        # grid_size / block_size stay with the spec (ctx.grid_size, the
+        # RingKernel's config): a Python actor is one kernel thread, and the
+        # C cpu backend takes no grid; they size the actor's GPU work.
 
 
 class KernelContext:
@@ -88,11 +93,51 @@ class KernelContext:
     def kernel_id(self) -> str:
         return self._c.kernel_id
 
+    def __class_getitem__(cls, params: Any) -> type:
+        return cls  # KernelContext[In, Out] in annotations (PyDotCompute's)
+
     @property
     def should_terminate(self) -> bool:
         """True once terminate was asked and the input is drained. A safe
         point: while deactivated the kernel waits here (GIL released)."""
         return self._c.should_terminate()
+
+    @property
+    def is_active(self) -> bool:
+        """True: the actor's code runs only while the kernel is active (a
+        deactivated kernel is parked at its safe points, receive and
+        should_terminate, until reactivated)."""
+        return True
+
+    def wait_active(self) -> None:
+        """Returns once the kernel is active (a safe point)."""
+        self._c.should_terminate()
+
+    @property
+    def grid_size(self) -> int:
+        """The kernel's grid_size setting (for its GPU compute kernels)."""
+        return self._spec.grid_size
+
+    @property
+    def block_size(self) -> int:
+        return self._spec.block_size
+
+    @property
+    def backend(self) -> str:
+        """Where this kernel's compute kernels and buffers go: "cuda" when
+        it asked for it (or "auto") and a GPU is usable, else "cpu"."""
+        return _resolve_backend(self._spec.backend)
+
+    def execute_kernel(self, name: str, args: Any = (),
+                       kwargs: Optional[dict[str, Any]] = None) -> Any:
+        """Runs a compute kernel (a function registered with @kernel(name=)
+        or register_kernel) with args, and returns its result."""
+        from .compute import get_kernel_registry
+        fn = get_kernel_registry().get(name)
+        if fn is None:
+            raise error("RK_ENOTFOUND", f"execute_kernel: no compute kernel named {name!r} "
+                        f"(registered: {get_kernel_registry().list()})", KernelNotFoundError)
+        return fn(*args, **(kwargs or {}))
 
     def receive(self, timeout: Optional[float] = None) -> Any:
         """The next input message, decoded as the kernel's input_type
@@ -153,6 +198,46 @@ class AsyncKernelContext(KernelContext):
     async def publish(self, topic: str, message: Any) -> None:  # type: ignore[override]
         self._c.publish(topic, message, msgtype_of(message))
 
+    async def wait_active(self) -> None:  # type: ignore[override]
+        self._c.should_terminate()
+
+    async def execute_kernel(self, name: str, args: Any = (),
+                             kwargs: Optional[dict[str, Any]] = None) -> Any:
+        r = KernelContext.execute_kernel(self, name, args, kwargs)
+        if inspect.isawaitable(r):
+            r = await r
+        return r
+
+
+def _resolve_backend(b: str) -> str:
+    if b == "cpu":
+        return "cpu"
+    from .compute import cuda_available
+    return "cuda" if cuda_available() else "cpu"
+
+
+def _backend_name(backend: Any) -> str:
+    if backend is None:
+        return "auto"
+    name: Any = backend if isinstance(backend, str) else getattr(backend, "name", None)
+    if name not in ("cpu", "cuda", "auto"):
+        raise error("RK_EINVAL", f"backend must be 'cpu', 'cuda', 'auto' or a backend "
+                    f"class from ringkernel.backends, not {backend!r}", InvalidConfigurationError)
+    return str(name)
+
+
+def _check_type(what: str, kernel_id: str, t: Any) -> None:
+    if t is not None and not (isinstance(t, type) and hasattr(t, "__rk_msgtype__")):
+        raise TypeError(f"@ring_kernel {kernel_id!r}: {what} {getattr(t, '__name__', t)!r} "
+                        "must be a @message decorated class (or a RingKernelMessage "
+                        "subclass)")
+
+
+def _check_size(kernel_id: str, name: str, v: Any) -> None:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise error("RK_EINVAL", f"@ring_kernel {kernel_id!r}: {name} must be an int >= 1, "
+                    f"got {v!r}", InvalidConfigurationError)
+
 
 def _runner(spec: KernelSpec) -> Callable[[_core.Ctx], int]:
     """The callable the C trampoline calls on the kernel thread."""
@@ -195,7 +280,7 @@ def ring_kernel(*, kernel_id: Optional[str] = None,
                 max_payload: int = DEFAULT_MAX_PAYLOAD, when_inactive: str = "queue",
                 restart: Optional[str] = None, max_restarts: int = 0,
                 priority_bands: bool = False, spin: int = 0,
-                auto_register: bool = True) -> Callable[[_F], _F]: ...
+                auto_register: bool = True, backend: Any = None) -> Callable[[_F], _F]: ...
 
 
 def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optional[str] = None,
@@ -206,24 +291,42 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
                 max_payload: int = DEFAULT_MAX_PAYLOAD, when_inactive: str = "queue",
                 restart: Optional[str] = None, max_restarts: int = 0,
                 priority_bands: bool = False, spin: int = 0,
-                auto_register: bool = True) -> Any:
+                auto_register: bool = True, backend: Any = None) -> Any:
     """Declares a Python ring kernel (the seeds' decorator, same keywords,
     plus max_payload, when_inactive, restart/max_restarts, priority_bands and
-    spin: receive spins before parking, 0 = the C default).
+    spin: receive spins before parking, 0 = the C default; backend: "cpu",
+    "cuda", "auto" or a class from ringkernel.backends, where the actor's
+    compute kernels and buffers go; the actor itself runs on a kernel
+    thread). queue_size is the C queues' capacity, as given.
     Runtimes register it when it is first launched."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        kid: str = kernel_id or getattr(fn, "__name__", None) or repr(fn)
+        if not callable(fn):
+            raise TypeError(f"@ring_kernel needs a function, not {type(fn).__name__}")
         if backpressure not in _BACKPRESSURE:
-            raise ValueError(f"backpressure must be one of {sorted(_BACKPRESSURE)}")
+            raise error("RK_EINVAL", f"@ring_kernel {kid!r}: backpressure must be one of "
+                        f"{sorted(_BACKPRESSURE)}, got {backpressure!r}",
+                        InvalidConfigurationError)
+        _check_type("input_type", kid, input_type)
+        _check_type("output_type", kid, output_type)
+        for name, v in (("queue_size", queue_size), ("grid_size", grid_size),
+                        ("block_size", block_size)):
+            _check_size(kid, name, v)
+        for name, opt in (("input_queue_size", input_queue_size),
+                          ("output_queue_size", output_queue_size)):
+            if opt is not None:
+                _check_size(kid, name, opt)
         spec = KernelSpec(
-            kernel_id=kernel_id or fn.__name__, func=fn, input_type=input_type,
+            kernel_id=kid, func=fn, input_type=input_type,
             output_type=output_type,
             input_queue_size=input_queue_size or queue_size,
             output_queue_size=output_queue_size or queue_size,
             backpressure=backpressure, max_payload=max_payload,
             when_inactive=when_inactive, restart=restart,
             max_restarts=max_restarts, priority_bands=priority_bands,
-            grid_size=grid_size, block_size=block_size, spin=spin)
+            grid_size=grid_size, block_size=block_size, spin=spin,
+            backend=_backend_name(backend))
         if auto_register:
             _registry[spec.kernel_id] = spec
 
@@ -233,7 +336,11 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
 
         wrapper._ring_kernel_meta = {  # type: ignore[attr-defined]
             "kernel_id": spec.kernel_id, "input_type": input_type,
-            "output_type": output_type, "spec": spec}
+            "output_type": output_type, "spec": spec,
+            "config": {"input_queue_size": spec.input_queue_size,
+                       "output_queue_size": spec.output_queue_size,
+                       "grid_size": grid_size, "block_size": block_size,
+                       "backpressure_strategy": backpressure}}
         wrapper._original_func = fn  # type: ignore[attr-defined]
         return wrapper
 
@@ -242,3 +349,13 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
 
 def get_registered_kernel(kernel_id: str) -> Optional[KernelSpec]:
     return _registry.get(kernel_id)
+
+
+def get_ring_kernel_meta(func: Callable[..., Any]) -> Optional[dict[str, Any]]:
+    """The metadata @ring_kernel attached to func, or None."""
+    meta: Optional[dict[str, Any]] = getattr(func, "_ring_kernel_meta", None)
+    return meta
+
+
+def is_ring_kernel(func: Callable[..., Any]) -> bool:
+    return get_ring_kernel_meta(func) is not None

@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional, TypeVar, overload
 import numpy as np
 
 from . import _core
+from .errors import KernelAlreadyExistsError, error
 
 _T = TypeVar("_T")
 
@@ -224,46 +225,188 @@ def message(cls: Optional[type[_T]] = None, *, type_id: Optional[int] = None,
             name: Optional[str] = None) -> Any:
     """Declares a message type (the seeds' @message). Usable bare or with
     ``type_id=`` (the envelope type id; default: CRC-32 of the name) and
-    ``name=`` (the wire ``__type__``; default: the class name)."""
+    ``name=`` (the wire ``__type__``; default: the class name).
 
-    def wrap(c: Any) -> Any:
-        ann = c.__dict__.get("__annotations__", {})
-        for f in ENVELOPE_FIELDS:
-            ann.pop(f, None)
-        c.__annotations__ = ann
-        hints = typing.get_type_hints(c, include_extras=True)
-        user = [n for n in ann if typing.get_origin(hints[n]) is not typing.ClassVar]
-        specs = [(n, _spec_for(c.__name__, n, hints[n])) for n in user]
-        # envelope fields last, with defaults (PyDotCompute's order)
-        ann["message_id"] = uuid.UUID
-        ann["priority"] = int
-        ann["correlation_id"] = Optional[uuid.UUID]
-        c.message_id = dataclasses.field(default_factory=_core.uuid7)
-        c.priority = 128
-        c.correlation_id = None
-        plain = "__post_init__" not in c.__dict__ and "__init__" not in c.__dict__
-        if "__post_init__" not in c.__dict__:
-            c.__post_init__ = _post_init
-        dc = dataclasses.dataclass(c)
-        wire = name or c.__name__
-        fields = []
+    A class that is already a dataclass (``@message @dataclass``) is taken
+    as it is, its own envelope fields included (as PyDotCompute does).
+    Fields the C codec cannot describe (a plain ``list``, ``dict``,
+    ``Any``...) make the whole type travel through PyDotCompute's own
+    msgpack form, encoded in Python (``Cls.__rk_pycodec__`` is True)."""
+
+    def wrap(arg: Any) -> Any:
+        if not isinstance(arg, type):
+            raise TypeError(f"@message needs a class, not {type(arg).__name__}")
+        c: Any = arg
+        dc: Any
+        if "__dataclass_fields__" not in c.__dict__:
+            ann = c.__dict__.get("__annotations__", {})
+            for f in ENVELOPE_FIELDS:
+                ann.pop(f, None)
+            c.__annotations__ = ann
+            # envelope fields last, with defaults (PyDotCompute's order)
+            ann["message_id"] = uuid.UUID
+            ann["priority"] = int
+            ann["correlation_id"] = Optional[uuid.UUID]
+            c.message_id = dataclasses.field(default_factory=_core.uuid7)
+            c.priority = 128
+            c.correlation_id = None
+            plain = "__post_init__" not in c.__dict__ and "__init__" not in c.__dict__
+            if "__post_init__" not in c.__dict__ and not hasattr(c, "__post_init__"):
+                c.__post_init__ = _post_init
+            dc = dataclasses.dataclass(c)
+        else:
+            dc, plain = c, False
+        _attach(dc, name or dc.__name__, type_id, plain)
+        for attr, fn in _METHODS.items():
+            if attr not in dc.__dict__ and not _inherited_user(dc, attr):
+                setattr(dc, attr, fn)
+        return dc
+
+    return wrap(cls) if cls is not None else wrap
+
+
+def _inherited_user(cls: type, attr: str) -> bool:
+    """True when a base class defines attr itself (not one of ours)."""
+    for base in cls.__mro__[1:]:
+        v = base.__dict__.get(attr)
+        if v is not None and v is not _METHODS.get(attr) and base is not object:
+            fn = getattr(v, "__func__", v)
+            ours = _METHODS.get(attr)
+            return fn is not getattr(ours, "__func__", ours)
+    return False
+
+
+def _attach(dc: type, wire: str, type_id: Optional[int], plain: bool) -> Any:
+    """Builds and attaches the MsgType of a dataclass message class."""
+    try:
+        hints = typing.get_type_hints(dc, include_extras=True)
+    except Exception:  # an annotation that does not resolve here
+        hints = {}
+    specs: list[tuple[str, Any]] = []
+    dynamic = False
+    for f in dataclasses.fields(dc):
+        if f.name in ENVELOPE_FIELDS:
+            continue
+        if f.name not in hints:
+            dynamic = True
+            continue
+        try:
+            specs.append((f.name, _spec_for(dc.__name__, f.name, hints[f.name])))
+        except TypeError:
+            dynamic = True  # PyDotCompute's msgpack form, in Python
+    tid = type_id or _type_id(wire)
+    if dynamic or not specs:
+        fields = [("__payload__", BLOB_CLS, K_NONE, DEFAULT_BYTES_MAX, None, 0)]
+        codec = _pycodec(dc, wire)
+        specs = []
+    else:
+        fields, codec = [], None
         for n, s in specs:
             nested = s.nested
             if s.cls == NESTED and nested is not _UUID_MT:
                 nested = nested.__rk_msgtype__
             fields.append((n, s.cls, s.kind, s.count, nested, s.present))
-        mt = _core.MsgType(wire, type_id or _type_id(wire), fields, dc)
+    try:
+        mt = _core.MsgType(wire, tid, fields, dc, codec)
+    except KernelAlreadyExistsError:
+        if type_id:
+            raise  # an id given explicitly: the caller must choose another
+        # Another class of this name with another layout (a module declared
+        # twice, two modules with a "Request"): as in PyDotCompute, the
+        # later class is the one the name stands for; it keeps the wire
+        # name and gets an id of its own, outside the C type registry.
+        again = _redeclared[wire] = _redeclared.get(wire, 0) + 1
+        mt = _core.MsgType(wire, _type_id(f"{wire}#{again}"), fields, dc, codec, False)
+    if codec is None:
         mt.fast = plain  # decode may fill __dict__ without __init__
-        dc.__rk_msgtype__ = mt
-        dc.__rk_fields__ = dict(specs)
-        dc.dtype = _dtype_of(mt)
-        for attr, fn in _METHODS.items():
-            if attr not in c.__dict__:
-                setattr(dc, attr, fn)
-        _registry[wire] = dc
-        return dc
+    type.__setattr__(dc, "__rk_msgtype__", mt)
+    type.__setattr__(dc, "__rk_fields__", dict(specs))
+    type.__setattr__(dc, "__rk_pycodec__", dynamic or not specs)
+    type.__setattr__(dc, "dtype", None if (dynamic or not specs) else _dtype_of(mt))
+    _registry[wire] = dc
+    _by_id[mt.type_id] = mt
+    return mt
 
-    return wrap(cls) if cls is not None else wrap
+
+BLOB_CLS = BYTES
+#: how many times each wire name was declared again with another layout
+_redeclared: dict[str, int] = {}
+
+
+# ------------------------------------------- PyDotCompute's msgpack form
+def _pdc_default(obj: Any) -> Any:
+    if isinstance(obj, uuid.UUID):
+        return {"__uuid_bin__": obj.bytes}
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": obj.tobytes(), "dtype": str(obj.dtype), "shape": list(obj.shape)}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"cannot encode a {type(obj).__name__}")
+
+
+def _pdc_hook(obj: dict[str, Any]) -> Any:
+    if "__uuid_bin__" in obj:
+        return uuid.UUID(bytes=obj["__uuid_bin__"])
+    if "__uuid__" in obj:
+        return uuid.UUID(obj["__uuid__"])
+    if "__ndarray__" in obj:
+        return np.frombuffer(obj["__ndarray__"], dtype=obj["dtype"]).reshape(obj["shape"]).copy()
+    return obj
+
+
+def _msgpack() -> Any:
+    try:
+        import msgpack
+    except ImportError:  # pragma: no cover - a dependency of the package
+        raise error("RK_ENOTSUP", "messages with plain list/dict fields need the "
+                    "msgpack package (pip install msgpack)") from None
+    return msgpack
+
+
+def _pycodec(cls: type, wire: str) -> tuple[Callable[[Any], bytes],
+                                            Callable[[bytes], dict[str, Any]]]:
+    names = [f.name for f in dataclasses.fields(cls)]
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.init and f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING]
+
+    def encode(obj: Any) -> bytes:
+        d = {n: getattr(obj, n) for n in names}
+        d["__type__"] = wire
+        try:
+            b: bytes = _msgpack().packb(d, default=_pdc_default)
+            return b
+        except (TypeError, ValueError, OverflowError) as e:
+            bad = next((n for n in names if not _packable(d[n])), None)
+            raise error("RK_EENCODE", f"{wire}.{bad}: {e}" if bad else f"{wire}: {e}") from None
+
+    def decode(data: bytes) -> dict[str, Any]:
+        try:
+            m = _msgpack().unpackb(data, object_hook=_pdc_hook, raw=False)
+        except Exception as e:
+            raise error("RK_EDECODE", f"{wire}: not a msgpack message ({e})") from None
+        if not isinstance(m, dict):
+            raise error("RK_EDECODE", f"{wire}: the payload is not a msgpack map")
+        for k in ("message_id", "correlation_id"):
+            v = m.get(k)
+            if isinstance(v, str):
+                m[k] = uuid.UUID(v)
+            elif isinstance(v, bytes) and len(v) == 16:
+                m[k] = uuid.UUID(bytes=v)
+        for n in required:
+            if n not in m:
+                raise error("RK_EFIELDMISSING", f"{wire}.{n}: missing")
+        return {k: v for k, v in m.items() if k in names}
+
+    return encode, decode
+
+
+def _packable(v: Any) -> bool:
+    try:
+        _msgpack().packb(v, default=_pdc_default)
+        return True
+    except Exception:
+        return False
 
 
 def _post_init(self: Any) -> None:
@@ -383,6 +526,9 @@ class TypedMessage:
 
 
 _registry: dict[str, type] = {}
+#: {type id: MsgType}: how an untyped kernel's messages are decoded.
+_by_id: dict[int, Any] = {}
+_core._set_type_registry(_by_id)
 
 
 def get_message_type(name: str) -> Optional[type]:
@@ -393,3 +539,46 @@ def get_message_type(name: str) -> Optional[type]:
 def msgtype_of(cls_or_obj: Any) -> Any:
     """The _core.MsgType of a @message class or instance, or None."""
     return getattr(cls_or_obj, "__rk_msgtype__", None)
+
+
+class _LazyMsgType:
+    """``__rk_msgtype__`` of a RingKernelMessage subclass that @message did
+    not see (PyDotCompute's ``@dataclass class M(RingKernelMessage)``):
+    built at its first use, when the class is complete."""
+
+    def __get__(self, inst: Any, owner: type) -> Any:
+        return _attach(owner, owner.__name__, None, False)
+
+
+class _MessageBase:
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        type.__setattr__(cls, "__rk_msgtype__", _LazyMsgType())
+
+
+@message
+class RingKernelMessage(_MessageBase):
+    """PyDotCompute's message base class: the three envelope fields
+    (``message_id``, ``priority`` 0-255, ``correlation_id``) with
+    ``serialize()``, ``deserialize()``, ``reply()`` and
+    ``with_correlation()``. Subclass it as a dataclass, or use @message."""
+
+
+def deserialize_message(data: bytes) -> Any:
+    """A message of a type named by its ``__type__``: the registered
+    @message class, else a RingKernelMessage (PyDotCompute's)."""
+    try:
+        m = _msgpack().unpackb(data, raw=False, object_hook=_pdc_hook)
+    except Exception as e:
+        raise error("RK_EDECODE", f"deserialize_message: not a msgpack message ({e})") from None
+    if not isinstance(m, dict):
+        raise error("RK_EDECODE", "deserialize_message: the payload is not a msgpack map")
+    t = m.get("__type__")
+    cls: Any = (_registry.get(t) if isinstance(t, str) else None) or RingKernelMessage
+    if cls is not RingKernelMessage:
+        return cls.deserialize(data)
+    kw = {k: m[k] for k in ENVELOPE_FIELDS if k in m}
+    try:
+        return RingKernelMessage(**kw)
+    except (TypeError, ValueError) as e:
+        raise error("RK_EDECODE", f"deserialize_message: {e}") from None

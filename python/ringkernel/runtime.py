@@ -12,16 +12,21 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import contextlib
 import enum
 import functools
 import os
+import time
 import weakref
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Callable, Iterator, Optional
 
-from . import _core
-from .errors import ClosedError, KernelTerminatedError, error
+from . import _core, eventloop
+from .errors import (ClosedError, KernelAlreadyExistsError, KernelNotFoundError,
+                     KernelStateError, KernelTerminatedError, RingKernelError, error)
 from .kernels import KernelSpec, _ns, _registry, get_registered_kernel
+from .lifecycle import RingKernel, RingKernelConfig
 from .messages import msgtype_of
+from .telemetry import RingKernelTelemetry
 
 
 class KernelState(enum.IntEnum):
@@ -60,22 +65,43 @@ class BlockingRuntime:
     instances or, for untyped kernels, bytes-like objects.
     """
 
-    def __init__(self, *, max_kernels: int = 0, dead_letter_capacity: int = 0,
+    def __init__(self, *, enable_telemetry: bool = True, use_uvloop: bool = True,
+                 use_eager_tasks: bool = True, max_kernels: int = 0,
+                 dead_letter_capacity: int = 0,
                  terminate_timeout: float = 5.0, host_spin_us: Optional[float] = None,
                  load_static_kernels: bool = True,
-                 backend: Optional[str] = None, **_ignored: Any):
-        self._core = _core.Runtime(
+                 backend: Any = None, accept_before_activate: bool = False) -> None:
+        """enable_telemetry, use_uvloop, use_eager_tasks: PyDotCompute's
+        (telemetry off: get_telemetry returns None; the C counters run
+        anyway). accept_before_activate: sends to a launched kernel that
+        was never activated are queued (ringkernel's behaviour) instead of
+        raising KernelStateError (PyDotCompute's)."""
+        if hasattr(backend, "name") and not isinstance(backend, str):
+            backend = backend.name  # a backend class (ringkernel.backends)
+        self._core_args: dict[str, Any] = dict(
             max_kernels=max_kernels, dead_letter_capacity=dead_letter_capacity,
             terminate_timeout_ns=_ns(terminate_timeout),
             host_spin_ns=-1 if host_spin_us is not None and host_spin_us < 0
             else int((host_spin_us or 0) * 1000),
             no_static_kernels=not load_static_kernels, backend=backend)
+        self._core = _core.Runtime(**self._core_args)
         self._pid = os.getpid()
         self._registered: set[str] = set()
+        self._specs: dict[str, KernelSpec] = {}
         self._types: dict[str, tuple[Optional[type], Optional[type]]] = {}
         # kernel id -> its output's MsgType (or None): receive's lookup.
         self._out_mt: dict[str, Any] = {}
-        self._launched: list[str] = []
+        # Kernels launched and not terminated, in launch order (kernel_ids).
+        self._kernels: dict[str, RingKernel] = {}
+        # Launched but never activated: sends and receives are refused
+        # there, as PyDotCompute does (unless accept_before_activate).
+        self._unactivated: set[str] = set()
+        self._strict_activate = not accept_before_activate
+        self._enable_telemetry = enable_telemetry
+        self._use_uvloop = use_uvloop
+        self._use_eager_tasks = use_eager_tasks
+        self._start_time = time.time()
+        self._active = True
         _live.add(self)
 
     # ----------------------------------------------------------- lifecycle
@@ -84,6 +110,9 @@ class BlockingRuntime:
         if os.getpid() != self._pid:
             return
         self._core.close()
+        self._kernels.clear()
+        self._unactivated.clear()
+        self._active = False
 
     @property
     def closed(self) -> bool:
@@ -91,8 +120,26 @@ class BlockingRuntime:
 
     @property
     def kernel_ids(self) -> list[str]:
-        """Kernels launched through this object, in launch order."""
-        return list(self._launched)
+        """Kernels launched through this object and not terminated, in
+        launch order (PyDotCompute's)."""
+        return list(self._kernels)
+
+    @property
+    def is_active(self) -> bool:
+        return self._active and not self.closed
+
+    def _not_found(self, kernel_id: str, op: str) -> Exception:
+        try:
+            was = f" (it is {KernelState(self._core.state(kernel_id)).name})"
+        except Exception:
+            was = ""
+        return error("RK_ENOTFOUND", f"{op}: kernel {kernel_id!r} is not running in this "
+                     f"runtime{was}; running: {self.kernel_ids}; launch it first",
+                     KernelNotFoundError)
+
+    def _inactive(self, kernel_id: str, op: str) -> Exception:
+        return error("RK_ESTATE", f"cannot {op} kernel {kernel_id!r} from state 'LAUNCHED': "
+                     "activate it first", KernelStateError)
 
     def register(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None, *,
                  input_type: Optional[type] = None, output_type: Optional[type] = None,
@@ -118,8 +165,9 @@ class BlockingRuntime:
             spec = get_registered_kernel(kernel_id)
             if spec is None:
                 return  # maybe a C kernel: the C runtime will say
-        spec.register(self._core)
+        spec.register(self._core, telemetry_off=not self._enable_telemetry)
         self._registered.add(kernel_id)
+        self._specs[kernel_id] = spec
         self._set_types(kernel_id, spec.input_type, spec.output_type)
 
     def _register_known(self) -> None:
@@ -132,10 +180,40 @@ class BlockingRuntime:
 
     def launch(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None, *,
                input_type: Optional[type] = None, output_type: Optional[type] = None,
-               **config: Any) -> None:
+               config: Optional[RingKernelConfig] = None, **kw: Any) -> RingKernel:
         """Phase 1: the kernel's queues and thread (it waits for activate).
         kernel_id may name a @ring_kernel, kernel_func a function to run as
-        one, or a C kernel (types then say how to decode its messages)."""
+        one, or a C kernel (types then say how to decode its messages).
+        Returns a RingKernel handle. KernelAlreadyExistsError when the id
+        is launched and not terminated; KernelNotFoundError when nothing
+        has that id."""
+        if not isinstance(kernel_id, str):
+            raise error("RK_EINVAL", f"launch: kernel id must be a str, not "
+                        f"{type(kernel_id).__name__}")
+        if kernel_id in self._kernels:
+            raise error("RK_EEXIST", f"launch: kernel {kernel_id!r} is already launched "
+                        "(terminate it first)", KernelAlreadyExistsError)
+        if config is not None:
+            kw = {**config.as_kwargs(), **kw}
+        self._launch(kernel_id, kernel_func, input_type=input_type,
+                     output_type=output_type, **kw)
+        it, ot = self._types.get(kernel_id, (None, None))
+        spec = self._specs.get(kernel_id)
+        if config is None and spec is not None:
+            config = RingKernelConfig(
+                kernel_id=kernel_id, grid_size=spec.grid_size, block_size=spec.block_size,
+                input_queue_size=spec.input_queue_size,
+                output_queue_size=spec.output_queue_size,
+                backpressure_strategy=spec.backpressure)
+        k = self._kernels[kernel_id] = RingKernel(
+            self, kernel_id, config or RingKernelConfig(kernel_id=kernel_id), it, ot)
+        if self._strict_activate:
+            self._unactivated.add(kernel_id)
+        return k
+
+    def _launch(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None, *,
+                input_type: Optional[type] = None, output_type: Optional[type] = None,
+                **config: Any) -> None:
         if kernel_func is not None:
             self.register(kernel_id, kernel_func, input_type=input_type,
                           output_type=output_type, **config)
@@ -147,11 +225,10 @@ class BlockingRuntime:
             old = self._types.get(kernel_id, (None, None))
             self._set_types(kernel_id, input_type or old[0], output_type or old[1])
         self._core.launch(kernel_id)
-        if kernel_id not in self._launched:
-            self._launched.append(kernel_id)
 
     def activate(self, kernel_id: str) -> None:
         self._core.activate(kernel_id)
+        self._unactivated.discard(kernel_id)
 
     def deactivate(self, kernel_id: str) -> None:
         """Pauses the kernel at its next safe point (returns once it has)."""
@@ -168,8 +245,16 @@ class BlockingRuntime:
 
     def terminate(self, kernel_id: str, timeout: float = 5.0) -> None:
         """Graceful stop: queued input is still processed, then the actor
-        ends. QueueTimeoutError if it did not end within timeout."""
+        ends. QueueTimeoutError if it did not end within timeout. The
+        kernel leaves kernel_ids (the C runtime keeps it registered: it can
+        be launched again)."""
+        if kernel_id not in self._kernels:
+            if self.closed:
+                raise error("RK_ECLOSED", f"terminate {kernel_id!r}: the runtime is closed")
+            raise self._not_found(kernel_id, "terminate")
         self._core.terminate(kernel_id, _ns(timeout))
+        self._kernels.pop(kernel_id, None)
+        self._unactivated.discard(kernel_id)
 
     def wait(self, kernel_id: str, timeout: Optional[float] = None) -> None:
         """Waits until the kernel's instance has ended."""
@@ -199,11 +284,22 @@ class BlockingRuntime:
         """Into the kernel's input. A @message goes as its msgpack form
         (C codec); bytes-like data goes as is, with type_id. Waits (GIL
         released) only while the input is full under BLOCK backpressure."""
-        if timeout is None and priority is None and not type_id:
-            self._core.send(kernel_id, message)  # the message's own type
-        else:
-            self._core.send(kernel_id, message, msgtype_of(message),
-                            -1 if priority is None else priority, _ns(timeout), type_id)
+        if kernel_id in self._unactivated:
+            raise self._inactive(kernel_id, "send message to")
+        try:
+            if timeout is None and priority is None and not type_id:
+                self._core.send(kernel_id, message)  # the message's own type
+            else:
+                self._core.send(kernel_id, message, msgtype_of(message),
+                                -1 if priority is None else priority, _ns(timeout), type_id)
+        except KernelStateError:
+            if kernel_id not in self._kernels and not self.closed:
+                raise self._not_found(kernel_id, "send") from None
+            raise
+        except TypeError as e:
+            if isinstance(e, RingKernelError):
+                raise
+            raise _bad_message(kernel_id, message, e) from None
 
     def send_fixed(self, kernel_id: str, message: Any, *,
                    timeout: Optional[float] = None) -> None:
@@ -230,9 +326,19 @@ class BlockingRuntime:
         """The kernel's next output, decoded as its output_type (or
         message_type; bytes when neither is known). Waits in C with the GIL
         released, in slices, so Ctrl-C raises KeyboardInterrupt."""
-        return self._core.recv(kernel_id, self._out_mt.get(kernel_id)
-                               if message_type is None else msgtype_of(message_type),
-                               -1 if timeout is None else _ns(timeout))
+        if kernel_id in self._unactivated:
+            raise self._inactive(kernel_id, "receive message from")
+        live = kernel_id in self._kernels
+        try:
+            return self._core.recv(kernel_id, self._out_mt.get(kernel_id)
+                                   if message_type is None else msgtype_of(message_type),
+                                   -1 if timeout is None else _ns(timeout))
+        except KernelStateError:
+            # Terminated before this call (not while it waited): gone, as
+            # PyDotCompute forgets it.
+            if not live and not self.closed:
+                raise self._not_found(kernel_id, "receive") from None
+            raise
 
     def receive_raw(self, kernel_id: str, timeout: Optional[float] = None) -> tuple[bytes, dict[str, Any]]:
         """(payload bytes, envelope dict) of the next output."""
@@ -275,12 +381,47 @@ class BlockingRuntime:
         return self._core.dead_letter(_ns(timeout))
 
     # ----------------------------------------------------------- telemetry
-    def get_telemetry(self, kernel_id: str) -> dict[str, Any]:
-        """rk_kernel_stats as a dict (state, counters, latency p50/p99...)."""
+    def get_telemetry(self, kernel_id: str) -> Optional[RingKernelTelemetry]:
+        """The kernel's RingKernelTelemetry (PyDotCompute's object, from the
+        C counters; ``t["processed"]`` reads the rk_kernel_stats dict), or
+        None when the runtime was made with enable_telemetry=False."""
+        if not self._enable_telemetry:
+            return None
+        return RingKernelTelemetry.from_stats(kernel_id, self._core.stats(kernel_id))
+
+    def get_kernel_stats(self, kernel_id: str) -> dict[str, Any]:
+        """rk_kernel_stats as a dict (state, counters, latency p50/p99...),
+        whatever enable_telemetry says."""
         return self._core.stats(kernel_id)
 
-    def get_all_telemetry(self) -> dict[str, dict[str, Any]]:
-        return {k: self.get_telemetry(k) for k in self._launched}
+    def get_all_telemetry(self) -> dict[str, RingKernelTelemetry]:
+        """{kernel id: telemetry} of the running kernels ({} when off)."""
+        if not self._enable_telemetry:
+            return {}
+        return {k: RingKernelTelemetry.from_stats(k, self._core.stats(k)) for k in self._kernels}
+
+    def get_summary(self) -> dict[str, Any]:
+        """Totals over the running kernels (PyDotCompute's keys)."""
+        tel = [RingKernelTelemetry.from_stats(k, self._core.stats(k)) for k in self._kernels]
+        out: dict[str, Any] = {"kernel_count": len(self._kernels),
+               "total_messages_processed": sum(t.messages_processed for t in tel),
+               "total_messages_dropped": sum(t.messages_dropped for t in tel),
+               "total_errors": sum(t.error_count for t in tel)}
+        if self._enable_telemetry:
+            out["uptime_seconds"] = time.time() - self._start_time
+            out["gpu_utilization"] = None
+        return out
+
+    @contextlib.contextmanager
+    def kernel_scope(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None,
+                     **kw: Any) -> Iterator[RingKernel]:
+        """Launches and activates the kernel; terminates it on leaving."""
+        k = self.launch(kernel_id, kernel_func, **kw)
+        try:
+            self.activate(kernel_id)
+            yield k
+        finally:
+            self.terminate(kernel_id)
 
     def get_stats_snapshot(self, kernel_id: str) -> dict[str, Any]:
         """The telemetry snapshot (counters by descriptor name and the
@@ -295,7 +436,8 @@ class BlockingRuntime:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} kernels={self._launched} closed={self.closed}>"
+        return (f"{type(self).__name__}(active={self.is_active}, kernels={len(self._kernels)}, "
+                f"telemetry={self._enable_telemetry}, closed={self.closed})")
 
 
 class _AsyncReceiver:
@@ -410,18 +552,60 @@ class RingKernelRuntime(BlockingRuntime):
         # kernel id -> its async receiver (bound to one event loop)
         self._receivers: dict[str, _AsyncReceiver] = {}
         self._spin_ns = max(0, int(async_spin_us * 1000))
+        self._active = False  # until start() (PyDotCompute's)
+        self._sync_mode = False
+        # uvloop's policy when uvloop is installed, as PyDotCompute does
+        # (``pip install ringkernel[fast]``; RINGKERNEL_NO_UVLOOP=1: off).
+        self._uvloop_installed = bool(self._use_uvloop and eventloop.install_uvloop())
+        self._eager_installed = False
 
-    def __enter__(self) -> BlockingRuntime:
-        return BlockingView(self)
+    def __enter__(self) -> "RingKernelRuntime":
+        """``with rt:`` and ``with RingKernelRuntime() as rt:`` alike: inside
+        the block this object's calls are the blocking ones (they return
+        results, not coroutines)."""
+        self._sync_mode = True
+        for name in _BLOCKING_NAMES:
+            self.__dict__[name] = getattr(BlockingRuntime, name).__get__(self)
+        self.__dict__["start"] = self._start_sync
+        self.__dict__["shutdown"] = lambda timeout=10.0: self.close()
+        self._start_sync()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.close()
+        finally:  # the object's calls are the awaitable ones again
+            for name in _BLOCKING_NAMES + ("start", "shutdown"):
+                self.__dict__.pop(name, None)
+            self._sync_mode = False
+
+    def _start_sync(self) -> None:
+        if self.closed:  # started again after a shutdown: a new C runtime
+            self._core = _core.Runtime(**self._core_args)
+            self._registered.clear()
+        self._active = True
+        self._start_time = time.time()
 
     async def __aenter__(self) -> "RingKernelRuntime":
+        await self.start()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.shutdown()
 
     async def start(self) -> None:
-        """Nothing to do: the runtime runs from construction (seeds' API)."""
+        """Marks the runtime active (PyDotCompute's); after a shutdown it
+        starts with a new C runtime."""
+        if self._use_eager_tasks:
+            self._eager_installed = eventloop.install_eager_task_factory()
+        self._start_sync()
+
+    def get_loop_info(self) -> dict[str, Any]:
+        """The event loop's configuration (PyDotCompute's keys)."""
+        info = eventloop.get_loop_info()
+        info["runtime_uvloop_installed"] = self._uvloop_installed
+        info["runtime_eager_tasks_installed"] = self._eager_installed
+        return info
 
     async def shutdown(self, timeout: float = 10.0) -> None:
         """Closes the runtime: pending receives fail with ClosedError, then
@@ -440,19 +624,27 @@ class RingKernelRuntime(BlockingRuntime):
         self._close_receivers()
         super().close()
 
-    @property
-    def is_active(self) -> bool:
-        return not self.closed
-
     async def _call(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, functools.partial(fn, *args, **kw))
 
-    async def launch(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None, **kw: Any) -> None:  # type: ignore[override]
-        BlockingRuntime.launch(self, kernel_id, kernel_func, **kw)
+    async def launch(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None,  # type: ignore[override]
+                     **kw: Any) -> RingKernel:
+        return BlockingRuntime.launch(self, kernel_id, kernel_func, **kw)
 
     async def activate(self, kernel_id: str) -> None:  # type: ignore[override]
         BlockingRuntime.activate(self, kernel_id)
+
+    @contextlib.asynccontextmanager
+    async def kernel_scope(self, kernel_id: str, kernel_func: Optional[Callable[..., Any]] = None,  # type: ignore[override]
+                           **kw: Any) -> AsyncIterator[RingKernel]:
+        """Launches and activates the kernel; terminates it on leaving."""
+        k = await self.launch(kernel_id, kernel_func, **kw)
+        try:
+            await self.activate(kernel_id)
+            yield k
+        finally:
+            await self.terminate(kernel_id)
 
     async def deactivate(self, kernel_id: str) -> None:  # type: ignore[override]
         await self._call(BlockingRuntime.deactivate, self, kernel_id)
@@ -471,11 +663,15 @@ class RingKernelRuntime(BlockingRuntime):
                    type_id: int = 0) -> None:
         # A send waits only while the input is full (BLOCK backpressure),
         # with the GIL released.
-        if timeout is None and priority is None and not type_id:
-            self._core.send(kernel_id, message)  # the message's own type
-        else:
-            BlockingRuntime.send(self, kernel_id, message, timeout=timeout,
-                                 priority=priority, type_id=type_id)
+        if timeout is None and priority is None and not type_id and \
+                kernel_id not in self._unactivated:
+            try:
+                self._core.send(kernel_id, message)  # the message's own type
+                return
+            except (KernelStateError, TypeError):
+                pass  # the full path below names the error
+        BlockingRuntime.send(self, kernel_id, message, timeout=timeout,
+                             priority=priority, type_id=type_id)
 
     async def send_batch(self, kernel_id: str, records: Any, **kw: Any) -> int:  # type: ignore[override]
         return BlockingRuntime.send_batch(self, kernel_id, records, **kw)
@@ -502,10 +698,19 @@ class RingKernelRuntime(BlockingRuntime):
         if message_type is not None:
             self._set_types(kernel_id, self._types.get(kernel_id, (None, None))[0],
                             message_type)
+        if kernel_id in self._unactivated:
+            raise self._inactive(kernel_id, "receive message from")
         r = self._receivers.get(kernel_id)
         if r is None or not (r._stash or r._waiters):
             # Nobody is ahead in line: take it directly.
-            v = self._core.recv(kernel_id, self._out_mt.get(kernel_id), self._spin_ns, True)
+            try:
+                v = self._core.recv(kernel_id, self._out_mt.get(kernel_id), self._spin_ns, True)
+            except KernelStateError:
+                # Terminated before this call: gone, as PyDotCompute forgets it
+                # (a receive that was waiting gets KernelTerminatedError).
+                if kernel_id not in self._kernels and not self.closed:
+                    raise self._not_found(kernel_id, "receive") from None
+                raise
             if v is not None:
                 return v
         return await self._receiver(kernel_id).get(timeout)
@@ -536,6 +741,19 @@ class RingKernelRuntime(BlockingRuntime):
                 yield await self.receive(kernel_id, timeout)
             except (ClosedError, KernelTerminatedError):
                 return
+
+
+def _bad_message(kernel_id: str, message: Any, e: Exception) -> Exception:
+    return error("RK_ETYPE", f"send to {kernel_id!r}: a message is a @message instance "
+                 f"or bytes-like data, not {type(message).__name__} ({e})")
+
+
+# The calls a plain ``with rt:`` turns blocking on the object itself.
+_BLOCKING_NAMES = ("launch", "activate", "deactivate", "reactivate", "terminate", "wait",
+                   "send", "send_batch", "receive", "request", "send_and_receive",
+                   "kernel_scope")
+
+
 
 
 class BlockingView(BlockingRuntime):

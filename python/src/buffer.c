@@ -20,7 +20,7 @@ typedef struct rkpy_buffer {
     int ndim;
     char format[2];
     Py_ssize_t exports;
-    int write_mode; /* exports are RK_ACCESS_WRITE (set_mode) */
+    int write_mode; /* 1: exports are RK_ACCESS_WRITE; 2: writable READ */
 } rkpy_buffer;
 
 static const struct {
@@ -120,9 +120,12 @@ buffer_getbuffer(PyObject *self, Py_buffer *view, int flags)
     if (!buffer_ok(b))
         return -1;
     void *p;
+    /* write_mode 2: a writable view that reads (PyDotCompute's `host`:
+     * the state does not change; writes are declared with
+     * mark_host_dirty). */
     int writable = b->write_mode || (flags & PyBUF_WRITABLE) != 0;
-    int rc = rk_buffer_host(
-        b->buf, writable ? RK_ACCESS_WRITE : RK_ACCESS_READ, &p);
+    int rc = rk_buffer_host(b->buf,
+        writable && b->write_mode != 2 ? RK_ACCESS_WRITE : RK_ACCESS_READ, &p);
     if (rc != RK_OK) {
         rkpy_raise(rc, NULL);
         return -1;
@@ -232,16 +235,20 @@ buffer_free(PyObject *self, PyObject *unused)
 static PyObject *
 buffer_set_mode(PyObject *self, PyObject *arg)
 {
-    int w = PyObject_IsTrue(arg);
-    if (w < 0)
+    long w = PyLong_AsLong(arg);
+    if (w == -1 && PyErr_Occurred())
         return NULL;
-    ((rkpy_buffer *)self)->write_mode = w;
+    if (w < 0 || w > 2)
+        return rkpy_raisef(RK_EINVAL, "set_mode: 0, 1 or 2, not %ld", w);
+    ((rkpy_buffer *)self)->write_mode = (int)w;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef buffer_methods[] = {
     { "set_mode", buffer_set_mode, METH_O,
-        "set_mode(write): how the next exports access the host copy" },
+        "set_mode(m): how the next exports access the host copy: 0 read "
+        "(read-only view), 1 write (the host copy becomes current), 2 read "
+        "(writable view, state unchanged)" },
     { "op", buffer_call, METH_O,
         "op(name): ensure_host, ensure_device, mark_host_dirty, "
         "mark_device_dirty, zeros, device_read, device_write" },

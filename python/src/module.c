@@ -63,6 +63,8 @@ now_ns(PyObject *self, PyObject *unused)
 static PyMethodDef module_methods[] = {
     { "_set_error_factory", set_error_factory, METH_O,
         "Installs the callable that builds exceptions from RK_E* codes." },
+    { "_set_type_registry", rkpy_set_type_registry, METH_O,
+        "Installs {type id: MsgType}: how untyped receives decode." },
     { "err_names", err_names, METH_NOARGS,
         "{code: (name, message)} for every RK_E* code." },
     { "uuid7", rkpy_uuid7, METH_NOARGS,

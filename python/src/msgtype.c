@@ -45,7 +45,42 @@ struct rkpy_msgtype {
     uint32_t align;
     int nf;
     fieldinfo *f;
+    /* A type the C codec cannot describe (a plain list, a dict, no field
+     * at all): encode(obj) -> bytes and decode(bytes) -> field dict, in
+     * Python (PyDotCompute's msgpack); NULL for C-codec types. */
+    PyObject *py_enc, *py_dec;
 };
+
+/* {type id: MsgType}: what an untyped receive decodes by the envelope's
+ * type id (set by ringkernel/messages.py); NULL until set. */
+static PyObject *types_by_id;
+
+_Thread_local rk_uuid rkpy_last_payload_id;
+
+PyObject *
+rkpy_msgtype_by_id(uint32_t id)
+{
+    if (types_by_id == NULL || id == 0)
+        return NULL;
+    PyObject *k = PyLong_FromUnsignedLong(id);
+    PyObject *mt = k ? PyDict_GetItemWithError(types_by_id, k) : NULL;
+    Py_XDECREF(k);
+    if (mt == NULL)
+        PyErr_Clear();
+    return mt; /* borrowed */
+}
+
+PyObject *
+rkpy_set_type_registry(PyObject *self, PyObject *d)
+{
+    (void)self;
+    if (!PyDict_Check(d)) {
+        PyErr_SetString(PyExc_TypeError, "expected a dict");
+        return NULL;
+    }
+    Py_XSETREF(types_by_id, Py_NewRef(d));
+    Py_RETURN_NONE;
+}
 
 /* --------------------------------------------------------- trampolines */
 
@@ -529,6 +564,33 @@ rkpy_encode(PyObject *mtobj, PyObject *obj, const void **out, size_t *len,
     } else if (PyErr_Occurred()) {
         return -1;
     }
+    if (mt->py_enc != NULL) {
+        PyObject *b = PyObject_CallOneArg(mt->py_enc, obj);
+        if (b == NULL)
+            return -1;
+        if (!PyBytes_Check(b)) {
+            Py_DECREF(b);
+            rkpy_raisef(RK_EENCODE, "%s: the encoder did not return bytes",
+                t->name);
+            return -1;
+        }
+        size_t n = (size_t)PyBytes_GET_SIZE(b);
+        if (grow(&enc_buf, &enc_cap, n ? n : 1) < 0) {
+            Py_DECREF(b);
+            return -1;
+        }
+        memcpy(enc_buf, PyBytes_AS_STRING(b), n);
+        Py_DECREF(b);
+        *out = enc_buf;
+        *len = n;
+        if (prio)
+            *prio = p;
+        if (msg_id)
+            *msg_id = h.message_id;
+        if (corr)
+            *corr = h.correlation_id;
+        return 0;
+    }
     if (grow(&obj_buf, &obj_cap, t->size) < 0)
         return -1;
     memset(obj_buf, 0, t->size);
@@ -751,12 +813,61 @@ is_msgpack_map(const void *buf, size_t len)
     return len > 0 && ((p[0] & 0xf0) == 0x80 || p[0] == 0xde || p[0] == 0xdf);
 }
 
+/* A Python-codec type: py_dec(bytes) gives the field dict (envelope keys
+ * as the map had them); the envelope, when there is one, overrides them
+ * as for C-codec types. */
+/* kw[key] into *out when it is a UUID (left alone when absent or None). */
+static int
+kw_uuid(PyObject *kw, PyObject *key, rk_uuid *out)
+{
+    PyObject *v = PyDict_GetItemWithError(kw, key);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    return v == Py_None ? 0 : rkpy_uuid_get(v, out, 1);
+}
+
+static PyObject *
+py_decode(const rkpy_msgtype *mt, const rk_msg_header *hdr, const void *buf,
+    size_t len)
+{
+    PyObject *b = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
+    PyObject *kw = b ? PyObject_CallOneArg(mt->py_dec, b) : NULL;
+    Py_XDECREF(b);
+    if (kw == NULL)
+        return NULL;
+    if (!PyDict_Check(kw)) {
+        Py_DECREF(kw);
+        return rkpy_raisef(
+            RK_EDECODE, "%s: the decoder did not return a dict", mt->desc->name);
+    }
+    if (hdr != NULL) {
+        /* As for C-codec types: the payload's ids win, the envelope fills
+         * in (and gives the priority). */
+        rk_msg_header e = *hdr;
+        if (kw_uuid(kw, str_correlation_id, &e.correlation_id) < 0
+            || kw_uuid(kw, str_message_id, &e.message_id) < 0) {
+            Py_DECREF(kw);
+            return NULL;
+        }
+        rkpy_last_payload_id = e.message_id;
+        if (set_envelope(kw, &e) < 0) {
+            Py_DECREF(kw);
+            return NULL;
+        }
+    }
+    PyObject *r = call_cls(mt, kw);
+    Py_DECREF(kw);
+    return r;
+}
+
 PyObject *
 rkpy_decode(
     PyObject *mtobj, const rk_msg_header *hdr, const void *buf, size_t len)
 {
     const rkpy_msgtype *mt = (const rkpy_msgtype *)mtobj;
     const rk_msgtype *t = mt->desc;
+    if (mt->py_dec != NULL)
+        return py_decode(mt, hdr, buf, len);
     char *obj = calloc(1, t->size);
     if (obj == NULL)
         return PyErr_NoMemory();
@@ -781,12 +892,17 @@ rkpy_decode(
     free(obj);
     if (kw == NULL)
         return NULL;
-    /* The envelope, when there is one, is authoritative for the ids: a
-     * reply's correlation id must match the id the runtime's envelope
-     * carried (docs/python.md). */
+    /* A message keeps its sender's ids (the payload's copies, as
+     * PyDotCompute passes the object itself); the envelope's fill in what
+     * the payload lacks, and its priority is the one the message was sent
+     * with. Request/reply matching in C uses the envelope ids
+     * (docs/python.md). */
+    rkpy_last_payload_id = h.message_id;
     if (hdr != NULL) {
         rk_msg_header e = *hdr;
-        if (rk_uuid_is_nil(&e.correlation_id))
+        if (!rk_uuid_is_nil(&h.message_id))
+            e.message_id = h.message_id;
+        if (!rk_uuid_is_nil(&h.correlation_id))
             e.correlation_id = h.correlation_id;
         h = e;
     }
@@ -812,13 +928,24 @@ static int
 msgtype_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     rkpy_msgtype *mt = (rkpy_msgtype *)self;
-    static char *kwlist[] = { "name", "type_id", "fields", "cls", NULL };
+    static char *kwlist[] = { "name", "type_id", "fields", "cls", "pycodec",
+        "register", NULL };
     const char *name;
     unsigned long type_id;
-    PyObject *fields, *cls = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "skO!|O", kwlist, &name,
-            &type_id, &PyList_Type, &fields, &cls))
+    PyObject *fields, *cls = Py_None, *pycodec = Py_None;
+    PyObject *py_enc = NULL, *py_dec = NULL;
+    int do_register = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "skO!|OOp", kwlist, &name,
+            &type_id, &PyList_Type, &fields, &cls, &pycodec, &do_register))
         return -1;
+    if (pycodec != Py_None
+        && (!PyArg_ParseTuple(pycodec, "OO", &py_enc, &py_dec)
+            || !PyCallable_Check(py_enc) || !PyCallable_Check(py_dec))) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError,
+            "pycodec must be (encode, decode), two callables");
+        return -1;
+    }
     if (mt->desc != NULL) {
         PyErr_SetString(PyExc_TypeError, "MsgType is already initialised");
         return -1;
@@ -938,7 +1065,10 @@ msgtype_init(PyObject *self, PyObject *args, PyObject *kwds)
         PyErr_NoMemory();
         goto fail;
     }
-    int rc = rk_msgtype_register(t);
+    /* register=False: a second class with a name the registry has (with
+     * another layout) gets a descriptor of its own, outside the registry
+     * (it keeps its wire name; messages.py gives it another id). */
+    int rc = do_register ? rk_msgtype_register(t) : RK_OK;
     if (rc == RK_EEXIST) {
         /* The same class declared again (a reloaded module): reuse the
          * registered descriptor when its layout is the same. */
@@ -959,6 +1089,8 @@ msgtype_init(PyObject *self, PyObject *args, PyObject *kwds)
     mt->nf = (int)nf;
     mt->f = fi;
     mt->cls = Py_NewRef(cls);
+    mt->py_enc = py_enc ? Py_NewRef(py_enc) : NULL;
+    mt->py_dec = py_dec ? Py_NewRef(py_dec) : NULL;
     return 0;
 fail:
     for (Py_ssize_t i = 0; i < nf; i++) {
@@ -984,6 +1116,8 @@ msgtype_dealloc(PyObject *self)
     }
     free(mt->f);
     Py_XDECREF(mt->cls);
+    Py_XDECREF(mt->py_enc);
+    Py_XDECREF(mt->py_dec);
     Py_TYPE(self)->tp_free(self);
 }
 

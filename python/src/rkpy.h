@@ -98,6 +98,15 @@ int rkpy_encode(PyObject *mt, PyObject *obj, const void **out, size_t *len,
 PyObject *rkpy_decode(
     PyObject *mt, const rk_msg_header *hdr, const void *buf, size_t len);
 
+/* The payload message id of the last rkpy_decode on this thread (nil
+ * when the payload had none). */
+extern _Thread_local rk_uuid rkpy_last_payload_id;
+/* The MsgType registered for an envelope type id (borrowed), or NULL:
+ * what an untyped receive decodes with. */
+PyObject *rkpy_msgtype_by_id(uint32_t id);
+/* _set_type_registry({type id: MsgType}) */
+PyObject *rkpy_set_type_registry(PyObject *self, PyObject *d);
+
 /* --------------------------------------------------------- runtime.c */
 
 int rkpy_runtime_init(PyObject *module);

@@ -131,6 +131,8 @@ static PyObject *
 payload_value(
     PyObject *mt, const rk_msg_header *h, const char *buf, size_t len, int raw)
 {
+    if (!raw && (mt == NULL || mt == Py_None) && h != NULL)
+        mt = rkpy_msgtype_by_id(h->type_id); /* an untyped kernel */
     if (mt != NULL && mt != Py_None && !raw)
         return rkpy_decode(mt, h, buf, len);
     PyObject *b = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
@@ -241,7 +243,20 @@ typedef struct rkpy_ctx {
     pyactor *pa;
     rk_msg_view last; /* the last received message (for replies) */
     int have_last;
+    rk_uuid last_pid; /* its payload's message id (nil: none) */
 } rkpy_ctx;
+
+/* An input message as a Python value; remembers the payload's own message
+ * id, which the actor's reply may carry as its correlation id (decoded
+ * messages keep their sender's ids, docs/python.md). */
+static PyObject *
+ctx_value(rkpy_ctx *c, const rk_msg_view *v, int raw)
+{
+    rkpy_last_payload_id = (rk_uuid) { 0 };
+    PyObject *r = payload_value(c->pa->in_mt, v->hdr, v->data, v->len, raw);
+    c->last_pid = rkpy_last_payload_id;
+    return r;
+}
 
 static int
 ctx_ok(rkpy_ctx *c)
@@ -270,7 +285,7 @@ ctx_recv(PyObject *self, PyObject *args, PyObject *kw)
     RKPY_WAIT_END if (rc != RK_OK) return rkpy_raise(rc, NULL);
     c->last = v;
     c->have_last = 1;
-    return payload_value(c->pa->in_mt, v.hdr, v.data, v.len, raw);
+    return ctx_value(c, &v, raw);
 }
 
 static PyObject *
@@ -288,7 +303,8 @@ ctx_should_terminate(PyObject *self, PyObject *unused)
 /* Prepares obj as an actor's output message (mt NULL: chosen by obj's
  * type; None for an object that is not a buffer: the actor's output type)
  * and says whether it answers the input being handled: its correlation id
- * is that input's message id. */
+ * is that input's message id, the envelope's or the payload's own (a
+ * decoded message keeps its sender's ids, ctx_value). */
 static int
 ctx_out(rkpy_ctx *c, PyObject *obj, PyObject *mt, outmsg *m, int *reply)
 {
@@ -299,7 +315,8 @@ ctx_out(rkpy_ctx *c, PyObject *obj, PyObject *mt, outmsg *m, int *reply)
     if (out_prepare(m, mt, obj, -1) < 0)
         return -1;
     *reply = c->have_last && !rk_uuid_is_nil(&m->corr)
-        && rk_uuid_cmp(&m->corr, &c->last.hdr->message_id) == 0;
+        && (rk_uuid_cmp(&m->corr, &c->last.hdr->message_id) == 0
+            || rk_uuid_cmp(&m->corr, &c->last_pid) == 0);
     return 0;
 }
 
@@ -373,7 +390,7 @@ ctx_send_recv(PyObject *self, PyObject *args, PyObject *kw)
         return rkpy_raise(rc, NULL);
     c->last = v;
     c->have_last = 1;
-    return payload_value(c->pa->in_mt, v.hdr, v.data, v.len, raw);
+    return ctx_value(c, &v, raw);
 }
 
 static PyObject *

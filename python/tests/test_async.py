@@ -187,8 +187,10 @@ def test_one_event_loop_per_kernel_output():
     first still gets its message."""
     import threading
 
+    from ringkernel.runtime import BlockingView
+
     rt = rk.RingKernelRuntime(async_spin_us=0)
-    blocking = rt.__enter__()
+    blocking = BlockingView(rt)  # the blocking calls, rt's stay async
     blocking.launch("aio_echo")
     blocking.activate("aio_echo")
     started, got = threading.Event(), []

@@ -23,7 +23,9 @@ def py_cap1000(ctx):
 
 
 def test_queue_size_1000_holds_exactly_1000():
-    with rk.RingKernelRuntime() as rt:
+    # accept_before_activate: sends to a launched kernel queue up before
+    # it is activated (ringkernel's option; PyDotCompute refuses them).
+    with rk.RingKernelRuntime(accept_before_activate=True) as rt:
         # Launched, not active: the kernel takes nothing, its input fills.
         rt.launch("py_cap1000")
         for i in range(1000):
@@ -47,7 +49,9 @@ def test_input_queue_size_any_value(cap):
         while not ctx.should_terminate:
             ctx.send(ctx.receive())
 
-    with rk.RingKernelRuntime() as rt:
+    # accept_before_activate: sends to a launched kernel queue up before
+    # it is activated (ringkernel's option; PyDotCompute refuses them).
+    with rk.RingKernelRuntime(accept_before_activate=True) as rt:
         rt.launch("echo_cap", kernel_func=echo, input_type=Num,
                   output_type=Num, input_queue_size=cap,
                   backpressure="drop_new")

@@ -165,6 +165,29 @@ def test_rows_follow_kernels_launched_later(recorded):
         assert dash.cells("jup_sink")["state"].value == "LAUNCHED"
 
 
+def test_terminated_kernels_keep_their_row_and_a_closed_runtime_ends_it(recorded):
+    # runtime.kernel_ids lists only the kernels not terminated
+    # (PyDotCompute's); the dashboard keeps showing one it has seen.
+    with rk.RingKernelRuntime() as rt:
+        rt.launch("jup_echo")
+        rt.activate("jup_echo")
+        dash = TelemetryDashboard(rt)
+        rt.send("jup_echo", JNum(value=1))
+        assert rt.receive("jup_echo", timeout=DEADLINE).value == 2
+        assert dash.refresh()["jup_echo"].state == "ACTIVE"
+        rt.terminate("jup_echo")
+        assert rt.kernel_ids == []
+        m = dash.refresh()["jup_echo"]
+        assert (m.state, m.processed) == ("TERMINATED", 1)
+        rt.launch("jup_echo")  # launched again under the same id: its new figures
+        m = dash.refresh()["jup_echo"]
+        assert (m.state, m.processed) == ("LAUNCHED", 0)
+    # Closed, the runtime lists no kernels: the dashboard says it closed
+    # rather than showing an empty table.
+    with pytest.raises(rk.errors.ClosedError):
+        dash.refresh()
+
+
 def test_selected_kernels_and_unknown_kernel(recorded):
     with rk.RingKernelRuntime() as rt:
         rt.launch("jup_echo")

@@ -226,11 +226,33 @@ def test_priority_validated():
         MsgPoint(x=1.0, y=2.0, priority=300)
 
 
-def test_unsupported_annotation():
-    with pytest.raises(TypeError, match="unsupported field type"):
-        @rk.message
-        class MsgBad:
-            d: dict
+def test_dynamic_fields_travel_as_pydotcompute_writes_them():
+    """A field the C codec cannot describe (dict, plain list) makes the type
+    travel in PyDotCompute's own msgpack form, encoded in Python: the
+    bytes are PyDotCompute's, and a value msgpack cannot hold is refused
+    with the field named."""
+    import pydotcompute
+
+    @rk.message
+    class MsgDyn:
+        d: dict
+        items: list
+
+    @pydotcompute.message
+    class MsgDynP:
+        d: dict
+        items: list
+
+    assert MsgDyn.__rk_pycodec__
+    m = MsgDyn(d={"a": 1}, items=[1, "two", 3.0])
+    back = MsgDyn.deserialize(m.serialize())
+    assert (back.d, back.items, back.message_id) == (m.d, m.items, m.message_id)
+    p = MsgDynP.deserialize(m.serialize())  # PyDotCompute reads ours
+    assert (p.d, p.items, p.message_id) == (m.d, m.items, m.message_id)
+    with pytest.raises(errors.EncodeError, match=r"MsgDyn\.d"):
+        MsgDyn(d={"a": object()}, items=[]).serialize()
+    with pytest.raises(errors.MessageDeserializationError):
+        MsgDyn.deserialize(b"\xc1")
 
 
 def test_reply_sets_correlation():

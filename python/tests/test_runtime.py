@@ -128,9 +128,11 @@ def test_send_to_terminated_kernel_says_so():
     with rk.RingKernelRuntime() as rt:
         start(rt, "py_double")
         rt.terminate("py_double", timeout=10)
-        with pytest.raises(errors.KernelStateError) as ei:
+        # PyDotCompute forgets a terminated kernel: KernelNotFoundError,
+        # whose detail says what became of it.
+        with pytest.raises(errors.KernelNotFoundError) as ei:
             rt.send("py_double", Num(value=1), timeout=0)
-        assert "TERMINAT" in str(ei.value)
+        assert "TERMINAT" in str(ei.value) and "py_double" not in rt.kernel_ids
 
 
 def test_wrong_message_type_is_refused():
@@ -248,8 +250,10 @@ def test_closed_runtime_and_stale_context():
         while not ctx.should_terminate:
             ctx.receive()
 
+    from ringkernel.runtime import BlockingView
+
     rt = rk.RingKernelRuntime()
-    b = rt.__enter__()
+    b = BlockingView(rt)
     start(b, "keeper", kernel_func=keep, input_type=Num)
     b.send("keeper", Num(value=1))
     b.terminate("keeper", timeout=10)

@@ -39,6 +39,7 @@ def test_unified_buffer_is_generic_at_run_time():
     assert typing.get_args(alias) == (np.float32,)
     b = alias((4,), np.float32)  # the alias instantiates
     assert isinstance(b, UnifiedBuffer) and b.dtype == np.float32
+    b.allocate()  # PyDotCompute's buffers start unallocated
     b.host[:] = [1, 2, 3, 4]
     assert b.host_readonly.sum() == 10
 
@@ -99,6 +100,8 @@ GOOD = """
     assert_type(UnifiedBuffer(4), UnifiedBuffer[np.float32])
     assert_type(UnifiedBuffer((2, 2), np.int64), UnifiedBuffer[np.int64])
     host: npt.NDArray[np.float32] = buf.host
+    assert_type(buf.allocate(), UnifiedBuffer[np.float32])
+    written: npt.NDArray[np.float32] = buf.zeros().host_write
     assert_type(buf.dtype, np.dtype[np.float32])
 
 

@@ -1,0 +1,2 @@
+from ..compute import (Accelerator, DeviceProperties, DeviceType, cuda_available,  # noqa: F401
+                       get_accelerator, metal_available)

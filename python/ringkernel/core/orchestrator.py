@@ -1,0 +1,1 @@
+from ..compute import ComputeOrchestrator, KernelExecution, KernelLaunchConfig  # noqa: F401

@@ -1,0 +1,1 @@
+from ..buffers import BufferState, DeviceArray, UnifiedBuffer  # noqa: F401

@@ -1,0 +1,1 @@
+from ..validators import *  # noqa: F401,F403

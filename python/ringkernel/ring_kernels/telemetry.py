@@ -1,0 +1,1 @@
+from ..telemetry import GPUInfo, GPUMonitor, RingKernelTelemetry  # noqa: F401
