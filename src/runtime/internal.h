@@ -216,6 +216,18 @@ uint32_t rk__fork_gen(void);
 void rk__calls_wait(rk_runtime *rt);
 
 /* ---- registry.c */
+/* How many slots are registered now. Slots below it stay set for the
+ * runtime's life (registration only appends), so a reader walks them
+ * with rk__kernel_at and no lock. */
+uint32_t rk__kernel_count(rk_runtime *rt);
+
+static inline rk__kernel *
+rk__kernel_at(rk_runtime *rt, uint32_t slot)
+{
+    /* Acquire pairs with the release store in rk_runtime_register. */
+    return atomic_load_explicit(&rt->slots[slot], memory_order_acquire);
+}
+
 rk__kernel *rk__kernel_by_id(rk_runtime *rt, const char *id);
 int rk__not_found(rk_runtime *rt, const char *id);
 /* The kernel and instance a handle names, or RK_ESTALE. */

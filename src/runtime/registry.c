@@ -24,6 +24,17 @@ rk_kernel_state_name(rk_kernel_state s)
     return state_names[s];
 }
 
+uint32_t
+rk__kernel_count(rk_runtime *rt)
+{
+    uint32_t n;
+
+    pthread_mutex_lock(&rt->reg_lock);
+    n = rt->nkernels;
+    pthread_mutex_unlock(&rt->reg_lock);
+    return n;
+}
+
 rk__kernel *
 rk__kernel_by_id(rk_runtime *rt, const char *id)
 {
@@ -31,12 +42,9 @@ rk__kernel_by_id(rk_runtime *rt, const char *id)
 
     if (id == NULL)
         return NULL;
-    pthread_mutex_lock(&rt->reg_lock);
-    n = rt->nkernels;
-    pthread_mutex_unlock(&rt->reg_lock);
+    n = rk__kernel_count(rt);
     for (i = 0; i < n; i++) {
-        rk__kernel *k
-            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
+        rk__kernel *k = rk__kernel_at(rt, i);
         if (strcmp(k->id, id) == 0)
             return k;
     }
@@ -51,12 +59,9 @@ rk__not_found(rk_runtime *rt, const char *id)
     uint32_t i, n;
 
     list[0] = '\0';
-    pthread_mutex_lock(&rt->reg_lock);
-    n = rt->nkernels;
-    pthread_mutex_unlock(&rt->reg_lock);
+    n = rk__kernel_count(rt);
     for (i = 0; i < n && off < sizeof(list) - 1; i++) {
-        rk__kernel *k
-            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
+        rk__kernel *k = rk__kernel_at(rt, i);
         int w = snprintf(
             list + off, sizeof(list) - off, "%s'%s'", i ? ", " : "", k->id);
         if (w < 0)
@@ -154,15 +159,9 @@ rk_runtime_kernel_ids(
         return rk__fail(RK_EINVAL, "rk_runtime_kernel_ids: NULL argument");
     if ((rc = rk__fork_check(rt, "rk_runtime_kernel_ids")) != RK_OK)
         return rc;
-    pthread_mutex_lock(&rt->reg_lock);
-    total = rt->nkernels;
-    pthread_mutex_unlock(&rt->reg_lock);
-    for (i = 0; i < total && i < cap; i++) {
-        /* Acquire pairs with the release store in rk_runtime_register. */
-        rk__kernel *k
-            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
-        memcpy(ids[i], k->id, sizeof(k->id));
-    }
+    total = rk__kernel_count(rt);
+    for (i = 0; i < total && i < cap; i++)
+        memcpy(ids[i], rk__kernel_at(rt, i)->id, sizeof(ids[i]));
     *n = total;
     return RK_OK;
 }
