@@ -232,8 +232,13 @@ rk__kernel *rk__kernel_by_id(rk_runtime *rt, const char *id);
 int rk__not_found(rk_runtime *rt, const char *id);
 /* The kernel and instance a handle names, or RK_ESTALE. */
 int rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp);
-/* The kernel called id for a host operation, or NULL with *rc set. */
+/* The kernel called id for a host operation (*rc RK_OK), or NULL with
+ * *rc the error. */
 rk__kernel *rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc);
+/* The same for a getter op (named in the detail) that fills *out:
+ * RK_EINVAL ("op: out is NULL") first when out is NULL. */
+rk__kernel *rk__kernel_for_get(
+    rk_runtime *rt, const char *id, const void *out, const char *op, int *rc);
 
 static inline uint32_t
 rk__state_of(rk__kernel *k)

@@ -120,15 +120,12 @@ rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp)
 int
 rk_kernel_config_get(rk_runtime *rt, const char *id, rk_kernel_config *out)
 {
-    rk__kernel *k;
-    int rc = RK_OK;
+    int rc;
+    rk__kernel *k = rk__kernel_for_get(rt, id, out, __func__, &rc);
 
-    if (out == NULL)
-        return rk__fail(RK_EINVAL, "rk_kernel_config_get: out is NULL");
-    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
-        return rc;
-    *out = k->def.config; /* set at register, never changed after */
-    return RK_OK;
+    if (k != NULL)
+        *out = k->def.config; /* set at register, never changed after */
+    return rc;
 }
 
 rk__kernel *
@@ -146,6 +143,17 @@ rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc)
     if (k == NULL)
         *rc = rk__not_found(rt, id);
     return k;
+}
+
+rk__kernel *
+rk__kernel_for_get(
+    rk_runtime *rt, const char *id, const void *out, const char *op, int *rc)
+{
+    if (out == NULL) {
+        *rc = rk__fail(RK_EINVAL, "%s: out is NULL", op);
+        return NULL;
+    }
+    return rk__kernel_for_op(rt, id, rc);
 }
 
 int
