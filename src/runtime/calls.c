@@ -51,6 +51,14 @@ rk__fork_check(const rk_runtime *rt, const char *op)
     return RK_OK;
 }
 
+int
+rk__host_check(const rk_runtime *rt, bool args_ok, const char *op)
+{
+    if (rt == NULL || !args_ok)
+        return rk__fail(RK_EINVAL, "%s: NULL argument", op);
+    return rk__fork_check(rt, op);
+}
+
 /* The calling thread's index among the threads that ever called in
  * (assigned once): below RK__CALL_SLOTS it owns call_slots[index] of every
  * runtime, else it shares calls[index % RK__CALL_SHARDS]. */

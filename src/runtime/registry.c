@@ -81,9 +81,7 @@ rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out)
 
     int rc;
 
-    if (rt == NULL || out == NULL)
-        return rk__fail(RK_EINVAL, "rk_kernel_lookup: NULL argument");
-    if ((rc = rk__fork_check(rt, "rk_kernel_lookup")) != RK_OK)
+    if ((rc = rk__host_check(rt, out != NULL, "rk_kernel_lookup")) != RK_OK)
         return rc;
     k = rk__kernel_by_id(rt, id);
     if (k == NULL)
@@ -163,9 +161,9 @@ rk_runtime_kernel_ids(
     uint32_t i, total;
     int rc;
 
-    if (rt == NULL || n == NULL || (ids == NULL && cap != 0))
-        return rk__fail(RK_EINVAL, "rk_runtime_kernel_ids: NULL argument");
-    if ((rc = rk__fork_check(rt, "rk_runtime_kernel_ids")) != RK_OK)
+    if ((rc = rk__host_check(rt, n != NULL && (ids != NULL || cap == 0),
+             "rk_runtime_kernel_ids"))
+        != RK_OK)
         return rc;
     total = rk__kernel_count(rt);
     for (i = 0; i < total && i < cap; i++)

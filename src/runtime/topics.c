@@ -181,9 +181,9 @@ rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out)
     rk__topic *t;
     int rc = RK_OK;
 
-    if (rt == NULL || topic == NULL || out == NULL)
-        return rk__fail(RK_EINVAL, "rk_topic_stats_get: NULL argument");
-    if ((rc = rk__fork_check(rt, "rk_topic_stats_get")) != RK_OK)
+    if ((rc = rk__host_check(
+             rt, topic != NULL && out != NULL, "rk_topic_stats_get"))
+        != RK_OK)
         return rc;
     pthread_rwlock_rdlock(&rt->topics_lock);
     if ((t = topic_find(rt, topic)) != NULL) {
@@ -204,12 +204,11 @@ rk_runtime_topic_names(
     rk_runtime *rt, char (*names)[RK_ID_MAX + 1], size_t cap, size_t *n)
 {
     uint32_t i;
-
     int rc;
 
-    if (rt == NULL || n == NULL || (names == NULL && cap != 0))
-        return rk__fail(RK_EINVAL, "rk_runtime_topic_names: NULL argument");
-    if ((rc = rk__fork_check(rt, "rk_runtime_topic_names")) != RK_OK)
+    if ((rc = rk__host_check(rt, n != NULL && (names != NULL || cap == 0),
+             "rk_runtime_topic_names"))
+        != RK_OK)
         return rc;
     pthread_rwlock_rdlock(&rt->topics_lock);
     for (i = 0; i < rt->ntopics && i < cap; i++)
