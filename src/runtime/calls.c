@@ -15,7 +15,8 @@
  * fork(): the child has one thread, none of its parent's kernel threads,
  * and whatever locks parent threads held at the fork. A runtime it
  * inherited cannot work there, so every host call on it is refused with
- * RK_EFORKED; a runtime the child creates is of the new generation.
+ * RK_EFORKED; a runtime the child creates is of the new generation, and
+ * the forking thread's message ids start a new block.
  */
 static _Atomic uint32_t fork_gen;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -24,6 +25,7 @@ static void
 fork_child(void)
 {
     atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+    rk__id_fork_child();
 }
 
 static void
