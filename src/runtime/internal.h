@@ -316,7 +316,6 @@ rk__send_stamp(const rk__kernel *k)
 /* ---- deadletter.c, topics.c */
 void rk__dead_letter(rk_runtime *rt, rk__inst *inst, rk_dead_reason reason,
     int error, const void *frame, size_t len);
-void rk__topics_remove_kernel(rk_runtime *rt, rk__kernel *k);
 int rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
     const void *payload, size_t len, int64_t timeout_ns, size_t *delivered);
 
