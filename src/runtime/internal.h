@@ -210,9 +210,9 @@ void rk__call_leave(rk_runtime *rt);
 /* RK_EFORKED (with a detail naming op) if rt was created by the parent of
  * this forked process, else RK_OK. */
 int rk__fork_check(const rk_runtime *rt, const char *op);
-/* The checks of a host call op that does not enter the runtime (it takes
- * no lock a destroy would wait for): RK_EINVAL ("op: NULL argument") when
- * rt is NULL or args_ok is false (the caller's other arguments), else
+/* The checks of a host call op that does not enter the runtime
+ * (rk__call_enter): RK_EINVAL ("op: NULL argument") when rt is NULL or
+ * args_ok (the caller's check of its other arguments) is false, else
  * rk__fork_check. */
 int rk__host_check(const rk_runtime *rt, bool args_ok, const char *op);
 /* The process's fork generation (registers the atfork handler once). */

@@ -78,7 +78,6 @@ int
 rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out)
 {
     rk__kernel *k;
-
     int rc;
 
     if ((rc = rk__host_check(rt, out != NULL, "rk_kernel_lookup")) != RK_OK)
