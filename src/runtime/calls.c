@@ -15,7 +15,8 @@
  * fork(): the child has one thread, none of its parent's kernel threads,
  * and whatever locks parent threads held at the fork. A runtime it
  * inherited cannot work there, so every host call on it is refused with
- * RK_EFORKED; a runtime the child creates is of the new generation.
+ * RK_EFORKED; a runtime the child creates is of the new generation, and
+ * the forking thread's message ids start a new block.
  */
 static _Atomic uint32_t fork_gen;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
@@ -24,6 +25,7 @@ static void
 fork_child(void)
 {
     atomic_fetch_add_explicit(&fork_gen, 1, memory_order_relaxed);
+    rk__id_fork_child();
 }
 
 static void
@@ -49,6 +51,14 @@ rk__fork_check(const rk_runtime *rt, const char *op)
             "in the process that created it (create a new one here)",
             op);
     return RK_OK;
+}
+
+int
+rk__host_check(const rk_runtime *rt, bool args_ok, const char *op)
+{
+    if (rt == NULL || !args_ok)
+        return rk__fail(RK_EINVAL, "%s: NULL argument", op);
+    return rk__fork_check(rt, op);
 }
 
 /* The calling thread's index among the threads that ever called in

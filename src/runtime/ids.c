@@ -3,7 +3,6 @@
  * rk__id_gen in internal.h) and the frame filler that stamps a run of
  * ids into consecutive frames.
  */
-#include <pthread.h>
 #include <string.h>
 
 #include "runtime/ids.h"
@@ -12,26 +11,9 @@
 /* Message ids: see rk__id_gen in internal.h. */
 _Thread_local rk__idgen rk__id_gen = { { { 0 } }, RK__ID_BLOCK };
 
-/* A forked child would go on numbering its parent's block (the same ids):
- * the forking thread's copy, the only thread there, starts a new one. */
-static void
-id_atfork_child(void)
-{
-    rk__id_gen.next = RK__ID_BLOCK;
-}
-
-static pthread_once_t id_atfork_once = PTHREAD_ONCE_INIT;
-
-static void
-id_atfork_register(void)
-{
-    (void)pthread_atfork(NULL, NULL, id_atfork_child);
-}
-
 void
 rk__id_refill(void)
 {
-    (void)pthread_once(&id_atfork_once, id_atfork_register);
     rk__id_gen.base = rk_uuid_v7();
     rk__id_gen.next = 0;
 }

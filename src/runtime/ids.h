@@ -59,6 +59,16 @@ extern _Thread_local rk__idgen rk__id_gen
 /* Starts this thread's next block (out of line: once per RK__ID_BLOCK). */
 void rk__id_refill(void);
 
+/* In a forked child: the forking thread's copy, the only thread there,
+ * would go on numbering its parent's block (the same ids); it starts a
+ * new one. Called by the runtime's atfork handler (calls.c), registered
+ * at the first rk_runtime_create, before any id is drawn. */
+static inline void
+rk__id_fork_child(void)
+{
+    rk__id_gen.next = RK__ID_BLOCK;
+}
+
 /* A fresh message id. */
 static inline rk_uuid
 rk__next_id(void)

@@ -210,18 +210,40 @@ void rk__call_leave(rk_runtime *rt);
 /* RK_EFORKED (with a detail naming op) if rt was created by the parent of
  * this forked process, else RK_OK. */
 int rk__fork_check(const rk_runtime *rt, const char *op);
+/* The checks of a host call op that does not enter the runtime
+ * (rk__call_enter): RK_EINVAL ("op: NULL argument") when rt is NULL or
+ * args_ok (the caller's check of its other arguments) is false, else
+ * rk__fork_check. */
+int rk__host_check(const rk_runtime *rt, bool args_ok, const char *op);
 /* The process's fork generation (registers the atfork handler once). */
 uint32_t rk__fork_gen(void);
 /* Waits until every host call has left (destroy, after closing). */
 void rk__calls_wait(rk_runtime *rt);
 
 /* ---- registry.c */
+/* How many slots are registered now. Slots below it stay set for the
+ * runtime's life (registration only appends), so a reader walks them
+ * with rk__kernel_at and no lock. */
+uint32_t rk__kernel_count(rk_runtime *rt);
+
+static inline rk__kernel *
+rk__kernel_at(rk_runtime *rt, uint32_t slot)
+{
+    /* Acquire pairs with the release store in rk_runtime_register. */
+    return atomic_load_explicit(&rt->slots[slot], memory_order_acquire);
+}
+
 rk__kernel *rk__kernel_by_id(rk_runtime *rt, const char *id);
 int rk__not_found(rk_runtime *rt, const char *id);
 /* The kernel and instance a handle names, or RK_ESTALE. */
 int rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp);
-/* The kernel called id for a host operation, or NULL with *rc set. */
+/* The kernel called id for a host operation (*rc RK_OK), or NULL with
+ * *rc the error. */
 rk__kernel *rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc);
+/* The same for a getter op (named in the detail) that fills *out:
+ * RK_EINVAL ("op: out is NULL") first when out is NULL. */
+rk__kernel *rk__kernel_for_get(
+    rk_runtime *rt, const char *id, const void *out, const char *op, int *rc);
 
 static inline uint32_t
 rk__state_of(rk__kernel *k)
@@ -299,7 +321,6 @@ rk__send_stamp(const rk__kernel *k)
 /* ---- deadletter.c, topics.c */
 void rk__dead_letter(rk_runtime *rt, rk__inst *inst, rk_dead_reason reason,
     int error, const void *frame, size_t len);
-void rk__topics_remove_kernel(rk_runtime *rt, rk__kernel *k);
 int rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
     const void *payload, size_t len, int64_t timeout_ns, size_t *delivered);
 

@@ -89,12 +89,10 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
 int
 rk_kernel_stats_get(rk_runtime *rt, const char *id, rk_kernel_stats *out)
 {
-    rk__kernel *k;
-    int rc = RK_OK;
+    int rc;
+    rk__kernel *k = rk__kernel_for_get(rt, id, out, __func__, &rc);
 
-    if (out == NULL)
-        return rk__fail(RK_EINVAL, "rk_kernel_stats_get: out is NULL");
-    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
+    if (k == NULL)
         return rc;
     /* The instance is never freed before the runtime, so no lock. */
     fill_stats(k, atomic_load_explicit(&k->inst, memory_order_acquire), out);
@@ -109,11 +107,9 @@ rk_kernel_telemetry(rk_runtime *rt, const char *id, rk_stats *out)
     rk_kernel_stats s;
     rk__counter v[RK__ARRAY_LEN(kstat_desc)];
     size_t i = 0;
-    int rc = RK_OK;
+    int rc;
 
-    if (out == NULL)
-        return rk__fail(RK_EINVAL, "rk_kernel_telemetry: out is NULL");
-    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
+    if ((k = rk__kernel_for_get(rt, id, out, __func__, &rc)) == NULL)
         return rc;
     inst = atomic_load_explicit(&k->inst, memory_order_acquire);
     fill_stats(k, inst, &s);

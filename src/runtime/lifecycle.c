@@ -493,13 +493,10 @@ rk_kernel_wait(rk_runtime *rt, const char *id, int64_t timeout_ns)
 int
 rk_kernel_state_get(rk_runtime *rt, const char *id, rk_kernel_state *out)
 {
-    rk__kernel *k;
-    int rc = RK_OK;
+    int rc;
+    rk__kernel *k = rk__kernel_for_get(rt, id, out, __func__, &rc);
 
-    if (out == NULL)
-        return rk__fail(RK_EINVAL, "rk_kernel_state_get: out is NULL");
-    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
-        return rc;
-    *out = (rk_kernel_state)rk__state_of(k);
-    return RK_OK;
+    if (k != NULL)
+        *out = (rk_kernel_state)rk__state_of(k);
+    return rc;
 }

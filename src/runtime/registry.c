@@ -24,6 +24,17 @@ rk_kernel_state_name(rk_kernel_state s)
     return state_names[s];
 }
 
+uint32_t
+rk__kernel_count(rk_runtime *rt)
+{
+    uint32_t n;
+
+    pthread_mutex_lock(&rt->reg_lock);
+    n = rt->nkernels;
+    pthread_mutex_unlock(&rt->reg_lock);
+    return n;
+}
+
 rk__kernel *
 rk__kernel_by_id(rk_runtime *rt, const char *id)
 {
@@ -31,12 +42,9 @@ rk__kernel_by_id(rk_runtime *rt, const char *id)
 
     if (id == NULL)
         return NULL;
-    pthread_mutex_lock(&rt->reg_lock);
-    n = rt->nkernels;
-    pthread_mutex_unlock(&rt->reg_lock);
+    n = rk__kernel_count(rt);
     for (i = 0; i < n; i++) {
-        rk__kernel *k
-            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
+        rk__kernel *k = rk__kernel_at(rt, i);
         if (strcmp(k->id, id) == 0)
             return k;
     }
@@ -51,12 +59,9 @@ rk__not_found(rk_runtime *rt, const char *id)
     uint32_t i, n;
 
     list[0] = '\0';
-    pthread_mutex_lock(&rt->reg_lock);
-    n = rt->nkernels;
-    pthread_mutex_unlock(&rt->reg_lock);
+    n = rk__kernel_count(rt);
     for (i = 0; i < n && off < sizeof(list) - 1; i++) {
-        rk__kernel *k
-            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
+        rk__kernel *k = rk__kernel_at(rt, i);
         int w = snprintf(
             list + off, sizeof(list) - off, "%s'%s'", i ? ", " : "", k->id);
         if (w < 0)
@@ -73,12 +78,9 @@ int
 rk_kernel_lookup(rk_runtime *rt, const char *id, rk_kernel *out)
 {
     rk__kernel *k;
-
     int rc;
 
-    if (rt == NULL || out == NULL)
-        return rk__fail(RK_EINVAL, "rk_kernel_lookup: NULL argument");
-    if ((rc = rk__fork_check(rt, "rk_kernel_lookup")) != RK_OK)
+    if ((rc = rk__host_check(rt, out != NULL, "rk_kernel_lookup")) != RK_OK)
         return rc;
     k = rk__kernel_by_id(rt, id);
     if (k == NULL)
@@ -115,15 +117,12 @@ rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp)
 int
 rk_kernel_config_get(rk_runtime *rt, const char *id, rk_kernel_config *out)
 {
-    rk__kernel *k;
-    int rc = RK_OK;
+    int rc;
+    rk__kernel *k = rk__kernel_for_get(rt, id, out, __func__, &rc);
 
-    if (out == NULL)
-        return rk__fail(RK_EINVAL, "rk_kernel_config_get: out is NULL");
-    if ((k = rk__kernel_for_op(rt, id, &rc)) == NULL)
-        return rc;
-    *out = k->def.config; /* set at register, never changed after */
-    return RK_OK;
+    if (k != NULL)
+        *out = k->def.config; /* set at register, never changed after */
+    return rc;
 }
 
 rk__kernel *
@@ -143,6 +142,17 @@ rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc)
     return k;
 }
 
+rk__kernel *
+rk__kernel_for_get(
+    rk_runtime *rt, const char *id, const void *out, const char *op, int *rc)
+{
+    if (out == NULL) {
+        *rc = rk__fail(RK_EINVAL, "%s: out is NULL", op);
+        return NULL;
+    }
+    return rk__kernel_for_op(rt, id, rc);
+}
+
 int
 rk_runtime_kernel_ids(
     rk_runtime *rt, char (*ids)[RK_ID_MAX + 1], size_t cap, size_t *n)
@@ -150,19 +160,13 @@ rk_runtime_kernel_ids(
     uint32_t i, total;
     int rc;
 
-    if (rt == NULL || n == NULL || (ids == NULL && cap != 0))
-        return rk__fail(RK_EINVAL, "rk_runtime_kernel_ids: NULL argument");
-    if ((rc = rk__fork_check(rt, "rk_runtime_kernel_ids")) != RK_OK)
+    if ((rc = rk__host_check(rt, n != NULL && (ids != NULL || cap == 0),
+             "rk_runtime_kernel_ids"))
+        != RK_OK)
         return rc;
-    pthread_mutex_lock(&rt->reg_lock);
-    total = rt->nkernels;
-    pthread_mutex_unlock(&rt->reg_lock);
-    for (i = 0; i < total && i < cap; i++) {
-        /* Acquire pairs with the release store in rk_runtime_register. */
-        rk__kernel *k
-            = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
-        memcpy(ids[i], k->id, sizeof(k->id));
-    }
+    total = rk__kernel_count(rt);
+    for (i = 0; i < total && i < cap; i++)
+        memcpy(ids[i], rk__kernel_at(rt, i)->id, sizeof(ids[i]));
     *n = total;
     return RK_OK;
 }

@@ -370,9 +370,7 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
     rk__kernel *k;
     int rc;
 
-    if (rt == NULL || def == NULL)
-        return rk__fail(RK_EINVAL, "rk_runtime_register: NULL argument");
-    if ((rc = rk__fork_check(rt, "rk_runtime_register")) != RK_OK)
+    if ((rc = rk__host_check(rt, def != NULL, "rk_runtime_register")) != RK_OK)
         return rc;
     if ((rc = check_id("rk_runtime_register", def->id)) != RK_OK)
         return rc;

@@ -99,12 +99,9 @@ supervisor_main(void *arg)
             rk__ec_cancel(&rt->events);
             return NULL;
         }
-        pthread_mutex_lock(&rt->reg_lock);
-        n = rt->nkernels;
-        pthread_mutex_unlock(&rt->reg_lock);
+        n = rk__kernel_count(rt);
         for (i = 0; i < n; i++) {
-            rk__kernel *k
-                = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
+            rk__kernel *k = rk__kernel_at(rt, i);
             uint64_t t = visit(k, now);
             rk__inst *inst;
             if (t < next)

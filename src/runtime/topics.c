@@ -21,26 +21,28 @@ check_name(const char *what, const char *name)
     return rk__check_name(what, "topic name", name, RK_ID_MAX);
 }
 
-int
-rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
+/* Where k stands among t's subscribers; t->nsubs if it is not one. */
+static uint32_t
+sub_index(const rk__topic *t, const rk__kernel *k)
 {
-    rk__kernel *k;
-    rk__topic *t;
-    int rc;
+    uint32_t i = 0;
 
-    if ((rc = check_name("rk_subscribe", topic)) != RK_OK
-        || (k = rk__kernel_for_op(rt, kernel_id, &rc)) == NULL)
-        return rc;
-    pthread_rwlock_wrlock(&rt->topics_lock);
-    t = topic_find(rt, topic);
+    while (i < t->nsubs && t->subs[i] != k)
+        i++;
+    return i;
+}
+
+/* Adds k to the subscribers of topic (t), creating the topic if t is
+ * NULL. Caller holds topics_lock for writing. */
+static int
+sub_add(rk_runtime *rt, rk__topic *t, const char *topic, rk__kernel *k)
+{
     if (t == NULL) {
         if (rt->ntopics == rt->topics_cap) {
             uint32_t cap = rt->topics_cap ? rt->topics_cap * 2 : 8;
             rk__topic *nt = realloc(rt->topics, cap * sizeof(*nt));
-            if (nt == NULL) {
-                rc = rk__fail(RK_ENOMEM, "no memory for topic '%s'", topic);
-                goto out;
-            }
+            if (nt == NULL)
+                return rk__fail(RK_ENOMEM, "no memory for topic '%s'", topic);
             rt->topics = nt;
             rt->topics_cap = cap;
         }
@@ -48,55 +50,65 @@ rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
         memset(t, 0, sizeof(*t));
         strcpy(t->name, topic);
     }
-    for (uint32_t i = 0; i < t->nsubs; i++)
-        if (t->subs[i] == k) {
-            rc = rk__fail(RK_EEXIST, "kernel '%s' already subscribes to '%s'",
-                kernel_id, topic);
-            goto out;
-        }
     if (t->nsubs == t->cap) {
         uint32_t cap = t->cap ? t->cap * 2 : 4;
         rk__kernel **ns = realloc(t->subs, cap * sizeof(*ns));
-        if (ns == NULL) {
-            rc = rk__fail(RK_ENOMEM, "no memory for topic '%s'", topic);
-            goto out;
-        }
+        if (ns == NULL)
+            return rk__fail(RK_ENOMEM, "no memory for topic '%s'", topic);
         t->subs = ns;
         t->cap = cap;
     }
     t->subs[t->nsubs++] = k;
-out:
+    return RK_OK;
+}
+
+/* rk_subscribe (add) and rk_unsubscribe: the same checks, then under the
+ * topics' write lock the kernel joins or leaves the topic. */
+static int
+subscription(
+    rk_runtime *rt, const char *kernel_id, const char *topic, bool add)
+{
+    rk__kernel *k;
+    rk__topic *t;
+    uint32_t i;
+    int rc;
+
+    if ((rc = check_name(add ? "rk_subscribe" : "rk_unsubscribe", topic))
+            != RK_OK
+        || (k = rk__kernel_for_op(rt, kernel_id, &rc)) == NULL)
+        return rc;
+    pthread_rwlock_wrlock(&rt->topics_lock);
+    t = topic_find(rt, topic);
+    i = t != NULL ? sub_index(t, k) : 0;
+    if (t != NULL && i < t->nsubs) {
+        if (add) {
+            rc = rk__fail(RK_EEXIST, "kernel '%s' already subscribes to '%s'",
+                kernel_id, topic);
+        } else {
+            memmove(&t->subs[i], &t->subs[i + 1],
+                (t->nsubs - i - 1) * sizeof(*t->subs));
+            t->nsubs--;
+        }
+    } else if (add) {
+        rc = sub_add(rt, t, topic, k);
+    } else {
+        rc = rk__fail(RK_ENOTFOUND, "kernel '%s' does not subscribe to '%s'",
+            kernel_id, topic);
+    }
     pthread_rwlock_unlock(&rt->topics_lock);
     return rc;
 }
 
 int
+rk_subscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
+{
+    return subscription(rt, kernel_id, topic, true);
+}
+
+int
 rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
 {
-    rk__kernel *k;
-    rk__topic *t;
-    int rc;
-
-    if ((rc = check_name("rk_unsubscribe", topic)) != RK_OK
-        || (k = rk__kernel_for_op(rt, kernel_id, &rc)) == NULL)
-        return rc;
-    pthread_rwlock_wrlock(&rt->topics_lock);
-    rc = rk__fail(RK_ENOTFOUND, "kernel '%s' does not subscribe to '%s'",
-        kernel_id, topic);
-    if ((t = topic_find(rt, topic)) != NULL) {
-        for (uint32_t i = 0; i < t->nsubs; i++) {
-            if (t->subs[i] == k) {
-                memmove(&t->subs[i], &t->subs[i + 1],
-                    (t->nsubs - i - 1) * sizeof(*t->subs));
-                t->nsubs--;
-                rc = RK_OK;
-                rk__clear_detail();
-                break;
-            }
-        }
-    }
-    pthread_rwlock_unlock(&rt->topics_lock);
-    return rc;
+    return subscription(rt, kernel_id, topic, false);
 }
 
 int
@@ -181,9 +193,9 @@ rk_topic_stats_get(rk_runtime *rt, const char *topic, rk_topic_stats *out)
     rk__topic *t;
     int rc = RK_OK;
 
-    if (rt == NULL || topic == NULL || out == NULL)
-        return rk__fail(RK_EINVAL, "rk_topic_stats_get: NULL argument");
-    if ((rc = rk__fork_check(rt, "rk_topic_stats_get")) != RK_OK)
+    if ((rc = rk__host_check(
+             rt, topic != NULL && out != NULL, "rk_topic_stats_get"))
+        != RK_OK)
         return rc;
     pthread_rwlock_rdlock(&rt->topics_lock);
     if ((t = topic_find(rt, topic)) != NULL) {
@@ -204,12 +216,11 @@ rk_runtime_topic_names(
     rk_runtime *rt, char (*names)[RK_ID_MAX + 1], size_t cap, size_t *n)
 {
     uint32_t i;
-
     int rc;
 
-    if (rt == NULL || n == NULL || (names == NULL && cap != 0))
-        return rk__fail(RK_EINVAL, "rk_runtime_topic_names: NULL argument");
-    if ((rc = rk__fork_check(rt, "rk_runtime_topic_names")) != RK_OK)
+    if ((rc = rk__host_check(rt, n != NULL && (names != NULL || cap == 0),
+             "rk_runtime_topic_names"))
+        != RK_OK)
         return rc;
     pthread_rwlock_rdlock(&rt->topics_lock);
     for (i = 0; i < rt->ntopics && i < cap; i++)
