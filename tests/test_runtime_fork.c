@@ -194,11 +194,69 @@ test_fork_with_live_runtime(void **state)
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* The id of a request's message, as its reply's correlation id says. */
+static rk_uuid
+request_id(rk_runtime *rt, rk_kernel k)
+{
+    rk_msg_header h;
+    char buf[8];
+    size_t len;
+
+    assert_int_equal(
+        rk_request(rt, k, 0, "id", 2, &h, buf, sizeof(buf), &len, RT_LONG),
+        RK_OK);
+    return h.correlation_id;
+}
+
+/* Message ids come from per-thread blocks. A forked child inherits its
+ * parent's thread state, block included: unless the fork restarts it, the
+ * child's first id would be the very id the parent draws next. */
+static void
+test_child_ids_differ(void **state)
+{
+    rk_runtime *rt = rt_new_runtime();
+    rk_kernel k;
+    rk_uuid child_id, parent_id;
+    int fds[2], status = 0;
+    pid_t pid;
+
+    (void)state;
+    start(rt, "echo", rt_echo_actor, &k);
+    (void)request_id(rt, k); /* this thread has a block in use */
+    assert_int_equal(pipe(fds), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        rk_runtime *crt = rt_new_runtime();
+        rk_kernel ck;
+        rk_uuid id;
+
+        close(fds[0]);
+        alarm(CHILD_BACKSTOP_S);
+        start(crt, "echo", rt_echo_actor, &ck);
+        id = request_id(crt, ck);
+        if (write(fds[1], &id, sizeof(id)) != (ssize_t)sizeof(id))
+            _exit(2);
+        rk_runtime_destroy(crt);
+        _exit(0);
+    }
+    close(fds[1]);
+    assert_int_equal(read(fds[0], &child_id, sizeof(child_id)),
+        (ssize_t)sizeof(child_id));
+    close(fds[0]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    parent_id = request_id(rt, k);
+    assert_memory_not_equal(child_id.b, parent_id.b, sizeof(child_id.b));
+    rk_runtime_destroy(rt);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fork_with_live_runtime),
+        cmocka_unit_test(test_child_ids_differ),
     };
     rt_test_filter();
     return cmocka_run_group_tests(tests, NULL, NULL);
