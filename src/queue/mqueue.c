@@ -569,8 +569,8 @@ band_of(rk_mqueue *q, uint8_t priority)
 /* The batch sends' common part: sends the n messages c describes into the
  * band of priority; c->done counts those that went in. */
 static inline int
-send_n(rk_mqueue *q, send_ctx *c, size_t n, uint8_t priority,
-    int64_t timeout_ns)
+send_n(
+    rk_mqueue *q, send_ctx *c, size_t n, uint8_t priority, int64_t timeout_ns)
 {
     if (n == 0)
         return RK_OK;
