@@ -199,14 +199,9 @@ rk_device_list_get(const rk_device_list *list, size_t i)
 rk_cuda_status
 rk_device_list_cuda_status(const rk_device_list *list, const char **detail)
 {
-    if (list == NULL) {
-        if (detail)
-            *detail = "no device list";
-        return RK_CUDA_NO_DRIVER;
-    }
     if (detail)
-        *detail = list->cuda_detail;
-    return list->cuda_status;
+        *detail = list ? list->cuda_detail : "no device list";
+    return list ? list->cuda_status : RK_CUDA_NO_DRIVER;
 }
 
 int

@@ -148,9 +148,7 @@ rk_gpu_monitor_open(rk_gpu_monitor **out)
 void
 rk_gpu_monitor_close(rk_gpu_monitor *mon)
 {
-    if (mon == NULL)
-        return;
-    if (mon->initialised)
+    if (mon != NULL && mon->initialised)
         nvml.nvmlShutdown();
     free(mon);
 }
@@ -158,14 +156,9 @@ rk_gpu_monitor_close(rk_gpu_monitor *mon)
 rk_monitor_status
 rk_gpu_monitor_status(const rk_gpu_monitor *mon, const char **detail)
 {
-    if (mon == NULL) {
-        if (detail)
-            *detail = "no monitor";
-        return RK_MONITOR_UNAVAILABLE;
-    }
     if (detail)
-        *detail = mon->detail;
-    return mon->status;
+        *detail = mon ? mon->detail : "no monitor";
+    return mon ? mon->status : RK_MONITOR_UNAVAILABLE;
 }
 
 unsigned

@@ -8,20 +8,14 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "envelope.h"
 #include "ringkernel/message.h"
 
 void
 rk_msg_header_init(rk_msg_header *h, uint32_t type_id, uint8_t priority)
 {
-    if (h == NULL)
-        return;
-    memset(h, 0, sizeof(*h));
-    h->magic = RK_MSG_MAGIC;
-    h->version = RK_MSG_VERSION;
-    h->priority = priority;
-    h->type_id = type_id;
-    h->message_id = rk_uuid_v7();
-    h->send_ns = rk_now_ns();
+    if (h != NULL)
+        rk__msg_header_fill(h, type_id, priority, rk_uuid_v7(), rk_now_ns());
 }
 
 void

@@ -566,6 +566,20 @@ band_of(rk_mqueue *q, uint8_t priority)
     return &q->bands[q->nbands == 1 ? 0 : rk_priority_band(priority)];
 }
 
+/* The batch sends' common part: sends the n messages c describes into the
+ * band of priority; c->done counts those that went in. */
+static inline int
+send_n(
+    rk_mqueue *q, send_ctx *c, size_t n, uint8_t priority, int64_t timeout_ns)
+{
+    if (n == 0)
+        return RK_OK;
+    c->n = n;
+    c->band = band_of(q, priority);
+    c->timeout_ns = timeout_ns;
+    return send_run(q, c);
+}
+
 int
 rk_mqueue_sendv(rk_mqueue *q, const struct rk_iov *iov, int iovcnt,
     uint8_t priority, int64_t timeout_ns)
@@ -620,15 +634,8 @@ rk_mqueue_send_batch(rk_mqueue *q, const void *msgs, size_t stride,
                 "slot_size %u)",
                 i, len, stride, q->slot_size);
     }
-    if (n == 0)
-        return RK_OK;
-    send_ctx c = { .msgs = msgs,
-        .stride = stride,
-        .lens = lens,
-        .n = n,
-        .band = band_of(q, priority),
-        .timeout_ns = timeout_ns };
-    int rc = send_run(q, &c);
+    send_ctx c = { .msgs = msgs, .stride = stride, .lens = lens };
+    int rc = send_n(q, &c, n, priority, timeout_ns);
     if (sent != NULL)
         *sent = c.done;
     return rc;
@@ -639,17 +646,10 @@ rk__mqueue_send_fill(rk_mqueue *q, uint8_t priority, uint32_t len, size_t n,
     rk__mqueue_fill fill, void *arg, int64_t timeout_ns, size_t *sent)
 {
     RK_ASSERT(len <= q->slot_size);
-    *sent = 0;
-    if (n == 0)
-        return RK_OK;
-    send_ctx c = { .fill = fill,
-        .fill_arg = arg,
-        .fill_len = len,
-        .count_one = true,
-        .n = n,
-        .band = band_of(q, priority),
-        .timeout_ns = timeout_ns };
-    int rc = send_run(q, &c);
+    send_ctx c = {
+        .fill = fill, .fill_arg = arg, .fill_len = len, .count_one = true
+    };
+    int rc = send_n(q, &c, n, priority, timeout_ns);
     *sent = c.done;
     return rc;
 }
