@@ -8,9 +8,11 @@
  *   msgtype.c  MsgType: an rk_msgtype descriptor built at run time from a
  *              @message class, encode/decode through the C codec
  *   buffer.c   Buffer: an rk_buffer whose host side is a Python buffer
- *   runtime.c  Runtime (rk_runtime), Ctx (a Python actor's rk_ctx), the
- *              actor trampoline, and output_arm (async receive: the
- *              kernel output's eventfd, rk_kernel_output_arm)
+ *   runtime.c  Runtime (rk_runtime): life cycle, wiring, output_arm
+ *              (async receive: the kernel output's eventfd,
+ *              rk_kernel_output_arm); with ctx.c (Ctx, a Python actor's
+ *              rk_ctx, and the actor trampoline) and runtime_io.c (the
+ *              Runtime's message calls), sharing rkpy_runtime.h
  *
  * common.c also has the fork check and the GIL hand-off hint (the
  * RKPY_WAIT_BEGIN/END macros below).
