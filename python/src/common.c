@@ -2,7 +2,7 @@
  * common.c - what every part of ringkernel._core shares: the error bridge
  * (RK_E* code + detail -> the exception class errors.py builds), timeouts,
  * UUIDs, the fork check, numpy.frombuffer. Calls nothing of the parts
- * above it (module.c, runtime.c, msgtype.c, buffer.c).
+ * above it (module.c, runtime*.c, ctx.c, msgtype*.c, buffer.c).
  *
  * Errors: ringkernel/errors.py builds one exception class per RK_E* code
  * (grouped in families) and hands the extension a factory through

@@ -6,11 +6,15 @@
  *   module.c   module init, the error bridge (RK_E* -> Python exception
  *              classes made by ringkernel/errors.py), fork checks, helpers
  *   msgtype.c  MsgType: an rk_msgtype descriptor built at run time from a
- *              @message class, encode/decode through the C codec
+ *              @message class; msgtype_encode.c and msgtype_decode.c:
+ *              encode/decode through the C codec (they share
+ *              rkpy_msgtype.h)
  *   buffer.c   Buffer: an rk_buffer whose host side is a Python buffer
- *   runtime.c  Runtime (rk_runtime), Ctx (a Python actor's rk_ctx), the
- *              actor trampoline, and output_arm (async receive: the
- *              kernel output's eventfd, rk_kernel_output_arm)
+ *   runtime.c  Runtime (rk_runtime): life cycle, wiring, output_arm
+ *              (async receive: the kernel output's eventfd,
+ *              rk_kernel_output_arm); with ctx.c (Ctx, a Python actor's
+ *              rk_ctx, and the actor trampoline) and runtime_io.c (the
+ *              Runtime's message calls), sharing rkpy_runtime.h
  *
  * common.c also has the fork check and the GIL hand-off hint (the
  * RKPY_WAIT_BEGIN/END macros below).
@@ -75,7 +79,7 @@ PyObject *rkpy_gil_spin_us(PyObject *self, PyObject *arg);
     rkpy_wait_end(rkpy_ts_);                                                  \
     }
 
-/* --------------------------------------------------------- msgtype.c */
+/* ------------------------------------- msgtype.c, msgtype_*code.c */
 
 typedef struct rkpy_msgtype rkpy_msgtype;
 extern PyTypeObject rkpy_MsgType_Type;

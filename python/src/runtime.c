@@ -1,5 +1,8 @@
 /*
- * runtime.c - Runtime and Ctx: the C runtime seen from Python.
+ * runtime.c - Runtime: the C runtime seen from Python. Ctx and the Python
+ * actor trampoline are in ctx.c, the Runtime's message calls (send,
+ * receive, request, publish, stats) in runtime_io.c; rkpy_runtime.h has
+ * what the three share.
  *
  * Runtime owns one rk_runtime. Every call that can block (send with
  * backpressure, receive, request, lifecycle changes that wait, destroy)
@@ -26,6 +29,7 @@
  * own: the hand-offs of a round trip then do not sleep on the GIL.
  */
 #include "rkpy.h"
+#include "rkpy_runtime.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -34,52 +38,33 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RKPY_SLICE_NS ((int64_t)50 * 1000 * 1000)
-
-typedef struct pyactor {
-    PyObject *fn;     /* called as fn(ctx) on the kernel's thread */
-    PyObject *in_mt;  /* MsgType or None */
-    PyObject *out_mt; /* MsgType or None */
-    struct pyactor *next;
-} pyactor;
-
-typedef struct rkpy_runtime {
-    PyObject_HEAD rk_runtime *rt;
-    pid_t pid;
-    atomic_int inflight; /* calls inside rk_* without the GIL */
-    atomic_bool closing;
-    pyactor *actors;
-    PyObject *weakrefs;
-} rkpy_runtime;
-
 static PyTypeObject Runtime_Type;
-static PyTypeObject Ctx_Type;
 
 /* Thread-local receive buffer, grown on RK_EMSGSIZE. */
-static _Thread_local char *rbuf;
-static _Thread_local size_t rcap;
+_Thread_local char *rkpy_rbuf;
+_Thread_local size_t rkpy_rcap;
 
-static int
-rgrow(size_t need)
+int
+rkpy_rgrow(size_t need)
 {
-    if (need <= rcap)
+    if (need <= rkpy_rcap)
         return 0;
-    size_t n = rcap ? rcap : 65536;
+    size_t n = rkpy_rcap ? rkpy_rcap : 65536;
     while (n < need)
         n *= 2;
-    char *p = realloc(rbuf, n);
+    char *p = realloc(rkpy_rbuf, n);
     if (p == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    rbuf = p;
-    rcap = n;
+    rkpy_rbuf = p;
+    rkpy_rcap = n;
     return 0;
 }
 
 /* Checks the runtime is usable; on success counts the caller in. */
-static int
-enter(rkpy_runtime *self)
+int
+rkpy_rt_enter(rkpy_runtime *self)
 {
     if (rkpy_forked(self->pid))
         return -1;
@@ -87,20 +72,20 @@ enter(rkpy_runtime *self)
         rkpy_raise(RK_ECLOSED, "the runtime is closed");
         return -1;
     }
-    if (rgrow(65536) < 0)
+    if (rkpy_rgrow(65536) < 0)
         return -1;
     atomic_fetch_add(&self->inflight, 1);
     return 0;
 }
 
-static void
-leave(rkpy_runtime *self)
+void
+rkpy_rt_leave(rkpy_runtime *self)
 {
     atomic_fetch_sub(&self->inflight, 1);
 }
 
-static const char *
-kid(PyObject *o)
+const char *
+rkpy_kid(PyObject *o)
 {
     if (!PyUnicode_Check(o)) {
         PyErr_Format(PyExc_TypeError, "kernel id must be str, not %s",
@@ -126,9 +111,9 @@ hdr_dict(const rk_msg_header *h, size_t len)
     return d;
 }
 
-/* The payload in rbuf as a Python value: decoded with mt, else bytes. */
-static PyObject *
-payload_value(
+/* The payload in rkpy_rbuf as a Python value: decoded with mt, else bytes. */
+PyObject *
+rkpy_payload_value(
     PyObject *mt, const rk_msg_header *h, const char *buf, size_t len, int raw)
 {
     if (!raw && (mt == NULL || mt == Py_None) && h != NULL)
@@ -145,8 +130,8 @@ payload_value(
     return r;
 }
 
-static int
-check_mt(PyObject *mt)
+int
+rkpy_check_mt(PyObject *mt)
 {
     if (mt == NULL || mt == Py_None)
         return 0;
@@ -164,8 +149,8 @@ check_mt(PyObject *mt)
 /* The MsgType of obj's class (its __rk_msgtype__, set by @message), or
  * None for anything else; borrowed. The last class seen is remembered
  * (under the GIL), which saves an attribute lookup per send. */
-static PyObject *
-auto_mt(PyObject *obj)
+PyObject *
+rkpy_auto_mt(PyObject *obj)
 {
     static PyObject *name;
     static PyTypeObject *last_cls;
@@ -192,23 +177,13 @@ auto_mt(PyObject *obj)
     return mt;
 }
 
-/* Encodes obj with mt, or takes it as raw bytes when mt is None. */
-typedef struct outmsg {
-    const void *p;
-    size_t len;
-    uint32_t type_id;
-    uint8_t prio;
-    rk_uuid id, corr;
-    Py_buffer view;
-    int have_view;
-} outmsg;
 
-static int
-out_prepare(outmsg *m, PyObject *mt, PyObject *obj, int prio)
+int
+rkpy_out_prepare(outmsg *m, PyObject *mt, PyObject *obj, int prio)
 {
     m->have_view = 0;
     memset(&m->corr, 0, sizeof(m->corr));
-    if (check_mt(mt) < 0)
+    if (rkpy_check_mt(mt) < 0)
         return -1;
     if (mt != NULL && mt != Py_None) {
         if (rkpy_encode(mt, obj, &m->p, &m->len, &m->prio, &m->id, &m->corr)
@@ -229,308 +204,11 @@ out_prepare(outmsg *m, PyObject *mt, PyObject *obj, int prio)
     return 0;
 }
 
-static void
-out_release(outmsg *m)
+void
+rkpy_out_release(outmsg *m)
 {
     if (m->have_view)
         PyBuffer_Release(&m->view);
-}
-
-/* =============================================================== Ctx */
-
-typedef struct rkpy_ctx {
-    PyObject_HEAD rk_ctx *ctx; /* NULL once the actor call returned */
-    pyactor *pa;
-    rk_msg_view last; /* the last received message (for replies) */
-    int have_last;
-    rk_uuid last_pid; /* its payload's message id (nil: none) */
-} rkpy_ctx;
-
-/* An input message as a Python value; remembers the payload's own message
- * id, which the actor's reply may carry as its correlation id (decoded
- * messages keep their sender's ids, docs/python.md). */
-static PyObject *
-ctx_value(rkpy_ctx *c, const rk_msg_view *v, int raw)
-{
-    rkpy_last_payload_id = (rk_uuid) { 0 };
-    PyObject *r = payload_value(c->pa->in_mt, v->hdr, v->data, v->len, raw);
-    c->last_pid = rkpy_last_payload_id;
-    return r;
-}
-
-static int
-ctx_ok(rkpy_ctx *c)
-{
-    if (c->ctx != NULL)
-        return 1;
-    rkpy_raise(RK_ECLOSED, "this kernel context has ended");
-    return 0;
-}
-
-static PyObject *
-ctx_recv(PyObject *self, PyObject *args, PyObject *kw)
-{
-    rkpy_ctx *c = (rkpy_ctx *)self;
-    static char *kwlist[] = { "timeout_ns", "raw", NULL };
-    PyObject *to = Py_None;
-    int raw = 0;
-    int64_t t;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Op", kwlist, &to, &raw)
-        || rkpy_timeout(to, &t) < 0 || !ctx_ok(c))
-        return NULL;
-    rk_msg_view v;
-    int rc;
-    c->have_last = 0;
-    RKPY_WAIT_BEGIN rc = rk_ctx_recv(c->ctx, &v, t);
-    RKPY_WAIT_END if (rc != RK_OK) return rkpy_raise(rc, NULL);
-    c->last = v;
-    c->have_last = 1;
-    return ctx_value(c, &v, raw);
-}
-
-static PyObject *
-ctx_should_terminate(PyObject *self, PyObject *unused)
-{
-    (void)unused;
-    rkpy_ctx *c = (rkpy_ctx *)self;
-    if (!ctx_ok(c))
-        return NULL;
-    bool r;
-    Py_BEGIN_ALLOW_THREADS r = rk_should_terminate(c->ctx);
-    Py_END_ALLOW_THREADS return PyBool_FromLong(r);
-}
-
-/* Prepares obj as an actor's output message (mt NULL: chosen by obj's
- * type; None for an object that is not a buffer: the actor's output type)
- * and says whether it answers the input being handled: its correlation id
- * is that input's message id, the envelope's or the payload's own (a
- * decoded message keeps its sender's ids, ctx_value). */
-static int
-ctx_out(rkpy_ctx *c, PyObject *obj, PyObject *mt, outmsg *m, int *reply)
-{
-    if (mt == NULL)
-        mt = auto_mt(obj);
-    if (mt == Py_None && !PyObject_CheckBuffer(obj))
-        mt = c->pa->out_mt;
-    if (out_prepare(m, mt, obj, -1) < 0)
-        return -1;
-    *reply = c->have_last && !rk_uuid_is_nil(&m->corr)
-        && (rk_uuid_cmp(&m->corr, &c->last.hdr->message_id) == 0
-            || rk_uuid_cmp(&m->corr, &c->last_pid) == 0);
-    return 0;
-}
-
-/* Sends m (ctx_out) to the kernel's output: as rk_ctx_reply when it
- * answers the last input, else rk_ctx_send. Called without the GIL. */
-static int
-ctx_emit(rkpy_ctx *c, const outmsg *m, int reply)
-{
-    return reply ? rk_ctx_reply(c->ctx, &c->last, m->type_id, m->p, m->len)
-                 : rk_ctx_send(c->ctx, m->type_id, m->p, m->len);
-}
-
-/* send(obj, mt=None, priority=-1, raw_type_id=0): to the kernel's output
- * (its route, or the host). A message whose correlation id is the last
- * received message's id goes out as rk_ctx_reply, so rk_request on the
- * host finds it. */
-static PyObject *
-ctx_send(PyObject *self, PyObject *args, PyObject *kw)
-{
-    rkpy_ctx *c = (rkpy_ctx *)self;
-    static char *kwlist[] = { "obj", "mt", "type_id", NULL };
-    PyObject *obj, *mt = NULL;
-    unsigned long type_id = 0;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O|Ok", kwlist, &obj, &mt, &type_id)
-        || !ctx_ok(c))
-        return NULL;
-    outmsg m;
-    int rc, reply;
-    if (ctx_out(c, obj, mt, &m, &reply) < 0)
-        return NULL;
-    if (m.type_id == 0)
-        m.type_id = (uint32_t)type_id;
-    Py_BEGIN_ALLOW_THREADS rc = ctx_emit(c, &m, reply);
-    Py_END_ALLOW_THREADS out_release(&m);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    Py_RETURN_NONE;
-}
-
-/* send_recv(obj, mt=None, timeout_ns=None, raw=False): send (or reply,
- * as ctx_send) then take the next input, under one GIL release. Between
- * a separate send and receive the actor takes the GIL back just when the
- * host, woken by the reply, wants it; one release avoids that handoff. */
-static PyObject *
-ctx_send_recv(PyObject *self, PyObject *args, PyObject *kw)
-{
-    rkpy_ctx *c = (rkpy_ctx *)self;
-    static char *kwlist[] = { "obj", "mt", "timeout_ns", "raw", NULL };
-    PyObject *obj, *mt = NULL, *to = Py_None;
-    int raw = 0;
-    int64_t t;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O|OOp", kwlist, &obj, &mt, &to, &raw)
-        || rkpy_timeout(to, &t) < 0 || !ctx_ok(c))
-        return NULL;
-    outmsg m;
-    int rc, reply, sent = 0;
-    rk_msg_view v;
-    if (ctx_out(c, obj, mt, &m, &reply) < 0)
-        return NULL;
-    RKPY_WAIT_BEGIN rc = ctx_emit(c, &m, reply);
-    if (rc == RK_OK) {
-        sent = 1;
-        rc = rk_ctx_recv(c->ctx, &v, t);
-    }
-    RKPY_WAIT_END out_release(&m);
-    if (sent)
-        c->have_last = 0;
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    c->last = v;
-    c->have_last = 1;
-    return ctx_value(c, &v, raw);
-}
-
-static PyObject *
-ctx_send_to(PyObject *self, PyObject *args, PyObject *kw)
-{
-    rkpy_ctx *c = (rkpy_ctx *)self;
-    static char *kwlist[] = { "kernel_id", "obj", "mt", NULL };
-    PyObject *idobj, *obj, *mt = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OO|O", kwlist, &idobj, &obj, &mt)
-        || !ctx_ok(c))
-        return NULL;
-    const char *id = kid(idobj);
-    if (id == NULL)
-        return NULL;
-    rk_kernel k;
-    int rc = rk_kernel_lookup(rk_ctx_runtime(c->ctx), id, &k);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    outmsg m;
-    if (out_prepare(&m, mt, obj, -1) < 0)
-        return NULL;
-    Py_BEGIN_ALLOW_THREADS rc
-        = rk_ctx_send_to(c->ctx, k, m.type_id, m.p, m.len);
-    Py_END_ALLOW_THREADS out_release(&m);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-ctx_publish(PyObject *self, PyObject *args, PyObject *kw)
-{
-    rkpy_ctx *c = (rkpy_ctx *)self;
-    static char *kwlist[] = { "topic", "obj", "mt", NULL };
-    const char *topic;
-    PyObject *obj, *mt = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "sO|O", kwlist, &topic, &obj, &mt)
-        || !ctx_ok(c))
-        return NULL;
-    outmsg m;
-    if (out_prepare(&m, mt, obj, -1) < 0)
-        return NULL;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc
-        = rk_ctx_publish(c->ctx, topic, m.type_id, m.p, m.len);
-    Py_END_ALLOW_THREADS out_release(&m);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-ctx_kernel_id(PyObject *self, void *closure)
-{
-    (void)closure;
-    rkpy_ctx *c = (rkpy_ctx *)self;
-    if (!ctx_ok(c))
-        return NULL;
-    return PyUnicode_FromString(rk_ctx_kernel_id(c->ctx));
-}
-
-static PyMethodDef ctx_methods[] = {
-    { "recv", (PyCFunction)(void (*)(void))ctx_recv,
-        METH_VARARGS | METH_KEYWORDS,
-        "recv(timeout_ns=None, raw=False): the next input message." },
-    { "should_terminate", ctx_should_terminate, METH_NOARGS,
-        "rk_should_terminate (a safe point: parks while deactivated)." },
-    { "send", (PyCFunction)(void (*)(void))ctx_send,
-        METH_VARARGS | METH_KEYWORDS, "send(obj, mt=None, type_id=0)." },
-    { "send_recv", (PyCFunction)(void (*)(void))ctx_send_recv,
-        METH_VARARGS | METH_KEYWORDS,
-        "send_recv(obj, mt=None, timeout_ns=None, raw=False)." },
-    { "send_to", (PyCFunction)(void (*)(void))ctx_send_to,
-        METH_VARARGS | METH_KEYWORDS, "send_to(kernel_id, obj, mt=None)." },
-    { "publish", (PyCFunction)(void (*)(void))ctx_publish,
-        METH_VARARGS | METH_KEYWORDS, "publish(topic, obj, mt=None)." },
-    { NULL, NULL, 0, NULL },
-};
-
-static PyGetSetDef ctx_getset[] = {
-    { "kernel_id", ctx_kernel_id, NULL, "this kernel's id", NULL },
-    { NULL, NULL, NULL, NULL, NULL },
-};
-
-static void
-ctx_dealloc(PyObject *self)
-{
-    Py_TYPE(self)->tp_free(self);
-}
-
-static PyTypeObject Ctx_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ringkernel._core.Ctx",
-    .tp_basicsize = sizeof(rkpy_ctx),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A Python actor's kernel context (valid during its call).",
-    .tp_dealloc = ctx_dealloc,
-    .tp_methods = ctx_methods,
-    .tp_getset = ctx_getset,
-};
-
-/* The runtime whose kernel thread this is (NULL on other threads): a
- * kernel must not destroy its own runtime (destroy joins its thread). */
-static _Thread_local rk_runtime *tls_kernel_rt;
-
-/* The actor function of every Python kernel: runs on the kernel thread. */
-static int
-py_actor(rk_ctx *ctx)
-{
-    pyactor *pa = rk_ctx_user(ctx);
-    int rc = RK_OK;
-    tls_kernel_rt = rk_ctx_runtime(ctx);
-    PyGILState_STATE g = PyGILState_Ensure();
-    rkpy_ctx *c = PyObject_New(rkpy_ctx, &Ctx_Type);
-    if (c == NULL) {
-        PyErr_Clear();
-        PyGILState_Release(g);
-        return RK_ENOMEM;
-    }
-    c->ctx = ctx;
-    c->pa = pa;
-    c->have_last = 0;
-    rkpy_running_begin();
-    PyObject *r = PyObject_CallOneArg(pa->fn, (PyObject *)c);
-    rkpy_running_end();
-    c->ctx = NULL;
-    if (r == NULL) {
-        /* The wrapper in kernels.py has logged the exception and returns
-         * normally on a clean end; an exception here is a failure for
-         * supervision. */
-        PyErr_Clear();
-        rc = RK_EINTERNAL;
-    } else if (PyLong_Check(r)) {
-        rc = (int)PyLong_AsLong(r);
-    }
-    Py_XDECREF(r);
-    Py_DECREF(c);
-    PyGILState_Release(g);
-    return rc;
 }
 
 /* ============================================================ Runtime */
@@ -584,7 +262,7 @@ runtime_do_close(rkpy_runtime *r)
         r->rt = NULL;
         return 0;
     }
-    if (tls_kernel_rt == r->rt)
+    if (rkpy_tls_kernel_rt == r->rt)
         return -1;
     atomic_store(&r->closing, true);
     rk_runtime *rt = r->rt;
@@ -650,23 +328,23 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
             &fn, &in_mt, &out_mt, &icap, &ocap, &maxp, &bp, &wi, &restart, &mr,
             &bands, &toff, &spin))
         return NULL;
-    if (check_mt(in_mt) < 0 || check_mt(out_mt) < 0)
+    if (rkpy_check_mt(in_mt) < 0 || rkpy_check_mt(out_mt) < 0)
         return NULL;
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "fn must be callable");
         return NULL;
     }
-    if (enter(r) < 0)
+    if (rkpy_rt_enter(r) < 0)
         return NULL;
     pyactor *pa = calloc(1, sizeof(*pa));
     if (pa == NULL) {
-        leave(r);
+        rkpy_rt_leave(r);
         return PyErr_NoMemory();
     }
     rk_kernel_def def;
     memset(&def, 0, sizeof(def));
     def.id = id;
-    def.actor = py_actor;
+    def.actor = rkpy_py_actor;
     def.config.input_type = in_mt != Py_None ? rkpy_msgtype_desc(in_mt) : NULL;
     def.config.output_type
         = out_mt != Py_None ? rkpy_msgtype_desc(out_mt) : NULL;
@@ -682,7 +360,7 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
     def.config.spin = spin;
     def.config.user = pa;
     int rc = rk_runtime_register(r->rt, &def);
-    leave(r);
+    rkpy_rt_leave(r);
     if (rc != RK_OK) {
         free(pa);
         return rkpy_raise(rc, NULL);
@@ -707,8 +385,8 @@ lifecycle(PyObject *self, PyObject *args, int op)
     if (!PyArg_ParseTuple(args, "O|O", &idobj, &to)
         || rkpy_timeout(to, &t) < 0)
         return NULL;
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
+    const char *id = rkpy_kid(idobj);
+    if (id == NULL || rkpy_rt_enter(r) < 0)
         return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS switch (op)
@@ -728,7 +406,7 @@ lifecycle(PyObject *self, PyObject *args, int op)
     default:
         rc = rk_kernel_wait(r->rt, id, t);
     }
-    Py_END_ALLOW_THREADS leave(r);
+    Py_END_ALLOW_THREADS rkpy_rt_leave(r);
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
     Py_RETURN_NONE;
@@ -750,12 +428,12 @@ static PyObject *
 runtime_state(PyObject *self, PyObject *idobj)
 {
     rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
+    const char *id = rkpy_kid(idobj);
+    if (id == NULL || rkpy_rt_enter(r) < 0)
         return NULL;
     rk_kernel_state st;
     int rc = rk_kernel_state_get(r->rt, id, &st);
-    leave(r);
+    rkpy_rt_leave(r);
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
     return PyLong_FromLong((long)st);
@@ -767,12 +445,12 @@ static PyObject *
 runtime_backend(PyObject *self, PyObject *idobj)
 {
     rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
+    const char *id = rkpy_kid(idobj);
+    if (id == NULL || rkpy_rt_enter(r) < 0)
         return NULL;
     rk_kernel_config cfg;
     int rc = rk_kernel_config_get(r->rt, id, &cfg);
-    leave(r);
+    rkpy_rt_leave(r);
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
     return PyUnicode_FromString(cfg.backend != NULL ? cfg.backend : "");
@@ -782,387 +460,24 @@ static PyObject *
 runtime_lookup(PyObject *self, PyObject *idobj)
 {
     rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
+    const char *id = rkpy_kid(idobj);
+    if (id == NULL || rkpy_rt_enter(r) < 0)
         return NULL;
     rk_kernel k;
     int rc = rk_kernel_lookup(r->rt, id, &k);
-    leave(r);
+    rkpy_rt_leave(r);
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
     return Py_BuildValue("(II)", k.slot, k.gen);
 }
 
-/* send(kernel_id, obj, mt=None, priority=-1, timeout_ns=None, type_id=0) */
-static PyObject *
-runtime_send(PyObject *self, PyObject *args, PyObject *kw)
-{
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    static char *kwlist[] = { "kernel_id", "obj", "mt", "priority",
-        "timeout_ns", "type_id", NULL };
-    PyObject *idobj, *obj, *mt = NULL, *to = Py_None;
-    int prio = -1;
-    unsigned long type_id = 0;
-    int64_t t;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OiOk", kwlist, &idobj, &obj,
-            &mt, &prio, &to, &type_id)
-        || rkpy_timeout(to, &t) < 0)
-        return NULL;
-    if (mt == NULL) /* not given: the message's own type */
-        mt = auto_mt(obj);
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
-        return NULL;
-    outmsg m;
-    if (out_prepare(&m, mt, obj, prio) < 0) {
-        leave(r);
-        return NULL;
-    }
-    if (m.type_id == 0)
-        m.type_id = (uint32_t)type_id;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc
-        = rk_send_id(r->rt, id, m.type_id, m.p, m.len, m.prio, t);
-    Py_END_ALLOW_THREADS out_release(&m);
-    leave(r);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    Py_RETURN_NONE;
-}
-
-/* send_batch(kernel_id, data, itemsize, type_id=0, priority=128,
- * timeout_ns=None) -> number sent: n payloads back to back in one buffer
- * (a numpy structured array of a fixed-layout type), one wake-up. */
-static PyObject *
-runtime_send_batch(PyObject *self, PyObject *args, PyObject *kw)
-{
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    static char *kwlist[] = { "kernel_id", "data", "itemsize", "type_id",
-        "priority", "timeout_ns", NULL };
-    PyObject *idobj, *data, *to = Py_None;
-    Py_ssize_t itemsize;
-    unsigned long type_id = 0;
-    int prio = RK_MSG_PRIORITY_DEFAULT;
-    int64_t t;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOn|kiO", kwlist, &idobj,
-            &data, &itemsize, &type_id, &prio, &to)
-        || rkpy_timeout(to, &t) < 0)
-        return NULL;
-    const char *id = kid(idobj);
-    if (id == NULL)
-        return NULL;
-    if (itemsize <= 0)
-        return rkpy_raise(RK_EINVAL, "itemsize must be positive");
-    Py_buffer v;
-    if (PyObject_GetBuffer(data, &v, PyBUF_C_CONTIGUOUS) < 0)
-        return NULL;
-    if (v.len % itemsize != 0) {
-        PyBuffer_Release(&v);
-        return rkpy_raisef(RK_EINVAL,
-            "buffer of %zd bytes is not a whole number of %zd-byte items",
-            v.len, itemsize);
-    }
-    if (enter(r) < 0) {
-        PyBuffer_Release(&v);
-        return NULL;
-    }
-    rk_kernel k;
-    size_t sent = 0;
-    int rc = rk_kernel_lookup(r->rt, id, &k);
-    if (rc == RK_OK) {
-        Py_BEGIN_ALLOW_THREADS rc = rk_send_batch(r->rt, k, (uint32_t)type_id,
-            v.buf, (size_t)itemsize, (size_t)(v.len / itemsize), (uint8_t)prio,
-            t, &sent);
-        Py_END_ALLOW_THREADS
-    }
-    leave(r);
-    PyBuffer_Release(&v);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    return PyLong_FromSize_t(sent);
-}
-
-/*
- * Receives into rbuf in slices, checking signals between slices. Returns
- * RK_OK, an RK_E* code, or -1 with a Python exception set (a signal
- * handler raised, e.g. KeyboardInterrupt).
- */
-static int
-recv_sliced(rkpy_runtime *r, const char *id, rk_msg_header *h, size_t *len,
-    int64_t timeout)
-{
-    int64_t deadline = timeout < 0 ? -1 : (int64_t)rk_now_ns() + timeout;
-    for (;;) {
-        int64_t slice = RKPY_SLICE_NS;
-        if (deadline >= 0) {
-            int64_t rem = deadline - (int64_t)rk_now_ns();
-            slice = rem <= 0 ? RK_NO_WAIT : rem < slice ? rem : slice;
-        }
-        int rc;
-        char *buf = rbuf;
-        size_t cap = rcap;
-        if (slice == RK_NO_WAIT) {
-            /* Never blocks: no GIL release (and no hand-off) needed. */
-            rc = rk_recv_id(r->rt, id, h, buf, cap, len, RK_NO_WAIT);
-        } else {
-            RKPY_WAIT_BEGIN rc
-                = rk_recv_id(r->rt, id, h, buf, cap, len, slice);
-            RKPY_WAIT_END
-        }
-        if (rc == RK_EMSGSIZE) {
-            if (rgrow(*len) < 0)
-                return -1;
-            continue;
-        }
-        if (rc != RK_ETIMEDOUT && rc != RK_EEMPTY)
-            return rc;
-        if (PyErr_CheckSignals() < 0)
-            return -1;
-        if (deadline >= 0 && (int64_t)rk_now_ns() >= deadline)
-            return RK_ETIMEDOUT;
-        if (atomic_load(&r->closing))
-            return RK_ECLOSED;
-    }
-}
-
-static PyObject *
-do_recv(PyObject *self, PyObject *args, PyObject *kw, int raw)
-{
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    static char *kwlist[]
-        = { "kernel_id", "mt", "timeout_ns", "none_on_timeout", NULL };
-    PyObject *idobj, *mt = Py_None, *to = Py_None;
-    int none_on_timeout = 0;
-    int64_t t;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O|OOp", kwlist, &idobj, &mt, &to, &none_on_timeout)
-        || rkpy_timeout(to, &t) < 0 || check_mt(mt) < 0)
-        return NULL;
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
-        return NULL;
-    rk_msg_header h;
-    size_t len = 0;
-    int rc = recv_sliced(r, id, &h, &len, t);
-    leave(r);
-    if (rc < 0)
-        return NULL;
-    if ((rc == RK_ETIMEDOUT || rc == RK_EEMPTY) && none_on_timeout)
-        Py_RETURN_NONE;
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    return payload_value(mt, &h, rbuf, len, raw);
-}
-
-/*
- * send_recv(kernel_id, obj, mt, reply_mt, timeout_ns=None,
- *           recv_timeout_ns=timeout_ns, none_on_timeout=False):
- * a send and the next receive under one GIL release, so the host does not
- * take the GIL back between them while a Python actor wants it. With
- * none_on_timeout, a receive that timed out (after a successful send)
- * returns None instead of raising: the async API then waits on its
- * eventfd.
- */
-static PyObject *
-runtime_send_recv(PyObject *self, PyObject *args, PyObject *kw)
-{
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    static char *kwlist[] = { "kernel_id", "obj", "mt", "reply_mt",
-        "timeout_ns", "recv_timeout_ns", "none_on_timeout", NULL };
-    PyObject *idobj, *obj, *mt = Py_None, *rmt = Py_None, *to = Py_None;
-    PyObject *rto = NULL;
-    int none_on_timeout = 0;
-    int64_t t, rt_;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOOp", kwlist, &idobj,
-            &obj, &mt, &rmt, &to, &rto, &none_on_timeout)
-        || rkpy_timeout(to, &t) < 0 || rkpy_timeout(rto ? rto : to, &rt_) < 0
-        || check_mt(rmt) < 0)
-        return NULL;
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
-        return NULL;
-    outmsg m;
-    if (out_prepare(&m, mt, obj, -1) < 0) {
-        leave(r);
-        return NULL;
-    }
-    rk_msg_header h;
-    size_t len = 0;
-    int rc, sent = 0;
-    char *buf = rbuf;
-    size_t cap = rcap;
-    int64_t first = rt_ < 0 || rt_ > RKPY_SLICE_NS ? RKPY_SLICE_NS : rt_;
-    RKPY_WAIT_BEGIN rc
-        = rk_send_id(r->rt, id, m.type_id, m.p, m.len, m.prio, t);
-    if (rc == RK_OK) {
-        sent = 1;
-        rc = rk_recv_id(r->rt, id, &h, buf, cap, &len, first);
-    }
-    RKPY_WAIT_END out_release(&m);
-    if (sent && (rc == RK_EMSGSIZE || (rc == RK_ETIMEDOUT && first != rt_))) {
-        /* the rest of the wait, in slices, checking signals */
-        int64_t rest = rt_ < 0 ? rt_ : rt_ - first;
-        rc = recv_sliced(r, id, &h, &len, rest);
-    }
-    leave(r);
-    if (rc < 0)
-        return NULL;
-    if (sent && (rc == RK_ETIMEDOUT || rc == RK_EEMPTY) && none_on_timeout)
-        Py_RETURN_NONE;
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    return payload_value(rmt, &h, rbuf, len, 0);
-}
-
-static PyObject *
-runtime_recv(PyObject *self, PyObject *args, PyObject *kw)
-{
-    return do_recv(self, args, kw, 0);
-}
-
-static PyObject *
-runtime_recv_raw(PyObject *self, PyObject *args, PyObject *kw)
-{
-    return do_recv(self, args, kw, 1);
-}
-
-/* request(kernel_id, obj, mt, reply_mt, timeout_ns=None) */
-static PyObject *
-runtime_request(PyObject *self, PyObject *args, PyObject *kw)
-{
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    static char *kwlist[]
-        = { "kernel_id", "obj", "mt", "reply_mt", "timeout_ns", NULL };
-    PyObject *idobj, *obj, *mt = Py_None, *rmt = Py_None, *to = Py_None;
-    int64_t t;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OO|OOO", kwlist, &idobj, &obj, &mt, &rmt, &to)
-        || rkpy_timeout(to, &t) < 0 || check_mt(rmt) < 0)
-        return NULL;
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
-        return NULL;
-    rk_kernel k;
-    int rc = rk_kernel_lookup(r->rt, id, &k);
-    if (rc != RK_OK) {
-        leave(r);
-        return rkpy_raise(rc, NULL);
-    }
-    outmsg m;
-    if (out_prepare(&m, mt, obj, -1) < 0) {
-        leave(r);
-        return NULL;
-    }
-    rk_msg_header h;
-    size_t len = 0;
-    for (;;) {
-        char *buf = rbuf;
-        size_t cap = rcap;
-        RKPY_WAIT_BEGIN rc = rk_request(
-            r->rt, k, m.type_id, m.p, m.len, &h, buf, cap, &len, t);
-        RKPY_WAIT_END if (rc != RK_EMSGSIZE || rgrow(len) < 0) break;
-        /* The reply is kept for a later call; fetch it with a receive. */
-        rc = recv_sliced(r, id, &h, &len, t);
-        break;
-    }
-    out_release(&m);
-    leave(r);
-    if (rc < 0)
-        return NULL;
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    return payload_value(rmt, &h, rbuf, len, 0);
-}
-
-static PyObject *
-runtime_stats(PyObject *self, PyObject *idobj)
-{
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
-        return NULL;
-    rk_kernel_stats s;
-    int rc = rk_kernel_stats_get(r->rt, id, &s);
-    leave(r);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    return Py_BuildValue("{sssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsdsKsKsK}",
-        "state",
-        rk_kernel_state_name(s.state), "offered",
-        (unsigned long long)s.offered, "processed",
-        (unsigned long long)s.processed, "dropped",
-        (unsigned long long)s.dropped, "rejected",
-        (unsigned long long)s.rejected, "dead_lettered",
-        (unsigned long long)s.dead_lettered, "pending",
-        (unsigned long long)s.pending, "errors", (unsigned long long)s.errors,
-        "restarts", (unsigned long long)s.restarts, "sent",
-        (unsigned long long)s.sent, "queue_depth",
-        (unsigned long long)s.queue_depth, "queue_high_water",
-        (unsigned long long)s.queue_high_water, "latency_count",
-        (unsigned long long)s.latency_count, "latency_p50_ns",
-        (unsigned long long)s.latency_p50_ns, "latency_p99_ns",
-        (unsigned long long)s.latency_p99_ns, "latency_p999_ns",
-        (unsigned long long)s.latency_p999_ns, "latency_max_ns",
-        (unsigned long long)s.latency_max_ns, "uptime_ns",
-        (unsigned long long)s.uptime_ns, "throughput", s.throughput,
-        "cpu_time_ns", (unsigned long long)s.cpu_time_ns, "queue_capacity",
-        (unsigned long long)s.queue_capacity, "output_capacity",
-        (unsigned long long)s.output_capacity);
-}
-
-static PyObject *
-runtime_telemetry(PyObject *self, PyObject *idobj)
-{
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
-        return NULL;
-    rk_stats *s = malloc(sizeof(*s));
-    if (s == NULL) {
-        leave(r);
-        return PyErr_NoMemory();
-    }
-    int rc = rk_kernel_telemetry(r->rt, id, s);
-    leave(r);
-    if (rc != RK_OK) {
-        free(s);
-        return rkpy_raise(rc, NULL);
-    }
-    PyObject *d = Py_BuildValue("{sssKsK}", "label", s->label, "start_ns",
-        (unsigned long long)s->start_ns, "taken_ns",
-        (unsigned long long)s->taken_ns);
-    for (size_t i = 0; d != NULL && i < s->ncounters; i++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(s->counter[i].value);
-        if (v == NULL
-            || PyDict_SetItemString(d, s->counter[i].desc->name, v) < 0)
-            Py_CLEAR(d);
-        Py_XDECREF(v);
-    }
-    for (size_t i = 0; d != NULL && i < s->nlatencies; i++) {
-        const rk_latency_summary *l = &s->latency[i].summary;
-        PyObject *v = Py_BuildValue("{sKsKsKsKsKsKsKsd}", "count",
-            (unsigned long long)l->count, "min_ns",
-            (unsigned long long)l->min_ns, "max_ns",
-            (unsigned long long)l->max_ns, "p50_ns",
-            (unsigned long long)l->p50_ns, "p90_ns",
-            (unsigned long long)l->p90_ns, "p99_ns",
-            (unsigned long long)l->p99_ns, "p999_ns",
-            (unsigned long long)l->p999_ns, "mean_ns", l->mean_ns);
-        if (v == NULL
-            || PyDict_SetItemString(d, s->latency[i].desc->name, v) < 0)
-            Py_CLEAR(d);
-        Py_XDECREF(v);
-    }
-    free(s);
-    return d;
-}
 
 static PyObject *
 runtime_pair(PyObject *self, PyObject *args, int op)
 {
     rkpy_runtime *r = (rkpy_runtime *)self;
     const char *a, *b = NULL;
-    if (!PyArg_ParseTuple(args, op == 1 ? "s" : "ss", &a, &b) || enter(r) < 0)
+    if (!PyArg_ParseTuple(args, op == 1 ? "s" : "ss", &a, &b) || rkpy_rt_enter(r) < 0)
         return NULL;
     int rc;
     switch (op) {
@@ -1178,7 +493,7 @@ runtime_pair(PyObject *self, PyObject *args, int op)
     default:
         rc = rk_unsubscribe(r->rt, a, b);
     }
-    leave(r);
+    rkpy_rt_leave(r);
     if (rc != RK_OK)
         return rkpy_raise(rc, NULL);
     Py_RETURN_NONE;
@@ -1188,64 +503,6 @@ BY_OP(runtime_connect, runtime_pair, 0)
 BY_OP(runtime_disconnect, runtime_pair, 1)
 BY_OP(runtime_subscribe, runtime_pair, 2)
 BY_OP(runtime_unsubscribe, runtime_pair, 3)
-
-static PyObject *
-runtime_publish(PyObject *self, PyObject *args, PyObject *kw)
-{
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    static char *kwlist[]
-        = { "topic", "obj", "mt", "priority", "timeout_ns", NULL };
-    const char *topic;
-    PyObject *obj, *mt = Py_None, *to = Py_None;
-    int prio = -1;
-    int64_t t;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "sO|OiO", kwlist, &topic, &obj, &mt, &prio, &to)
-        || rkpy_timeout(to, &t) < 0 || enter(r) < 0)
-        return NULL;
-    outmsg m;
-    if (out_prepare(&m, mt, obj, prio) < 0) {
-        leave(r);
-        return NULL;
-    }
-    size_t delivered = 0;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc = rk_publish(
-        r->rt, topic, m.type_id, m.p, m.len, m.prio, t, &delivered);
-    Py_END_ALLOW_THREADS out_release(&m);
-    leave(r);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    return PyLong_FromSize_t(delivered);
-}
-
-static PyObject *
-runtime_dead_letter(PyObject *self, PyObject *args)
-{
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    PyObject *to = NULL;
-    int64_t t = RK_NO_WAIT;
-    if (!PyArg_ParseTuple(args, "|O", &to))
-        return NULL;
-    if (to != NULL && rkpy_timeout(to, &t) < 0)
-        return NULL;
-    if (enter(r) < 0)
-        return NULL;
-    rk_dead_letter dl;
-    char *buf = rbuf;
-    size_t cap = rcap;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc = rk_dead_letter_recv(r->rt, &dl, buf, cap, t);
-    Py_END_ALLOW_THREADS leave(r);
-    if (rc == RK_ETIMEDOUT)
-        Py_RETURN_NONE;
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    size_t n = dl.len < cap ? dl.len : cap;
-    return Py_BuildValue("{sssisssIsy#}", "kernel_id", dl.kernel_id, "reason",
-        (int)dl.reason, "error", rk_err_name(dl.error), "type_id",
-        dl.hdr.type_id, "payload", buf, (Py_ssize_t)n);
-}
 
 static PyObject *runtime_output_arm(PyObject *self, PyObject *idobj);
 
@@ -1264,29 +521,29 @@ static PyMethodDef runtime_methods[] = {
     { "backend", runtime_backend, METH_O,
         "backend(id) -> the name of the backend that runs the kernel" },
     { "lookup", runtime_lookup, METH_O, "lookup(id) -> (slot, gen)" },
-    { "send", (PyCFunction)(void (*)(void))runtime_send,
+    { "send", (PyCFunction)(void (*)(void))rkpy_runtime_send,
         METH_VARARGS | METH_KEYWORDS, "Host -> kernel." },
-    { "send_batch", (PyCFunction)(void (*)(void))runtime_send_batch,
+    { "send_batch", (PyCFunction)(void (*)(void))rkpy_runtime_send_batch,
         METH_VARARGS | METH_KEYWORDS, "Host -> kernel, n fixed payloads." },
-    { "recv", (PyCFunction)(void (*)(void))runtime_recv,
+    { "recv", (PyCFunction)(void (*)(void))rkpy_runtime_recv,
         METH_VARARGS | METH_KEYWORDS, "Kernel -> host, decoded." },
-    { "recv_raw", (PyCFunction)(void (*)(void))runtime_recv_raw,
+    { "recv_raw", (PyCFunction)(void (*)(void))rkpy_runtime_recv_raw,
         METH_VARARGS | METH_KEYWORDS, "Kernel -> host: (bytes, header)." },
-    { "send_recv", (PyCFunction)(void (*)(void))runtime_send_recv,
+    { "send_recv", (PyCFunction)(void (*)(void))rkpy_runtime_send_recv,
         METH_VARARGS | METH_KEYWORDS,
         "A send and the next receive under one GIL release." },
-    { "request", (PyCFunction)(void (*)(void))runtime_request,
+    { "request", (PyCFunction)(void (*)(void))rkpy_runtime_request,
         METH_VARARGS | METH_KEYWORDS, "Send and wait for the reply." },
-    { "stats", runtime_stats, METH_O, "rk_kernel_stats as a dict" },
-    { "telemetry", runtime_telemetry, METH_O, "rk_kernel_telemetry dict" },
+    { "stats", rkpy_runtime_stats, METH_O, "rk_kernel_stats as a dict" },
+    { "telemetry", rkpy_runtime_telemetry, METH_O, "rk_kernel_telemetry dict" },
     { "connect", runtime_connect, METH_VARARGS, "connect(from, to)" },
     { "disconnect", runtime_disconnect, METH_VARARGS, "disconnect(from)" },
     { "subscribe", runtime_subscribe, METH_VARARGS, "subscribe(id, topic)" },
     { "unsubscribe", runtime_unsubscribe, METH_VARARGS,
         "unsubscribe(id, topic)" },
-    { "publish", (PyCFunction)(void (*)(void))runtime_publish,
+    { "publish", (PyCFunction)(void (*)(void))rkpy_runtime_publish,
         METH_VARARGS | METH_KEYWORDS, "publish(topic, obj, mt=None)" },
-    { "dead_letter", runtime_dead_letter, METH_VARARGS,
+    { "dead_letter", rkpy_runtime_dead_letter, METH_VARARGS,
         "dead_letter(timeout_ns=0) -> dict or None" },
     { "output_arm", runtime_output_arm, METH_O,
         "output_arm(id) -> eventfd to wait on (armed), or None: receive" },
@@ -1333,15 +590,15 @@ static PyObject *
 runtime_output_arm(PyObject *self, PyObject *idobj)
 {
     rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = kid(idobj);
-    if (id == NULL || enter(r) < 0)
+    const char *id = rkpy_kid(idobj);
+    if (id == NULL || rkpy_rt_enter(r) < 0)
         return NULL;
     rk_kernel k;
     int fd = -1;
     int rc = rk_kernel_lookup(r->rt, id, &k);
     if (rc == RK_OK)
         rc = rk_kernel_output_arm(r->rt, k, &fd);
-    leave(r);
+    rkpy_rt_leave(r);
     if (rc == RK_EALREADY || rc == RK_ESTALE) /* ESTALE: it just ended */
         Py_RETURN_NONE;
     if (rc != RK_OK)
@@ -1381,7 +638,7 @@ static PyMethodDef extra_methods[] = {
 int
 rkpy_runtime_init(PyObject *m)
 {
-    PyTypeObject *types[] = { &Runtime_Type, &Ctx_Type };
+    PyTypeObject *types[] = { &Runtime_Type, &rkpy_Ctx_Type };
     const char *names[] = { "Runtime", "Ctx" };
     for (int i = 0; i < 2; i++) {
         if (PyType_Ready(types[i]) < 0)

@@ -3,8 +3,8 @@
 
 Usage: gen_msg_vectors.py OUT.txt   (one "name hex" line per vector)
 
-ctest runs this as the setup fixture of test_msg_codec (tests/CMakeLists.txt)
-so the C encoder is compared, byte for byte, with what PyDotCompute 0.2.0
+ctest runs this as the setup fixture of test_msg_codec and
+test_msg_codec_errors (tests/CMakeLists.txt) so the C encoder is compared, byte for byte, with what PyDotCompute 0.2.0
 itself writes, not with a script of ours that imitates it. It fails loudly
 (exit status 1) if Python, msgpack, numpy or pydotcompute==0.2.0 is missing:
 tools/pydeps.sh installs them.
