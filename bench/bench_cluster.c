@@ -44,6 +44,7 @@
  * Rank 0 prints JSON lines (bench.h); RK_BENCH_SCALE scales the counts.
  */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +117,25 @@ emit_pair(const char *name, double rk, double mpi, const char *unit,
     bench_emit(SUITE, name, "ringkernel", rk, unit, extra);
 }
 
+/* A thread that wakes every millisecond while ticking is set. On the
+ * 2-vCPU VM of record a raw MPI stream runs at 0.2-0.4 M msgs/s in
+ * processes that have no other thread to wake, and at 1.4-4.7 M msgs/s
+ * when each process also has one that wakes every millisecond (a bare
+ * MPI program shows it, with mpi_yield_when_idle on or off): the raw
+ * stream gets that thread, its faster figure, on both ranks. */
+static _Atomic int ticking;
+
+static void *
+ticker(void *arg)
+{
+    struct timespec ms = { 0, 1000000 };
+
+    (void)arg;
+    while (atomic_load_explicit(&ticking, memory_order_relaxed))
+        nanosleep(&ms, NULL);
+    return NULL;
+}
+
 /* Raw MPI streaming of n 64-byte messages, rank 0 to rank 1, ended by
  * an ack: messages per second (rank 0; 0 on rank 1). */
 static double
@@ -123,7 +143,12 @@ mpi_stream(size_t n, uint8_t *buf)
 {
     uint64_t t0;
     uint8_t ack = 0;
+    pthread_t tick;
+    double rate;
+    int ticked;
 
+    atomic_store_explicit(&ticking, 1, memory_order_relaxed);
+    ticked = pthread_create(&tick, NULL, ticker, NULL) == 0;
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = bench_now_ns();
     for (size_t i = 0; i < n; i++) {
@@ -137,7 +162,11 @@ mpi_stream(size_t n, uint8_t *buf)
         MPI_Recv(&ack, 1, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     else
         MPI_Send(&ack, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
-    return (double)n / ((double)(bench_now_ns() - t0) / 1e9);
+    rate = (double)n / ((double)(bench_now_ns() - t0) / 1e9);
+    atomic_store_explicit(&ticking, 0, memory_order_relaxed);
+    if (ticked)
+        pthread_join(tick, NULL);
+    return rate;
 }
 
 static int
