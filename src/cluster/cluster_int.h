@@ -529,7 +529,7 @@ bool rk__cl_retry_held(rk_cluster *cl, int src);
 void *rk__cl_progress_main(void *arg);
 int rk__cl_wake_setup(rk_cluster *cl);
 void rk__cl_wake_close(rk_cluster *cl);
-void rk__cl_idle_wait(rk_cluster *cl, int64_t ns);
+bool rk__cl_idle_wait(rk_cluster *cl, int64_t ns);
 uint32_t rk__cl_idmap_size(cl_idmap *m);
 void rk__cl_stop(rk_cluster *cl);
 

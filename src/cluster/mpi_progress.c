@@ -244,8 +244,12 @@ rk__cl_progress_main(void *arg)
 
             if (nap * 2 > cap && may_park(cl))
                 cap = cl->cfg.idle_park_ns;
-            rk__cl_idle_wait(cl, nap);
-            nap = nap * 2 > cap ? cap : nap * 2;
+            if (rk__cl_idle_wait(cl, nap)) {
+                last_act = rk_now_ns(); /* woken: poll again */
+                nap = 2000;
+            } else {
+                nap = nap * 2 > cap ? cap : nap * 2;
+            }
         }
     }
     cl->clean = true;

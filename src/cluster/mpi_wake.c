@@ -188,10 +188,14 @@ rk__cl_poke(rk_cluster *cl, int rank)
         sizeof(*to));
 }
 
-/* The progress thread waits up to ns for a producer or a peer. */
-void
+/* The progress thread waits up to ns for a producer or a peer. True if
+ * one woke it: the thread then polls again for poll_ns, since a poke
+ * can come before its batch (over TCP, the datagram may overtake it). */
+bool
 rk__cl_idle_wait(rk_cluster *cl, int64_t ns)
 {
+    bool woken = false;
+
     /* seq_cst store of sleeping and exchange of work: pair with
      * rk__cl_wake_progress's store of work and load of sleeping (a
      * Dekker handshake: either we see its work or it sees us asleep and
@@ -211,6 +215,7 @@ rk__cl_idle_wait(rk_cluster *cl, int64_t ns)
             fds[n++] = (struct pollfd) { cl->poke_fd, POLLIN, 0 };
         PSTAT(cl, idle_sleeps, 1);
         if (ppoll(fds, n, &ts, NULL) > 0) {
+            woken = true;
             if (cl->wake_fd >= 0)
                 (void)!read(cl->wake_fd, &cnt, sizeof(cnt));
             while (cl->poke_fd >= 0
@@ -219,4 +224,5 @@ rk__cl_idle_wait(rk_cluster *cl, int64_t ns)
         }
     }
     atomic_store(&cl->sleeping, 0);
+    return woken;
 }
