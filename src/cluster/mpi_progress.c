@@ -235,8 +235,13 @@ rk__cl_progress_main(void *arg)
                 sched_yield();
             rk__cl_sendbuf_reap(cl);
             for (int j = 0; j < CL_HOT_POLLS; j++)
-                if (rk__cl_poll_recv(cl, now))
+                if (rk__cl_poll_recv(cl, now)) {
+                    /* A batch received is activity: peers that sent
+                     * within poll_ns count on this thread polling
+                     * (rk__cl_sent_to). */
+                    last_act = now;
                     break;
+                }
             continue;
         }
         {
