@@ -102,14 +102,19 @@ typedef struct rk_cluster_config {
     int64_t heartbeat_ns;
     /** After its last activity the progress thread keeps polling MPI (and
      * yielding the CPU) for poll_ns (0: 1 ms), then sleeps in doubling
-     * steps up to idle_sleep_max_ns (0: 1 ms). Open MPI gives no file
-     * descriptor to wait on, so a message that arrives while the thread
-     * sleeps waits for the end of the step. */
+     * steps up to idle_sleep_max_ns (0: 1 ms), or up to idle_park_ns
+     * (0: 50 ms) while nothing is in hand (no peer's request in a
+     * kernel, no send in flight) and every peer can wake it: a local
+     * producer wakes it at once, and a peer's first batch after a quiet
+     * spell comes with a UDP datagram that wakes it (docs/cluster.md).
+     * Open MPI gives no file descriptor to wait on, so a message that
+     * arrives without a wake-up waits for the end of the step. */
     int64_t poll_ns;
     int64_t idle_sleep_max_ns; /**< see poll_ns */
     /** rk_cluster_leave and the leave done by rk_runtime_destroy wait this
      * long for the peers' goodbyes (0: 2 s). */
     int64_t leave_timeout_ns;
+    int64_t idle_park_ns; /**< see poll_ns */
 } rk_cluster_config;
 
 /**

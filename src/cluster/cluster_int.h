@@ -29,13 +29,14 @@
  *   - the control kernel "rk.cluster" (mpi_join.c): an actor that only
  *     waits; when rk_runtime_destroy terminates it, it stops the threads
  *     above, so nothing outlives the runtime.
+ *   - the progress thread's idle wait and its wake-ups: an eventfd for
+ *     local producers, a UDP poke from peers (mpi_wake.c).
  *   - the join (mpi_join.c), the handle's references and free
  *     (mpi_handle.c), the id maps (mpi_idmap.c), and the public calls
  *     after the join (cluster_mpi.c).
  *
  * Locks: each peer's lock guards its staging buffers; a mailbox lock per
- * export; one lock per id map; wake_lock pairs the progress thread's
- * sleep with producers' wake-ups; a lock per rk_cluster_request slot;
+ * export; one lock per id map; a lock per rk_cluster_request slot;
  * export_lock serialises adding exports after the join. No lock is held
  * while calling the runtime or MPI, and no two of these are ever held
  * together, except stop_lock (rk__cl_stop) then export_lock.
@@ -46,6 +47,7 @@
 #include "ringkernel/cluster.h"
 
 #include <mpi.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -139,6 +141,7 @@ typedef struct cl_idmap {
     cl_ident *ent;
     int32_t *bucket;
     uint32_t head;
+    uint32_t n; /* entries in use (under lock) */
 } cl_idmap;
 
 /* ------------------------------------------------------------ objects */
@@ -256,6 +259,11 @@ typedef struct cl_peer {
     _Atomic uint32_t unsent;
     uint64_t last_heard, last_sent;
     bool bye_sent, bye_got;
+    /* Wake-ups (mpi_wake.c): when any thread of ours last sent this
+     * peer's progress thread a batch (relaxed: a stale value only costs
+     * or saves one poke), and where its poke socket is. */
+    _Atomic uint64_t last_tx;
+    struct sockaddr_in poke_to;
 } cl_peer;
 
 struct rk_cluster {
@@ -302,8 +310,14 @@ struct rk_cluster {
     bool leaving; /* rk_cluster_leave is running (control kernel) */
     bool clean;   /* every peer said goodbye */
 
-    pthread_mutex_t wake_lock;
-    pthread_cond_t wake;
+    /* The progress thread's idle wait (mpi_wake.c): it parks in ppoll on
+     * wake_fd (an eventfd local producers write while it sleeps) and
+     * poke_fd (a UDP socket peers send a datagram to with their first
+     * batch after a quiet spell). pokeable: every peer pokes us, so an
+     * idle park may last idle_park_ns. */
+    int wake_fd, poke_fd;
+    bool pokeable;
+    uint64_t poke_gap_ns; /* half the shortest poll_ns of any rank */
     _Atomic int sleeping;
     _Atomic int work;
 
@@ -365,19 +379,38 @@ rk__cl_ns_since(uint64_t then, uint64_t now)
     return now > then ? now - then : 0;
 }
 
+void rk__cl_wake_fd(rk_cluster *cl);
+void rk__cl_poke(rk_cluster *cl, int rank);
+
 /* Wakes the progress thread if it sleeps. The seq_cst store of work and
  * load of sleeping pair with the progress thread's seq_cst store of
- * sleeping and load of work (idle_sleep; a Dekker handshake: one of the
- * two sees the other). */
+ * sleeping and load of work (rk__cl_idle_wait; a Dekker handshake: one
+ * of the two sees the other). */
 static inline void
 rk__cl_wake_progress(rk_cluster *cl)
 {
     atomic_store(&cl->work, 1);
-    if (atomic_load(&cl->sleeping)) {
-        pthread_mutex_lock(&cl->wake_lock);
-        pthread_cond_signal(&cl->wake);
-        pthread_mutex_unlock(&cl->wake_lock);
-    }
+    if (atomic_load(&cl->sleeping))
+        rk__cl_wake_fd(cl);
+}
+
+/* Any thread of ours, after it handed MPI a batch for rank's progress
+ * thread at time now: the first batch after a quiet spell of more than
+ * poll_ns / 2 (the shortest of any rank's) also pokes that thread, which
+ * may be parked. One sent within the spell needs no poke: the peer
+ * received the one before less than poll_ns ago and polls for poll_ns
+ * after its last activity. */
+static inline void
+rk__cl_sent_to(rk_cluster *cl, int rank, uint64_t now)
+{
+    cl_peer *p = &cl->peers[rank];
+    uint64_t prev = atomic_load_explicit(&p->last_tx, memory_order_relaxed);
+
+    if (now - prev < 1000 && now >= prev)
+        return; /* a stream: no store per batch */
+    atomic_store_explicit(&p->last_tx, now, memory_order_relaxed);
+    if (rk__cl_ns_since(prev, now) > cl->poke_gap_ns)
+        rk__cl_poke(cl, rank);
 }
 
 /* A frame (kind, target and aux left 0) for a message with header h and
@@ -494,6 +527,10 @@ bool rk__cl_retry_held(rk_cluster *cl, int src);
 
 /* mpi_progress.c: the progress thread, and stopping it. */
 void *rk__cl_progress_main(void *arg);
+int rk__cl_wake_setup(rk_cluster *cl);
+void rk__cl_wake_close(rk_cluster *cl);
+bool rk__cl_idle_wait(rk_cluster *cl, int64_t ns);
+uint32_t rk__cl_idmap_size(cl_idmap *m);
 void rk__cl_stop(rk_cluster *cl);
 
 /* mpi_request.c */

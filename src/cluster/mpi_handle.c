@@ -53,8 +53,7 @@ cluster_free(rk_cluster *cl)
     free(cl->proxies);
     pthread_mutex_destroy(&cl->stop_lock);
     pthread_mutex_destroy(&cl->export_lock);
-    pthread_mutex_destroy(&cl->wake_lock);
-    pthread_cond_destroy(&cl->wake);
+    rk__cl_wake_close(cl);
     free(cl);
 }
 

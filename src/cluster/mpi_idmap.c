@@ -60,6 +60,7 @@ idmap_unlink(cl_idmap *m, int32_t i)
     if (*pp == i)
         *pp = m->ent[i].next;
     m->ent[i].used = false;
+    m->n--;
 }
 
 void
@@ -76,7 +77,19 @@ rk__cl_idmap_put(
         idmap_unlink(m, i);
     m->ent[i] = (cl_ident) { *id, rank, proxy, m->bucket[h], prio, true };
     m->bucket[h] = i;
+    m->n++;
     pthread_mutex_unlock(&m->lock);
+}
+
+uint32_t
+rk__cl_idmap_size(cl_idmap *m)
+{
+    uint32_t n;
+
+    pthread_mutex_lock(&m->lock);
+    n = m->n;
+    pthread_mutex_unlock(&m->lock);
+    return n;
 }
 
 bool

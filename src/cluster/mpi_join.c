@@ -83,6 +83,14 @@ config_defaults(rk_cluster_config *c)
         c->poll_ns = 1000000;
     if (c->idle_sleep_max_ns <= 0)
         c->idle_sleep_max_ns = 1000000;
+    if (c->idle_park_ns <= 0)
+        c->idle_park_ns = 50000000;
+    /* A parked thread still sends the heartbeats of a quiet link, every
+     * heartbeat_ns / 4. */
+    if (c->idle_park_ns > c->heartbeat_ns / 8)
+        c->idle_park_ns = c->heartbeat_ns / 8;
+    if (c->idle_park_ns < c->idle_sleep_max_ns)
+        c->idle_park_ns = c->idle_sleep_max_ns;
     if (c->leave_timeout_ns <= 0)
         c->leave_timeout_ns = 2000000000LL;
 }
@@ -428,8 +436,8 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
     atomic_init(&cl->refs, 1);
     pthread_mutex_init(&cl->stop_lock, NULL);
     pthread_mutex_init(&cl->export_lock, NULL);
-    pthread_mutex_init(&cl->wake_lock, NULL);
-    cond_init_mono(&cl->wake);
+    cl->wake_fd = -1;
+    cl->poke_fd = -1;
     for (int i = 0; i < CL_NRECV; i++)
         cl->rreq[i] = MPI_REQUEST_NULL;
     for (int i = 0; i < CL_NWAIT; i++) {
@@ -504,6 +512,9 @@ checked:
         p->last_heard = p->last_sent = rk_now_ns();
     }
     rc = directory_exchange(cl);
+    if ((rc = agree(cl, rc)) != RK_OK)
+        goto fail;
+    rc = rk__cl_wake_setup(cl); /* collective */
     if ((rc = agree(cl, rc)) != RK_OK)
         goto fail;
     for (int i = 0; i < CL_NRECV; i++) {

@@ -5,7 +5,7 @@
  * back to it, anything else to the export's mailbox, read with
  * rk_cluster_recv), returns credits, sends (mpi_send.c), declares silent
  * peers dead, and at a leave runs the goodbye; then it polls for a
- * while, and naps when idle. rk__cl_stop stops it and the ingress
+ * while, and naps when idle (mpi_wake.c: how it waits, who wakes it). rk__cl_stop stops it and the ingress
  * threads.
  */
 #include <pthread.h>
@@ -111,25 +111,35 @@ drain_poll(rk_cluster *cl, cl_export *e)
     return did;
 }
 
-static void
-idle_sleep(rk_cluster *cl, int64_t ns)
+/* Whether an idle nap may grow to idle_park_ns: every peer can poke us
+ * (mpi_wake.c), and nothing is in hand that would go on without a
+ * wake-up: no peer's request in a kernel (its reply comes out of the
+ * kernel's output, which only this thread's rounds read), no frame held
+ * for a full kernel, no batch in MPI's hands (a large one needs this
+ * side's progress to be sent). */
+static bool
+may_park(rk_cluster *cl)
 {
-    struct timespec ts;
+    if (!cl->pokeable || rk__cl_idmap_size(&cl->served) != 0)
+        return false;
+    for (int r = 0; r < cl->size; r++) {
+        cl_peer *p = &cl->peers[r];
 
-    pthread_mutex_lock(&cl->wake_lock);
-    atomic_store(&cl->sleeping, 1);
-    if (!atomic_exchange(&cl->work, 0) && !atomic_load(&cl->stop)) {
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += ns;
-        while (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
+        if (r == cl->rank || atomic_load(&p->state) != PEER_LIVE)
+            continue;
+        if (p->held.len != 0)
+            return false;
+        for (int i = 0; i < CL_NSEND; i++) {
+            int done = 0;
+
+            if (p->sb[i].req != MPI_REQUEST_NULL
+                && (MPI_Test(&p->sb[i].req, &done, MPI_STATUS_IGNORE)
+                        != MPI_SUCCESS
+                    || !done))
+                return false; /* a failed test: the next round sees it */
         }
-        PSTAT(cl, idle_sleeps, 1);
-        pthread_cond_timedwait(&cl->wake, &cl->wake_lock, &ts);
     }
-    atomic_store(&cl->sleeping, 0);
-    pthread_mutex_unlock(&cl->wake_lock);
+    return true;
 }
 
 static bool
@@ -214,7 +224,7 @@ rk__cl_progress_main(void *arg)
             continue;
         }
         if (atomic_load_explicit(&cl->driving, memory_order_relaxed) > 0) {
-            idle_sleep(cl, CL_DRIVEN_NAP_NS);
+            rk__cl_idle_wait(cl, CL_DRIVEN_NAP_NS);
             continue;
         }
         if (rk__cl_ns_since(last_act, now) < (uint64_t)cl->cfg.poll_ns) {
@@ -225,13 +235,27 @@ rk__cl_progress_main(void *arg)
                 sched_yield();
             rk__cl_sendbuf_reap(cl);
             for (int j = 0; j < CL_HOT_POLLS; j++)
-                if (rk__cl_poll_recv(cl, now))
+                if (rk__cl_poll_recv(cl, now)) {
+                    /* A batch received is activity: peers that sent
+                     * within poll_ns count on this thread polling
+                     * (rk__cl_sent_to). */
+                    last_act = now;
                     break;
+                }
             continue;
         }
-        idle_sleep(cl, nap);
-        nap = nap * 2 > cl->cfg.idle_sleep_max_ns ? cl->cfg.idle_sleep_max_ns
-                                                  : nap * 2;
+        {
+            int64_t cap = cl->cfg.idle_sleep_max_ns;
+
+            if (nap * 2 > cap && may_park(cl))
+                cap = cl->cfg.idle_park_ns;
+            if (rk__cl_idle_wait(cl, nap)) {
+                last_act = rk_now_ns(); /* woken: poll again */
+                nap = 2000;
+            } else {
+                nap = nap * 2 > cap ? cap : nap * 2;
+            }
+        }
     }
     cl->clean = true;
     for (int r = 0; r < cl->size; r++) {

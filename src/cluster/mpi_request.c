@@ -250,6 +250,7 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
     /* This thread makes MPI progress now: the progress thread naps. */
     atomic_fetch_add_explicit(&cl->driving, 1, memory_order_relaxed);
     now = t0 = rk_now_ns();
+    rk__cl_sent_to(cl, rank, t0); /* the request went just now */
     deadline = timeout_ns < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ns;
     for (uint32_t i = 1; posted == RK_OK; i++) {
         if (!sent

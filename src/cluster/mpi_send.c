@@ -141,6 +141,7 @@ rk__cl_flush(rk_cluster *cl, cl_peer *p, uint16_t flags, uint64_t now)
             &p->unsent, b->ncredited, memory_order_release);
     p->owed = 0;
     p->last_sent = now;
+    rk__cl_sent_to(cl, rank, now);
     b->len = 0;
     b->nframes = 0;
     b->ncredited = 0;
