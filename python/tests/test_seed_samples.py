@@ -5,9 +5,11 @@ samples and issue 28 rely on."""
 import asyncio
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+
 import pytest
 
 import ringkernel as rk
@@ -178,6 +180,12 @@ def test_telemetry_object_and_stats_dict():
         rt.activate("pipe_scale")
         rt.send("pipe_scale", Raw(values=[1]))
         rt.receive("pipe_scale", timeout=5)
+        # An actor's message counts as processed once it asks for the next
+        # one, which may come just after its reply: wait for it (bounded).
+        deadline = time.monotonic() + 10
+        while (rt.get_kernel_stats("pipe_scale")["processed"] < 1
+               and time.monotonic() < deadline):
+            time.sleep(0.001)
         t = rt.get_telemetry("pipe_scale")
         assert isinstance(t, rk.RingKernelTelemetry) and t.kernel_id == "pipe_scale"
         assert t.messages_processed == t["processed"] and t["offered"] == 1
