@@ -845,4 +845,8 @@ typedef struct rk_dev_host_kernel {
 /** Declares an actor function with the right qualifiers. */
 #define RK_DEV_ACTOR(name) RK_DEV_FN int name
 
+/* One-shot kernels (RK_DEV_ONESHOT) and the barriers: always with the
+ * device API, so a source compiled through the NVRTC prelude has them. */
+#include "ringkernel/dev_oneshot.h"
+
 #endif /* RINGKERNEL_DEV_KERNEL_H */

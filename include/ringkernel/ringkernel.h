@@ -17,6 +17,7 @@
 #include "ringkernel/log.h"
 #include "ringkernel/message.h"
 #include "ringkernel/metrics.h"
+#include "ringkernel/oneshot.h"
 #include "ringkernel/pool.h"
 #include "ringkernel/queue.h"
 #include "ringkernel/runtime.h"

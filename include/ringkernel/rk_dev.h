@@ -323,4 +323,126 @@ rk_dev_copy_block(void *dst, const void *src, rk_dev_u32 n)
         d[i] = s[i];
 }
 
+/* ---------------------------------------------------------- warps */
+/*
+ * Warp-level helpers. On the device a warp is 32 threads and every one of
+ * them must call the helper (the full mask 0xffffffff is used: launch
+ * blocks of a multiple of 32 threads). On the host a block is one thread,
+ * so a warp is one lane: a shuffle returns the caller's own value (as
+ * CUDA does when the source lane is outside the warp), a vote is the
+ * caller's own predicate, a warp sync is nothing. Written once, the same
+ * reduction runs whole either way (rk_dev_warp_sum32).
+ */
+/** Threads per warp: 32 on the device, 1 on the host. */
+RK_DEV_FN rk_dev_u32
+rk_dev_warp_size(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return 32u;
+#else
+    return 1u;
+#endif
+}
+
+/** The calling thread's lane in its warp (0 on the host). */
+RK_DEV_FN rk_dev_u32
+rk_dev_lane_id(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return threadIdx.x & 31u;
+#else
+    return 0u;
+#endif
+}
+
+/** Every lane of the warp waits here (__syncwarp; nothing on the host). */
+RK_DEV_FN void
+rk_dev_sync_warp(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    __syncwarp(0xffffffffu);
+#endif
+}
+
+/** v of lane src (__shfl_sync); the caller's own v on the host. */
+RK_DEV_FN rk_dev_u32
+rk_dev_shfl32(rk_dev_u32 v, rk_dev_u32 src)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return __shfl_sync(0xffffffffu, v, (int)src);
+#else
+    (void)src;
+    return v;
+#endif
+}
+
+/** v of lane (this lane + delta), or the caller's own v where that lane is
+ * outside the warp (__shfl_down_sync); always the caller's own on the
+ * host. */
+RK_DEV_FN rk_dev_u32
+rk_dev_shfl_down32(rk_dev_u32 v, rk_dev_u32 delta)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return __shfl_down_sync(0xffffffffu, v, delta);
+#else
+    (void)delta;
+    return v;
+#endif
+}
+
+/** v of lane (this lane ^ mask) (__shfl_xor_sync); the caller's own v on
+ * the host. */
+RK_DEV_FN rk_dev_u32
+rk_dev_shfl_xor32(rk_dev_u32 v, rk_dev_u32 mask)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return __shfl_xor_sync(0xffffffffu, v, (int)mask);
+#else
+    (void)mask;
+    return v;
+#endif
+}
+
+/** 1 when pred is non-zero on every lane (__all_sync). */
+RK_DEV_FN int
+rk_dev_vote_all(int pred)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return __all_sync(0xffffffffu, pred) != 0;
+#else
+    return pred != 0;
+#endif
+}
+
+/** 1 when pred is non-zero on some lane (__any_sync). */
+RK_DEV_FN int
+rk_dev_vote_any(int pred)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return __any_sync(0xffffffffu, pred) != 0;
+#else
+    return pred != 0;
+#endif
+}
+
+/** Bit i set when pred is non-zero on lane i (__ballot_sync). */
+RK_DEV_FN rk_dev_u32
+rk_dev_ballot(int pred)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    return __ballot_sync(0xffffffffu, pred);
+#else
+    return pred != 0 ? 1u : 0u;
+#endif
+}
+
+/** The sum of v over the warp, in lane 0 (other lanes: partial sums). */
+RK_DEV_FN rk_dev_u32
+rk_dev_warp_sum32(rk_dev_u32 v)
+{
+    for (rk_dev_u32 d = rk_dev_warp_size() / 2; d > 0; d /= 2)
+        v += rk_dev_shfl_down32(v, d);
+    return v;
+}
+
 #endif /* RINGKERNEL_RK_DEV_H */

@@ -52,12 +52,14 @@
 
 /* Bump when an entry's meaning, the launch spec or the control block's
  * layout changes; a backend built for another version is refused. */
-#define RK__BACKEND_ABI 7
+#define RK__BACKEND_ABI 8
 
 struct rk_call_reply; /* ringkernel/runtime.h: rk_kernel_call_reply */
 struct rk_kernel_config; /* ringkernel/runtime.h */
 struct rk__inbox_batch; /* a batch taken from an inbox (queue/inbox.h) */
 struct rk__hist;      /* telemetry/histogram.h */
+struct rk_oneshot_def; /* ringkernel/oneshot.h */
+struct rk_oneshot_launch; /* ringkernel/oneshot.h */
 
 /* A piece of memory the backend placed: host address (always usable by
  * the host) and the instance's address for it (0 where the instance uses
@@ -201,6 +203,15 @@ typedef struct rk__backend_inst rk__backend_inst; /* backend-private */
 #define RK__CODE_HOST   1u /* C actor and handler functions */
 #define RK__CODE_DEVICE 2u /* rk_kernel_config.device_source */
 
+/* A one-shot kernel as a backend sees it (ringkernel/oneshot.h): the
+ * definition the runtime checked and copied (def->name set, entry set),
+ * and be, the backend's state for it (exec_load sets it, exec_unload
+ * frees it). The runtime owns the struct. */
+typedef struct rk__exec_kernel {
+    const struct rk_oneshot_def *def;
+    void *be;
+} rk__exec_kernel;
+
 typedef struct rk__backend {
     uint32_t abi_version; /* RK__BACKEND_ABI */
     const char *name;     /* "cpu", "cuda", ... */
@@ -265,6 +276,19 @@ typedef struct rk__backend {
      * rk_kernel_call, rk_kernel_call_reply. */
     int (*call)(rk__backend_inst *bi, const rk_msg_header *h,
         const void *payload, size_t len, struct rk_call_reply *reply);
+
+    /* One-shot kernels (ringkernel/oneshot.h). All three optional; exec
+     * NULL: the backend runs none (rk_oneshot_create: RK_ENOTSUP).
+     * exec_load: the kernel was defined on this backend: get it ready
+     * (the cuda backend compiles and loads it now, RK_EBUSY while
+     * persistent kernels are resident and it is not loaded). exec: runs
+     * one launch (the runtime checked its sizes) to completion on the
+     * calling thread, RK_OK or an RK_E* code with a detail naming the
+     * kernel; any thread, concurrently. exec_unload: releases be, once no
+     * launch runs. */
+    int (*exec_load)(rk__exec_kernel *k);
+    int (*exec)(rk__exec_kernel *k, const struct rk_oneshot_launch *l);
+    void (*exec_unload)(rk__exec_kernel *k);
 } rk__backend;
 
 /* ---- src/backend/registry.c */

@@ -76,4 +76,31 @@ cuda_count_op(const char *ptx, const char *op)
     return n;
 }
 
+/* Before anything loads the driver: the stand-in fake_lib unless
+ * RK_TEST_CUDA_REAL=1 asks for the real driver, and a private kernel
+ * cache in a new directory (dir, cap bytes). Returns 1 on a real GPU, 0
+ * on the stand-in, -1 when the directory cannot be made. */
+static inline int
+cuda_sim_begin(const char *fake_lib, char *dir, size_t cap)
+{
+    const char *real = getenv("RK_TEST_CUDA_REAL");
+    int real_gpu = real != NULL && strcmp(real, "1") == 0;
+    if (!real_gpu)
+        setenv("RK_CUDA_DRIVER", fake_lib, 1);
+    snprintf(dir, cap, "/tmp/rk-fake-cache-XXXXXX");
+    if (mkdtemp(dir) == NULL)
+        return -1;
+    setenv("RK_KERNEL_CACHE_DIR", dir, 1);
+    return real_gpu;
+}
+
+/* Removes cuda_sim_begin's cache directory: 0, or 1 when that fails. */
+static inline int
+cuda_sim_end(const char *dir)
+{
+    char cmd[200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) != 0;
+}
+
 #endif /* RK_TEST_CUDA_HELPERS_H */

@@ -108,4 +108,5 @@ const rk__backend rk__backend_cpu = {
     .cpu_time = cpu_time,
     .destroy = cpu_destroy,
     .call = rk__cpu_call,
+    .exec = rk__cpu_exec,
 };

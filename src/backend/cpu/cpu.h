@@ -94,4 +94,9 @@ void rk__cpu_ack(rk__backend_inst *bi, uint32_t ack);
 int rk__cpu_ctx_init(rk__backend_inst *bi, const rk__backend_launch *spec);
 void rk__cpu_ctx_fini(rk__backend_inst *bi);
 
+/* exec.c: a one-shot kernel's launch on the calling thread (its host
+ * fallback), the table's exec entry. */
+struct rk_oneshot_launch;
+int rk__cpu_exec(rk__exec_kernel *k, const struct rk_oneshot_launch *l);
+
 #endif /* RK_SRC_BACKEND_CPU_H */

@@ -42,6 +42,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/devhost.h"
 #include "backend/cuda/devwide.h"
+#include "backend/cuda/exec.h"
 #include "backend/cuda/nvrtc.h"
 #include "common/common.h"
 #include "device/cuda_driver.h"
@@ -852,4 +853,7 @@ const rk__backend rk__backend_cuda = {
     .release = cuda_release,
     .launch = cuda_launch,
     .destroy = cuda_destroy,
+    .exec_load = rk__cuda_exec_load,
+    .exec = rk__cuda_exec,
+    .exec_unload = rk__cuda_exec_unload,
 };

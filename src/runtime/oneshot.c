@@ -1,0 +1,293 @@
+/*
+ * src/runtime/oneshot.c - one-shot kernels (ringkernel/oneshot.h): the
+ * runtime's side. It checks definitions and launches, decides which
+ * backend runs a kernel, and runs launches through that backend's exec
+ * entries (backend.h); a started launch runs on a thread of its own and
+ * completes a rk_oneshot_done.
+ *
+ * The decision: the definition's backend name ("auto"/NULL: the first
+ * usable backend, best first, that runs one of the kernel's forms, so
+ * CUDA C goes to cuda where it can run and the host fallback to cpu
+ * elsewhere); a backend that runs neither of the kernel's forms is
+ * refused (RK_ENOTSUP naming the kernel), as is one without exec.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/backend.h"
+#include "common/common.h"
+#include "ringkernel/oneshot.h"
+
+struct rk_oneshot {
+    const rk__backend *be;
+    rk_oneshot_def def; /* strings point into the copies below */
+    rk__exec_kernel xk;
+    char *name, *source, *entry, *source_name;
+};
+
+struct rk_oneshot_done {
+    rk_oneshot *k;
+    rk_oneshot_launch l; /* args and bufs point into the copies below */
+    unsigned char args[RK_ONESHOT_ARG_MAX];
+    rk_buffer *bufs[RK_ONESHOT_MAX_BUFS];
+    pthread_t th;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* CLOCK_MONOTONIC */
+    int done, rc;        /* under lock */
+    char detail[512];    /* the launch's error detail, under lock */
+};
+
+static char *
+dup_or_null(const char *s, int *oom)
+{
+    char *d;
+    if (s == NULL)
+        return NULL;
+    if ((d = strdup(s)) == NULL)
+        *oom = 1;
+    return d;
+}
+
+static void
+oneshot_free(rk_oneshot *k)
+{
+    free(k->name);
+    free(k->source);
+    free(k->entry);
+    free(k->source_name);
+    free(k);
+}
+
+int
+rk_oneshot_create(const rk_oneshot_def *def, rk_oneshot **out)
+{
+    const rk__backend *be;
+    rk_oneshot *k;
+    uint32_t code;
+    int rc, oom = 0;
+
+    if (out == NULL || def == NULL)
+        return rk__fail(RK_EINVAL, "rk_oneshot_create: def and out needed");
+    *out = NULL;
+    if (def->name == NULL || def->name[0] == '\0'
+        || strlen(def->name) > RK_ID_MAX)
+        return rk__fail(RK_EINVAL,
+            "rk_oneshot_create: a kernel needs a name of 1 to %d bytes",
+            RK_ID_MAX);
+    code = (def->source != NULL ? RK__CODE_DEVICE : 0u)
+        | (def->host != NULL ? RK__CODE_HOST : 0u);
+    if (code == 0)
+        return rk__fail(RK_EINVAL,
+            "one-shot kernel '%s': neither CUDA C source nor a host "
+            "fallback", def->name);
+    if ((rc = rk__backend_find_for(def->backend, code, &be)) != RK_OK) {
+        char why[400];
+        snprintf(why, sizeof(why), "%s", rk_errdetail());
+        return rk__fail(rc, "one-shot kernel '%s': %s", def->name, why);
+    }
+    if ((be->code & code) == 0)
+        return rk__fail(RK_ENOTSUP,
+            "one-shot kernel '%s': backend '%s' runs %s, and the kernel has "
+            "%s only", def->name, be->name,
+            be->code & RK__CODE_HOST ? "host code" : "device code",
+            code & RK__CODE_HOST ? "a host fallback" : "CUDA C source (no "
+                                                       "host fallback)");
+    if (be->exec == NULL)
+        return rk__fail(RK_ENOTSUP,
+            "one-shot kernel '%s': backend '%s' runs no one-shot kernels",
+            def->name, be->name);
+    if ((k = calloc(1, sizeof(*k))) == NULL)
+        return rk__fail(RK_ENOMEM, "one-shot kernel '%s': no memory",
+            def->name);
+    k->be = be;
+    k->def = *def;
+    k->name = dup_or_null(def->name, &oom);
+    k->source = dup_or_null(def->source, &oom);
+    k->entry = dup_or_null(def->entry ? def->entry : def->name, &oom);
+    k->source_name = dup_or_null(def->source_name, &oom);
+    if (oom) {
+        oneshot_free(k);
+        return rk__fail(RK_ENOMEM, "one-shot kernel '%s': no memory",
+            def->name);
+    }
+    k->def.name = k->name;
+    k->def.source = k->source;
+    k->def.entry = k->entry;
+    k->def.source_name = k->source_name;
+    k->def.backend = be->name;
+    k->xk.def = &k->def;
+    if (be->exec_load != NULL && (rc = be->exec_load(&k->xk)) != RK_OK) {
+        oneshot_free(k);
+        return rc; /* the backend's detail names the kernel */
+    }
+    *out = k;
+    return RK_OK;
+}
+
+void
+rk_oneshot_destroy(rk_oneshot *k)
+{
+    if (k == NULL)
+        return;
+    if (k->be->exec_unload != NULL)
+        k->be->exec_unload(&k->xk);
+    oneshot_free(k);
+}
+
+const char *
+rk_oneshot_backend(const rk_oneshot *k)
+{
+    return k != NULL ? k->be->name : NULL;
+}
+
+/* The launch's sizes, before anything runs. */
+static int
+check_launch(const rk_oneshot *k, const rk_oneshot_launch *l)
+{
+    if (l->grid == 0 || l->grid > 65535 || l->block == 0 || l->block > 1024)
+        return rk__fail(RK_EINVAL,
+            "one-shot kernel '%s': grid %u x block %u (1..65535 x 1..1024)",
+            k->name, l->grid, l->block);
+    if (l->args_len > RK_ONESHOT_ARG_MAX
+        || (l->args_len > 0 && l->args == NULL))
+        return rk__fail(RK_EINVAL,
+            "one-shot kernel '%s': %zu bytes of arguments (at most %d, and "
+            "not NULL)", k->name, l->args_len, RK_ONESHOT_ARG_MAX);
+    if (l->nbuf > RK_ONESHOT_MAX_BUFS || (l->nbuf > 0 && l->bufs == NULL))
+        return rk__fail(RK_EINVAL,
+            "one-shot kernel '%s': %zu buffers (at most %d)", k->name,
+            l->nbuf, RK_ONESHOT_MAX_BUFS);
+    for (size_t i = 0; i < l->nbuf; i++)
+        if (l->bufs[i] == NULL)
+            return rk__fail(RK_EINVAL,
+                "one-shot kernel '%s': buffer %zu is NULL", k->name, i);
+    return RK_OK;
+}
+
+int
+rk_oneshot_run(rk_oneshot *k, const rk_oneshot_launch *l)
+{
+    int rc;
+
+    if (k == NULL || l == NULL)
+        return rk__fail(RK_EINVAL, "rk_oneshot_run: kernel and launch needed");
+    if ((rc = check_launch(k, l)) != RK_OK)
+        return rc;
+    return k->be->exec(&k->xk, l);
+}
+
+static void *
+done_main(void *arg)
+{
+    rk_oneshot_done *d = arg;
+    int rc = d->k->be->exec(&d->k->xk, &d->l);
+
+    pthread_mutex_lock(&d->lock);
+    d->rc = rc;
+    if (rc != RK_OK)
+        snprintf(d->detail, sizeof(d->detail), "%s", rk_errdetail());
+    d->done = 1;
+    pthread_cond_broadcast(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+    return NULL;
+}
+
+int
+rk_oneshot_start(
+    rk_oneshot *k, const rk_oneshot_launch *l, rk_oneshot_done **out)
+{
+    pthread_condattr_t ca;
+    rk_oneshot_done *d;
+    int rc;
+
+    if (k == NULL || l == NULL || out == NULL)
+        return rk__fail(
+            RK_EINVAL, "rk_oneshot_start: kernel, launch and out needed");
+    *out = NULL;
+    if ((rc = check_launch(k, l)) != RK_OK)
+        return rc;
+    if ((d = calloc(1, sizeof(*d))) == NULL)
+        return rk__fail(RK_ENOMEM, "one-shot kernel '%s': no memory", k->name);
+    d->k = k;
+    d->l = *l;
+    if (l->args_len > 0)
+        memcpy(d->args, l->args, l->args_len);
+    for (size_t i = 0; i < l->nbuf; i++)
+        d->bufs[i] = l->bufs[i];
+    d->l.args = d->args;
+    d->l.bufs = d->bufs;
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&d->th, NULL, done_main, d) != 0) {
+        pthread_cond_destroy(&d->cond);
+        pthread_mutex_destroy(&d->lock);
+        free(d);
+        return rk__fail(RK_ENOMEM,
+            "one-shot kernel '%s': cannot start a thread", k->name);
+    }
+    *out = d;
+    return RK_OK;
+}
+
+int
+rk_oneshot_wait(rk_oneshot_done *d, int64_t timeout_ns)
+{
+    struct timespec at;
+    int rc;
+
+    if (d == NULL)
+        return rk__fail(RK_EINVAL, "rk_oneshot_wait: no launch");
+    if (timeout_ns > 0) {
+        clock_gettime(CLOCK_MONOTONIC, &at);
+        at.tv_sec += (time_t)(timeout_ns / 1000000000);
+        at.tv_nsec += (long)(timeout_ns % 1000000000);
+        if (at.tv_nsec >= 1000000000L) {
+            at.tv_sec++;
+            at.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&d->lock);
+    while (!d->done && timeout_ns != RK_NO_WAIT) {
+        if (timeout_ns < 0)
+            pthread_cond_wait(&d->cond, &d->lock);
+        else if (pthread_cond_timedwait(&d->cond, &d->lock, &at) != 0)
+            break;
+    }
+    if (!d->done) {
+        pthread_mutex_unlock(&d->lock);
+        return rk__fail(RK_ETIMEDOUT, "one-shot kernel '%s': still running",
+            d->k->name);
+    }
+    rc = d->rc;
+    if (rc != RK_OK)
+        rk__fail(rc, "%s", d->detail);
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+void
+rk_oneshot_done_free(rk_oneshot_done *d)
+{
+    if (d == NULL)
+        return;
+    (void)pthread_join(d->th, NULL);
+    pthread_cond_destroy(&d->cond);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}
+
+int
+rk_ctx_execute_kernel(rk_ctx *ctx, rk_oneshot *k, const rk_oneshot_launch *l,
+    rk_oneshot_done **done)
+{
+    if (ctx == NULL || k == NULL || l == NULL)
+        return rk__fail(RK_EINVAL,
+            "rk_ctx_execute_kernel: context, kernel and launch needed");
+    return done != NULL ? rk_oneshot_start(k, l, done) : rk_oneshot_run(k, l);
+}
