@@ -259,10 +259,8 @@ static PyMethodDef buffer_methods[] = {
 };
 
 static PyTypeObject Buffer_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ringkernel._core.Buffer",
-    .tp_basicsize = sizeof(rkpy_buffer),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "An rk_buffer; its host side through the buffer protocol.",
+    RKPY_TYPE_HEAD("Buffer", rkpy_buffer,
+        "An rk_buffer; its host side through the buffer protocol."),
     .tp_new = PyType_GenericNew,
     .tp_init = buffer_init,
     .tp_dealloc = buffer_dealloc,
@@ -273,12 +271,5 @@ static PyTypeObject Buffer_Type = {
 int
 rkpy_buffer_init(PyObject *m)
 {
-    if (PyType_Ready(&Buffer_Type) < 0)
-        return -1;
-    Py_INCREF(&Buffer_Type);
-    if (PyModule_AddObject(m, "Buffer", (PyObject *)&Buffer_Type) < 0) {
-        Py_DECREF(&Buffer_Type);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddType(m, &Buffer_Type);
 }

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* =============================================================== Ctx */
 
 typedef struct rkpy_ctx {
@@ -29,7 +28,8 @@ static PyObject *
 ctx_value(rkpy_ctx *c, const rk_msg_view *v, int raw)
 {
     rkpy_last_payload_id = (rk_uuid) { 0 };
-    PyObject *r = rkpy_payload_value(c->pa->in_mt, v->hdr, v->data, v->len, raw);
+    PyObject *r
+        = rkpy_payload_value(c->pa->in_mt, v->hdr, v->data, v->len, raw);
     c->last_pid = rkpy_last_payload_id;
     return r;
 }
@@ -231,20 +231,15 @@ ctx_kernel_id(PyObject *self, void *closure)
 }
 
 static PyMethodDef ctx_methods[] = {
-    { "recv", (PyCFunction)(void (*)(void))ctx_recv,
-        METH_VARARGS | METH_KEYWORDS,
+    { "recv", RKPY_KW(ctx_recv),
         "recv(timeout_ns=None, raw=False): the next input message." },
     { "should_terminate", ctx_should_terminate, METH_NOARGS,
         "rk_should_terminate (a safe point: parks while deactivated)." },
-    { "send", (PyCFunction)(void (*)(void))ctx_send,
-        METH_VARARGS | METH_KEYWORDS, "send(obj, mt=None, type_id=0)." },
-    { "send_recv", (PyCFunction)(void (*)(void))ctx_send_recv,
-        METH_VARARGS | METH_KEYWORDS,
+    { "send", RKPY_KW(ctx_send), "send(obj, mt=None, type_id=0)." },
+    { "send_recv", RKPY_KW(ctx_send_recv),
         "send_recv(obj, mt=None, timeout_ns=None, raw=False)." },
-    { "send_to", (PyCFunction)(void (*)(void))ctx_send_to,
-        METH_VARARGS | METH_KEYWORDS, "send_to(kernel_id, obj, mt=None)." },
-    { "publish", (PyCFunction)(void (*)(void))ctx_publish,
-        METH_VARARGS | METH_KEYWORDS, "publish(topic, obj, mt=None)." },
+    { "send_to", RKPY_KW(ctx_send_to), "send_to(kernel_id, obj, mt=None)." },
+    { "publish", RKPY_KW(ctx_publish), "publish(topic, obj, mt=None)." },
     { NULL, NULL, 0, NULL },
 };
 
@@ -253,18 +248,9 @@ static PyGetSetDef ctx_getset[] = {
     { NULL, NULL, NULL, NULL, NULL },
 };
 
-static void
-ctx_dealloc(PyObject *self)
-{
-    Py_TYPE(self)->tp_free(self);
-}
-
 PyTypeObject rkpy_Ctx_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ringkernel._core.Ctx",
-    .tp_basicsize = sizeof(rkpy_ctx),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A Python actor's kernel context (valid during its call).",
-    .tp_dealloc = ctx_dealloc,
+    RKPY_TYPE_HEAD("Ctx", rkpy_ctx,
+        "A Python actor's kernel context (valid during its call)."),
     .tp_methods = ctx_methods,
     .tp_getset = ctx_getset,
 };

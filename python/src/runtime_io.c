@@ -301,15 +301,8 @@ rkpy_runtime_request(PyObject *self, PyObject *args, PyObject *kw)
 PyObject *
 rkpy_runtime_stats(PyObject *self, PyObject *idobj)
 {
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = rkpy_kid(idobj);
-    if (id == NULL || rkpy_rt_enter(r) < 0)
-        return NULL;
     rk_kernel_stats s;
-    int rc = rk_kernel_stats_get(r->rt, id, &s);
-    rkpy_rt_leave(r);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
+    RKPY_KERNEL_GET(self, idobj, rk_kernel_stats_get, &s);
     return Py_BuildValue("{sssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsdsKsKsK}",
         "state",
         rk_kernel_state_name(s.state), "offered",
