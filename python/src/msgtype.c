@@ -444,9 +444,7 @@ static PyGetSetDef msgtype_getset[] = {
 PyTypeObject rkpy_MsgType_Type = {
     RKPY_TYPE_HEAD("MsgType", rkpy_msgtype,
         "A message type's C descriptor (built from a @message class)."),
-    .tp_new = PyType_GenericNew,
-    .tp_init = msgtype_init,
-    .tp_dealloc = msgtype_dealloc,
+    RKPY_TYPE_NEW(msgtype_init, msgtype_dealloc),
     .tp_methods = msgtype_methods,
     .tp_getset = msgtype_getset,
 };

@@ -88,6 +88,11 @@ PyObject *rkpy_gil_spin_us(PyObject *self, PyObject *arg);
     .tp_flags = Py_TPFLAGS_DEFAULT, .tp_doc = (doc)
 /* clang-format on */
 
+/* The slots of a type that Python code instantiates: generic allocation,
+ * then init; dealloc releases what init made. */
+#define RKPY_TYPE_NEW(init, dealloc)                                          \
+    .tp_new = PyType_GenericNew, .tp_init = (init), .tp_dealloc = (dealloc)
+
 /* A PyMethodDef's function and flags for a method taking (args, kwargs). */
 #define RKPY_KW(fn)                                                           \
     (PyCFunction)(void (*)(void))(fn), METH_VARARGS | METH_KEYWORDS

@@ -541,9 +541,7 @@ static PyGetSetDef runtime_getset[] = {
 static PyTypeObject Runtime_Type = {
     RKPY_TYPE_HEAD("Runtime", rkpy_runtime,
         "An rk_runtime (see ringkernel.RingKernelRuntime)."),
-    .tp_new = PyType_GenericNew,
-    .tp_init = runtime_init,
-    .tp_dealloc = runtime_dealloc,
+    RKPY_TYPE_NEW(runtime_init, runtime_dealloc),
     .tp_methods = runtime_methods,
     .tp_getset = runtime_getset,
     .tp_weaklistoffset = offsetof(rkpy_runtime, weakrefs),
