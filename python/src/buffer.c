@@ -31,13 +31,14 @@ static const struct {
     { 'Q', RK_DTYPE_U64 }, { 'q', RK_DTYPE_I64 }, { 'f', RK_DTYPE_F32 },
     { 'd', RK_DTYPE_F64 } };
 
-static int
-buffer_ok(rkpy_buffer *b)
+/* self's rk_buffer, or NULL with RK_ECLOSED raised once it is freed. */
+static rk_buffer *
+buffer_live(PyObject *self)
 {
-    if (b->buf != NULL)
-        return 1;
-    rkpy_raise(RK_ECLOSED, "the buffer has been freed");
-    return 0;
+    rk_buffer *buf = ((rkpy_buffer *)self)->buf;
+    if (buf == NULL)
+        rkpy_raise(RK_ECLOSED, "the buffer has been freed");
+    return buf;
 }
 
 /* Buffer(shape: tuple of 1-3 ints, format: struct char, device=0) */
@@ -117,7 +118,7 @@ static int
 buffer_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     rkpy_buffer *b = (rkpy_buffer *)self;
-    if (!buffer_ok(b))
+    if (buffer_live(self) == NULL)
         return -1;
     void *p;
     /* write_mode 2: a writable view that reads (PyDotCompute's `host`:
@@ -162,7 +163,7 @@ static PyObject *
 buffer_call(PyObject *self, PyObject *arg)
 {
     rkpy_buffer *b = (rkpy_buffer *)self;
-    if (!buffer_ok(b))
+    if (buffer_live(self) == NULL)
         return NULL;
     const char *op = PyUnicode_AsUTF8(arg);
     if (op == NULL)
@@ -196,21 +197,21 @@ static PyObject *
 buffer_state(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    rkpy_buffer *b = (rkpy_buffer *)self;
-    if (!buffer_ok(b))
+    rk_buffer *buf = buffer_live(self);
+    if (buf == NULL)
         return NULL;
-    return PyLong_FromLong((long)rk_buffer_get_state(b->buf));
+    return PyLong_FromLong((long)rk_buffer_get_state(buf));
 }
 
 static PyObject *
 buffer_stats(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    rkpy_buffer *b = (rkpy_buffer *)self;
-    if (!buffer_ok(b))
+    rk_buffer *buf = buffer_live(self);
+    if (buf == NULL)
         return NULL;
     rk_buffer_stats s;
-    rk_buffer_stats_get(b->buf, &s);
+    rk_buffer_stats_get(buf, &s);
     return Py_BuildValue("{sKsKsKsKsK}", "h2d_transfers",
         (unsigned long long)s.h2d_transfers, "d2h_transfers",
         (unsigned long long)s.d2h_transfers, "h2d_bytes",
@@ -259,13 +260,9 @@ static PyMethodDef buffer_methods[] = {
 };
 
 static PyTypeObject Buffer_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ringkernel._core.Buffer",
-    .tp_basicsize = sizeof(rkpy_buffer),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "An rk_buffer; its host side through the buffer protocol.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = buffer_init,
-    .tp_dealloc = buffer_dealloc,
+    RKPY_TYPE_HEAD("Buffer", rkpy_buffer,
+        "An rk_buffer; its host side through the buffer protocol."),
+    RKPY_TYPE_NEW(buffer_init, buffer_dealloc),
     .tp_methods = buffer_methods,
     .tp_as_buffer = &buffer_as_buffer,
 };
@@ -273,12 +270,5 @@ static PyTypeObject Buffer_Type = {
 int
 rkpy_buffer_init(PyObject *m)
 {
-    if (PyType_Ready(&Buffer_Type) < 0)
-        return -1;
-    Py_INCREF(&Buffer_Type);
-    if (PyModule_AddObject(m, "Buffer", (PyObject *)&Buffer_Type) < 0) {
-        Py_DECREF(&Buffer_Type);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddType(m, &Buffer_Type);
 }

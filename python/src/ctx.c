@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* =============================================================== Ctx */
 
 typedef struct rkpy_ctx {
@@ -29,7 +28,8 @@ static PyObject *
 ctx_value(rkpy_ctx *c, const rk_msg_view *v, int raw)
 {
     rkpy_last_payload_id = (rk_uuid) { 0 };
-    PyObject *r = rkpy_payload_value(c->pa->in_mt, v->hdr, v->data, v->len, raw);
+    PyObject *r
+        = rkpy_payload_value(c->pa->in_mt, v->hdr, v->data, v->len, raw);
     c->last_pid = rkpy_last_payload_id;
     return r;
 }
@@ -96,13 +96,34 @@ ctx_out(rkpy_ctx *c, PyObject *obj, PyObject *mt, outmsg *m, int *reply)
     return 0;
 }
 
-/* Sends m (ctx_out) to the kernel's output: as rk_ctx_reply when it
- * answers the last input, else rk_ctx_send. Called without the GIL. */
+/* Sends m (ctx_out, rkpy_out_prepare): to kernel *k when k is set, else
+ * to topic when that is set, else to the kernel's output, as rk_ctx_reply
+ * when it answers the last input (reply), else rk_ctx_send. Called without
+ * the GIL. */
 static int
-ctx_emit(rkpy_ctx *c, const outmsg *m, int reply)
+ctx_emit(rkpy_ctx *c, const outmsg *m, const rk_kernel *k, const char *topic,
+    int reply)
 {
+    if (k != NULL)
+        return rk_ctx_send_to(c->ctx, *k, m->type_id, m->p, m->len);
+    if (topic != NULL)
+        return rk_ctx_publish(c->ctx, topic, m->type_id, m->p, m->len);
     return reply ? rk_ctx_reply(c->ctx, &c->last, m->type_id, m->p, m->len)
                  : rk_ctx_send(c->ctx, m->type_id, m->p, m->len);
+}
+
+/* ctx_emit with the GIL released, then releases m: None, or NULL with
+ * the error raised. */
+static PyObject *
+ctx_deliver(
+    rkpy_ctx *c, outmsg *m, const rk_kernel *k, const char *topic, int reply)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = ctx_emit(c, m, k, topic, reply);
+    Py_END_ALLOW_THREADS rkpy_out_release(m);
+    if (rc != RK_OK)
+        return rkpy_raise(rc, NULL);
+    Py_RETURN_NONE;
 }
 
 /* send(obj, mt=None, priority=-1, raw_type_id=0): to the kernel's output
@@ -121,16 +142,12 @@ ctx_send(PyObject *self, PyObject *args, PyObject *kw)
         || !ctx_ok(c))
         return NULL;
     outmsg m;
-    int rc, reply;
+    int reply;
     if (ctx_out(c, obj, mt, &m, &reply) < 0)
         return NULL;
     if (m.type_id == 0)
         m.type_id = (uint32_t)type_id;
-    Py_BEGIN_ALLOW_THREADS rc = ctx_emit(c, &m, reply);
-    Py_END_ALLOW_THREADS rkpy_out_release(&m);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    Py_RETURN_NONE;
+    return ctx_deliver(c, &m, NULL, NULL, reply);
 }
 
 /* send_recv(obj, mt=None, timeout_ns=None, raw=False): send (or reply,
@@ -154,7 +171,7 @@ ctx_send_recv(PyObject *self, PyObject *args, PyObject *kw)
     rk_msg_view v;
     if (ctx_out(c, obj, mt, &m, &reply) < 0)
         return NULL;
-    RKPY_WAIT_BEGIN rc = ctx_emit(c, &m, reply);
+    RKPY_WAIT_BEGIN rc = ctx_emit(c, &m, NULL, NULL, reply);
     if (rc == RK_OK) {
         sent = 1;
         rc = rk_ctx_recv(c->ctx, &v, t);
@@ -189,12 +206,7 @@ ctx_send_to(PyObject *self, PyObject *args, PyObject *kw)
     outmsg m;
     if (rkpy_out_prepare(&m, mt, obj, -1) < 0)
         return NULL;
-    Py_BEGIN_ALLOW_THREADS rc
-        = rk_ctx_send_to(c->ctx, k, m.type_id, m.p, m.len);
-    Py_END_ALLOW_THREADS rkpy_out_release(&m);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    Py_RETURN_NONE;
+    return ctx_deliver(c, &m, &k, NULL, 0);
 }
 
 static PyObject *
@@ -211,13 +223,7 @@ ctx_publish(PyObject *self, PyObject *args, PyObject *kw)
     outmsg m;
     if (rkpy_out_prepare(&m, mt, obj, -1) < 0)
         return NULL;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc
-        = rk_ctx_publish(c->ctx, topic, m.type_id, m.p, m.len);
-    Py_END_ALLOW_THREADS rkpy_out_release(&m);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
-    Py_RETURN_NONE;
+    return ctx_deliver(c, &m, NULL, topic, 0);
 }
 
 static PyObject *
@@ -231,20 +237,15 @@ ctx_kernel_id(PyObject *self, void *closure)
 }
 
 static PyMethodDef ctx_methods[] = {
-    { "recv", (PyCFunction)(void (*)(void))ctx_recv,
-        METH_VARARGS | METH_KEYWORDS,
+    { "recv", RKPY_KW(ctx_recv),
         "recv(timeout_ns=None, raw=False): the next input message." },
     { "should_terminate", ctx_should_terminate, METH_NOARGS,
         "rk_should_terminate (a safe point: parks while deactivated)." },
-    { "send", (PyCFunction)(void (*)(void))ctx_send,
-        METH_VARARGS | METH_KEYWORDS, "send(obj, mt=None, type_id=0)." },
-    { "send_recv", (PyCFunction)(void (*)(void))ctx_send_recv,
-        METH_VARARGS | METH_KEYWORDS,
+    { "send", RKPY_KW(ctx_send), "send(obj, mt=None, type_id=0)." },
+    { "send_recv", RKPY_KW(ctx_send_recv),
         "send_recv(obj, mt=None, timeout_ns=None, raw=False)." },
-    { "send_to", (PyCFunction)(void (*)(void))ctx_send_to,
-        METH_VARARGS | METH_KEYWORDS, "send_to(kernel_id, obj, mt=None)." },
-    { "publish", (PyCFunction)(void (*)(void))ctx_publish,
-        METH_VARARGS | METH_KEYWORDS, "publish(topic, obj, mt=None)." },
+    { "send_to", RKPY_KW(ctx_send_to), "send_to(kernel_id, obj, mt=None)." },
+    { "publish", RKPY_KW(ctx_publish), "publish(topic, obj, mt=None)." },
     { NULL, NULL, 0, NULL },
 };
 
@@ -253,18 +254,9 @@ static PyGetSetDef ctx_getset[] = {
     { NULL, NULL, NULL, NULL, NULL },
 };
 
-static void
-ctx_dealloc(PyObject *self)
-{
-    Py_TYPE(self)->tp_free(self);
-}
-
 PyTypeObject rkpy_Ctx_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ringkernel._core.Ctx",
-    .tp_basicsize = sizeof(rkpy_ctx),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A Python actor's kernel context (valid during its call).",
-    .tp_dealloc = ctx_dealloc,
+    RKPY_TYPE_HEAD("Ctx", rkpy_ctx,
+        "A Python actor's kernel context (valid during its call)."),
     .tp_methods = ctx_methods,
     .tp_getset = ctx_getset,
 };

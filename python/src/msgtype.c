@@ -442,13 +442,9 @@ static PyGetSetDef msgtype_getset[] = {
 };
 
 PyTypeObject rkpy_MsgType_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ringkernel._core.MsgType",
-    .tp_basicsize = sizeof(rkpy_msgtype),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A message type's C descriptor (built from a @message class).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = msgtype_init,
-    .tp_dealloc = msgtype_dealloc,
+    RKPY_TYPE_HEAD("MsgType", rkpy_msgtype,
+        "A message type's C descriptor (built from a @message class)."),
+    RKPY_TYPE_NEW(msgtype_init, msgtype_dealloc),
     .tp_methods = msgtype_methods,
     .tp_getset = msgtype_getset,
 };
@@ -463,12 +459,8 @@ rkpy_msgtype_init(PyObject *m)
     rkpy_empty_args = PyTuple_New(0);
     rkpy_str_dict = PyUnicode_InternFromString("__dict__");
     if (rkpy_str_message_id == NULL || rkpy_str_correlation_id == NULL
-        || rkpy_str_priority == NULL || PyType_Ready(&rkpy_MsgType_Type) < 0)
+        || rkpy_str_priority == NULL || rkpy_zero == NULL
+        || rkpy_empty_args == NULL || rkpy_str_dict == NULL)
         return -1;
-    Py_INCREF(&rkpy_MsgType_Type);
-    if (PyModule_AddObject(m, "MsgType", (PyObject *)&rkpy_MsgType_Type) < 0) {
-        Py_DECREF(&rkpy_MsgType_Type);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddType(m, &rkpy_MsgType_Type);
 }

@@ -418,6 +418,19 @@ opt_attr(PyObject *obj, PyObject *name)
     return v;
 }
 
+/* Reads obj.<name>, a uuid.UUID or None, into *out when obj has it (else
+ * leaves *out). 0, or -1 with an exception set. */
+static int
+opt_uuid_attr(PyObject *obj, PyObject *name, rk_uuid *out)
+{
+    PyObject *v = opt_attr(obj, name);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int r = rkpy_uuid_get(v, out, 1);
+    Py_DECREF(v);
+    return r;
+}
+
 int
 rkpy_encode(PyObject *mtobj, PyObject *obj, const void **out, size_t *len,
     uint8_t *prio, rk_uuid *msg_id, rk_uuid *corr)
@@ -442,22 +455,9 @@ rkpy_encode(PyObject *mtobj, PyObject *obj, const void **out, size_t *len,
         return -1;
     }
     rk_msg_header_init(&h, t->id, p);
-    if ((v = opt_attr(obj, rkpy_str_message_id)) != NULL) {
-        int r = rkpy_uuid_get(v, &h.message_id, 1);
-        Py_DECREF(v);
-        if (r < 0)
-            return -1;
-    } else if (PyErr_Occurred()) {
+    if (opt_uuid_attr(obj, rkpy_str_message_id, &h.message_id) < 0
+        || opt_uuid_attr(obj, rkpy_str_correlation_id, &h.correlation_id) < 0)
         return -1;
-    }
-    if ((v = opt_attr(obj, rkpy_str_correlation_id)) != NULL) {
-        int r = rkpy_uuid_get(v, &h.correlation_id, 1);
-        Py_DECREF(v);
-        if (r < 0)
-            return -1;
-    } else if (PyErr_Occurred()) {
-        return -1;
-    }
     if (mt->py_enc != NULL) {
         PyObject *b = PyObject_CallOneArg(mt->py_enc, obj);
         if (b == NULL)

@@ -79,6 +79,24 @@ PyObject *rkpy_gil_spin_us(PyObject *self, PyObject *arg);
     rkpy_wait_end(rkpy_ts_);                                                  \
     }
 
+/* The head of one of the module's static types: ringkernel._core.<name>,
+ * an instance of C type ctype, documented by doc. */
+/* clang-format off */
+#define RKPY_TYPE_HEAD(name, ctype, doc)                                      \
+    PyVarObject_HEAD_INIT(NULL, 0)                                            \
+    .tp_name = "ringkernel._core." name, .tp_basicsize = sizeof(ctype),       \
+    .tp_flags = Py_TPFLAGS_DEFAULT, .tp_doc = (doc)
+/* clang-format on */
+
+/* The slots of a type that Python code instantiates: generic allocation,
+ * then init; dealloc releases what init made. */
+#define RKPY_TYPE_NEW(init, dealloc)                                          \
+    .tp_new = PyType_GenericNew, .tp_init = (init), .tp_dealloc = (dealloc)
+
+/* A PyMethodDef's function and flags for a method taking (args, kwargs). */
+#define RKPY_KW(fn)                                                           \
+    (PyCFunction)(void (*)(void))(fn), METH_VARARGS | METH_KEYWORDS
+
 /* ------------------------------------- msgtype.c, msgtype_*code.c */
 
 typedef struct rkpy_msgtype rkpy_msgtype;

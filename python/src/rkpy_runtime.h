@@ -52,6 +52,21 @@ int rkpy_rt_enter(rkpy_runtime *self);
 void rkpy_rt_leave(rkpy_runtime *self);
 /* A kernel id (str) as UTF-8, or NULL with TypeError set. */
 const char *rkpy_kid(PyObject *o);
+/* In a method of the Runtime taking a kernel id (idobj): calls
+ * get(rt, id, out) with the caller counted in (rkpy_rt_enter/leave) and
+ * returns NULL from the method, with the exception set, when the id, the
+ * runtime or get fails. */
+#define RKPY_KERNEL_GET(self, idobj, get, out)                                \
+    do {                                                                      \
+        rkpy_runtime *rkpy_r_ = (rkpy_runtime *)(self);                       \
+        const char *rkpy_id_ = rkpy_kid(idobj);                               \
+        if (rkpy_id_ == NULL || rkpy_rt_enter(rkpy_r_) < 0)                   \
+            return NULL;                                                      \
+        int rkpy_rc_ = get(rkpy_r_->rt, rkpy_id_, out);                       \
+        rkpy_rt_leave(rkpy_r_);                                               \
+        if (rkpy_rc_ != RK_OK)                                                \
+            return rkpy_raise(rkpy_rc_, NULL);                                \
+    } while (0)
 /* A payload as a Python value: decoded with mt (or the MsgType registered
  * for h's type id), else bytes; raw: (bytes, header dict). */
 PyObject *rkpy_payload_value(

@@ -177,7 +177,6 @@ rkpy_auto_mt(PyObject *obj)
     return mt;
 }
 
-
 int
 rkpy_out_prepare(outmsg *m, PyObject *mt, PyObject *obj, int prio)
 {
@@ -427,15 +426,8 @@ BY_OP(runtime_wait, lifecycle, OP_WAIT)
 static PyObject *
 runtime_state(PyObject *self, PyObject *idobj)
 {
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = rkpy_kid(idobj);
-    if (id == NULL || rkpy_rt_enter(r) < 0)
-        return NULL;
     rk_kernel_state st;
-    int rc = rk_kernel_state_get(r->rt, id, &st);
-    rkpy_rt_leave(r);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
+    RKPY_KERNEL_GET(self, idobj, rk_kernel_state_get, &st);
     return PyLong_FromLong((long)st);
 }
 
@@ -444,40 +436,26 @@ runtime_state(PyObject *self, PyObject *idobj)
 static PyObject *
 runtime_backend(PyObject *self, PyObject *idobj)
 {
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = rkpy_kid(idobj);
-    if (id == NULL || rkpy_rt_enter(r) < 0)
-        return NULL;
     rk_kernel_config cfg;
-    int rc = rk_kernel_config_get(r->rt, id, &cfg);
-    rkpy_rt_leave(r);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
+    RKPY_KERNEL_GET(self, idobj, rk_kernel_config_get, &cfg);
     return PyUnicode_FromString(cfg.backend != NULL ? cfg.backend : "");
 }
 
 static PyObject *
 runtime_lookup(PyObject *self, PyObject *idobj)
 {
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = rkpy_kid(idobj);
-    if (id == NULL || rkpy_rt_enter(r) < 0)
-        return NULL;
     rk_kernel k;
-    int rc = rk_kernel_lookup(r->rt, id, &k);
-    rkpy_rt_leave(r);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
+    RKPY_KERNEL_GET(self, idobj, rk_kernel_lookup, &k);
     return Py_BuildValue("(II)", k.slot, k.gen);
 }
-
 
 static PyObject *
 runtime_pair(PyObject *self, PyObject *args, int op)
 {
     rkpy_runtime *r = (rkpy_runtime *)self;
     const char *a, *b = NULL;
-    if (!PyArg_ParseTuple(args, op == 1 ? "s" : "ss", &a, &b) || rkpy_rt_enter(r) < 0)
+    if (!PyArg_ParseTuple(args, op == 1 ? "s" : "ss", &a, &b)
+        || rkpy_rt_enter(r) < 0)
         return NULL;
     int rc;
     switch (op) {
@@ -509,8 +487,8 @@ static PyObject *runtime_output_arm(PyObject *self, PyObject *idobj);
 static PyMethodDef runtime_methods[] = {
     { "close", runtime_close, METH_NOARGS,
         "Terminates every kernel and destroys the runtime." },
-    { "register_actor", (PyCFunction)(void (*)(void))runtime_register_actor,
-        METH_VARARGS | METH_KEYWORDS, "Registers a Python actor kernel." },
+    { "register_actor", RKPY_KW(runtime_register_actor),
+        "Registers a Python actor kernel." },
     { "launch", runtime_launch, METH_VARARGS, "launch(id)" },
     { "activate", runtime_activate, METH_VARARGS, "activate(id)" },
     { "deactivate", runtime_deactivate, METH_VARARGS, "deactivate(id)" },
@@ -521,28 +499,26 @@ static PyMethodDef runtime_methods[] = {
     { "backend", runtime_backend, METH_O,
         "backend(id) -> the name of the backend that runs the kernel" },
     { "lookup", runtime_lookup, METH_O, "lookup(id) -> (slot, gen)" },
-    { "send", (PyCFunction)(void (*)(void))rkpy_runtime_send,
-        METH_VARARGS | METH_KEYWORDS, "Host -> kernel." },
-    { "send_batch", (PyCFunction)(void (*)(void))rkpy_runtime_send_batch,
-        METH_VARARGS | METH_KEYWORDS, "Host -> kernel, n fixed payloads." },
-    { "recv", (PyCFunction)(void (*)(void))rkpy_runtime_recv,
-        METH_VARARGS | METH_KEYWORDS, "Kernel -> host, decoded." },
-    { "recv_raw", (PyCFunction)(void (*)(void))rkpy_runtime_recv_raw,
-        METH_VARARGS | METH_KEYWORDS, "Kernel -> host: (bytes, header)." },
-    { "send_recv", (PyCFunction)(void (*)(void))rkpy_runtime_send_recv,
-        METH_VARARGS | METH_KEYWORDS,
+    { "send", RKPY_KW(rkpy_runtime_send), "Host -> kernel." },
+    { "send_batch", RKPY_KW(rkpy_runtime_send_batch),
+        "Host -> kernel, n fixed payloads." },
+    { "recv", RKPY_KW(rkpy_runtime_recv), "Kernel -> host, decoded." },
+    { "recv_raw", RKPY_KW(rkpy_runtime_recv_raw),
+        "Kernel -> host: (bytes, header)." },
+    { "send_recv", RKPY_KW(rkpy_runtime_send_recv),
         "A send and the next receive under one GIL release." },
-    { "request", (PyCFunction)(void (*)(void))rkpy_runtime_request,
-        METH_VARARGS | METH_KEYWORDS, "Send and wait for the reply." },
+    { "request", RKPY_KW(rkpy_runtime_request),
+        "Send and wait for the reply." },
     { "stats", rkpy_runtime_stats, METH_O, "rk_kernel_stats as a dict" },
-    { "telemetry", rkpy_runtime_telemetry, METH_O, "rk_kernel_telemetry dict" },
+    { "telemetry", rkpy_runtime_telemetry, METH_O,
+        "rk_kernel_telemetry dict" },
     { "connect", runtime_connect, METH_VARARGS, "connect(from, to)" },
     { "disconnect", runtime_disconnect, METH_VARARGS, "disconnect(from)" },
     { "subscribe", runtime_subscribe, METH_VARARGS, "subscribe(id, topic)" },
     { "unsubscribe", runtime_unsubscribe, METH_VARARGS,
         "unsubscribe(id, topic)" },
-    { "publish", (PyCFunction)(void (*)(void))rkpy_runtime_publish,
-        METH_VARARGS | METH_KEYWORDS, "publish(topic, obj, mt=None)" },
+    { "publish", RKPY_KW(rkpy_runtime_publish),
+        "publish(topic, obj, mt=None)" },
     { "dead_letter", rkpy_runtime_dead_letter, METH_VARARGS,
         "dead_letter(timeout_ns=0) -> dict or None" },
     { "output_arm", runtime_output_arm, METH_O,
@@ -563,13 +539,9 @@ static PyGetSetDef runtime_getset[] = {
 };
 
 static PyTypeObject Runtime_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ringkernel._core.Runtime",
-    .tp_basicsize = sizeof(rkpy_runtime),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "An rk_runtime (see ringkernel.RingKernelRuntime).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = runtime_init,
-    .tp_dealloc = runtime_dealloc,
+    RKPY_TYPE_HEAD("Runtime", rkpy_runtime,
+        "An rk_runtime (see ringkernel.RingKernelRuntime)."),
+    RKPY_TYPE_NEW(runtime_init, runtime_dealloc),
     .tp_methods = runtime_methods,
     .tp_getset = runtime_getset,
     .tp_weaklistoffset = offsetof(rkpy_runtime, weakrefs),
@@ -638,16 +610,8 @@ static PyMethodDef extra_methods[] = {
 int
 rkpy_runtime_init(PyObject *m)
 {
-    PyTypeObject *types[] = { &Runtime_Type, &rkpy_Ctx_Type };
-    const char *names[] = { "Runtime", "Ctx" };
-    for (int i = 0; i < 2; i++) {
-        if (PyType_Ready(types[i]) < 0)
-            return -1;
-        Py_INCREF(types[i]);
-        if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
-            Py_DECREF(types[i]);
-            return -1;
-        }
-    }
+    if (PyModule_AddType(m, &Runtime_Type) < 0
+        || PyModule_AddType(m, &rkpy_Ctx_Type) < 0)
+        return -1;
     return PyModule_AddFunctions(m, extra_methods);
 }

@@ -17,6 +17,23 @@
 
 #define RKPY_SLICE_NS ((int64_t)50 * 1000 * 1000)
 
+/* The start of a call that sends obj to kernel idobj: *id, m prepared
+ * (rkpy_out_prepare with mt and prio) and the caller counted in
+ * (rkpy_rt_enter). 0, or -1 with an exception set and nothing held. */
+static int
+out_begin(rkpy_runtime *r, PyObject *idobj, PyObject *obj, PyObject *mt,
+    int prio, const char **id, outmsg *m)
+{
+    *id = rkpy_kid(idobj);
+    if (*id == NULL || rkpy_rt_enter(r) < 0)
+        return -1;
+    if (rkpy_out_prepare(m, mt, obj, prio) < 0) {
+        rkpy_rt_leave(r);
+        return -1;
+    }
+    return 0;
+}
+
 /* send(kernel_id, obj, mt=None, priority=-1, timeout_ns=None, type_id=0) */
 PyObject *
 rkpy_runtime_send(PyObject *self, PyObject *args, PyObject *kw)
@@ -34,14 +51,10 @@ rkpy_runtime_send(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     if (mt == NULL) /* not given: the message's own type */
         mt = rkpy_auto_mt(obj);
-    const char *id = rkpy_kid(idobj);
-    if (id == NULL || rkpy_rt_enter(r) < 0)
-        return NULL;
+    const char *id;
     outmsg m;
-    if (rkpy_out_prepare(&m, mt, obj, prio) < 0) {
-        rkpy_rt_leave(r);
+    if (out_begin(r, idobj, obj, mt, prio, &id, &m) < 0)
         return NULL;
-    }
     if (m.type_id == 0)
         m.type_id = (uint32_t)type_id;
     int rc;
@@ -202,14 +215,10 @@ rkpy_runtime_send_recv(PyObject *self, PyObject *args, PyObject *kw)
         || rkpy_timeout(to, &t) < 0 || rkpy_timeout(rto ? rto : to, &rt_) < 0
         || rkpy_check_mt(rmt) < 0)
         return NULL;
-    const char *id = rkpy_kid(idobj);
-    if (id == NULL || rkpy_rt_enter(r) < 0)
-        return NULL;
+    const char *id;
     outmsg m;
-    if (rkpy_out_prepare(&m, mt, obj, -1) < 0) {
-        rkpy_rt_leave(r);
+    if (out_begin(r, idobj, obj, mt, -1, &id, &m) < 0)
         return NULL;
-    }
     rk_msg_header h;
     size_t len = 0;
     int rc, sent = 0;
@@ -301,15 +310,8 @@ rkpy_runtime_request(PyObject *self, PyObject *args, PyObject *kw)
 PyObject *
 rkpy_runtime_stats(PyObject *self, PyObject *idobj)
 {
-    rkpy_runtime *r = (rkpy_runtime *)self;
-    const char *id = rkpy_kid(idobj);
-    if (id == NULL || rkpy_rt_enter(r) < 0)
-        return NULL;
     rk_kernel_stats s;
-    int rc = rk_kernel_stats_get(r->rt, id, &s);
-    rkpy_rt_leave(r);
-    if (rc != RK_OK)
-        return rkpy_raise(rc, NULL);
+    RKPY_KERNEL_GET(self, idobj, rk_kernel_stats_get, &s);
     return Py_BuildValue("{sssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsdsKsKsK}",
         "state",
         rk_kernel_state_name(s.state), "offered",
