@@ -5,10 +5,20 @@ runtime, whose state is the C runtime's)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Optional
+import enum
+from typing import Any, Optional
 
-if TYPE_CHECKING:
-    from .runtime import BlockingRuntime, KernelState
+
+class KernelState(enum.IntEnum):
+    """rk_kernel_state (the seeds' KernelState plus FAILED)."""
+
+    CREATED = 0
+    LAUNCHED = 1
+    ACTIVE = 2
+    DEACTIVATED = 3
+    TERMINATING = 4
+    TERMINATED = 5
+    FAILED = 6
 
 
 @dataclasses.dataclass
@@ -41,11 +51,17 @@ class RingKernelConfig:
 
 class RingKernel:
     """A launched kernel (what ``runtime.launch`` returns). Its calls are the
-    runtime's, by id; ``state`` is read from the C runtime each time."""
+    runtime's, by id; ``state`` is read from the C runtime each time. The
+    runtime that launches it hands it its calls (``ops``: the blocking
+    ones; ``async_ops``: the class whose ``receive`` awaits), so this
+    module never reaches back into the runtime's."""
 
     def __init__(self, runtime: Any, kernel_id: str, config: Optional[RingKernelConfig] = None,
-                 input_type: Optional[type] = None, output_type: Optional[type] = None) -> None:
+                 input_type: Optional[type] = None, output_type: Optional[type] = None,
+                 *, ops: Any = None, async_ops: Any = None) -> None:
         self._rt = runtime
+        self._ops = ops if ops is not None else type(runtime)
+        self._async_ops = async_ops
         self.kernel_id = kernel_id
         self._config = config or RingKernelConfig(kernel_id=kernel_id)
         self.input_type = input_type
@@ -60,9 +76,8 @@ class RingKernel:
     def config(self) -> RingKernelConfig:
         return self._config
 
-    def _blocking(self) -> type[BlockingRuntime]:
-        from .runtime import BlockingRuntime
-        return BlockingRuntime
+    def _blocking(self) -> Any:
+        return self._ops
 
     async def activate(self) -> None:
         self._blocking().activate(self._rt, self.kernel_id)
@@ -80,9 +95,9 @@ class RingKernel:
         self._blocking().send(self._rt, self.kernel_id, message, timeout=timeout)
 
     async def receive(self, timeout: Optional[float] = None) -> Any:
-        from .runtime import RingKernelRuntime
-        if isinstance(self._rt, RingKernelRuntime) and not self._rt._sync_mode:
-            return await RingKernelRuntime.receive(self._rt, self.kernel_id, timeout)
+        a = self._async_ops
+        if a is not None and isinstance(self._rt, a) and not self._rt._sync_mode:
+            return await a.receive(self._rt, self.kernel_id, timeout)
         return self._blocking().receive(self._rt, self.kernel_id, timeout)
 
     def __repr__(self) -> str:

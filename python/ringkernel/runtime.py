@@ -13,7 +13,6 @@ import asyncio
 import atexit
 import collections
 import contextlib
-import enum
 import functools
 import os
 import time
@@ -24,21 +23,10 @@ from . import _core, eventloop
 from .errors import (ClosedError, KernelAlreadyExistsError, KernelNotFoundError,
                      KernelStateError, KernelTerminatedError, RingKernelError, error)
 from .kernels import KernelSpec, _ns, _registry, get_registered_kernel
+from .lifecycle import KernelState as KernelState  # re-exported: its public path
 from .lifecycle import RingKernel, RingKernelConfig
 from .messages import msgtype_of
 from .telemetry import RingKernelTelemetry
-
-
-class KernelState(enum.IntEnum):
-    """rk_kernel_state (the seeds' KernelState plus FAILED)."""
-
-    CREATED = 0
-    LAUNCHED = 1
-    ACTIVE = 2
-    DEACTIVATED = 3
-    TERMINATING = 4
-    TERMINATED = 5
-    FAILED = 6
 
 
 _live: "weakref.WeakSet[BlockingRuntime]" = weakref.WeakSet()
@@ -206,7 +194,8 @@ class BlockingRuntime:
                 output_queue_size=spec.output_queue_size,
                 backpressure_strategy=spec.backpressure)
         k = self._kernels[kernel_id] = RingKernel(
-            self, kernel_id, config or RingKernelConfig(kernel_id=kernel_id), it, ot)
+            self, kernel_id, config or RingKernelConfig(kernel_id=kernel_id), it, ot,
+            ops=BlockingRuntime, async_ops=RingKernelRuntime)
         if self._strict_activate:
             self._unactivated.add(kernel_id)
         return k

@@ -32,8 +32,8 @@
  *   - the progress thread's idle wait and its wake-ups: an eventfd for
  *     local producers, a UDP poke from peers (mpi_wake.c).
  *   - the join (mpi_join.c), the handle's references and free
- *     (mpi_handle.c), the id maps (mpi_idmap.c), and the public calls
- *     after the join (cluster_mpi.c).
+ *     (mpi_handle.c), MPI errors (mpi_error.c), the id maps
+ *     (mpi_idmap.c), and the public calls after the join (cluster_mpi.c).
  *
  * Locks: each peer's lock guards its staging buffers; a mailbox lock per
  * export; one lock per id map; a lock per rk_cluster_request slot;
@@ -379,40 +379,6 @@ rk__cl_ns_since(uint64_t then, uint64_t now)
     return now > then ? now - then : 0;
 }
 
-void rk__cl_wake_fd(rk_cluster *cl);
-void rk__cl_poke(rk_cluster *cl, int rank);
-
-/* Wakes the progress thread if it sleeps. The seq_cst store of work and
- * load of sleeping pair with the progress thread's seq_cst store of
- * sleeping and load of work (rk__cl_idle_wait; a Dekker handshake: one
- * of the two sees the other). */
-static inline void
-rk__cl_wake_progress(rk_cluster *cl)
-{
-    atomic_store(&cl->work, 1);
-    if (atomic_load(&cl->sleeping))
-        rk__cl_wake_fd(cl);
-}
-
-/* Any thread of ours, after it handed MPI a batch for rank's progress
- * thread at time now: the first batch after a quiet spell of more than
- * poll_ns / 2 (the shortest of any rank's) also pokes that thread, which
- * may be parked. One sent within the spell needs no poke: the peer
- * received the one before less than poll_ns ago and polls for poll_ns
- * after its last activity. */
-static inline void
-rk__cl_sent_to(rk_cluster *cl, int rank, uint64_t now)
-{
-    cl_peer *p = &cl->peers[rank];
-    uint64_t prev = atomic_load_explicit(&p->last_tx, memory_order_relaxed);
-
-    if (now - prev < 1000 && now >= prev)
-        return; /* a stream: no store per batch */
-    atomic_store_explicit(&p->last_tx, now, memory_order_relaxed);
-    if (rk__cl_ns_since(prev, now) > cl->poke_gap_ns)
-        rk__cl_poke(cl, rank);
-}
-
 /* A frame (kind, target and aux left 0) for a message with header h and
  * a len-byte payload. */
 static inline void
@@ -527,9 +493,6 @@ bool rk__cl_retry_held(rk_cluster *cl, int src);
 
 /* mpi_progress.c: the progress thread, and stopping it. */
 void *rk__cl_progress_main(void *arg);
-int rk__cl_wake_setup(rk_cluster *cl);
-void rk__cl_wake_close(rk_cluster *cl);
-bool rk__cl_idle_wait(rk_cluster *cl, int64_t ns);
 uint32_t rk__cl_idmap_size(cl_idmap *m);
 void rk__cl_stop(rk_cluster *cl);
 
@@ -541,8 +504,10 @@ int rk__cl_request_call(rk_cluster *cl, const cl_proxy *px,
     rk_msg_header *reply_hdr, void *reply, size_t cap, size_t *reply_len);
 
 /* mpi_handle.c: drops a reference to the handle (the last one frees
- * it); an MPI error code as RK_EINTERNAL with MPI's words for it. */
+ * it). */
 void rk__cl_unref(rk_cluster *cl);
+
+/* mpi_error.c: an MPI error code as RK_EINTERNAL with MPI's words for it. */
 int rk__cl_mpi_fail(int mrc, const char *what);
 
 /* mpi_join.c: exports (at the join, and rk_cluster_announce's). */

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_wake.h"
 #include "runtime/ids.h"
 
 int

@@ -1,13 +1,13 @@
 /*
  * src/cluster/mpi_handle.c - the cluster handle's lifetime: its
  * references (the handle, the control kernel and each running proxy hold
- * one; the last one out frees everything), and MPI's error details.
+ * one; the last one out frees everything).
  */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_wake.h"
 
 /* Frees the handle and everything it holds, whatever part of the join
  * made it (the last reference; no thread of the cluster runs). */
@@ -63,15 +63,4 @@ rk__cl_unref(rk_cluster *cl)
     /* acq_rel: the last one out sees every other user's writes. */
     if (atomic_fetch_sub_explicit(&cl->refs, 1, memory_order_acq_rel) == 1)
         cluster_free(cl);
-}
-
-int
-rk__cl_mpi_fail(int mrc, const char *what)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int n = 0;
-
-    if (MPI_Error_string(mrc, msg, &n) != MPI_SUCCESS)
-        snprintf(msg, sizeof(msg), "MPI error %d", mrc);
-    return rk__fail(RK_EINTERNAL, "cluster: %s failed: %s", what, msg);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_wake.h"
 
 /* The ingress thread of a BLOCK export: sends what the progress thread
  * handed over, waiting while the kernel is full (in steps of a second, so

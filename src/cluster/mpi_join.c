@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_wake.h"
 
 /* Condition variables here wait with CLOCK_MONOTONIC deadlines (the
  * clock rk_now_ns reads). */

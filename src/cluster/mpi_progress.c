@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_wake.h"
 
 /* While a thread waits for its answer by polling MPI itself
  * (request_by_mpi), an idle progress thread naps this long between

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_wake.h"
 #include "runtime/ids.h"
 
 /* Answers waiting slot i: with reply frame f (rc RK_OK), or with error

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_wake.h"
 #include "runtime/ids.h"
 
 /* Declares a peer dead (or gone) and fails what waits on it (progress

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_wake.h"
 
 int
 rk__cl_buf_append(cl_buf *b, size_t n, uint8_t **where)

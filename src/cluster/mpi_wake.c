@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_wake.h"
 
 /* What each rank tells the others at the join. */
 typedef struct poke_rec {

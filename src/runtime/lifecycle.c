@@ -197,7 +197,7 @@ rk__fault_dead_letter(rk__inst *inst, uint32_t faults)
 }
 
 static size_t
-frame_len(const unsigned char *f, size_t stride)
+spill_len(const unsigned char *f, size_t stride)
 {
     uint32_t plen;
 
@@ -221,7 +221,7 @@ drain_input(rk__inst *inst, rk_dead_reason why, int err)
         if (rk__inbox_take(inst->in, 1, &b) != RK_OK || b.n == 0)
             break;
         rk__dead_letter(
-            rt, inst, why, err, b.frames, frame_len(b.frames, b.stride));
+            rt, inst, why, err, b.frames, spill_len(b.frames, b.stride));
         rk__inbox_release(inst->in, b.n);
     }
 }
@@ -250,7 +250,7 @@ rk__reap(rk__kernel *k, rk__inst *inst)
     for (uint32_t i = 0; i < left; i++) {
         const unsigned char *f = spill + (size_t)i * inst->stride;
         rk__dead_letter(
-            k->rt, inst, why, (int)exit_code, f, frame_len(f, inst->stride));
+            k->rt, inst, why, (int)exit_code, f, spill_len(f, inst->stride));
     }
     drain_input(inst, why, (int)exit_code);
     st = rk__state_of(k);

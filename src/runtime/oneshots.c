@@ -1,5 +1,5 @@
 /*
- * src/runtime/oneshot.c - one-shot kernels (ringkernel/oneshot.h): the
+ * src/runtime/oneshots.c - one-shot kernels (ringkernel/oneshot.h): the
  * runtime's side. It checks definitions and launches, decides which
  * backend runs a kernel, and runs launches through that backend's exec
  * entries (backend.h); a started launch runs on a thread of its own and
