@@ -47,7 +47,7 @@ typedef struct rk_dev_barrier {
     RK_DEV_A32 count;  /**< arrivals in the current generation */
     RK_DEV_A32 gen;    /**< generation: bumped by the last arrival */
     RK_DEV_A32 misuse; /**< rk_dev_sync_grid in a non-cooperative launch */
-    RK_DEV_A32 pad_;
+    RK_DEV_A32 pad_;   /**< reserved (16-byte size) */
 } rk_dev_barrier;
 
 /** What every block of a one-shot launch receives (by value). */
@@ -59,7 +59,7 @@ typedef struct rk_dev_oneshot_args {
     rk_dev_u32 coop;       /**< 1: launched cooperatively */
     rk_dev_u32 nbuf;       /**< buffers passed */
     rk_dev_u32 arg_len;    /**< bytes of arg used */
-    rk_dev_u32 pad_;
+    rk_dev_u32 pad_;       /**< reserved (8-byte alignment of arg) */
     /** by-value arguments (8-byte aligned): rk_dev_oneshot_arg */
     rk_dev_u64 arg[RK_DEV_ONESHOT_ARG_MAX / 8];
 } rk_dev_oneshot_args;
@@ -172,6 +172,9 @@ rk_dev_global_dim(void)
         fn(&rk_dev_a_);                                                       \
     }
 #else
+/** The host build of RK_DEV_ONESHOT: a static function named after the
+ * kernel (suffix `_rk_host`) runs fn for every
+ * thread of one block (the stand-in driver's blocks are CPU threads). */
 #define RK_DEV_ONESHOT(name, fn)                                              \
     static void name##_rk_host(                                               \
         const void *args, rk_dev_u32 block, rk_dev_u32 nblocks)               \

@@ -56,13 +56,14 @@ extern "C" {
  * kernel (buffers as host pointers, made current on the host first and
  * marked host-dirty after). */
 typedef struct rk_oneshot_host_args {
-    const char *name;    /**< the kernel's name */
-    uint32_t grid, block; /**< the launch's shape */
-    void *const *bufs;   /**< host addresses, in the launch's order */
-    size_t nbuf;
-    const void *args; /**< the by-value arguments */
-    size_t args_len;
-    void *user; /**< rk_oneshot_def.user */
+    const char *name;  /**< the kernel's name */
+    uint32_t grid;     /**< the launch's blocks */
+    uint32_t block;    /**< the launch's threads per block */
+    void *const *bufs; /**< host addresses, in the launch's order */
+    size_t nbuf;       /**< how many bufs */
+    const void *args;  /**< the by-value arguments */
+    size_t args_len;   /**< bytes of args */
+    void *user;        /**< rk_oneshot_def.user */
 } rk_oneshot_host_args;
 
 /** A host fallback: runs the whole launch on the calling thread; RK_OK or
@@ -94,7 +95,7 @@ typedef struct rk_oneshot_launch {
     /** buffers made current where the kernel runs before it starts and
      * marked modified there after it (at most RK_ONESHOT_MAX_BUFS) */
     rk_buffer *const *bufs;
-    size_t nbuf;
+    size_t nbuf; /**< how many bufs */
 } rk_oneshot_launch;
 
 typedef struct rk_oneshot rk_oneshot;           /**< a created kernel */
