@@ -40,6 +40,8 @@
  *   void rk_atomic_store_release_sys_uN(A *p, T v)
  *   T    rk_atomic_load_acquire_gpu_uN(const A *p) pairs with ..._release_gpu
  *   void rk_atomic_store_release_gpu_uN(A *p, T v)
+ *   void rk_atomic_load_pair_relaxed_sys_u64(const A *p, T *a, T *b)
+ *   void rk_atomic_store_pair_relaxed_sys_u64(A *p, T a, T b)
  *   void rk_atomic_fence_sys(void), rk_atomic_fence_gpu(void)
  *   void rk_atomic_compiler_barrier(void)
  *   void rk_atomic_cpu_relax(void)
@@ -271,6 +273,49 @@ RK_ATOMIC__ORDERED(32, sys, "r")
 RK_ATOMIC__ORDERED(64, sys, "l")
 RK_ATOMIC__ORDERED(32, gpu, "r")
 RK_ATOMIC__ORDERED(64, gpu, "l")
+
+/* rk_atomic_{load,store}_pair_relaxed_sys_u64: two adjacent 64-bit words
+ * (p 16-byte aligned) in one access where the machine has one: a 16-byte
+ * vector load or store at system scope on the device
+ * (ld/st.relaxed.sys.v2.u64, each 64-bit element single-copy atomic, no
+ * order between the two), two relaxed accesses elsewhere. The LL lanes
+ * (ring_ll.h) move messages with them. */
+/** Loads p[0] and p[1] (relaxed, system scope; one 16-byte load on the
+ * device). */
+RK_ATOMIC_FN void
+rk_atomic_load_pair_relaxed_sys_u64(
+    const RK_ATOMIC_U64 *p, rk_atomic_u64 *a, rk_atomic_u64 *b)
+{
+#if defined(__CUDA_ARCH__)
+    rk_atomic_u64 x, y;
+    asm volatile("ld.relaxed.sys.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(x), "=l"(y)
+                 : "l"(p)
+                 : "memory");
+    *a = x;
+    *b = y;
+#else
+    *a = rk_atomic_load_relaxed_u64(p);
+    *b = rk_atomic_load_relaxed_u64(p + 1);
+#endif
+}
+
+/** Stores a to p[0] and b to p[1] (relaxed, system scope; one 16-byte
+ * store on the device). */
+RK_ATOMIC_FN void
+rk_atomic_store_pair_relaxed_sys_u64(
+    RK_ATOMIC_U64 *p, rk_atomic_u64 a, rk_atomic_u64 b)
+{
+#if defined(__CUDA_ARCH__)
+    asm volatile("st.relaxed.sys.v2.u64 [%0], {%1, %2};"
+                 :
+                 : "l"(p), "l"(a), "l"(b)
+                 : "memory");
+#else
+    rk_atomic_store_relaxed_u64(p, a);
+    rk_atomic_store_relaxed_u64(p + 1, b);
+#endif
+}
 
 #undef RK_ATOMIC__FENCE
 #undef RK_ATOMIC__BARRIER

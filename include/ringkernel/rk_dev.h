@@ -244,18 +244,10 @@ rk_dev_now_ns(void)
  * what the other side wrote before its release store of *p visible; a
  * release store orders this thread's earlier writes before *p = v.
  */
-/** acquire load, 32-bit, the host side */
-#define rk_dev_ld_acquire_sys32 rk_atomic_load_acquire_sys_u32
-/** acquire load, 64-bit, the host side */
-#define rk_dev_ld_acquire_sys64 rk_atomic_load_acquire_sys_u64
 /** acquire load, 32-bit, the same GPU */
 #define rk_dev_ld_acquire_gpu32 rk_atomic_load_acquire_gpu_u32
 /** acquire load, 64-bit, the same GPU */
 #define rk_dev_ld_acquire_gpu64 rk_atomic_load_acquire_gpu_u64
-/** release store, 32-bit, the host side */
-#define rk_dev_st_release_sys32 rk_atomic_store_release_sys_u32
-/** release store, 64-bit, the host side */
-#define rk_dev_st_release_sys64 rk_atomic_store_release_sys_u64
 /** release store, 32-bit, the same GPU */
 #define rk_dev_st_release_gpu32 rk_atomic_store_release_gpu_u32
 /** release store, 64-bit, the same GPU */
@@ -264,6 +256,145 @@ rk_dev_now_ns(void)
 #define rk_dev_st_relaxed32 rk_atomic_store_relaxed_u32
 /** relaxed store, 64-bit */
 #define rk_dev_st_relaxed64 rk_atomic_store_relaxed_u64
+
+/* ---------------------------------------------------------- PCIe accounting
+ */
+/*
+ * What the device build costs across PCIe, counted by the host build (the
+ * device build compiles every hook to nothing). Per block, in a table of
+ * the translation unit that holds the kernel (the test includes the
+ * kernel source, so it reads the table directly):
+ *
+ *   reads       device reads of host-mapped memory by the loop passes that
+ *               took messages, from the end of the previous pass to the
+ *               hand-back of the batch (a pipelined sweep of several words
+ *               issued together is one read: one PCIe latency);
+ *   msgs        messages handed back by those passes;
+ *   polls       loop passes that found nothing;
+ *   poll_reads  the reads of those passes (an idle poll's cost);
+ *   fences      system-scope fences (fence.sc.sys / membar.sys, i.e.
+ *               __threadfence_system) and release stores at system scope
+ *               (st.release.sys, which the hardware implements with one).
+ *
+ * A read is counted where the device issues it: rk_dev_pcie_read() at
+ * each site in dev_kernel.h and in the system-scope acquire loads below.
+ * Relaxed stores to mapped memory (heartbeat, counters, posted writes)
+ * are not counted: they cost bandwidth, not a round trip.
+ */
+/** One block's PCIe counts (host build; see above). */
+typedef struct rk_dev_pcie {
+    RK_DEV_A64 reads;      /**< reads by passes that took messages */
+    RK_DEV_A64 msgs;       /**< messages those passes handed back */
+    RK_DEV_A64 polls;      /**< passes that found nothing */
+    RK_DEV_A64 poll_reads; /**< reads by those passes */
+    RK_DEV_A64 fences;     /**< system fences and st.release.sys */
+} rk_dev_pcie;
+#define RK_DEV_PCIE_BLOCKS 64 /**< blocks counted (block % 64) */
+#if !defined(RK_DEV_ON_DEVICE)
+/** Host build only: the counts of this translation unit's blocks. Each
+ * entry has one writer (its block's thread). */
+static rk_dev_pcie rk_dev_host_pcie[RK_DEV_PCIE_BLOCKS];
+#if defined(__cplusplus)
+static thread_local rk_dev_u64 rk_dev_host_pcie_cur;
+#else
+/** Host build only: reads since the calling block's last pass ended. */
+static _Thread_local rk_dev_u64 rk_dev_host_pcie_cur;
+#endif
+static inline void
+rk_dev__pcie_add(RK_DEV_A64 *w, rk_dev_u64 n)
+{
+    /* One writer per entry: a load and a store, no read-modify-write. */
+    rk_atomic_store_relaxed_u64(w, rk_atomic_load_relaxed_u64(w) + n);
+}
+/** Host build only: a snapshot of block b's counts (relaxed: statistics). */
+static inline void
+rk_dev_pcie_get(rk_dev_u32 b, rk_dev_u64 out[5])
+{
+    rk_dev_pcie *p = &rk_dev_host_pcie[b % RK_DEV_PCIE_BLOCKS];
+    out[0] = rk_atomic_load_relaxed_u64(&p->reads);
+    out[1] = rk_atomic_load_relaxed_u64(&p->msgs);
+    out[2] = rk_atomic_load_relaxed_u64(&p->polls);
+    out[3] = rk_atomic_load_relaxed_u64(&p->poll_reads);
+    out[4] = rk_atomic_load_relaxed_u64(&p->fences);
+}
+#endif
+
+/** Counts one device read of host-mapped memory (nothing on the device). */
+RK_DEV_FN void
+rk_dev_pcie_read(void)
+{
+#if !defined(RK_DEV_ON_DEVICE)
+    rk_dev_host_pcie_cur += 1;
+#endif
+}
+
+/** Counts one system fence (nothing on the device). */
+RK_DEV_FN void
+rk_dev_pcie_fence(void)
+{
+#if !defined(RK_DEV_ON_DEVICE)
+    rk_dev__pcie_add(
+        &rk_dev_host_pcie[rk_dev_host_blk % RK_DEV_PCIE_BLOCKS].fences, 1);
+#endif
+}
+
+/** Ends a loop pass that handed back msgs messages (0: found nothing):
+ * the reads since the last pass go to that pass's kind. */
+RK_DEV_FN void
+rk_dev_pcie_pass(rk_dev_u32 msgs)
+{
+#if !defined(RK_DEV_ON_DEVICE)
+    rk_dev_pcie *p = &rk_dev_host_pcie[rk_dev_host_blk % RK_DEV_PCIE_BLOCKS];
+    if (msgs == 0) {
+        rk_dev__pcie_add(&p->polls, 1);
+        rk_dev__pcie_add(&p->poll_reads, rk_dev_host_pcie_cur);
+    } else {
+        rk_dev__pcie_add(&p->msgs, msgs);
+        rk_dev__pcie_add(&p->reads, rk_dev_host_pcie_cur);
+    }
+    rk_dev_host_pcie_cur = 0;
+#else
+    (void)msgs;
+#endif
+}
+
+/** RK_DEV_PCIE_READ(): one device read of host-mapped memory, counted by
+ * the host build. */
+#define RK_DEV_PCIE_READ() rk_dev_pcie_read()
+/** RK_DEV_PCIE_FENCE(): one system fence, counted by the host build. */
+#define RK_DEV_PCIE_FENCE() rk_dev_pcie_fence()
+
+/** Acquire load, 32-bit, of a word the host writes (a counted read). */
+RK_DEV_FN rk_dev_u32
+rk_dev_ld_acquire_sys32(const RK_DEV_A32 *p)
+{
+    rk_dev_pcie_read();
+    return rk_atomic_load_acquire_sys_u32(p);
+}
+
+/** Acquire load, 64-bit, of a word the host writes (a counted read). */
+RK_DEV_FN rk_dev_u64
+rk_dev_ld_acquire_sys64(const RK_DEV_A64 *p)
+{
+    rk_dev_pcie_read();
+    return rk_atomic_load_acquire_sys_u64(p);
+}
+
+/** Release store, 32-bit, for the host (st.release.sys: a counted fence). */
+RK_DEV_FN void
+rk_dev_st_release_sys32(RK_DEV_A32 *p, rk_dev_u32 v)
+{
+    rk_dev_pcie_fence();
+    rk_atomic_store_release_sys_u32(p, v);
+}
+
+/** Release store, 64-bit, for the host (a counted fence). */
+RK_DEV_FN void
+rk_dev_st_release_sys64(RK_DEV_A64 *p, rk_dev_u64 v)
+{
+    rk_dev_pcie_fence();
+    rk_atomic_store_release_sys_u64(p, v);
+}
 
 /** A system-scope fence by the calling thread: its earlier writes (and
  * reads) are ordered before its later ones for every observer, the host
@@ -274,6 +405,7 @@ rk_dev_now_ns(void)
 RK_DEV_FN void
 rk_dev_fence_sys(void)
 {
+    rk_dev_pcie_fence();
 #if defined(RK_DEV_ON_DEVICE)
     rk_atomic_fence_sys();
 #else
