@@ -434,9 +434,9 @@ test_watchdog(void **state)
     inst_join(&in);
 }
 
-/* Staging: the host writes a batch and publishes it once; the block
- * stages it, and its outputs (two per message, more than its output stage
- * and its lane hold) go out in order through mid-batch flushes. */
+/* Staging: the host writes a batch; the block stages it, and its outputs (two
+ * per message, more than its output stage and its lane hold) go out in order
+ * through mid-batch flushes. */
 static void
 test_staged_batch(void **state)
 {
@@ -458,7 +458,8 @@ test_staged_batch(void **state)
     }
     memset(&h, 0, sizeof(h));
     assert_int_equal(rk__dh_write(&in.d, 0, &h, "x", 1), RK_EFULL);
-    assert_int_equal(rk__dh_pending(&in.d, 0), 0); /* written, unpublished */
+    /* The host lane is an LL lane: a written slot is visible at once. */
+    assert_int_equal(rk__dh_pending(&in.d, 0), 4);
     rk__dh_publish(&in.d, 0);
     assert_int_equal(rk__dh_pending(&in.d, 0), 4);
     inst_start(&in, 1);
@@ -518,6 +519,81 @@ test_stage_plan(void **state)
     free(mem);
 }
 
+/* Waits (deadline: a hang fails) until block b's PCIe counts say `msgs`
+ * messages were handed back and at least `polls` idle polls ran. */
+static void
+pcie_wait(uint32_t b, rk_dev_u64 msgs, rk_dev_u64 polls, rk_dev_u64 out[5])
+{
+    uint64_t end = deadline();
+    for (;;) {
+        rk_dev_pcie_get(b, out);
+        if (out[1] >= msgs && out[2] >= polls)
+            return;
+        assert_true(rk_now_ns() < end);
+        sched_yield();
+    }
+}
+
+/* PCIe accounting (issue 24, docs/cuda.md "PCIe accounting"): after a
+ * warm-up, one request and its reply on an idle block cost at most one
+ * device read of host-mapped memory and no system fence (the old
+ * protocol: 2 reads, the tail and the slot, and 1 fence); an idle poll
+ * costs one read; 64 round trips cost at most one read each plus the
+ * output lane's head, re-read once per lap. */
+static void
+test_pcie_round_trip(void **state)
+{
+    inst in;
+    unsigned char buf[256];
+    rk_dev_u64 a[5], b[5];
+    const uint32_t cap = 8;
+    (void)state;
+
+    inst_make(&in, &rk_dev_host_kernel_rk_echo, 1, 1, 0, cap, 4);
+    inst_start(&in, 1);
+    rk__dh_post(&in.d, RK_DEV_CMD_RUN);
+    rk_dev_pcie_get(0, a);
+    for (int i = 0; i < 3; i++) {
+        send_bytes(&in, 0, 1, "w", 1);
+        assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+    }
+    /* Idle again: the passes after the warm-up's last message are over. */
+    pcie_wait(0, a[1] + 3, 0, b);
+    pcie_wait(0, b[1], b[2] + 2, a);
+
+    send_bytes(&in, 0, 1, "r", 1);
+    assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+    pcie_wait(0, a[1] + 1, 0, b);
+    print_message("one round trip: %llu device read(s) of mapped memory, "
+                  "%llu system fence(s)\n",
+        (unsigned long long)(b[0] - a[0]), (unsigned long long)(b[4] - a[4]));
+    assert_true(b[0] - a[0] <= 1);
+    assert_int_equal(b[4] - a[4], 0);
+
+    /* Idle: every poll is one read (the command comes with it). */
+    pcie_wait(0, b[1], b[2] + 64, a);
+    print_message("idle: %llu poll(s), %llu read(s)\n",
+        (unsigned long long)(a[2] - b[2]), (unsigned long long)(a[3] - b[3]));
+    assert_true(a[3] - b[3] <= a[2] - b[2]);
+    assert_int_equal(a[4], b[4]);
+
+    /* Many: the output lane's head is re-read once per lap at most. */
+    for (int i = 0; i < 64; i++) {
+        send_bytes(&in, 0, 1, "m", 1);
+        assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+    }
+    pcie_wait(0, a[1] + 64, 0, b);
+    print_message("64 round trips: %llu read(s), %llu fence(s)\n",
+        (unsigned long long)(b[0] - a[0]), (unsigned long long)(b[4] - a[4]));
+    assert_true(b[0] - a[0] <= 64 + 64 / cap + 1);
+    assert_int_equal(b[4] - a[4], 0);
+
+    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    inst_join(&in);
+}
+
 static void
 test_bad_config(void **state)
 {
@@ -553,6 +629,7 @@ main(void)
         cmocka_unit_test(test_staged_batch),
         cmocka_unit_test(test_stage_plan),
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_pcie_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,25 +49,39 @@
 #define RINGKERNEL_DEV_KERNEL_H
 
 #include "ringkernel/dev_ctl.h"
+#include "ringkernel/dev_ll.h"
 #include "ringkernel/error.h"
 #include "ringkernel/ring_proto.h"
 #include "ringkernel/rk_dev.h"
 
-#define RK_DEV_MAX_IN     4  /**< input lanes per block (host + K2K) */
-#define RK_DEV_MAX_ROUTES 8  /**< K2K routes per block */
-#define RK_DEV_MAX_BATCH  64 /**< messages per receive */
+#define RK_DEV_MAX_IN     4 /**< input lanes per block (host + K2K) */
+#define RK_DEV_MAX_ROUTES 8 /**< K2K routes per block */
+#define RK_DEV_MAX_BATCH  RK_DEV_LL_MAX_BATCH /**< messages per receive (64)  \
+                                               */
 /** Empty polls at full speed before an idle block backs off. */
 #define RK_DEV_SPIN_POLLS 1024
-/** A running block reads the host's command at every this many safe
- * points (PAUSE and STOP wait at most this many batches or polls). */
+/** A running block reads the host's command word at every this many safe
+ * points that brought no command with their poll (PAUSE and STOP wait at
+ * most this many batches or polls). */
 #define RK_DEV_CMD_EVERY 8
+/** The heartbeat is written at most once per this many ns of
+ * rk_dev_now_ns() (%globaltimer): a posted PCIe write per 100 us, not
+ * one per poll. */
+#define RK_DEV_BEAT_NS 100000u
+/** rk_dev_lane.format: a ring_proto.h ring (the tail says where the
+ * producer is; K2K lanes). */
+#define RK_DEV_LANE_RING 0u
+/** rk_dev_lane.format: an LL lane (ring_ll.h: every word carries its
+ * slot's sequence; the host's lanes). */
+#define RK_DEV_LANE_LL 1u
 
 /** rk_msg_header.flags bits the device sets (runtime bits >= 8). A publish
  * goes to the output lane with TOPIC set and the topic's index (assigned
  * by the host relay) in bits 16..31. */
-#define RK_DEV_MSG_F_TOPIC     (1u << 8)
-#define RK_DEV_MSG_TOPIC_SHIFT 16 /**< first bit of the topic index in flags  \
-                                   */
+#define RK_DEV_MSG_F_TOPIC (1u << 8)
+#define RK_DEV_MSG_TOPIC_SHIFT                                                \
+    16 /**< first bit of the topic index in flags                             \
+        */
 #define RK_DEV_MSG_MAGIC       0x4B52u /**< RK_MSG_MAGIC */
 #define RK_DEV_MSG_VERSION     1u      /**< RK_MSG_VERSION */
 #define RK_DEV_MSG_HEADER_SIZE 64u     /**< RK_MSG_HEADER_SIZE */
@@ -93,6 +107,8 @@ typedef struct rk_dev_msg_header {
 typedef struct rk_dev_lane {
     rk_ring_ctrl *ctrl;   /**< the ring's control block */
     unsigned char *slots; /**< the ring's slot array */
+    rk_dev_u32 format;    /**< RK_DEV_LANE_RING or RK_DEV_LANE_LL */
+    rk_dev_u32 reserved;  /**< 0 */
 } rk_dev_lane;
 
 /**
@@ -164,9 +180,19 @@ typedef struct rk_dev_ctx {
     /** @{ */
     rk_dev_u32 lane, n, rr; /**< current batch: lane, size; next lane */
     /** @} */
-    rk_dev_u32 flag;     /**< broadcast: bool results */
-    rk_dev_i32 rc;       /**< broadcast: int results */
-    unsigned char *slot; /**< broadcast: slot being written */
+    /** @{ */
+    /** Bit i: input lane i is an LL lane; the output lane is one. */
+    rk_dev_u32 in_ll, out_ll;
+    /** @} */
+    /** The command the last safe point has not used yet: what the last
+     * poll of an LL lane found in its head slot, or RK_DEV_CMD_NONE. */
+    rk_dev_u32 ib;
+    rk_dev_u32 hot;        /**< the last take was full: sweep a whole batch */
+    rk_dev_u64 beat_ns;    /**< rk_dev_now_ns() of the last heartbeat */
+    rk_dev_ll_sweep sweep; /**< the LL sweep's block-shared results */
+    rk_dev_u32 flag;       /**< broadcast: bool results */
+    rk_dev_i32 rc;         /**< broadcast: int results */
+    unsigned char *slot;   /**< broadcast: slot being written */
 } rk_dev_ctx;
 
 /** A device handler: called for each message m with the block's context x;
@@ -184,11 +210,82 @@ rk_dev_thread0(void)
     return rk_dev_thread_idx() == 0;
 }
 
+/** rk_ring_cons_avail on a lane in mapped memory, counting the tail read
+ * it makes when its cached tail is short. */
+RK_DEV_FN rk_dev_u32
+rk_dev__avail(rk_ring_ctrl *c, rk_ring_side *s, rk_dev_u32 want)
+{
+    if (s->peer - s->pos < want)
+        rk_dev_pcie_read();
+    return rk_ring_cons_avail(c, s, want);
+}
+
+/** rk_ring_prod_space on a lane in mapped memory, counting the head read
+ * it makes when its cached head says there is not enough room. */
+RK_DEV_FN rk_dev_u32
+rk_dev__space(rk_ring_ctrl *c, rk_ring_side *s, rk_dev_u32 want)
+{
+    if ((rk_dev_u64)s->mask + 1 - (s->pos - s->peer) < want)
+        rk_dev_pcie_read();
+    return rk_ring_prod_space(c, s, want);
+}
+
+/** The heartbeat, at most once per RK_DEV_BEAT_NS (the clock is
+ * %globaltimer, not a PCIe access). */
 RK_DEV_FN void
 rk_dev__beat(rk_dev_ctx *x)
 {
+    rk_dev_u64 now = rk_dev_now_ns();
+    if (now - x->beat_ns < RK_DEV_BEAT_NS)
+        return;
+    x->beat_ns = now;
     x->beat += 1;
     rk_dev_ctl_heartbeat(x->a.ctl, x->blk, x->beat);
+}
+
+/** 1 when input lane l is an LL lane (every lane is, in a kernel built
+ * with RK_DEV_LL_ONLY: the test that checks the fast path's PTX). */
+RK_DEV_FN int
+rk_dev__in_ll(const rk_dev_ctx *x, rk_dev_u32 l)
+{
+#if defined(RK_DEV_LL_ONLY)
+    (void)x;
+    (void)l;
+    return 1;
+#else
+    return (int)((x->in_ll >> l) & 1u);
+#endif
+}
+
+/** 1 when the output lane is an LL lane. */
+RK_DEV_FN int
+rk_dev__out_ll(const rk_dev_ctx *x)
+{
+#if defined(RK_DEV_LL_ONLY)
+    (void)x;
+    return 1;
+#else
+    return (int)x->out_ll;
+#endif
+}
+
+/** Hands `done` slots of input lane l back to its producer: the head,
+ * relaxed on an LL lane (ring_ll.h), after a fence on a ring lane (the
+ * caller's rk_dev__commit), a release on the host build. Thread 0. */
+RK_DEV_FN void
+rk_dev__handback(rk_dev_ctx *x, rk_dev_u32 l, rk_dev_u32 done)
+{
+    rk_ring_side *s = &x->in[l];
+    s->pos += done;
+    if (rk_dev__in_ll(x, l)) {
+        rk_ring_ll_release_head(x->in_ctrl[l], s->pos);
+        return;
+    }
+#if defined(RK_DEV_ON_DEVICE)
+    rk_ring_store_relaxed_u64(&x->in_ctrl[l]->head, s->pos); /* fenced */
+#else
+    rk_ring_release_head(x->in_ctrl[l], s->pos);
+#endif
 }
 
 RK_DEV_FN void
@@ -214,9 +311,15 @@ rk_dev__wait_while(rk_dev_ctx *x, rk_dev_u32 what)
 RK_DEV_FN int
 rk_dev__any_input(rk_dev_ctx *x)
 {
-    for (rk_dev_u32 i = 0; i < x->nin; i++)
-        if (rk_ring_cons_avail(x->in_ctrl[i], &x->in[i], 1) != 0)
+    for (rk_dev_u32 i = 0; i < x->nin; i++) {
+        const rk_ring_side *s = &x->in[i];
+        if (rk_dev__in_ll(x, i)) {
+            if (rk_dev_ll_any(s))
+                return 1;
+        } else if (rk_dev__avail(x->in_ctrl[i], &x->in[i], 1) != 0) {
             return 1;
+        }
+    }
     return 0;
 }
 
@@ -242,36 +345,39 @@ rk_dev__ring_copy(const rk_ring_side *s, rk_dev_u64 pos, rk_dev_u32 n,
 
 /**
  * Thread 0: publishes n output slots and hands `done` slots of the current
- * input lane back, behind one system-scope fence. The block's other
- * threads wrote the output slots (or read the input slots) before the
- * block sync that precedes this: a barrier orders their accesses before
- * thread 0's, and the fence is cumulative, so one fence by thread 0
- * orders them all before the new indices (the pattern of cooperative
- * groups' grid sync, there at GPU scope). On the host, where a block is
- * one thread, the two release stores of ring_proto.h do the same.
+ * input lane back.
+ *
+ * LL lanes (the host's): nothing to order. Each output word carries its
+ * slot's flag in the same store as its data, so the host accepts a slot
+ * once every word has arrived, and the relaxed head store follows from
+ * the flags the block validated (ring_ll.h). No fence.
+ *
+ * Ring lanes (K2K): one system-scope fence, then the indices. The block's
+ * other threads wrote the output slots (or read the input slots) before
+ * the block sync that precedes this: a barrier orders their accesses
+ * before thread 0's, and the fence is cumulative, so one fence by thread
+ * 0 orders them all before the new indices (the pattern of cooperative
+ * groups' grid sync, there at GPU scope). On the host build, where a
+ * block is one thread, release stores do the same.
  */
 RK_DEV_FN void
 rk_dev__commit(rk_dev_ctx *x, rk_dev_u32 n, rk_dev_u32 done)
 {
-#if defined(RK_DEV_ON_DEVICE)
-    if (n == 0 && done == 0)
-        return;
-    rk_dev_fence_sys();
+    int out_ll = rk_dev__out_ll(x);
+    if ((n != 0 && !out_ll) || (done != 0 && !rk_dev__in_ll(x, x->lane)))
+        rk_dev_fence_sys();
     if (n != 0) {
         x->out.pos += n;
-        rk_ring_store_relaxed_u64(&x->out_ctrl->tail, x->out.pos);
-    }
-    if (done != 0) {
-        rk_ring_side *s = &x->in[x->lane];
-        s->pos += done;
-        rk_ring_store_relaxed_u64(&x->in_ctrl[x->lane]->head, s->pos);
-    }
+        if (!out_ll) {
+#if defined(RK_DEV_ON_DEVICE)
+            rk_ring_store_relaxed_u64(&x->out_ctrl->tail, x->out.pos);
 #else
-    if (n != 0)
-        rk_ring_prod_publish(x->out_ctrl, &x->out, n);
-    if (done != 0)
-        rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], done);
+            rk_ring_publish_tail(x->out_ctrl, x->out.pos);
 #endif
+        }
+    }
+    if (done != 0)
+        rk_dev__handback(x, x->lane, done);
 }
 
 /**
@@ -289,13 +395,16 @@ rk_dev__unstage(rk_dev_ctx *x)
         return 0;
     if (rk_dev_thread0()) {
         rk_dev_u32 ns = 0;
-        while (rk_ring_prod_space(x->out_ctrl, &x->out, n) < n) {
+        while (rk_dev__space(x->out_ctrl, &x->out, n) < n) {
             rk_dev__beat(x);
             rk_dev_backoff(&ns);
         }
     }
     rk_dev_sync_block();
-    rk_dev__ring_copy(&x->out, x->out.pos, n, x->stage_out, 1);
+    if (rk_dev__out_ll(x))
+        rk_dev_ll_put(&x->out, x->stage_out, n);
+    else
+        rk_dev__ring_copy(&x->out, x->out.pos, n, x->stage_out, 1);
     rk_dev_sync_block(); /* the copy, before thread 0's commit */
     return n;
 }
@@ -332,11 +441,15 @@ rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
         x->batch = a->batch == 0          ? 1
             : a->batch > RK_DEV_MAX_BATCH ? RK_DEV_MAX_BATCH
                                           : a->batch;
+        x->in_ll = 0;
         for (rk_dev_u32 i = 0; i < x->nin; i++) {
             const rk_dev_lane *l = &a->in[b * a->nin + i];
             x->in_ctrl[i] = l->ctrl;
             rk_ring_cons_attach(l->ctrl, &x->in[i], l->slots);
+            if (l->format == RK_DEV_LANE_LL)
+                x->in_ll |= 1u << i;
         }
+        x->out_ll = a->out[b].format == RK_DEV_LANE_LL;
         x->out_ctrl = a->out[b].ctrl;
         rk_ring_prod_attach(a->out[b].ctrl, &x->out, a->out[b].slots);
         for (rk_dev_u32 r = 0; r < x->nroutes; r++) {
@@ -345,12 +458,15 @@ rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
             rk_ring_prod_attach(l->ctrl, &x->route[r], l->slots);
         }
         x->stage_in = rk_dev_stage_mem();
-        x->stage_out = x->stage_in + (rk_dev_size)x->batch * x->in[0].slot_size;
+        x->stage_out
+            = x->stage_in + (rk_dev_size)x->batch * x->in[0].slot_size;
         x->stage_cap = a->stage_out == 0 ? 1 : a->stage_out;
         x->nout = x->idle = x->cmd_skip = 0;
         x->k.processed = x->k.sent = x->k.errors = x->k.last_ns = 0;
         x->ack_seq = x->beat = x->backoff = x->msg_seq = x->faults = 0;
-        x->lane = x->n = x->rr = 0;
+        x->lane = x->n = x->rr = x->hot = 0;
+        x->ib = x->sweep.ib = RK_DEV_CMD_NONE;
+        x->beat_ns = 0;
     }
     rk_dev_sync_block();
 }
@@ -382,11 +498,17 @@ rk_dev_should_terminate(rk_dev_ctx *x)
 {
     rk_dev__flush(x);
     if (rk_dev_thread0()) {
-        /* While running, cmd (a PCIe read) is read at every
-         * RK_DEV_CMD_EVERY-th safe point only: it is the one read a busy
-         * block does per batch besides its lane's tail. */
+        /* The command usually came with the last poll (the host keeps it
+         * in the free head slot of an LL lane): no read. Otherwise cmd
+         * (a PCIe read) is read at every RK_DEV_CMD_EVERY-th safe point:
+         * a busy block, or a lane whose free slot the host could not
+         * reach. */
         rk_dev_u32 cmd = RK_DEV_CMD_RUN;
-        if (x->cmd_skip == 0) {
+        if (x->ib != RK_DEV_CMD_NONE) {
+            cmd = x->ib;
+            x->ib = RK_DEV_CMD_NONE;
+            x->cmd_skip = RK_DEV_CMD_EVERY - 1;
+        } else if (x->cmd_skip == 0) {
             cmd = rk_dev_ctl_cmd(x->a.ctl);
             x->cmd_skip = cmd == RK_DEV_CMD_RUN ? RK_DEV_CMD_EVERY - 1 : 0;
         } else {
@@ -400,7 +522,10 @@ rk_dev_should_terminate(rk_dev_ctx *x)
         }
         /* The acquire of cmd (STOP) came after the host's last enqueue,
          * so the tails read below include every message sent before
-         * terminate: the drain misses none. */
+         * terminate: the drain misses none. A STOP that came with a poll
+         * was in the free slot after the last message (the host writes
+         * the command there after a message), so that lane is empty up
+         * to it; rk_dev__any_input looks again. */
         x->flag = cmd == RK_DEV_CMD_STOP && !rk_dev__any_input(x);
     }
     rk_dev_sync_block();
@@ -421,28 +546,65 @@ rk_dev_exit(rk_dev_ctx *x, rk_dev_i32 code)
 
 /* ---------------------------------------------------------- receiving */
 
+/** Takes up to x->batch messages from ring lane l (K2K): thread 0 reads
+ * the tail, then the block copies the slots to the stage in one sweep.
+ * Returns how many (every thread). Collective. */
+RK_DEV_FN rk_dev_u32
+rk_dev__ring_take(rk_dev_ctx *x, rk_dev_u32 l)
+{
+    rk_dev_u32 n;
+    if (rk_dev_thread0())
+        x->rc = (rk_dev_i32)rk_dev__avail(x->in_ctrl[l], &x->in[l], x->batch);
+    rk_dev_sync_block();
+    n = (rk_dev_u32)x->rc;
+    if (n != 0) {
+        if (rk_dev_thread0())
+            rk_dev_pcie_read(); /* one pipelined sweep */
+        rk_dev__ring_copy(&x->in[l], x->in[l].pos, n, x->stage_in, 0);
+    }
+    rk_dev_sync_block(); /* the copy; all have read x->rc */
+    return n;
+}
+
 /**
  * Takes up to x->batch messages from the next non-empty input lane
  * (round robin) and returns how many; 0 after one back-off step when all
- * lanes are empty. The batch stays in the lane until rk_dev_recv_done.
- * Collective: every thread gets the same count and reads the same
- * messages with rk_dev_msg_at.
+ * lanes are empty. The batch is copied to the block's stage (a handler
+ * reads the copy, not mapped memory) and stays in the lane until
+ * rk_dev_recv_done. Collective: every thread gets the same count and
+ * reads the same messages with rk_dev_msg_at.
+ *
+ * An idle LL lane is polled one slot at a time (its window: one read
+ * that also brings the host's command); after a take that found all it
+ * looked for, the next sweep covers a whole batch.
  */
 RK_DEV_FN rk_dev_u32
 rk_dev_recv_batch(rk_dev_ctx *x)
 {
+    rk_dev_u32 n = 0, i, l = 0, nin, rr, want;
     rk_dev__flush(x); /* an actor waiting for input has sent what it wrote */
-    if (rk_dev_thread0()) {
-        rk_dev_u32 n = 0, i;
+    if (rk_dev_thread0())
         rk_dev__beat(x);
-        for (i = 0; i < x->nin && n == 0; i++) {
-            rk_dev_u32 l = (x->rr + i) % x->nin;
-            n = rk_ring_cons_avail(x->in_ctrl[l], &x->in[l], x->batch);
-            if (n != 0)
-                x->lane = l;
+    rk_dev_sync_block();
+    nin = x->nin;
+    rr = x->rr;
+    want = x->hot ? x->batch : 1;
+    rk_dev_sync_block(); /* all have read them before thread 0 writes */
+    for (i = 0; i < nin && n == 0; i++) {
+        l = (rr + i) % nin;
+        n = rk_dev__in_ll(x, l)
+            ? rk_dev_ll_take(&x->in[l], x->stage_in, want, &x->sweep)
+            : rk_dev__ring_take(x, l);
+    }
+    if (rk_dev_thread0()) {
+        if (x->sweep.ib != RK_DEV_CMD_NONE) { /* came with the poll */
+            x->ib = x->sweep.ib;
+            x->sweep.ib = RK_DEV_CMD_NONE;
         }
         x->n = n;
+        x->hot = n != 0 && n == want;
         if (n == 0) {
+            rk_dev_pcie_pass(0);
             /* Poll at full speed for a while after the last message
              * (each poll of a mapped lane is a PCIe read, so this is
              * about a millisecond), then back off. */
@@ -451,21 +613,13 @@ rk_dev_recv_batch(rk_dev_ctx *x)
             else
                 rk_dev_backoff(&x->backoff);
         } else {
+            x->lane = l;
             x->backoff = x->idle = 0;
-            x->rr = (x->lane + 1) % x->nin;
+            x->rr = (l + 1) % nin;
             x->k.last_ns = rk_dev_now_ns();
         }
     }
     rk_dev_sync_block();
-    rk_dev_u32 n = x->n;
-    if (n != 0) {
-        /* The batch is read once, by the whole block: one sweep over
-         * the lane instead of a PCIe round trip per field a handler
-         * reads. The slots stay in the lane until rk_dev_recv_done. */
-        const rk_ring_side *s = &x->in[x->lane];
-        rk_dev__ring_copy(s, s->pos, n, x->stage_in, 0);
-        rk_dev_sync_block();
-    }
     return n;
 }
 
@@ -504,6 +658,7 @@ rk_dev_recv_done(rk_dev_ctx *x, rk_dev_u32 done)
         if (done != 0) {
             x->k.processed += done;
             rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+            rk_dev_pcie_pass(done);
         }
     }
     rk_dev_sync_block();
@@ -580,7 +735,7 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
             x->slot = x->stage_out + (rk_dev_size)x->nout * s->slot_size;
         } else {
             rk_dev_u32 ns = 0;
-            while (rk_ring_prod_space(c, s, 1) == 0) {
+            while (rk_dev__space(c, s, 1) == 0) {
                 rk_dev__beat(x);
                 rk_dev_backoff(&ns);
             }
@@ -608,10 +763,12 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
         h->sender = x->a.kernel_id;
         h->type_version = 0;
         h->reserved = 0;
-        if (staged)
+        if (staged) {
             x->nout += 1;
-        else
+        } else {
+            rk_dev_pcie_fence(); /* st.release.sys of the route's tail */
             rk_ring_prod_publish(c, s, 1);
+        }
         x->k.sent += 1;
     }
     rk_dev_sync_block();
@@ -709,8 +866,11 @@ rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
             rk_dev_backoff(&ns);
         }
         x->flag = v == want && rk_dev_ctl_cmd(x->a.ctl) != RK_DEV_CMD_STOP;
-        if (x->n != 0)
-            rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], 1);
+        if (x->n != 0) {
+            if (!rk_dev__in_ll(x, x->lane))
+                rk_dev_fence_sys(); /* the ring lane's reads, first */
+            rk_dev__handback(x, x->lane, 1);
+        }
         x->n = 0;
         if (x->flag)
             rk_dev__ack(x, RK_DEV_ACK_RUNNING);

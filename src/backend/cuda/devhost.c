@@ -10,6 +10,7 @@
 
 #include "backend/cuda/devhost.h"
 #include "common/common.h"
+#include "ringkernel/ring_ll.h"
 
 #define RK__DH_MAX_SLOT (1u << 24)
 
@@ -44,10 +45,13 @@ rk__dh_check(const rk__dh_cfg *c)
     return RK_OK;
 }
 
+/* Every lane is sized as an LL lane (twice the slots' bytes: a flag per
+ * 4 bytes); K2K ring lanes use half of theirs. */
 static size_t
 lane_bytes(const rk__dh_cfg *c)
 {
-    return sizeof(rk_ring_ctrl) + round64((size_t)c->capacity * c->slot_size);
+    return sizeof(rk_ring_ctrl)
+        + round64((size_t)rk_ring_ll_bytes(c->capacity, c->slot_size));
 }
 
 /* Offsets of the region's parts. */
@@ -112,9 +116,11 @@ dev_addr(const rk__dh *d, const void *host)
         + (uint64_t)((const unsigned char *)host - d->base));
 }
 
+/* ll: the lane is an LL lane (ring_ll.h): the host's lanes (input lane 0
+ * and the output lane); K2K input lanes are rings. */
 static void
 init_lane(rk__dh *d, unsigned char *at, rk_dev_lane *tab_entry,
-    rk__dh_host_lane *host, int host_is_producer)
+    rk__dh_host_lane *host, int host_is_producer, int ll)
 {
     rk_ring_ctrl *ctrl = (rk_ring_ctrl *)(void *)at;
     unsigned char *slots = at + sizeof(rk_ring_ctrl);
@@ -122,8 +128,11 @@ init_lane(rk__dh *d, unsigned char *at, rk_dev_lane *tab_entry,
     rk_ring_init(ctrl, d->cfg.capacity, d->cfg.slot_size);
     tab_entry->ctrl = dev_addr(d, ctrl);
     tab_entry->slots = dev_addr(d, slots);
+    tab_entry->format = ll ? RK_DEV_LANE_LL : RK_DEV_LANE_RING;
+    tab_entry->reserved = 0;
     if (host != NULL) {
         host->ctrl = ctrl;
+        host->ll = ll;
         if (host_is_producer)
             rk_ring_prod_attach(ctrl, &host->side, slots);
         else
@@ -177,8 +186,8 @@ rk__dh_place(rk__dh *d, const rk__dh_cfg *cfg, void *base, uint64_t dev_base,
     for (b = 0; b < nb; b++) {
         for (i = 0; i < cfg->nin; i++, lane += lane_bytes(cfg))
             init_lane(d, lane, &d->in_tab[b * cfg->nin + i],
-                &d->in[b * cfg->nin + i], 1);
-        init_lane(d, lane, &d->out_tab[b], &d->out[b], 0);
+                &d->in[b * cfg->nin + i], 1, i == 0);
+        init_lane(d, lane, &d->out_tab[b], &d->out[b], 0, 1);
         lane += lane_bytes(cfg);
     }
     d->kargs.ctl = dev_addr(d, d->ctl);
@@ -232,6 +241,24 @@ rk__dh_connect(rk__dh *from, uint32_t b, uint32_t r, rk__dh *to, uint32_t tb,
     return RK_OK;
 }
 
+/* Stores the current command into the next free slot of host lane l (an
+ * LL lane), if it is free; fresh: re-read the head when the cached one
+ * says full. Under the lane's lock. */
+static void
+cmd_word(rk__dh *d, rk__dh_host_lane *l, int fresh)
+{
+    rk_ring_side *s = &l->side;
+    /* Relaxed: the host is cmd's only writer. */
+    uint32_t cmd
+        = atomic_load_explicit(&d->ctl->host.cmd, memory_order_relaxed);
+
+    if (!l->ll)
+        return;
+    if (fresh ? rk_ring_prod_space(l->ctrl, s, 1) != 0
+              : s->pos - s->peer < (uint64_t)s->mask + 1)
+        rk_ring_ll_cmd_put(s, s->pos, cmd);
+}
+
 void
 rk__dh_post(rk__dh *d, uint32_t cmd)
 {
@@ -247,6 +274,13 @@ rk__dh_post(rk__dh *d, uint32_t cmd)
     atomic_store_explicit(&h->wake_seq,
         atomic_load_explicit(&h->wake_seq, memory_order_relaxed) + 1,
         memory_order_release);
+    /* The same command in each host lane's free head slot, where an idle
+     * block's poll reads it (no separate read of cmd). */
+    for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
+        pthread_mutex_lock(&d->in_lock[b]);
+        cmd_word(d, &d->in[b * d->cfg.nin], 1);
+        pthread_mutex_unlock(&d->in_lock[b]);
+    }
 }
 
 static int
@@ -332,6 +366,38 @@ rk__dh_fault_of(rk__dh *d, uint32_t b, uint32_t *n, int32_t *err)
     return 1;
 }
 
+/* Copies the frame at position pos of host lane l (published: pos <
+ * tail) to dst, cap bytes at most, and returns its length. */
+static size_t
+frame_copy(rk__dh *d, rk__dh_host_lane *l, uint64_t pos, unsigned char *dst,
+    size_t cap)
+{
+    uint32_t plen, room = d->cfg.slot_size - RK_MSG_HEADER_SIZE;
+    size_t n;
+
+    if (l->ll) {
+        /* Written whole before the tail was published. */
+        (void)rk_ring_ll_get(&l->side, pos, 0, dst, RK_MSG_HEADER_SIZE);
+        memcpy(
+            &plen, dst + offsetof(rk_msg_header, payload_len), sizeof(plen));
+    } else {
+        memcpy(&plen,
+            rk_ring_slot(&l->side, pos) + offsetof(rk_msg_header, payload_len),
+            sizeof(plen));
+    }
+    if (plen > room)
+        plen = room;
+    n = RK_MSG_HEADER_SIZE + (size_t)plen;
+    if (n > cap)
+        n = cap;
+    if (l->ll)
+        (void)rk_ring_ll_get(&l->side, pos, RK_MSG_HEADER_SIZE,
+            dst + RK_MSG_HEADER_SIZE, (uint32_t)(n - RK_MSG_HEADER_SIZE));
+    else
+        memcpy(dst, rk_ring_slot(&l->side, pos), n);
+    return n;
+}
+
 size_t
 rk__dh_peek_failed(rk__dh *d, uint32_t b, unsigned char *dst, size_t cap)
 {
@@ -349,24 +415,42 @@ rk__dh_peek_failed(rk__dh *d, uint32_t b, unsigned char *dst, size_t cap)
         rk__dh_host_lane *l = &d->in[b * d->cfg.nin + i];
         uint64_t head = rk_ring_load_acquire(&l->ctrl->head);
         uint64_t tail = rk_ring_load_acquire(&l->ctrl->tail);
-        const unsigned char *f;
-        uint32_t plen;
         if (head == tail)
             continue;
-        f = rk_ring_slot(&l->side, head);
-        memcpy(&plen, f + offsetof(rk_msg_header, payload_len), sizeof(plen));
-        if (plen > d->cfg.slot_size - RK_MSG_HEADER_SIZE)
-            plen = d->cfg.slot_size - RK_MSG_HEADER_SIZE;
-        if (RK_MSG_HEADER_SIZE + (size_t)plen > cap)
-            plen = (uint32_t)(cap - RK_MSG_HEADER_SIZE);
-        memcpy(dst, f, RK_MSG_HEADER_SIZE + (size_t)plen);
-        return RK_MSG_HEADER_SIZE + (size_t)plen;
+        return frame_copy(d, l, head, dst, cap);
     }
     return 0;
 }
 
+/* Writes the next slot of LL lane l (room checked) and publishes it: a
+ * slot whose words carry its flag is visible as it is written, so there
+ * is nothing to hold back; the tail follows at once (the host's own
+ * accounting: pending, leftovers, the watchdog). Then the current command
+ * goes into the next slot, if free, for the block's next poll. */
+static void
+ll_write(rk__dh *d, rk__dh_host_lane *l, const rk_msg_header *h,
+    const void *payload, uint32_t len)
+{
+    rk_ring_side *s = &l->side;
+    uint32_t win = rk_ring_ll_window(s), end, pad;
+    rk_msg_header hh = *h;
+
+    hh.payload_len = len;
+    rk_ring_ll_put(s, s->pos, 0, &hh, RK_MSG_HEADER_SIZE);
+    if (len != 0)
+        rk_ring_ll_put(s, s->pos, RK_MSG_HEADER_SIZE, payload, len);
+    /* Zero words up to the poll window, and to the end of the last
+     * 16-byte line the device reads. */
+    end = RK_MSG_HEADER_SIZE + ((len + 3u) & ~3u);
+    pad = (end + 7u) & ~7u;
+    rk_ring_ll_pad(s, s->pos, end, pad > win ? pad : win);
+    s->pos += 1;
+    rk_ring_publish_tail(l->ctrl, s->pos);
+    cmd_word(d, l, 0);
+}
+
 /* Writes the next slot of block b's host lane; publishes it (and the
- * slots written before it) if publish. */
+ * slots written before it) if publish. An LL lane publishes at once. */
 static int
 lane_write(rk__dh *d, uint32_t b, const rk_msg_header *h, const void *payload,
     size_t len, int publish)
@@ -385,6 +469,8 @@ lane_write(rk__dh *d, uint32_t b, const rk_msg_header *h, const void *payload,
     pthread_mutex_lock(&d->in_lock[b]);
     if (rk_ring_prod_space(l->ctrl, &l->side, l->staged + 1) <= l->staged) {
         rc = RK_EFULL;
+    } else if (l->ll) {
+        ll_write(d, l, h, payload, (uint32_t)len);
     } else {
         slot = rk_ring_slot(&l->side, l->side.pos + l->staged);
         hh = *h;
@@ -447,6 +533,32 @@ rk__dh_room(rk__dh *d)
     return n;
 }
 
+/* One frame from LL output lane l: found by its flags (the device stores
+ * no tail), copied, handed back. */
+static int
+ll_recv(rk__dh *d, rk__dh_host_lane *l, void *buf, size_t cap, size_t *len)
+{
+    rk_ring_side *s = &l->side;
+    rk_msg_header hh;
+    uint32_t plen, room = d->cfg.slot_size - RK_MSG_HEADER_SIZE;
+
+    if (!rk_ring_ll_get(s, s->pos, 0, &hh, RK_MSG_HEADER_SIZE))
+        return RK_EEMPTY;
+    plen = hh.payload_len > room ? room : hh.payload_len; /* bad device */
+    if (RK_MSG_HEADER_SIZE + (size_t)plen > cap)
+        return rk__fail(RK_EMSGSIZE, "frame of %u bytes, buffer %zu",
+            RK_MSG_HEADER_SIZE + plen, cap);
+    if (!rk_ring_ll_get(s, s->pos, RK_MSG_HEADER_SIZE,
+            (unsigned char *)buf + RK_MSG_HEADER_SIZE, plen))
+        return RK_EEMPTY; /* the rest is on its way */
+    memcpy(buf, &hh, sizeof(hh));
+    *len = RK_MSG_HEADER_SIZE + (size_t)plen;
+    /* Release pairs with the device's acquire of head (rk_ring_prod_space):
+     * our reads of the slot come before it may overwrite it. */
+    rk_ring_cons_release(l->ctrl, s, 1);
+    return RK_OK;
+}
+
 int
 rk__dh_recv(rk__dh *d, uint32_t b, void *buf, size_t cap, size_t *len)
 {
@@ -457,7 +569,9 @@ rk__dh_recv(rk__dh *d, uint32_t b, void *buf, size_t cap, size_t *len)
         return rk__fail(RK_EINVAL, "no block %u", b);
     l = &d->out[b];
     pthread_mutex_lock(&d->out_lock[b]);
-    if (rk_ring_cons_avail(l->ctrl, &l->side, 1) == 0) {
+    if (l->ll) {
+        rc = ll_recv(d, l, buf, cap, len);
+    } else if (rk_ring_cons_avail(l->ctrl, &l->side, 1) == 0) {
         rc = RK_EEMPTY;
     } else {
         const unsigned char *slot = rk_ring_slot(&l->side, l->side.pos);
@@ -486,22 +600,13 @@ rk__dh_take_left(rk__dh *d, unsigned char *dst, size_t stride, uint32_t max)
 
     for (uint32_t i = 0; i < d->cfg.nblocks * d->cfg.nin && n < max; i++) {
         rk_ring_ctrl *c = d->in[i].ctrl;
-        rk_ring_side s = d->in[i].side;
         /* The blocks have exited (acquire of their EXITED ack): their
          * last head is visible; read from there to the tail. */
         uint64_t pos = rk_ring_load_acquire(&c->head);
         uint64_t tail = rk_ring_load_acquire(&c->tail);
-        for (; pos < tail && n < max; pos++, n++) {
-            const unsigned char *f = rk_ring_slot(&s, pos);
-            uint32_t plen;
-            memcpy(
-                &plen, f + offsetof(rk_msg_header, payload_len), sizeof(plen));
-            if (plen > d->cfg.slot_size - RK_MSG_HEADER_SIZE)
-                plen = d->cfg.slot_size - RK_MSG_HEADER_SIZE;
-            if (RK_MSG_HEADER_SIZE + (size_t)plen > stride)
-                plen = (uint32_t)(stride - RK_MSG_HEADER_SIZE);
-            memcpy(dst + (size_t)n * stride, f, RK_MSG_HEADER_SIZE + plen);
-        }
+        for (; pos < tail && n < max; pos++, n++)
+            (void)frame_copy(
+                d, &d->in[i], pos, dst + (size_t)n * stride, stride);
     }
     return n;
 }

@@ -11,9 +11,16 @@
  * the stand-in driver the region is ordinary memory and both addresses are
  * the same.
  *
+ * Lanes: each block's host lane (input lane 0) and its output lane are
+ * LL lanes (ringkernel/ring_ll.h: every 8-byte word carries 4 bytes and
+ * the slot's sequence, so the block finds and validates a message with
+ * one read and publishes a reply with no fence); K2K input lanes (1..)
+ * are ring_proto.h rings. Every lane is sized as an LL lane.
+ *
  * Host protocol (the kernel side is dev_kernel.h): commands are a release
- * store of cmd (activated first, for RUN); acknowledgements are polled
- * with acquire loads of each block's ack, with back-off and a deadline
+ * store of cmd (activated first, for RUN), mirrored into each host lane's
+ * free head slot (the block's poll reads it there); acknowledgements are
+ * polled with acquire loads of each block's ack, with back-off and a deadline
  * (there is nothing to sleep on: a GPU cannot wake a futex). Host
  * producers on a block's host lane are serialised by a mutex (the lane is
  * SPSC); so are host consumers of its output lane.
@@ -49,7 +56,8 @@ typedef struct rk__dh_cfg {
 typedef struct rk__dh_host_lane {
     rk_ring_ctrl *ctrl;
     rk_ring_side side;
-    uint32_t staged; /* producer lanes: slots written, not yet published */
+    uint32_t staged; /* producer ring lanes: slots written, not published */
+    int ll;          /* an LL lane (ring_ll.h): input lane 0, output */
 } rk__dh_host_lane;
 
 typedef struct rk__dh {
@@ -129,9 +137,12 @@ size_t rk__dh_peek_failed(
 int rk__dh_send(rk__dh *d, uint32_t b, const rk_msg_header *h,
     const void *payload, size_t len);
 
-/* As rk__dh_send, but the slot is only written: rk__dh_publish(d, b) makes
- * it, and every slot written before it, visible to the block with one
- * release of the tail (rk__dh_send publishes them too). */
+/* As rk__dh_send, but on a ring lane the slot is only written:
+ * rk__dh_publish(d, b) makes it, and every slot written before it,
+ * visible to the block with one release of the tail (rk__dh_send
+ * publishes them too). The host lanes are LL lanes (ring_ll.h), where a
+ * written slot is visible at once: there rk__dh_write publishes and
+ * rk__dh_publish has nothing left to do. */
 int rk__dh_write(rk__dh *d, uint32_t b, const rk_msg_header *h,
     const void *payload, size_t len);
 void rk__dh_publish(rk__dh *d, uint32_t b);

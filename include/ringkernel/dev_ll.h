@@ -1,0 +1,185 @@
+/** @file
+ * ringkernel/dev_ll.h - the device side of LL lanes (ring_ll.h): the
+ * block-collective sweep that takes a batch from an input lane with one
+ * read of mapped memory, and the writer that puts a staged batch into an
+ * output lane with no fence. dev_kernel.h's loop calls them; they touch
+ * only the lane, the block's stage and the sweep's shared results.
+ *
+ * The sweep: every thread of the block loads 16-byte lines (two flagged
+ * words, ld.relaxed.sys.v2.u64) of the poll window of up to `want` slots
+ * from the head, all issued together, so the whole batch costs one PCIe
+ * round trip; each line's data goes to the stage and its flags are
+ * checked against the slot's sequence. The batch is the slots from the
+ * head whose every line checked out. The head slot's first word may hold
+ * the host's command instead (the command flag): it is returned with the
+ * poll, so an idle block reads nothing else.
+ *
+ * Compiles as NVRTC, nvcc, host C11 and host C++ (rk_dev.h); on the host
+ * a block is one thread and the same code runs whole.
+ */
+#ifndef RINGKERNEL_DEV_LL_H
+#define RINGKERNEL_DEV_LL_H
+
+#include "ringkernel/ring_ll.h"
+#include "ringkernel/rk_dev.h"
+
+#define RK_DEV_LL_MAX_BATCH 64 /**< slots one sweep takes, at most */
+/** No command came with the poll. */
+#define RK_DEV_CMD_NONE 0xffffffffu
+/** Offset of payload_len in the 64-byte envelope (rk_msg_header). */
+#define RK_DEV_LL_LEN_OFFSET 12u
+
+/** A sweep's block-shared results (in the block's shared context). */
+typedef struct rk_dev_ll_sweep {
+    /** 1 where a slot of the sweep is not whole yet; afterwards bad[0]
+     * says "sweep the long messages' rest again". */
+    unsigned char bad[RK_DEV_LL_MAX_BATCH];
+    rk_dev_u32 n;  /**< broadcast: whole slots from the head */
+    rk_dev_u32 ib; /**< the head slot's command word, or RK_DEV_CMD_NONE */
+} rk_dev_ll_sweep;
+
+/** Sets a block-shared flag that several threads may set at once, all to
+ * 1 (a volatile store: morally strong, so no data race). */
+RK_DEV_FN void
+rk_dev_ll_mark(unsigned char *p)
+{
+    *(volatile unsigned char *)p = 1;
+}
+
+/** Bytes of the message in a staged slot (64-byte header + payload,
+ * clipped to the slot), from its header. */
+RK_DEV_FN rk_dev_u32
+rk_dev_ll_used(const unsigned char *slot, rk_dev_u32 slot_size)
+{
+    rk_dev_u32 len
+        = *(const rk_dev_u32 *)(const void *)(slot + RK_DEV_LL_LEN_OFFSET);
+    rk_dev_u32 room = slot_size - 64u;
+    return 64u + (len > room ? room : len);
+}
+
+/** Line k (16 bytes: two flagged words) of the slot at pos + i into the
+ * stage (slots slot_size apart). Returns 1 when both words carry the
+ * slot's flag; on the head slot's first line a command word sets *ib.
+ * One thread. */
+RK_DEV_FN int
+rk_dev_ll_line(const rk_ring_side *s, rk_dev_u64 pos, rk_dev_u32 i,
+    rk_dev_u32 k, unsigned char *stage, rk_dev_u32 *ib)
+{
+    rk_dev_u64 a, b;
+    rk_dev_u32 f = rk_ring_ll_flag(pos + i);
+    rk_dev_u32 *d
+        = (rk_dev_u32 *)(void *)(stage + (rk_dev_size)i * s->slot_size)
+        + 2 * k;
+    rk_atomic_load_pair_relaxed_sys_u64(
+        rk_ring_ll_slot(s, pos + i) + 2 * k, &a, &b);
+    d[0] = (rk_dev_u32)a;
+    d[1] = (rk_dev_u32)b;
+    if ((rk_dev_u32)(a >> 32) == f && (rk_dev_u32)(b >> 32) == f)
+        return 1;
+    if (i == 0 && k == 0 && (rk_dev_u32)(a >> 32) == rk_ring_ll_cmd_flag(pos))
+        *ib = (rk_dev_u32)a;
+    return 0;
+}
+
+/**
+ * Takes up to `want` (<= RK_DEV_LL_MAX_BATCH) messages from the head of LL
+ * lane s into the stage: one sweep over their poll windows (one PCIe
+ * read) finds, validates and reads them; nothing reads the tail. A
+ * message longer than the window is completed by a further sweep,
+ * repeated until all its words have arrived. Returns how many slots from
+ * the head hold whole messages (every thread); w->ib is the command that
+ * came with the poll. The slots stay in the lane (the caller hands them
+ * back). Collective.
+ */
+RK_DEV_FN rk_dev_u32
+rk_dev_ll_take(const rk_ring_side *s, unsigned char *stage, rk_dev_u32 want,
+    rk_dev_ll_sweep *w)
+{
+    rk_dev_u64 pos = s->pos;
+    rk_dev_u32 lines = rk_ring_ll_window(s) / 8, sz = s->slot_size, n, i, j;
+    rk_dev_u32 t = rk_dev_thread_idx(), bd = rk_dev_block_dim();
+    if (want > s->mask + 1)
+        want = s->mask + 1;
+    if (want > RK_DEV_LL_MAX_BATCH)
+        want = RK_DEV_LL_MAX_BATCH;
+    for (i = t; i < want; i += bd)
+        w->bad[i] = 0;
+    if (t == 0) {
+        w->ib = RK_DEV_CMD_NONE;
+        rk_dev_pcie_read(); /* the sweep */
+    }
+    rk_dev_sync_block();
+    for (j = t; j < want * lines; j += bd)
+        if (!rk_dev_ll_line(s, pos, j / lines, j % lines, stage, &w->ib))
+            rk_dev_ll_mark(&w->bad[j / lines]);
+    rk_dev_sync_block();
+    if (t == 0) {
+        rk_dev_u32 k = 0, more = 0;
+        while (k < want && !w->bad[k])
+            k++;
+        for (i = 0; i < k; i++)
+            if (rk_dev_ll_used(stage + (rk_dev_size)i * sz, sz) > lines * 8)
+                more = 1;
+        w->n = k;
+        w->bad[0] = (unsigned char)more; /* from here: "sweep again" */
+    }
+    rk_dev_sync_block();
+    n = w->n;
+    for (;;) {
+        rk_dev_u32 again = w->bad[0];
+        rk_dev_sync_block(); /* all have read it before it is reset */
+        if (!again)
+            break;
+        if (t == 0) {
+            w->bad[0] = 0;
+            rk_dev_pcie_read(); /* the long messages' rest */
+        }
+        rk_dev_sync_block();
+        for (i = 0; i < n; i++) {
+            rk_dev_u32 end
+                = (rk_dev_ll_used(stage + (rk_dev_size)i * sz, sz) + 7) / 8;
+            for (j = lines + t; j < end; j += bd)
+                if (!rk_dev_ll_line(s, pos, i, j, stage, &w->ib))
+                    rk_dev_ll_mark(&w->bad[0]);
+        }
+        rk_dev_sync_block();
+    }
+    return n;
+}
+
+/** 1 when the head slot of LL lane s holds a message, whole or being
+ * written (its first word carries the slot's flag). One read; thread 0. */
+RK_DEV_FN int
+rk_dev_ll_any(const rk_ring_side *s)
+{
+    rk_dev_pcie_read();
+    return (rk_dev_u32)(rk_ring_ll_word0(s, s->pos) >> 32)
+        == rk_ring_ll_flag(s->pos);
+}
+
+/**
+ * Writes n staged messages (slots slot_size apart in stage) into LL lane
+ * s from its producer position s->pos (the caller checked the room and
+ * advances s->pos after): every thread stores 16-byte lines of two
+ * flagged words (st.relaxed.sys.v2.u64) of the used part of a slot. No
+ * fence and no tail: the host accepts a slot once all its words carry
+ * the flag. Data-parallel over the block; no sync.
+ */
+RK_DEV_FN void
+rk_dev_ll_put(const rk_ring_side *s, const unsigned char *stage, rk_dev_u32 n)
+{
+    for (rk_dev_u32 i = 0; i < n; i++) {
+        const unsigned char *src = stage + (rk_dev_size)i * s->slot_size;
+        const rk_dev_u32 *d = (const rk_dev_u32 *)(const void *)src;
+        rk_dev_u32 lines = (rk_dev_ll_used(src, s->slot_size) + 7) / 8;
+        rk_dev_u32 f = rk_ring_ll_flag(s->pos + i);
+        RK_DEV_A64 *w = rk_ring_ll_slot(s, s->pos + i);
+        for (rk_dev_u32 k = rk_dev_thread_idx(); k < lines;
+             k += rk_dev_block_dim())
+            rk_atomic_store_pair_relaxed_sys_u64(w + 2 * k,
+                rk_ring_ll_word(d[2 * k], f),
+                rk_ring_ll_word(d[2 * k + 1], f));
+    }
+}
+
+#endif /* RINGKERNEL_DEV_LL_H */
