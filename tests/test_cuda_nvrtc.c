@@ -51,6 +51,7 @@ test_headers_compile_alone(void **state)
     static const char *const headers[]
         = { "ringkernel/rk_dev.h", "ringkernel/dev_ctl.h",
               "ringkernel/dev_kernel.h", "ringkernel/ring_proto.h",
+              "ringkernel/ring_ll.h", "ringkernel/dev_ll.h",
               "ringkernel/ctl_proto.h", "ringkernel/rk_atomic.h" };
     char src[256], name[32];
     (void)state;
@@ -91,13 +92,18 @@ test_loop_ptx(void **state)
     assert_true(cuda_count_op(ptx, "st.release.sys.u64") > 0);
     /* The block's writers and readers fence at system scope before the
      * sync that precedes thread 0's release. */
-    assert_true(cuda_count_op(ptx, "membar.sys") + cuda_count_op(ptx, "fence.sc.sys")
+    assert_true(cuda_count_op(ptx, "membar.sys")
+            + cuda_count_op(ptx, "fence.sc.sys")
             + cuda_count_op(ptx, "fence.acq_rel.sys")
         > 0);
+    /* LL lanes: a batch is swept and a reply written with 16-byte
+     * relaxed system-scope accesses of two flagged words. */
+    assert_true(cuda_count_op(ptx, "ld.relaxed.sys.v2.u64") > 0);
+    assert_true(cuda_count_op(ptx, "st.relaxed.sys.v2.u64") > 0);
     /* Back-off, block sync, the device clock. */
     assert_true(cuda_count_op(ptx, "nanosleep") > 0);
-    assert_true(
-        cuda_count_op(ptx, "bar.sync") > 0 || cuda_count_op(ptx, "barrier.sync") > 0);
+    assert_true(cuda_count_op(ptx, "bar.sync") > 0
+        || cuda_count_op(ptx, "barrier.sync") > 0);
     assert_non_null(strstr(ptx, "%globaltimer"));
     /* The shared ctx lives in shared memory. */
     assert_non_null(strstr(ptx, ".shared"));
@@ -106,6 +112,44 @@ test_loop_ptx(void **state)
     assert_int_equal(cuda_count_op(ptx, "red."), 0);
     free(ptx);
     free(src);
+}
+
+/* The fast path (issue 24): a kernel whose lanes are all LL lanes (the
+ * host's lanes; RK_DEV_LL_ONLY drops the K2K ring-lane branches) takes
+ * requests and publishes replies with no system fence at all: no
+ * membar.sys / fence.sc.sys / fence.acq_rel.sys anywhere in its PTX (the
+ * argument is in docs/cuda.md, "One read per message"). The sweep and the
+ * reply are the 16-byte relaxed accesses, and ptxas accepts them (an
+ * sm_90 cubin). */
+static void
+test_fast_path_ptx(void **state)
+{
+    static const char src[]
+        = "#define RK_DEV_LL_ONLY 1\n"
+          "#include \"ringkernel/dev_kernel.h\"\n"
+          "RK_DEV_HANDLER(echo_h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
+          "{ return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len); }\n"
+          "RK_DEV_KERNEL(rk_echo_ll, echo_h)\n";
+    rk__nvrtc_src s = { .name = "fast.cu", .source = src, .cc = 90, .raw = 1 };
+    rk__nvrtc_image img;
+    char *ptx;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+    ptx = compile_ptx("fast.cu", src, 90, 1);
+    assert_non_null(strstr(ptx, ".visible .entry rk_echo_ll("));
+    assert_true(cuda_count_op(ptx, "ld.relaxed.sys.v2.u64") > 0);
+    assert_true(cuda_count_op(ptx, "st.relaxed.sys.v2.u64") > 0);
+    assert_int_equal(cuda_count_op(ptx, "membar.sys"), 0);
+    assert_int_equal(cuda_count_op(ptx, "fence.sc.sys"), 0);
+    assert_int_equal(cuda_count_op(ptx, "fence.acq_rel.sys"), 0);
+    assert_int_equal(cuda_count_op(ptx, "membar.gl"), 0);
+    assert_int_equal(cuda_count_op(ptx, "atom."), 0);
+    assert_int_equal(cuda_count_op(ptx, "red."), 0);
+    free(ptx);
+    assert_int_equal(rk__nvrtc_compile(&s, &img), RK_OK);
+    assert_int_equal(img.kind, RK__IMG_CUBIN);
+    rk__nvrtc_image_free(&img);
 }
 
 /* The GPU-scope helpers compile to .gpu orders (K2K in device memory). */
@@ -273,6 +317,7 @@ main(int argc, char **argv)
         cmocka_unit_test(test_headers_compile_alone),
         cmocka_unit_test(test_loop_ptx),
         cmocka_unit_test(test_gpu_scope_ptx),
+        cmocka_unit_test(test_fast_path_ptx),
         cmocka_unit_test(test_cubin_or_ptx),
         cmocka_unit_test(test_compile_error_names_line),
         cmocka_unit_test(test_embedded_headers),
