@@ -444,6 +444,47 @@ test_launch_errors(void **state)
     assert_int_equal(rk_kernel_launch(rt, "fits"), RK_OK);
     assert_int_equal(rk_kernel_terminate(rt, "fits", T_LONG), RK_OK);
 
+    /* Lanes the device cannot hold (issue 24): not a power of two, less
+     * than two batches of a block (batch 8), more mapped memory than a
+     * lane may take; each RK_EINVAL at launch naming the numbers, with
+     * nothing left running. Two batches exactly is fine. */
+    {
+        static const struct {
+            const char *id;
+            uint32_t cap;
+            int rc;
+            const char *detail;
+        } lanes[] = {
+            { "lane3", 3, RK_EINVAL, "power of two" },
+            { "lane8", 8, RK_EINVAL, "twice the batch of 8" },
+            { "lanebig", 1u << 20, RK_EINVAL, "mapped memory per lane" },
+            { "lane16", 16, RK_OK, NULL },
+        };
+        for (size_t i = 0; i < sizeof(lanes) / sizeof(lanes[0]); i++) {
+            rk_kernel_def def
+                = { .id = lanes[i].id, .handler = ignore_handler };
+            def.config.device_source = kernels_src;
+            def.config.device_entry = "rk_echo";
+            def.config.grid_size = 1;
+            def.config.block_size = 64;
+            def.config.batch = 8;
+            def.config.max_payload = lanes[i].cap == (1u << 20) ? 4096 : 128;
+            def.config.lane_capacity = lanes[i].cap;
+            assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+            assert_int_equal(rk_kernel_launch(rt, lanes[i].id), lanes[i].rc);
+            if (lanes[i].detail != NULL) {
+                assert_non_null(strstr(rk_errdetail(), lanes[i].detail));
+                assert_non_null(strstr(rk_errdetail(), lanes[i].id));
+                assert_int_equal(
+                    rk_kernel_state_get(rt, lanes[i].id, &s), RK_OK);
+                assert_int_equal(s, RK_KERNEL_CREATED);
+            } else {
+                assert_int_equal(
+                    rk_kernel_terminate(rt, lanes[i].id, T_LONG), RK_OK);
+            }
+        }
+    }
+
     if (real_gpu) {
         rk_runtime_destroy(rt);
         return; /* the rest steers the stand-in's attributes */

@@ -594,6 +594,35 @@ test_pcie_round_trip(void **state)
     inst_join(&in);
 }
 
+/* Lane capacity (issue 24): by default at least two of a block's batches
+ * (at least 16 slots while a lane stays small); an explicit one must be a
+ * power of two holding two batches, in bounded memory. */
+static void
+test_lane_capacity(void **state)
+{
+    uint32_t cap = 0;
+    (void)state;
+    assert_int_equal(rk__dh_lane_capacity(64, 256, 0, &cap), RK_OK);
+    assert_int_equal(cap, 128);
+    assert_int_equal(rk__dh_lane_capacity(4, 256, 0, &cap), RK_OK);
+    assert_int_equal(cap, 16);
+    /* 16 KB slots: the stage holds a batch of 1 per block. */
+    assert_int_equal(rk__dh_lane_capacity(64, 16384, 0, &cap), RK_OK);
+    assert_int_equal(cap, 16);
+    /* 16 MB slots: two slots, the least that holds two batches. */
+    assert_int_equal(rk__dh_lane_capacity(64, 16u << 20, 0, &cap), RK_OK);
+    assert_int_equal(cap, 2);
+    assert_int_equal(rk__dh_lane_capacity(8, 256, 32, &cap), RK_OK);
+    assert_int_equal(cap, 32);
+    assert_int_equal(rk__dh_lane_capacity(8, 256, 24, &cap), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "power of two"));
+    assert_int_equal(rk__dh_lane_capacity(8, 256, 8, &cap), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "at least 16"));
+    assert_int_equal(
+        rk__dh_lane_capacity(1, 16u << 20, 1u << 6, &cap), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "per lane"));
+}
+
 static void
 test_bad_config(void **state)
 {
@@ -629,6 +658,7 @@ main(void)
         cmocka_unit_test(test_staged_batch),
         cmocka_unit_test(test_stage_plan),
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_lane_capacity),
         cmocka_unit_test(test_pcie_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -191,6 +191,14 @@ typedef struct rk_kernel_config {
      * the actor waits for input with a timeout other than RK_NO_WAIT
      * (so it holds nothing it took before; the MPI cluster's proxies). */
     bool direct_calls;
+    /** The cuda backend: slots of each block's input and output lane in
+     * mapped memory, a power of two at least twice the batch a block
+     * takes (min(batch, 64, what its shared memory stages)), so the host
+     * refills a lane while the block works on a batch. 0: twice that
+     * batch rounded up to a power of two, at least 16 while a lane stays
+     * within 64 MiB. A value the device cannot hold is RK_EINVAL at
+     * launch, naming both numbers. Other backends ignore it. */
+    uint32_t lane_capacity;
 } rk_kernel_config;
 
 /**

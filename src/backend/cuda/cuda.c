@@ -577,15 +577,6 @@ relay_main(void *arg)
 
 /* ------------------------------------------------------------ launch */
 
-static uint32_t
-floor_pow2(uint32_t v)
-{
-    uint32_t p = 1;
-    while (p * 2 <= v)
-        p *= 2;
-    return p;
-}
-
 /* The relay's host memory (never mapped by the kernel). */
 static void
 free_host_side(rk__backend_inst *bi)
@@ -731,10 +722,17 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     dc = (rk__dh_cfg) { .nblocks = grid,
         .nin = 1,
         .nroutes = 0,
-        .capacity = floor_pow2(bi->batch / grid ? bi->batch / grid : 1),
         .slot_size = (uint32_t)bi->io->stride,
         .batch = bi->batch > RK_DEV_MAX_BATCH ? RK_DEV_MAX_BATCH : bi->batch,
         .kernel_id = bi->io->sender };
+    /* Each block's lanes hold at least two of its batches: the host
+     * refills one while the block works on the other. */
+    if ((rc = rk__dh_lane_capacity(
+             dc.batch, dc.slot_size, c->lane_capacity, &dc.capacity))
+        != RK_OK) {
+        undo_launch(bi);
+        return rk__fail(rc, "kernel '%s': %s", bi->id, rk_errdetail());
+    }
     if ((sz = rk__dh_size(&dc)) == 0) {
         undo_launch(bi);
         return rk__fail(RK_EINVAL, "kernel '%s': %s", bi->id, rk_errdetail());

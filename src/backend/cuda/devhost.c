@@ -108,6 +108,55 @@ stage_plan(const rk__dh_cfg *c, rk_dev_kargs *a)
     a->stage_bytes = (batch + out) * c->slot_size;
 }
 
+/* The batch a block takes: what stage_plan above gives when the lane
+ * holds at least two batches (then the output stage is a batch too). */
+static uint32_t
+block_batch(uint32_t batch, uint32_t slot_size)
+{
+    uint32_t fit = RK__DH_STAGE_BYTES / slot_size;
+
+    batch = batch == 0             ? 1
+        : batch > RK_DEV_MAX_BATCH ? RK_DEV_MAX_BATCH
+                                   : batch;
+    if (2 * batch > fit)
+        batch = fit / 2 > 1 ? fit / 2 : 1;
+    return batch;
+}
+
+int
+rk__dh_lane_capacity(
+    uint32_t batch, uint32_t slot_size, uint32_t want, uint32_t *capacity)
+{
+    uint32_t b = block_batch(batch, slot_size), cap = 1;
+    uint64_t ll = 2 * (uint64_t)slot_size;
+
+    if (want == 0) {
+        while (cap < 2 * b)
+            cap *= 2;
+        while (
+            cap < RK__DH_MIN_LANE && 2 * cap * ll <= RK__DH_DEFAULT_LANE_BYTES)
+            cap *= 2;
+        *capacity = cap;
+        return RK_OK;
+    }
+    if (!rk__is_pow2(want) || want > (1u << 20))
+        return rk__fail(
+            RK_EINVAL, "lane_capacity %u is not a power of two <= 2^20", want);
+    if (want < 2 * b)
+        return rk__fail(RK_EINVAL,
+            "lane_capacity %u is less than twice the batch of %u a block "
+            "takes (%u-byte slots): at least %u",
+            want, b, slot_size, 2 * b);
+    if ((uint64_t)want * ll > RK__DH_MAX_LANE_BYTES)
+        return rk__fail(RK_EINVAL,
+            "lane_capacity %u x %u-byte slots is %llu bytes of mapped "
+            "memory per lane (flags included), over %llu",
+            want, slot_size, (unsigned long long)((uint64_t)want * ll),
+            (unsigned long long)RK__DH_MAX_LANE_BYTES);
+    *capacity = want;
+    return RK_OK;
+}
+
 /* Device address of a host address inside the region. */
 static void *
 dev_addr(const rk__dh *d, const void *host)

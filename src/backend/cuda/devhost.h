@@ -82,6 +82,18 @@ typedef struct rk__dh {
     int wd_armed;
 } rk__dh;
 
+/* Lane capacity for blocks taking up to `batch` messages per receive
+ * (clipped to RK_DEV_MAX_BATCH and to what the stage holds) of slot_size
+ * bytes: `want` when it is a power of two >= 2x that batch and the lane
+ * fits in RK__DH_MAX_LANE_BYTES, else RK_EINVAL naming the numbers; for
+ * want 0, 2x the batch rounded up to a power of two, at least
+ * RK__DH_MIN_LANE while the lane stays within RK__DH_DEFAULT_LANE_BYTES. */
+#define RK__DH_MIN_LANE           16u
+#define RK__DH_DEFAULT_LANE_BYTES (64u << 20)
+#define RK__DH_MAX_LANE_BYTES     (1ull << 30)
+int rk__dh_lane_capacity(
+    uint32_t batch, uint32_t slot_size, uint32_t want, uint32_t *capacity);
+
 /* Bytes the region needs for cfg, or 0 when cfg is invalid (detail set
  * by rk__dh_check). */
 size_t rk__dh_size(const rk__dh_cfg *cfg);
