@@ -819,6 +819,37 @@ rk_dev_publish(rk_dev_ctx *x, rk_dev_u32 topic, rk_dev_u32 type_id,
         payload, len);
 }
 
+/* ---------------------------------------------------------- ordering */
+
+/**
+ * A reply on an LL lane carries its own payload and nothing else: it is
+ * published with no fence, so writes a handler made elsewhere (device
+ * memory another block reads, host memory) are not ordered before it. A
+ * handler whose reply announces such writes calls this first, on every
+ * thread (a system-scope fence per thread: the release half of the
+ * hand-over; the host, then the next block, see the writes once they see
+ * the reply). Not needed for what the reply itself carries.
+ */
+RK_DEV_FN void
+rk_dev_release_writes(void)
+{
+    rk_dev_fence_sys();
+}
+
+/**
+ * The acquire half: a handler that reads memory written by others before
+ * the message that announced them (another block's rk_dev_release_writes
+ * before its reply, then the host's request) calls this, on every thread,
+ * after taking the message and before those reads. The message arrived
+ * through relaxed loads (ring_ll.h); this fence orders the reads after
+ * them (and drops what the SM's L1 cached from before).
+ */
+RK_DEV_FN void
+rk_dev_acquire_writes(void)
+{
+    rk_dev_fence_sys();
+}
+
 /* ---------------------------------------------------------- counters */
 
 /** Counts an application-level error (shown as the kernel's errors). */

@@ -31,12 +31,13 @@
  * Memory and ordering. The graph and the four rank arrays are device
  * memory the host allocated (rk_buffer) and filled before launch; the
  * kernel never allocates. A block writes only [lo, hi) of next and
- * next_contrib; the next iteration reads all of contrib. Every thread's
- * writes are fenced at system scope before the block's reply is published
- * (rk_dev_reply: fence, block sync, release by thread 0); the host sends
- * the next step only after every reply arrived, and a block reads the
- * arrays only after its thread 0's acquire of that step and a block sync.
- * So an iteration's reads follow every write of the one before. The arrays
+ * next_contrib; the next iteration reads all of contrib. A reply on the
+ * host's LL lane carries only itself (no fence), so every thread fences
+ * its writes at system scope before the reply (rk_dev_release_writes);
+ * the host sends the next step only after every reply arrived, and every
+ * thread fences again after taking that step (rk_dev_acquire_writes)
+ * before it reads the arrays. So an iteration's reads follow every write
+ * of the one before. The arrays
  * change between iterations of one resident kernel: they must never be
  * read through the non-coherent path (ld.global.nc); nothing here is
  * declared restrict, and test_cuda_pagerank checks the PTX.
@@ -100,6 +101,7 @@ RK_DEV_HANDLER(cli_prd_handler)(rk_dev_ctx *x, const rk_dev_msg *m)
     if (m->len != (rk_dev_u32)sizeof(cli_prd_step) || bd > CLI_PRD_MAX_THREADS)
         return RK_EINVAL;
     rk_dev_copy_block(&st, m->data, (rk_dev_u32)sizeof(st));
+    rk_dev_acquire_writes(); /* the other blocks' last iteration */
     rk_dev_sync_block();
     if (st.n == 0 || st.lo > st.hi || st.hi > st.n)
         return RK_EINVAL;
@@ -154,6 +156,7 @@ RK_DEV_HANDLER(cli_prd_handler)(rk_dev_ctx *x, const rk_dev_msg *m)
         out.lo = st.lo;
         out.hi = st.hi;
     }
+    rk_dev_release_writes(); /* next, next_contrib before the reply */
     rk_dev_sync_block();
     return rk_dev_reply(
         x, m, CLI_PRD_PART_TYPE, &out, (rk_dev_u32)sizeof(out));
