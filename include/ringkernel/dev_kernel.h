@@ -56,8 +56,9 @@
 
 #define RK_DEV_MAX_IN     4 /**< input lanes per block (host + K2K) */
 #define RK_DEV_MAX_ROUTES 8 /**< K2K routes per block */
-#define RK_DEV_MAX_BATCH  RK_DEV_LL_MAX_BATCH /**< messages per receive (64)  \
-                                               */
+#define RK_DEV_MAX_BATCH                                                      \
+    RK_DEV_LL_MAX_BATCH /**< messages per receive (64)                        \
+                         */
 /** Empty polls at full speed before an idle block backs off. */
 #define RK_DEV_SPIN_POLLS 1024
 /** A running block reads the host's command word at every this many safe
@@ -208,26 +209,6 @@ RK_DEV_FN int
 rk_dev_thread0(void)
 {
     return rk_dev_thread_idx() == 0;
-}
-
-/** rk_ring_cons_avail on a lane in mapped memory, counting the tail read
- * it makes when its cached tail is short. */
-RK_DEV_FN rk_dev_u32
-rk_dev__avail(rk_ring_ctrl *c, rk_ring_side *s, rk_dev_u32 want)
-{
-    if (s->peer - s->pos < want)
-        rk_dev_pcie_read();
-    return rk_ring_cons_avail(c, s, want);
-}
-
-/** rk_ring_prod_space on a lane in mapped memory, counting the head read
- * it makes when its cached head says there is not enough room. */
-RK_DEV_FN rk_dev_u32
-rk_dev__space(rk_ring_ctrl *c, rk_ring_side *s, rk_dev_u32 want)
-{
-    if ((rk_dev_u64)s->mask + 1 - (s->pos - s->peer) < want)
-        rk_dev_pcie_read();
-    return rk_ring_prod_space(c, s, want);
 }
 
 /** The heartbeat, at most once per RK_DEV_BEAT_NS (the clock is
@@ -817,37 +798,6 @@ rk_dev_publish(rk_dev_ctx *x, rk_dev_u32 topic, rk_dev_u32 type_id,
     return rk_dev__emit(x, x->out_ctrl, &x->out, type_id,
         RK_DEV_MSG_F_TOPIC | (topic << RK_DEV_MSG_TOPIC_SHIFT), 0, 128,
         payload, len);
-}
-
-/* ---------------------------------------------------------- ordering */
-
-/**
- * A reply on an LL lane carries its own payload and nothing else: it is
- * published with no fence, so writes a handler made elsewhere (device
- * memory another block reads, host memory) are not ordered before it. A
- * handler whose reply announces such writes calls this first, on every
- * thread (a system-scope fence per thread: the release half of the
- * hand-over; the host, then the next block, see the writes once they see
- * the reply). Not needed for what the reply itself carries.
- */
-RK_DEV_FN void
-rk_dev_release_writes(void)
-{
-    rk_dev_fence_sys();
-}
-
-/**
- * The acquire half: a handler that reads memory written by others before
- * the message that announced them (another block's rk_dev_release_writes
- * before its reply, then the host's request) calls this, on every thread,
- * after taking the message and before those reads. The message arrived
- * through relaxed loads (ring_ll.h); this fence orders the reads after
- * them (and drops what the SM's L1 cached from before).
- */
-RK_DEV_FN void
-rk_dev_acquire_writes(void)
-{
-    rk_dev_fence_sys();
 }
 
 /* ---------------------------------------------------------- counters */

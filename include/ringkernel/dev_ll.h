@@ -2,8 +2,10 @@
  * ringkernel/dev_ll.h - the device side of LL lanes (ring_ll.h): the
  * block-collective sweep that takes a batch from an input lane with one
  * read of mapped memory, and the writer that puts a staged batch into an
- * output lane with no fence. dev_kernel.h's loop calls them; they touch
- * only the lane, the block's stage and the sweep's shared results.
+ * output lane with no fence; the counted accessors of ring lanes (K2K);
+ * and the two fences a handler pays when its reply announces writes made
+ * elsewhere. dev_kernel.h's loop calls them; they touch only the lane,
+ * the block's stage and the sweep's shared results.
  *
  * The sweep: every thread of the block loads 16-byte lines (two flagged
  * words, ld.relaxed.sys.v2.u64) of the poll window of up to `want` slots
@@ -180,6 +182,59 @@ rk_dev_ll_put(const rk_ring_side *s, const unsigned char *stage, rk_dev_u32 n)
                 rk_ring_ll_word(d[2 * k], f),
                 rk_ring_ll_word(d[2 * k + 1], f));
     }
+}
+
+/* ---------------------------------------------------------- ring lanes */
+
+/** rk_ring_cons_avail on a lane in mapped memory, counting the tail read
+ * it makes when its cached tail is short. */
+RK_DEV_FN rk_dev_u32
+rk_dev__avail(rk_ring_ctrl *c, rk_ring_side *s, rk_dev_u32 want)
+{
+    if (s->peer - s->pos < want)
+        rk_dev_pcie_read();
+    return rk_ring_cons_avail(c, s, want);
+}
+
+/** rk_ring_prod_space on a lane in mapped memory, counting the head read
+ * it makes when its cached head says there is not enough room. */
+RK_DEV_FN rk_dev_u32
+rk_dev__space(rk_ring_ctrl *c, rk_ring_side *s, rk_dev_u32 want)
+{
+    if ((rk_dev_u64)s->mask + 1 - (s->pos - s->peer) < want)
+        rk_dev_pcie_read();
+    return rk_ring_prod_space(c, s, want);
+}
+
+/* ---------------------------------------------------------- ordering */
+
+/**
+ * A reply on an LL lane carries its own payload and nothing else: it is
+ * published with no fence, so writes a handler made elsewhere (device
+ * memory another block reads, host memory) are not ordered before it. A
+ * handler whose reply announces such writes calls this first, on every
+ * thread (a system-scope fence per thread: the release half of the
+ * hand-over; the host, then the next block, see the writes once they see
+ * the reply). Not needed for what the reply itself carries.
+ */
+RK_DEV_FN void
+rk_dev_release_writes(void)
+{
+    rk_dev_fence_sys();
+}
+
+/**
+ * The acquire half: a handler that reads memory written by others before
+ * the message that announced them (another block's rk_dev_release_writes
+ * before its reply, then the host's request) calls this, on every thread,
+ * after taking the message and before those reads. The message arrived
+ * through relaxed loads (ring_ll.h); this fence orders the reads after
+ * them (and drops what the SM's L1 cached from before).
+ */
+RK_DEV_FN void
+rk_dev_acquire_writes(void)
+{
+    rk_dev_fence_sys();
 }
 
 #endif /* RINGKERNEL_DEV_LL_H */
