@@ -47,15 +47,17 @@ block_main(void *p)
     return NULL;
 }
 
+/* As inst_make, with slots of slot_size bytes. */
 static inline void
-inst_make(inst *in, const rk_dev_host_kernel *k, uint32_t nblocks,
-    uint32_t nin, uint32_t nroutes, uint32_t capacity, uint32_t batch)
+inst_make_slots(inst *in, const rk_dev_host_kernel *k, uint32_t nblocks,
+    uint32_t nin, uint32_t nroutes, uint32_t capacity, uint32_t batch,
+    uint32_t slot_size)
 {
     rk__dh_cfg cfg = { .nblocks = nblocks,
         .nin = nin,
         .nroutes = nroutes,
         .capacity = capacity,
-        .slot_size = 256,
+        .slot_size = slot_size,
         .batch = batch,
         .kernel_id = 7 };
     size_t sz = rk__dh_size(&cfg);
@@ -67,6 +69,14 @@ inst_make(inst *in, const rk_dev_host_kernel *k, uint32_t nblocks,
                          (uint64_t)(uintptr_t)in->mem, NULL),
         RK_OK);
     in->k = k;
+}
+
+/* An instance of kernel k placed in fresh memory (256-byte slots). */
+static inline void
+inst_make(inst *in, const rk_dev_host_kernel *k, uint32_t nblocks,
+    uint32_t nin, uint32_t nroutes, uint32_t capacity, uint32_t batch)
+{
+    inst_make_slots(in, k, nblocks, nin, nroutes, capacity, batch, 256);
 }
 
 /* Starts blocks [0, upto) on their own threads. */

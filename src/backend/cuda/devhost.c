@@ -481,18 +481,30 @@ ll_write(rk__dh *d, rk__dh_host_lane *l, const rk_msg_header *h,
     const void *payload, uint32_t len)
 {
     rk_ring_side *s = &l->side;
-    uint32_t win = rk_ring_ll_window(s), end, pad;
+    uint32_t win = rk_ring_ll_window(s);
+    /* Words end at a 4-byte boundary; the device reads 16-byte lines, so
+     * zero words fill the last line, and a short message's window. */
+    uint32_t end = RK_MSG_HEADER_SIZE + ((len + 3u) & ~3u);
+    uint32_t line_end = (end + 7u) & ~7u;
     rk_msg_header hh = *h;
 
     hh.payload_len = len;
+    if (end > win) {
+        /* What lies beyond the poll window first, the window last: a
+         * block that sees the window whole finds the rest written too
+         * (x86 keeps stores in order), so a long message costs it two
+         * reads, not a spin. The flags make any order correct. */
+        uint32_t in_win = win - RK_MSG_HEADER_SIZE; /* a multiple of 8 */
+        rk_ring_ll_put(s, s->pos, win,
+            (const unsigned char *)payload + in_win, len - in_win);
+        rk_ring_ll_pad(s, s->pos, end, line_end);
+        len = in_win;
+        end = line_end = win;
+    }
     rk_ring_ll_put(s, s->pos, 0, &hh, RK_MSG_HEADER_SIZE);
     if (len != 0)
         rk_ring_ll_put(s, s->pos, RK_MSG_HEADER_SIZE, payload, len);
-    /* Zero words up to the poll window, and to the end of the last
-     * 16-byte line the device reads. */
-    end = RK_MSG_HEADER_SIZE + ((len + 3u) & ~3u);
-    pad = (end + 7u) & ~7u;
-    rk_ring_ll_pad(s, s->pos, end, pad > win ? pad : win);
+    rk_ring_ll_pad(s, s->pos, end, line_end > win ? line_end : win);
     s->pos += 1;
     rk_ring_publish_tail(l->ctrl, s->pos);
     cmd_word(d, l, 0);
