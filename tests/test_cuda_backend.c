@@ -149,6 +149,53 @@ test_echo_lifecycle(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* LL lanes end to end (issue 24): messages shorter and longer than the
+ * 256-byte poll window (the rest is a second sweep), sent in bursts so
+ * the blocks take whole batches with wide loads, come back whole and in
+ * order; on a GPU (tools/gpu-check.sh) this is the PTX path. */
+static void
+test_ll_message_sizes(void **state)
+{
+    static const size_t lens[]
+        = { 0, 1, 7, 191, 192, 193, 200, 500, 1000, 1999, 2000, 3 };
+    static unsigned char p[2048 + 16], buf[2048];
+    const size_t nl = sizeof(lens) / sizeof(lens[0]);
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_kernel_def def = { .id = "sizes", .handler = ignore_handler };
+    size_t len;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    for (size_t i = 0; i < sizeof(p); i++)
+        p[i] = (unsigned char)(i * 13 + 5);
+    rt = cuda_runtime();
+    def.config.device_source = kernels_src;
+    def.config.device_entry = "rk_echo";
+    def.config.grid_size = 1;
+    def.config.block_size = 64;
+    def.config.batch = 8;
+    def.config.max_payload = 2000;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "sizes", &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "sizes"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "sizes"), RK_OK);
+    for (int round = 0; round < 4; round++) {
+        for (size_t i = 0; i < nl; i++)
+            assert_int_equal(
+                rk_send(rt, k, 4, p + i, lens[i], 128, T_LONG), RK_OK);
+        for (size_t i = 0; i < nl; i++) {
+            assert_int_equal(
+                rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+            assert_int_equal(len, lens[i]);
+            assert_memory_equal(buf, p + i, lens[i]);
+        }
+    }
+    assert_int_equal(rk_kernel_terminate(rt, "sizes", T_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
 /* TERMINATE of a deactivated kernel still handles everything queued,
  * more than the device lanes hold at once. */
 static void
@@ -600,6 +647,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_probe_and_devices),
         cmocka_unit_test(test_echo_lifecycle),
+        cmocka_unit_test(test_ll_message_sizes),
         cmocka_unit_test(test_terminate_paused_drains),
         cmocka_unit_test(test_grid_of_actors),
         cmocka_unit_test(test_route_through_relay),
