@@ -556,8 +556,8 @@ rk_dev__ring_take(rk_dev_ctx *x, rk_dev_u32 l)
  * reads the same messages with rk_dev_msg_at.
  *
  * An idle LL lane is polled one slot at a time (its window: one read
- * that also brings the host's command); after a take that found all it
- * looked for, the next sweep covers a whole batch.
+ * that also brings the host's command); after a take that found
+ * messages, the next sweep covers a whole batch.
  */
 RK_DEV_FN rk_dev_u32
 rk_dev_recv_batch(rk_dev_ctx *x)
@@ -583,7 +583,7 @@ rk_dev_recv_batch(rk_dev_ctx *x)
             x->sweep.ib = RK_DEV_CMD_NONE;
         }
         x->n = n;
-        x->hot = n != 0 && n == want;
+        x->hot = n != 0;
         if (n == 0) {
             rk_dev_pcie_pass(0);
             /* Poll at full speed for a while after the last message

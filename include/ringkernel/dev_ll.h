@@ -26,6 +26,9 @@
 #include "ringkernel/rk_dev.h"
 
 #define RK_DEV_LL_MAX_BATCH 64 /**< slots one sweep takes, at most */
+/** 16-byte loads a thread issues together in a sweep: a sweep of up to
+ * this many lines per thread costs one PCIe round trip. */
+#define RK_DEV_LL_LOADS 4
 /** No command came with the poll. */
 #define RK_DEV_CMD_NONE 0xffffffffu
 /** Offset of payload_len in the 64-byte envelope (rk_msg_header). */
@@ -59,21 +62,19 @@ rk_dev_ll_used(const unsigned char *slot, rk_dev_u32 slot_size)
     return 64u + (len > room ? room : len);
 }
 
-/** Line k (16 bytes: two flagged words) of the slot at pos + i into the
- * stage (slots slot_size apart). Returns 1 when both words carry the
- * slot's flag; on the head slot's first line a command word sets *ib.
- * One thread. */
+/** Data and flag check of line k of the slot at pos + i, loaded as a and
+ * b: the data goes to the stage (slots slot_size apart). Returns 1 when
+ * both words carry the slot's flag; on the head slot's first line a
+ * command word sets *ib. One thread. */
 RK_DEV_FN int
-rk_dev_ll_line(const rk_ring_side *s, rk_dev_u64 pos, rk_dev_u32 i,
-    rk_dev_u32 k, unsigned char *stage, rk_dev_u32 *ib)
+rk_dev_ll_accept(const rk_ring_side *s, rk_dev_u64 pos, rk_dev_u32 i,
+    rk_dev_u32 k, rk_dev_u64 a, rk_dev_u64 b, unsigned char *stage,
+    rk_dev_u32 *ib)
 {
-    rk_dev_u64 a, b;
     rk_dev_u32 f = rk_ring_ll_flag(pos + i);
     rk_dev_u32 *d
         = (rk_dev_u32 *)(void *)(stage + (rk_dev_size)i * s->slot_size)
         + 2 * k;
-    rk_atomic_load_pair_relaxed_sys_u64(
-        rk_ring_ll_slot(s, pos + i) + 2 * k, &a, &b);
     d[0] = (rk_dev_u32)a;
     d[1] = (rk_dev_u32)b;
     if ((rk_dev_u32)(a >> 32) == f && (rk_dev_u32)(b >> 32) == f)
@@ -84,26 +85,67 @@ rk_dev_ll_line(const rk_ring_side *s, rk_dev_u64 pos, rk_dev_u32 i,
 }
 
 /**
+ * Reads `count` lines into the stage, every thread RK_DEV_LL_LOADS of them
+ * at a time, all loads issued before any result is used, so the lines
+ * cost one PCIe round trip when count <= RK_DEV_LL_LOADS x the block's
+ * threads. Line j is line j % per of slot j / per (per != 0: the poll
+ * windows of consecutive slots), or line k0 + j of slot i0 (per == 0: a
+ * long message's rest). A line that fails its check marks bad[its slot]
+ * (per != 0) or bad[0]. Data-parallel; no sync.
+ */
+RK_DEV_FN void
+rk_dev_ll_lines(const rk_ring_side *s, rk_dev_u64 pos, rk_dev_u32 count,
+    rk_dev_u32 per, rk_dev_u32 i0, rk_dev_u32 k0, unsigned char *stage,
+    rk_dev_ll_sweep *w)
+{
+    rk_dev_u32 bd = rk_dev_block_dim();
+    for (rk_dev_u32 j = rk_dev_thread_idx(); j < count;
+         j += RK_DEV_LL_LOADS * bd) {
+        rk_dev_u64 a[RK_DEV_LL_LOADS], b[RK_DEV_LL_LOADS];
+        rk_dev_u32 u;
+        for (u = 0; u < RK_DEV_LL_LOADS && j + u * bd < count; u++) {
+            rk_dev_u32 l = j + u * bd;
+            rk_dev_u32 i = per ? l / per : i0, k = per ? l % per : k0 + l;
+            rk_atomic_load_pair_relaxed_sys_u64(
+                rk_ring_ll_slot(s, pos + i) + 2 * k, &a[u], &b[u]);
+        }
+        for (u = 0; u < RK_DEV_LL_LOADS && j + u * bd < count; u++) {
+            rk_dev_u32 l = j + u * bd;
+            rk_dev_u32 i = per ? l / per : i0, k = per ? l % per : k0 + l;
+            if (!rk_dev_ll_accept(s, pos, i, k, a[u], b[u], stage, &w->ib))
+                rk_dev_ll_mark(&w->bad[per ? i : 0]);
+        }
+    }
+}
+
+/**
  * Takes up to `want` (<= RK_DEV_LL_MAX_BATCH) messages from the head of LL
  * lane s into the stage: one sweep over their poll windows (one PCIe
- * read) finds, validates and reads them; nothing reads the tail. A
- * message longer than the window is completed by a further sweep,
- * repeated until all its words have arrived. Returns how many slots from
- * the head hold whole messages (every thread); w->ib is the command that
- * came with the poll. The slots stay in the lane (the caller hands them
- * back). Collective.
+ * read) finds, validates and reads them; nothing reads the tail. On the
+ * device a sweep covers at most RK_DEV_LL_LOADS lines per thread (a
+ * larger batch is taken by the next sweeps, one read each). A message
+ * longer than the window is completed by a further sweep, repeated until
+ * all its words have arrived. Returns how many slots from the head hold
+ * whole messages (every thread); w->ib is the command that came with the
+ * poll. The slots stay in the lane (the caller hands them back).
+ * Collective.
  */
 RK_DEV_FN rk_dev_u32
 rk_dev_ll_take(const rk_ring_side *s, unsigned char *stage, rk_dev_u32 want,
     rk_dev_ll_sweep *w)
 {
     rk_dev_u64 pos = s->pos;
-    rk_dev_u32 lines = rk_ring_ll_window(s) / 8, sz = s->slot_size, n, i, j;
+    rk_dev_u32 lines = rk_ring_ll_window(s) / 8, sz = s->slot_size, n, i;
     rk_dev_u32 t = rk_dev_thread_idx(), bd = rk_dev_block_dim();
     if (want > s->mask + 1)
         want = s->mask + 1;
     if (want > RK_DEV_LL_MAX_BATCH)
         want = RK_DEV_LL_MAX_BATCH;
+#if defined(RK_DEV_ON_DEVICE)
+    if (want * lines > RK_DEV_LL_LOADS * bd)
+        want = RK_DEV_LL_LOADS * bd / lines > 0 ? RK_DEV_LL_LOADS * bd / lines
+                                                : 1;
+#endif
     for (i = t; i < want; i += bd)
         w->bad[i] = 0;
     if (t == 0) {
@@ -111,9 +153,7 @@ rk_dev_ll_take(const rk_ring_side *s, unsigned char *stage, rk_dev_u32 want,
         rk_dev_pcie_read(); /* the sweep */
     }
     rk_dev_sync_block();
-    for (j = t; j < want * lines; j += bd)
-        if (!rk_dev_ll_line(s, pos, j / lines, j % lines, stage, &w->ib))
-            rk_dev_ll_mark(&w->bad[j / lines]);
+    rk_dev_ll_lines(s, pos, want * lines, lines, 0, 0, stage, w);
     rk_dev_sync_block();
     if (t == 0) {
         rk_dev_u32 k = 0, more = 0;
@@ -140,9 +180,8 @@ rk_dev_ll_take(const rk_ring_side *s, unsigned char *stage, rk_dev_u32 want,
         for (i = 0; i < n; i++) {
             rk_dev_u32 end
                 = (rk_dev_ll_used(stage + (rk_dev_size)i * sz, sz) + 7) / 8;
-            for (j = lines + t; j < end; j += bd)
-                if (!rk_dev_ll_line(s, pos, i, j, stage, &w->ib))
-                    rk_dev_ll_mark(&w->bad[0]);
+            if (end > lines)
+                rk_dev_ll_lines(s, pos, end - lines, 0, i, lines, stage, w);
         }
         rk_dev_sync_block();
     }
