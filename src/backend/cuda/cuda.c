@@ -399,18 +399,39 @@ relay_counters(rk__backend_inst *bi, const rk__dh_status *st)
         st->sent > bi->out_errors ? st->sent - bi->out_errors : 0);
 }
 
-/* The device ended: what it did not process goes to the spill area for
- * the runtime to dead-letter, then EXITED. */
+/* The device ended: what it did not process is dead-lettered, oldest
+ * first, as the runtime does with a spill area (abandoned after an
+ * error, terminated otherwise), then EXITED with nothing spilled. The
+ * lanes hold up to two batches per block, more than the spill area's one
+ * batch, so the relay hands them over itself, a batch at a time through
+ * its own buffer. */
 static void
 relay_exit(rk__backend_inst *bi, int32_t code)
 {
     rk__dh_status st;
-    uint32_t left;
+    uint64_t done = 0;
+    uint32_t got;
+    rk_dead_reason why
+        = code != RK_OK ? RK_DEAD_ABANDONED : RK_DEAD_TERMINATED;
 
     rk__dh_status_get(&bi->d, &st);
     relay_counters(bi, &st);
-    left = rk__dh_take_left(&bi->d, bi->io->spill, bi->io->stride, bi->batch);
-    rk_ctl_exit(bi->ctl, (uint32_t)code, left);
+    while ((got = rk__dh_take_left_from(
+                &bi->d, done, bi->buf, bi->io->stride, bi->batch))
+        != 0) {
+        for (uint32_t i = 0; i < got; i++) {
+            const unsigned char *f = bi->buf + (size_t)i * bi->io->stride;
+            uint32_t plen;
+            memcpy(
+                &plen, f + offsetof(rk_msg_header, payload_len), sizeof(plen));
+            bi->io->dead_letter(bi->io->rt, why, code, f,
+                RK_MSG_HEADER_SIZE + (size_t)plen <= bi->io->stride
+                    ? RK_MSG_HEADER_SIZE + (size_t)plen
+                    : bi->io->stride);
+        }
+        done += got;
+    }
+    rk_ctl_exit(bi->ctl, (uint32_t)code, 0);
     rk__ec_notify_all(bi->ack);
     rk__ec_notify_all(bi->events);
 }

@@ -495,8 +495,8 @@ ll_write(rk__dh *d, rk__dh_host_lane *l, const rk_msg_header *h,
          * (x86 keeps stores in order), so a long message costs it two
          * reads, not a spin. The flags make any order correct. */
         uint32_t in_win = win - RK_MSG_HEADER_SIZE; /* a multiple of 8 */
-        rk_ring_ll_put(s, s->pos, win,
-            (const unsigned char *)payload + in_win, len - in_win);
+        rk_ring_ll_put(s, s->pos, win, (const unsigned char *)payload + in_win,
+            len - in_win);
         rk_ring_ll_pad(s, s->pos, end, line_end);
         len = in_win;
         end = line_end = win;
@@ -657,6 +657,13 @@ rk__dh_recv(rk__dh *d, uint32_t b, void *buf, size_t cap, size_t *len)
 uint32_t
 rk__dh_take_left(rk__dh *d, unsigned char *dst, size_t stride, uint32_t max)
 {
+    return rk__dh_take_left_from(d, 0, dst, stride, max);
+}
+
+uint32_t
+rk__dh_take_left_from(
+    rk__dh *d, uint64_t skip, unsigned char *dst, size_t stride, uint32_t max)
+{
     uint32_t n = 0;
 
     for (uint32_t i = 0; i < d->cfg.nblocks * d->cfg.nin && n < max; i++) {
@@ -665,6 +672,12 @@ rk__dh_take_left(rk__dh *d, unsigned char *dst, size_t stride, uint32_t max)
          * last head is visible; read from there to the tail. */
         uint64_t pos = rk_ring_load_acquire(&c->head);
         uint64_t tail = rk_ring_load_acquire(&c->tail);
+        if (skip >= tail - pos) {
+            skip -= tail - pos;
+            continue;
+        }
+        pos += skip;
+        skip = 0;
         for (; pos < tail && n < max; pos++, n++)
             (void)frame_copy(
                 d, &d->in[i], pos, dst + (size_t)n * stride, stride);

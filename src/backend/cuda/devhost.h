@@ -174,6 +174,11 @@ int rk__dh_recv(rk__dh *d, uint32_t b, void *buf, size_t cap, size_t *len);
  * bytes apart, and returns how many. */
 uint32_t rk__dh_take_left(
     rk__dh *d, unsigned char *dst, size_t stride, uint32_t max);
+/* The same, after the first `skip` of those frames: the lanes hold more
+ * than one spill area's worth (two batches per block), so a caller takes
+ * them in turns. */
+uint32_t rk__dh_take_left_from(
+    rk__dh *d, uint64_t skip, unsigned char *dst, size_t stride, uint32_t max);
 
 /* Messages queued on block b's input lanes and not yet taken. */
 uint64_t rk__dh_pending(rk__dh *d, uint32_t b);
