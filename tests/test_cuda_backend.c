@@ -72,6 +72,18 @@ reg(rk_runtime *rt, const char *id, const char *entry, uint32_t grid,
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
 }
 
+/* Registers a one-block kernel (reg), launches and activates it. */
+static rk_kernel
+running(rk_runtime *rt, const char *id, const char *entry)
+{
+    rk_kernel k;
+    reg(rt, id, entry, 1, NULL);
+    assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, id), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, id), RK_OK);
+    return k;
+}
+
 static void
 test_probe_and_devices(void **state)
 {
@@ -114,10 +126,7 @@ test_echo_lifecycle(void **state)
         skip();
 
     rt = cuda_runtime();
-    reg(rt, "echo", "rk_echo", 1, NULL);
-    assert_int_equal(rk_kernel_lookup(rt, "echo", &k), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "echo"), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, "echo"), RK_OK);
+    k = running(rt, "echo", "rk_echo");
     for (int i = 0; i < 50; i++) {
         char msg[16];
         int n = snprintf(msg, sizeof(msg), "m%d", i);
@@ -193,6 +202,39 @@ test_ll_message_sizes(void **state)
         }
     }
     assert_int_equal(rk_kernel_terminate(rt, "sizes", T_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
+/* One message per warp (rk_wecho, blocks of 2 warps on a GPU): bursts
+ * come back whole and in message order. */
+static void
+test_warp_kernel(void **state)
+{
+    unsigned char reply[128];
+    size_t len;
+    rk_runtime *rt;
+    rk_kernel k;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_runtime();
+    k = running(rt, "wecho", "rk_wecho");
+    for (int round = 0; round < 5; round++) {
+        for (unsigned char i = 0; i < 20; i++) {
+            unsigned char msg[3] = { i, (unsigned char)round, 7 };
+            assert_int_equal(
+                rk_send(rt, k, 5, msg, 1 + i % 3, 128, T_LONG), RK_OK);
+        }
+        for (unsigned char i = 0; i < 20; i++) {
+            assert_int_equal(
+                rk_recv(rt, k, NULL, reply, sizeof(reply), &len, T_LONG),
+                RK_OK);
+            assert_int_equal(len, 1 + i % 3);
+            assert_int_equal(reply[0], i);
+        }
+    }
+    assert_int_equal(rk_kernel_terminate(rt, "wecho", T_LONG), RK_OK);
     rk_runtime_destroy(rt);
 }
 
@@ -648,6 +690,7 @@ main(void)
         cmocka_unit_test(test_probe_and_devices),
         cmocka_unit_test(test_echo_lifecycle),
         cmocka_unit_test(test_ll_message_sizes),
+        cmocka_unit_test(test_warp_kernel),
         cmocka_unit_test(test_terminate_paused_drains),
         cmocka_unit_test(test_grid_of_actors),
         cmocka_unit_test(test_route_through_relay),

@@ -106,10 +106,7 @@ test_echo_lifecycle(void **state)
     assert_int_equal(len, 66);
     assert_memory_equal(buf + 64, "de", 2);
 
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
-    rk__dh_status_get(&in.d, &st);
+    inst_stop(&in, &st);
     assert_int_equal(st.exit_code, 0);
     assert_int_equal(st.processed, 2);
     assert_int_equal(st.sent, 2);
@@ -519,6 +516,60 @@ test_stage_plan(void **state)
     free(mem);
 }
 
+/* One message per warp (RK_DEV_WARP_KERNEL): a batch written before the
+ * block runs comes back in message order, a message without a reply
+ * leaves no gap, and a failing message faults the block with it held at
+ * the head, the replies before it published; a restart skips it. */
+static void
+test_warp_kernel(void **state)
+{
+    inst in;
+    unsigned char buf[256], v;
+    rk__dh_status st;
+    rk_msg_header h, r;
+    uint32_t n;
+    int32_t err;
+    (void)state;
+
+    inst_make(&in, &rk_dev_host_kernel_rk_wecho, 1, 1, 0, 16, 8);
+    for (unsigned char i = 0; i < 8; i++) {
+        memset(&h, 0, sizeof(h));
+        h.message_id.b[0] = (uint8_t)(0x20 + i);
+        v = i == 3 ? 0xfe : i; /* 3: no reply */
+        assert_int_equal(rk__dh_send(&in.d, 0, &h, &v, 1), RK_OK);
+    }
+    inst_start(&in, 1);
+    rk__dh_post(&in.d, RK_DEV_CMD_RUN);
+    for (unsigned char i = 0; i < 8; i++) {
+        if (i == 3)
+            continue;
+        assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+        memcpy(&r, buf, sizeof(r));
+        assert_int_equal(r.correlation_id.b[0], 0x20 + i);
+        assert_int_equal(buf[64], i);
+    }
+    send_bytes(&in, 0, 1, "a", 1);
+    v = 0xff;
+    send_bytes(&in, 0, 1, &v, 1);
+    send_bytes(&in, 0, 1, "b", 1);
+    assert_int_equal(
+        rk__dh_wait_ack(&in.d, RK_DEV_ACK_FAULTED, deadline()), RK_OK);
+    assert_int_equal(rk__dh_fault_of(&in.d, 0, &n, &err), 1);
+    assert_int_equal(err, RK_EINVAL);
+    assert_int_equal(rk__dh_peek_failed(&in.d, 0, buf, sizeof(buf)), 65);
+    assert_int_equal(buf[64], 0xff);
+    assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+    assert_int_equal(buf[64], 'a');
+    rk__dh_verdict(&in.d, RK_DEV_VERDICT(0, n));
+    assert_int_equal(recv_frame(&in, 0, buf, sizeof(buf)), 65);
+    assert_int_equal(buf[64], 'b');
+    inst_stop(&in, &st);
+    assert_int_equal(st.processed, 10);
+    assert_int_equal(st.sent, 9);
+    assert_int_equal(st.errors, 1);
+    inst_join(&in);
+}
+
 /* Waits (deadline: a hang fails) until block b's PCIe counts say `msgs`
  * messages were handed back and at least `polls` idle polls ran. */
 static void
@@ -735,6 +786,7 @@ main(void)
         cmocka_unit_test(test_lane_capacity),
         cmocka_unit_test(test_pcie_round_trip),
         cmocka_unit_test(test_ll_long_messages),
+        cmocka_unit_test(test_warp_kernel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,11 +48,11 @@ compile_ptx(const char *name, const char *src, int cc, int raw)
 static void
 test_headers_compile_alone(void **state)
 {
-    static const char *const headers[]
-        = { "ringkernel/rk_dev.h", "ringkernel/dev_ctl.h",
-              "ringkernel/dev_kernel.h", "ringkernel/ring_proto.h",
-              "ringkernel/ring_ll.h", "ringkernel/dev_ll.h",
-              "ringkernel/ctl_proto.h", "ringkernel/rk_atomic.h" };
+    static const char *const headers[] = { "ringkernel/rk_dev.h",
+        "ringkernel/dev_ctl.h", "ringkernel/dev_kernel.h",
+        "ringkernel/ring_proto.h", "ringkernel/ring_ll.h",
+        "ringkernel/dev_ll.h", "ringkernel/dev_warp.h",
+        "ringkernel/ctl_proto.h", "ringkernel/rk_atomic.h" };
     char src[256], name[32];
     (void)state;
     if (!cuda_have_nvrtc())
@@ -85,6 +85,7 @@ test_loop_ptx(void **state)
     assert_non_null(strstr(ptx, ".visible .entry rk_sum("));
     assert_non_null(strstr(ptx, ".visible .entry rk_fail("));
     assert_non_null(strstr(ptx, ".visible .entry rk_count("));
+    assert_non_null(strstr(ptx, ".visible .entry rk_wecho("));
     /* Control block and lanes: system scope, 32-bit control words. */
     assert_true(cuda_count_op(ptx, "ld.acquire.sys.u32") > 0);
     assert_true(cuda_count_op(ptx, "st.release.sys.u32") > 0);

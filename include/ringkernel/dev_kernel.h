@@ -56,9 +56,8 @@
 
 #define RK_DEV_MAX_IN     4 /**< input lanes per block (host + K2K) */
 #define RK_DEV_MAX_ROUTES 8 /**< K2K routes per block */
-#define RK_DEV_MAX_BATCH                                                      \
-    RK_DEV_LL_MAX_BATCH /**< messages per receive (64)                        \
-                         */
+/** Messages per receive (64: what one LL sweep may take). */
+#define RK_DEV_MAX_BATCH RK_DEV_LL_MAX_BATCH
 /** Empty polls at full speed before an idle block backs off. */
 #define RK_DEV_SPIN_POLLS 1024
 /** A running block reads the host's command word at every this many safe
@@ -80,9 +79,8 @@
  * goes to the output lane with TOPIC set and the topic's index (assigned
  * by the host relay) in bits 16..31. */
 #define RK_DEV_MSG_F_TOPIC (1u << 8)
-#define RK_DEV_MSG_TOPIC_SHIFT                                                \
-    16 /**< first bit of the topic index in flags                             \
-        */
+/** The first bit of the topic index in flags. */
+#define RK_DEV_MSG_TOPIC_SHIFT 16
 #define RK_DEV_MSG_MAGIC       0x4B52u /**< RK_MSG_MAGIC */
 #define RK_DEV_MSG_VERSION     1u      /**< RK_MSG_VERSION */
 #define RK_DEV_MSG_HEADER_SIZE 64u     /**< RK_MSG_HEADER_SIZE */
@@ -188,12 +186,18 @@ typedef struct rk_dev_ctx {
     /** The command the last safe point has not used yet: what the last
      * poll of an LL lane found in its head slot, or RK_DEV_CMD_NONE. */
     rk_dev_u32 ib;
-    rk_dev_u32 hot;        /**< the last take was full: sweep a whole batch */
+    rk_dev_u32 hot;        /**< the last take found some: sweep a batch */
     rk_dev_u64 beat_ns;    /**< rk_dev_now_ns() of the last heartbeat */
     rk_dev_ll_sweep sweep; /**< the LL sweep's block-shared results */
-    rk_dev_u32 flag;       /**< broadcast: bool results */
-    rk_dev_i32 rc;         /**< broadcast: int results */
-    unsigned char *slot;   /**< broadcast: slot being written */
+    /** @{ */
+    /** One message per warp (dev_warp.h): each message's handler result,
+     * and 1 where it wrote a reply into its output stage slot. */
+    rk_dev_i32 wrc[RK_DEV_MAX_BATCH];
+    unsigned char wout[RK_DEV_MAX_BATCH];
+    /** @} */
+    rk_dev_u32 flag;     /**< broadcast: bool results */
+    rk_dev_i32 rc;       /**< broadcast: int results */
+    unsigned char *slot; /**< broadcast: slot being written */
 } rk_dev_ctx;
 
 /** A device handler: called for each message m with the block's context x;
@@ -306,24 +310,6 @@ rk_dev__any_input(rk_dev_ctx *x)
 
 /* ---------------------------------------------------------- staging */
 
-/** Copies n slots between a ring (from position pos, wrapping) and a
- * contiguous stage. Data-parallel over the block; no sync. */
-RK_DEV_FN void
-rk_dev__ring_copy(const rk_ring_side *s, rk_dev_u64 pos, rk_dev_u32 n,
-    unsigned char *stage, int to_ring)
-{
-    rk_dev_u32 first = (rk_dev_u32)(pos & s->mask), sz = s->slot_size;
-    rk_dev_u32 k = n < s->mask + 1 - first ? n : s->mask + 1 - first;
-    unsigned char *ring = s->base + (rk_dev_size)first * sz;
-    if (to_ring) {
-        rk_dev_copy_words(ring, stage, k * sz);
-        rk_dev_copy_words(s->base, stage + (rk_dev_size)k * sz, (n - k) * sz);
-    } else {
-        rk_dev_copy_words(stage, ring, k * sz);
-        rk_dev_copy_words(stage + (rk_dev_size)k * sz, s->base, (n - k) * sz);
-    }
-}
-
 /**
  * Thread 0: publishes n output slots and hands `done` slots of the current
  * input lane back.
@@ -385,7 +371,7 @@ rk_dev__unstage(rk_dev_ctx *x)
     if (rk_dev__out_ll(x))
         rk_dev_ll_put(&x->out, x->stage_out, n);
     else
-        rk_dev__ring_copy(&x->out, x->out.pos, n, x->stage_out, 1);
+        rk_dev_ring_copy(&x->out, x->out.pos, n, x->stage_out, 1);
     rk_dev_sync_block(); /* the copy, before thread 0's commit */
     return n;
 }
@@ -541,7 +527,7 @@ rk_dev__ring_take(rk_dev_ctx *x, rk_dev_u32 l)
     if (n != 0) {
         if (rk_dev_thread0())
             rk_dev_pcie_read(); /* one pipelined sweep */
-        rk_dev__ring_copy(&x->in[l], x->in[l].pos, n, x->stage_in, 0);
+        rk_dev_ring_copy(&x->in[l], x->in[l].pos, n, x->stage_in, 0);
     }
     rk_dev_sync_block(); /* the copy; all have read x->rc */
     return n;
@@ -669,10 +655,11 @@ rk_dev_recv(rk_dev_ctx *x, rk_dev_msg *m)
  * sequence): 48 bits of the global timer in ms, the block, the kernel id
  * and a per-block counter. */
 RK_DEV_FN void
-rk_dev__msg_id(rk_dev_ctx *x, unsigned char *id, rk_dev_u64 now)
+rk_dev__msg_id(
+    rk_dev_ctx *x, unsigned char *id, rk_dev_u64 now, rk_dev_u32 seq)
 {
     rk_dev_u64 ms = now / 1000000u;
-    rk_dev_u32 k = x->a.kernel_id, seq = x->msg_seq++;
+    rk_dev_u32 k = x->a.kernel_id;
     for (int i = 0; i < 6; i++)
         id[i] = (unsigned char)(ms >> (40 - 8 * i));
     id[6] = (unsigned char)(0x70u | ((x->blk >> 8) & 0x0fu));
@@ -685,6 +672,30 @@ rk_dev__msg_id(rk_dev_ctx *x, unsigned char *id, rk_dev_u64 now)
     id[13] = (unsigned char)(seq >> 16);
     id[14] = (unsigned char)(seq >> 8);
     id[15] = (unsigned char)seq;
+}
+
+/** Fills the envelope of a message the block sends: id from sequence seq
+ * (unique per kernel, block and seq), corr copied (a reply) or zero, the
+ * send time and the sender. One thread. */
+RK_DEV_FN void
+rk_dev__header(rk_dev_ctx *x, rk_dev_msg_header *h, rk_dev_u32 type_id,
+    rk_dev_u32 flags, const unsigned char *corr, unsigned char prio,
+    rk_dev_u32 len, rk_dev_u32 seq)
+{
+    rk_dev_u64 now = rk_dev_now_ns();
+    h->magic = RK_DEV_MSG_MAGIC;
+    h->version = RK_DEV_MSG_VERSION;
+    h->priority = prio;
+    h->type_id = type_id;
+    h->flags = flags;
+    h->payload_len = len;
+    rk_dev__msg_id(x, h->message_id, now, seq);
+    for (int i = 0; i < 16; i++)
+        h->correlation_id[i] = corr ? corr[i] : 0;
+    h->send_ns = now;
+    h->sender = x->a.kernel_id;
+    h->type_version = 0;
+    h->reserved = 0;
 }
 
 /**
@@ -729,21 +740,8 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
     rk_dev_copy_block(x->slot + RK_DEV_MSG_HEADER_SIZE, payload, len);
     rk_dev_sync_block(); /* the copy, before thread 0's release (commit) */
     if (rk_dev_thread0()) {
-        rk_dev_msg_header *h = (rk_dev_msg_header *)(void *)x->slot;
-        rk_dev_u64 now = rk_dev_now_ns();
-        h->magic = RK_DEV_MSG_MAGIC;
-        h->version = RK_DEV_MSG_VERSION;
-        h->priority = prio;
-        h->type_id = type_id;
-        h->flags = flags;
-        h->payload_len = len;
-        rk_dev__msg_id(x, h->message_id, now);
-        for (int i = 0; i < 16; i++)
-            h->correlation_id[i] = corr ? corr[i] : 0;
-        h->send_ns = now;
-        h->sender = x->a.kernel_id;
-        h->type_version = 0;
-        h->reserved = 0;
+        rk_dev__header(x, (rk_dev_msg_header *)(void *)x->slot, type_id, flags,
+            corr, prio, len, x->msg_seq++);
         if (staged) {
             x->nout += 1;
         } else {
@@ -860,6 +858,17 @@ rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
     return (int)x->flag;
 }
 
+/** Ends a batch: hands the first `done` messages back (their replies
+ * published); with code an error, the block faults holding the next one
+ * (rk_dev__fault). Returns 0 when the block must end (given up or STOP),
+ * 1 to go on. Collective. */
+RK_DEV_FN int
+rk_dev__batch_end(rk_dev_ctx *x, rk_dev_u32 done, rk_dev_i32 code)
+{
+    rk_dev_recv_done(x, done);
+    return code == RK_OK || rk_dev__fault(x, code);
+}
+
 /**
  * The persistent loop: lifecycle, batches, safe points, faults, drain and
  * exit. fn is called by every thread of the block for each message; thread
@@ -890,12 +899,9 @@ rk_dev_run(const rk_dev_kargs *a, rk_dev_ctx *x, rk_dev_handler fn)
                     break;
                 }
             }
-            rk_dev_recv_done(x, i);
-            if (code != RK_OK) {
-                if (!rk_dev__fault(x, code))
-                    break;
-                code = RK_OK;
-            }
+            if (!rk_dev__batch_end(x, i, code))
+                break;
+            code = RK_OK;
         }
     }
     rk_dev_exit(x, code);
@@ -989,5 +995,7 @@ typedef struct rk_dev_host_kernel {
 /* One-shot kernels (RK_DEV_ONESHOT) and the barriers: always with the
  * device API, so a source compiled through the NVRTC prelude has them. */
 #include "ringkernel/dev_oneshot.h"
+/* One message per warp (RK_DEV_WARP_KERNEL). */
+#include "ringkernel/dev_warp.h"
 
 #endif /* RINGKERNEL_DEV_KERNEL_H */

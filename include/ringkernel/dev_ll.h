@@ -225,6 +225,24 @@ rk_dev_ll_put(const rk_ring_side *s, const unsigned char *stage, rk_dev_u32 n)
 
 /* ---------------------------------------------------------- ring lanes */
 
+/** Copies n slots between a ring (from position pos, wrapping) and a
+ * contiguous stage. Data-parallel over the block; no sync. */
+RK_DEV_FN void
+rk_dev_ring_copy(const rk_ring_side *s, rk_dev_u64 pos, rk_dev_u32 n,
+    unsigned char *stage, int to_ring)
+{
+    rk_dev_u32 first = (rk_dev_u32)(pos & s->mask), sz = s->slot_size;
+    rk_dev_u32 k = n < s->mask + 1 - first ? n : s->mask + 1 - first;
+    unsigned char *ring = s->base + (rk_dev_size)first * sz;
+    if (to_ring) {
+        rk_dev_copy_words(ring, stage, k * sz);
+        rk_dev_copy_words(s->base, stage + (rk_dev_size)k * sz, (n - k) * sz);
+    } else {
+        rk_dev_copy_words(stage, ring, k * sz);
+        rk_dev_copy_words(stage + (rk_dev_size)k * sz, s->base, (n - k) * sz);
+    }
+}
+
 /** rk_ring_cons_avail on a lane in mapped memory, counting the tail read
  * it makes when its cached tail is short. */
 RK_DEV_FN rk_dev_u32

@@ -16,6 +16,9 @@
  *   rk_twice:   replies with the payload, then sends it again with type
  *               2: a batch writes twice as many outputs as it takes, so
  *               the block's output stage fills and flushes mid-batch;
+ *   rk_wecho:   one message per warp (RK_DEV_WARP_KERNEL): replies with
+ *               the payload, fails (RK_EINVAL) on a first byte 0xff,
+ *               sends nothing for a first byte 0xfe;
  *   rk_spin:    busy for 10 ms times its first payload byte (neither its
  *               heartbeat nor its lane's head moves meanwhile: a hung
  *               block to the watchdog), then echoes.
@@ -119,3 +122,14 @@ RK_DEV_ACTOR(count_a)(rk_dev_ctx *x)
     return RK_OK;
 }
 RK_DEV_ACTOR_KERNEL(rk_count, count_a)
+
+RK_DEV_FN int
+wecho_h(rk_dev_ctx *x, const rk_dev_msg *m, rk_dev_u32 i)
+{
+    if (m->len > 0 && m->data[0] == 0xff)
+        return RK_EINVAL;
+    if (m->len > 0 && m->data[0] == 0xfe)
+        return RK_OK; /* no reply */
+    return rk_dev_warp_reply(x, m, i, m->hdr->type_id, m->data, m->len);
+}
+RK_DEV_WARP_KERNEL(rk_wecho, wecho_h)

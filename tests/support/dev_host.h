@@ -101,6 +101,17 @@ inst_join(inst *in)
     free(in->mem);
 }
 
+/* Posts STOP, waits (deadline) until every block EXITED and fills *st. */
+static inline void
+inst_stop(inst *in, rk__dh_status *st)
+{
+    rk__dh_post(&in->d, RK_DEV_CMD_STOP);
+    assert_int_equal(
+        rk__dh_wait_ack(&in->d, RK_DEV_ACK_EXITED, rk_now_ns() + T_LONG),
+        RK_OK);
+    rk__dh_status_get(&in->d, st);
+}
+
 static inline void
 send_bytes(inst *in, uint32_t b, uint32_t type, const void *p, size_t n)
 {
