@@ -23,10 +23,14 @@
 #include "pr_dev.h"
 
 _Static_assert(sizeof(cli_prd_step) == 96, "step layout");
-_Static_assert(sizeof(cli_prd_part) == 32, "part layout");
+_Static_assert(sizeof(cli_prd_part) == 48, "part layout");
 
 #define TIMEOUT_NS      (120 * INT64_C(1000000000))
-#define THREADS         256u /* per block: 8 warps */
+/* Threads per block: 16 warps, so the gathers have more loads in flight
+ * than 8 warps give (nvcc for sm_90 gives the kernel 72 registers: 512
+ * threads fit an SM's 64 K, 1024 would not). Not yet measured on a GPU. */
+#define THREADS         512u
+#define LANES           THREADS /* merge-path shares: one per thread */
 #define MAX_BLOCKS      1024u
 #define DEFAULT_ORDINAL 0
 
@@ -170,7 +174,7 @@ cli_pagerank_cuda(const cli_graph *g, double damping, double tol,
     rk_buffer *off = NULL, *src = NULL, *deg = NULL, *rank[2] = { 0 },
               *contrib[2] = { 0 };
     uint64_t dev_rank[2] = { 0 }, dev_contrib[2] = { 0 };
-    cli_prd_step proto = { .damping = damping, .n = g->n };
+    cli_prd_step proto = { .damping = damping, .n = g->n, .lanes = LANES };
     rk_device_list *list = NULL;
     const rk_device_info *gpu = NULL;
     rk_runtime *rt = NULL;
