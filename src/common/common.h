@@ -107,6 +107,18 @@ rk__check_name(const char *what, const char *kind, const char *name,
 void
 rk__cond_init_mono(pthread_cond_t *c);
 
+/* *p read under mu: a count another thread changes under that lock. */
+static inline uint32_t
+rk__locked_read_u32(pthread_mutex_t *mu, const uint32_t *p)
+{
+    uint32_t v;
+
+    pthread_mutex_lock(mu);
+    v = *p;
+    pthread_mutex_unlock(mu);
+    return v;
+}
+
 /* Clears the calling thread's detail. */
 void
 rk__clear_detail(void);
