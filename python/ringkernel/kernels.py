@@ -128,15 +128,30 @@ class KernelContext:
         it asked for it (or "auto") and a GPU is usable, else "cpu"."""
         return _resolve_backend(self._spec.backend)
 
-    def execute_kernel(self, name: str, args: Any = (),
-                       kwargs: Optional[dict[str, Any]] = None) -> Any:
+    def execute_kernel(self, name: Any, args: Any = (),
+                       kwargs: Optional[dict[str, Any]] = None, *, grid: Any = None,
+                       block: Any = None, wait: bool = True) -> Any:
         """Runs a compute kernel (a function registered with @kernel(name=)
-        or register_kernel) with args, and returns its result."""
+        or register_kernel) with args, and returns its result.
+
+        A one-shot kernel of CUDA C (a RawKernel, or the name it is
+        registered under) runs through rk_ctx_execute_kernel over grid x
+        block (default: this kernel's grid_size and block_size): wait=True
+        runs it to completion (None), wait=False starts it and returns a
+        KernelLaunch to wait on (or await)."""
         from .compute import get_kernel_registry
-        fn = get_kernel_registry().get(name)
+        from .oneshot import RawKernel
+        fn = name if isinstance(name, RawKernel) else get_kernel_registry().get(name)
         if fn is None:
             raise error("RK_ENOTFOUND", f"execute_kernel: no compute kernel named {name!r} "
                         f"(registered: {get_kernel_registry().list()})", KernelNotFoundError)
+        if isinstance(fn, RawKernel):
+            if kwargs:
+                raise TypeError(f"execute_kernel: one-shot kernel {fn.name!r} takes no "
+                                "keyword arguments")
+            return fn._launch(self._c, self._spec.grid_size if grid is None else grid,
+                              self._spec.block_size if block is None else block,
+                              list(args), wait)
         return fn(*args, **(kwargs or {}))
 
     def receive(self, timeout: Optional[float] = None) -> Any:
@@ -201,10 +216,12 @@ class AsyncKernelContext(KernelContext):
     async def wait_active(self) -> None:  # type: ignore[override]
         self._c.should_terminate()
 
-    async def execute_kernel(self, name: str, args: Any = (),
-                             kwargs: Optional[dict[str, Any]] = None) -> Any:
-        r = KernelContext.execute_kernel(self, name, args, kwargs)
-        if inspect.isawaitable(r):
+    async def execute_kernel(self, name: Any, args: Any = (),
+                             kwargs: Optional[dict[str, Any]] = None, *, grid: Any = None,
+                             block: Any = None, wait: bool = True) -> Any:
+        r = KernelContext.execute_kernel(self, name, args, kwargs, grid=grid, block=block,
+                                         wait=wait)
+        if wait and inspect.isawaitable(r):
             r = await r
         return r
 
