@@ -120,6 +120,12 @@ class BufferNotAllocatedError(UnifiedBufferError, KernelStateError):
     """The buffer has no memory yet: call allocate() (RK_ESTATE)."""
 
 
+class DLPackError(UnifiedBufferError, BufferError):
+    """A DLPack export that cannot be made: another device than the
+    buffer's, a stream that does not fit, copy=True, a dtype DLPack has no
+    code for (the C code that fits: RK_ENODEV, RK_EINVAL, RK_ENOTSUP)."""
+
+
 class InvalidConfigurationError(InvalidArgumentError):
     """A bad decorator or kernel setting (PyDotCompute's name; RK_EINVAL)."""
 
