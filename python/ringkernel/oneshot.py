@@ -206,6 +206,15 @@ class KernelLaunch:
             pass
         return True
 
+    def __del__(self) -> None:
+        # Dropped unwaited: it still runs to its end (its fallback needs the
+        # launch's arguments until then), and nothing is kept after.
+        if self._outcome is None:
+            try:
+                self.wait()
+            except BaseException:
+                pass
+
     def __await__(self) -> Generator[Any, None, None]:
         """Waits on a worker thread of the running loop (GIL released)."""
         return asyncio.get_running_loop().run_in_executor(None, self.wait).__await__()

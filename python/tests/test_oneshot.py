@@ -74,6 +74,10 @@ def test_started_launch_is_waited_for_and_awaited():
 
     asyncio.run(main())
     assert seen[-1][1] == 2
+    # a launch dropped unwaited still runs, and leaves nothing behind
+    from ringkernel.oneshot import _pending
+    k.start(1, 1, (x, 3))
+    assert seen[-1][1] == 3 and not _pending
 
 
 def test_host_fallback_exception_reaches_the_caller():
