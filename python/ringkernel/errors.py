@@ -109,6 +109,7 @@ class CudaError(DeviceError): pass
 class NvrtcError(DeviceError): pass
 class NvmlError(DeviceError): pass
 class MemoryLimitError(DeviceError): pass
+class CompileError(DeviceError): pass
 
 # Errors with no C code of their own (raised by the Python layer, with the
 # C code that fits: name and detail as for every other error).
@@ -165,6 +166,7 @@ _BY_NAME = {
     "RK_ENVRTC": NvrtcError,
     "RK_ENVML": NvmlError,
     "RK_ELIMIT": MemoryLimitError,
+    "RK_ECOMPILE": CompileError,
 }
 
 #: {code: class} for every code the C library defines.

@@ -75,8 +75,15 @@ def test_raw_kernel_on_cuda(tmp_path):
             gsum(4096, 32, (inp, part, out, np.uint32(n)))
         except rk.RingKernelError as e:
             print("toobig", e.name, "rk_os_gridsum" in str(e))
+        # a source that does not compile: the file and line, the kernel named
+        try:
+            rk.RawKernel("RK_DEV_FN void f(void) { undeclared(); }\\n", "broken",
+                         source_name="broken.cu")
+        except rk.CompileError as e:
+            print("compile", e.name, "broken.cu:1" in str(e))
         print("ok")
     """, tmp_path)
+    assert "compile RK_ECOMPILE True" in out, out
     assert "backend cuda" in out
     assert "nocoop RK_EINVAL True" in out
     assert "toobig RK_ENOTSUP True" in out
