@@ -19,7 +19,7 @@ import inspect
 import os
 import time
 import uuid
-from typing import Any, AsyncIterator, Callable, Optional, Union
+from typing import Any, AsyncIterator, Callable, Optional, Union, overload
 
 from . import _core
 from .errors import InvalidConfigurationError, error
@@ -313,6 +313,18 @@ def _raw(func: Any, name: Optional[str], source: Optional[str], entry: Optional[
     return wrap(func) if func is not None else wrap
 
 
+@overload
+def kernel(func: str, /, *, name: str, device: str = "auto", entry: Optional[str] = None,
+           cooperative: bool = False) -> RawKernel: ...
+@overload
+def kernel(*, source: str, name: Optional[str] = None, device: str = "auto",
+           entry: Optional[str] = None,
+           cooperative: bool = False) -> Callable[[Callable[..., Any]], RawKernel]: ...
+@overload
+def kernel(func: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
+           device: str = "auto", fastmath: bool = True, cache: bool = True) -> Any: ...
+
+
 def kernel(func: Optional[Union[Callable[..., Any], str]] = None, *,
            name: Optional[str] = None, device: str = "auto", fastmath: bool = True,
            cache: bool = True, source: Optional[str] = None, entry: Optional[str] = None,
@@ -366,6 +378,19 @@ def _compile(fn: Callable[..., Any], meta: dict[str, Any]) -> Callable[..., Any]
         except ImportError:
             pass
     return fn  # the CPU path: the function itself
+
+
+@overload
+def gpu_kernel(func: str, /, *, name: str, device: str = "auto", entry: Optional[str] = None,
+               cooperative: bool = False) -> RawKernel: ...
+@overload
+def gpu_kernel(*, source: str, name: Optional[str] = None, device: str = "auto",
+               entry: Optional[str] = None,
+               cooperative: bool = False) -> Callable[[Callable[..., Any]], RawKernel]: ...
+@overload
+def gpu_kernel(func: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
+               signature: Optional[str] = None, fastmath: bool = True, debug: bool = False,
+               cache: bool = True) -> Any: ...
 
 
 def gpu_kernel(func: Optional[Union[Callable[..., Any], str]] = None, *,
