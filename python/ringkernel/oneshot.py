@@ -91,9 +91,10 @@ def _dim(kname: str, what: str, v: _Dim) -> int:
     """A 1-D grid or block size (a tuple may add dimensions of 1)."""
     dims = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
     if (not dims or any(not isinstance(d, (int, np.integer)) or isinstance(d, bool)
-                        for d in dims) or any(d != 1 for d in dims[1:])):
-        raise error("RK_EINVAL", f"one-shot kernel {kname!r}: {what} must be an int (or a "
-                    f"tuple whose other dimensions are 1), got {v!r}", InvalidArgumentError)
+                        for d in dims) or dims[0] < 0 or any(d != 1 for d in dims[1:])):
+        raise error("RK_EINVAL", f"one-shot kernel {kname!r}: {what} must be an int >= 1 "
+                    f"(or a tuple whose other dimensions are 1), got {v!r}",
+                    InvalidArgumentError)
     return int(dims[0])
 
 

@@ -121,6 +121,8 @@ def test_bad_definitions_and_launches():
         k(1, 2048)
     with pytest.raises(rk.InvalidArgumentError, match="other dimensions are 1"):
         k((2, 2), 1)
+    with pytest.raises(rk.InvalidArgumentError, match="'sizes': block must be an int >= 1"):
+        k(1, -32)
     with pytest.raises(TypeError, match="argument 0 is a dict"):
         k(1, 1, ({},))
     many = [rk.UnifiedBuffer((1,), np.int32).zeros() for _ in range(9)]
