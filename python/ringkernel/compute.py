@@ -381,19 +381,6 @@ def _compile(fn: Callable[..., Any], meta: dict[str, Any]) -> Callable[..., Any]
     return fn  # the CPU path: the function itself
 
 
-@overload
-def gpu_kernel(func: str, /, *, name: str, device: str = "auto", entry: Optional[str] = None,
-               cooperative: bool = False) -> RawKernel: ...
-@overload
-def gpu_kernel(*, source: str, name: Optional[str] = None, device: str = "auto",
-               entry: Optional[str] = None,
-               cooperative: bool = False) -> Callable[[Callable[..., Any]], RawKernel]: ...
-@overload
-def gpu_kernel(func: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
-               signature: Optional[str] = None, fastmath: bool = True, debug: bool = False,
-               cache: bool = True) -> Any: ...
-
-
 def gpu_kernel(func: Optional[Union[Callable[..., Any], str]] = None, *,
                name: Optional[str] = None, signature: Optional[str] = None,
                fastmath: bool = True, debug: bool = False, cache: bool = True,
@@ -403,7 +390,7 @@ def gpu_kernel(func: Optional[Union[Callable[..., Any], str]] = None, *,
     (``pip install ringkernel[cuda]``); RuntimeError without it, as
     PyDotCompute. Over CUDA C, as ``kernel``: ``gpu_kernel(SOURCE,
     name=...)`` and ``@gpu_kernel(source=SOURCE)`` make a RawKernel (no
-    Numba needed)."""
+    Numba needed; typed as such through ``kernel``)."""
     if isinstance(func, str) or source is not None:
         if device not in _DEVICES:
             raise error("RK_EINVAL", f"@gpu_kernel: device must be one of {_DEVICES}, got "

@@ -120,7 +120,6 @@ GOOD = """
 
     def oneshots(src: str) -> None:
         assert_type(rk.kernel(src, name="vadd"), rk.RawKernel)
-        assert_type(rk.gpu_kernel(src, name="vadd"), rk.RawKernel)
 
         @rk.kernel(source=src)
         def vadd(x: UnifiedBuffer[np.float32]) -> None: ...
