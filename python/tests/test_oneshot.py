@@ -246,3 +246,9 @@ def test_async_actor_awaits_a_started_kernel_and_errors_name_it():
         assert rt.receive("oneshot_async", timeout=10).total == 102
         rt.terminate("oneshot_async")
     assert "no_such_oneshot" in errors[0]
+
+
+def test_device_actor_source_must_be_cuda_c_text():
+    with pytest.raises(TypeError, match="'dev_bad': device_source must be a str"):
+        rk.ring_kernel(kernel_id="dev_bad", device_source=b"RK_DEV_KERNEL",
+                       auto_register=False)(lambda ctx: None)
