@@ -120,7 +120,7 @@ class _Packed:
     def copy_back(self) -> None:
         for arr, tmp in self.back:
             if arr.flags.writeable:
-                np.copyto(arr, tmp.host_readonly)
+                np.copyto(arr, tmp.host_readonly.reshape(arr.shape))
 
 
 def _pack(kname: str, args: Sequence[Any], device: bool) -> _Packed:

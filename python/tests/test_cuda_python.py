@@ -64,6 +64,9 @@ def test_raw_kernel_on_cuda(tmp_path):
         launch = vadd.start(2, 64, (np.arange(n, dtype=np.uint32), y, za, np.uint32(n)))
         launch.wait(60)
         assert launch.done and (za == 4 * np.arange(n)).all()
+        one = np.zeros((), np.uint32)  # a 0-d array is a buffer of one element
+        vadd(1, 1, (np.array(2, np.uint32), np.array(3, np.uint32), one, np.uint32(1)))
+        assert one == 5
         # a cooperative kernel: the grid barrier
         gsum = rk.RawKernel(src, "rk_os_gridsum", cooperative=True)
         inp = rk.UnifiedBuffer((n,), np.uint32).allocate(); inp.copy_from(np.arange(n))
