@@ -49,6 +49,7 @@ from .errors import (InternalError, InvalidArgumentError, InvalidConfigurationEr
                      QueueTimeoutError, RingKernelError, error)
 
 _Dim = Union[int, Sequence[int]]
+_MAX_BUFS = 8  # RK_ONESHOT_MAX_BUFS
 
 
 @dataclasses.dataclass
@@ -158,6 +159,9 @@ def _pack(kname: str, args: Sequence[Any], device: bool) -> _Packed:
                             f"{type(a).__name__}; a launch takes UnifiedBuffers (or their "
                             "device arrays), numpy arrays, numpy scalars, int, float, bool "
                             "and bytes")
+    if len(p.bufs) > _MAX_BUFS:
+        raise error("RK_EINVAL", f"one-shot kernel {kname!r}: {len(p.bufs)} buffers (at most "
+                    f"{_MAX_BUFS})", InvalidArgumentError)
     return p
 
 

@@ -134,8 +134,8 @@ bufs_release(PyObject *bufs)
 }
 
 /* The launch's buffers as a tuple, each counted as in use, with their
- * rk_buffers in out (at most RK_ONESHOT_MAX_BUFS; more are refused by
- * the C check, which names the kernel). */
+ * rk_buffers in out (at most RK_ONESHOT_MAX_BUFS: oneshot.py refuses more
+ * first, naming the kernel). */
 static PyObject *
 bufs_take(PyObject *seq, rk_buffer **out, size_t *n)
 {
