@@ -132,6 +132,27 @@ for t in test_device_query test_buffer_states test_buffer_api \
     run_test "$t"
 done
 
+# Device code from Python (python/tests/test_cuda_python.py: one-shot
+# kernels, ctx.execute_kernel, a device actor, the CUDA exports) on the
+# real driver, where a Python with the package, numpy and pytest is at
+# $RK_GPU_PYTHON (default build/pyvenv/bin/python, what `make pytest`
+# makes); said to be skipped where there is none.
+py=${RK_GPU_PYTHON:-build/pyvenv/bin/python}
+if [ -x "$py" ] && "$py" -c "import ringkernel, numpy, pytest" 2>/dev/null; then
+    out=$(RK_TEST_CUDA_REAL=1 timeout "$T" "$py" -m pytest -q -p no:cacheprovider \
+        python/tests/test_cuda_python.py 2>&1)
+    rc=$?
+    printf '%s\n' "$out" >&2
+    if [ $rc -eq 0 ]; then
+        emit test_cuda_python pass "$(printf '%s' "$out" | tail -1)"
+    else
+        emit test_cuda_python fail "$(printf '%s' "$out" | grep -E 'FAILED|Error' | head -6 | tr '\n' ' ')"
+        fail=1
+    fi
+else
+    emit test_cuda_python skipped "no Python with ringkernel, numpy and pytest at $py"
+fi
+
 # Benchmarks: bench_cuda prints impl "cuda" on a real GPU ("cuda_sim"
 # would mean the stand-in was loaded: that is not a GPU figure).
 # Three runs: every figure is judged as a range over runs, each against
