@@ -284,8 +284,5 @@ static PyMethodDef oneshot_functions[] = {
 int
 rkpy_oneshot_init(PyObject *m)
 {
-    if (PyModule_AddType(m, &Launch_Type) < 0
-        || PyModule_AddType(m, &OneShot_Type) < 0)
-        return -1;
-    return PyModule_AddFunctions(m, oneshot_functions);
+    return rkpy_module_add(m, &Launch_Type, &OneShot_Type, oneshot_functions);
 }

@@ -57,6 +57,11 @@ extern PyObject *rkpy_numpy_frombuffer; /* numpy.frombuffer or NULL */
 PyObject *rkpy_uuid7(PyObject *self, PyObject *unused);
 /* Sets up the shared objects above (once, from PyInit__core). */
 int rkpy_common_init(void);
+
+/* Adds the types a and b and the functions fns (NULL-terminated) to the
+ * module m; -1 with an exception set on failure. */
+int rkpy_module_add(
+    PyObject *m, PyTypeObject *a, PyTypeObject *b, PyMethodDef *fns);
 /* The exception factory errors.py installs. */
 void rkpy_set_error_factory(PyObject *f);
 

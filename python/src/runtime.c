@@ -634,8 +634,5 @@ static PyMethodDef extra_methods[] = {
 int
 rkpy_runtime_init(PyObject *m)
 {
-    if (PyModule_AddType(m, &Runtime_Type) < 0
-        || PyModule_AddType(m, &rkpy_Ctx_Type) < 0)
-        return -1;
-    return PyModule_AddFunctions(m, extra_methods);
+    return rkpy_module_add(m, &Runtime_Type, &rkpy_Ctx_Type, extra_methods);
 }
