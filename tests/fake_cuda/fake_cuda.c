@@ -64,6 +64,7 @@
 /* The test kernels' host builds (rk_dev_host_kernel_<name>), and the
  * `ringkernel` command's PageRank kernel (cli_prd_kernel). */
 #include "../../tools/ringkernel/pr_dev.h"
+#include "../kernels/bar_kernels.cu"
 #include "../kernels/oneshot_kernels.cu"
 #include "../kernels/test_kernels.cu"
 
