@@ -137,10 +137,10 @@ test_bad_input(void **state)
     assert_int_equal(rk_buffer_get_state(b), RK_BUFFER_UNINITIALIZED);
     rk_buffer_destroy(b);
     b = managed(RK_DEVICE_CPU, 0, 16);
-    assert_int_equal(rk_buffer_advise(b, (rk_mem_advice)7, RK_SIDE_HOST),
-        RK_EINVAL);
-    assert_int_equal(rk_buffer_advise(b, (rk_mem_advice)0, RK_SIDE_HOST),
-        RK_EINVAL);
+    assert_int_equal(
+        rk_buffer_advise(b, (rk_mem_advice)7, RK_SIDE_HOST), RK_EINVAL);
+    assert_int_equal(
+        rk_buffer_advise(b, (rk_mem_advice)0, RK_SIDE_HOST), RK_EINVAL);
     assert_int_equal(
         rk_buffer_prefetch(b, (rk_buffer_side)2, NULL), RK_EINVAL);
     assert_int_equal(rk_buffer_prefetch(NULL, RK_SIDE_HOST, NULL), RK_EINVAL);
@@ -252,8 +252,7 @@ test_cuda_beyond_free(void **state)
         rk_device_list *l;
         const rk_device_info *gpu;
         assert_int_equal(rk_devices_query(&l), RK_OK);
-        assert_int_equal(
-            rk_device_select(l, RK_DEVICE_CUDA, 0, &gpu), RK_OK);
+        assert_int_equal(rk_device_select(l, RK_DEVICE_CUDA, 0, &gpu), RK_OK);
         c.dims[0] = (size_t)gpu->free_mem + ((size_t)1 << 30);
         rk_device_list_free(l);
         assert_int_equal(rk_buffer_create(&b, &c), RK_ENOMEM);

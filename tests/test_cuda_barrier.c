@@ -78,8 +78,7 @@ test_ptx(void **state)
     rk__nvrtc_image img;
     const char *ptx;
     (void)state;
-    if (!cuda_have_nvrtc())
-        skip();
+    cuda_require_nvrtc();
     s.source = bar_src;
     s.want_ptx = 1;
     assert_int_equal(rk__nvrtc_compile(&s, &img), RK_OK);
@@ -113,16 +112,11 @@ test_two_kernels_meet(void **state)
     char buf[64];
     size_t len;
     (void)state;
-    if (!cuda_have_nvrtc())
-        skip();
+    cuda_require_nvrtc();
 
     rt = launch_pair("bar_a", "bar_b", 1, 1, "ab", 2);
-    assert_int_equal(rk_kernel_lookup(rt, "bar_a", &a), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "bar_b", &b), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "bar_a"), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "bar_b"), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, "bar_a"), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, "bar_b"), RK_OK);
+    a = cuda_start(rt, "bar_a");
+    b = cuda_start(rt, "bar_b");
     for (uint32_t r = 1; r <= 50u * RT_SCALE; r++) {
         unsigned char m[4] = { (unsigned char)r, (unsigned char)(r >> 8),
             (unsigned char)(r >> 16), (unsigned char)(r >> 24) };
@@ -140,34 +134,17 @@ test_two_kernels_meet(void **state)
         assert_int_equal(len, 4);
         assert_int_equal(word(buf), r);
     }
-    assert_int_equal(rk_kernel_terminate(rt, "bar_a", RT_LONG), RK_OK);
-    assert_int_equal(rk_kernel_terminate(rt, "bar_b", RT_LONG), RK_OK);
-    rk_runtime_destroy(rt);
+    cuda_finish(rt, (const char *const[]) { "bar_a", "bar_b", NULL });
 }
 
-/* Kernel id's launch fails with rc, the detail naming it and saying why;
- * it is left CREATED. */
-static void
-refused(rk_runtime *rt, const char *id, int rc, const char *why)
-{
-    char named[RK_ID_MAX + 3];
-    rk_kernel_state s;
-
-    snprintf(named, sizeof(named), "'%s'", id);
-    assert_int_equal(rk_kernel_launch(rt, id), rc);
-    assert_non_null(strstr(rk_errdetail(), named));
-    assert_non_null(strstr(rk_errdetail(), why));
-    assert_int_equal(rk_kernel_state_get(rt, id, &s), RK_OK);
-    assert_int_equal(s, RK_KERNEL_CREATED);
-}
+#define refused cuda_assert_refused
 
 static void
 test_bad_barriers(void **state)
 {
     rk_runtime *rt;
     (void)state;
-    if (!cuda_have_nvrtc())
-        skip();
+    cuda_require_nvrtc();
 
     rt = cuda_runtime();
     /* A name without parties. */
@@ -195,8 +172,9 @@ test_bad_barriers(void **state)
          * placed it on device 0 when it was registered). */
         reg_bar(rt, "near", "rk_bar_a", 1, "fb", 2, 0);
         reg_bar(rt, "far", "rk_bar_b", 1, "fb", 2, 1);
-        refused(rt, "far", RK_EINVAL, "runs on CUDA device 1, but barrier "
-                                      "'fb' is in device 0's memory");
+        refused(rt, "far", RK_EINVAL,
+            "runs on CUDA device 1, but barrier "
+            "'fb' is in device 0's memory");
     }
     rk_runtime_destroy(rt);
 }

@@ -85,8 +85,7 @@ test_two_devices_route(void **state)
     char buf[128];
     size_t len;
     (void)state;
-    if (!cuda_have_nvrtc())
-        skip();
+    cuda_require_nvrtc();
     if (cuda_devices() < 2) {
         print_message("one CUDA device: the two-device route needs two\n");
         skip();
@@ -97,16 +96,12 @@ test_two_devices_route(void **state)
     reg_on(rt, "dev0", 0, 1);
     reg_on(rt, "dev1", 1, 1);
     assert_int_equal(rk_connect(rt, "dev0", "dev1"), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "dev0", &a), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "dev1", &b), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "dev0"), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "dev1"), RK_OK);
+    a = cuda_start(rt, "dev0");
+    b = cuda_start(rt, "dev1");
     if (!real_gpu) { /* each grid is on the device its kernel named */
         assert_int_equal(grids_on(0), 1);
         assert_int_equal(grids_on(1), 1);
     }
-    assert_int_equal(rk_kernel_activate(rt, "dev0"), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, "dev1"), RK_OK);
     for (int i = 0; i < 20; i++) {
         char msg[16];
         int n = snprintf(msg, sizeof(msg), "hop%d", i);
@@ -153,39 +148,34 @@ test_residency_per_device(void **state)
      * blocks, and each comes back. */
     for (int i = 0; i < 8; i++)
         assert_int_equal(rk_send(rt, k, 1, "x", 1, 128, RT_LONG), RK_OK);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 8; i++) {
         assert_int_equal(
             rk_recv(rt, k, NULL, buf, sizeof(buf), &len, RT_LONG), RK_OK);
-    assert_int_equal(rk_kernel_terminate(rt, "full0", RT_LONG), RK_OK);
-    assert_int_equal(rk_kernel_terminate(rt, "full1", RT_LONG), RK_OK);
-    rk_runtime_destroy(rt);
+        assert_int_equal(len, 1);
+    }
+    cuda_finish(rt, (const char *const[]) { "full0", "full1", NULL });
 }
 
+/* A device the driver lacks (one past the last) or a negative ordinal:
+ * refused at launch, naming the kernel (and the device count). */
 static void
 test_bad_device(void **state)
 {
-    rk_runtime *rt;
-    rk_kernel_state s;
     char want[64];
-    int n;
+    int n = cuda_devices();
+    rk_runtime *rt;
     (void)state;
-    if (!cuda_have_nvrtc())
-        skip();
+    cuda_require_nvrtc();
 
-    n = cuda_devices();
     rt = cuda_runtime();
-    reg_on(rt, "nowhere", n, 1); /* one past the last device */
-    assert_int_equal(rk_kernel_launch(rt, "nowhere"), RK_ENODEV);
-    assert_non_null(strstr(rk_errdetail(), "'nowhere'"));
-    snprintf(want, sizeof(want), "has %d device(s)", n);
-    assert_non_null(strstr(rk_errdetail(), want));
-    assert_int_equal(rk_kernel_state_get(rt, "nowhere", &s), RK_OK);
-    assert_int_equal(s, RK_KERNEL_CREATED);
-
+    snprintf(want, sizeof(want),
+        "names CUDA device %d, but the driver has "
+        "%d device(s)",
+        n, n);
+    reg_on(rt, "nowhere", n, 1);
+    cuda_assert_refused(rt, "nowhere", RK_ENODEV, want);
     reg_on(rt, "negative", -1, 1);
-    assert_int_equal(rk_kernel_launch(rt, "negative"), RK_EINVAL);
-    assert_non_null(strstr(rk_errdetail(), "'negative'"));
-    assert_non_null(strstr(rk_errdetail(), "-1"));
+    cuda_assert_refused(rt, "negative", RK_EINVAL, "CUDA device -1");
     rk_runtime_destroy(rt);
 }
 

@@ -35,9 +35,9 @@ typedef struct managed {
 } managed;
 
 static pthread_mutex_t mlock = PTHREAD_MUTEX_INITIALIZER;
-static managed *mlist;     /* under mlock */
-static size_t mheld;       /* bytes of managed memory held */
-static unsigned overasks;  /* allocations beyond what was free */
+static managed *mlist;    /* under mlock */
+static size_t mheld;      /* bytes of managed memory held */
+static unsigned overasks; /* allocations beyond what was free */
 static unsigned prefetches;
 static int last_prefetch_dev = -2, last_advice, last_advice_dev = -2;
 

@@ -29,6 +29,14 @@ cuda_have_nvrtc(void)
     return 1;
 }
 
+/* Skips the calling test when NVRTC does not load (cuda_have_nvrtc). */
+static inline void
+cuda_require_nvrtc(void)
+{
+    if (!cuda_have_nvrtc())
+        skip();
+}
+
 /* A file of the source tree as a malloc'd string, or NULL. */
 static inline char *
 cuda_slurp(const char *rel)
@@ -187,6 +195,44 @@ cuda_register(rk_runtime *rt, const cuda_kdef *k)
     def.config.device_barrier = k->barrier;
     def.config.device_barrier_parties = k->parties;
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+}
+
+/* Kernel id's launch fails with rc, the detail naming it ('id') and
+ * containing why; the kernel is left CREATED. */
+static inline void
+cuda_assert_refused(rk_runtime *rt, const char *id, int rc, const char *why)
+{
+    char named[RK_ID_MAX + 3];
+    rk_kernel_state s;
+
+    snprintf(named, sizeof(named), "'%s'", id);
+    assert_int_equal(rk_kernel_launch(rt, id), rc);
+    assert_non_null(strstr(rk_errdetail(), named));
+    assert_non_null(strstr(rk_errdetail(), why));
+    assert_int_equal(rk_kernel_state_get(rt, id, &s), RK_OK);
+    assert_int_equal(s, RK_KERNEL_CREATED);
+}
+
+/* Launches and activates kernel id; its handle. */
+static inline rk_kernel
+cuda_start(rk_runtime *rt, const char *id)
+{
+    rk_kernel k;
+    assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, id), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, id), RK_OK);
+    return k;
+}
+
+/* Terminates each kernel of ids (NULL-ended; a kernel that ended is
+ * fine), then destroys rt. */
+static inline void
+cuda_finish(rk_runtime *rt, const char *const *ids)
+{
+    for (; *ids != NULL; ids++)
+        assert_int_equal(
+            rk_kernel_terminate(rt, *ids, 30 * INT64_C(1000000000)), RK_OK);
+    rk_runtime_destroy(rt);
 }
 
 /* The main of a stand-in program: cuda_sim_begin, the device source file

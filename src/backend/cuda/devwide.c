@@ -441,13 +441,13 @@ rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id, int ordinal,
         rk__mem_resident(1);
         rc = launch(arg);
         if (rc == RK_OK) {
+            *e = (rk__cu_res) { .next = residents,
+                .ordinal = ordinal,
+                .grid = grid,
+                .share = share,
+                .bar = bar,
+                .stream = stream };
             snprintf(e->id, sizeof(e->id), "%s", id);
-            e->ordinal = ordinal;
-            e->grid = grid;
-            e->share = share;
-            e->bar = bar;
-            e->stream = stream;
-            e->next = residents;
             residents = e;
             resident += 1;
             *out = e;
