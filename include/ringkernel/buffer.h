@@ -223,7 +223,8 @@ int rk_buffer_prefetch(rk_buffer *buf, rk_buffer_side to, void *stream);
  * CPU device it only allocates. RK_EINVAL for a buffer that is not
  * managed or an unknown advice.
  */
-int rk_buffer_advise(rk_buffer *buf, rk_mem_advice advice, rk_buffer_side side);
+int rk_buffer_advise(
+    rk_buffer *buf, rk_mem_advice advice, rk_buffer_side side);
 
 /** Copies the transfer counters into *out (caller-owned). */
 void rk_buffer_stats_get(const rk_buffer *buf, rk_buffer_stats *out);
