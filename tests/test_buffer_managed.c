@@ -144,6 +144,10 @@ test_bad_input(void **state)
     assert_int_equal(
         rk_buffer_prefetch(b, (rk_buffer_side)2, NULL), RK_EINVAL);
     assert_int_equal(rk_buffer_prefetch(NULL, RK_SIDE_HOST, NULL), RK_EINVAL);
+    assert_int_equal(
+        rk_buffer_advise(NULL, RK_ADVISE_READ_MOSTLY, RK_SIDE_HOST),
+        RK_EINVAL);
+    assert_false(rk_buffer_is_managed(NULL));
     rk_buffer_destroy(b);
 }
 
