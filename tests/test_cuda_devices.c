@@ -179,6 +179,49 @@ test_bad_device(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* A one-shot kernel (on RK_CUDA_DEVICE's device, 0) handed a buffer of
+ * device 1: refused before anything runs, naming both devices. */
+static void
+test_oneshot_other_device_buffer(void **state)
+{
+    char *src = cuda_slurp("tests/kernels/oneshot_kernels.cu");
+    rk_oneshot_def d = { .name = "vadd",
+        .entry = "rk_os_vadd",
+        .source = src,
+        .source_name = "oneshot_kernels.cu" };
+    rk_buffer_config c = { .dtype = RK_DTYPE_U32,
+        .dims = { 64 },
+        .device = RK_DEVICE_CUDA,
+        .ordinal = 1 };
+    rk_buffer *b[3] = { NULL, NULL, NULL };
+    uint32_t n = 64;
+    rk_oneshot_launch l = { .grid = 1,
+        .block = 64,
+        .args = &n,
+        .args_len = sizeof(n),
+        .bufs = b,
+        .nbuf = 3 };
+    rk_oneshot *k = NULL;
+    (void)state;
+    cuda_require_nvrtc();
+    if (cuda_devices() < 2)
+        skip();
+
+    assert_non_null(src);
+    assert_int_equal(rk_oneshot_create(&d, &k), RK_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(rk_buffer_create(&b[i], &c), RK_OK);
+    assert_int_equal(rk_buffer_ordinal(b[0]), 1);
+    assert_int_equal(rk_oneshot_run(k, &l), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "'vadd'"));
+    assert_non_null(strstr(rk_errdetail(),
+        "buffer 0 is on CUDA device 1, the kernel runs on device 0"));
+    for (int i = 0; i < 3; i++)
+        rk_buffer_destroy(b[i]);
+    rk_oneshot_destroy(k);
+    free(src);
+}
+
 /* A kernel that names no device runs on RK_CUDA_DEVICE's. */
 static void
 test_env_default(void **state)
@@ -208,6 +251,7 @@ main(void)
         cmocka_unit_test(test_two_devices_route),
         cmocka_unit_test(test_residency_per_device),
         cmocka_unit_test(test_bad_device),
+        cmocka_unit_test(test_oneshot_other_device_buffer),
         cmocka_unit_test(test_env_default),
         cmocka_unit_test(test_no_call_would_hang),
     };

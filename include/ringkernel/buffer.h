@@ -256,6 +256,10 @@ size_t rk_buffer_bytes(const rk_buffer *buf);
 /** The kind of device the device side lives on. */
 rk_device_kind rk_buffer_device_kind(const rk_buffer *buf);
 
+/** The CUDA device ordinal the device side lives on (0 for the CPU
+ * device). */
+int rk_buffer_ordinal(const rk_buffer *buf);
+
 /** True when the host side is (or will be) pinned memory. */
 bool rk_buffer_is_pinned(const rk_buffer *buf);
 

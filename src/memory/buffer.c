@@ -635,6 +635,12 @@ rk_buffer_device_kind(const rk_buffer *b)
     return b ? b->dev_kind : RK_DEVICE_CPU;
 }
 
+int
+rk_buffer_ordinal(const rk_buffer *b)
+{
+    return b ? b->ordinal : 0;
+}
+
 bool
 rk_buffer_is_pinned(const rk_buffer *b)
 {

@@ -175,7 +175,16 @@ bind_buffers(launch_arg *la)
 {
     for (size_t i = 0; i < la->l->nbuf; i++) {
         void *p = NULL;
-        int rc = rk_buffer_ensure_device(la->l->bufs[i], la->stream);
+        int rc;
+        /* Another GPU's memory is not this kernel's to address. */
+        if (rk_buffer_device_kind(la->l->bufs[i]) == RK_DEVICE_CUDA
+            && rk_buffer_ordinal(la->l->bufs[i]) != la->be->ordinal)
+            return rk__fail(RK_EINVAL,
+                "one-shot kernel '%s': buffer %zu is on CUDA device %d, "
+                "the kernel runs on device %d",
+                la->def->name, i, rk_buffer_ordinal(la->l->bufs[i]),
+                la->be->ordinal);
+        rc = rk_buffer_ensure_device(la->l->bufs[i], la->stream);
         if (rc == RK_OK)
             rc = rk_buffer_device(la->l->bufs[i], RK_ACCESS_WRITE, &p);
         if (rc != RK_OK) {
