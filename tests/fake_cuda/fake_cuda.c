@@ -27,9 +27,9 @@
  *     addresses are readable, because its blocks are CPU threads that
  *     dereference them: a host access then goes unnoticed;
  *   - what the real driver does while kernels run: cuModuleLoadData(Ex),
- *     cuModuleUnload, cuMemFree, cuMemFreeHost and cuCtxSynchronize wait
- *     until no grid runs, and launches on one stream run one after
- *     another. A persistent kernel never ends by itself, so such a wait
+ *     cuModuleUnload and cuCtxSynchronize wait until no grid runs on the
+ *     current context's device, cuMemFree and cuMemFreeHost until none
+ *     runs on any, and launches on one stream run one after another. A persistent kernel never ends by itself, so such a wait
  *     would hang: the stand-in gives up after FAKE_CUDA_HANG_MS (default
  *     10000), prints what would have hung, counts it and returns
  *     FAKE_ERROR_WOULD_HANG; tests read the counts through
@@ -39,9 +39,9 @@
  *     cuModuleGetFunction finds an entry only if the image defines it and
  *     the host build of the same kernel source (tests/kernels and
  *     tools/ringkernel/pr_dev.h, compiled into this library as C) exists;
- *   - cuLaunchKernel runs that host build, one CPU thread per block; at
- *     most SMS x BLOCKS_PER_SM blocks are resident at once across the
- *     device and the others wait for a resident block to finish, as on a
+ *   - cuLaunchKernel runs that host build, one CPU thread per block (on
+ *     a stream of the current context only); at most SMS x BLOCKS_PER_SM
+ *     blocks are resident at once across the device and the others wait for a resident block to finish, as on a
  *     GPU (so an over-sized persistent grid hangs here too: the backend's
  *     occupancy check must refuse it first);
  *   - cuLaunchCooperativeKernel refuses a grid that cannot be resident.
