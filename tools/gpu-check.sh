@@ -58,6 +58,7 @@ if [ "$mode" != run ]; then
         test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
         test_cuda_pagerank test_backend_contract fake_cuda bench_cuda \
         test_device_query test_buffer_states test_buffer_api \
+        test_buffer_managed test_cuda_devices test_cuda_barrier \
         test_pool_contract test_pool_concurrent \
         bench_cuda_compile \
         ringkernel_cli >&2 || exit 2
@@ -122,13 +123,19 @@ run_test test_cuda_nvrtc
 run_test test_cuda_kcache
 run_test test_cuda_loop_host
 run_test test_cuda_pagerank
+# Kernels on several devices (the two-device route skips on a one-GPU
+# machine; the bad ordinal runs everywhere) and the named barrier shared
+# by two resident kernels (its PTX, 50 rounds, the refusals a GPU shows).
+run_test test_cuda_devices RK_TEST_CUDA_REAL=1
+run_test test_cuda_barrier RK_TEST_CUDA_REAL=1
 # The backend contract suite: on a GPU the cuda backend runs its cases with
 # their device twins (a "backend 'cuda' skipped" line means it did not).
 run_test test_backend_contract
 # The CUDA paths of device discovery, unified buffers (every state
-# transition with its copies) and the pinned and device pools.
+# transition with its copies), managed buffers (prefetch, advice, the
+# refusal beyond free memory) and the pinned and device pools.
 for t in test_device_query test_buffer_states test_buffer_api \
-    test_pool_contract test_pool_concurrent; do
+    test_buffer_managed test_pool_contract test_pool_concurrent; do
     run_test "$t"
 done
 
