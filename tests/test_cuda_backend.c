@@ -72,18 +72,6 @@ reg(rk_runtime *rt, const char *id, const char *entry, uint32_t grid,
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
 }
 
-/* Registers a one-block kernel (reg), launches and activates it. */
-static rk_kernel
-running(rk_runtime *rt, const char *id, const char *entry)
-{
-    rk_kernel k;
-    reg(rt, id, entry, 1, NULL);
-    assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, id), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, id), RK_OK);
-    return k;
-}
-
 static void
 test_probe_and_devices(void **state)
 {
@@ -126,7 +114,8 @@ test_echo_lifecycle(void **state)
         skip();
 
     rt = cuda_runtime();
-    k = running(rt, "echo", "rk_echo");
+    reg(rt, "echo", "rk_echo", 1, NULL);
+    k = cuda_start(rt, "echo");
     for (int i = 0; i < 50; i++) {
         char msg[16];
         int n = snprintf(msg, sizeof(msg), "m%d", i);
@@ -219,7 +208,8 @@ test_warp_kernel(void **state)
         skip();
 
     rt = cuda_runtime();
-    k = running(rt, "wecho", "rk_wecho");
+    reg(rt, "wecho", "rk_wecho", 1, NULL);
+    k = cuda_start(rt, "wecho");
     for (int round = 0; round < 5; round++) {
         for (unsigned char i = 0; i < 20; i++) {
             unsigned char msg[3] = { i, (unsigned char)round, 7 };
@@ -560,14 +550,11 @@ test_launch_errors(void **state)
             def.config.max_payload = lanes[i].cap == (1u << 20) ? 4096 : 128;
             def.config.lane_capacity = lanes[i].cap;
             assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
-            assert_int_equal(rk_kernel_launch(rt, lanes[i].id), lanes[i].rc);
             if (lanes[i].detail != NULL) {
-                assert_non_null(strstr(rk_errdetail(), lanes[i].detail));
-                assert_non_null(strstr(rk_errdetail(), lanes[i].id));
-                assert_int_equal(
-                    rk_kernel_state_get(rt, lanes[i].id, &s), RK_OK);
-                assert_int_equal(s, RK_KERNEL_CREATED);
+                cuda_assert_refused(
+                    rt, lanes[i].id, lanes[i].rc, lanes[i].detail);
             } else {
+                assert_int_equal(rk_kernel_launch(rt, lanes[i].id), RK_OK);
                 assert_int_equal(
                     rk_kernel_terminate(rt, lanes[i].id, T_LONG), RK_OK);
             }
@@ -667,21 +654,7 @@ test_register_after_launch(void **state)
  * way that waits for a running persistent kernel (a module load, a free,
  * a context synchronise while one was resident), which on a GPU never
  * returns; the stand-in counts such calls (fake_cuda_hangs). */
-static void
-test_no_call_would_hang(void **state)
-{
-    unsigned (*hangs)(void);
-    void *lib;
-    (void)state;
-    if (real_gpu)
-        skip();
-    lib = dlopen(FAKE_CUDA_LIB, RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(lib);
-    *(void **)&hangs = dlsym(lib, "fake_cuda_hangs");
-    assert_non_null(hangs);
-    assert_int_equal(hangs(), 0);
-    dlclose(lib);
-}
+CUDA_TEST_NO_HANG(real_gpu)
 
 int
 main(void)
