@@ -627,10 +627,7 @@ test_ll_long_messages(void **state)
             got++;
         }
     }
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
-    inst_join(&in);
+    inst_end(&in);
 
     /* One long message alone: the window sweep, then its rest. 64 slots:
      * the block never re-reads the output lane's head here, so the count
@@ -648,10 +645,7 @@ test_ll_long_messages(void **state)
     pcie_wait(0, a[1] + 1, 0, b);
     assert_int_equal(b[0] - a[0], 2);
     assert_int_equal(b[4] - a[4], 0);
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
-    inst_join(&in);
+    inst_end(&in);
 }
 
 /* PCIe accounting (issue 24, docs/cuda.md "PCIe accounting"): after a
@@ -713,10 +707,7 @@ test_pcie_round_trip(void **state)
     assert_true(b[0] - a[0] <= 64 + 64 / cap + 64 / RK_DEV_CMD_EVERY + 1);
     assert_int_equal(b[4] - a[4], 0);
 
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
-    inst_join(&in);
+    inst_end(&in);
 }
 
 /* Lane capacity (issue 24): by default at least two of a block's batches

@@ -112,6 +112,15 @@ inst_stop(inst *in, rk__dh_status *st)
     rk__dh_status_get(&in->d, st);
 }
 
+/* Posts STOP, waits (deadline) until every block EXITED, joins them. */
+static inline void
+inst_end(inst *in)
+{
+    rk__dh_status st;
+    inst_stop(in, &st);
+    inst_join(in);
+}
+
 static inline void
 send_bytes(inst *in, uint32_t b, uint32_t type, const void *p, size_t n)
 {
