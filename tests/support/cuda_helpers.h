@@ -25,16 +25,14 @@ cuda_have_nvrtc(void)
     return 1;
 }
 
-/* A file of the source tree as a malloc'd string, or NULL. */
+/* A file as a malloc'd string, or NULL. */
 static inline char *
-cuda_slurp(const char *rel)
+cuda_slurp_path(const char *path)
 {
-    char path[512];
     FILE *f;
     long n;
     char *s;
 
-    snprintf(path, sizeof(path), "%s/%s", RK_SOURCE_DIR, rel);
     f = fopen(path, "rb");
     if (f == NULL)
         return NULL;
@@ -50,6 +48,15 @@ cuda_slurp(const char *rel)
     }
     fclose(f);
     return s;
+}
+
+/* A file of the source tree as a malloc'd string, or NULL. */
+static inline char *
+cuda_slurp(const char *rel)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", RK_SOURCE_DIR, rel);
+    return cuda_slurp_path(path);
 }
 
 /* Counts PTX instructions starting with op (after an optional predicate),
