@@ -60,6 +60,8 @@ class KernelSpec:
     block_size: int = 256
     spin: int = 0
     backend: str = "auto"
+    #: a Python handler compiled for the GPU (numba_device.DeviceHandler)
+    device_handler: Any = None
 
     def register(self, core_rt: _core.Runtime, telemetry_off: bool = False) -> None:
         if self.backpressure not in _BACKPRESSURE:
@@ -74,10 +76,19 @@ class KernelSpec:
             when_inactive=_WHEN_INACTIVE[self.when_inactive],
             restart=_RESTART[self.restart], max_restarts=self.max_restarts,
             priority_bands=self.priority_bands, spin=self.spin,
-            telemetry_off=telemetry_off)
+            telemetry_off=telemetry_off, device=self._device())
         # grid_size / block_size stay with the spec (ctx.grid_size, the
         # RingKernel's config): a Python actor is one kernel thread, and the
         # C cpu backend takes no grid; they size the actor's GPU work.
+
+    def _device(self) -> Optional[tuple[bytes, bytes, Optional[bytes], int, int]]:
+        """The device code the cuda backend runs instead of the actor: a
+        Numba handler's loop source, entry and PTX."""
+        h = self.device_handler
+        if h is None:
+            return None
+        return (h.source.encode(), h.entry.encode(), h.ptx.encode(),
+                self.grid_size, self.block_size)
 
 
 class KernelContext:
@@ -280,7 +291,8 @@ def ring_kernel(*, kernel_id: Optional[str] = None,
                 max_payload: int = DEFAULT_MAX_PAYLOAD, when_inactive: str = "queue",
                 restart: Optional[str] = None, max_restarts: int = 0,
                 priority_bands: bool = False, spin: int = 0,
-                auto_register: bool = True, backend: Any = None) -> Callable[[_F], _F]: ...
+                auto_register: bool = True, backend: Any = None,
+                device_handler: Any = None) -> Callable[[_F], _F]: ...
 
 
 def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optional[str] = None,
@@ -291,14 +303,23 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
                 max_payload: int = DEFAULT_MAX_PAYLOAD, when_inactive: str = "queue",
                 restart: Optional[str] = None, max_restarts: int = 0,
                 priority_bands: bool = False, spin: int = 0,
-                auto_register: bool = True, backend: Any = None) -> Any:
+                auto_register: bool = True, backend: Any = None,
+                device_handler: Any = None) -> Any:
     """Declares a Python ring kernel (the seeds' decorator, same keywords,
     plus max_payload, when_inactive, restart/max_restarts, priority_bands and
     spin: receive spins before parking, 0 = the C default; backend: "cpu",
     "cuda", "auto" or a class from ringkernel.backends, where the actor's
     compute kernels and buffers go; the actor itself runs on a kernel
     thread). queue_size is the C queues' capacity, as given.
-    Runtimes register it when it is first launched."""
+    Runtimes register it when it is first launched.
+
+    device_handler: a Python function ``fn(req, resp)`` (or True: the
+    decorated function itself) compiled by Numba for the GPU and run
+    resident in the persistent loop on the cuda backend instead of the
+    actor (docs/python.md, "Device handlers in Python"); needs
+    backend="cuda" and fixed-layout input and output types (output_type
+    defaults to input_type). Compiled here: a function Numba cannot
+    compile raises NumbaCompileError naming it and Numba's reason."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         kid: str = kernel_id or getattr(fn, "__name__", None) or repr(fn)
@@ -327,6 +348,9 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
             max_restarts=max_restarts, priority_bands=priority_bands,
             grid_size=grid_size, block_size=block_size, spin=spin,
             backend=_backend_name(backend))
+        if device_handler is not None and device_handler is not False:
+            spec = _with_device_handler(
+                spec, fn if device_handler is True else device_handler)
         if auto_register:
             _registry[spec.kernel_id] = spec
 
@@ -345,6 +369,22 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
         return wrapper
 
     return wrap(func) if func is not None else wrap
+
+
+def _with_device_handler(spec: KernelSpec, handler: Any) -> KernelSpec:
+    """spec with its device handler compiled (numba_device.py)."""
+    kid = spec.kernel_id
+    if spec.backend != "cuda":
+        raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device_handler runs on the "
+                    f"GPU: give backend='cuda' (not {spec.backend!r})",
+                    InvalidConfigurationError)
+    if spec.input_type is None:
+        raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device_handler needs an "
+                    "input_type with a fixed layout", InvalidConfigurationError)
+    from .numba_device import compile_device_handler
+    out = spec.output_type or spec.input_type
+    dh = compile_device_handler(handler, spec.input_type, out)
+    return dataclasses.replace(spec, output_type=out, device_handler=dh)
 
 
 def get_registered_kernel(kernel_id: str) -> Optional[KernelSpec]:

@@ -16,6 +16,7 @@ typedef struct pyactor {
     PyObject *fn;     /* called as fn(ctx) on the kernel's thread */
     PyObject *in_mt;  /* MsgType or None */
     PyObject *out_mt; /* MsgType or None */
+    PyObject *device; /* the device code's owner (runtime_device.c) or NULL */
     struct pyactor *next;
 } pyactor;
 
@@ -86,6 +87,11 @@ void rkpy_out_release(outmsg *m);
 extern PyTypeObject rkpy_Ctx_Type;
 /* The runtime whose kernel thread this is (NULL on other threads). */
 extern _Thread_local rk_runtime *rkpy_tls_kernel_rt;
+/* Fills c's cuda backend and device code from register_actor's device
+ * tuple (runtime_device.c); the strings stay device's. -1 with a Python
+ * error when it is malformed. */
+int rkpy_device_config(PyObject *device, rk_kernel_config *c);
+
 /* The actor function of every Python kernel (its user data: a pyactor). */
 int rkpy_py_actor(rk_ctx *ctx);
 

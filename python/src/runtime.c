@@ -277,6 +277,7 @@ runtime_do_close(rkpy_runtime *r)
         r->actors = pa->next;
         Py_XDECREF(pa->fn);
         Py_XDECREF(pa->in_mt);
+        Py_XDECREF(pa->device);
         Py_XDECREF(pa->out_mt);
         free(pa);
     }
@@ -318,14 +319,14 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = { "kernel_id", "fn", "in_mt", "out_mt",
         "input_capacity", "output_capacity", "max_payload", "backpressure",
         "when_inactive", "restart", "max_restarts", "priority_bands",
-        "telemetry_off", "spin", NULL };
+        "telemetry_off", "spin", "device", NULL };
     const char *id;
-    PyObject *fn, *in_mt = Py_None, *out_mt = Py_None;
+    PyObject *fn, *in_mt = Py_None, *out_mt = Py_None, *device = Py_None;
     unsigned int icap = 0, ocap = 0, maxp = 0, mr = 0, spin = 0;
     int bp = 0, wi = 0, restart = 0, bands = 0, toff = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|OOIIIiiiIppI", kwlist, &id,
-            &fn, &in_mt, &out_mt, &icap, &ocap, &maxp, &bp, &wi, &restart, &mr,
-            &bands, &toff, &spin))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|OOIIIiiiIppIO", kwlist,
+            &id, &fn, &in_mt, &out_mt, &icap, &ocap, &maxp, &bp, &wi,
+            &restart, &mr, &bands, &toff, &spin, &device))
         return NULL;
     if (rkpy_check_mt(in_mt) < 0 || rkpy_check_mt(out_mt) < 0)
         return NULL;
@@ -358,6 +359,11 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
     def.config.telemetry_off = toff != 0;
     def.config.spin = spin;
     def.config.user = pa;
+    if (device != Py_None && rkpy_device_config(device, &def.config) < 0) {
+        rkpy_rt_leave(r);
+        free(pa);
+        return NULL;
+    }
     int rc = rk_runtime_register(r->rt, &def);
     rkpy_rt_leave(r);
     if (rc != RK_OK) {
@@ -367,6 +373,7 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
     pa->fn = Py_NewRef(fn);
     pa->in_mt = Py_NewRef(in_mt);
     pa->out_mt = Py_NewRef(out_mt);
+    pa->device = device != Py_None ? Py_NewRef(device) : NULL;
     pa->next = r->actors;
     r->actors = pa;
     Py_RETURN_NONE;
