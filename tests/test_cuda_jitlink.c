@@ -13,7 +13,9 @@
  *
  * Under the stand-in driver (RK_CUDA_DRIVER): the whole runtime path, a
  * cuda kernel whose device_link_ptx is that PTX, the stand-in running the
- * host build of the same loop with a C twin of the sample handler.
+ * host build of the same loop with a C twin of the sample handler. With
+ * RK_TEST_CUDA_REAL=1 (tools/gpu-check.sh) the same case runs Numba's
+ * PTX on the GPU.
  *
  * The sample (python/tests/test_numba_device.py, sample_handler):
  *     Sample { float32 x; int32 n; float64 v[4]; }   (40 bytes)
@@ -35,20 +37,13 @@
 #include "backend/cuda/kcache.h"
 #include "backend/cuda/nvrtc.h"
 #include "cuda_helpers.h"
+#include "numba_sample.h"
 #include "ringkernel/ringkernel.h"
 
-typedef struct sample {
-    float x;
-    int32_t n;
-    double v[4];
-} sample;
+typedef numba_sample sample;
+#define SAMPLE_TYPE NUMBA_SAMPLE_TYPE
 
-#define SAMPLE_TYPE 0x5a3dU
-
-static const char loop_src[] = "#include \"ringkernel/dev_numba.h\"\n"
-                               "RK_DEV_NUMBA_EXTERN(rk_numba_handler)\n"
-                               "RK_DEV_NUMBA_KERNEL(rk_numba_kernel, 40u, "
-                               "40u, 23101u, rk_numba_handler)\n";
+static const char loop_src[] = NUMBA_SAMPLE_LOOP_SRC;
 
 static char *
 sample_ptx(void)
@@ -59,14 +54,28 @@ sample_ptx(void)
     return cuda_slurp("tests/data/numba_sample.ptx");
 }
 
+/* RK_TEST_CUDA_REAL=1 (tools/gpu-check.sh): the real driver; the Numba
+ * handler's PTX runs on the GPU, and nothing may be skipped. */
+static int
+real_gpu(void)
+{
+    const char *e = getenv("RK_TEST_CUDA_REAL");
+    return e != NULL && strcmp(e, "1") == 0;
+}
+
 static int
 have_tools(void)
 {
     unsigned a, b;
-    if (!cuda_have_nvrtc())
+    if (!cuda_have_nvrtc()) {
+        if (real_gpu())
+            fail_msg("no NVRTC on the GPU machine");
         return 0;
+    }
     if (rk__jitlink_version(&a, &b) != RK_OK) {
         print_message("nvJitLink not available: %s\n", rk_errdetail());
+        if (real_gpu())
+            fail_msg("no nvJitLink on the GPU machine");
         return 0;
     }
     return 1;
@@ -234,53 +243,35 @@ ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
     return RK_OK; /* the cpu fallback; never runs under "cuda" */
 }
 
-/* The C twin of the sample handler (what Numba's cfunc computes). */
-static int
-sample_handler(const void *in, void *out)
-{
-    const sample *q = in;
-    sample *r = out;
-    r->x = q->x * 2.0f;
-    r->n = q->n + 1;
-    for (int i = 0; i < 4; i++)
-        r->v[i] = q->v[i] / 2;
-    if (q->n < 0)
-        return -1;
-    return q->n == 7 ? 1 : 0;
-}
-
 static void
 runs_under_the_stand_in(void **state)
 {
     void (*set)(void *, unsigned, unsigned, unsigned);
     const char *drv = getenv("RK_CUDA_DRIVER");
-    char dir[64], src[256];
+    char dir[64];
     rk_runtime *rt = NULL;
     rk_kernel_def def = { 0 };
     rk_kernel k;
-    void *lib;
+    void *lib = NULL;
     char *ptx;
 
     (void)state;
-    if (drv == NULL || !have_tools())
+    if (!have_tools() || (drv == NULL && !real_gpu()))
         skip();
     ptx = sample_ptx();
     assert_non_null(ptx);
-    lib = dlopen(drv, RTLD_NOW | RTLD_GLOBAL);
-    assert_non_null(lib);
-    *(void **)&set = dlsym(lib, "fake_cuda_numba_set");
-    assert_non_null(set);
-    set((void *)(uintptr_t)sample_handler, sizeof(sample), sizeof(sample),
-        SAMPLE_TYPE);
+    if (drv != NULL) {
+        /* The stand-in: its host build of the loop calls the C twin. */
+        lib = dlopen(drv, RTLD_NOW | RTLD_GLOBAL);
+        assert_non_null(lib);
+        *(void **)&set = dlsym(lib, "fake_cuda_numba_set");
+        assert_non_null(set);
+        set((void *)(uintptr_t)numba_sample_c, sizeof(sample), sizeof(sample),
+            SAMPLE_TYPE);
+    }
     snprintf(dir, sizeof(dir), "/tmp/rk_jitlink_rt_XXXXXX");
     assert_non_null(mkdtemp(dir));
     setenv("RK_KERNEL_CACHE_DIR", dir, 1);
-    snprintf(src, sizeof(src),
-        "#include \"ringkernel/dev_numba.h\"\n"
-        "RK_DEV_NUMBA_EXTERN(rk_numba_handler)\n"
-        "RK_DEV_NUMBA_KERNEL(rk_numba_kernel, %zuu, %zuu, %uu, "
-        "rk_numba_handler)\n",
-        sizeof(sample), sizeof(sample), SAMPLE_TYPE);
 
     {
         rk_runtime_config cfg = { .no_static_kernels = true };
@@ -289,7 +280,7 @@ runs_under_the_stand_in(void **state)
     def.id = "numba";
     def.handler = ignore_handler;
     def.config.backend = "cuda";
-    def.config.device_source = src;
+    def.config.device_source = loop_src;
     def.config.device_source_name = "numba.cu";
     def.config.device_entry = "rk_numba_kernel";
     def.config.device_link_ptx = ptx;
@@ -340,7 +331,8 @@ runs_under_the_stand_in(void **state)
     rk_runtime_destroy(rt);
     rm_dir(dir);
     free(ptx);
-    dlclose(lib);
+    if (lib != NULL)
+        dlclose(lib);
 }
 
 int
