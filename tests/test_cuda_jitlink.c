@@ -335,6 +335,107 @@ runs_under_the_stand_in(void **state)
         dlclose(lib);
 }
 
+/* ------------------------------------------- the driver's linker */
+
+/* A recording stand-in for cuLinkCreate / AddData / Complete / Destroy:
+ * what jitlink.c hands the driver when nvJitLink is missing. */
+static struct {
+    int created, destroyed, types[4], n;
+    int fail; /* complete fails, with a log */
+    unsigned char cubin[16];
+} drv_rec;
+
+static int
+drv_create(unsigned n, int *opt, void **val, void **st)
+{
+    /* The error log buffer (CU_JIT_ERROR_LOG_BUFFER = 5) is passed. */
+    assert_int_equal(n, 2);
+    assert_int_equal(opt[0], 5);
+    drv_rec.created++;
+    *st = val[0]; /* the log buffer */
+    return 0;
+}
+
+static int
+drv_add(void *st, int type, void *data, size_t size, const char *name,
+    unsigned n, int *o, void **v)
+{
+    (void)st, (void)data, (void)name, (void)n, (void)o, (void)v;
+    assert_true(size > 0);
+    drv_rec.types[drv_rec.n++ & 3] = type;
+    return 0;
+}
+
+static int
+drv_complete(void *st, void **cubin, size_t *size)
+{
+    if (drv_rec.fail) {
+        strcpy((char *)st, "error   : stand-in link refused");
+        return 218;
+    }
+    memcpy(drv_rec.cubin, ELFMAG, SELFMAG);
+    *cubin = drv_rec.cubin;
+    *size = sizeof(drv_rec.cubin);
+    return 0;
+}
+
+static int
+drv_destroy(void *st)
+{
+    (void)st;
+    drv_rec.destroyed++;
+    return 0;
+}
+
+/* Run with RK_NVJITLINK_LIBRARY=/nonexistent (ctest
+ * test_cuda_jitlink_driver_linker): without nvJitLink the link is an
+ * RK_ENVRTC naming it, or goes to the driver's linker when one is given,
+ * which gets the loop as a cubin and the handler as PTX and whose image
+ * is copied before its state is destroyed; its failure is RK_ECOMPILE
+ * with its log. */
+static void
+driver_linker_without_nvjitlink(void **state)
+{
+    const rk__jitlink_drv drv
+        = { drv_create, drv_add, drv_complete, drv_destroy };
+    static const char ptx[] = ".version 9.0\n";
+    rk__nvrtc_image in[2] = { { 0 } }, out;
+    unsigned char loop[8] = { 0x7f };
+    unsigned a, b;
+
+    (void)state;
+    if (getenv("RK_NVJITLINK_LIBRARY") == NULL)
+        skip(); /* the plain run has nvJitLink (the other cases) */
+    assert_int_equal(rk__jitlink_version(&a, &b), RK_ENVRTC);
+    assert_non_null(strstr(rk_errdetail(), "cannot load nvJitLink"));
+    in[0].data = loop;
+    in[0].size = sizeof(loop);
+    in[0].kind = RK__IMG_CUBIN;
+    in[1].data = (unsigned char *)(uintptr_t)ptx;
+    in[1].size = sizeof(ptx);
+    in[1].kind = RK__IMG_PTX;
+    assert_int_equal(rk__jitlink_link(in, 2, 90, NULL, &out), RK_ENVRTC);
+
+    assert_int_equal(rk__jitlink_link(in, 2, 90, &drv, &out), RK_OK);
+    assert_int_equal(drv_rec.created, 1);
+    assert_int_equal(drv_rec.destroyed, 1);
+    assert_int_equal(drv_rec.n, 2);
+    assert_int_equal(drv_rec.types[0], 0); /* CU_JIT_INPUT_CUBIN */
+    assert_int_equal(drv_rec.types[1], 1); /* CU_JIT_INPUT_PTX */
+    assert_int_equal(out.kind, RK__IMG_CUBIN);
+    assert_int_equal(out.arch, 90);
+    assert_int_equal(out.size, sizeof(drv_rec.cubin));
+    assert_true(out.data != drv_rec.cubin); /* a copy */
+    assert_memory_equal(out.data, ELFMAG, SELFMAG);
+    rk__nvrtc_image_free(&out);
+
+    drv_rec.fail = 1;
+    assert_int_equal(rk__jitlink_link(in, 2, 90, &drv, &out), RK_ECOMPILE);
+    assert_non_null(strstr(rk_errdetail(), "stand-in link refused"));
+    assert_int_equal(drv_rec.destroyed, 2);
+    rk__nvrtc_image_free(&out);
+}
+
 int
 main(void)
 {
@@ -342,6 +443,7 @@ main(void)
         cmocka_unit_test(links_numba_ptx_into_the_loop),
         cmocka_unit_test(unresolved_handler_and_bad_ptx_are_clear_errors),
         cmocka_unit_test(runs_under_the_stand_in),
+        cmocka_unit_test(driver_linker_without_nvjitlink),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

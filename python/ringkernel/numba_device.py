@@ -77,7 +77,7 @@ def _numba() -> Any:
 
 
 def _fn_name(fn: Callable[..., Any]) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn)))
 
 
 def _layout(name: str, role: str, cls: Any) -> Any:
@@ -191,8 +191,8 @@ def _compile_cuda(fn: Callable[..., Any], recs: Any, args: Any,
     from numba.cuda import dispatcher as cuda_dispatcher
     from numba.cuda.np.numpy_support import carray
     with _cc_lock:
-        saved = cuda_dispatcher.get_current_device
-        cuda_dispatcher.get_current_device = lambda: _Device(cc)  # type: ignore[assignment]
+        saved = getattr(cuda_dispatcher, "get_current_device")
+        setattr(cuda_dispatcher, "get_current_device", lambda: _Device(cc))
         try:
             user = cuda.jit(device=True)(fn)
             rtype = user.compile_device(recs).signature.return_type
@@ -201,7 +201,7 @@ def _compile_cuda(fn: Callable[..., Any], recs: Any, args: Any,
                                   output="ptx", cc=cc,
                                   abi_info={"abi_name": SYMBOL})
         finally:
-            cuda_dispatcher.get_current_device = saved  # type: ignore[assignment]
+            setattr(cuda_dispatcher, "get_current_device", saved)
     return ptx
 
 
