@@ -25,6 +25,21 @@ cuda_have_nvrtc(void)
     return 1;
 }
 
+/* A made-up image of n bytes (seed + i * step) for the cache tests. */
+static inline rk__nvrtc_image
+cuda_test_image(size_t n, unsigned char seed, unsigned step, int kind)
+{
+    rk__nvrtc_image img = { 0 };
+    img.data = malloc(n);
+    assert_non_null(img.data);
+    for (size_t i = 0; i < n; i++)
+        img.data[i] = (unsigned char)(seed + i * step);
+    img.size = n;
+    img.kind = kind;
+    img.arch = 90;
+    return img;
+}
+
 /* A file as a malloc'd string, or NULL. */
 static inline char *
 cuda_slurp_path(const char *path)
