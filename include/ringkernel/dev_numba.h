@@ -53,6 +53,7 @@ typedef struct rk_dev_numba_sig {
 #define RK_DEV_NUMBA_EXTERN(sym)                                              \
     extern "C" __device__ int sym(const void *in, void *out);
 #else
+/** The host build: the handler is a function pointer, nothing to declare. */
 #define RK_DEV_NUMBA_EXTERN(sym)
 #endif
 
