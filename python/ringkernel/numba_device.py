@@ -43,8 +43,9 @@ _KINDS = "iufb"
 
 
 class NumbaCompileError(DeviceError):
-    """Numba could not compile a device handler (RK_ECOMPILE): the detail
-    names the function and Numba's reason."""
+    """Numba could not compile a device handler (RK_ECOMPILE; RK_EINVAL
+    for a message type it cannot take): the text names the function and
+    Numba's reason."""
 
 
 @dataclasses.dataclass(frozen=True)
