@@ -126,8 +126,9 @@ RK_DEV_ACTOR_KERNEL(rk_count, count_a)
 /* rk_pong: the payload is a little-endian hop count (bytes 0..3), the
  * %globaltimer of the first hop (4..11, 0 until set) and of the last
  * (12..19). With hops left it sends the message on K2K route 0 with one
- * hop fewer; at 0 it stamps the last hop and replies to the host (its
- * output lane), so the host reads the device time of the whole exchange.
+ * hop fewer; at 0 it stamps the last hop and replies (to the host, unless
+ * the kernel's output is routed), so the host reads the device time of
+ * the whole exchange.
  * A send the route's target refused because it exited (RK_ECLOSED) is
  * counted in the block's errors by the loop, not a fault. */
 RK_DEV_HANDLER(pong_h)(rk_dev_ctx *x, const rk_dev_msg *m)

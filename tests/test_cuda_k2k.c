@@ -1,0 +1,221 @@
+/*
+ * rk_connect between two cuda kernels, carried on the device (K2K lanes in
+ * device memory, src/backend/cuda/k2k.c), through the public runtime API
+ * and the backend's real host code. By default on the test-only stand-in
+ * driver (tests/fake_cuda: the host build of the same kernels on CPU
+ * threads, device memory that the host cannot read); with
+ * RK_TEST_CUDA_REAL=1 on the real driver (tools/gpu-check.sh).
+ *
+ * What it proves: a request goes A -> B -> host with no relay hop (the target's inbox is never offered a frame: stats.offered
+ * stays 0 while it processes every one); a route whose kernels cannot be
+ * resident together is refused at launch naming both, with nothing left
+ * running; a sender to a target that was terminated is refused and
+ * counts it (errors), never waiting forever.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_helpers.h"
+#include "memory/mem.h"
+#include "ringkernel/ringkernel.h"
+#include "rt_helpers.h"
+
+#define T_LONG RT_LONG
+
+static char *kernels_src;
+static char cache_dir[128];
+static int real_gpu;
+
+static int
+ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    (void)ctx;
+    (void)m;
+    return RK_OK;
+}
+
+static rk_runtime *
+pair(const char *ea, uint32_t ga, const char *eb, uint32_t gb, int back)
+{
+    rk_runtime *rt = NULL;
+    rk_runtime_config cfg = { .no_static_kernels = true, .backend = "cuda" };
+    const char *ids[2] = { "a", "b" }, *entry[2] = { ea, eb };
+    uint32_t grid[2] = { ga, gb };
+
+    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
+    for (int i = 0; i < 2; i++) {
+        rk_kernel_def def = { .id = ids[i], .handler = ignore_handler };
+        def.config.device_source = kernels_src;
+        def.config.device_entry = entry[i];
+        def.config.device_source_name = "test_kernels.cu";
+        def.config.grid_size = grid[i];
+        def.config.block_size = 64;
+        def.config.batch = 8;
+        def.config.max_payload = 128;
+        assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    }
+    assert_int_equal(rk_connect(rt, "a", "b"), RK_OK);
+    if (back)
+        assert_int_equal(rk_connect(rt, "b", "a"), RK_OK);
+    return rt;
+}
+
+static void
+start(rk_runtime *rt)
+{
+    assert_int_equal(rk_kernel_launch(rt, "a"), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "b"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "a"), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, "b"), RK_OK);
+}
+
+static rk_kernel_stats
+stats(rk_runtime *rt, const char *id)
+{
+    rk_kernel_stats s;
+    assert_int_equal(rk_kernel_stats_get(rt, id, &s), RK_OK);
+    return s;
+}
+
+/* Waits (deadline, no timing) until kernel id processed n. */
+static void
+wait_processed(rk_runtime *rt, const char *id, uint64_t n)
+{
+    uint64_t dl = rk_now_ns() + (uint64_t)T_LONG;
+    while (stats(rt, id).processed < n) {
+        assert_true(rk_now_ns() < dl);
+        sched_yield();
+    }
+}
+
+/* A (rk_echo) -> B (rk_echo) -> host: every request A answers goes to B
+ * on the device; B's answers reach the host in order. B's inbox never
+ * saw one (offered 0): the relay forwarded none. A's output is empty. */
+static void
+test_a_b_host(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel a, b;
+    unsigned char buf[128];
+    size_t len;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = pair("rk_echo", 1, "rk_echo", 1, 0);
+    start(rt);
+    assert_int_equal(rk_kernel_lookup(rt, "a", &a), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "b", &b), RK_OK);
+    for (unsigned char i = 0; i < 40; i++)
+        assert_int_equal(rk_send(rt, a, 9, &i, 1, 128, T_LONG), RK_OK);
+    for (unsigned char i = 0; i < 40; i++) {
+        assert_int_equal(
+            rk_recv(rt, b, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+        assert_int_equal(len, 1);
+        assert_int_equal(buf[0], i);
+    }
+    assert_int_equal(
+        rk_recv(rt, a, NULL, buf, sizeof(buf), &len, 0), RK_ETIMEDOUT);
+    assert_int_equal(stats(rt, "a").processed, 40);
+    assert_int_equal(stats(rt, "a").sent, 40);
+    assert_int_equal(stats(rt, "b").processed, 40);
+    assert_int_equal(stats(rt, "b").offered, 0); /* no relay hop */
+    assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
+/* Bad input: a route whose kernels fit the device alone but not together
+ * (the stand-in: 2 SMs x 2 blocks). Launching either end is refused with
+ * RK_ENOTSUP naming both, nothing running or allocated: the other then
+ * launches alone, and after the runtime is gone no free is left waiting
+ * for a resident kernel. */
+static void
+test_route_not_coresident(void **state)
+{
+    rk_runtime *rt;
+    const char *d;
+    (void)state;
+    if (!cuda_have_nvrtc() || real_gpu)
+        skip(); /* the stand-in's device size */
+
+    rt = pair("rk_echo", 3, "rk_echo", 2, 0);
+    assert_int_equal(rk_kernel_launch(rt, "a"), RK_ENOTSUP);
+    d = rk_errdetail();
+    assert_non_null(strstr(d, "'a'"));
+    assert_non_null(strstr(d, "'b'"));
+    assert_non_null(strstr(d, "device route"));
+    assert_int_equal(rk_kernel_launch(rt, "b"), RK_ENOTSUP);
+    assert_non_null(strstr(rk_errdetail(), "'a'"));
+    assert_int_equal(rk_disconnect(rt, "a"), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, "b"), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+    assert_int_equal(rk__mem_deferred(), 0);
+}
+
+/* The target was terminated (it drained and exited): A's sends on the
+ * route fill its K2K lane (16 slots) and the rest are refused and counted
+ * in A's errors; A never waits forever and terminates. */
+static void
+test_send_to_terminated_target(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel a;
+    unsigned char p[20] = { 1 };
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = pair("rk_pong", 1, "rk_echo", 1, 0);
+    start(rt);
+    assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "a", &a), RK_OK);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(rk_send(rt, a, 5, p, 20, 128, T_LONG), RK_OK);
+    wait_processed(rt, "a", 20);
+    assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
+    assert_int_equal(stats(rt, "a").sent, 16);
+    assert_int_equal(stats(rt, "a").errors, 4);
+    rk_runtime_destroy(rt);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_b_host),
+        cmocka_unit_test(test_route_not_coresident),
+        cmocka_unit_test(test_send_to_terminated_target),
+    };
+    int rc;
+
+    real_gpu = getenv("RK_TEST_CUDA_REAL") != NULL
+        && strcmp(getenv("RK_TEST_CUDA_REAL"), "1") == 0;
+    if (!real_gpu)
+        setenv("RK_CUDA_DRIVER", FAKE_CUDA_LIB, 1);
+    snprintf(cache_dir, sizeof(cache_dir), "/tmp/rk-k2k-cache-XXXXXX");
+    if (mkdtemp(cache_dir) == NULL)
+        return 1;
+    setenv("RK_KERNEL_CACHE_DIR", cache_dir, 1);
+    kernels_src = cuda_slurp("tests/kernels/test_kernels.cu");
+    if (kernels_src == NULL)
+        return 1;
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    free(kernels_src);
+    {
+        char cmd[200];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
+        if (system(cmd) != 0)
+            rc = 1;
+    }
+    return rc;
+}
