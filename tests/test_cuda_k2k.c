@@ -6,7 +6,8 @@
  * threads, device memory that the host cannot read); with
  * RK_TEST_CUDA_REAL=1 on the real driver (tools/gpu-check.sh).
  *
- * What it proves: a request goes A -> B -> host with no relay hop (the target's inbox is never offered a frame: stats.offered
+ * What it proves: a request goes A -> B -> host and A -> B -> A with no
+ * relay hop (the target's inbox is never offered a frame: stats.offered
  * stays 0 while it processes every one); a route whose kernels cannot be
  * resident together is refused at launch naming both, with nothing left
  * running; a sender to a target that was terminated is refused and
@@ -124,12 +125,55 @@ test_a_b_host(void **state)
     }
     assert_int_equal(
         rk_recv(rt, a, NULL, buf, sizeof(buf), &len, 0), RK_ETIMEDOUT);
+    /* Counters are final once the kernels exited. */
+    assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
     assert_int_equal(stats(rt, "a").processed, 40);
     assert_int_equal(stats(rt, "a").sent, 40);
     assert_int_equal(stats(rt, "b").processed, 40);
     assert_int_equal(stats(rt, "b").offered, 0); /* no relay hop */
+    rk_runtime_destroy(rt);
+}
+
+/* A <-> B (rk_pong both ways, grids of 2): a message fed to A bounces
+ * between the two kernels' blocks on the device 2 x 50 times and comes
+ * back to the host from A (rk_dev_reply_host: for the host although A's
+ * output is routed), the hop count spent and the device timestamps in
+ * order. Only the host's sends were offered to A; none to B. */
+static void
+test_a_b_a(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel a;
+    unsigned char p[20] = { 100 }, buf[128];
+    size_t len;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = pair("rk_pong", 2, "rk_pong", 2, 1);
+    start(rt);
+    assert_int_equal(rk_kernel_lookup(rt, "a", &a), RK_OK);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(rk_send(rt, a, 5, p, 20, 128, T_LONG), RK_OK);
+    for (int i = 0; i < 4; i++) {
+        uint64_t t0 = 0, t1 = 0;
+        assert_int_equal(
+            rk_recv(rt, a, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+        assert_int_equal(len, 20);
+        assert_int_equal(buf[0], 0);
+        for (int k = 7; k >= 0; k--) {
+            t0 = t0 << 8 | buf[4 + k];
+            t1 = t1 << 8 | buf[12 + k];
+        }
+        assert_true(t0 != 0 && t1 >= t0);
+    }
     assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
     assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
+    assert_int_equal(stats(rt, "a").offered, 4);
+    assert_int_equal(stats(rt, "a").processed, 4 * 51);
+    assert_int_equal(stats(rt, "b").offered, 0);
+    assert_int_equal(stats(rt, "b").processed, 4 * 50);
     rk_runtime_destroy(rt);
 }
 
@@ -162,20 +206,23 @@ test_route_not_coresident(void **state)
     assert_int_equal(rk__mem_deferred(), 0);
 }
 
-/* The target was terminated (it drained and exited): A's sends on the
- * route fill its K2K lane (16 slots) and the rest are refused and counted
- * in A's errors; A never waits forever and terminates. */
+/* The target was terminated (it drained and exited, closing its lane):
+ * A's output fills the K2K lane (16 slots, dead-lettered at teardown),
+ * then goes through the relay, where the runtime refuses it (the target
+ * is terminated): 4 dead letters with the refusal's code, counted in A's
+ * errors and not as sent. A never waits forever and terminates. */
 static void
 test_send_to_terminated_target(void **state)
 {
     rk_runtime *rt;
     rk_kernel a;
-    unsigned char p[20] = { 1 };
+    rk_dead_letter dl;
+    unsigned char p[20] = { 1 }, buf[128];
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = pair("rk_pong", 1, "rk_echo", 1, 0);
+    rt = pair("rk_echo", 1, "rk_echo", 1, 0);
     start(rt);
     assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
     assert_int_equal(rk_kernel_lookup(rt, "a", &a), RK_OK);
@@ -185,6 +232,15 @@ test_send_to_terminated_target(void **state)
     assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
     assert_int_equal(stats(rt, "a").sent, 16);
     assert_int_equal(stats(rt, "a").errors, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(
+            rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+        assert_string_equal(dl.kernel_id, "a");
+        assert_int_equal(dl.reason, RK_DEAD_FAILED);
+        assert_int_not_equal(dl.error, RK_OK);
+    }
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), 0), RK_ETIMEDOUT);
     rk_runtime_destroy(rt);
 }
 
@@ -193,6 +249,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_b_host),
+        cmocka_unit_test(test_a_b_a),
         cmocka_unit_test(test_route_not_coresident),
         cmocka_unit_test(test_send_to_terminated_target),
     };

@@ -33,6 +33,8 @@
 
 #include "dev_host.h"
 
+_Static_assert(RK_DEV_MSG_F_HOST == RK_MSG_F_HOST, "host flag");
+
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
 #define SLOW_BUILD 1
@@ -161,6 +163,7 @@ test_k2k_ping_pong(void **state)
             memcpy(&h, buf, sizeof(h));
             uint32_t t = h.type_id - (k == 0 ? 40u : 50u);
             assert_true(t < 2);
+            assert_true(h.flags & RK_MSG_F_HOST); /* rk_dev_reply_host */
             seen[t]++;
             assert_int_equal(buf[64], 0); /* every hop spent */
             assert_int_equal(buf[65], 0);

@@ -69,6 +69,9 @@
  * goes to the output lane with TOPIC set and the topic's index (assigned
  * by the host relay) in bits 16..31. */
 #define RK_DEV_MSG_F_TOPIC     (1u << 8)
+/** For the host even where the kernel's output is routed (RK_MSG_F_HOST:
+ * rk_dev_reply_host). */
+#define RK_DEV_MSG_F_HOST (1u << 9)
 #define RK_DEV_MSG_TOPIC_SHIFT 16 /**< first bit of the topic index in flags  \
                                    */
 #define RK_DEV_MSG_MAGIC       0x4B52u /**< RK_MSG_MAGIC */
@@ -236,6 +239,38 @@ rk_dev__hand_back(rk_dev_ctx *x, rk_dev_u32 l, rk_dev_u32 n)
         rk_k2k_cons_release(x->in_ctrl[l], &x->in[l], n);
 }
 
+/** Thread 0: 1 once K2K route r is wired, attaching to its lane the first
+ * time. The host may wire a route while the kernel runs (when its target
+ * starts after it): it writes the table entry's slots, then its ctrl with
+ * a release store, so an entry whose ctrl is set is whole. */
+RK_DEV_FN int
+rk_dev__route(rk_dev_ctx *x, rk_dev_u32 r)
+{
+    if (x->route_ctrl[r] == 0) {
+        const rk_dev_lane *l = &x->a.routes[x->blk * x->a.nroutes + r];
+        /* Acquire pairs with the host's release of ctrl (k2k.c, or the
+         * tests' rk__dh_connect before launch). */
+        rk_dev_u64 c = rk_atomic_load_acquire_sys_u64(
+            (const RK_ATOMIC_U64 *)(const void *)&l->ctrl);
+        if (c == 0)
+            return 0;
+        x->route_ctrl[r] = (rk_ring_ctrl *)(rk_dev_size)c;
+        rk_k2k_prod_attach(x->route_ctrl[r], &x->route[r], l->slots);
+    }
+    return 1;
+}
+
+/** Collective: 1 once K2K route r is wired (rk_dev__route). */
+RK_DEV_FN int
+rk_dev__route_ready(rk_dev_ctx *x, rk_dev_u32 r)
+{
+    rk_dev_sync_block(); /* every thread has read x->flag's last value */
+    if (rk_dev_thread0())
+        x->flag = (rk_dev_u32)rk_dev__route(x, r);
+    rk_dev_sync_block();
+    return (int)x->flag;
+}
+
 /** Thread 0: 1 if any input lane holds a message (acquire of its tail). */
 RK_DEV_FN int
 rk_dev__any_input(rk_dev_ctx *x)
@@ -377,11 +412,8 @@ rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
         }
         x->out_ctrl = a->out[b].ctrl;
         rk_ring_prod_attach(a->out[b].ctrl, &x->out, a->out[b].slots);
-        for (rk_dev_u32 r = 0; r < x->nroutes; r++) {
-            const rk_dev_lane *l = &a->routes[b * a->nroutes + r];
-            x->route_ctrl[r] = l->ctrl;
-            rk_k2k_prod_attach(l->ctrl, &x->route[r], l->slots);
-        }
+        for (rk_dev_u32 r = 0; r < x->nroutes; r++)
+            x->route_ctrl[r] = 0; /* attached once wired: rk_dev__route */
         x->stage_in = rk_dev_stage_mem();
         x->stage_out = x->stage_in + (rk_dev_size)x->batch * x->in[0].slot_size;
         x->stage_cap = a->stage_out == 0 ? 1 : a->stage_out;
@@ -631,8 +663,7 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
                 rk_dev_backoff(&ns);
             }
             if (room == 0) {
-                x->rc = RK_ECLOSED;
-                x->k.errors += 1;
+                x->rc = RK_ECLOSED; /* the caller counts or reroutes it */
             } else {
                 x->slot = rk_ring_slot(s, s->pos);
             }
@@ -677,17 +708,24 @@ rk_dev__to_output(rk_dev_ctx *x, rk_dev_u32 type_id,
     rk_dev_u32 len)
 {
     rk_dev_u32 r = x->a.send_route;
-    if (r != 0 && r <= x->nroutes)
-        return rk_dev__emit(x, x->route_ctrl[r - 1], &x->route[r - 1],
+    if (r != 0 && r <= x->nroutes && rk_dev__route_ready(x, r - 1)) {
+        int rc = rk_dev__emit(x, x->route_ctrl[r - 1], &x->route[r - 1],
             type_id, 0, corr, prio, payload, len);
+        if (rc != RK_ECLOSED)
+            return rc;
+        /* The target exited: the message goes to the host, where the
+         * runtime hands it to the route's target or refuses it (the
+         * relay dead-letters a refusal). */
+    }
+    /* Not wired yet (the target has not started): through the relay. */
     return rk_dev__emit(
         x, x->out_ctrl, &x->out, type_id, 0, corr, prio, payload, len);
 }
 
 /** Sends to the kernel's output (the host, or its rk_connect route: on the
- * device when the target is a co-resident device kernel, else through the
- * host relay). RK_OK, RK_EMSGSIZE, or RK_ECLOSED (a device route's target
- * has exited; counted in errors). Collective. */
+ * device while the target is a running device kernel, else through the
+ * host relay, where the runtime applies the target's rules). RK_OK or
+ * RK_EMSGSIZE. Collective. */
 RK_DEV_FN int
 rk_dev_send(
     rk_dev_ctx *x, rk_dev_u32 type_id, const void *payload, rk_dev_u32 len)
@@ -704,17 +742,34 @@ rk_dev_reply(rk_dev_ctx *x, const rk_dev_msg *req, rk_dev_u32 type_id,
         req->hdr->priority, payload, len);
 }
 
+/** Replies to req to the host: on the output lane, flagged
+ * RK_DEV_MSG_F_HOST so the runtime hands it to the kernel's output queue
+ * even where its output is routed (on the device or through the relay):
+ * the result of a chain of device kernels. Collective. */
+RK_DEV_FN int
+rk_dev_reply_host(rk_dev_ctx *x, const rk_dev_msg *req, rk_dev_u32 type_id,
+    const void *payload, rk_dev_u32 len)
+{
+    return rk_dev__emit(x, x->out_ctrl, &x->out, type_id, RK_DEV_MSG_F_HOST,
+        req->hdr->message_id, req->hdr->priority, payload, len);
+}
+
 /** Sends on K2K route r (another kernel's input lane, no host hop).
- * RK_OK, RK_EMSGSIZE, RK_ECLOSED (the target exited; counted in errors),
- * or RK_ENOTFOUND for a route that does not exist. */
+ * RK_OK, RK_EMSGSIZE, RK_ECLOSED (the target exited and its lane is full;
+ * counted in errors), or RK_ENOTFOUND for a route that does not exist or
+ * is not wired yet. */
 RK_DEV_FN int
 rk_dev_send_to(rk_dev_ctx *x, rk_dev_u32 route, rk_dev_u32 type_id,
     const void *payload, rk_dev_u32 len)
 {
-    if (route >= x->nroutes)
+    int rc;
+    if (route >= x->nroutes || !rk_dev__route_ready(x, route))
         return RK_ENOTFOUND;
-    return rk_dev__emit(x, x->route_ctrl[route], &x->route[route], type_id, 0,
+    rc = rk_dev__emit(x, x->route_ctrl[route], &x->route[route], type_id, 0,
         0, 128, payload, len);
+    if (rc == RK_ECLOSED && rk_dev_thread0())
+        x->k.errors += 1; /* refused: counted, never silently lost */
+    return rc;
 }
 
 /** Publishes on topic index `topic` (the host relay maps it to the topic

@@ -126,9 +126,9 @@ RK_DEV_ACTOR_KERNEL(rk_count, count_a)
 /* rk_pong: the payload is a little-endian hop count (bytes 0..3), the
  * %globaltimer of the first hop (4..11, 0 until set) and of the last
  * (12..19). With hops left it sends the message on K2K route 0 with one
- * hop fewer; at 0 it stamps the last hop and replies (to the host, unless
- * the kernel's output is routed), so the host reads the device time of
- * the whole exchange.
+ * hop fewer; at 0 it stamps the last hop and replies to the host
+ * (rk_dev_reply_host: also where the kernel's output is routed), so the
+ * host reads the device time of the whole exchange.
  * A send the route's target refused because it exited (RK_ECLOSED) is
  * counted in the block's errors by the loop, not a fault. */
 RK_DEV_HANDLER(pong_h)(rk_dev_ctx *x, const rk_dev_msg *m)
@@ -161,7 +161,7 @@ RK_DEV_HANDLER(pong_h)(rk_dev_ctx *x, const rk_dev_msg *m)
     }
     rk_dev_sync_block();
     if (left == 0)
-        return rk_dev_reply(x, m, m->hdr->type_id, buf, n);
+        return rk_dev_reply_host(x, m, m->hdr->type_id, buf, n);
     rc = rk_dev_send_to(x, 0, m->hdr->type_id, buf, n);
     return rc == RK_ECLOSED ? RK_OK : rc;
 }

@@ -791,6 +791,7 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         return rk__fail(rc, "kernel '%s': %s", bi->id, rk_errdetail());
     }
     bi->launched = 1;
+    rk__k2k_started(&bi->k2k);
     rc = pthread_create(&bi->relay, NULL, relay_main, bi);
     if (rc != 0) {
         /* The kernel runs: stop it before anything is freed. */

@@ -3,6 +3,7 @@
  * device (see k2k.h).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,14 @@ struct rk__k2k_link {
     size_t lane_bytes, size;
     void *dev; /* cuMemAlloc'd: per * gb lanes */
     int refs;
+    /* The sender's route table (host address, route 0 of each of its ga
+     * blocks, nroutes apart) while its instance exists, and whether the
+     * target's instance is up: the sender's entries are written once
+     * both hold (publish_routes), so until its target has started a
+     * sender's output goes through the relay. */
+    rk_dev_lane *sender_tab;
+    uint32_t sender_nroutes;
+    int target_up;
 };
 
 static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -154,6 +163,24 @@ lane_at(const rk__k2k_link *l, uint32_t i)
         at + sizeof(rk_ring_ctrl) };
 }
 
+/* Writes the sender's route entries: slots first, then ctrl with a
+ * release store, which pairs with the block's acquire in rk_dev__route.
+ * links_lock held; the sender's region stays mapped while sender_tab is
+ * set. */
+static void
+publish_routes(rk__k2k_link *l)
+{
+    if (l->sender_tab == NULL || !l->target_up)
+        return;
+    for (uint32_t b = 0; b < l->ga; b++) {
+        rk_dev_lane *e = &l->sender_tab[b * l->sender_nroutes];
+        rk_dev_lane v = lane_at(l, (b % l->gb) * l->per + b / l->gb);
+        e->slots = v.slots;
+        atomic_store_explicit((_Atomic uint64_t *)(void *)&e->ctrl,
+            (uint64_t)(uintptr_t)v.ctrl, memory_order_release);
+    }
+}
+
 int
 rk__k2k_wire(
     rk__k2k *k, int ordinal, const rk__backend_launch *spec, rk__dh *d)
@@ -166,9 +193,11 @@ rk__k2k_wire(
         const rk__backend_peer *p = &spec->route_to;
         rc = link_get(spec->kernel_id, p->kernel_id, g, grid_of(p->config),
             stride_of(p->config), ordinal, &k->out);
-        for (uint32_t b = 0; rc == RK_OK && b < g; b++)
-            d->route_tab[b * d->cfg.nroutes] = lane_at(k->out,
-                (b % k->out->gb) * k->out->per + b / k->out->gb);
+        if (rc == RK_OK) {
+            k->out->sender_tab = d->route_tab;
+            k->out->sender_nroutes = d->cfg.nroutes;
+            publish_routes(k->out); /* if the target is up already */
+        }
         d->kargs.send_route = 1;
     }
     for (uint32_t i = 0; rc == RK_OK && i < spec->nroutes_in; i++) {
@@ -192,6 +221,18 @@ rk__k2k_wire(
     if (rc != RK_OK)
         rk__k2k_release(k, NULL, ordinal);
     return rc;
+}
+
+void
+rk__k2k_started(rk__k2k *k)
+{
+    pthread_mutex_lock(&links_lock);
+    for (uint32_t i = 0; i < k->nin; i++)
+        if (k->in[i] != NULL) {
+            k->in[i]->target_up = 1;
+            publish_routes(k->in[i]); /* a running sender starts using it */
+        }
+    pthread_mutex_unlock(&links_lock);
 }
 
 void
@@ -292,9 +333,14 @@ void
 rk__k2k_release(rk__k2k *k, const rk__backend_io *io, int ordinal)
 {
     pthread_mutex_lock(&links_lock);
+    if (k->out != NULL)
+        k->out->sender_tab = NULL; /* its region goes away */
     link_put(k->out, io, ordinal);
-    for (uint32_t i = 0; i < k->nin; i++)
+    for (uint32_t i = 0; i < k->nin; i++) {
+        if (k->in[i] != NULL)
+            k->in[i]->target_up = 0; /* the sender keeps its wiring */
         link_put(k->in[i], io, ordinal);
+    }
     pthread_mutex_unlock(&links_lock);
     memset(k, 0, sizeof(*k));
 }

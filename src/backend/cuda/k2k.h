@@ -11,7 +11,10 @@
  * A has a lane. Each lane holds RK__K2K_CAPACITY slots of B's slot size.
  * Whichever of the two kernels launches first makes the link (and fills
  * its control lines with an async copy on a stream of its own, finished
- * before the launch); the other attaches to it. The link is freed when
+ * before the launch); the other attaches to it. The sender's route table
+ * entries are written only once the target has launched (before, the
+ * sender's output goes through the relay, where the runtime decides), and
+ * a sender whose target exited sends through the relay again. The link is freed when
  * both instances are gone and their kernels returned; what was left in
  * its lanes is copied out then and dead-lettered (RK_DEAD_TERMINATED,
  * RK_ECLOSED), so no frame is lost uncounted. The free goes through the
@@ -54,6 +57,11 @@ int rk__k2k_plan(rk__k2k *k, const rk__backend_launch *spec, uint32_t grid,
  * kernel's own route. RK_OK, RK_ENOMEM or RK_ECUDA (nothing kept). */
 int rk__k2k_wire(rk__k2k *k, int ordinal, const rk__backend_launch *spec,
     rk__dh *d);
+
+/* The kernel was launched: the routes into it are wired into their
+ * senders' tables (a sender launched before it starts using its lanes;
+ * until then its output went through the relay). */
+void rk__k2k_started(rk__k2k *k);
 
 /* The kernels joined to this one, for the co-residency check: their grid
  * and blocks per SM (occupancy of their entry; own_per_sm where their
