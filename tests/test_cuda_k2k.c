@@ -255,24 +255,14 @@ main(void)
     };
     int rc;
 
-    real_gpu = getenv("RK_TEST_CUDA_REAL") != NULL
-        && strcmp(getenv("RK_TEST_CUDA_REAL"), "1") == 0;
-    if (!real_gpu)
-        setenv("RK_CUDA_DRIVER", FAKE_CUDA_LIB, 1);
-    snprintf(cache_dir, sizeof(cache_dir), "/tmp/rk-k2k-cache-XXXXXX");
-    if (mkdtemp(cache_dir) == NULL)
+    if ((real_gpu = cuda_sim_begin(FAKE_CUDA_LIB, cache_dir,
+             sizeof(cache_dir)))
+        < 0)
         return 1;
-    setenv("RK_KERNEL_CACHE_DIR", cache_dir, 1);
     kernels_src = cuda_slurp("tests/kernels/test_kernels.cu");
     if (kernels_src == NULL)
         return 1;
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(kernels_src);
-    {
-        char cmd[200];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
-        if (system(cmd) != 0)
-            rc = 1;
-    }
-    return rc;
+    return cuda_sim_end(cache_dir) ? 1 : rc;
 }
