@@ -32,16 +32,8 @@
 #define T_LONG RT_LONG
 
 static char *kernels_src;
-static char cache_dir[128];
 static int real_gpu;
 
-static int
-ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
-{
-    (void)ctx;
-    (void)m;
-    return RK_OK;
-}
 
 static rk_runtime *
 pair(const char *ea, uint32_t ga, const char *eb, uint32_t gb, int back)
@@ -53,7 +45,7 @@ pair(const char *ea, uint32_t ga, const char *eb, uint32_t gb, int back)
 
     assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
     for (int i = 0; i < 2; i++) {
-        rk_kernel_def def = { .id = ids[i], .handler = ignore_handler };
+        rk_kernel_def def = { .id = ids[i], .handler = rt_ignore_handler };
         def.config.device_source = kernels_src;
         def.config.device_entry = entry[i];
         def.config.device_source_name = "test_kernels.cu";
@@ -69,13 +61,19 @@ pair(const char *ea, uint32_t ga, const char *eb, uint32_t gb, int back)
     return rt;
 }
 
-static void
-start(rk_runtime *rt)
+/* pair(), both launched (a first) and activated; *a is kernel a. */
+static rk_runtime *
+running(const char *ea, uint32_t ga, const char *eb, uint32_t gb, int back,
+    rk_kernel *a)
 {
+    rk_runtime *rt = pair(ea, ga, eb, gb, back);
+
     assert_int_equal(rk_kernel_launch(rt, "a"), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "b"), RK_OK);
     assert_int_equal(rk_kernel_activate(rt, "a"), RK_OK);
     assert_int_equal(rk_kernel_activate(rt, "b"), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "a", a), RK_OK);
+    return rt;
 }
 
 static rk_kernel_stats
@@ -111,9 +109,7 @@ test_a_b_host(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = pair("rk_echo", 1, "rk_echo", 1, 0);
-    start(rt);
-    assert_int_equal(rk_kernel_lookup(rt, "a", &a), RK_OK);
+    rt = running("rk_echo", 1, "rk_echo", 1, 0, &a);
     assert_int_equal(rk_kernel_lookup(rt, "b", &b), RK_OK);
     for (unsigned char i = 0; i < 40; i++)
         assert_int_equal(rk_send(rt, a, 9, &i, 1, 128, T_LONG), RK_OK);
@@ -151,9 +147,7 @@ test_a_b_a(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = pair("rk_pong", 2, "rk_pong", 2, 1);
-    start(rt);
-    assert_int_equal(rk_kernel_lookup(rt, "a", &a), RK_OK);
+    rt = running("rk_pong", 2, "rk_pong", 2, 1, &a);
     for (int i = 0; i < 4; i++)
         assert_int_equal(rk_send(rt, a, 5, p, 20, 128, T_LONG), RK_OK);
     for (int i = 0; i < 4; i++) {
@@ -222,10 +216,8 @@ test_send_to_terminated_target(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = pair("rk_echo", 1, "rk_echo", 1, 0);
-    start(rt);
+    rt = running("rk_echo", 1, "rk_echo", 1, 0, &a);
     assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "a", &a), RK_OK);
     for (int i = 0; i < 20; i++)
         assert_int_equal(rk_send(rt, a, 5, p, 20, 128, T_LONG), RK_OK);
     wait_processed(rt, "a", 20);
@@ -253,16 +245,6 @@ main(void)
         cmocka_unit_test(test_route_not_coresident),
         cmocka_unit_test(test_send_to_terminated_target),
     };
-    int rc;
-
-    if ((real_gpu = cuda_sim_begin(FAKE_CUDA_LIB, cache_dir,
-             sizeof(cache_dir)))
-        < 0)
-        return 1;
-    kernels_src = cuda_slurp("tests/kernels/test_kernels.cu");
-    if (kernels_src == NULL)
-        return 1;
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    free(kernels_src);
-    return cuda_sim_end(cache_dir) ? 1 : rc;
+    return cuda_sim_main("test_cuda_k2k", tests,
+        sizeof(tests) / sizeof(tests[0]), FAKE_CUDA_LIB, "tests/kernels/test_kernels.cu", &kernels_src, &real_gpu);
 }

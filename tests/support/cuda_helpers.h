@@ -103,4 +103,23 @@ cuda_sim_end(const char *dir)
     return system(cmd) != 0;
 }
 
+/* A CUDA test's main: cuda_sim_begin (the stand-in fake_lib, or the real
+ * driver with RK_TEST_CUDA_REAL=1: *real_gpu), the source file rel of the
+ * tree in *src for the tests, the group, cuda_sim_end. Returns the exit
+ * status. */
+static inline int
+cuda_sim_main(const char *name, const struct CMUnitTest *tests, size_t n,
+    const char *fake_lib, const char *rel, char **src, int *real_gpu)
+{
+    char dir[64];
+    int rc;
+
+    if ((*real_gpu = cuda_sim_begin(fake_lib, dir, sizeof(dir))) < 0
+        || (*src = cuda_slurp(rel)) == NULL)
+        return 1;
+    rc = _cmocka_run_group_tests(name, tests, n, NULL, NULL);
+    free(*src);
+    return cuda_sim_end(dir) ? 1 : rc;
+}
+
 #endif /* RK_TEST_CUDA_HELPERS_H */
