@@ -56,6 +56,7 @@ if [ "$mode" != run ]; then
         >&2 || exit 2
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
         test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
+        test_cuda_k2k \
         test_cuda_pagerank test_backend_contract fake_cuda bench_cuda \
         test_device_query test_buffer_states test_buffer_api \
         test_buffer_managed test_cuda_devices test_cuda_barrier \
@@ -122,6 +123,10 @@ run_test test_cuda_backend RK_TEST_CUDA_REAL=1
 run_test test_cuda_nvrtc
 run_test test_cuda_kcache
 run_test test_cuda_loop_host
+# Kernel-to-kernel on the device: rk_connect between two cuda kernels over
+# K2K lanes in device memory (A -> B -> host, A -> B -> A);
+# bench_cuda's cuda_k2k_rtt_p50 times it with %globaltimer.
+run_test test_cuda_k2k RK_TEST_CUDA_REAL=1
 run_test test_cuda_pagerank
 # Kernels on several devices (the two-device route skips on a one-GPU
 # machine; the bad ordinal runs everywhere) and the named barrier shared

@@ -126,4 +126,13 @@ deadline(void)
     return rk_now_ns() + T_LONG;
 }
 
+/* Posts STOP and waits (deadline) until every block of in has EXITED. */
+static inline void
+inst_stop(inst *in)
+{
+    rk__dh_post(&in->d, RK_DEV_CMD_STOP);
+    assert_int_equal(
+        rk__dh_wait_ack(&in->d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+}
+
 #endif /* RK_TEST_DEV_HOST_H */
