@@ -96,10 +96,10 @@ typedef struct cli_and_alert {
 
 /* A batch's verdicts and costs (device detector -> alerter). 64 bytes. */
 typedef struct cli_and_verdicts {
-    rk_dev_u64 first_seq, last_seq; /* the batch's readings, in order */
+    rk_dev_u64 first_seq, last_seq;      /* the batch's readings, in order */
     rk_dev_u64 oldest_t_ns, newest_t_ns; /* their generation, host clock */
-    rk_dev_u64 h2d_ns;      /* this batch, device clock */
-    rk_dev_u64 compute_ns;  /* this batch, device clock */
+    rk_dev_u64 h2d_ns;                   /* this batch, device clock */
+    rk_dev_u64 compute_ns;               /* this batch, device clock */
     rk_dev_u64 prev_d2h_ns; /* the previous batch (0 for the first) */
     rk_dev_u32 n, alerts;   /* readings in the batch; anomalies among them */
 } cli_and_verdicts;
@@ -145,10 +145,12 @@ cli_and_detect(cli_and_window *w, double value, double *z)
 
     if (w->len == CLI_AND_WINDOW) {
         double mean = CLI_AND_DIV(w->sum, (double)CLI_AND_WINDOW);
-        double var = CLI_AND_DIV(CLI_AND_SUB(w->sumsq, CLI_AND_MUL(w->sum, mean)),
-            (double)(CLI_AND_WINDOW - 1));
+        double var
+            = CLI_AND_DIV(CLI_AND_SUB(w->sumsq, CLI_AND_MUL(w->sum, mean)),
+                (double)(CLI_AND_WINDOW - 1));
         double d = CLI_AND_SUB(value, mean);
-        *z = CLI_AND_DIV(d < 0 ? -d : d, CLI_AND_SQRT(var > 1e-12 ? var : 1e-12));
+        *z = CLI_AND_DIV(
+            d < 0 ? -d : d, CLI_AND_SQRT(var > 1e-12 ? var : 1e-12));
         if (*z > CLI_AND_Z_THRESHOLD)
             return 1;
         old = w->v[w->head];
@@ -217,7 +219,8 @@ RK_DEV_ACTOR(cli_and_detector)(rk_dev_ctx *x)
         if (k == 0) {
             /* Read in place: the batch is in the block's shared stage. */
             rk_dev_msg m = rk_dev_msg_at(x, 0);
-            const cli_and_init *in = (const cli_and_init *)(const void *)m.data;
+            const cli_and_init *in
+                = (const cli_and_init *)(const void *)m.data;
             if (m.hdr->type_id != CLI_AND_INIT_TYPE
                 || m.len != (rk_dev_u32)sizeof(*in) || in->windows == 0
                 || in->sensors == 0)
