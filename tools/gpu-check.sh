@@ -4,10 +4,13 @@
 # Builds the CUDA tests and benchmarks (unless --run-only and the build
 # directory already exists, e.g. carried to an offline device machine),
 # runs the CUDA tests against the REAL driver (no stand-in), then the
-# benchmarks (bench_cuda, bench_cuda_compile, and `ringkernel bench
-# pagerank --backend cuda`: the PageRank sweep with the device kernel and
-# the CPU/GPU crossover). Everything it reports is one JSON object per
-# line (suite "gpu-check" for the tests and the environment; the
+# benchmarks (bench_cuda, bench_cuda_compile, `ringkernel bench pagerank
+# --backend cuda`: the PageRank sweep with the device kernel and the
+# CPU/GPU crossover, and `ringkernel bench anomaly --backend cuda`: the
+# anomaly pipeline with its detector on the GPU against the CPU pipeline,
+# the same verdicts, transfer against compute time). Everything it
+# reports is one JSON object per line (suite "gpu-check" for the tests
+# and the environment; the
 # benchmarks' own rows), on stdout and in the file $RK_GPU_JSON (default
 # bench/results/<UTC date and time>-gpu-check.jsonl; on a lent machine
 # whose files come back only from a given folder, point it there);
@@ -56,7 +59,8 @@ if [ "$mode" != run ]; then
         >&2 || exit 2
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
         test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
-        test_cuda_pagerank test_backend_contract fake_cuda bench_cuda \
+        test_cuda_pagerank test_cuda_anomaly test_backend_contract \
+        fake_cuda bench_cuda \
         test_device_query test_buffer_states test_buffer_api \
         test_pool_contract test_pool_concurrent \
         bench_cuda_compile \
@@ -122,6 +126,7 @@ run_test test_cuda_nvrtc
 run_test test_cuda_kcache
 run_test test_cuda_loop_host
 run_test test_cuda_pagerank
+run_test test_cuda_anomaly
 # The backend contract suite: on a GPU the cuda backend runs its cases with
 # their device twins (a "backend 'cuda' skipped" line means it did not).
 run_test test_backend_contract
@@ -148,5 +153,25 @@ bench_json "$B/bench/bench_cuda_compile" || fail=1
 # --backend cuda: exit status 3 if the backend is not usable here.
 bench_json "$B/tools/ringkernel/ringkernel" bench pagerank --backend cuda \
     --json - || fail=1
+# The anomaly pipeline with its detector stage on the GPU
+# (tools/ringkernel/anomaly_dev.h), three runs of two rounds each (as fast
+# as it goes, then paced at 100k readings/s for 2 s): streaming rows with
+# "config":"cuda" beside the CPU pipeline's, and per round a "transfer" row
+# (h2d and d2h lane time, compute on %globaltimer, relay and queues) that
+# measures the seeds' "transfer overhead 16-28 %". Exit 1 when a reading's
+# verdict (or an alert's z-score) differs from the CPU pipeline's. About
+# 15 s a run; each is cut at 120 s so a hang costs little of the machine.
+T_all=$T
+T=$((T < 120 ? T : 120))
+for run in 1 2 3; do
+    emit bench_anomaly_run info "$run"
+    bench_json "$B/tools/ringkernel/ringkernel" bench anomaly \
+        --backend cuda --readings 1M --json - || fail=1
+done
+T=$T_all
+if ! grep -q '"mode":"transfer","config":"cuda",' "$J"; then
+    emit bench_anomaly fail "no transfer row with config cuda"
+    fail=1
+fi
 echo "gpu-check: results in $J" >&2
 exit $fail
