@@ -13,7 +13,10 @@
  *   anomaly   the streaming pipeline (anomaly.c): per-reading latency
  *             (generated -> verdict, generated -> alert) and throughput,
  *             against batch processing of the same stream in fixed
- *             windows; recall and precision on the injected anomalies.
+ *             windows; recall and precision on the injected anomalies;
+ *             with cuda usable, the pipeline again with its detector on
+ *             the device (transfer against compute, the same verdicts).
+ *             In bench_anomaly.c.
  *
  * Output: a readable table on stdout, one JSON object per result line in
  * the --json file, and with --plot DIR PNG charts drawn by gnuplot.
@@ -192,13 +195,12 @@ static int
 bench_pagerank(bench_sink *s, const bench_opts *o)
 {
     cli_pr_cuda_info info = { .blocks = 0 };
+    bool cuda = o->cuda;
+    const char *why = o->cuda_why; /* why cuda does not run */
     uint64_t cross = 0;
     pr_best best;
     char file_why[512];
     int rc = RK_OK;
-
-    bool cuda = o->cuda;
-    const char *why = o->cuda_why;
 
     fprintf(s->out,
         "\npagerank: %" PRIu64 " iterations, damping 0.85; edges/s per "
