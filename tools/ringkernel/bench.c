@@ -47,9 +47,9 @@ pr_row_cuda(bench_sink *s, const cli_graph *g, const cli_pr_cuda_info *cu)
         "%.4g s, slowest %.4g s (iteration %u, %.2fx median), %.4g edges/s;"
         "\n  slowest block median %.4g s max %.4g s; host round median "
         "%.4g s max %.4g s\n",
-        cli_cuda_label(cu->simulated), cu->lanes, d->median_s, d->max_s, d->max_at,
-        ratio, eps, cu->busy.median_s, cu->busy.max_s, cu->host.median_s,
-        cu->host.max_s);
+        cli_cuda_label(cu->simulated), cu->lanes, d->median_s, d->max_s,
+        d->max_at, ratio, eps, cu->busy.median_s, cu->busy.max_s,
+        cu->host.median_s, cu->host.max_s);
     fprintf(s->json,
         ",\"lanes\":%u,\"iter_dev_median_s\":%.6g,\"iter_dev_max_s\":%.6g,"
         "\"iter_dev_max_at\":%u,\"iter_dev_max_over_median\":%.4f,"
