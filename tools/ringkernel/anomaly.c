@@ -165,6 +165,17 @@ source_actor(rk_ctx *ctx)
     return RK_OK;
 }
 
+/* Copies m's payload, which must be len bytes, to out: RK_OK or
+ * RK_EDECODE. */
+static int
+decode(const rk_msg_view *m, void *out, size_t len)
+{
+    if (m->len != len)
+        return RK_EDECODE;
+    memcpy(out, m->data, len);
+    return RK_OK;
+}
+
 /* The cpu backend's detector (on the cuda backend anomaly_dev.h's actor
  * runs instead, with the same cli_and_detect). */
 static int
@@ -174,9 +185,8 @@ detector_handler(rk_ctx *ctx, const rk_msg_view *m)
     reading rd;
     double z = 0;
 
-    if (m->len != sizeof(rd))
+    if (decode(m, &rd, sizeof(rd)) != RK_OK)
         return RK_EDECODE;
-    memcpy(&rd, m->data, sizeof(rd));
     int hit
         = cli_and_detect(&r->win[rd.sensor % r->cfg->sensors], rd.value, &z);
     rk_histogram_record(r->verdict, rk_now_ns() - rd.t_ns);
@@ -224,17 +234,14 @@ alerter_handler(rk_ctx *ctx, const rk_msg_view *m)
 
     if (m->hdr->type_id == CLI_AND_VERDICTS_TYPE) {
         cli_and_verdicts v;
-        if (m->len != sizeof(v))
-            return RK_EDECODE;
-        memcpy(&v, m->data, sizeof(v));
-        take_verdicts(r, &v);
-        return RK_OK;
+        if ((rc = decode(m, &v, sizeof(v))) == RK_OK)
+            take_verdicts(r, &v);
+        return rc;
     }
     if (r->cfg->cuda) {
         alert a;
-        if (m->len != sizeof(a))
-            return RK_EDECODE;
-        memcpy(&a, m->data, sizeof(a));
+        if ((rc = decode(m, &a, sizeof(a))) != RK_OK)
+            return rc;
         set_verdict(r, a.seq, CLI_VERDICT_ANOMALY);
     }
     /* Alerts go out in the HIGH band, above the readings' priority. */
@@ -260,9 +267,8 @@ sink_handler(rk_ctx *ctx, const rk_msg_view *m)
     run *r = rk_ctx_user(ctx);
     alert a;
 
-    if (m->len != sizeof(a))
+    if (decode(m, &a, sizeof(a)) != RK_OK)
         return RK_EDECODE;
-    memcpy(&a, m->data, sizeof(a));
     rk_histogram_record(r->alert, rk_now_ns() - a.t_ns);
     r->zhash ^= alert_mix(&a);
     atomic_fetch_add_explicit(&r->alerts, 1, memory_order_relaxed);
