@@ -10,6 +10,10 @@
  * HOST_DIRTY if the device side has memory, else HOST_ONLY; symmetrically
  * for the device. A side that becomes current without any data to copy
  * (first use) is zero-filled, so unwritten data always reads as zeros.
+ *
+ * A managed buffer has one allocation that host and dev both point to:
+ * allocated, both sides are current (SYNCHRONIZED) and stay so, since
+ * there is only one copy; nothing is ever copied.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +37,7 @@ struct rk_buffer {
     rk_device_kind dev_kind; /* CPU or CUDA, never ANY */
     int ordinal;
     bool pinned;
+    bool managed; /* host == dev: one managed allocation */
     rk_pool *host_pool;
     rk_pool *dev_pool;
     void *host;
@@ -101,6 +106,21 @@ static bool
 cuda(const rk_buffer *b)
 {
     return b->dev_kind == RK_DEVICE_CUDA;
+}
+
+/* A managed buffer: no pools, not pinned, and on a CUDA device no larger
+ * than what it has free. */
+static int
+check_managed(const rk_buffer_config *cfg, rk_device_kind kind, size_t bytes)
+{
+    if ((cfg->flags & RK_BUFFER_PINNED) != 0 || cfg->host_pool != NULL
+        || cfg->device_pool != NULL)
+        return rk__fail(RK_EINVAL,
+            "rk_buffer_create: RK_BUFFER_MANAGED takes no pools and not "
+            "RK_BUFFER_PINNED (one managed allocation serves both sides)");
+    if (kind != RK_DEVICE_CUDA)
+        return RK_OK;
+    return rk__mem_managed_fits(cfg->ordinal, bytes, "rk_buffer_create");
 }
 
 static int
@@ -172,6 +192,9 @@ rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg)
         return rc;
     if ((rc = check_pools(cfg, kind)) != RK_OK)
         return rc;
+    if ((cfg->flags & RK_BUFFER_MANAGED) != 0
+        && (rc = check_managed(cfg, kind, count * elem)) != RK_OK)
+        return rc;
     b = calloc(1, sizeof(*b));
     if (b == NULL)
         return rk__fail(RK_ENOMEM, "rk_buffer_create");
@@ -184,8 +207,9 @@ rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg)
     b->bytes = count * elem;
     b->dev_kind = kind;
     b->ordinal = kind == RK_DEVICE_CUDA ? cfg->ordinal : 0;
+    b->managed = (cfg->flags & RK_BUFFER_MANAGED) != 0;
     b->pinned = kind == RK_DEVICE_CUDA && (cfg->flags & RK_BUFFER_PINNED)
-        && cfg->host_pool == NULL;
+        && cfg->host_pool == NULL && !b->managed;
     b->host_pool = cfg->host_pool;
     b->dev_pool = cfg->device_pool;
     *out = b;
@@ -197,6 +221,13 @@ rk_buffer_destroy(rk_buffer *b)
 {
     if (b == NULL)
         return;
+    if (b->managed) {
+        /* Deferred like device memory while a kernel is resident. */
+        rk__mem_release(cuda(b) ? RK__MEM_MANAGED : RK__MEM_HOST, b->ordinal,
+            NULL, b->host, b->bytes);
+        free(b);
+        return;
+    }
     if (b->host_pool)
         rk_pool_free(b->host_pool, b->host, b->bytes);
     else
@@ -212,9 +243,25 @@ rk_buffer_destroy(rk_buffer *b)
 
 /* ------------------------------------------------ sides and transfers */
 
+/* A managed buffer's one allocation, both sides' memory. */
+static int
+alloc_managed(rk_buffer *b)
+{
+    int rc;
+
+    if (b->host != NULL)
+        return RK_OK;
+    rc = rk__mem_alloc(cuda(b) ? RK__MEM_MANAGED : RK__MEM_HOST, b->ordinal,
+        NULL, b->bytes, RK__BUF_ALIGN, &b->host);
+    b->dev = b->host;
+    return rc;
+}
+
 static int
 alloc_host(rk_buffer *b)
 {
+    if (b->managed)
+        return alloc_managed(b);
     if (b->host != NULL)
         return RK_OK;
     if (b->host_pool != NULL)
@@ -226,12 +273,27 @@ alloc_host(rk_buffer *b)
 static int
 alloc_dev(rk_buffer *b)
 {
+    if (b->managed)
+        return alloc_managed(b);
     if (b->dev != NULL)
         return RK_OK;
     if (b->dev_pool != NULL)
         return rk_pool_alloc(b->dev_pool, b->bytes, &b->dev);
     return rk__mem_alloc(cuda(b) ? RK__MEM_DEVICE : RK__MEM_HOST, b->ordinal,
         NULL, b->bytes, RK__BUF_ALIGN, &b->dev);
+}
+
+/* A managed buffer becomes current on both sides at its first use, zero
+ * filled (through the host: managed memory is host-addressable). Returns
+ * 1 when it was, 0 when it already was. */
+static int
+managed_first_use(rk_buffer *b)
+{
+    if (b->host_ok)
+        return 0;
+    memset(b->host, 0, b->bytes);
+    b->host_ok = b->dev_ok = true;
+    return 1;
 }
 
 /* Makes the host side current, copying from the device if needed. */
@@ -242,6 +304,8 @@ sync_host(rk_buffer *b, void *stream)
 
     if (rc != RK_OK)
         return rc;
+    if (b->managed && managed_first_use(b))
+        return RK_OK;
     if (b->host_ok) {
         b->stats.transfers_avoided++;
         return RK_OK;
@@ -270,6 +334,8 @@ sync_dev(rk_buffer *b, void *stream)
 
     if (rc != RK_OK)
         return rc;
+    if (b->managed && managed_first_use(b))
+        return RK_OK;
     if (b->dev_ok) {
         b->stats.transfers_avoided++;
         return RK_OK;
@@ -300,8 +366,8 @@ sync_dev(rk_buffer *b, void *stream)
 static void
 wins(rk_buffer *b, bool dev)
 {
-    b->dev_ok = dev;
-    b->host_ok = !dev;
+    b->dev_ok = dev || b->managed; /* managed: one copy, always current */
+    b->host_ok = !dev || b->managed;
 }
 
 /* ---------------------------------------------------------- operations */
@@ -459,6 +525,56 @@ rk__buffer_sides(const rk_buffer *b, void **host, void **dev)
     *dev = b->dev;
 }
 
+/* Shared start of prefetch and advise: a managed buffer, allocated (and
+ * zero-filled on first use). Returns 1 when the driver is to be called
+ * (a CUDA buffer), 0 when there is nothing more to do, or an error < 0
+ * in *rc. */
+static int
+managed_hint(rk_buffer *b, rk_buffer_side side, int *rc, const char *what)
+{
+    if (b == NULL || (unsigned)side > RK_SIDE_DEVICE) {
+        *rc = rk__fail(RK_EINVAL, "%s: bad argument", what);
+        return 0;
+    }
+    if (!b->managed) {
+        *rc = rk__fail(RK_EINVAL,
+            "%s: the buffer is not managed (RK_BUFFER_MANAGED); "
+            "rk_buffer_ensure_host/_device make a side current",
+            what);
+        return 0;
+    }
+    if ((*rc = alloc_managed(b)) != RK_OK)
+        return 0;
+    (void)managed_first_use(b);
+    return cuda(b);
+}
+
+int
+rk_buffer_prefetch(rk_buffer *b, rk_buffer_side to, void *stream)
+{
+    int rc;
+
+    if (!managed_hint(b, to, &rc, "rk_buffer_prefetch"))
+        return rc;
+    return rk__mem_hint(
+        b->ordinal, b->host, b->bytes, 0, to == RK_SIDE_HOST, stream);
+}
+
+int
+rk_buffer_advise(rk_buffer *b, rk_mem_advice advice, rk_buffer_side side)
+{
+    int rc;
+
+    if ((unsigned)advice < RK_ADVISE_READ_MOSTLY
+        || (unsigned)advice > RK_ADVISE_UNSET_ACCESSED_BY)
+        return rk__fail(
+            RK_EINVAL, "rk_buffer_advise: unknown advice %d", (int)advice);
+    if (!managed_hint(b, side, &rc, "rk_buffer_advise"))
+        return rc;
+    return rk__mem_hint(b->ordinal, b->host, b->bytes, (int)advice,
+        side == RK_SIDE_HOST, NULL);
+}
+
 void
 rk_buffer_stats_get(const rk_buffer *b, rk_buffer_stats *out)
 {
@@ -519,8 +635,20 @@ rk_buffer_device_kind(const rk_buffer *b)
     return b ? b->dev_kind : RK_DEVICE_CPU;
 }
 
+int
+rk_buffer_ordinal(const rk_buffer *b)
+{
+    return b ? b->ordinal : 0;
+}
+
 bool
 rk_buffer_is_pinned(const rk_buffer *b)
 {
     return b ? b->pinned : false;
+}
+
+bool
+rk_buffer_is_managed(const rk_buffer *b)
+{
+    return b ? b->managed : false;
 }

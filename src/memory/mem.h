@@ -21,7 +21,10 @@
 typedef enum rk__mem_space {
     RK__MEM_HOST = 0,   /* allocator hooks (default aligned_alloc) */
     RK__MEM_PINNED = 1, /* cuMemHostAlloc(PORTABLE | DEVICEMAP) */
-    RK__MEM_DEVICE = 2  /* cuMemAlloc; the pointer is a device address */
+    RK__MEM_DEVICE = 2, /* cuMemAlloc; the pointer is a device address */
+    /* cuMemAllocManaged(ATTACH_GLOBAL): one address for host and device;
+     * never more than cuMemGetInfo says is free (rk__mem_managed_fits) */
+    RK__MEM_MANAGED = 3
 } rk__mem_space;
 
 /* Allocates size bytes (> 0) aligned to align (power of two; device and
@@ -52,6 +55,21 @@ int rk__mem_h2d(
 
 int rk__mem_d2h(
     int ordinal, void *dst, const void *src, size_t n, void *stream);
+
+/* Managed memory: RK_OK when size bytes of it fit in what device
+ * ordinal has free (cuMemGetInfo); else RK_ENOMEM naming both (asking the
+ * driver for more than is free can hang the GPU, not only the process),
+ * RK_ENOTSUP when the device or driver has no managed memory. what names
+ * the caller in the detail. */
+int rk__mem_managed_fits(int ordinal, size_t size, const char *what);
+
+/* A managed memory hint on [ptr, ptr + n) of one managed allocation of
+ * device ordinal: advice 0, a prefetch to the device (host: to the host)
+ * on stream (a CUstream or NULL); else cuMemAdvise's advice (1..6) for
+ * the device (host: for the host). RK_ENOTSUP when the driver lacks the
+ * call. */
+int rk__mem_hint(int ordinal, void *ptr, size_t n, int advice, int host,
+    void *stream);
 
 /* Sets n bytes of device memory to zero (synchronous). */
 int rk__mem_zero_device(int ordinal, void *dst, size_t n);
