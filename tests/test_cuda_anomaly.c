@@ -174,25 +174,60 @@ drain(inst *in, seen *v)
         take(v, buf, len);
 }
 
-static void
-run_stream(uint32_t batch)
+/* The stream and the CPU pipeline's verdicts on it: the group's state,
+ * made once for every batch size. */
+typedef struct stream {
+    cli_and_reading *r;
+    unsigned char *hit;
+    double *z;
+    uint32_t anomalies;
+} stream;
+
+static int
+stream_teardown(void **state)
 {
-    cli_and_reading *r = calloc(READINGS, sizeof(*r));
-    unsigned char *hit = calloc(READINGS, 1);
-    double *z = calloc(READINGS, sizeof(double));
+    stream *s = *state;
+    if (s != NULL) {
+        free(s->r);
+        free(s->hit);
+        free(s->z);
+        free(s);
+    }
+    return 0;
+}
+
+static int
+stream_setup(void **state)
+{
+    stream *s = calloc(1, sizeof(*s));
+
+    *state = s;
+    if (s == NULL || (s->r = calloc(READINGS, sizeof(*s->r))) == NULL
+        || (s->hit = calloc(READINGS, 1)) == NULL
+        || (s->z = calloc(READINGS, sizeof(double))) == NULL) {
+        stream_teardown(state);
+        return -1;
+    }
+    stream_make(s->r, READINGS);
+    reference(s->r, READINGS, s->hit, s->z);
+    for (uint32_t i = 0; i < READINGS; i++)
+        s->anomalies += s->hit[i];
+    return 0;
+}
+
+static void
+run_stream(const stream *s, uint32_t batch)
+{
+    const cli_and_reading *r = s->r;
     cli_and_window *win = calloc(SENSORS, sizeof(*win));
-    seen v = { .r = r, .hit = hit, .z = z };
+    seen v = { .r = r, .hit = s->hit, .z = s->z };
     cli_and_init init = { .windows = (uintptr_t)win, .sensors = SENSORS };
-    uint32_t sent = 0, anomalies = 0;
+    uint32_t sent = 0, anomalies = s->anomalies;
     uint64_t until = deadline();
     rk__dh_status st;
     inst in;
 
-    assert_true(r && hit && z && win);
-    stream_make(r, READINGS);
-    reference(r, READINGS, hit, z);
-    for (uint32_t i = 0; i < READINGS; i++)
-        anomalies += hit[i];
+    assert_non_null(win);
     assert_true(anomalies >= 30); /* the spikes, not noise */
     /* Garbage the init must clear. */
     memset(win, 0x5a, SENSORS * sizeof(*win));
@@ -230,24 +265,19 @@ run_stream(uint32_t batch)
     print_message("batch %u: %u readings in %u batches, %u anomalies, "
                   "verdicts and z-scores as the CPU detector's\n",
         batch, READINGS, v.records, anomalies);
-    free(r);
-    free(hit);
-    free(z);
     free(win);
 }
 
 static void
 test_verdicts_batch_64(void **state)
 {
-    (void)state;
-    run_stream(64);
+    run_stream(*state, 64);
 }
 
 static void
 test_verdicts_batch_7(void **state)
 {
-    (void)state;
-    run_stream(7);
+    run_stream(*state, 7);
 }
 
 /* ------------------------------------------------------------ bad input */
@@ -345,5 +375,5 @@ main(void)
         cmocka_unit_test(test_bad_input_faults),
         cmocka_unit_test(test_nvrtc_ptx),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, stream_setup, stream_teardown);
 }
