@@ -4,13 +4,14 @@
 # Builds the CUDA tests and benchmarks (unless --run-only and the build
 # directory already exists, e.g. carried to an offline device machine),
 # runs the CUDA tests against the REAL driver (no stand-in), then the
-# benchmarks (bench_cuda, bench_cuda_compile, `ringkernel bench pagerank
-# --backend cuda`: the PageRank sweep with the device kernel and the
-# CPU/GPU crossover, then four more runs at 10 M edges, and `ringkernel
-# bench anomaly --backend cuda`: the anomaly pipeline with its detector on
-# the GPU against the CPU pipeline, the same verdicts, transfer against
-# compute time). Everything it reports is one JSON object per line (suite
-# "gpu-check" for the tests and the environment; the
+# benchmarks (bench_cuda, bench_cuda_compile, bench_cuda_numba,
+# `ringkernel bench pagerank --backend cuda`: the PageRank sweep with the
+# device kernel and the CPU/GPU crossover, then four more runs at 10 M
+# edges, and `ringkernel bench anomaly --backend cuda`: the anomaly
+# pipeline with its detector on the GPU against the CPU pipeline, the
+# same verdicts, transfer against compute time). Everything it reports is
+# one JSON object per line (suite "gpu-check" for the tests and the
+# environment; the
 # benchmarks' own rows), on stdout and in the file $RK_GPU_JSON (default
 # bench/results/<UTC date and time>-gpu-check.jsonl; on a lent machine
 # whose files come back only from a given folder, point it there);
@@ -64,7 +65,7 @@ if [ "$mode" != run ]; then
         test_device_query test_buffer_states test_buffer_api \
         test_buffer_managed test_cuda_devices test_cuda_barrier \
         test_pool_contract test_pool_concurrent \
-        bench_cuda_compile \
+        bench_cuda_compile test_cuda_jitlink bench_cuda_numba \
         ringkernel_cli >&2 || exit 2
     # For an offline device machine that lacks them: the test and bench
     # binaries' non-system libraries go with the build (build-gpu/lib).
@@ -133,6 +134,10 @@ run_test test_cuda_anomaly
 # by two resident kernels (its PTX, 50 rounds, the refusals a GPU shows).
 run_test test_cuda_devices RK_TEST_CUDA_REAL=1
 run_test test_cuda_barrier RK_TEST_CUDA_REAL=1
+# A handler compiled by Numba (tests/data/numba_sample.ptx) linked into the
+# persistent loop with nvJitLink and run on the GPU (it fails rather than
+# skips there when NVRTC or nvJitLink is missing).
+run_test test_cuda_jitlink RK_TEST_CUDA_REAL=1
 # The backend contract suite: on a GPU the cuda backend runs its cases with
 # their device twins (a "backend 'cuda' skipped" line means it did not).
 run_test test_backend_contract
@@ -174,6 +179,9 @@ for run in 1 2 3; do
     bench_json "$B/bench/bench_cuda" || fail=1
 done
 bench_json "$B/bench/bench_cuda_compile" || fail=1
+# The Numba handler's round trip against the same handler in CUDA C, and
+# each one's cold compile (+ link) and load (impl must be "cuda").
+bench_json "$B/bench/bench_cuda_numba" || fail=1
 # The PageRank sweep with its cuda configuration (tools/ringkernel/pr_dev.h):
 # JSON lines on stdout (the table on stderr), every row checked against the
 # host's power iteration to 1e-12; the cuda rows must say "config":"cuda"

@@ -196,6 +196,12 @@ typedef struct rk_kernel_config {
     const char *device_source;
     const char *device_entry; /**< see device_source */
     const char *device_source_name; /**< see device_source */
+    /** PTX (NUL-terminated) to link with device_source: a handler that
+     * Numba compiled with the C ABI (docs/cuda.md, "Handlers in Python").
+     * device_source is then compiled as relocatable code and linked with
+     * it by nvJitLink (or the driver's linker); the kernel cache keys both.
+     * NULL: none. Not copied, like device_source. */
+    const char *device_link_ptx;
     /** A handler on the cpu backend that also takes direct calls
      * (rk_kernel_call()): while its thread waits for input with none
      * queued, another thread may run the handler on one message itself,

@@ -62,11 +62,19 @@ class KernelSpec:
     backend: str = "auto"
     device_source: Optional[str] = None  # a device actor's CUDA C handler
     device_entry: Optional[str] = None
+    #: a Python handler compiled for the GPU (numba_device.DeviceHandler)
+    device_handler: Any = None
 
     def _device(self, runtime_backend: Optional[str]) -> dict[str, Any]:
         """A device actor's register_actor keywords: its source, entry and
         backend, and grid and block where it will run on cuda (the cpu
         backend takes neither)."""
+        h = self.device_handler
+        if h is not None:  # a Numba handler: linked into the loop, cuda only
+            return dict(device_source=h.source, device_entry=h.entry,
+                        device_source_name=f"{self.kernel_id}.cu",
+                        device_link_ptx=h.ptx, backend="cuda",
+                        grid_size=self.grid_size, block_size=self.block_size)
         if self.device_source is None:
             return {}
         b = self.backend if self.backend != "auto" else (runtime_backend or "auto")
@@ -318,7 +326,8 @@ def ring_kernel(*, kernel_id: Optional[str] = None,
                 priority_bands: bool = False, spin: int = 0,
                 auto_register: bool = True, backend: Any = None,
                 device_source: Optional[str] = None,
-                device_entry: Optional[str] = None) -> Callable[[_F], _F]: ...
+                device_entry: Optional[str] = None,
+                device_handler: Any = None) -> Callable[[_F], _F]: ...
 
 
 def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optional[str] = None,
@@ -331,7 +340,8 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
                 priority_bands: bool = False, spin: int = 0,
                 auto_register: bool = True, backend: Any = None,
                 device_source: Optional[str] = None,
-                device_entry: Optional[str] = None) -> Any:
+                device_entry: Optional[str] = None,
+                device_handler: Any = None) -> Any:
     """Declares a Python ring kernel (the seeds' decorator, same keywords,
     plus max_payload, when_inactive, restart/max_restarts, priority_bands and
     spin: receive spins before parking, 0 = the C default; backend: "cpu",
@@ -345,7 +355,15 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
     runs resident on the GPU over grid_size x block_size, with the same
     queues, lifecycle and telemetry; where cuda is not used (backend
     "cpu", or "auto" without a GPU) the decorated function runs as its
-    host twin."""
+    host twin.
+
+    device_handler: a Python function ``fn(req, resp)`` (or True: the
+    decorated function itself) compiled by Numba for the GPU and run
+    resident in the persistent loop on the cuda backend instead of the
+    actor (docs/python.md, "Device handlers in Python"); needs
+    backend="cuda" and fixed-layout input and output types (output_type
+    defaults to input_type). Compiled here: a function Numba cannot
+    compile raises NumbaCompileError naming it and Numba's reason."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         kid: str = kernel_id or getattr(fn, "__name__", None) or repr(fn)
@@ -378,6 +396,9 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
             grid_size=grid_size, block_size=block_size, spin=spin,
             backend=_backend_name(backend), device_source=device_source,
             device_entry=device_entry)
+        if device_handler is not None and device_handler is not False:
+            spec = _with_device_handler(
+                spec, fn if device_handler is True else device_handler)
         if auto_register:
             _registry[spec.kernel_id] = spec
 
@@ -396,6 +417,22 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
         return wrapper
 
     return wrap(func) if func is not None else wrap
+
+
+def _with_device_handler(spec: KernelSpec, handler: Any) -> KernelSpec:
+    """spec with its device handler compiled (numba_device.py)."""
+    kid = spec.kernel_id
+    if spec.backend != "cuda":
+        raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device_handler runs on the "
+                    f"GPU: give backend='cuda' (not {spec.backend!r})",
+                    InvalidConfigurationError)
+    if spec.input_type is None:
+        raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device_handler needs an "
+                    "input_type with a fixed layout", InvalidConfigurationError)
+    from .numba_device import compile_device_handler
+    out = spec.output_type or spec.input_type
+    dh = compile_device_handler(handler, spec.input_type, out)
+    return dataclasses.replace(spec, output_type=out, device_handler=dh)
 
 
 def get_registered_kernel(kernel_id: str) -> Optional[KernelSpec]:

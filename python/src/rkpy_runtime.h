@@ -20,6 +20,7 @@ typedef struct pyactor {
     /* a device actor's CUDA C handler, entry and file name (owned copies;
      * NULL for a Python-only actor) */
     char *dev_src, *dev_entry, *dev_name;
+    char *dev_ptx; /* a Numba handler's PTX linked into the loop, or NULL */
     struct pyactor *next;
 } pyactor;
 
@@ -30,6 +31,7 @@ pyactor_free_strings(pyactor *pa)
     free(pa->dev_src);
     free(pa->dev_entry);
     free(pa->dev_name);
+    free(pa->dev_ptx);
 }
 
 typedef struct rkpy_runtime {
@@ -99,6 +101,7 @@ void rkpy_out_release(outmsg *m);
 extern PyTypeObject rkpy_Ctx_Type;
 /* The runtime whose kernel thread this is (NULL on other threads). */
 extern _Thread_local rk_runtime *rkpy_tls_kernel_rt;
+
 /* The actor function of every Python kernel (its user data: a pyactor). */
 int rkpy_py_actor(rk_ctx *ctx);
 

@@ -320,17 +320,18 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
         "input_capacity", "output_capacity", "max_payload", "backpressure",
         "when_inactive", "restart", "max_restarts", "priority_bands",
         "telemetry_off", "spin", "backend", "device_source", "device_entry",
-        "device_source_name", "grid_size", "block_size", NULL };
+        "device_source_name", "grid_size", "block_size", "device_link_ptx",
+        NULL };
     const char *id, *backend = NULL, *dsrc = NULL, *dentry = NULL;
-    const char *dname = NULL;
+    const char *dname = NULL, *dptx = NULL;
     PyObject *fn, *in_mt = Py_None, *out_mt = Py_None;
     unsigned int icap = 0, ocap = 0, maxp = 0, mr = 0, spin = 0;
     unsigned int grid = 0, block = 0;
     int bp = 0, wi = 0, restart = 0, bands = 0, toff = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|OOIIIiiiIppIzzzzII",
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|OOIIIiiiIppIzzzzIIz",
             kwlist, &id, &fn, &in_mt, &out_mt, &icap, &ocap, &maxp, &bp, &wi,
             &restart, &mr, &bands, &toff, &spin, &backend, &dsrc, &dentry,
-            &dname, &grid, &block))
+            &dname, &grid, &block, &dptx))
         return NULL;
     if (rkpy_check_mt(in_mt) < 0 || rkpy_check_mt(out_mt) < 0)
         return NULL;
@@ -373,13 +374,15 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
     if (dsrc != NULL
         && ((pa->dev_src = strdup(dsrc)) == NULL
             || (dentry != NULL && (pa->dev_entry = strdup(dentry)) == NULL)
-            || (dname != NULL && (pa->dev_name = strdup(dname)) == NULL))) {
+            || (dname != NULL && (pa->dev_name = strdup(dname)) == NULL)
+            || (dptx != NULL && (pa->dev_ptx = strdup(dptx)) == NULL))) {
         rc = RK_ENOMEM;
         rkpy_raise(rc, "no memory for the device source");
     }
     def.config.device_source = pa->dev_src;
     def.config.device_entry = pa->dev_entry;
     def.config.device_source_name = pa->dev_name;
+    def.config.device_link_ptx = pa->dev_ptx;
     if (rc == RK_OK && (rc = rk_runtime_register(r->rt, &def)) != RK_OK)
         rkpy_raise(rc, NULL);
     rkpy_rt_leave(r);

@@ -296,68 +296,48 @@ managed_first_use(rk_buffer *b)
     return 1;
 }
 
-/* Makes the host side current, copying from the device if needed. */
+/* Makes one side current (dev: the device side), copying from the other
+ * if needed; a side neither side has written reads as zeros. */
 static int
-sync_host(rk_buffer *b, void *stream)
+sync_side(rk_buffer *b, bool dev, void *stream)
 {
-    int rc = alloc_host(b);
+    int rc = dev ? alloc_dev(b) : alloc_host(b);
+    void *dst, *src;
 
     if (rc != RK_OK)
         return rc;
     if (b->managed && managed_first_use(b))
         return RK_OK;
-    if (b->host_ok) {
+    if (dev ? b->dev_ok : b->host_ok) {
         b->stats.transfers_avoided++;
         return RK_OK;
     }
-    if (!b->dev_ok) {
-        memset(b->host, 0, b->bytes); /* first use: zeros */
+    dst = dev ? b->dev : b->host;
+    src = dev ? b->host : b->dev;
+    if (!(dev ? b->host_ok : b->dev_ok)) { /* first use: zeros */
+        if (dev && cuda(b))
+            rc = rk__mem_zero_device(b->ordinal, dst, b->bytes);
+        else
+            memset(dst, 0, b->bytes);
     } else {
         if (cuda(b))
-            rc = rk__mem_d2h(b->ordinal, b->host, b->dev, b->bytes, stream);
+            rc = rk__mem_copy(b->ordinal, dst, src, b->bytes, stream, dev);
         else
-            memcpy(b->host, b->dev, b->bytes);
-        if (rc != RK_OK)
-            return rc;
-        b->stats.d2h_transfers++;
-        b->stats.d2h_bytes += b->bytes;
-    }
-    b->host_ok = true;
-    return RK_OK;
-}
-
-/* Makes the device side current, copying from the host if needed. */
-static int
-sync_dev(rk_buffer *b, void *stream)
-{
-    int rc = alloc_dev(b);
-
-    if (rc != RK_OK)
-        return rc;
-    if (b->managed && managed_first_use(b))
-        return RK_OK;
-    if (b->dev_ok) {
-        b->stats.transfers_avoided++;
-        return RK_OK;
-    }
-    if (!b->host_ok) {
-        if (cuda(b))
-            rc = rk__mem_zero_device(b->ordinal, b->dev, b->bytes);
-        else
-            memset(b->dev, 0, b->bytes);
-    } else {
-        if (cuda(b))
-            rc = rk__mem_h2d(b->ordinal, b->dev, b->host, b->bytes, stream);
-        else
-            memcpy(b->dev, b->host, b->bytes);
-        if (rc == RK_OK) {
+            memcpy(dst, src, b->bytes);
+        if (rc == RK_OK && dev) {
             b->stats.h2d_transfers++;
             b->stats.h2d_bytes += b->bytes;
+        } else if (rc == RK_OK) {
+            b->stats.d2h_transfers++;
+            b->stats.d2h_bytes += b->bytes;
         }
     }
     if (rc != RK_OK)
         return rc;
-    b->dev_ok = true;
+    if (dev)
+        b->dev_ok = true;
+    else
+        b->host_ok = true;
     return RK_OK;
 }
 
@@ -384,7 +364,7 @@ side_ptr(rk_buffer *b, rk_access mode, bool dev, void **ptr, const char *what)
     if (mode == RK_ACCESS_DISCARD)
         rc = dev ? alloc_dev(b) : alloc_host(b);
     else
-        rc = dev ? sync_dev(b, NULL) : sync_host(b, NULL);
+        rc = sync_side(b, dev, NULL);
     if (rc != RK_OK)
         return rc;
     if (mode != RK_ACCESS_READ)
@@ -438,7 +418,7 @@ rk_buffer_ensure_host(rk_buffer *b, void *stream)
 {
     if (b == NULL)
         return rk__fail(RK_EINVAL, "rk_buffer_ensure_host: NULL");
-    return sync_host(b, stream);
+    return sync_side(b, false, stream);
 }
 
 int
@@ -446,7 +426,7 @@ rk_buffer_ensure_device(rk_buffer *b, void *stream)
 {
     if (b == NULL)
         return rk__fail(RK_EINVAL, "rk_buffer_ensure_device: NULL");
-    return sync_dev(b, stream);
+    return sync_side(b, true, stream);
 }
 
 static int
@@ -480,7 +460,7 @@ rk_buffer_copy_to(rk_buffer *b, void *dst, size_t bytes)
     int rc = whole(b, dst, bytes, "rk_buffer_copy_to");
 
     if (rc == RK_OK)
-        rc = sync_host(b, NULL);
+        rc = sync_side(b, false, NULL);
     if (rc != RK_OK)
         return rc;
     memcpy(dst, b->host, bytes);

@@ -160,35 +160,27 @@ rk__mem_release(rk__mem_space space, int ordinal, const rk_allocator *a,
 }
 
 int
-rk__mem_h2d(int ordinal, void *dst, const void *src, size_t n, void *stream)
+rk__mem_copy(int ordinal, void *dst, const void *src, size_t n, void *stream,
+    bool to_dev)
 {
     const struct rk__cuda_driver *drv;
-    rk__cu_dptr d = (rk__cu_dptr)(uintptr_t)dst;
+    rk__cu_stream st = (rk__cu_stream)stream;
     int rc = rk__cuda_enter(ordinal, &drv);
 
     if (rc != RK_OK)
         return rc;
-    if (stream == NULL)
-        return rk__cuda_check(drv->cuMemcpyHtoD(d, src, n), "cuMemcpyHtoD");
-    return rk__cuda_check(
-        drv->cuMemcpyHtoDAsync(d, src, n, (rk__cu_stream)stream),
-        "cuMemcpyHtoDAsync");
-}
-
-int
-rk__mem_d2h(int ordinal, void *dst, const void *src, size_t n, void *stream)
-{
-    const struct rk__cuda_driver *drv;
+    if (to_dev) {
+        rk__cu_dptr d = (rk__cu_dptr)(uintptr_t)dst;
+        return stream == NULL
+            ? rk__cuda_check(drv->cuMemcpyHtoD(d, src, n), "cuMemcpyHtoD")
+            : rk__cuda_check(drv->cuMemcpyHtoDAsync(d, src, n, st),
+                  "cuMemcpyHtoDAsync");
+    }
     rk__cu_dptr s = (rk__cu_dptr)(uintptr_t)src;
-    int rc = rk__cuda_enter(ordinal, &drv);
-
-    if (rc != RK_OK)
-        return rc;
-    if (stream == NULL)
-        return rk__cuda_check(drv->cuMemcpyDtoH(dst, s, n), "cuMemcpyDtoH");
-    return rk__cuda_check(
-        drv->cuMemcpyDtoHAsync(dst, s, n, (rk__cu_stream)stream),
-        "cuMemcpyDtoHAsync");
+    return stream == NULL
+        ? rk__cuda_check(drv->cuMemcpyDtoH(dst, s, n), "cuMemcpyDtoH")
+        : rk__cuda_check(
+              drv->cuMemcpyDtoHAsync(dst, s, n, st), "cuMemcpyDtoHAsync");
 }
 
 int

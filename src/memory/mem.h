@@ -13,6 +13,7 @@
 #ifndef RK_SRC_MEMORY_MEM_H
 #define RK_SRC_MEMORY_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ringkernel/buffer.h"
@@ -47,14 +48,24 @@ void rk__mem_resident(int delta);
 /* Frees waiting for the resident kernels to return (tests). */
 size_t rk__mem_deferred(void);
 
-/* Host-to-device and device-to-host copies on a CUDA device. stream NULL:
- * synchronous; otherwise a CUstream, and the copy is complete once the
- * stream is. */
-int rk__mem_h2d(
-    int ordinal, void *dst, const void *src, size_t n, void *stream);
+/* A copy between host memory and device memory on CUDA device ordinal:
+ * to_dev, host src to device dst; else device src to host dst. stream
+ * NULL: synchronous; otherwise a CUstream, and the copy is complete once
+ * the stream is. */
+int rk__mem_copy(int ordinal, void *dst, const void *src, size_t n,
+    void *stream, bool to_dev);
 
-int rk__mem_d2h(
-    int ordinal, void *dst, const void *src, size_t n, void *stream);
+static inline int
+rk__mem_h2d(int ordinal, void *dst, const void *src, size_t n, void *stream)
+{
+    return rk__mem_copy(ordinal, dst, src, n, stream, true);
+}
+
+static inline int
+rk__mem_d2h(int ordinal, void *dst, const void *src, size_t n, void *stream)
+{
+    return rk__mem_copy(ordinal, dst, src, n, stream, false);
+}
 
 /* Managed memory: RK_OK when size bytes of it fit in what device
  * ordinal has free (cuMemGetInfo); else RK_ENOMEM naming both (asking the

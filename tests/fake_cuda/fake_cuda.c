@@ -68,6 +68,7 @@
 #include "../../tools/ringkernel/anomaly_dev.h"
 #include "../../tools/ringkernel/pr_dev.h"
 #include "../kernels/bar_kernels.cu"
+#include "../kernels/numba_kernels.cu"
 #include "../kernels/oneshot_kernels.cu"
 #include "../kernels/test_kernels.cu"
 
@@ -219,6 +220,19 @@ wait_idle_dev(const char *what)
 {
     int d = fake_cur_dev();
     return bounded_wait(device_busy, &d, what);
+}
+
+/* Test-only: the handler the host build of rk_numba_kernel calls (a
+ * numba.cfunc's address or a C function) and its message sizes; set
+ * before launching the kernel. */
+EXPORT void
+fake_cuda_numba_set(
+    void *fn, unsigned in_size, unsigned out_size, unsigned out_type)
+{
+    *(void **)&fake_numba.fn = fn;
+    fake_numba.in_size = in_size;
+    fake_numba.out_size = out_size;
+    fake_numba.out_type = out_type;
 }
 
 /* Test-only queries (not driver entry points). */

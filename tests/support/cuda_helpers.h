@@ -37,16 +37,29 @@ cuda_require_nvrtc(void)
         skip();
 }
 
-/* A file of the source tree as a malloc'd string, or NULL. */
-static inline char *
-cuda_slurp(const char *rel)
+/* A made-up image of n bytes (seed + i * step) for the cache tests. */
+static inline rk__nvrtc_image
+cuda_test_image(size_t n, unsigned char seed, unsigned step, int kind)
 {
-    char path[512];
+    rk__nvrtc_image img = { 0 };
+    img.data = malloc(n);
+    assert_non_null(img.data);
+    for (size_t i = 0; i < n; i++)
+        img.data[i] = (unsigned char)(seed + i * step);
+    img.size = n;
+    img.kind = kind;
+    img.arch = 90;
+    return img;
+}
+
+/* A file as a malloc'd string, or NULL. */
+static inline char *
+cuda_slurp_path(const char *path)
+{
     FILE *f;
     long n;
     char *s;
 
-    snprintf(path, sizeof(path), "%s/%s", RK_SOURCE_DIR, rel);
     f = fopen(path, "rb");
     if (f == NULL)
         return NULL;
@@ -62,6 +75,15 @@ cuda_slurp(const char *rel)
     }
     fclose(f);
     return s;
+}
+
+/* A file of the source tree as a malloc'd string, or NULL. */
+static inline char *
+cuda_slurp(const char *rel)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", RK_SOURCE_DIR, rel);
+    return cuda_slurp_path(path);
 }
 
 /* Counts PTX instructions starting with op (after an optional predicate),

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend/cuda/devwide.h"
+#include "backend/cuda/jitlink.h"
 #include "backend/cuda/kcache.h"
 #include "common/common.h"
 #include "memory/mem.h"
@@ -35,6 +36,14 @@ ext_load(void)
         = dlsym(d->lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     *(void **)&ext.func_load = dlsym(d->lib, "cuFuncLoad");
     *(void **)&ext.func_set_attr = dlsym(d->lib, "cuFuncSetAttribute");
+    /* The driver's linker: jitlink.c's fallback without nvJitLink. */
+    *(void **)&ext.link.create = dlsym(d->lib, "cuLinkCreate_v2");
+    *(void **)&ext.link.add_data = dlsym(d->lib, "cuLinkAddData_v2");
+    *(void **)&ext.link.complete = dlsym(d->lib, "cuLinkComplete");
+    *(void **)&ext.link.destroy = dlsym(d->lib, "cuLinkDestroy");
+    if (!ext.link.create || !ext.link.add_data || !ext.link.complete
+        || !ext.link.destroy)
+        memset(&ext.link, 0, sizeof(ext.link));
     ext_ok = ext.module_load_ex != NULL && ext.occupancy != NULL;
 }
 
@@ -93,11 +102,16 @@ static uint32_t resident;
 
 /* Modules belong to a context, so the device is part of the key. */
 static uint64_t
-mod_key(const char *source, int cc, int ordinal)
+mod_key(const rk_kernel_config *c, int cc, int ordinal)
 {
     uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)cc
         ^ ((uint64_t)(uint32_t)ordinal << 32);
-    for (const unsigned char *p = (const unsigned char *)source; *p; p++)
+    for (const unsigned char *p = (const unsigned char *)c->device_source; *p;
+         p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    /* Linked code (a Numba handler): the PTX decides too. */
+    for (const unsigned char *p = (const unsigned char *)c->device_link_ptx;
+         p != NULL && *p; p++)
         h = (h ^ *p) * 0x100000001b3ull;
     return h;
 }
@@ -175,7 +189,13 @@ load_module(
     pthread_once(&kcache_once, kcache_open);
     if (kcache == NULL)
         return rk__fail(RK_ENOMEM, "no memory for the kernel cache");
-    rc = rk__kcache_compile(kcache, &src, &img, &how);
+    if (c->device_link_ptx != NULL) {
+        src.link_ptx = c->device_link_ptx;
+        src.link_ptx_size = strlen(c->device_link_ptx) + 1;
+        rc = rk__jitlink_compile(kcache, &src, &ext.link, &img, &how);
+    } else {
+        rc = rk__kcache_compile(kcache, &src, &img, &how);
+    }
     if (rc != RK_OK) {
         char why[400];
         snprintf(why, sizeof(why), "%s", rk_errdetail());
@@ -231,7 +251,7 @@ int
 rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
     const rk_kernel_config *c, int cc, int ordinal, rk__cu_module *out)
 {
-    uint64_t key = mod_key(c->device_source, cc, ordinal);
+    uint64_t key = mod_key(c, cc, ordinal);
     cu_mod *m;
     int rc = RK_OK;
 

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/jitlink.h"
 #include "device/cuda_driver.h"
 
 /* Driver entry points beyond the shared loader's table, resolved from the
@@ -43,6 +44,7 @@ struct rk__cuda_ext {
     rk__cu_result (*occupancy)(int *, rk__cu_function, int, size_t);
     rk__cu_result (*func_load)(rk__cu_function); /* 12.4+, or NULL */
     rk__cu_result (*func_set_attr)(rk__cu_function, int, int); /* or NULL */
+    rk__jitlink_drv link; /* the driver's linker, or all NULL */
 };
 
 /* The entry points, or NULL when the driver lacks cuModuleLoadDataEx or
