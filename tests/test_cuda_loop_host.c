@@ -107,9 +107,7 @@ test_echo_lifecycle(void **state)
     assert_int_equal(len, 66);
     assert_memory_equal(buf + 64, "de", 2);
 
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    inst_stop(&in);
     rk__dh_status_get(&in.d, &st);
     assert_int_equal(st.exit_code, 0);
     assert_int_equal(st.processed, 2);
@@ -169,9 +167,7 @@ test_stop_before_run(void **state)
     inst_make(&in, &rk_dev_host_kernel_rk_echo, 1, 1, 0, 4, 1);
     send_bytes(&in, 0, 1, "x", 1);
     inst_start(&in, 1);
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    inst_stop(&in);
     rk__dh_status_get(&in.d, &st);
     assert_int_equal(st.processed, 0);
     assert_int_equal(rk__dh_pending(&in.d, 0), 1);
@@ -276,9 +272,7 @@ test_stop_while_faulted(void **state)
     rk__dh_post(&in.d, RK_DEV_CMD_RUN);
     assert_int_equal(
         rk__dh_wait_ack(&in.d, RK_DEV_ACK_FAULTED, deadline()), RK_OK);
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    inst_stop(&in);
     rk__dh_status_get(&in.d, &st);
     assert_int_equal(st.exit_code, RK_EINVAL);
     inst_join(&in);
@@ -392,9 +386,7 @@ test_blocks_are_actors(void **state)
         got = (uint32_t)buf[64] | (uint32_t)buf[65] << 8;
         assert_int_equal(got, want);
     }
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    inst_stop(&in);
     inst_join(&in);
 }
 
@@ -425,9 +417,7 @@ test_watchdog(void **state)
         rk__dh_status_get(&in.d, &st);
     } while (st.heartbeat == beat);
     assert_int_equal(rk__dh_watchdog(&in.d, "wd"), RK_OK);
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    inst_stop(&in);
     inst_join(&in);
 }
 
@@ -471,9 +461,7 @@ test_staged_batch(void **state)
         assert_int_equal(r.type_id, 2); /* the second send */
         assert_int_equal(buf[64], i);
     }
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    inst_stop(&in);
     rk__dh_status_get(&in.d, &st);
     assert_int_equal(st.processed, 4);
     assert_int_equal(st.sent, 8);
