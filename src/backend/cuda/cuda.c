@@ -381,8 +381,12 @@ relay_fault(rk__backend_inst *bi)
         }
         return 1;
     }
-    if (rk__dh_fault_of(&bi->d, bi->fault_blk, &n, &err))
-        return 1; /* the block has not seen the verdict yet */
+    /* The block has not seen the verdict yet while it still reports the
+     * fault it was for; a later fault (a message a caller wrote into its
+     * lane right after the verdict) is a new one, reported next pass. */
+    if (rk__dh_fault_of(&bi->d, bi->fault_blk, &n, &err)
+        && n == bi->handled[bi->fault_blk])
+        return 1;
     bi->fault_state = 0;
     return 0;
 }
