@@ -37,31 +37,13 @@
 #define T_LONG RT_LONG
 
 static char *kernels_src;
-static char cache_dir[128];
 static int real_gpu; /* RK_TEST_CUDA_REAL=1: the real driver */
-
-static int
-ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
-{
-    (void)ctx;
-    (void)m;
-    return RK_OK; /* the cpu fallback; never runs under "cuda" */
-}
-
-static rk_runtime *
-cuda_runtime(void)
-{
-    rk_runtime *rt = NULL;
-    rk_runtime_config cfg = { .no_static_kernels = true, .backend = "cuda" };
-    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
-    return rt;
-}
 
 static void
 reg(rk_runtime *rt, const char *id, const char *entry, uint32_t grid,
     const char *src)
 {
-    rk_kernel_def def = { .id = id, .handler = ignore_handler };
+    rk_kernel_def def = { .id = id, .handler = cuda_ignore_handler };
     def.config.device_source = src ? src : kernels_src;
     def.config.device_entry = entry;
     def.config.device_source_name = "test_kernels.cu";
@@ -113,7 +95,7 @@ test_echo_lifecycle(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     reg(rt, "echo", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "echo", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "echo"), RK_OK);
@@ -161,7 +143,7 @@ test_terminate_paused_drains(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     reg(rt, "pz", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "pz", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "pz"), RK_OK);
@@ -194,7 +176,7 @@ test_grid_of_actors(void **state)
         p[i] = (unsigned char)i;
         want += (uint32_t)i;
     }
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     reg(rt, "sum", "rk_sum", 3, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "sum", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "sum"), RK_OK);
@@ -224,7 +206,7 @@ test_route_through_relay(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     reg(rt, "a", "rk_echo", 1, NULL);
     reg(rt, "b", "rk_echo", 1, NULL);
     assert_int_equal(rk_connect(rt, "a", "b"), RK_OK);
@@ -258,7 +240,7 @@ test_handler_failure(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     reg(rt, "fail", "rk_fail", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "fail", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "fail"), RK_OK);
@@ -288,12 +270,12 @@ test_device_actor_restart(void **state)
     rk_dead_letter dl;
     unsigned char bad = 0xff, buf[128];
     size_t len;
-    rk_kernel_def def = { .id = "count", .handler = ignore_handler };
+    rk_kernel_def def = { .id = "count", .handler = cuda_ignore_handler };
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     def.config.device_source = kernels_src;
     def.config.device_entry = "rk_count";
     def.config.supervision.policy = RK_SUPERVISE_RESTART;
@@ -333,12 +315,12 @@ test_oversized_device_output(void **state)
     rk_dead_letter dl;
     unsigned char buf[128];
     size_t len;
-    rk_kernel_def def = { .id = "big", .handler = ignore_handler };
+    rk_kernel_def def = { .id = "big", .handler = cuda_ignore_handler };
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     def.config.device_source = kernels_src;
     def.config.device_entry = "rk_sum"; /* replies with 4 bytes */
     def.config.max_payload = 2;
@@ -371,12 +353,12 @@ test_supervised_restart(void **state)
     rk_dead_letter dl;
     unsigned char bad = 0xff, buf[128];
     size_t len;
-    rk_kernel_def def = { .id = "sup", .handler = ignore_handler };
+    rk_kernel_def def = { .id = "sup", .handler = cuda_ignore_handler };
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     def.config.device_source = kernels_src;
     def.config.device_entry = "rk_fail";
     def.config.batch = 8;
@@ -420,7 +402,7 @@ test_launch_errors(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     /* A source that does not compile: RK_ECOMPILE naming file:line. */
     reg(rt, "broken", "rk_echo", 1,
         "RK_DEV_HANDLER(h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
@@ -466,7 +448,7 @@ test_launch_errors(void **state)
 
     /* No device source at all. */
     {
-        rk_kernel_def def = { .id = "nosrc", .handler = ignore_handler };
+        rk_kernel_def def = { .id = "nosrc", .handler = cuda_ignore_handler };
         assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
         assert_int_equal(rk_kernel_launch(rt, "nosrc"), RK_EINVAL);
         assert_non_null(strstr(rk_errdetail(), "device_source"));
@@ -486,7 +468,7 @@ test_terminate_unactivated(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     reg(rt, "idle", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "idle", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "idle"), RK_OK);
@@ -517,7 +499,7 @@ test_register_after_launch(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_runtime_new();
     reg(rt, "first", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_launch(rt, "first"), RK_OK);
     reg(rt, "late", "rk_echo", 1, late_src);
@@ -571,28 +553,9 @@ main(void)
         cmocka_unit_test(test_register_after_launch),
         cmocka_unit_test(test_no_call_would_hang),
     };
-    int rc;
 
     /* Before anything loads the driver: the stand-in (unless asked for
      * the real one), and a private kernel cache. */
-    real_gpu = getenv("RK_TEST_CUDA_REAL") != NULL
-        && strcmp(getenv("RK_TEST_CUDA_REAL"), "1") == 0;
-    if (!real_gpu)
-        setenv("RK_CUDA_DRIVER", FAKE_CUDA_LIB, 1);
-    snprintf(cache_dir, sizeof(cache_dir), "/tmp/rk-fake-cache-XXXXXX");
-    if (mkdtemp(cache_dir) == NULL)
-        return 1;
-    setenv("RK_KERNEL_CACHE_DIR", cache_dir, 1);
-    kernels_src = cuda_slurp("tests/kernels/test_kernels.cu");
-    if (kernels_src == NULL)
-        return 1;
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    free(kernels_src);
-    {
-        char cmd[200];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
-        if (system(cmd) != 0)
-            rc = 1;
-    }
-    return rc;
+    return cuda_test_main(tests, sizeof(tests) / sizeof(tests[0]),
+        "test_cuda_backend", FAKE_CUDA_LIB, &kernels_src, &real_gpu);
 }

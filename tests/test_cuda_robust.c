@@ -41,14 +41,6 @@
 static char *kernels_src;
 static unsigned (*hangs)(void);
 
-static int
-ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
-{
-    (void)ctx;
-    (void)m;
-    return RK_OK;
-}
-
 static rk_runtime *
 cuda_runtime(void)
 {
@@ -66,7 +58,7 @@ static void
 reg(rk_runtime *rt, const char *id, const char *entry, uint32_t grid,
     uint32_t in_cap, const char *src)
 {
-    rk_kernel_def def = { .id = id, .handler = ignore_handler };
+    rk_kernel_def def = { .id = id, .handler = cuda_ignore_handler };
     def.config.device_source = src ? src : kernels_src;
     def.config.device_entry = entry;
     def.config.device_source_name = "test_kernels.cu";

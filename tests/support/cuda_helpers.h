@@ -11,7 +11,27 @@
 #include <string.h>
 
 #include "backend/cuda/nvrtc.h"
-#include "ringkernel/error.h"
+#include "ringkernel/ringkernel.h"
+
+/* The cpu fallback of the tests' cuda kernels: a handler is required,
+ * and never runs under "cuda". */
+static inline int
+cuda_ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    (void)ctx;
+    (void)m;
+    return RK_OK;
+}
+
+/* A runtime whose kernels run on the cuda backend. */
+static inline rk_runtime *
+cuda_runtime_new(void)
+{
+    rk_runtime *rt = NULL;
+    rk_runtime_config cfg = { .no_static_kernels = true, .backend = "cuda" };
+    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
+    return rt;
+}
 
 /* True when NVRTC loads; otherwise says why (the caller skips). */
 static inline int
@@ -101,6 +121,30 @@ cuda_sim_end(const char *dir)
     char cmd[200];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     return system(cmd) != 0;
+}
+
+/* The main() of a CUDA test program: cuda_sim_begin (the stand-in
+ * fake_lib unless RK_TEST_CUDA_REAL=1; *real says which), the device
+ * kernels of tests/kernels/test_kernels.cu in *src, the n tests, then
+ * the cache removed. Returns the exit status. */
+static inline int
+cuda_test_main(const struct CMUnitTest *tests, size_t n, const char *name,
+    const char *fake_lib, char **src, int *real)
+{
+    char dir[128];
+    int rc = cuda_sim_begin(fake_lib, dir, sizeof(dir));
+
+    if (rc < 0)
+        return 1;
+    if (real != NULL)
+        *real = rc;
+    *src = cuda_slurp("tests/kernels/test_kernels.cu");
+    if (*src == NULL)
+        return 1;
+    rc = _cmocka_run_group_tests(name, tests, n, NULL, NULL);
+    free(*src);
+    *src = NULL;
+    return cuda_sim_end(dir) ? 1 : rc;
 }
 
 #endif /* RK_TEST_CUDA_HELPERS_H */
