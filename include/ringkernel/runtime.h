@@ -435,6 +435,15 @@ int rk_send_frame_try(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
  *
  * Order: a call runs only while k's input is empty, so it never overtakes
  * a queued message.
+ *
+ * On the cuda backend (no config.direct_calls needed) the device runs the
+ * handler as always: an idle kernel (its relay idle, its input empty, a
+ * device lane with room) takes the message straight into a block's input
+ * lane from the calling thread, which then polls the kernel's output
+ * lanes for the answer itself (at most 100 ms; what it reads goes where
+ * the kernel's output goes); rk_send, rk_send_frame, rk_send_batch and
+ * rk_request take the same path when they can, all counted in
+ * direct_calls (docs/cuda.md, "The caller's own path").
  * @return RK_OK (handled); RK_EBUSY (not idle now, or not ACTIVE:
  * nothing done, nothing counted; send the message instead, e.g. with
  * rk_send_frame, whose rules then apply); RK_ENOTSUP (k does not take
