@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -236,38 +237,102 @@ rk_fkind_range(int kind, int64_t *lo, uint64_t *hi)
     return ok;
 }
 
+/** Every integer kind with its C type and the member of rk_fnum (and the
+ * argument of rk_fkind_store_int) that holds it: i signed, u unsigned. */
+#define RK_FK_INTEGERS(X)                                                     \
+    X(RK_FK_INT8, int8_t, i)                                                  \
+    X(RK_FK_INT16, int16_t, i)                                                \
+    X(RK_FK_INT32, int32_t, i)                                                \
+    X(RK_FK_INT64, int64_t, i)                                                \
+    X(RK_FK_UINT8, uint8_t, u)                                                \
+    X(RK_FK_UINT16, uint16_t, u)                                              \
+    X(RK_FK_UINT32, uint32_t, u)                                              \
+    X(RK_FK_UINT64, uint64_t, u)
+
 /** Stores an integer at dst as kind (RK_FK_INT8..RK_FK_UINT64), narrowed
  * to the kind's width: the signed kinds take i, the unsigned kinds u. The
- * value must be within rk_fkind_range(kind); the caller checks. */
+ * value must be within rk_fkind_range(kind); the caller checks. dst need
+ * not be aligned. */
 static inline void
 rk_fkind_store_int(int kind, void *dst, int64_t i, uint64_t u)
 {
+#define RK__FK_STORE(k, T, m)                                                 \
+    case k: {                                                                 \
+        T t_ = (T)(m);                                                        \
+        memcpy(dst, &t_, sizeof t_);                                          \
+        break;                                                                \
+    }
     switch (kind) {
-    case RK_FK_INT8:
-        *(int8_t *)dst = (int8_t)i;
-        break;
-    case RK_FK_INT16:
-        *(int16_t *)dst = (int16_t)i;
-        break;
-    case RK_FK_INT32:
-        *(int32_t *)dst = (int32_t)i;
-        break;
-    case RK_FK_INT64:
-        *(int64_t *)dst = i;
-        break;
-    case RK_FK_UINT8:
-        *(uint8_t *)dst = (uint8_t)u;
-        break;
-    case RK_FK_UINT16:
-        *(uint16_t *)dst = (uint16_t)u;
-        break;
-    case RK_FK_UINT32:
-        *(uint32_t *)dst = (uint32_t)u;
-        break;
+        RK_FK_INTEGERS(RK__FK_STORE)
     default:
-        *(uint64_t *)dst = u;
         break;
     }
+#undef RK__FK_STORE
+}
+
+/** The tags of rk_fnum. */
+enum { RK_FNUM_BOOL, RK_FNUM_INT, RK_FNUM_UINT, RK_FNUM_FLOAT };
+
+/** One element as rk_fkind_load read it, widened without loss. */
+typedef struct rk_fnum {
+    int tag; /**< RK_FNUM_BOOL, _INT (always negative), _UINT or _FLOAT */
+    union {
+        bool b;     /**< RK_FNUM_BOOL */
+        int64_t i;  /**< RK_FNUM_INT: a negative integer */
+        uint64_t u; /**< RK_FNUM_UINT: a non-negative integer */
+        double d;   /**< RK_FNUM_FLOAT: float32 widened (exact) or float64 */
+    } v;            /**< the value, by tag */
+} rk_fnum;
+
+#define RK__FNUM_SET_i(n, x)                                                  \
+    do {                                                                      \
+        if ((x) < 0) {                                                        \
+            (n).tag = RK_FNUM_INT;                                            \
+            (n).v.i = (int64_t)(x);                                           \
+        } else {                                                              \
+            (n).tag = RK_FNUM_UINT;                                           \
+            (n).v.u = (uint64_t)(x);                                          \
+        }                                                                     \
+    } while (0)
+#define RK__FNUM_SET_u(n, x)                                                  \
+    do {                                                                      \
+        (n).tag = RK_FNUM_UINT;                                               \
+        (n).v.u = (uint64_t)(x);                                              \
+    } while (0)
+
+/** Reads one element of kind (any rk_fkind but RK_FK_NONE) at p, which
+ * need not be aligned: the one place that knows each kind's C type, for
+ * the codec, the encoder and the Python package. */
+static inline rk_fnum
+rk_fkind_load(int kind, const void *p)
+{
+    rk_fnum n = { RK_FNUM_FLOAT, { 0 } };
+
+#define RK__FK_LOAD(k, T, m)                                                  \
+    case k: {                                                                 \
+        T t_;                                                                 \
+        memcpy(&t_, p, sizeof t_);                                            \
+        RK__FNUM_SET_##m(n, t_);                                              \
+        break;                                                                \
+    }
+    switch (kind) {
+        RK_FK_INTEGERS(RK__FK_LOAD)
+    case RK_FK_BOOL:
+        n.tag = RK_FNUM_BOOL;
+        n.v.b = *(const unsigned char *)p != 0;
+        break;
+    case RK_FK_FLOAT: {
+        float f;
+        memcpy(&f, p, sizeof f);
+        n.v.d = f;
+        break;
+    }
+    default:
+        memcpy(&n.v.d, p, sizeof n.v.d);
+        break;
+    }
+#undef RK__FK_LOAD
+    return n;
 }
 
 /** Field shapes. */

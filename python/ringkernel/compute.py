@@ -323,8 +323,9 @@ def _compile(fn: Callable[..., Any], meta: dict[str, Any]) -> Callable[..., Any]
     if meta["device"] == "cuda" and cuda_available():
         try:
             from numba import cuda as ncuda
-            jitted: Callable[..., Any] = ncuda.jit(fastmath=meta["fastmath"],
-                                                   cache=meta["cache"])(fn)
+            njit: Callable[..., Any] = ncuda.jit  # numba is untyped
+            jitted: Callable[..., Any] = njit(fastmath=meta["fastmath"],
+                                              cache=meta["cache"])(fn)
             return jitted
         except ImportError:
             pass
@@ -343,8 +344,9 @@ def gpu_kernel(func: Optional[Callable[..., Any]] = None, *, name: Optional[str]
             from numba import cuda as ncuda
         except ImportError as e:
             raise RuntimeError(f"CUDA not available for @gpu_kernel. Error: {e}") from e
-        jit = ncuda.jit(signature, fastmath=fastmath, debug=debug, cache=cache) if signature \
-            else ncuda.jit(fastmath=fastmath, debug=debug, cache=cache)
+        njit: Callable[..., Any] = ncuda.jit  # numba is untyped
+        jit = njit(signature, fastmath=fastmath, debug=debug, cache=cache) if signature \
+            else njit(fastmath=fastmath, debug=debug, cache=cache)
         compiled = jit(fn)
         compiled._kernel_meta = {"name": name or fn.__name__, "signature": signature,
                                  "device": "cuda", "fastmath": fastmath, "debug": debug}

@@ -16,29 +16,17 @@ static PyObject *build(const rkpy_msgtype *mt, const char *base);
 static PyObject *
 scalar_value(int kind, const char *e)
 {
-    switch (kind) {
-    case RK_FK_BOOL:
-        return PyBool_FromLong(*(const bool *)e);
-    case RK_FK_INT8:
-        return PyLong_FromLong(*(const int8_t *)e);
-    case RK_FK_INT16:
-        return PyLong_FromLong(*(const int16_t *)e);
-    case RK_FK_INT32:
-        return PyLong_FromLong(*(const int32_t *)e);
-    case RK_FK_INT64:
-        return PyLong_FromLongLong(*(const int64_t *)e);
-    case RK_FK_UINT8:
-        return PyLong_FromUnsignedLong(*(const uint8_t *)e);
-    case RK_FK_UINT16:
-        return PyLong_FromUnsignedLong(*(const uint16_t *)e);
-    case RK_FK_UINT32:
-        return PyLong_FromUnsignedLong(*(const uint32_t *)e);
-    case RK_FK_UINT64:
-        return PyLong_FromUnsignedLongLong(*(const uint64_t *)e);
-    case RK_FK_FLOAT:
-        return PyFloat_FromDouble(*(const float *)e);
+    rk_fnum n = rk_fkind_load(kind, e);
+
+    switch (n.tag) {
+    case RK_FNUM_BOOL:
+        return PyBool_FromLong(n.v.b);
+    case RK_FNUM_INT:
+        return PyLong_FromLongLong(n.v.i);
+    case RK_FNUM_UINT:
+        return PyLong_FromUnsignedLongLong(n.v.u);
     default:
-        return PyFloat_FromDouble(*(const double *)e);
+        return PyFloat_FromDouble(n.v.d);
     }
 }
 

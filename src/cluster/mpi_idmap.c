@@ -84,12 +84,7 @@ rk__cl_idmap_put(
 uint32_t
 rk__cl_idmap_size(cl_idmap *m)
 {
-    uint32_t n;
-
-    pthread_mutex_lock(&m->lock);
-    n = m->n;
-    pthread_mutex_unlock(&m->lock);
-    return n;
+    return rk__locked_read_u32(&m->lock, &m->n);
 }
 
 bool

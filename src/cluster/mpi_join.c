@@ -16,19 +16,6 @@
 #include "cluster/cluster_int.h"
 #include "cluster/mpi_wake.h"
 
-/* Condition variables here wait with CLOCK_MONOTONIC deadlines (the
- * clock rk_now_ns reads). */
-static void
-cond_init_mono(pthread_cond_t *c)
-{
-    pthread_condattr_t a;
-
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(c, &a);
-    pthread_condattr_destroy(&a);
-}
-
 static int
 mpi_setup(rk_cluster *cl, const void *comm)
 {
@@ -323,7 +310,7 @@ void
 rk__cl_export_locks_init(cl_export *e)
 {
     pthread_mutex_init(&e->lock, NULL);
-    cond_init_mono(&e->cond);
+    rk__cond_init_mono(&e->cond);
 }
 
 /* Starts what serves export e: its ingress thread (BLOCK) and the buffer
@@ -443,7 +430,7 @@ rk_cluster_mpi(rk_runtime *rt, const void *comm, const rk_cluster_config *cfg,
         cl->rreq[i] = MPI_REQUEST_NULL;
     for (int i = 0; i < CL_NWAIT; i++) {
         pthread_mutex_init(&cl->wait[i].lock, NULL);
-        cond_init_mono(&cl->wait[i].cond);
+        rk__cond_init_mono(&cl->wait[i].cond);
         cl->wait[i].sreq = MPI_REQUEST_NULL;
         cl->wait[i].rreq = MPI_REQUEST_NULL;
     }
@@ -507,7 +494,7 @@ checked:
         cl_peer *p = &cl->peers[r];
 
         pthread_mutex_init(&p->lock, NULL);
-        cond_init_mono(&p->room);
+        rk__cond_init_mono(&p->room);
         for (int i = 0; i < CL_NSEND; i++)
             p->sb[i].req = MPI_REQUEST_NULL;
         p->last_heard = p->last_sent = rk_now_ns();

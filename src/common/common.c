@@ -226,3 +226,14 @@ rk__dlopen_env(
     }
     return lib;
 }
+
+void
+rk__cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t a;
+
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &a);
+    pthread_condattr_destroy(&a);
+}

@@ -6,6 +6,7 @@
 #ifndef RK_SRC_COMMON_H
 #define RK_SRC_COMMON_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -100,6 +101,23 @@ rk__utf8_prefix(const void *s, size_t n);
 int
 rk__check_name(const char *what, const char *kind, const char *name,
     size_t max);
+
+/* Initialises c to wait with CLOCK_MONOTONIC deadlines, the clock
+ * rk_now_ns and rk__deadline read. */
+void
+rk__cond_init_mono(pthread_cond_t *c);
+
+/* *p read under mu: a count another thread changes under that lock. */
+static inline uint32_t
+rk__locked_read_u32(pthread_mutex_t *mu, const uint32_t *p)
+{
+    uint32_t v;
+
+    pthread_mutex_lock(mu);
+    v = *p;
+    pthread_mutex_unlock(mu);
+    return v;
+}
 
 /* Clears the calling thread's detail. */
 void

@@ -90,106 +90,27 @@ parse_dtype(unsigned want, const char *p, size_t n)
 
 /* ----------------------------------------------------------- numbers */
 
-enum { NUM_BOOL, NUM_INT, NUM_UINT, NUM_FLOAT };
-
-struct num {
-    int tag;
-    union {
-        bool b;
-        int64_t i; /* NUM_INT: always negative */
-        uint64_t u;
-        double d;
-    } v;
-};
-
-/* One element of kind at unaligned p. */
-static void
-load_num(unsigned kind, const unsigned char *p, struct num *n)
-{
-    union {
-        int8_t i8;
-        int16_t i16;
-        int32_t i32;
-        int64_t i64;
-        uint8_t u8;
-        uint16_t u16;
-        uint32_t u32;
-        uint64_t u64;
-        float f;
-        double d;
-    } x;
-    int64_t s = 0;
-
-    memcpy(&x, p, rk__kinds[kind].size);
-    switch (kind) {
-    case RK_FK_BOOL:
-        n->tag = NUM_BOOL;
-        n->v.b = x.u8 != 0;
-        return;
-    case RK_FK_INT8:
-        s = x.i8;
-        break;
-    case RK_FK_INT16:
-        s = x.i16;
-        break;
-    case RK_FK_INT32:
-        s = x.i32;
-        break;
-    case RK_FK_INT64:
-        s = x.i64;
-        break;
-    case RK_FK_UINT8:
-        n->tag = NUM_UINT;
-        n->v.u = x.u8;
-        return;
-    case RK_FK_UINT16:
-        n->tag = NUM_UINT;
-        n->v.u = x.u16;
-        return;
-    case RK_FK_UINT32:
-        n->tag = NUM_UINT;
-        n->v.u = x.u32;
-        return;
-    case RK_FK_UINT64:
-        n->tag = NUM_UINT;
-        n->v.u = x.u64;
-        return;
-    case RK_FK_FLOAT:
-        n->tag = NUM_FLOAT;
-        n->v.d = x.f;
-        return;
-    default:
-        n->tag = NUM_FLOAT;
-        n->v.d = x.d;
-        return;
-    }
-    if (s < 0) {
-        n->tag = NUM_INT;
-        n->v.i = s;
-    } else {
-        n->tag = NUM_UINT;
-        n->v.u = (uint64_t)s;
-    }
-}
+/* Scalars are rk_fnum (message.h): read from a token (tok_num) or from
+ * memory (rk_fkind_load), stored by store_num. */
 
 /* Stores n as kind at dst. NULL on success, else why not. */
 static const char *
-store_num(unsigned kind, void *dst, const struct num *n)
+store_num(unsigned kind, void *dst, const rk_fnum *n)
 {
     int64_t lo = 0;
     uint64_t hi = 0;
 
     if (kind == RK_FK_BOOL) {
-        if (n->tag != NUM_BOOL)
+        if (n->tag != RK_FNUM_BOOL)
             return "expected bool";
         *(bool *)dst = n->v.b;
         return NULL;
     }
-    if (n->tag == NUM_BOOL)
+    if (n->tag == RK_FNUM_BOOL)
         return "expected a number, got bool";
     if (kind == RK_FK_FLOAT || kind == RK_FK_DOUBLE) {
-        double d = n->tag == NUM_FLOAT ? n->v.d
-            : n->tag == NUM_INT        ? (double)n->v.i
+        double d = n->tag == RK_FNUM_FLOAT ? n->v.d
+            : n->tag == RK_FNUM_INT        ? (double)n->v.i
                                        : (double)n->v.u;
 
         if (kind == RK_FK_DOUBLE) {
@@ -203,12 +124,12 @@ store_num(unsigned kind, void *dst, const struct num *n)
         *(float *)dst = (float)d;
         return NULL;
     }
-    if (n->tag == NUM_FLOAT)
+    if (n->tag == RK_FNUM_FLOAT)
         return "expected an integer, got float";
     rk_fkind_range((int)kind, &lo, &hi);
-    if (n->tag == NUM_INT ? n->v.i < lo : n->v.u > hi)
+    if (n->tag == RK_FNUM_INT ? n->v.i < lo : n->v.u > hi)
         return "integer out of range";
-    /* In range: a NUM_UINT bound for a signed kind fits v.i as well. */
+    /* In range: a RK_FNUM_UINT bound for a signed kind fits v.i as well. */
     rk_fkind_store_int((int)kind, dst, n->v.i, n->v.u);
     return NULL;
 }
@@ -255,24 +176,24 @@ tok_next(const struct rk__tok *tk, uint32_t i)
         && bytes_eq((k)->v.p, lit, sizeof(lit) - 1))
 
 static int
-tok_num(const struct rk__tok *k, struct num *n)
+tok_num(const struct rk__tok *k, rk_fnum *n)
 {
     switch (k->type) {
     case RK__T_BOOL:
-        n->tag = NUM_BOOL;
+        n->tag = RK_FNUM_BOOL;
         n->v.b = k->v.b;
         return 0;
     case RK__T_UINT:
-        n->tag = NUM_UINT;
+        n->tag = RK_FNUM_UINT;
         n->v.u = k->v.u;
         return 0;
     case RK__T_NINT:
-        n->tag = NUM_INT;
+        n->tag = RK_FNUM_INT;
         n->v.i = k->v.i;
         return 0;
     case RK__T_F32:
     case RK__T_F64:
-        n->tag = NUM_FLOAT;
+        n->tag = RK_FNUM_FLOAT;
         n->v.d = k->v.d;
         return 0;
     default:
@@ -369,7 +290,7 @@ array_fill(const rk_msgtype *t, const rk_msgfield *f, const struct arr_src *a,
     unsigned char *dst)
 {
     size_t es = f->elem_size;
-    struct num n;
+    rk_fnum n;
     const char *why;
 
     if (a->raw != NULL && a->raw_kind == f->kind) {
@@ -385,8 +306,8 @@ array_fill(const rk_msgtype *t, const rk_msgfield *f, const struct arr_src *a,
     }
     for (uint64_t i = 0; i < a->n; i++) {
         if (a->raw != NULL) {
-            load_num((unsigned)a->raw_kind,
-                a->raw + i * rk__kinds[a->raw_kind].size, &n);
+            n = rk_fkind_load(
+                a->raw_kind, a->raw + i * rk__kinds[a->raw_kind].size);
         } else if (tok_num(&a->list[i], &n) != 0) {
             return FAIL_FIELD(RK_EFIELDTYPE, t, f,
                 "element %llu: expected %s, got %s", (unsigned long long)i,
@@ -409,7 +330,7 @@ scalar_ndarray(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
     uint32_t oi, char *p)
 {
     struct arr_src a;
-    struct num n;
+    rk_fnum n;
     const char *why;
     int rc;
 
@@ -419,7 +340,7 @@ scalar_ndarray(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
         return FAIL_FIELD(RK_EFIELDTYPE, t, f,
             "expected %s or a 0-d ndarray, got %u-d", rk__kinds[f->kind].dtype,
             a.ndim);
-    load_num((unsigned)a.raw_kind, a.raw, &n);
+    n = rk_fkind_load(a.raw_kind, a.raw);
     if (f->kind == RK_FK_BOOL && a.raw_kind == RK_FK_BOOL && a.raw[0] > 1)
         return FAIL_FIELD(
             RK_EFIELDTYPE, t, f, "bool element 0 is %u", a.raw[0]);
@@ -440,7 +361,7 @@ decode_field(const struct dctx *c, const rk_msgtype *t, const rk_msgfield *f,
     char *p = base + f->offset;
     void *mem;
     struct arr_src a;
-    struct num n;
+    rk_fnum n;
     const char *why;
     int rc;
 

@@ -207,43 +207,23 @@ pack_uuid_body(struct wbuf *w, const rk_uuid *u)
 static inline void
 pack_scalar(struct wbuf *w, unsigned kind, const void *p)
 {
-    switch (kind) {
-    case RK_FK_BOOL:
-        if (*(const bool *)p)
+    rk_fnum n = rk_fkind_load((int)kind, p);
+
+    switch (n.tag) {
+    case RK_FNUM_BOOL:
+        if (n.v.b)
             wpack_true(w);
         else
             wpack_false(w);
         break;
-    case RK_FK_INT8:
-        wpack_int64(w, *(const int8_t *)p);
+    case RK_FNUM_INT:
+        wpack_int64(w, n.v.i);
         break;
-    case RK_FK_INT16:
-        wpack_int64(w, *(const int16_t *)p);
+    case RK_FNUM_UINT:
+        wpack_uint64(w, n.v.u);
         break;
-    case RK_FK_INT32:
-        wpack_int64(w, *(const int32_t *)p);
-        break;
-    case RK_FK_INT64:
-        wpack_int64(w, *(const int64_t *)p);
-        break;
-    case RK_FK_UINT8:
-        wpack_uint64(w, *(const uint8_t *)p);
-        break;
-    case RK_FK_UINT16:
-        wpack_uint64(w, *(const uint16_t *)p);
-        break;
-    case RK_FK_UINT32:
-        wpack_uint64(w, *(const uint32_t *)p);
-        break;
-    case RK_FK_UINT64:
-        wpack_uint64(w, *(const uint64_t *)p);
-        break;
-    case RK_FK_FLOAT:
-        /* Python floats are float64; widening is exact. */
-        wpack_double(w, (double)*(const float *)p);
-        break;
-    default:
-        wpack_double(w, *(const double *)p);
+    default: /* Python floats are float64; widening a float32 is exact */
+        wpack_double(w, n.v.d);
         break;
     }
 }

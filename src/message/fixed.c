@@ -9,28 +9,11 @@
 #include "message_internal.h"
 #include "ringkernel/message.h"
 
+/* The element size of kind; 0 for a kind that is not one. */
 static size_t
 kind_size(unsigned kind)
 {
-    switch (kind) {
-    case RK_FK_BOOL:
-    case RK_FK_INT8:
-    case RK_FK_UINT8:
-        return 1;
-    case RK_FK_INT16:
-    case RK_FK_UINT16:
-        return 2;
-    case RK_FK_INT32:
-    case RK_FK_UINT32:
-    case RK_FK_FLOAT:
-        return 4;
-    case RK_FK_INT64:
-    case RK_FK_UINT64:
-    case RK_FK_DOUBLE:
-        return 8;
-    default:
-        return 0;
-    }
+    return kind <= RK_FK_DOUBLE ? rk__kinds[kind].size : 0;
 }
 
 /* True if the wire key k (n bytes) is one the envelope writes itself. */

@@ -86,7 +86,6 @@ rk__guard_create(rk__conn_guard **out, size_t soft, size_t cap,
     uint64_t head_ns, uint64_t request_ns)
 {
     rk__conn_guard *g = calloc(1, sizeof(*g));
-    pthread_condattr_t ca;
 
     if (g == NULL || (g->c = calloc(cap, sizeof(*g->c))) == NULL) {
         free(g);
@@ -97,11 +96,7 @@ rk__guard_create(rk__conn_guard **out, size_t soft, size_t cap,
     g->head_ns = head_ns;
     g->request_ns = request_ns;
     pthread_mutex_init(&g->lock, NULL);
-    pthread_condattr_init(&ca);
-    /* Deadlines are rk_now_ns (CLOCK_MONOTONIC) values. */
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    rk__cond_init_mono(&g->cv); /* deadlines are rk_now_ns values */
     if (pthread_create(&g->thread, NULL, guard_main, g) != 0) {
         pthread_cond_destroy(&g->cv);
         pthread_mutex_destroy(&g->lock);

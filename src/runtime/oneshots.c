@@ -23,9 +23,8 @@
 
 struct rk_oneshot {
     const rk__backend *be;
-    rk_oneshot_def def; /* strings point into the copies below */
+    rk_oneshot_def def; /* strings point past the struct, one allocation */
     rk__exec_kernel xk;
-    char *name, *source, *entry, *source_name;
 };
 
 struct rk_oneshot_done {
@@ -40,25 +39,41 @@ struct rk_oneshot_done {
     char detail[512];    /* the launch's error detail, under lock */
 };
 
+/* Copies s (if any) to *at and moves *at past it; returns the copy. */
 static char *
-dup_or_null(const char *s, int *oom)
+copy_in(const char *s, char **at)
 {
-    char *d;
+    char *d = *at;
+    size_t n;
+
     if (s == NULL)
         return NULL;
-    if ((d = strdup(s)) == NULL)
-        *oom = 1;
+    n = strlen(s) + 1;
+    memcpy(d, s, n);
+    *at += n;
     return d;
 }
 
-static void
-oneshot_free(rk_oneshot *k)
+/* The kernel with its strings copied into the same allocation. */
+static rk_oneshot *
+oneshot_alloc(const rk_oneshot_def *def, const char *entry)
 {
-    free(k->name);
-    free(k->source);
-    free(k->entry);
-    free(k->source_name);
-    free(k);
+    const char *src[] = { def->name, def->source, entry, def->source_name };
+    size_t bytes = sizeof(rk_oneshot);
+    rk_oneshot *k;
+    char *at;
+
+    for (size_t i = 0; i < sizeof(src) / sizeof(src[0]); i++)
+        bytes += src[i] != NULL ? strlen(src[i]) + 1 : 0;
+    if ((k = calloc(1, bytes)) == NULL)
+        return NULL;
+    at = (char *)(k + 1);
+    k->def = *def;
+    k->def.name = copy_in(def->name, &at);
+    k->def.source = copy_in(def->source, &at);
+    k->def.entry = copy_in(entry, &at);
+    k->def.source_name = copy_in(def->source_name, &at);
+    return k;
 }
 
 int
@@ -67,7 +82,7 @@ rk_oneshot_create(const rk_oneshot_def *def, rk_oneshot **out)
     const rk__backend *be;
     rk_oneshot *k;
     uint32_t code;
-    int rc, oom = 0;
+    int rc;
 
     if (out == NULL || def == NULL)
         return rk__fail(RK_EINVAL, "rk_oneshot_create: def and out needed");
@@ -99,28 +114,14 @@ rk_oneshot_create(const rk_oneshot_def *def, rk_oneshot **out)
         return rk__fail(RK_ENOTSUP,
             "one-shot kernel '%s': backend '%s' runs no one-shot kernels",
             def->name, be->name);
-    if ((k = calloc(1, sizeof(*k))) == NULL)
+    if ((k = oneshot_alloc(def, def->entry ? def->entry : def->name)) == NULL)
         return rk__fail(RK_ENOMEM, "one-shot kernel '%s': no memory",
             def->name);
     k->be = be;
-    k->def = *def;
-    k->name = dup_or_null(def->name, &oom);
-    k->source = dup_or_null(def->source, &oom);
-    k->entry = dup_or_null(def->entry ? def->entry : def->name, &oom);
-    k->source_name = dup_or_null(def->source_name, &oom);
-    if (oom) {
-        oneshot_free(k);
-        return rk__fail(RK_ENOMEM, "one-shot kernel '%s': no memory",
-            def->name);
-    }
-    k->def.name = k->name;
-    k->def.source = k->source;
-    k->def.entry = k->entry;
-    k->def.source_name = k->source_name;
     k->def.backend = be->name;
     k->xk.def = &k->def;
     if (be->exec_load != NULL && (rc = be->exec_load(&k->xk)) != RK_OK) {
-        oneshot_free(k);
+        free(k);
         return rc; /* the backend's detail names the kernel */
     }
     *out = k;
@@ -134,7 +135,7 @@ rk_oneshot_destroy(rk_oneshot *k)
         return;
     if (k->be->exec_unload != NULL)
         k->be->exec_unload(&k->xk);
-    oneshot_free(k);
+    free(k);
 }
 
 const char *
@@ -150,20 +151,20 @@ check_launch(const rk_oneshot *k, const rk_oneshot_launch *l)
     if (l->grid == 0 || l->grid > 65535 || l->block == 0 || l->block > 1024)
         return rk__fail(RK_EINVAL,
             "one-shot kernel '%s': grid %u x block %u (1..65535 x 1..1024)",
-            k->name, l->grid, l->block);
+            k->def.name, l->grid, l->block);
     if (l->args_len > RK_ONESHOT_ARG_MAX
         || (l->args_len > 0 && l->args == NULL))
         return rk__fail(RK_EINVAL,
             "one-shot kernel '%s': %zu bytes of arguments (at most %d, and "
-            "not NULL)", k->name, l->args_len, RK_ONESHOT_ARG_MAX);
+            "not NULL)", k->def.name, l->args_len, RK_ONESHOT_ARG_MAX);
     if (l->nbuf > RK_ONESHOT_MAX_BUFS || (l->nbuf > 0 && l->bufs == NULL))
         return rk__fail(RK_EINVAL,
-            "one-shot kernel '%s': %zu buffers (at most %d)", k->name,
+            "one-shot kernel '%s': %zu buffers (at most %d)", k->def.name,
             l->nbuf, RK_ONESHOT_MAX_BUFS);
     for (size_t i = 0; i < l->nbuf; i++)
         if (l->bufs[i] == NULL)
             return rk__fail(RK_EINVAL,
-                "one-shot kernel '%s': buffer %zu is NULL", k->name, i);
+                "one-shot kernel '%s': buffer %zu is NULL", k->def.name, i);
     return RK_OK;
 }
 
@@ -199,7 +200,6 @@ int
 rk_oneshot_start(
     rk_oneshot *k, const rk_oneshot_launch *l, rk_oneshot_done **out)
 {
-    pthread_condattr_t ca;
     rk_oneshot_done *d;
     int rc;
 
@@ -210,7 +210,7 @@ rk_oneshot_start(
     if ((rc = check_launch(k, l)) != RK_OK)
         return rc;
     if ((d = calloc(1, sizeof(*d))) == NULL)
-        return rk__fail(RK_ENOMEM, "one-shot kernel '%s': no memory", k->name);
+        return rk__fail(RK_ENOMEM, "one-shot kernel '%s': no memory", k->def.name);
     d->k = k;
     d->l = *l;
     if (l->args_len > 0)
@@ -220,16 +220,13 @@ rk_oneshot_start(
     d->l.args = d->args;
     d->l.bufs = d->bufs;
     pthread_mutex_init(&d->lock, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&d->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    rk__cond_init_mono(&d->cond);
     if (pthread_create(&d->th, NULL, done_main, d) != 0) {
         pthread_cond_destroy(&d->cond);
         pthread_mutex_destroy(&d->lock);
         free(d);
         return rk__fail(RK_ENOMEM,
-            "one-shot kernel '%s': cannot start a thread", k->name);
+            "one-shot kernel '%s': cannot start a thread", k->def.name);
     }
     *out = d;
     return RK_OK;
@@ -262,7 +259,7 @@ rk_oneshot_wait(rk_oneshot_done *d, int64_t timeout_ns)
     if (!d->done) {
         pthread_mutex_unlock(&d->lock);
         return rk__fail(RK_ETIMEDOUT, "one-shot kernel '%s': still running",
-            d->k->name);
+            d->k->def.name);
     }
     rc = d->rc;
     if (rc != RK_OK)

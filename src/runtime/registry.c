@@ -27,12 +27,7 @@ rk_kernel_state_name(rk_kernel_state s)
 uint32_t
 rk__kernel_count(rk_runtime *rt)
 {
-    uint32_t n;
-
-    pthread_mutex_lock(&rt->reg_lock);
-    n = rt->nkernels;
-    pthread_mutex_unlock(&rt->reg_lock);
-    return n;
+    return rk__locked_read_u32(&rt->reg_lock, &rt->nkernels);
 }
 
 rk__kernel *

@@ -180,13 +180,7 @@ rk_runtime_create(rk_runtime **out, const rk_runtime_config *cfg)
     pthread_mutex_init(&rt->reg_lock, NULL);
     pthread_rwlock_init(&rt->topics_lock, NULL);
     pthread_mutex_init(&rt->dlq_lock, NULL);
-    {
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&rt->dlq_cond, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    rk__cond_init_mono(&rt->dlq_cond);
     {
         int rc = rk__supervisor_start(rt);
         if (rc != RK_OK) {

@@ -4,6 +4,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "common/common.h"
@@ -115,28 +116,44 @@ rk__stats_add_latency(
     return rk__stats_add_summary(out, desc, &sum);
 }
 
+/* The entry named name among n entries (at most max) that start at
+ * first, stride bytes apart, each beginning with its desc pointer
+ * (rk_stat_value, rk_stat_latency); NULL when there is none. */
+_Static_assert(offsetof(rk_stat_value, desc) == 0
+        && offsetof(rk_stat_latency, desc) == 0,
+    "find_named reads an entry's desc at its start");
+
+static const void *
+find_named(const void *first, size_t stride, size_t n, size_t max,
+    const char *name)
+{
+    for (size_t i = 0; name != NULL && i < n && i < max; i++) {
+        const char *e = (const char *)first + i * stride;
+        const rk_stat_desc *d;
+
+        memcpy(&d, e, sizeof(d));
+        if (d != NULL && strcmp(d->name, name) == 0)
+            return e;
+    }
+    return NULL;
+}
+
 const rk_stat_value *
 rk_stats_find(const rk_stats *s, const char *name)
 {
-    if (s == NULL || name == NULL)
-        return NULL;
-    for (size_t i = 0; i < s->ncounters && i < RK_STATS_MAX_COUNTERS; i++)
-        if (s->counter[i].desc != NULL
-            && strcmp(s->counter[i].desc->name, name) == 0)
-            return &s->counter[i];
-    return NULL;
+    return s == NULL ? NULL
+                     : find_named(s->counter, sizeof(s->counter[0]),
+                           s->ncounters, RK_STATS_MAX_COUNTERS, name);
 }
 
 const rk_latency_summary *
 rk_stats_find_latency(const rk_stats *s, const char *name)
 {
-    if (s == NULL || name == NULL)
-        return NULL;
-    for (size_t i = 0; i < s->nlatencies && i < RK_STATS_MAX_LATENCIES; i++)
-        if (s->latency[i].desc != NULL
-            && strcmp(s->latency[i].desc->name, name) == 0)
-            return &s->latency[i].summary;
-    return NULL;
+    const rk_stat_latency *l = s == NULL ? NULL
+        : find_named(s->latency, sizeof(s->latency[0]), s->nlatencies,
+              RK_STATS_MAX_LATENCIES, name);
+
+    return l != NULL ? &l->summary : NULL;
 }
 
 /* ------------------------------------------------------------ rates */

@@ -50,10 +50,37 @@ typedef struct sink {
 
 /* ------------------------------------------------------------ pagerank */
 
+/* The cuda row's per-iteration times (cu: NULL for the CPU rows): a
+ * table line and the JSON fields, which close the row's object. */
+static void
+pr_row_cuda(sink *s, const cli_graph *g, const cli_pr_cuda_info *cu)
+{
+    const cli_pr_iter_times *d = &cu->dev;
+    double ratio = d->median_s > 0 ? d->max_s / d->median_s : 0;
+    double eps = d->median_s > 0 ? (double)g->m / d->median_s : 0;
+
+    fprintf(s->out,
+        "  %s per iteration (device clock, %u lanes a block): median "
+        "%.4g s, slowest %.4g s (iteration %u, %.2fx median), %.4g edges/s;"
+        "\n  slowest block median %.4g s max %.4g s; host round median "
+        "%.4g s max %.4g s\n",
+        cli_pr_cuda_config(cu), cu->lanes, d->median_s, d->max_s, d->max_at,
+        ratio, eps, cu->busy.median_s, cu->busy.max_s, cu->host.median_s,
+        cu->host.max_s);
+    fprintf(s->json,
+        ",\"lanes\":%u,\"iter_dev_median_s\":%.6g,\"iter_dev_max_s\":%.6g,"
+        "\"iter_dev_max_at\":%u,\"iter_dev_max_over_median\":%.4f,"
+        "\"edges_per_s_iter_dev\":%.6g,\"block_busy_median_s\":%.6g,"
+        "\"block_busy_max_s\":%.6g,\"iter_host_median_s\":%.6g,"
+        "\"iter_host_max_s\":%.6g}\n",
+        cu->lanes, d->median_s, d->max_s, d->max_at, ratio, eps,
+        cu->busy.median_s, cu->busy.max_s, cu->host.median_s, cu->host.max_s);
+}
+
 static void
 pr_row(sink *s, const char *graph, const cli_graph *g, const char *config,
     uint32_t parts, const cli_pr_result *r, double build_s, double maxdiff,
-    bool ok)
+    bool ok, const cli_pr_cuda_info *cu)
 {
     double it
         = r->iter_s > 0 ? (double)g->m * (double)r->iterations / r->iter_s : 0;
@@ -70,9 +97,13 @@ pr_row(sink *s, const char *graph, const cli_graph *g, const char *config,
         ",\"nodes\":%u,\"config\":\"%s\",\"parts\":%u,\"iterations\":%u,"
         "\"build_s\":%.6f,\"setup_s\":%.6f,\"iter_s\":%.6f,"
         "\"edges_per_s_iter\":%.6g,\"edges_per_s_with_build\":%.6g,"
-        "\"max_abs_diff\":%.3g,\"ok\":%s}\n",
+        "\"max_abs_diff\":%.3g,\"ok\":%s",
         graph, g->m, g->n, config, parts, r->iterations, build_s, r->setup_s,
         r->iter_s, it, all, maxdiff, ok ? "true" : "false");
+    if (cu != NULL)
+        pr_row_cuda(s, g, cu);
+    else
+        fprintf(s->json, "}\n");
     /* The stand-in's rows are CPU threads: they stay out of the chart. */
     if (s->pr_dat && strcmp(config, "cuda_sim") != 0)
         fprintf(s->pr_dat, "%s %" PRIu64 " %.6g\n", config, g->m, it);
@@ -110,7 +141,7 @@ pr_cuda(sink *s, const char *name, const cli_graph *g, double build_s,
     for (uint32_t v = 0; v < g->n; v++)
         maxdiff = fmax(maxdiff, fabs(act.rank[v] - ref->rank[v]));
     pr_row(s, name, g, cli_pr_cuda_config(info), info->blocks, &act, build_s,
-        maxdiff, maxdiff <= 1e-12 && act.iterations == ref->iterations);
+        maxdiff, maxdiff <= 1e-12 && act.iterations == ref->iterations, info);
     best->cuda = per_iter(g, &act);
     s->cuda_plotted |= !info->simulated;
     s->cuda_runs++;
@@ -130,7 +161,7 @@ pr_graph(sink *s, const opts *o, const char *name, cli_graph *g,
     cli_pagerank_reference(g, 0.85, 0, iters, &ref);
     if (ref.rank == NULL)
         return RK_ENOMEM;
-    pr_row(s, name, g, "cpu-host-loop", 0, &ref, build_s, 0, true);
+    pr_row(s, name, g, "cpu-host-loop", 0, &ref, build_s, 0, true, NULL);
     best->cpu = per_iter(g, &ref);
     for (int i = 0; i < 2; i++) {
         char config[32];
@@ -151,7 +182,7 @@ pr_graph(sink *s, const opts *o, const char *name, cli_graph *g,
             snprintf(
                 config, sizeof(config), "cpu-%u-actors-k2k", parts_list[i]);
         pr_row(s, name, g, config, parts_list[i], &act, build_s, maxdiff,
-            maxdiff <= 1e-12 && act.iterations == ref.iterations);
+            maxdiff <= 1e-12 && act.iterations == ref.iterations, NULL);
         best->cpu = fmax(best->cpu, per_iter(g, &act));
         cli_pr_result_free(&act);
     }

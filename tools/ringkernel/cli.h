@@ -217,6 +217,12 @@ void cli_pr_split(const cli_graph *g, uint32_t parts, uint32_t *lo);
 void cli_pr_init_ranks(
     const cli_graph *g, double *rank, double *contrib, double *dang);
 
+/* One per-iteration time over a run's iterations. */
+typedef struct cli_pr_iter_times {
+    double median_s, max_s;
+    uint32_t max_at; /* the slowest iteration, from 0 */
+} cli_pr_iter_times;
+
 /* The cuda configuration (pr_cuda.c, device kernel pr_dev.h). */
 typedef struct cli_pr_cuda_info {
     char device[128]; /* the CUDA device's name */
@@ -224,6 +230,13 @@ typedef struct cli_pr_cuda_info {
                          on CPU threads: never a GPU figure */
     uint32_t blocks;  /* actors (thread blocks) = node ranges */
     uint32_t threads; /* threads per block */
+    uint32_t lanes;   /* merge-path work shares per range */
+    /* Per iteration, from the blocks' own clocks (rk_dev_now_ns:
+     * %globaltimer on a GPU, the host's clock under the stand-in): dev
+     * from the first block's start to the last block's end, busy the
+     * slowest block's own time; host: the host's round, first step sent
+     * to last reply read (adds the relay). */
+    cli_pr_iter_times dev, busy, host;
 } cli_pr_cuda_info;
 
 /* True when the cuda backend could run here (driver, device, NVRTC);

@@ -167,6 +167,10 @@ cli_pagerank(int argc, char **argv)
         act.iterations, act.residual, act.iter_s,
         act.iter_s > 0 ? (double)g.m * act.iterations / act.iter_s : 0.0,
         (double)g.m * act.iterations / (act.iter_s + load_s + act.setup_s));
+    if (use_cuda)
+        printf("per iteration on the device clock (%u merge-path lanes a "
+               "block): median %.3g s, slowest %.3g s (iteration %u)\n",
+            info.lanes, info.dev.median_s, info.dev.max_s, info.dev.max_at);
     if (use_cuda && info.simulated)
         printf("cuda_sim: the test-only stand-in driver ran the device code "
                "on CPU threads; these are not GPU figures\n");

@@ -10,6 +10,10 @@
  * frees while it runs. Each iteration the host sends one step per node
  * range (cli_pr_split, as the CPU partitions), reads one reply per range,
  * adds them in range order and sends the next: the host is the reducer.
+ * Each block splits its range over LANES merge-path shares (pr_dev.h) and
+ * stamps its reply with its start and end on its own clock; the host logs
+ * per iteration the device's span (first start to last end), the slowest
+ * block's own time and its own round, and reports median and slowest.
  *
  * Ownership: the runtime, the buffers and the kernel are this file's and
  * live for one call; out->rank is the caller's (cli_pr_result_free).
@@ -23,10 +27,14 @@
 #include "pr_dev.h"
 
 _Static_assert(sizeof(cli_prd_step) == 96, "step layout");
-_Static_assert(sizeof(cli_prd_part) == 32, "part layout");
+_Static_assert(sizeof(cli_prd_part) == 48, "part layout");
 
 #define TIMEOUT_NS      (120 * INT64_C(1000000000))
-#define THREADS         256u /* per block: 8 warps */
+/* Threads per block: 16 warps, so the gathers have more loads in flight
+ * than 8 warps give (nvcc for sm_90 gives the kernel 72 registers: 512
+ * threads fit an SM's 64 K, 1024 would not). Not yet measured on a GPU. */
+#define THREADS         512u
+#define LANES           THREADS /* merge-path shares: one per thread */
 #define MAX_BLOCKS      1024u
 #define DEFAULT_ORDINAL 0
 
@@ -99,12 +107,63 @@ pow2_at_least(uint32_t v)
     return p;
 }
 
+static int
+by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median and the slowest of v[0..n) (seconds); v is reordered. */
+static cli_pr_iter_times
+iter_times(double *v, uint32_t n)
+{
+    cli_pr_iter_times r = { 0, 0, 0 };
+
+    if (n == 0)
+        return r;
+    for (uint32_t i = 0; i < n; i++) {
+        if (v[i] > r.max_s) {
+            r.max_s = v[i];
+            r.max_at = i;
+        }
+    }
+    qsort(v, n, sizeof(*v), by_value);
+    r.median_s = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return r;
+}
+
+/* Per-iteration times, seconds, one array each (cli_pr_cuda_info). */
+typedef struct iter_log {
+    double *dev, *busy, *host;
+} iter_log;
+
+/* The blocks' clock readings of one iteration's replies into the log. */
+static void
+log_iteration(iter_log *lg, uint32_t it, const cli_prd_part *got,
+    uint32_t parts, uint64_t host_ns)
+{
+    uint64_t first = UINT64_MAX, last = 0, busy = 0;
+
+    for (uint32_t p = 0; p < parts; p++) {
+        uint64_t own = got[p].t_end >= got[p].t_start
+            ? got[p].t_end - got[p].t_start
+            : 0;
+        first = got[p].t_start < first ? got[p].t_start : first;
+        last = got[p].t_end > last ? got[p].t_end : last;
+        busy = own > busy ? own : busy;
+    }
+    lg->dev[it] = last >= first ? (double)(last - first) / 1e9 : 0;
+    lg->busy[it] = (double)busy / 1e9;
+    lg->host[it] = (double)host_ns / 1e9;
+}
+
 /* The iterations: one step per range, replies added in range order. */
 static int
 iterate(rk_runtime *rt, rk_kernel k, cli_prd_step *proto,
     const uint64_t dev_rank[2], const uint64_t dev_contrib[2],
     const uint32_t *lo, uint32_t parts, double tol, uint32_t max_iter,
-    double dangling, cli_pr_result *out)
+    double dangling, iter_log *lg, cli_pr_result *out)
 {
     cli_prd_part *got = calloc(parts, sizeof(*got));
     uint8_t *seen = calloc(parts, 1);
@@ -113,6 +172,7 @@ iterate(rk_runtime *rt, rk_kernel k, cli_prd_step *proto,
     for (uint32_t it = 0; it < max_iter && rc == RK_OK; it++) {
         unsigned cur = it & 1, nxt = cur ^ 1;
         double delta = 0, dang = 0;
+        uint64_t t0 = rk_now_ns();
         memset(seen, 0, parts);
         for (uint32_t p = 0; p < parts && rc == RK_OK; p++) {
             cli_prd_step st = *proto;
@@ -146,6 +206,7 @@ iterate(rk_runtime *rt, rk_kernel k, cli_prd_step *proto,
         }
         if (rc != RK_OK)
             break;
+        log_iteration(lg, it, got, parts, rk_now_ns() - t0);
         for (uint32_t p = 0; p < parts; p++) {
             delta += got[p].delta;
             dang += got[p].dangling;
@@ -170,7 +231,8 @@ cli_pagerank_cuda(const cli_graph *g, double damping, double tol,
     rk_buffer *off = NULL, *src = NULL, *deg = NULL, *rank[2] = { 0 },
               *contrib[2] = { 0 };
     uint64_t dev_rank[2] = { 0 }, dev_contrib[2] = { 0 };
-    cli_prd_step proto = { .damping = damping, .n = g->n };
+    cli_prd_step proto = { .damping = damping, .n = g->n, .lanes = LANES };
+    iter_log lg = { 0 };
     rk_device_list *list = NULL;
     const rk_device_info *gpu = NULL;
     rk_runtime *rt = NULL;
@@ -198,13 +260,18 @@ cli_pagerank_cuda(const cli_graph *g, double damping, double tol,
     if (info->blocks > g->n)
         info->blocks = g->n > 0 ? g->n : 1;
     info->threads = THREADS;
+    info->lanes = LANES;
     rk_device_list_free(list);
     list = NULL;
 
     lo = calloc((size_t)info->blocks + 1, sizeof(*lo));
     h_rank = cli_big_alloc(g->n * sizeof(double), true);
     h_contrib = cli_big_alloc(g->n * sizeof(double), true);
-    if (lo == NULL || h_rank == NULL || h_contrib == NULL) {
+    lg.dev = calloc(max_iter ? max_iter : 1, sizeof(double));
+    lg.busy = calloc(max_iter ? max_iter : 1, sizeof(double));
+    lg.host = calloc(max_iter ? max_iter : 1, sizeof(double));
+    if (lo == NULL || h_rank == NULL || h_contrib == NULL || lg.dev == NULL
+        || lg.busy == NULL || lg.host == NULL) {
         rc = RK_ENOMEM;
         goto out;
     }
@@ -257,8 +324,11 @@ cli_pagerank_cuda(const cli_graph *g, double damping, double tol,
 
     t0 = rk_now_ns();
     rc = iterate(rt, k, &proto, dev_rank, dev_contrib, lo, info->blocks, tol,
-        max_iter, dangling, out);
+        max_iter, dangling, &lg, out);
     out->iter_s = (double)(rk_now_ns() - t0) / 1e9;
+    info->dev = iter_times(lg.dev, out->iterations);
+    info->busy = iter_times(lg.busy, out->iterations);
+    info->host = iter_times(lg.host, out->iterations);
     /* The kernel exits (and its stream is synchronised) here, before any
      * copy back or free. */
     rk_runtime_destroy(rt);
@@ -290,5 +360,8 @@ out:
     free(h_rank);
     free(h_contrib);
     free(lo);
+    free(lg.dev);
+    free(lg.busy);
+    free(lg.host);
     return rc;
 }
