@@ -350,37 +350,12 @@ test_supervised_restart(void **state)
     rk_kernel k;
     rk_kernel_state s;
     rk_kernel_stats st;
-    rk_dead_letter dl;
-    unsigned char bad = 0xff, buf[128];
-    size_t len;
-    rk_kernel_def def = { .id = "sup", .handler = cuda_ignore_handler };
+    unsigned char bad = 0xff;
     (void)state;
-    if (!cuda_have_nvrtc())
-        skip();
 
-    rt = cuda_runtime_new();
-    def.config.device_source = kernels_src;
-    def.config.device_entry = "rk_fail";
-    def.config.batch = 8;
-    def.config.supervision.policy = RK_SUPERVISE_RESTART;
-    def.config.supervision.max_restarts = 2;
-    def.config.supervision.backoff_ns = 1000;
-    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "sup", &k), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "sup"), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, "sup"), RK_OK);
-    for (int round = 0; round < 2; round++) {
-        assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
-        assert_int_equal(rk_send(rt, k, 1, "ok", 2, 128, T_LONG), RK_OK);
-        assert_int_equal(
-            rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
-        assert_int_equal(len, 2);
-        assert_memory_equal(buf, "ok", 2);
-        assert_int_equal(
-            rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
-        assert_int_equal(dl.reason, RK_DEAD_FAILED);
-        assert_int_equal(buf[0], 0xff);
-    }
+    k = cuda_start_failing(&rt, "sup", kernels_src, 2);
+    for (int round = 0; round < 2; round++)
+        cuda_fail_round(rt, k, 1);
     assert_int_equal(rk_kernel_stats_get(rt, "sup", &st), RK_OK);
     assert_int_equal(st.restarts, 2);
     /* The third fault is past max_restarts: FAILED. */

@@ -87,6 +87,23 @@ request_ok(rk_runtime *rt, rk_kernel k, uint32_t tag, uint32_t i)
     assert_int_equal(h.type_id, 7);
 }
 
+/* Requests (tag 0: no spin for rk_spin) until one went direct: the relay
+ * held nothing of the lanes then, and direct round trips leave it
+ * nothing to take, so the next ones go direct too. Returns how many
+ * requests it made. */
+static uint32_t
+warm_up(rk_runtime *rt, rk_kernel k, const char *id)
+{
+    uint64_t d = stats(rt, id).direct_calls;
+    uint32_t n = 0;
+
+    do {
+        assert_true(n < 10000);
+        request_ok(rt, k, 0, n++);
+    } while (stats(rt, id).direct_calls == d);
+    return n;
+}
+
 /* One direct call to the echo kernel, checked: with a reply buffer
  * (rk_kernel_call_reply), or without (rk_kernel_call, whose answer the
  * caller moved to the output queue itself: received without waiting). */
@@ -125,19 +142,19 @@ test_direct_round_trip(void **state)
     rk_runtime *rt;
     rk_kernel k;
     rk_kernel_stats s0, s1;
+    uint32_t n;
     (void)state;
     k = start(&rt, "echo", "rk_echo");
-    for (uint32_t i = 0; i < 4; i++) /* warm-up */
-        request_ok(rt, k, 1, i);
+    n = warm_up(rt, k, "echo");
     /* The device's counters reach the stats through the relay: wait for
      * them (the stats, not the messages). */
-    assert_int_equal(rt_wait_processed(rt, "echo", 4), 4);
+    assert_int_equal(rt_wait_processed(rt, "echo", n), n);
     s0 = stats(rt, "echo");
     for (uint32_t i = 0; i < 40; i++)
         request_ok(rt, k, 2, i);
     for (uint32_t i = 0; i < 20; i++)
         call_ok(rt, k, i, i % 2 == 0);
-    assert_int_equal(rt_wait_processed(rt, "echo", 64), 64);
+    assert_int_equal(rt_wait_processed(rt, "echo", n + 60), n + 60);
     s1 = stats(rt, "echo");
     assert_int_equal(s1.direct_calls - s0.direct_calls, 60);
     assert_int_equal(s1.relay_handoffs, s0.relay_handoffs);
@@ -173,16 +190,11 @@ test_order_with_relay_busy(void **state)
     rk_runtime *rt;
     rk_kernel k;
     rk_kernel_stats s0, s1;
+    uint32_t n;
     (void)state;
     k = start(&rt, "spin", "rk_spin");
-    {
-        uint8_t warm[2] = { 0, 0xee }, rep[2];
-        rk_msg_header h;
-        size_t len;
-        assert_int_equal(
-            rk_request(rt, k, 1, warm, 2, &h, rep, sizeof(rep), &len, T_LONG),
-            RK_OK);
-    }
+    n = warm_up(rt, k, "spin");
+    assert_int_equal(rt_wait_processed(rt, "spin", n), n);
     s0 = stats(rt, "spin");
     /* Message 0 keeps the block busy for 100 ms; the next ones fill its
      * lane (they go direct while it has room), then queue. */
@@ -199,7 +211,7 @@ test_order_with_relay_busy(void **state)
         assert_int_equal(len, 2);
         assert_int_equal(rep[1], i); /* in send order */
     }
-    assert_int_equal(rt_wait_processed(rt, "spin", 1 + N), 1 + N);
+    assert_int_equal(rt_wait_processed(rt, "spin", n + N), n + N);
     s1 = stats(rt, "spin");
     /* Both paths ran: message 0 (at least) went direct, and what
      * queued behind the full lane went through the relay. */
@@ -221,11 +233,11 @@ test_send_batch_direct(void **state)
     rk_kernel_stats s0, s1;
     uint32_t batch[N];
     size_t sent = 0;
+    uint32_t n;
     (void)state;
     k = start(&rt, "echo", "rk_echo");
-    for (uint32_t i = 0; i < 4; i++)
-        request_ok(rt, k, 1, i); /* warm-up: the relay is idle after */
-    assert_int_equal(rt_wait_processed(rt, "echo", 4), 4);
+    n = warm_up(rt, k, "echo");
+    assert_int_equal(rt_wait_processed(rt, "echo", n), n);
     for (uint32_t i = 0; i < N; i++)
         batch[i] = 1000 + i;
     s0 = stats(rt, "echo");
@@ -248,7 +260,7 @@ test_send_batch_direct(void **state)
         assert_int_equal(v, 1000 + i);
         assert_int_equal(h.type_id, 5);
     }
-    assert_int_equal(rt_wait_processed(rt, "echo", 4 + N), 4 + N);
+    assert_int_equal(rt_wait_processed(rt, "echo", n + N), n + N);
     assert_int_equal(rk_kernel_terminate(rt, "echo", T_LONG), RK_OK);
     rk_runtime_destroy(rt);
 }
@@ -261,39 +273,12 @@ static void
 test_faults_back_to_back(void **state)
 {
     rk_runtime *rt;
-    rk_kernel_def def = { .id = "fails", .handler = cuda_ignore_handler };
     rk_kernel k;
-    rk_dead_letter dl;
-    unsigned char bad = 0xff, buf[64];
-    size_t len;
     (void)state;
-    if (!cuda_have_nvrtc())
-        skip();
 
-    rt = cuda_runtime_new();
-    def.config.device_source = kernels_src;
-    def.config.device_entry = "rk_fail";
-    def.config.batch = 8;
-    def.config.supervision.policy = RK_SUPERVISE_RESTART;
-    def.config.supervision.max_restarts = 100;
-    def.config.supervision.backoff_ns = 1000;
-    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "fails", &k), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "fails"), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, "fails"), RK_OK);
-    for (int round = 0; round < 10; round++) {
-        for (int i = 0; i < 3; i++)
-            assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
-        assert_int_equal(rk_send(rt, k, 1, "ok", 2, 128, T_LONG), RK_OK);
-        assert_int_equal(
-            rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
-        assert_memory_equal(buf, "ok", 2);
-        for (int i = 0; i < 3; i++) {
-            assert_int_equal(
-                rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
-            assert_int_equal(dl.reason, RK_DEAD_FAILED);
-        }
-    }
+    k = cuda_start_failing(&rt, "fails", kernels_src, 100);
+    for (int round = 0; round < 10; round++)
+        cuda_fail_round(rt, k, 3);
     assert_int_equal(rk_kernel_terminate(rt, "fails", T_LONG), RK_OK);
     rk_runtime_destroy(rt);
 }

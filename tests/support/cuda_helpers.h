@@ -123,6 +123,58 @@ cuda_sim_end(const char *dir)
     return system(cmd) != 0;
 }
 
+/* A new runtime in *rtp with kernel id running test_kernels.cu's rk_fail
+ * (src) under supervision RESTART with max_restarts, launched and
+ * activated (skips the test without NVRTC): a failing message is
+ * dead-lettered and the kernel goes on. */
+static inline rk_kernel
+cuda_start_failing(
+    rk_runtime **rtp, const char *id, const char *src, uint32_t max_restarts)
+{
+    rk_kernel_def def = { .id = id, .handler = cuda_ignore_handler };
+    rk_kernel k;
+
+    if (!cuda_have_nvrtc())
+        skip();
+    *rtp = cuda_runtime_new();
+    def.config.device_source = src;
+    def.config.device_entry = "rk_fail";
+    def.config.batch = 8;
+    def.config.supervision.policy = RK_SUPERVISE_RESTART;
+    def.config.supervision.max_restarts = max_restarts;
+    def.config.supervision.backoff_ns = 1000;
+    assert_int_equal(rk_runtime_register(*rtp, &def), RK_OK);
+    assert_int_equal(rk_kernel_lookup(*rtp, id, &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(*rtp, id), RK_OK);
+    assert_int_equal(rk_kernel_activate(*rtp, id), RK_OK);
+    return k;
+}
+
+/* One round on a cuda_start_failing kernel: nbad failing messages, then
+ * "ok"; the answer to "ok" comes back and each failing one is
+ * dead-lettered (RK_DEAD_FAILED). */
+static inline void
+cuda_fail_round(rk_runtime *rt, rk_kernel k, int nbad)
+{
+    const int64_t t = 30 * INT64_C(1000000000);
+    unsigned char bad = 0xff, buf[128];
+    rk_dead_letter dl;
+    size_t len;
+
+    for (int i = 0; i < nbad; i++)
+        assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, t), RK_OK);
+    assert_int_equal(rk_send(rt, k, 1, "ok", 2, 128, t), RK_OK);
+    assert_int_equal(rk_recv(rt, k, NULL, buf, sizeof(buf), &len, t), RK_OK);
+    assert_int_equal(len, 2);
+    assert_memory_equal(buf, "ok", 2);
+    for (int i = 0; i < nbad; i++) {
+        assert_int_equal(
+            rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), t), RK_OK);
+        assert_int_equal(dl.reason, RK_DEAD_FAILED);
+        assert_int_equal(buf[0], 0xff);
+    }
+}
+
 /* The main() of a CUDA test program: cuda_sim_begin (the stand-in
  * fake_lib unless RK_TEST_CUDA_REAL=1; *real says which), the device
  * kernels of tests/kernels/test_kernels.cu in *src, the n tests, then
