@@ -95,7 +95,7 @@ test_echo_lifecycle(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_new();
+    rt = cuda_test_runtime();
     reg(rt, "echo", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "echo", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "echo"), RK_OK);
@@ -143,7 +143,7 @@ test_terminate_paused_drains(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_new();
+    rt = cuda_test_runtime();
     reg(rt, "pz", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "pz", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "pz"), RK_OK);
@@ -176,7 +176,7 @@ test_grid_of_actors(void **state)
         p[i] = (unsigned char)i;
         want += (uint32_t)i;
     }
-    rt = cuda_runtime_new();
+    rt = cuda_test_runtime();
     reg(rt, "sum", "rk_sum", 3, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "sum", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "sum"), RK_OK);
@@ -206,7 +206,7 @@ test_route_through_relay(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_new();
+    rt = cuda_test_runtime();
     reg(rt, "a", "rk_echo", 1, NULL);
     reg(rt, "b", "rk_echo", 1, NULL);
     assert_int_equal(rk_connect(rt, "a", "b"), RK_OK);
@@ -240,7 +240,7 @@ test_handler_failure(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_new();
+    rt = cuda_test_runtime();
     reg(rt, "fail", "rk_fail", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "fail", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "fail"), RK_OK);
@@ -275,7 +275,7 @@ test_device_actor_restart(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_new();
+    rt = cuda_test_runtime();
     def.config.device_source = kernels_src;
     def.config.device_entry = "rk_count";
     def.config.supervision.policy = RK_SUPERVISE_RESTART;
@@ -320,7 +320,7 @@ test_oversized_device_output(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_new();
+    rt = cuda_test_runtime();
     def.config.device_source = kernels_src;
     def.config.device_entry = "rk_sum"; /* replies with 4 bytes */
     def.config.max_payload = 2;
@@ -377,7 +377,7 @@ test_launch_errors(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_new();
+    rt = cuda_test_runtime();
     /* A source that does not compile: RK_ECOMPILE naming file:line. */
     reg(rt, "broken", "rk_echo", 1,
         "RK_DEV_HANDLER(h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
@@ -443,7 +443,7 @@ test_terminate_unactivated(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_new();
+    rt = cuda_test_runtime();
     reg(rt, "idle", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "idle", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "idle"), RK_OK);
@@ -474,7 +474,7 @@ test_register_after_launch(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_new();
+    rt = cuda_test_runtime();
     reg(rt, "first", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_launch(rt, "first"), RK_OK);
     reg(rt, "late", "rk_echo", 1, late_src);
@@ -494,21 +494,7 @@ test_register_after_launch(void **state)
  * way that waits for a running persistent kernel (a module load, a free,
  * a context synchronise while one was resident), which on a GPU never
  * returns; the stand-in counts such calls (fake_cuda_hangs). */
-static void
-test_no_call_would_hang(void **state)
-{
-    unsigned (*hangs)(void);
-    void *lib;
-    (void)state;
-    if (real_gpu)
-        skip();
-    lib = dlopen(FAKE_CUDA_LIB, RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(lib);
-    *(void **)&hangs = dlsym(lib, "fake_cuda_hangs");
-    assert_non_null(hangs);
-    assert_int_equal(hangs(), 0);
-    dlclose(lib);
-}
+CUDA_TEST_NO_HANG(real_gpu)
 
 int
 main(void)
@@ -531,6 +517,7 @@ main(void)
 
     /* Before anything loads the driver: the stand-in (unless asked for
      * the real one), and a private kernel cache. */
-    return cuda_test_main(tests, sizeof(tests) / sizeof(tests[0]),
-        "test_cuda_backend", FAKE_CUDA_LIB, &kernels_src, &real_gpu);
+    return cuda_sim_run("test_cuda_backend", tests,
+        sizeof(tests) / sizeof(tests[0]), FAKE_CUDA_LIB,
+        "tests/kernels/test_kernels.cu", &kernels_src, &real_gpu);
 }

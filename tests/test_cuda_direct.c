@@ -35,34 +35,6 @@
 
 static char *kernels_src;
 
-/* A new runtime in *rtp with kernel id (entry of test_kernels.cu, one
- * block, lanes of 8) registered, launched and activated; skips the test
- * without NVRTC. */
-static rk_kernel
-start(rk_runtime **rtp, const char *id, const char *entry)
-{
-    rk_kernel_def def = { .id = id, .handler = cuda_ignore_handler };
-    rk_runtime *rt;
-    rk_kernel k;
-
-    if (!cuda_have_nvrtc())
-        skip();
-    rt = *rtp = cuda_runtime_new();
-
-    def.config.device_source = kernels_src;
-    def.config.device_entry = entry;
-    def.config.device_source_name = "test_kernels.cu";
-    def.config.grid_size = 1;
-    def.config.block_size = 32;
-    def.config.batch = 8;
-    def.config.max_payload = 64;
-    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, id), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, id), RK_OK);
-    return k;
-}
-
 static rk_kernel_stats
 stats(rk_runtime *rt, const char *id)
 {
@@ -104,6 +76,48 @@ warm_up(rk_runtime *rt, rk_kernel k, const char *id)
     return n;
 }
 
+/* A new runtime in *rtp with kernel id (entry of test_kernels.cu, one
+ * block, lanes of 8) launched and activated, skipping the test without
+ * NVRTC; with warm, warmed up (warm_up, *warm requests) and its
+ * processed count caught up in the stats (which the relay mirrors). */
+static rk_kernel
+start(rk_runtime **rtp, const char *id, const char *entry, uint32_t *warm)
+{
+    cuda_kdef kd = { .id = id,
+        .src = kernels_src,
+        .src_name = "test_kernels.cu",
+        .entry = entry,
+        .grid = 1,
+        .max_payload = 64 };
+    rk_kernel k;
+
+    if (!cuda_have_nvrtc())
+        skip();
+    *rtp = cuda_test_runtime();
+    cuda_register(*rtp, &kd);
+    k = cuda_start(*rtp, id);
+    if (warm != NULL) {
+        *warm = warm_up(*rtp, k, id);
+        assert_int_equal(rt_wait_processed(*rtp, id, *warm), *warm);
+    }
+    return k;
+}
+
+/* A started, warmed-up kernel and its stats after the warm-up. */
+typedef struct warm {
+    rk_runtime *rt;
+    rk_kernel k;
+    uint32_t n;         /* warm-up requests */
+    rk_kernel_stats s0; /* the stats after them */
+} warm;
+
+static void
+start_warm(warm *w, const char *id, const char *entry)
+{
+    w->k = start(&w->rt, id, entry, &w->n);
+    w->s0 = stats(w->rt, id);
+}
+
 /* One direct call to the echo kernel, checked: with a reply buffer
  * (rk_kernel_call_reply), or without (rk_kernel_call, whose answer the
  * caller moved to the output queue itself: received without waiting). */
@@ -139,31 +153,24 @@ call_ok(rk_runtime *rt, rk_kernel k, uint32_t i, int with_reply)
 static void
 test_direct_round_trip(void **state)
 {
-    rk_runtime *rt;
-    rk_kernel k;
-    rk_kernel_stats s0, s1;
-    uint32_t n;
+    warm w;
+    rk_kernel_stats s1;
     (void)state;
-    k = start(&rt, "echo", "rk_echo");
-    n = warm_up(rt, k, "echo");
-    /* The device's counters reach the stats through the relay: wait for
-     * them (the stats, not the messages). */
-    assert_int_equal(rt_wait_processed(rt, "echo", n), n);
-    s0 = stats(rt, "echo");
+    start_warm(&w, "echo", "rk_echo");
     for (uint32_t i = 0; i < 40; i++)
-        request_ok(rt, k, 2, i);
+        request_ok(w.rt, w.k, 2, i);
     for (uint32_t i = 0; i < 20; i++)
-        call_ok(rt, k, i, i % 2 == 0);
-    assert_int_equal(rt_wait_processed(rt, "echo", n + 60), n + 60);
-    s1 = stats(rt, "echo");
-    assert_int_equal(s1.direct_calls - s0.direct_calls, 60);
-    assert_int_equal(s1.relay_handoffs, s0.relay_handoffs);
+        call_ok(w.rt, w.k, i, i % 2 == 0);
+    assert_int_equal(rt_wait_processed(w.rt, "echo", w.n + 60), w.n + 60);
+    s1 = stats(w.rt, "echo");
+    assert_int_equal(s1.direct_calls - w.s0.direct_calls, 60);
+    assert_int_equal(s1.relay_handoffs, w.s0.relay_handoffs);
     /* The counters reach telemetry (and so /metrics). */
     {
         rk_stats t;
         uint64_t v = 0;
         int found = 0;
-        assert_int_equal(rk_kernel_telemetry(rt, "echo", &t), RK_OK);
+        assert_int_equal(rk_kernel_telemetry(w.rt, "echo", &t), RK_OK);
         for (size_t i = 0; i < t.ncounters; i++)
             if (strcmp(t.counter[i].desc->name, "messages_direct") == 0) {
                 v = t.counter[i].value;
@@ -172,11 +179,11 @@ test_direct_round_trip(void **state)
         assert_true(found);
         assert_true(v >= s1.direct_calls);
     }
-    assert_int_equal(rk_kernel_terminate(rt, "echo", T_LONG), RK_OK);
-    s1 = stats(rt, "echo");
+    assert_int_equal(rk_kernel_terminate(w.rt, "echo", T_LONG), RK_OK);
+    s1 = stats(w.rt, "echo");
     assert_int_equal(s1.pending, 0);
     assert_int_equal(s1.offered, s1.processed);
-    rk_runtime_destroy(rt);
+    rk_runtime_destroy(w.rt);
 }
 
 /* With the relay busy (a block holds a slow message, its lane fills and
@@ -187,39 +194,34 @@ static void
 test_order_with_relay_busy(void **state)
 {
     enum { N = 24 };
-    rk_runtime *rt;
-    rk_kernel k;
-    rk_kernel_stats s0, s1;
-    uint32_t n;
+    warm w;
+    rk_kernel_stats s1;
     (void)state;
-    k = start(&rt, "spin", "rk_spin");
-    n = warm_up(rt, k, "spin");
-    assert_int_equal(rt_wait_processed(rt, "spin", n), n);
-    s0 = stats(rt, "spin");
+    start_warm(&w, "spin", "rk_spin");
     /* Message 0 keeps the block busy for 100 ms; the next ones fill its
      * lane (they go direct while it has room), then queue. */
     for (uint8_t i = 0; i < N; i++) {
         uint8_t m[2] = { i == 0 ? 10 : 0, i };
-        assert_int_equal(rk_send(rt, k, 1, m, 2, 128, T_LONG), RK_OK);
+        assert_int_equal(rk_send(w.rt, w.k, 1, m, 2, 128, T_LONG), RK_OK);
     }
     for (uint8_t i = 0; i < N; i++) {
         uint8_t rep[2];
         rk_msg_header h;
         size_t len;
         assert_int_equal(
-            rk_recv(rt, k, &h, rep, sizeof(rep), &len, T_LONG), RK_OK);
+            rk_recv(w.rt, w.k, &h, rep, sizeof(rep), &len, T_LONG), RK_OK);
         assert_int_equal(len, 2);
         assert_int_equal(rep[1], i); /* in send order */
     }
-    assert_int_equal(rt_wait_processed(rt, "spin", n + N), n + N);
-    s1 = stats(rt, "spin");
+    assert_int_equal(rt_wait_processed(w.rt, "spin", w.n + N), w.n + N);
+    s1 = stats(w.rt, "spin");
     /* Both paths ran: message 0 (at least) went direct, and what
      * queued behind the full lane went through the relay. */
-    assert_true(s1.direct_calls - s0.direct_calls >= 1);
-    assert_true(s1.direct_calls - s0.direct_calls < N);
-    assert_true(s1.relay_handoffs > s0.relay_handoffs);
-    assert_int_equal(rk_kernel_terminate(rt, "spin", T_LONG), RK_OK);
-    rk_runtime_destroy(rt);
+    assert_true(s1.direct_calls - w.s0.direct_calls >= 1);
+    assert_true(s1.direct_calls - w.s0.direct_calls < N);
+    assert_true(s1.relay_handoffs > w.s0.relay_handoffs);
+    assert_int_equal(rk_kernel_terminate(w.rt, "spin", T_LONG), RK_OK);
+    rk_runtime_destroy(w.rt);
 }
 
 /* rk_send_batch writes what the lanes hold straight into them; the rest
@@ -228,26 +230,22 @@ static void
 test_send_batch_direct(void **state)
 {
     enum { N = 40 };
-    rk_runtime *rt;
-    rk_kernel k;
-    rk_kernel_stats s0, s1;
+    warm w;
+    rk_kernel_stats s1;
     uint32_t batch[N];
     size_t sent = 0;
-    uint32_t n;
     (void)state;
-    k = start(&rt, "echo", "rk_echo");
-    n = warm_up(rt, k, "echo");
-    assert_int_equal(rt_wait_processed(rt, "echo", n), n);
+    w.k = start(&w.rt, "echo", "rk_echo", &w.n);
     for (uint32_t i = 0; i < N; i++)
         batch[i] = 1000 + i;
-    s0 = stats(rt, "echo");
-    assert_int_equal(rk_send_batch(rt, k, 5, batch, sizeof(batch[0]), 6, 128,
-                         T_LONG, &sent),
+    w.s0 = stats(w.rt, "echo");
+    assert_int_equal(rk_send_batch(w.rt, w.k, 5, batch, sizeof(batch[0]), 6,
+                         128, T_LONG, &sent),
         RK_OK);
     assert_int_equal(sent, 6);
-    s1 = stats(rt, "echo");
-    assert_int_equal(s1.direct_calls - s0.direct_calls, 6); /* lanes: 8 */
-    assert_int_equal(rk_send_batch(rt, k, 5, batch + 6, sizeof(batch[0]),
+    s1 = stats(w.rt, "echo");
+    assert_int_equal(s1.direct_calls - w.s0.direct_calls, 6); /* lanes: 8 */
+    assert_int_equal(rk_send_batch(w.rt, w.k, 5, batch + 6, sizeof(batch[0]),
                          N - 6, 128, T_LONG, &sent),
         RK_OK);
     assert_int_equal(sent, N - 6);
@@ -256,13 +254,13 @@ test_send_batch_direct(void **state)
         rk_msg_header h;
         size_t len;
         assert_int_equal(
-            rk_recv(rt, k, &h, &v, sizeof(v), &len, T_LONG), RK_OK);
+            rk_recv(w.rt, w.k, &h, &v, sizeof(v), &len, T_LONG), RK_OK);
         assert_int_equal(v, 1000 + i);
         assert_int_equal(h.type_id, 5);
     }
-    assert_int_equal(rt_wait_processed(rt, "echo", n + N), n + N);
-    assert_int_equal(rk_kernel_terminate(rt, "echo", T_LONG), RK_OK);
-    rk_runtime_destroy(rt);
+    assert_int_equal(rt_wait_processed(w.rt, "echo", w.n + N), w.n + N);
+    assert_int_equal(rk_kernel_terminate(w.rt, "echo", T_LONG), RK_OK);
+    rk_runtime_destroy(w.rt);
 }
 
 /* Failing messages back to back in one block's lane (written there by
@@ -391,7 +389,7 @@ test_direct_call_racing_terminate(void **state)
         uint64_t dead = 0;
 
         pthread_mutex_init(&r.lock, NULL);
-        r.k = start(&r.rt, "race", "rk_echo");
+        r.k = start(&r.rt, "race", "rk_echo", NULL);
         for (int i = 0; i < RACERS; i++)
             assert_int_equal(pthread_create(&th[i], NULL, racer, &r), 0);
         /* Terminate once the racers are under way (a few more calls each
@@ -450,6 +448,9 @@ main(void)
         cmocka_unit_test(test_direct_call_racing_terminate),
     };
 
-    return cuda_test_main(tests, sizeof(tests) / sizeof(tests[0]),
-        "test_cuda_direct", FAKE_CUDA_LIB, &kernels_src, NULL);
+    int real_gpu;
+
+    return cuda_sim_run("test_cuda_direct", tests,
+        sizeof(tests) / sizeof(tests[0]), FAKE_CUDA_LIB,
+        "tests/kernels/test_kernels.cu", &kernels_src, &real_gpu);
 }

@@ -11,13 +11,26 @@
 #include "rkpy.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 
 typedef struct pyactor {
     PyObject *fn;     /* called as fn(ctx) on the kernel's thread */
     PyObject *in_mt;  /* MsgType or None */
     PyObject *out_mt; /* MsgType or None */
+    /* a device actor's CUDA C handler, entry and file name (owned copies;
+     * NULL for a Python-only actor) */
+    char *dev_src, *dev_entry, *dev_name;
     struct pyactor *next;
 } pyactor;
+
+/* Frees a pyactor's device strings. */
+static inline void
+pyactor_free_strings(pyactor *pa)
+{
+    free(pa->dev_src);
+    free(pa->dev_entry);
+    free(pa->dev_name);
+}
 
 typedef struct rkpy_runtime {
     PyObject_HEAD rk_runtime *rt;

@@ -8,10 +8,15 @@
  * loaded by default.
  *
  * What it does:
- *   - one device (FAKE_CUDA_DEVICES), compute capability FAKE_CUDA_CC
- *     (default 90), FAKE_CUDA_SMS SMs (default 2) with FAKE_CUDA_BLOCKS_PER_SM
+ *   - two devices (FAKE_CUDA_DEVICES, at most FAKE_MAX_DEVICES), each with
+ *     its own primary context, compute capability FAKE_CUDA_CC (default
+ *     90), FAKE_CUDA_SMS SMs (default 2) with FAKE_CUDA_BLOCKS_PER_SM
  *     resident blocks each (default 2), the display watchdog attribute from
- *     FAKE_CUDA_EXEC_TIMEOUT; the variables are read at every call;
+ *     FAKE_CUDA_EXEC_TIMEOUT; the variables are read at every call. A
+ *     stream belongs to the device whose context was current when it was
+ *     created, and its grids take that device's block slots;
+ *   - managed memory, prefetch, advice and cuMemGetInfo with a settable
+ *     free size (fake_mem.c);
  *   - mapped pinned memory (cuMemHostAlloc) is the process's memory, and
  *     its device address is the host address, as with unified addressing;
  *   - device memory (cuMemAlloc) is NOT host memory: it lives in an arena
@@ -22,9 +27,9 @@
  *     addresses are readable, because its blocks are CPU threads that
  *     dereference them: a host access then goes unnoticed;
  *   - what the real driver does while kernels run: cuModuleLoadData(Ex),
- *     cuModuleUnload, cuMemFree, cuMemFreeHost and cuCtxSynchronize wait
- *     until no grid runs, and launches on one stream run one after
- *     another. A persistent kernel never ends by itself, so such a wait
+ *     cuModuleUnload and cuCtxSynchronize wait until no grid runs on the
+ *     current context's device, cuMemFree and cuMemFreeHost until none
+ *     runs on any, and launches on one stream run one after another. A persistent kernel never ends by itself, so such a wait
  *     would hang: the stand-in gives up after FAKE_CUDA_HANG_MS (default
  *     10000), prints what would have hung, counts it and returns
  *     FAKE_ERROR_WOULD_HANG; tests read the counts through
@@ -34,9 +39,9 @@
  *     cuModuleGetFunction finds an entry only if the image defines it and
  *     the host build of the same kernel source (tests/kernels and
  *     tools/ringkernel/pr_dev.h, compiled into this library as C) exists;
- *   - cuLaunchKernel runs that host build, one CPU thread per block; at
- *     most SMS x BLOCKS_PER_SM blocks are resident at once across the
- *     device and the others wait for a resident block to finish, as on a
+ *   - cuLaunchKernel runs that host build, one CPU thread per block (on
+ *     a stream of the current context only); at most SMS x BLOCKS_PER_SM
+ *     blocks are resident at once across the device and the others wait for a resident block to finish, as on a
  *     GPU (so an over-sized persistent grid hangs here too: the backend's
  *     occupancy check must refuse it first);
  *   - cuLaunchCooperativeKernel refuses a grid that cannot be resident.
@@ -59,6 +64,7 @@
 /* The test kernels' host builds (rk_dev_host_kernel_<name>), and the
  * `ringkernel` command's PageRank kernel (cli_prd_kernel). */
 #include "../../tools/ringkernel/pr_dev.h"
+#include "../kernels/bar_kernels.cu"
 #include "../kernels/oneshot_kernels.cu"
 #include "../kernels/test_kernels.cu"
 
@@ -72,14 +78,21 @@ resident_limit(void)
 
 /* ------------------------------------------------------------ contexts */
 
-static int ctx_token;
+static int ctx_token[FAKE_MAX_DEVICES]; /* device d's primary context */
 static _Thread_local void *current_ctx;
+
+int
+fake_cur_dev(void)
+{
+    return current_ctx != NULL ? (int)((int *)current_ctx - ctx_token) : -1;
+}
 
 EXPORT CUresult
 cuDevicePrimaryCtxRetain(void **ctx, CUdevice d)
 {
-    (void)d;
-    *ctx = &ctx_token;
+    if (d < 0 || d >= fake_devices())
+        return E_INVALID_VALUE;
+    *ctx = &ctx_token[d];
     return OK;
 }
 
@@ -129,12 +142,13 @@ cuCtxPopCurrent_v2(void **ctx)
 
 /* ------------------------------------------------------------ the device */
 
-/* Grids and the device's block slots: blocks of every grid share them.
- * Everything here is under res_lock. */
+/* Grids and each device's block slots: blocks of every grid on a device
+ * share them. Everything here is under res_lock. */
 static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t res_cond = PTHREAD_COND_INITIALIZER;
-static int res_used;     /* resident blocks */
-static int grids_live;   /* grids launched whose blocks have not all ended */
+static int res_used[FAKE_MAX_DEVICES]; /* resident blocks per device */
+static int grids_live; /* grids launched whose blocks have not all ended */
+static int grids_on[FAKE_MAX_DEVICES]; /* ... per device */
 static unsigned n_waits; /* calls that waited for running grids */
 static unsigned n_hangs; /* ... and gave up: on a GPU they would hang */
 static char last_hang[160];
@@ -180,18 +194,28 @@ bounded_wait(int (*busy)(const void *), const void *arg, const char *what)
     return r;
 }
 
+/* arg: a device, or NULL for every device. */
 static int
 device_busy(const void *arg)
 {
-    (void)arg;
-    return grids_live != 0;
+    return arg != NULL ? grids_on[*(const int *)arg] != 0 : grids_live != 0;
 }
 
-/* A module load, a free, a context synchronise: until no grid runs. */
+/* A free: until no grid runs on any device (pinned memory is every
+ * context's). */
 static CUresult
 wait_idle(const char *what)
 {
     return bounded_wait(device_busy, NULL, what);
+}
+
+/* A module load or unload, a context synchronise: until no grid runs on
+ * the current context's device. */
+static CUresult
+wait_idle_dev(const char *what)
+{
+    int d = fake_cur_dev();
+    return bounded_wait(device_busy, &d, what);
 }
 
 /* Test-only queries (not driver entry points). */
@@ -211,6 +235,19 @@ fake_cuda_waits(void)
     unsigned n;
     pthread_mutex_lock(&res_lock);
     n = n_waits;
+    pthread_mutex_unlock(&res_lock);
+    return n;
+}
+
+/* Grids running on device dev (launched, not all blocks ended). */
+EXPORT int
+fake_cuda_grids_on(int dev)
+{
+    int n;
+    if (dev < 0 || dev >= FAKE_MAX_DEVICES)
+        return -1;
+    pthread_mutex_lock(&res_lock);
+    n = grids_on[dev];
     pthread_mutex_unlock(&res_lock);
     return n;
 }
@@ -293,15 +330,6 @@ view(CUdeviceptr p, size_t n)
 }
 
 EXPORT CUresult
-cuMemGetInfo_v2(size_t *free_b, size_t *total)
-{
-    NEED_CTX();
-    *free_b = (size_t)1 << 29;
-    *total = (size_t)1 << 30;
-    return OK;
-}
-
-EXPORT CUresult
 cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
     extent *e, **at, *prev = NULL;
@@ -348,6 +376,8 @@ cuMemFree_v2(CUdeviceptr p)
     NEED_CTX();
     if ((r = wait_idle("cuMemFree")) != OK)
         return r;
+    if (p != 0 && fake_managed_free(p))
+        return OK;
     if (p == 0 || arena_dev == NULL)
         return E_INVALID_VALUE;
     pthread_mutex_lock(&res_lock);
@@ -451,6 +481,7 @@ cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
 
 typedef struct fake_stream {
     pthread_mutex_t lock;
+    int dev; /* the device of the context it was created in */
     struct grid *grids;
     uint64_t launched; /* grids launched on it (their seq) */
     uint64_t finished; /* under res_lock: grids ended, in order */
@@ -481,18 +512,19 @@ block_main(void *arg)
     /* A grid starts when the grids launched before it on its stream have
      * ended, and each block when a block slot is free. */
     pthread_mutex_lock(&res_lock);
-    while (g->s->finished < g->seq || res_used >= resident_limit())
+    while (g->s->finished < g->seq || res_used[g->s->dev] >= resident_limit())
         pthread_cond_wait(&res_cond, &res_lock);
-    res_used++;
+    res_used[g->s->dev]++;
     pthread_mutex_unlock(&res_lock);
 
     g->k->run(g->args, bk->b, g->nblocks);
 
     pthread_mutex_lock(&res_lock);
-    res_used--;
+    res_used[g->s->dev]--;
     /* Release pairs with cuStreamQuery's acquire. */
     if (atomic_fetch_sub_explicit(&g->running, 1, memory_order_release) == 1) {
         g->s->finished = g->seq + 1;
+        grids_on[g->s->dev]--;
         if (--grids_live == 0)
             arena_protect(0);
     }
@@ -522,6 +554,7 @@ cuStreamCreate(void **out, unsigned flags)
     if (s == NULL)
         return E_OUT_OF_MEMORY;
     pthread_mutex_init(&s->lock, NULL);
+    s->dev = fake_cur_dev();
     *out = s;
     return OK;
 }
@@ -624,7 +657,7 @@ EXPORT CUresult
 cuCtxSynchronize(void)
 {
     NEED_CTX();
-    return wait_idle("cuCtxSynchronize");
+    return wait_idle_dev("cuCtxSynchronize");
 }
 
 /* ------------------------------------------------------------ modules */
@@ -656,7 +689,7 @@ cuModuleLoadData(void **out, const void *image)
         return E_INVALID_VALUE;
     /* The driver loads code only while no kernel runs (seen on an H200,
      * driver 580): it waits for the running ones. */
-    if ((r = wait_idle("cuModuleLoadData")) != OK)
+    if ((r = wait_idle_dev("cuModuleLoadData")) != OK)
         return r;
     if ((r = fake_check_image(image, &size, &is_ptx)) != OK)
         return r;
@@ -692,7 +725,7 @@ cuModuleUnload(void *mod)
     NEED_CTX();
     if (m == NULL)
         return E_INVALID_HANDLE;
-    if ((r = wait_idle("cuModuleUnload")) != OK)
+    if ((r = wait_idle_dev("cuModuleUnload")) != OK)
         return r;
     free(m->image);
     free(m);
@@ -791,6 +824,8 @@ launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     if (f == NULL || params == NULL || params[0] == NULL || n == 0 || n > 65535
         || (uint64_t)bx * by * bz > 1024 || s == NULL)
         return E_INVALID_VALUE;
+    if (s->dev != fake_cur_dev())
+        return E_INVALID_HANDLE; /* a stream of another context */
     g = calloc(1, sizeof(*g));
     if (g == NULL)
         return E_OUT_OF_MEMORY;
@@ -814,6 +849,7 @@ launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     g->seq = s->launched++;
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_lock(&res_lock);
+    grids_on[s->dev]++;
     if (grids_live++ == 0)
         arena_protect(1);
     pthread_mutex_unlock(&res_lock);

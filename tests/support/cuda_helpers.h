@@ -10,28 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dlfcn.h>
+#include <stdint.h>
+
 #include "backend/cuda/nvrtc.h"
-#include "ringkernel/ringkernel.h"
-
-/* The cpu fallback of the tests' cuda kernels: a handler is required,
- * and never runs under "cuda". */
-static inline int
-cuda_ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
-{
-    (void)ctx;
-    (void)m;
-    return RK_OK;
-}
-
-/* A runtime whose kernels run on the cuda backend. */
-static inline rk_runtime *
-cuda_runtime_new(void)
-{
-    rk_runtime *rt = NULL;
-    rk_runtime_config cfg = { .no_static_kernels = true, .backend = "cuda" };
-    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
-    return rt;
-}
+#include "ringkernel/error.h"
+#include "ringkernel/runtime.h"
 
 /* True when NVRTC loads; otherwise says why (the caller skips). */
 static inline int
@@ -43,6 +27,14 @@ cuda_have_nvrtc(void)
         return 0;
     }
     return 1;
+}
+
+/* Skips the calling test when NVRTC does not load (cuda_have_nvrtc). */
+static inline void
+cuda_require_nvrtc(void)
+{
+    if (!cuda_have_nvrtc())
+        skip();
 }
 
 /* A file of the source tree as a malloc'd string, or NULL. */
@@ -123,6 +115,126 @@ cuda_sim_end(const char *dir)
     return system(cmd) != 0;
 }
 
+/* Symbol name of the stand-in driver lib (a test-only export), or NULL
+ * when lib is not loaded or lacks it (a real driver). */
+static inline void *
+cuda_fake_sym(const char *lib, const char *name)
+{
+    void *h, *fn;
+    if (lib == NULL || (h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)) == NULL)
+        return NULL;
+    fn = dlsym(h, name);
+    dlclose(h);
+    return fn;
+}
+
+/* The last test of a stand-in program: no driver call it made would have
+ * hung on a GPU (a module load, a free or a synchronise while a
+ * persistent kernel was resident; fake_cuda_hangs). Skips on a GPU. */
+static inline void
+cuda_assert_no_hang(const char *fake_lib, int real_gpu)
+{
+    unsigned (*hangs)(void);
+    if (real_gpu)
+        skip();
+    *(void **)&hangs = cuda_fake_sym(fake_lib, "fake_cuda_hangs");
+    assert_non_null(hangs);
+    assert_int_equal(hangs(), 0);
+}
+
+/* Defines the test test_no_call_would_hang: cuda_assert_no_hang with
+ * FAKE_CUDA_LIB. */
+#define CUDA_TEST_NO_HANG(real_gpu)                                           \
+    static void test_no_call_would_hang(void **state)                         \
+    {                                                                         \
+        (void)state;                                                          \
+        cuda_assert_no_hang(FAKE_CUDA_LIB, real_gpu);                         \
+    }
+
+/* The cpu fallback of a device kernel's definition: never runs under
+ * "cuda". */
+static inline int
+cuda_ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    (void)ctx;
+    (void)m;
+    return RK_OK;
+}
+
+/* A runtime whose kernels run on the cuda backend. */
+static inline rk_runtime *
+cuda_test_runtime(void)
+{
+    rk_runtime *rt = NULL;
+    rk_runtime_config cfg = { .no_static_kernels = true, .backend = "cuda" };
+    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
+    return rt;
+}
+
+/* A device kernel to register: grid blocks of 64 threads, batch 8. */
+typedef struct cuda_kdef {
+    const char *id, *src, *src_name, *entry;
+    uint32_t grid, max_payload;
+    int device;
+    const char *barrier;
+    uint32_t parties;
+} cuda_kdef;
+
+static inline void
+cuda_register(rk_runtime *rt, const cuda_kdef *k)
+{
+    rk_kernel_def def = { .id = k->id, .handler = cuda_ignore_handler };
+    def.config.device_source = k->src;
+    def.config.device_entry = k->entry;
+    def.config.device_source_name = k->src_name;
+    def.config.grid_size = k->grid;
+    def.config.block_size = 64;
+    def.config.batch = 8;
+    def.config.max_payload = k->max_payload;
+    def.config.device = k->device;
+    def.config.device_barrier = k->barrier;
+    def.config.device_barrier_parties = k->parties;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+}
+
+/* Kernel id's launch fails with rc, the detail naming it ('id') and
+ * containing why; the kernel is left CREATED. */
+static inline void
+cuda_assert_refused(rk_runtime *rt, const char *id, int rc, const char *why)
+{
+    char named[RK_ID_MAX + 3];
+    rk_kernel_state s;
+
+    snprintf(named, sizeof(named), "'%s'", id);
+    assert_int_equal(rk_kernel_launch(rt, id), rc);
+    assert_non_null(strstr(rk_errdetail(), named));
+    assert_non_null(strstr(rk_errdetail(), why));
+    assert_int_equal(rk_kernel_state_get(rt, id, &s), RK_OK);
+    assert_int_equal(s, RK_KERNEL_CREATED);
+}
+
+/* Launches and activates kernel id; its handle. */
+static inline rk_kernel
+cuda_start(rk_runtime *rt, const char *id)
+{
+    rk_kernel k;
+    assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, id), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, id), RK_OK);
+    return k;
+}
+
+/* Terminates each kernel of ids (NULL-ended; a kernel that ended is
+ * fine), then destroys rt. */
+static inline void
+cuda_finish(rk_runtime *rt, const char *const *ids)
+{
+    for (; *ids != NULL; ids++)
+        assert_int_equal(
+            rk_kernel_terminate(rt, *ids, 30 * INT64_C(1000000000)), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
 /* A new runtime in *rtp with kernel id running test_kernels.cu's rk_fail
  * (src) under supervision RESTART with max_restarts, launched and
  * activated (skips the test without NVRTC): a failing message is
@@ -132,11 +244,10 @@ cuda_start_failing(
     rk_runtime **rtp, const char *id, const char *src, uint32_t max_restarts)
 {
     rk_kernel_def def = { .id = id, .handler = cuda_ignore_handler };
-    rk_kernel k;
 
     if (!cuda_have_nvrtc())
         skip();
-    *rtp = cuda_runtime_new();
+    *rtp = cuda_test_runtime();
     def.config.device_source = src;
     def.config.device_entry = "rk_fail";
     def.config.batch = 8;
@@ -144,10 +255,7 @@ cuda_start_failing(
     def.config.supervision.max_restarts = max_restarts;
     def.config.supervision.backoff_ns = 1000;
     assert_int_equal(rk_runtime_register(*rtp, &def), RK_OK);
-    assert_int_equal(rk_kernel_lookup(*rtp, id, &k), RK_OK);
-    assert_int_equal(rk_kernel_launch(*rtp, id), RK_OK);
-    assert_int_equal(rk_kernel_activate(*rtp, id), RK_OK);
-    return k;
+    return cuda_start(*rtp, id);
 }
 
 /* One round on a cuda_start_failing kernel: nbad failing messages, then
@@ -175,28 +283,24 @@ cuda_fail_round(rk_runtime *rt, rk_kernel k, int nbad)
     }
 }
 
-/* The main() of a CUDA test program: cuda_sim_begin (the stand-in
- * fake_lib unless RK_TEST_CUDA_REAL=1; *real says which), the device
- * kernels of tests/kernels/test_kernels.cu in *src, the n tests, then
- * the cache removed. Returns the exit status. */
+/* The main of a stand-in program: cuda_sim_begin, the device source file
+ * rel (of the source tree) in *src while the tests run, cuda_sim_end.
+ * *real_gpu as cuda_sim_begin. Returns the exit status. */
 static inline int
-cuda_test_main(const struct CMUnitTest *tests, size_t n, const char *name,
-    const char *fake_lib, char **src, int *real)
+cuda_sim_run(const char *name, const struct CMUnitTest *tests, size_t n,
+    const char *fake_lib, const char *rel, char **src, int *real_gpu)
 {
     char dir[128];
-    int rc = cuda_sim_begin(fake_lib, dir, sizeof(dir));
+    int rc;
 
-    if (rc < 0)
+    if ((*real_gpu = cuda_sim_begin(fake_lib, dir, sizeof(dir))) < 0)
         return 1;
-    if (real != NULL)
-        *real = rc;
-    *src = cuda_slurp("tests/kernels/test_kernels.cu");
-    if (*src == NULL)
+    if ((*src = cuda_slurp(rel)) == NULL)
         return 1;
     rc = _cmocka_run_group_tests(name, tests, n, NULL, NULL);
     free(*src);
     *src = NULL;
-    return cuda_sim_end(dir) ? 1 : rc;
+    return rc | cuda_sim_end(dir);
 }
 
 #endif /* RK_TEST_CUDA_HELPERS_H */
