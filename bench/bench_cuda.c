@@ -3,10 +3,24 @@
  *
  * Rows (JSON lines, bench.h):
  *   cuda_rtt_p50 / cuda_rtt_p99   host -> persistent kernel -> host round
- *                                 trip (rk_send, rk_recv), ns
+ *                                 trip (rk_send, rk_recv) through the
+ *                                 host relay (the kernel launched with
+ *                                 RK_CUDA_DIRECT=0), ns
+ *   cuda_direct_rtt_p50 / _p99    the same kernel on the caller's own
+ *                                 path: rk_request writes the lane and
+ *                                 polls the reply itself, ns; "direct"
+ *                                 and "relay_handoffs" per round trip
+ *   cuda_direct_send_rtt_p50 / _p99  rk_send + rk_recv on the caller's
+ *                                 own path (the sender writes the lane,
+ *                                 the receiver reads the output lanes
+ *                                 while the relay is idle), ns
  *   cuda_batched_throughput       rk_send_batch of echo messages while a
  *                                 second thread receives them, msgs/s,
- *                                 for grids of 1 and 8 blocks ("grid")
+ *                                 for grids of 1 and 8 blocks ("grid"),
+ *                                 through the relay
+ *   cuda_direct_batched_throughput  the same with the caller's own path
+ *                                 (sends and receives take the lanes when
+ *                                 the relay is idle)
  *   cuda_launch_sync_p50          baseline (real GPU only): an empty
  *                                 kernel launched with cuLaunchKernel and
  *                                 waited for with cuStreamSynchronize, ns
@@ -18,6 +32,14 @@
  *   cuda_graph_launch_p50         baseline (real GPU only): the same
  *                                 kernel captured in a CUDA Graph,
  *                                 cuGraphLaunch + cuStreamSynchronize, ns
+ *   cuda_k2k_rtt_p50              device kernel-to-kernel round trip: two
+ *                                 kernels joined both ways by rk_connect
+ *                                 (K2K lanes in device memory) bounce a
+ *                                 message K2K_ROUNDS times; the kernels
+ *                                 stamp the first and last hop with the
+ *                                 device clock (%globaltimer on a GPU),
+ *                                 so it is timed on the device; p50 over
+ *                                 messages of (last - first) / rounds, ns
  *
  * impl says what ran: "cuda" on a real GPU (the device name is in "gpu"),
  * "cuda_sim" when RK_CUDA_DRIVER points at the test-only stand-in driver
@@ -45,6 +67,46 @@ static const char echo_src[]
       "    return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);\n"
       "}\n"
       "RK_DEV_KERNEL(rk_echo, echo_h)\n";
+
+/* rk_pong of tests/kernels/test_kernels.cu (the stand-in runs that host
+ * build by the entry's name, so the text must do the same): bytes 0..3
+ * the hops left, 4..11 the device clock at the first hop, 12..19 at the
+ * last; with hops left, on K2K route 0 with one fewer, else to the host. */
+static const char pong_src[]
+    = "RK_DEV_HANDLER(pong_h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
+      "{\n"
+      "    RK_DEV_SHARED unsigned char buf[64];\n"
+      "    RK_DEV_SHARED rk_dev_u32 left;\n"
+      "    rk_dev_u32 n = m->len > 64 ? 64 : m->len;\n"
+      "    int rc;\n"
+      "    rk_dev_copy_block(buf, m->data, n);\n"
+      "    rk_dev_sync_block();\n"
+      "    if (rk_dev_thread0()) {\n"
+      "        rk_dev_u64 now = rk_dev_now_ns(), t0 = 0;\n"
+      "        int i;\n"
+      "        left = n < 20 ? 0 : (rk_dev_u32)buf[0] | (rk_dev_u32)buf[1] << 8\n"
+      "            | (rk_dev_u32)buf[2] << 16 | (rk_dev_u32)buf[3] << 24;\n"
+      "        for (i = 0; n >= 20 && i < 8; i++)\n"
+      "            t0 |= (rk_dev_u64)buf[4 + i] << (8 * i);\n"
+      "        for (i = 0; n >= 20 && i < 8; i++) {\n"
+      "            if (t0 == 0)\n"
+      "                buf[4 + i] = (unsigned char)(now >> (8 * i));\n"
+      "            buf[12 + i] = (unsigned char)(now >> (8 * i));\n"
+      "        }\n"
+      "        if (left != 0)\n"
+      "            for (i = 0; i < 4; i++)\n"
+      "                buf[i] = (unsigned char)((left - 1) >> (8 * i));\n"
+      "    }\n"
+      "    rk_dev_sync_block();\n"
+      "    if (left == 0)\n"
+      "        return rk_dev_reply_host(x, m, m->hdr->type_id, buf, n);\n"
+      "    rc = rk_dev_send_to(x, 0, m->hdr->type_id, buf, n);\n"
+      "    return rc == RK_ECLOSED ? RK_OK : rc;\n"
+      "}\n"
+      "RK_DEV_KERNEL(rk_pong, pong_h)\n";
+
+#define K2K_ROUNDS 1000u /* round trips per message */
+#define K2K_MSGS   21u   /* messages, one at a time */
 
 static const char noop_src[] = "extern \"C\" __global__ void "
                                "rk_bench_noop(int *p) { if (p) *p = 1; }\n";
@@ -239,7 +301,7 @@ lane_rtt(const char *impl, const char *extra, int cc)
  * receiver thread. */
 static int
 throughput(rk_runtime *rt, const char *id, uint32_t grid, size_t total,
-    const char *impl, const char *extra)
+    const char *impl, const char *extra, const char *row)
 {
     rk_kernel_def def = { .id = id, .handler = noop_handler };
     size_t chunk = 256, sent = 0;
@@ -267,8 +329,7 @@ throughput(rk_runtime *rt, const char *id, uint32_t grid, size_t total,
         if (rc == RK_ENOTSUP) { /* this device cannot hold the grid */
             snprintf(more, sizeof(more), "%s,\"grid\":%u,\"skipped\":\"%s\"",
                 extra, grid, "the grid cannot be resident here");
-            bench_emit("cuda", "cuda_batched_throughput", impl, 0, "msg/s",
-                more);
+            bench_emit("cuda", row, impl, 0, "msg/s", more);
             return 0;
         }
         fprintf(stderr, "bench_cuda: %s: %s\n", id, rk_errdetail());
@@ -288,9 +349,135 @@ throughput(rk_runtime *rt, const char *id, uint32_t grid, size_t total,
     if (rx.rc != RK_OK)
         return 1;
     snprintf(more, sizeof(more), "%s,\"grid\":%u", extra, grid);
-    bench_emit("cuda", "cuda_batched_throughput", impl,
+    bench_emit("cuda", row, impl,
         (double)total * 1e9 / (double)(bench_now_ns() - t0), "msg/s", more);
     return rk_kernel_terminate(rt, id, INT64_C(30000000000)) == RK_OK ? 0 : 1;
+}
+
+/* The device K2K round trip (cuda_k2k_rtt_p50). Registers its kernels
+ * while none is resident (code loads only then). */
+static int
+k2k_rtt(rk_runtime *rt, const char *impl, const char *extra)
+{
+    const char *ids[2] = { "pong_a", "pong_b" };
+    uint64_t per[K2K_MSGS];
+    unsigned char p[20], buf[128];
+    char more[400];
+    size_t len;
+    rk_kernel k;
+    int rc = RK_OK;
+
+    for (int i = 0; i < 2 && rc == RK_OK; i++) {
+        rk_kernel_def def = { .id = ids[i], .handler = noop_handler };
+        def.config.device_source = pong_src;
+        def.config.device_entry = "rk_pong";
+        def.config.block_size = 32;
+        def.config.batch = 1;
+        def.config.max_payload = 64;
+        rc = rk_runtime_register(rt, &def);
+    }
+    if (rc == RK_OK && (rc = rk_connect(rt, ids[0], ids[1])) == RK_OK
+        && (rc = rk_connect(rt, ids[1], ids[0])) == RK_OK)
+        for (int i = 0; i < 2 && rc == RK_OK; i++)
+            if ((rc = rk_kernel_launch(rt, ids[i])) == RK_OK)
+                rc = rk_kernel_activate(rt, ids[i]);
+    if (rc == RK_OK)
+        rc = rk_kernel_lookup(rt, ids[0], &k);
+    for (uint32_t m = 0; rc == RK_OK && m < K2K_MSGS; m++) {
+        uint64_t t0 = 0, t1 = 0;
+        memset(p, 0, sizeof(p));
+        for (int i = 0; i < 4; i++)
+            p[i] = (unsigned char)((2 * K2K_ROUNDS) >> (8 * i));
+        rc = rk_send(rt, k, 1, p, 20, 128, INT64_C(30000000000));
+        if (rc == RK_OK)
+            rc = rk_recv(
+                rt, k, NULL, buf, sizeof(buf), &len, INT64_C(30000000000));
+        for (int i = 7; rc == RK_OK && i >= 0; i--) {
+            t0 = t0 << 8 | buf[4 + i];
+            t1 = t1 << 8 | buf[12 + i];
+        }
+        per[m] = (t1 - t0) / K2K_ROUNDS;
+    }
+    if (rc != RK_OK) {
+        fprintf(stderr, "bench_cuda: k2k: %s\n", rk_errdetail());
+        return 1;
+    }
+    snprintf(more, sizeof(more),
+        "%s,\"rounds\":%u,\"clock\":\"%s\"", extra, K2K_ROUNDS,
+        strcmp(impl, "cuda") == 0 ? "%globaltimer" : "CLOCK_MONOTONIC");
+    bench_emit("cuda", "cuda_k2k_rtt_p50", impl,
+        (double)bench_percentile(per, K2K_MSGS, 50), "ns", more);
+    for (int i = 0; i < 2; i++)
+        if (rk_kernel_terminate(rt, ids[i], INT64_C(30000000000)) != RK_OK)
+            return 1;
+    return 0;
+}
+
+/* The throughput rows for grids 1 and 8, through the relay or (direct)
+ * with the caller's own path. */
+static int
+throughputs(rk_runtime *rt, size_t total, const char *impl, const char *extra,
+    int direct)
+{
+    static const char *const ids[2][2]
+        = { { "echo1", "echo8" }, { "echo1d", "echo8d" } };
+    static const uint32_t grids[2] = { 1, 8 };
+
+    for (int i = 0; i < 2; i++)
+        if (throughput(rt, ids[direct][i], grids[i], total, impl, extra,
+                direct ? "cuda_direct_batched_throughput"
+                       : "cuda_batched_throughput")
+            != 0)
+            return 1;
+    return 0;
+}
+
+/* Round trips on the caller's own path: rk_request (sends == 0) or
+ * rk_send + rk_recv (sends == 1), n after 100 warm-ups; rows with the
+ * share of messages that went direct and the relay hand-offs per round
+ * trip beside the latency. */
+static int
+direct_rtt(rk_runtime *rt, rk_kernel k, uint64_t *rtt, size_t n, int sends,
+    const char *impl, const char *extra)
+{
+    unsigned char buf[256], msg[32] = { 0 };
+    rk_kernel_stats s0 = { 0 }, s1 = { 0 };
+    const char *row = sends ? "cuda_direct_send_rtt" : "cuda_direct_rtt";
+    char name[64], more[400];
+    size_t len;
+
+    for (size_t i = 0; i < n + 100; i++) {
+        uint64_t t0;
+        int rc;
+
+        if (i == 100 && rk_kernel_stats_get(rt, "echo", &s0) != RK_OK)
+            return 1;
+        t0 = bench_now_ns();
+        rc = sends ? rk_send(rt, k, 1, msg, 8, 128, INT64_C(30000000000))
+                   : rk_request(rt, k, 1, msg, 8, NULL, buf, sizeof(buf), &len,
+                       INT64_C(30000000000));
+        if (rc == RK_OK && sends)
+            rc = rk_recv(
+                rt, k, NULL, buf, sizeof(buf), &len, INT64_C(30000000000));
+        if (rc != RK_OK) {
+            fprintf(stderr, "bench_cuda: %s: %s\n", row, rk_errdetail());
+            return 1;
+        }
+        if (i >= 100)
+            rtt[i - 100] = bench_now_ns() - t0;
+    }
+    if (rk_kernel_stats_get(rt, "echo", &s1) != RK_OK)
+        return 1;
+    snprintf(more, sizeof(more), "%s,\"direct\":%.3f,\"relay_handoffs\":%.3f",
+        extra, (double)(s1.direct_calls - s0.direct_calls) / (double)n,
+        (double)(s1.relay_handoffs - s0.relay_handoffs) / (double)n);
+    snprintf(name, sizeof(name), "%s_p50", row);
+    bench_emit(
+        "cuda", name, impl, (double)bench_percentile(rtt, n, 50), "ns", more);
+    snprintf(name, sizeof(name), "%s_p99", row);
+    bench_emit(
+        "cuda", name, impl, (double)bench_percentile(rtt, n, 99), "ns", more);
+    return 0;
 }
 
 int
@@ -332,6 +519,8 @@ main(void)
     def.config.max_payload = 64;
     def.config.input_capacity = 4096;
     def.config.output_capacity = 4096;
+    /* The relayed rows first: every message through the host relay. */
+    setenv("RK_CUDA_DIRECT", "0", 1);
     if (rk_runtime_register(rt, &def) != RK_OK
         || rk_kernel_launch(rt, "echo") != RK_OK
         || rk_kernel_activate(rt, "echo") != RK_OK
@@ -362,11 +551,23 @@ main(void)
         (double)bench_percentile(rtt, n, 50), "ns", extra);
     bench_emit("cuda", "cuda_rtt_p99", impl,
         (double)bench_percentile(rtt, n, 99), "ns", extra);
-    free(rtt);
-
     rk_kernel_terminate(rt, "echo", INT64_C(30000000000));
-    if (throughput(rt, "echo1", 1, n * 10, impl, extra) != 0
-        || throughput(rt, "echo8", 8, n * 10, impl, extra) != 0)
+    if (throughputs(rt, n * 10, impl, extra, 0) != 0)
+        return 1;
+
+    /* The caller's own path: the same kernel launched again without
+     * RK_CUDA_DIRECT, in the same process as the relayed rows. */
+    unsetenv("RK_CUDA_DIRECT");
+    if (rk_kernel_launch(rt, "echo") != RK_OK
+        || rk_kernel_activate(rt, "echo") != RK_OK
+        || rk_kernel_lookup(rt, "echo", &k) != RK_OK
+        || direct_rtt(rt, k, rtt, n, 0, impl, extra) != 0
+        || direct_rtt(rt, k, rtt, n, 1, impl, extra) != 0)
+        return 1;
+    free(rtt);
+    rk_kernel_terminate(rt, "echo", INT64_C(30000000000));
+    if (throughputs(rt, n * 10, impl, extra, 1) != 0
+        || k2k_rtt(rt, impl, extra) != 0)
         return 1;
 
     if (!sim) {

@@ -37,31 +37,13 @@
 #define T_LONG RT_LONG
 
 static char *kernels_src;
-static char cache_dir[128];
 static int real_gpu; /* RK_TEST_CUDA_REAL=1: the real driver */
-
-static int
-ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
-{
-    (void)ctx;
-    (void)m;
-    return RK_OK; /* the cpu fallback; never runs under "cuda" */
-}
-
-static rk_runtime *
-cuda_runtime(void)
-{
-    rk_runtime *rt = NULL;
-    rk_runtime_config cfg = { .no_static_kernels = true, .backend = "cuda" };
-    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
-    return rt;
-}
 
 static void
 reg(rk_runtime *rt, const char *id, const char *entry, uint32_t grid,
     const char *src)
 {
-    rk_kernel_def def = { .id = id, .handler = ignore_handler };
+    rk_kernel_def def = { .id = id, .handler = rt_ignore_handler };
     def.config.device_source = src ? src : kernels_src;
     def.config.device_entry = entry;
     def.config.device_source_name = "test_kernels.cu";
@@ -113,7 +95,7 @@ test_echo_lifecycle(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "echo", "rk_echo", 1, NULL);
     k = cuda_start(rt, "echo");
     for (int i = 0; i < 50; i++) {
@@ -160,7 +142,7 @@ test_ll_message_sizes(void **state)
     const size_t nl = sizeof(lens) / sizeof(lens[0]);
     rk_runtime *rt;
     rk_kernel k;
-    rk_kernel_def def = { .id = "sizes", .handler = ignore_handler };
+    rk_kernel_def def = { .id = "sizes", .handler = cuda_ignore_handler };
     size_t len;
     (void)state;
     if (!cuda_have_nvrtc())
@@ -168,7 +150,7 @@ test_ll_message_sizes(void **state)
 
     for (size_t i = 0; i < sizeof(p); i++)
         p[i] = (unsigned char)(i * 13 + 5);
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     def.config.device_source = kernels_src;
     def.config.device_entry = "rk_echo";
     def.config.grid_size = 1;
@@ -207,7 +189,7 @@ test_warp_kernel(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "wecho", "rk_wecho", 1, NULL);
     k = cuda_start(rt, "wecho");
     for (int round = 0; round < 5; round++) {
@@ -240,7 +222,7 @@ test_terminate_paused_drains(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "pz", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "pz", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "pz"), RK_OK);
@@ -273,7 +255,7 @@ test_grid_of_actors(void **state)
         p[i] = (unsigned char)i;
         want += (uint32_t)i;
     }
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "sum", "rk_sum", 3, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "sum", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "sum"), RK_OK);
@@ -291,7 +273,8 @@ test_grid_of_actors(void **state)
     rk_runtime_destroy(rt);
 }
 
-/* A route between two device kernels goes through the host relay. */
+/* A route between two device kernels (carried on the device since issue
+ * 24: test_cuda_k2k checks that no frame goes through the relay). */
 static void
 test_route_through_relay(void **state)
 {
@@ -303,7 +286,7 @@ test_route_through_relay(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "a", "rk_echo", 1, NULL);
     reg(rt, "b", "rk_echo", 1, NULL);
     assert_int_equal(rk_connect(rt, "a", "b"), RK_OK);
@@ -337,7 +320,7 @@ test_handler_failure(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "fail", "rk_fail", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "fail", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "fail"), RK_OK);
@@ -367,12 +350,12 @@ test_device_actor_restart(void **state)
     rk_dead_letter dl;
     unsigned char bad = 0xff, buf[128];
     size_t len;
-    rk_kernel_def def = { .id = "count", .handler = ignore_handler };
+    rk_kernel_def def = { .id = "count", .handler = rt_ignore_handler };
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     def.config.device_source = kernels_src;
     def.config.device_entry = "rk_count";
     def.config.supervision.policy = RK_SUPERVISE_RESTART;
@@ -412,12 +395,12 @@ test_oversized_device_output(void **state)
     rk_dead_letter dl;
     unsigned char buf[128];
     size_t len;
-    rk_kernel_def def = { .id = "big", .handler = ignore_handler };
+    rk_kernel_def def = { .id = "big", .handler = rt_ignore_handler };
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     def.config.device_source = kernels_src;
     def.config.device_entry = "rk_sum"; /* replies with 4 bytes */
     def.config.max_payload = 2;
@@ -447,37 +430,12 @@ test_supervised_restart(void **state)
     rk_kernel k;
     rk_kernel_state s;
     rk_kernel_stats st;
-    rk_dead_letter dl;
-    unsigned char bad = 0xff, buf[128];
-    size_t len;
-    rk_kernel_def def = { .id = "sup", .handler = ignore_handler };
+    unsigned char bad = 0xff;
     (void)state;
-    if (!cuda_have_nvrtc())
-        skip();
 
-    rt = cuda_runtime();
-    def.config.device_source = kernels_src;
-    def.config.device_entry = "rk_fail";
-    def.config.batch = 8;
-    def.config.supervision.policy = RK_SUPERVISE_RESTART;
-    def.config.supervision.max_restarts = 2;
-    def.config.supervision.backoff_ns = 1000;
-    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "sup", &k), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "sup"), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, "sup"), RK_OK);
-    for (int round = 0; round < 2; round++) {
-        assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
-        assert_int_equal(rk_send(rt, k, 1, "ok", 2, 128, T_LONG), RK_OK);
-        assert_int_equal(
-            rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
-        assert_int_equal(len, 2);
-        assert_memory_equal(buf, "ok", 2);
-        assert_int_equal(
-            rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
-        assert_int_equal(dl.reason, RK_DEAD_FAILED);
-        assert_int_equal(buf[0], 0xff);
-    }
+    k = cuda_start_failing(&rt, "sup", kernels_src, 2);
+    for (int round = 0; round < 2; round++)
+        cuda_fail_round(rt, k, 1);
     assert_int_equal(rk_kernel_stats_get(rt, "sup", &st), RK_OK);
     assert_int_equal(st.restarts, 2);
     /* The third fault is past max_restarts: FAILED. */
@@ -499,7 +457,7 @@ test_launch_errors(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     /* A source that does not compile: RK_ECOMPILE naming file:line. */
     reg(rt, "broken", "rk_echo", 1,
         "RK_DEV_HANDLER(h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
@@ -541,7 +499,7 @@ test_launch_errors(void **state)
         };
         for (size_t i = 0; i < sizeof(lanes) / sizeof(lanes[0]); i++) {
             rk_kernel_def def
-                = { .id = lanes[i].id, .handler = ignore_handler };
+                = { .id = lanes[i].id, .handler = cuda_ignore_handler };
             def.config.device_source = kernels_src;
             def.config.device_entry = "rk_echo";
             def.config.grid_size = 1;
@@ -583,7 +541,7 @@ test_launch_errors(void **state)
 
     /* No device source at all. */
     {
-        rk_kernel_def def = { .id = "nosrc", .handler = ignore_handler };
+        rk_kernel_def def = { .id = "nosrc", .handler = rt_ignore_handler };
         assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
         assert_int_equal(rk_kernel_launch(rt, "nosrc"), RK_EINVAL);
         assert_non_null(strstr(rk_errdetail(), "device_source"));
@@ -603,7 +561,7 @@ test_terminate_unactivated(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "idle", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "idle", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "idle"), RK_OK);
@@ -634,7 +592,7 @@ test_register_after_launch(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "first", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_launch(rt, "first"), RK_OK);
     reg(rt, "late", "rk_echo", 1, late_src);
@@ -676,28 +634,6 @@ main(void)
         cmocka_unit_test(test_register_after_launch),
         cmocka_unit_test(test_no_call_would_hang),
     };
-    int rc;
-
-    /* Before anything loads the driver: the stand-in (unless asked for
-     * the real one), and a private kernel cache. */
-    real_gpu = getenv("RK_TEST_CUDA_REAL") != NULL
-        && strcmp(getenv("RK_TEST_CUDA_REAL"), "1") == 0;
-    if (!real_gpu)
-        setenv("RK_CUDA_DRIVER", FAKE_CUDA_LIB, 1);
-    snprintf(cache_dir, sizeof(cache_dir), "/tmp/rk-fake-cache-XXXXXX");
-    if (mkdtemp(cache_dir) == NULL)
-        return 1;
-    setenv("RK_KERNEL_CACHE_DIR", cache_dir, 1);
-    kernels_src = cuda_slurp("tests/kernels/test_kernels.cu");
-    if (kernels_src == NULL)
-        return 1;
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    free(kernels_src);
-    {
-        char cmd[200];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
-        if (system(cmd) != 0)
-            rc = 1;
-    }
-    return rc;
+    return cuda_sim_run("test_cuda_backend", tests,
+        sizeof(tests) / sizeof(tests[0]), FAKE_CUDA_LIB, "tests/kernels/test_kernels.cu", &kernels_src, &real_gpu);
 }

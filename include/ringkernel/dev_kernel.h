@@ -43,13 +43,16 @@
  * the host placed before launch: input lane 0 of each block is fed by the
  * host, further input lanes by other kernels (K2K); the output lane goes
  * to the host; route r is another kernel's input lane. Lanes in mapped
- * host memory use system scope (ring_proto.h); see docs/cuda.md for K2K.
+ * host memory use system scope (ring_proto.h); K2K lanes (input lanes >= 1
+ * and routes) live in device memory and use GPU scope (dev_k2k.h); see
+ * docs/cuda.md, "Kernel-to-kernel on the device".
  */
 #ifndef RINGKERNEL_DEV_KERNEL_H
 #define RINGKERNEL_DEV_KERNEL_H
 
 #include "ringkernel/dev_ctl.h"
 #include "ringkernel/dev_ll.h"
+#include "ringkernel/dev_k2k.h"
 #include "ringkernel/error.h"
 #include "ringkernel/ring_proto.h"
 #include "ringkernel/rk_dev.h"
@@ -78,9 +81,12 @@
 /** rk_msg_header.flags bits the device sets (runtime bits >= 8). A publish
  * goes to the output lane with TOPIC set and the topic's index (assigned
  * by the host relay) in bits 16..31. */
-#define RK_DEV_MSG_F_TOPIC (1u << 8)
-/** The first bit of the topic index in flags. */
-#define RK_DEV_MSG_TOPIC_SHIFT 16
+#define RK_DEV_MSG_F_TOPIC     (1u << 8)
+/** For the host even where the kernel's output is routed (RK_MSG_F_HOST:
+ * rk_dev_reply_host). */
+#define RK_DEV_MSG_F_HOST (1u << 9)
+#define RK_DEV_MSG_TOPIC_SHIFT 16 /**< first bit of the topic index in flags  \
+                                   */
 #define RK_DEV_MSG_MAGIC       0x4B52u /**< RK_MSG_MAGIC */
 #define RK_DEV_MSG_VERSION     1u      /**< RK_MSG_VERSION */
 #define RK_DEV_MSG_HEADER_SIZE 64u     /**< RK_MSG_HEADER_SIZE */
@@ -136,6 +142,10 @@ typedef struct rk_dev_kargs {
     rk_dev_u64 barrier;
     rk_dev_u32 barrier_parties; /**< blocks that wait at it, in all */
     rk_dev_u32 barrier_pad_;    /**< reserved (8-byte size) */
+    /** 0: rk_dev_send and rk_dev_reply go to the output lane (the host);
+     * r (1..nroutes): they go on K2K route r - 1 (an rk_connect route to
+     * another device kernel, wired on the device). */
+    rk_dev_u32 send_route;
 } rk_dev_kargs;
 
 /** A received message: header and payload in the lane's slot (read in
@@ -260,12 +270,17 @@ rk_dev__out_ll(const rk_dev_ctx *x)
 }
 
 /** Hands `done` slots of input lane l back to its producer: the head,
- * relaxed on an LL lane (ring_ll.h), after a fence on a ring lane (the
- * caller's rk_dev__commit), a release on the host build. Thread 0. */
+ * relaxed on an LL lane (ring_ll.h); a GPU-scope release on a K2K lane
+ * (lanes 1 and up, device memory); after a fence on a host ring lane
+ * (the caller's rk_dev__commit), a release on the host build. Thread 0. */
 RK_DEV_FN void
-rk_dev__handback(rk_dev_ctx *x, rk_dev_u32 l, rk_dev_u32 done)
+rk_dev__hand_back(rk_dev_ctx *x, rk_dev_u32 l, rk_dev_u32 done)
 {
     rk_ring_side *s = &x->in[l];
+    if (l != 0 && !rk_dev__in_ll(x, l)) {
+        rk_k2k_cons_release(x->in_ctrl[l], s, done);
+        return;
+    }
     s->pos += done;
     if (rk_dev__in_ll(x, l)) {
         rk_ring_ll_release_head(x->in_ctrl[l], s->pos);
@@ -297,6 +312,48 @@ rk_dev__wait_while(rk_dev_ctx *x, rk_dev_u32 what)
     return cmd;
 }
 
+/** Thread 0: up to want messages queued on ring input lane l (not an LL
+ * lane): lane 0 is the host's (system scope, mapped memory), the others
+ * are K2K lanes (GPU scope, device memory). */
+RK_DEV_FN rk_dev_u32
+rk_dev__avail(rk_dev_ctx *x, rk_dev_u32 l, rk_dev_u32 want)
+{
+    return l == 0 ? rk_dev__sys_avail(x->in_ctrl[0], &x->in[0], want)
+                  : rk_k2k_cons_avail(x->in_ctrl[l], &x->in[l], want);
+}
+
+/** Thread 0: 1 once K2K route r is wired, attaching to its lane the first
+ * time. The host may wire a route while the kernel runs (when its target
+ * starts after it): it writes the table entry's slots, then its ctrl with
+ * a release store, so an entry whose ctrl is set is whole. */
+RK_DEV_FN int
+rk_dev__route(rk_dev_ctx *x, rk_dev_u32 r)
+{
+    if (x->route_ctrl[r] == 0) {
+        const rk_dev_lane *l = &x->a.routes[x->blk * x->a.nroutes + r];
+        /* Acquire pairs with the host's release of ctrl (k2k.c, or the
+         * tests' rk__dh_connect before launch). */
+        rk_dev_u64 c = rk_atomic_load_acquire_sys_u64(
+            (const RK_ATOMIC_U64 *)(const void *)&l->ctrl);
+        if (c == 0)
+            return 0;
+        x->route_ctrl[r] = (rk_ring_ctrl *)(rk_dev_size)c;
+        rk_k2k_prod_attach(x->route_ctrl[r], &x->route[r], l->slots);
+    }
+    return 1;
+}
+
+/** Collective: 1 once K2K route r is wired (rk_dev__route). */
+RK_DEV_FN int
+rk_dev__route_ready(rk_dev_ctx *x, rk_dev_u32 r)
+{
+    rk_dev_sync_block(); /* every thread has read x->flag's last value */
+    if (rk_dev_thread0())
+        x->flag = (rk_dev_u32)rk_dev__route(x, r);
+    rk_dev_sync_block();
+    return (int)x->flag;
+}
+
 /** Thread 0: 1 if any input lane holds a message (acquire of its tail). */
 RK_DEV_FN int
 rk_dev__any_input(rk_dev_ctx *x)
@@ -306,7 +363,7 @@ rk_dev__any_input(rk_dev_ctx *x)
         if (rk_dev__in_ll(x, i)) {
             if (rk_dev_ll_any(s))
                 return 1;
-        } else if (rk_dev__avail(x->in_ctrl[i], &x->in[i], 1) != 0) {
+        } else if (rk_dev__avail(x, i, 1) != 0) {
             return 1;
         }
     }
@@ -324,11 +381,15 @@ rk_dev__any_input(rk_dev_ctx *x)
  * once every word has arrived, and the relaxed head store follows from
  * the flags the block validated (ring_ll.h). No fence.
  *
- * Ring lanes (K2K): one system-scope fence, then the indices. The block's
- * other threads wrote the output slots (or read the input slots) before
- * the block sync that precedes this: a barrier orders their accesses
- * before thread 0's, and the fence is cumulative, so one fence by thread
- * 0 orders them all before the new indices (the pattern of cooperative
+ * K2K lanes (input lanes 1 and up, device memory): handed back with a
+ * GPU-scope release (rk_k2k_cons_release), no system fence.
+ *
+ * A ring lane in mapped memory (an output lane or a host lane 0 that is
+ * not LL): one system-scope fence, then the indices. The block's other
+ * threads wrote the output slots (or read the input slots) before the
+ * block sync that precedes this: a barrier orders their accesses before
+ * thread 0's, and the fence is cumulative, so one fence by thread 0
+ * orders them all before the new indices (the pattern of cooperative
  * groups' grid sync, there at GPU scope). On the host build, where a
  * block is one thread, release stores do the same.
  */
@@ -336,7 +397,8 @@ RK_DEV_FN void
 rk_dev__commit(rk_dev_ctx *x, rk_dev_u32 n, rk_dev_u32 done)
 {
     int out_ll = rk_dev__out_ll(x);
-    if ((n != 0 && !out_ll) || (done != 0 && !rk_dev__in_ll(x, x->lane)))
+    int host_ring = x->lane == 0 && !rk_dev__in_ll(x, 0);
+    if ((n != 0 && !out_ll) || (done != 0 && host_ring))
         rk_dev_fence_sys();
     if (n != 0) {
         x->out.pos += n;
@@ -349,7 +411,7 @@ rk_dev__commit(rk_dev_ctx *x, rk_dev_u32 n, rk_dev_u32 done)
         }
     }
     if (done != 0)
-        rk_dev__handback(x, x->lane, done);
+        rk_dev__hand_back(x, x->lane, done);
 }
 
 /**
@@ -417,18 +479,18 @@ rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
         for (rk_dev_u32 i = 0; i < x->nin; i++) {
             const rk_dev_lane *l = &a->in[b * a->nin + i];
             x->in_ctrl[i] = l->ctrl;
-            rk_ring_cons_attach(l->ctrl, &x->in[i], l->slots);
+            if (i == 0)
+                rk_ring_cons_attach(l->ctrl, &x->in[i], l->slots);
+            else
+                rk_k2k_cons_attach(l->ctrl, &x->in[i], l->slots);
             if (l->format == RK_DEV_LANE_LL)
                 x->in_ll |= 1u << i;
         }
         x->out_ll = a->out[b].format == RK_DEV_LANE_LL;
         x->out_ctrl = a->out[b].ctrl;
         rk_ring_prod_attach(a->out[b].ctrl, &x->out, a->out[b].slots);
-        for (rk_dev_u32 r = 0; r < x->nroutes; r++) {
-            const rk_dev_lane *l = &a->routes[b * a->nroutes + r];
-            x->route_ctrl[r] = l->ctrl;
-            rk_ring_prod_attach(l->ctrl, &x->route[r], l->slots);
-        }
+        for (rk_dev_u32 r = 0; r < x->nroutes; r++)
+            x->route_ctrl[r] = 0; /* attached once wired: rk_dev__route */
         x->stage_in = rk_dev_stage_mem();
         x->stage_out
             = x->stage_in + (rk_dev_size)x->batch * x->in[0].slot_size;
@@ -511,6 +573,10 @@ rk_dev_exit(rk_dev_ctx *x, rk_dev_i32 code)
 {
     rk_dev__flush(x);
     if (rk_dev_thread0()) {
+        /* K2K senders learn that this block takes no more (dev_k2k.h);
+         * what they queued meanwhile is counted by the host. */
+        for (rk_dev_u32 i = 1; i < x->nin; i++)
+            rk_k2k_close(x->in_ctrl[i], &x->in[i]);
         rk_dev_ctl_exit_code(x->a.ctl, x->blk, code);
         rk_dev__ack(x, RK_DEV_ACK_EXITED); /* release: exit_code first */
     }
@@ -526,7 +592,7 @@ rk_dev__ring_take(rk_dev_ctx *x, rk_dev_u32 l)
 {
     rk_dev_u32 n;
     if (rk_dev_thread0())
-        x->rc = (rk_dev_i32)rk_dev__avail(x->in_ctrl[l], &x->in[l], x->batch);
+        x->rc = (rk_dev_i32)rk_dev__avail(x, l, x->batch);
     rk_dev_sync_block();
     n = (rk_dev_u32)x->rc;
     if (n != 0) {
@@ -731,12 +797,20 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
         } else if (staged) {
             x->slot = x->stage_out + (rk_dev_size)x->nout * s->slot_size;
         } else {
-            rk_dev_u32 ns = 0;
-            while (rk_dev__space(c, s, 1) == 0) {
+            /* A K2K route: the target's backpressure is BLOCK (wait for
+             * room, heartbeat beating), until the target is gone. */
+            rk_dev_u32 ns = 0, room;
+            int closed = 0;
+            while ((room = rk_k2k_prod_space(c, s, 1, &closed)) == 0
+                && !closed) {
                 rk_dev__beat(x);
                 rk_dev_backoff(&ns);
             }
-            x->slot = rk_ring_slot(s, s->pos);
+            if (room == 0) {
+                x->rc = RK_ECLOSED; /* the caller counts or reroutes it */
+            } else {
+                x->slot = rk_ring_slot(s, s->pos);
+            }
         }
     }
     rk_dev_sync_block();
@@ -747,26 +821,47 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
     if (rk_dev_thread0()) {
         rk_dev__header(x, (rk_dev_msg_header *)(void *)x->slot, type_id, flags,
             corr, prio, len, x->msg_seq++);
-        if (staged) {
+        if (staged)
             x->nout += 1;
-        } else {
-            rk_dev_pcie_fence(); /* st.release.sys of the route's tail */
-            rk_ring_prod_publish(c, s, 1);
-        }
+        else
+            rk_k2k_prod_publish(c, s, 1);
         x->k.sent += 1;
     }
     rk_dev_sync_block();
     return RK_OK;
 }
 
-/** Sends to the kernel's output lane (the host, or its rk_connect route
- * through the host relay). RK_OK or RK_EMSGSIZE. Collective. */
+/** To the kernel's output: the output lane, or its rk_connect route when
+ * that is wired on the device (kargs.send_route). */
+RK_DEV_FN int
+rk_dev__to_output(rk_dev_ctx *x, rk_dev_u32 type_id,
+    const unsigned char *corr, unsigned char prio, const void *payload,
+    rk_dev_u32 len)
+{
+    rk_dev_u32 r = x->a.send_route;
+    if (r != 0 && r <= x->nroutes && rk_dev__route_ready(x, r - 1)) {
+        int rc = rk_dev__emit(x, x->route_ctrl[r - 1], &x->route[r - 1],
+            type_id, 0, corr, prio, payload, len);
+        if (rc != RK_ECLOSED)
+            return rc;
+        /* The target exited: the message goes to the host, where the
+         * runtime hands it to the route's target or refuses it (the
+         * relay dead-letters a refusal). */
+    }
+    /* Not wired yet (the target has not started): through the relay. */
+    return rk_dev__emit(
+        x, x->out_ctrl, &x->out, type_id, 0, corr, prio, payload, len);
+}
+
+/** Sends to the kernel's output (the host, or its rk_connect route: on the
+ * device while the target is a running device kernel, else through the
+ * host relay, where the runtime applies the target's rules). RK_OK or
+ * RK_EMSGSIZE. Collective. */
 RK_DEV_FN int
 rk_dev_send(
     rk_dev_ctx *x, rk_dev_u32 type_id, const void *payload, rk_dev_u32 len)
 {
-    return rk_dev__emit(
-        x, x->out_ctrl, &x->out, type_id, 0, 0, 128, payload, len);
+    return rk_dev__to_output(x, type_id, 0, 128, payload, len);
 }
 
 /** Replies to req: correlation id = req's message id, req's priority. */
@@ -774,20 +869,38 @@ RK_DEV_FN int
 rk_dev_reply(rk_dev_ctx *x, const rk_dev_msg *req, rk_dev_u32 type_id,
     const void *payload, rk_dev_u32 len)
 {
-    return rk_dev__emit(x, x->out_ctrl, &x->out, type_id, 0,
+    return rk_dev__to_output(x, type_id, req->hdr->message_id,
+        req->hdr->priority, payload, len);
+}
+
+/** Replies to req to the host: on the output lane, flagged
+ * RK_DEV_MSG_F_HOST so the runtime hands it to the kernel's output queue
+ * even where its output is routed (on the device or through the relay):
+ * the result of a chain of device kernels. Collective. */
+RK_DEV_FN int
+rk_dev_reply_host(rk_dev_ctx *x, const rk_dev_msg *req, rk_dev_u32 type_id,
+    const void *payload, rk_dev_u32 len)
+{
+    return rk_dev__emit(x, x->out_ctrl, &x->out, type_id, RK_DEV_MSG_F_HOST,
         req->hdr->message_id, req->hdr->priority, payload, len);
 }
 
 /** Sends on K2K route r (another kernel's input lane, no host hop).
- * RK_OK, RK_EMSGSIZE, or RK_ENOTFOUND for a route that does not exist. */
+ * RK_OK, RK_EMSGSIZE, RK_ECLOSED (the target exited and its lane is full;
+ * counted in errors), or RK_ENOTFOUND for a route that does not exist or
+ * is not wired yet. */
 RK_DEV_FN int
 rk_dev_send_to(rk_dev_ctx *x, rk_dev_u32 route, rk_dev_u32 type_id,
     const void *payload, rk_dev_u32 len)
 {
-    if (route >= x->nroutes)
+    int rc;
+    if (route >= x->nroutes || !rk_dev__route_ready(x, route))
         return RK_ENOTFOUND;
-    return rk_dev__emit(x, x->route_ctrl[route], &x->route[route], type_id, 0,
+    rc = rk_dev__emit(x, x->route_ctrl[route], &x->route[route], type_id, 0,
         0, 128, payload, len);
+    if (rc == RK_ECLOSED && rk_dev_thread0())
+        x->k.errors += 1; /* refused: counted, never silently lost */
+    return rc;
 }
 
 /** Publishes on topic index `topic` (the host relay maps it to the topic
@@ -851,9 +964,9 @@ rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
         }
         x->flag = v == want && rk_dev_ctl_cmd(x->a.ctl) != RK_DEV_CMD_STOP;
         if (x->n != 0) {
-            if (!rk_dev__in_ll(x, x->lane))
+            if (x->lane == 0 && !rk_dev__in_ll(x, 0))
                 rk_dev_fence_sys(); /* the ring lane's reads, first */
-            rk_dev__handback(x, x->lane, 1);
+            rk_dev__hand_back(x, x->lane, 1);
         }
         x->n = 0;
         if (x->flag)

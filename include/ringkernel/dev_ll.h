@@ -246,7 +246,7 @@ rk_dev_ring_copy(const rk_ring_side *s, rk_dev_u64 pos, rk_dev_u32 n,
 /** rk_ring_cons_avail on a lane in mapped memory, counting the tail read
  * it makes when its cached tail is short. */
 RK_DEV_FN rk_dev_u32
-rk_dev__avail(rk_ring_ctrl *c, rk_ring_side *s, rk_dev_u32 want)
+rk_dev__sys_avail(rk_ring_ctrl *c, rk_ring_side *s, rk_dev_u32 want)
 {
     if (s->peer - s->pos < want)
         rk_dev_pcie_read();

@@ -700,6 +700,29 @@ rk__dh_pending(rk__dh *d, uint32_t b)
     return n;
 }
 
+bool
+rk__dh_out_pending(rk__dh *d)
+{
+    for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
+        const rk__dh_host_lane *l = &d->out[b];
+        rk_ring_ctrl *c = l->ctrl;
+        /* head is the host consumer's own (any host thread may peek: its
+         * acquire pairs with the consumer's release). */
+        uint64_t head = rk_ring_load_acquire(&c->head);
+        if (l->ll) {
+            /* An LL lane has no tail: the slot at head is a message once
+             * its word 0 carries the flag of that position (ring_ll.h). */
+            uint64_t w = rk_ring_ll_word0(&l->side, head);
+            if ((uint32_t)(w >> 32) == rk_ring_ll_flag(head))
+                return true;
+        } else if (rk_ring_load_acquire(&c->tail) != head) {
+            /* Acquire pairs with the block's release of tail. */
+            return true;
+        }
+    }
+    return false;
+}
+
 int
 rk__dh_watchdog(rk__dh *d, const char *who)
 {
