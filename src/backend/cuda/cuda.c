@@ -60,6 +60,8 @@
 /* At exit, how long one output frame may wait for a full target. */
 #define RELAY_EXIT_WAIT_NS 1000000000ll
 #define WATCHDOG_NS        2000000000ull /* RK_CUDA_WATCHDOG_MS overrides */
+/* How often the relay asks its stream whether the context still works. */
+#define RELAY_QUERY_NS 1000000ull
 
 struct rk__backend_inst {
     const struct rk__cuda_driver *drv;
@@ -147,7 +149,8 @@ cuda_alloc(size_t size, rk__placed *out)
     size_t n = (size + 63) & ~(size_t)63;
     int rc;
 
-    if ((rc = rk__cuda_enter(ordinal(), &d)) != RK_OK)
+    if ((rc = rk__cuda_enter(ordinal(), &d)) != RK_OK
+        || (rc = rk__cu_lost()) != RK_OK)
         return rc;
     /* Pinned and mapped: the device reads and writes it over PCIe with
      * system-scope loads and stores; PORTABLE: every context sees it. */
@@ -454,8 +457,9 @@ relay_main(void *arg)
     rk__backend_inst *bi = arg;
     uint32_t rr = 0, acked = RK_CTL_ACK_NONE, idle_ns = 0;
     uint64_t wd_ns = watchdog_ns(), next_wd = rk_now_ns() + wd_ns, busy_at = 0;
+    uint64_t next_q = 0;
     uint32_t spins = 0;
-    int stop_posted = 0;
+    int stop_posted = 0, lost = 0;
 
     for (;;) {
         uint32_t key = rk__ec_prepare(bi->wake);
@@ -497,7 +501,14 @@ relay_main(void *arg)
         moved += relay_out(bi, RK_NO_WAIT);
         rk__dh_status_get(&bi->d, &st);
         relay_counters(bi, &st);
-        if (st.exited == bi->d.cfg.nblocks) {
+        if (rk_now_ns() >= next_q || rk_now_ns() >= next_wd) {
+            /* A trap anywhere in the context ended the grid: one
+             * host-side query (devwide.h), before every watchdog check
+             * so a lost context is never taken for a hang. */
+            next_q = rk_now_ns() + RELAY_QUERY_NS;
+            lost = rk__cu_res_check(bi->drv, bi->res) != RK_OK;
+        }
+        if (st.exited == bi->d.cfg.nblocks || lost) {
             rk__ec_cancel(bi->wake);
             /* The device is done: what it sent goes out. Each frame
              * waits up to RELAY_EXIT_WAIT_NS for room in a full target;
@@ -517,7 +528,7 @@ relay_main(void *arg)
             /* Its blocks are returning: counted out before EXITED is
              * published, so whoever sees EXITED may launch another. */
             returned(bi);
-            relay_exit(bi, st.exit_code);
+            relay_exit(bi, lost ? RK_ECUDA : st.exit_code);
             return NULL;
         }
         if (relay_fault(bi)) {
@@ -808,9 +819,10 @@ cuda_destroy(rk__backend_inst *bi, int detach)
         bi->relay_started = 0;
     }
     keep = detach || atomic_load_explicit(&bi->hung, memory_order_acquire);
-    /* A kernel reported hung (or let go) may have returned since. */
+    /* A kernel reported hung (or let go) may have returned since, or a
+     * lost context ended it (its stream reports the error). */
     if (keep && bi->launched
-        && bi->drv->cuStreamQuery(bi->stream) == RK__CUDA_SUCCESS)
+        && bi->drv->cuStreamQuery(bi->stream) != RK__CUDA_ERROR_NOT_READY)
         keep = 0;
     if (keep && bi->counted) {
         /* It may still run: its region stays mapped and it stays counted,

@@ -74,6 +74,12 @@ static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static cu_mod *mods;          /* under dev_lock */
 static rk__cu_res *residents; /* under dev_lock */
 static uint32_t resident; /* launched persistent kernels not yet returned */
+/* The context's sticky error once a stream reported one (0: none), the
+ * device, and "NAME (string), first seen by kernel 'id'". Under dev_lock;
+ * never cleared (the context is not reset: devwide.h says why). */
+static rk__cu_result lost;
+static int lost_ordinal;
+static char lost_why[RK_ID_MAX + 200];
 
 static uint64_t
 mod_key(const char *source, int cc)
@@ -98,20 +104,56 @@ res_remove(rk__cu_res *e)
     rk__mem_resident(-1);
 }
 
-/* Kernels reported hung, and zombies, that returned since: counted out
- * (so the deferred frees run and code loads again once none is left); a
- * zombie's region is freed (deferred by the memory layer while others are
- * resident) and its stream destroyed. dev_lock held. */
+/* "NAME (string)" of the driver's error r, into buf. */
+static void
+err_text(
+    const struct rk__cuda_driver *d, rk__cu_result r, char *buf, size_t cap)
+{
+    const char *name = NULL, *str = NULL;
+
+    if (d->cuGetErrorName(r, &name) != RK__CUDA_SUCCESS || name == NULL)
+        name = "CUDA_ERROR_UNKNOWN";
+    if (d->cuGetErrorString(r, &str) != RK__CUDA_SUCCESS || str == NULL)
+        str = "no description";
+    snprintf(buf, cap, "%s (%s) [%d]", name, str, r);
+}
+
+/* The driver's error r on a stream of kernel id: the context is lost
+ * (the first error is kept). dev_lock held. */
+static void
+lose(const struct rk__cuda_driver *d, rk__cu_result r, const char *id,
+    int ordinal)
+{
+    char why[160];
+
+    if (lost != 0)
+        return;
+    err_text(d, r, why, sizeof(why));
+    lost = r;
+    lost_ordinal = ordinal;
+    snprintf(
+        lost_why, sizeof(lost_why), "%s, first seen by kernel '%s'", why, id);
+}
+
+/* Kernels reported hung, and zombies, that returned since (or whose grid
+ * a lost context ended): counted out (so the deferred frees run and code
+ * loads again once none is left); a zombie's region is freed (deferred by
+ * the memory layer while others are resident; a free a lost context
+ * refuses is dropped) and its stream destroyed. dev_lock held. */
 static void
 reap_zombies(const struct rk__cuda_driver *d)
 {
     rk__cu_res *e = residents, *next;
+    rk__cu_result r;
 
     for (; e != NULL; e = next) {
         next = e->next;
-        if ((!e->zombie && !e->hung)
-            || d->cuStreamQuery(e->stream) != RK__CUDA_SUCCESS)
+        if (!e->zombie && !e->hung)
             continue;
+        if ((r = d->cuStreamQuery(e->stream)) == RK__CUDA_ERROR_NOT_READY)
+            continue;
+        if (r != RK__CUDA_SUCCESS)
+            lose(d, r, e->id, e->ordinal);
         res_remove(e);
         if (!e->zombie) {
             e->out = 1; /* its instance frees the entry */
@@ -122,6 +164,21 @@ reap_zombies(const struct rk__cuda_driver *d)
             RK__MEM_PINNED, e->ordinal, NULL, e->region.host, e->region.size);
         free(e);
     }
+}
+
+/* A launch, load or allocation (id NULL) on a lost context. dev_lock
+ * held. */
+static int
+refuse_lost(const char *id)
+{
+    return rk__fail(RK_ECUDA,
+        "%s%s%scontext lost; device %d's CUDA context failed with %s: "
+        "every kernel on it ended FAILED, and nothing runs on it again in "
+        "this process (resetting it would also destroy every buffer, pool "
+        "and module of the process on that device); restart the process "
+        "to use the device",
+        id ? "kernel '" : "", id ? id : "", id ? "': " : "", lost_ordinal,
+        lost_why);
 }
 
 /* ------------------------------------------------------------ modules */
@@ -188,7 +245,10 @@ rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
     reap_zombies(d);
     for (m = mods; m != NULL && m->key != key; m = m->next)
         ;
-    if (m == NULL && resident != 0) {
+    if (lost != 0) {
+        rc = refuse_lost(id);
+        m = NULL;
+    } else if (m == NULL && resident != 0) {
         rc = rk__fail(RK_EBUSY,
             "kernel '%s': its code is not loaded, and CUDA cannot load it "
             "while %u persistent kernel(s) run on the device (the load "
@@ -274,7 +334,7 @@ rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id, int ordinal,
         return rk__fail(RK_ENOMEM, "kernel '%s': no memory", id);
     pthread_mutex_lock(&dev_lock);
     reap_zombies(d);
-    rc = fits(id, grid, per_sm, sms, &share);
+    rc = lost != 0 ? refuse_lost(id) : fits(id, grid, per_sm, sms, &share);
     if (rc == RK_OK) {
         /* Counted in before it starts: a free decided from now on waits
          * for it (memory/mem.h). */
@@ -331,4 +391,44 @@ rk__cu_res_zombie(rk__cu_res *e, const rk__placed *region)
     }
     pthread_mutex_unlock(&dev_lock);
     return taken;
+}
+
+int
+rk__cu_res_check(const struct rk__cuda_driver *d, rk__cu_res *e)
+{
+    char why[160];
+    rk__cu_result r;
+
+    /* A host-side call: no PCIe read of the device's lines. */
+    (void)rk__cuda_enter(e->ordinal, NULL);
+    r = d->cuStreamQuery(e->stream);
+    if (r == RK__CUDA_SUCCESS || r == RK__CUDA_ERROR_NOT_READY)
+        return RK_OK;
+    pthread_mutex_lock(&dev_lock);
+    lose(d, r, e->id, e->ordinal);
+    pthread_mutex_unlock(&dev_lock);
+    err_text(d, r, why, sizeof(why));
+    /* Not the result of a call: the log is where an operator learns why
+     * the kernel is FAILED. */
+    rk__log(RK_LOG_ERROR,
+        "kernel '%s': the CUDA context of device %d is lost: %s; the "
+        "kernel ended FAILED (RK_ECUDA), what it had queued is "
+        "dead-lettered, and no cuda kernel runs on the device again in "
+        "this process",
+        e->id, e->ordinal, why);
+    return rk__fail(RK_ECUDA,
+        "kernel '%s': the CUDA context of device %d is lost: %s", e->id,
+        e->ordinal, why);
+}
+
+int
+rk__cu_lost(void)
+{
+    int rc = RK_OK;
+
+    pthread_mutex_lock(&dev_lock);
+    if (lost != 0)
+        rc = refuse_lost(NULL);
+    pthread_mutex_unlock(&dev_lock);
+    return rc;
 }
