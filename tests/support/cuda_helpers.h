@@ -12,6 +12,7 @@
 
 #include "backend/cuda/nvrtc.h"
 #include "ringkernel/error.h"
+#include "ringkernel/ringkernel.h"
 
 /* True when NVRTC loads; otherwise says why (the caller skips). */
 static inline int
@@ -23,6 +24,31 @@ cuda_have_nvrtc(void)
         return 0;
     }
     return 1;
+}
+
+/* A kernel's host handler where only its device code runs (the cpu
+ * fallback a definition needs; never called under "cuda"). */
+static inline int
+cuda_ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    (void)ctx;
+    (void)m;
+    return RK_OK;
+}
+
+/* A runtime on the cuda backend whose lifecycle calls give up after
+ * control_ns (terminate after 10 s), so a broken case fails within
+ * seconds instead of hanging. */
+static inline rk_runtime *
+cuda_runtime_bounded(int64_t control_ns)
+{
+    rk_runtime *rt = NULL;
+    rk_runtime_config cfg = { .no_static_kernels = true,
+        .backend = "cuda",
+        .control_timeout_ns = control_ns,
+        .terminate_timeout_ns = 10000000000ll };
+    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
+    return rt;
 }
 
 /* A file of the source tree as a malloc'd string, or NULL. */
