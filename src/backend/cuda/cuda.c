@@ -457,7 +457,7 @@ relay_main(void *arg)
     rk__backend_inst *bi = arg;
     uint32_t rr = 0, acked = RK_CTL_ACK_NONE, idle_ns = 0;
     uint64_t wd_ns = watchdog_ns(), next_wd = rk_now_ns() + wd_ns, busy_at = 0;
-    uint64_t next_q = 0;
+    uint64_t next_q = 0, now;
     uint32_t spins = 0;
     int stop_posted = 0, lost = 0;
 
@@ -501,11 +501,11 @@ relay_main(void *arg)
         moved += relay_out(bi, RK_NO_WAIT);
         rk__dh_status_get(&bi->d, &st);
         relay_counters(bi, &st);
-        if (rk_now_ns() >= next_q || rk_now_ns() >= next_wd) {
+        if ((now = rk_now_ns()) >= next_q || now >= next_wd) {
             /* A trap anywhere in the context ended the grid: one
              * host-side query (devwide.h), before every watchdog check
              * so a lost context is never taken for a hang. */
-            next_q = rk_now_ns() + RELAY_QUERY_NS;
+            next_q = now + RELAY_QUERY_NS;
             lost = rk__cu_res_check(bi->drv, bi->res) != RK_OK;
         }
         if (st.exited == bi->d.cfg.nblocks || lost) {
@@ -528,7 +528,8 @@ relay_main(void *arg)
             /* Its blocks are returning: counted out before EXITED is
              * published, so whoever sees EXITED may launch another. */
             returned(bi);
-            relay_exit(bi, lost ? RK_ECUDA : st.exit_code);
+            relay_exit(
+                bi, st.exited == bi->d.cfg.nblocks ? st.exit_code : RK_ECUDA);
             return NULL;
         }
         if (relay_fault(bi)) {
