@@ -34,6 +34,20 @@ bench_emit(const char *suite, const char *name, const char *impl, double value,
     fflush(stdout);
 }
 
+/* Prints a "skipped" row for name with why (quotes and control
+ * characters replaced, so the line stays JSON). */
+static inline void
+bench_skip(const char *suite, const char *name, const char *why)
+{
+    char r[200], extra[240];
+    snprintf(r, sizeof(r), "%s", why);
+    for (char *p = r; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+            *p = '\'';
+    snprintf(extra, sizeof(extra), "\"reason\":\"%s\"", r);
+    bench_emit(suite, name, "skipped", 0, "", extra);
+}
+
 static int
 bench_cmp_u64(const void *a, const void *b)
 {

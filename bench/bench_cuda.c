@@ -310,13 +310,7 @@ main(void)
     int rc, sim;
 
     if ((rc = rk_runtime_create(&rt, &cfg)) != RK_OK) {
-        char why[200];
-        snprintf(why, sizeof(why), "%s", rk_errdetail());
-        for (char *p = why; *p; p++)
-            if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
-                *p = '\'';
-        snprintf(extra, sizeof(extra), "\"reason\":\"%s\"", why);
-        bench_emit("cuda", "cuda_backend", "skipped", 0, "", extra);
+        bench_skip("cuda", "cuda_backend", rk_errdetail());
         return 0;
     }
     if (rk_devices_query(&list) != RK_OK

@@ -537,21 +537,7 @@ test_register_after_launch(void **state)
  * way that waits for a running persistent kernel (a module load, a free,
  * a context synchronise while one was resident), which on a GPU never
  * returns; the stand-in counts such calls (fake_cuda_hangs). */
-static void
-test_no_call_would_hang(void **state)
-{
-    unsigned (*hangs)(void);
-    void *lib;
-    (void)state;
-    if (real_gpu)
-        skip();
-    lib = dlopen(FAKE_CUDA_LIB, RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(lib);
-    *(void **)&hangs = dlsym(lib, "fake_cuda_hangs");
-    assert_non_null(hangs);
-    assert_int_equal(hangs(), 0);
-    dlclose(lib);
-}
+CUDA_TEST_NO_HANG(real_gpu)
 
 int
 main(void)

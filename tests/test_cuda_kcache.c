@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backend/cuda/kcache.h"
+#include "cuda_helpers.h"
 #include "ringkernel/ringkernel.h"
 
 static char tmpdir[256];
@@ -51,15 +52,7 @@ subdir(char *out, size_t cap, const char *name)
 static rk__nvrtc_image
 fake_image(size_t n, unsigned char seed)
 {
-    rk__nvrtc_image img = { 0 };
-    img.data = malloc(n);
-    assert_non_null(img.data);
-    for (size_t i = 0; i < n; i++)
-        img.data[i] = (unsigned char)(seed + i * 7);
-    img.size = n;
-    img.kind = RK__IMG_CUBIN;
-    img.arch = 90;
-    return img;
+    return cuda_test_image(n, seed, 7, RK__IMG_CUBIN);
 }
 
 static rk__kkey

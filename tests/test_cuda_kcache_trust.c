@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "backend/cuda/kcache.h"
+#include "cuda_helpers.h"
 #include "ringkernel/ringkernel.h"
 
 #define NOBODY 65534
@@ -100,15 +101,7 @@ teardown(void **state)
 static rk__nvrtc_image
 image(size_t n, unsigned char seed)
 {
-    rk__nvrtc_image img = { 0 };
-    img.data = malloc(n);
-    assert_non_null(img.data);
-    for (size_t i = 0; i < n; i++)
-        img.data[i] = (unsigned char)(seed + i * 13);
-    img.size = n;
-    img.kind = RK__IMG_PTX;
-    img.arch = 90;
-    return img;
+    return cuda_test_image(n, seed, 13, RK__IMG_PTX);
 }
 
 static rk__kkey

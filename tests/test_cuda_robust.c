@@ -41,11 +41,32 @@
 static char *kernels_src;
 static unsigned (*hangs)(void);
 
+static int
+ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    (void)ctx;
+    (void)m;
+    return RK_OK;
+}
+
+static rk_runtime *
+cuda_runtime(void)
+{
+    rk_runtime *rt = NULL;
+    /* A broken case fails within seconds instead of hanging. */
+    rk_runtime_config cfg = { .no_static_kernels = true,
+        .backend = "cuda",
+        .control_timeout_ns = 3000000000ll,
+        .terminate_timeout_ns = 10000000000ll };
+    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
+    return rt;
+}
+
 static void
 reg(rk_runtime *rt, const char *id, const char *entry, uint32_t grid,
     uint32_t in_cap, const char *src)
 {
-    rk_kernel_def def = { .id = id, .handler = cuda_ignore_handler };
+    rk_kernel_def def = { .id = id, .handler = ignore_handler };
     def.config.device_source = src ? src : kernels_src;
     def.config.device_entry = entry;
     def.config.device_source_name = "test_kernels.cu";
@@ -182,7 +203,7 @@ test_watchdog_releases_residency(void **state)
 
     hangs0 = hangs();
     setenv("RK_CUDA_WATCHDOG_MS", "50", 1);
-    rt = cuda_runtime_bounded(3000000000ll);
+    rt = cuda_runtime();
     reg(rt, "slow", "rk_spin", 1, 0, NULL);
     assert_int_equal(rk_buffer_create(&buf, &bc), RK_OK);
     assert_int_equal(rk_buffer_device(buf, RK_ACCESS_DISCARD, &dptr), RK_OK);
@@ -260,7 +281,7 @@ test_relay_full_route_target(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_bounded(3000000000ll);
+    rt = cuda_runtime();
     route_to_full_target(rt, "a", "b");
     /* The relay is not stuck on the 5th: it forwards a's commands. */
     assert_int_equal(rk_kernel_deactivate(rt, "a"), RK_OK);
@@ -298,7 +319,7 @@ test_relay_exit_full_target(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime_bounded(3000000000ll);
+    rt = cuda_runtime();
     route_to_full_target(rt, "src", "sink"); /* sink is never activated */
     assert_int_equal(rk_kernel_terminate(rt, "src", T_LONG), RK_OK);
     assert_int_equal(rk_kernel_stats_get(rt, "src", &st), RK_OK);
@@ -326,7 +347,7 @@ test_coresidency_device_wide(void **state)
         skip();
 
     /* The stand-in: 2 SMs x 2 blocks = 4 resident blocks. */
-    rt = cuda_runtime_bounded(3000000000ll);
+    rt = cuda_runtime();
     reg(rt, "left", "rk_echo", 3, 0, NULL);
     reg(rt, "right", "rk_sum", 3, 0, NULL);
     reg(rt, "small", "rk_echo", 1, 0, NULL);
@@ -361,7 +382,7 @@ test_buffer_free_deferred(void **state)
 
     for (int i = 0; i < 256; i++)
         in[i] = (float)i;
-    rt = cuda_runtime_bounded(3000000000ll);
+    rt = cuda_runtime();
     reg(rt, "res", "rk_echo", 1, 0, NULL);
     assert_int_equal(rk_buffer_create(&buf, &bc), RK_OK);
     assert_int_equal(rk_buffer_copy_from(buf, in, sizeof(in)), RK_OK);

@@ -98,39 +98,26 @@ logged(const char *first, ...)
 static rk_runtime *
 cuda_runtime(void)
 {
-    if (!cuda_have_nvrtc())
-        skip();
-    return cuda_runtime_bounded(10000000000ll);
+    cuda_require_nvrtc();
+    return cuda_test_runtime();
 }
 
 static void
 reg(rk_runtime *rt, const char *id, const char *entry,
     rk_restart_policy policy)
 {
-    rk_kernel_def def = { .id = id, .handler = cuda_ignore_handler };
-    def.config.device_source = kernels_src;
-    def.config.device_entry = entry;
-    def.config.device_source_name = "test_kernels.cu";
-    def.config.grid_size = 1;
-    def.config.block_size = 64;
-    def.config.batch = 8;
-    def.config.max_payload = 64;
-    def.config.supervision.policy = policy;
-    def.config.supervision.max_restarts = 3;
     /* A restart would be due long after the test. */
-    def.config.supervision.backoff_ns = 600ll * 1000000000ll;
-    def.config.supervision.backoff_max_ns = 600ll * 1000000000ll;
-    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
-}
-
-static rk_kernel
-start(rk_runtime *rt, const char *id)
-{
-    rk_kernel k;
-    assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, id), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, id), RK_OK);
-    return k;
+    cuda_kdef k = { .id = id,
+        .src = kernels_src,
+        .src_name = "test_kernels.cu",
+        .entry = entry,
+        .grid = 1,
+        .max_payload = 64,
+        .supervision = { .policy = policy,
+            .max_restarts = 3,
+            .backoff_ns = 600ll * 1000000000ll,
+            .backoff_max_ns = 600ll * 1000000000ll } };
+    cuda_register(rt, &k);
 }
 
 static void
@@ -161,8 +148,8 @@ two_running(rk_runtime *rt, const char *ida, const char *ea, const char *idb,
 {
     reg(rt, ida, ea, p);
     reg(rt, idb, eb, p);
-    *a = start(rt, ida);
-    *b = start(rt, idb);
+    *a = cuda_start(rt, ida);
+    *b = cuda_start(rt, idb);
     round_trip(rt, *a, 1);
     round_trip(rt, *b, 2);
 }
@@ -194,10 +181,13 @@ test_two_kernels(void **state)
     rk_kernel_stats sa, sb;
     rk_dead_letter dl;
     unsigned char buf[64];
-    unsigned n_a = 0, n_b = 0, hangs0 = hangs ? hangs() : 0;
+    unsigned n_a = 0, n_b = 0, hangs0;
     (void)state;
 
     rt = cuda_runtime();
+    /* The stand-in's count of calls that would hang (NULL on a GPU). */
+    *(void **)&hangs = cuda_fake_sym(FAKE_CUDA_LIB, "fake_cuda_hangs");
+    hangs0 = hangs != NULL ? hangs() : 0;
     two_running(rt, "a", "rk_trap", "b", "rk_echo", RK_SUPERVISE_STOP, &a, &b);
     /* b paused with three messages in its inbox; a traps on the first of
      * four, the other three queued behind it. */
@@ -313,34 +303,19 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_restart),
 };
 
-/* One case, in this process: its name, and the trap's error the stand-in
- * reports (FAKE_CUDA_TRAP_ERROR). */
+/* One case, in this process: the trap's error the stand-in reports
+ * (FAKE_CUDA_TRAP_ERROR), a watchdog that never fires here, the log. */
 static int
 run_case(const char *name)
 {
-    const struct rk__cuda_driver *drv;
-    char cache_dir[64];
-    int rc;
-
-    real_gpu = cuda_sim_begin(FAKE_CUDA_LIB, cache_dir, sizeof(cache_dir));
-    if (real_gpu < 0)
-        return 1;
-    /* A lost context is never taken for a hang. */
     setenv("RK_CUDA_WATCHDOG_MS", "600000", 1);
     if (strcmp(name, "test_restart") == 0)
         setenv("FAKE_CUDA_TRAP_ERROR", "700", 1);
-    kernels_src = cuda_slurp("tests/kernels/test_kernels.cu");
-    if (kernels_src == NULL || rk__cuda_driver(&drv) != RK_OK) {
-        fprintf(stderr, "test_cuda_trap: no driver: %s\n", rk_errdetail());
-        return 1;
-    }
-    if (!real_gpu)
-        *(void **)&hangs = dlsym(drv->lib, "fake_cuda_hangs");
     rk_set_log(log_sink, NULL);
     cmocka_set_test_filter(name);
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    free(kernels_src);
-    return rc | cuda_sim_end(cache_dir);
+    return cuda_sim_run("test_cuda_trap", tests,
+        sizeof(tests) / sizeof(tests[0]), FAKE_CUDA_LIB,
+        "tests/kernels/test_kernels.cu", &kernels_src, &real_gpu);
 }
 
 int

@@ -33,7 +33,6 @@
 #include "rt_helpers.h"
 
 static char *src;
-static char cache_dir[128];
 static int real_gpu;
 
 typedef struct os_n {
@@ -339,21 +338,7 @@ test_ptx(void **state)
     rk__nvrtc_image_free(&img);
 }
 
-static void
-test_no_call_would_hang(void **state)
-{
-    unsigned (*hangs)(void);
-    void *lib;
-    (void)state;
-    if (real_gpu)
-        skip();
-    lib = dlopen(FAKE_CUDA_LIB, RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(lib);
-    *(void **)&hangs = dlsym(lib, "fake_cuda_hangs");
-    assert_non_null(hangs);
-    assert_int_equal(hangs(), 0);
-    dlclose(lib);
-}
+CUDA_TEST_NO_HANG(real_gpu)
 
 int
 main(void)
@@ -367,18 +352,7 @@ main(void)
         cmocka_unit_test(test_beside_ring_kernels),
         cmocka_unit_test(test_no_call_would_hang),
     };
-    int rc;
-
-    if ((real_gpu = cuda_sim_begin(FAKE_CUDA_LIB, cache_dir,
-             sizeof(cache_dir)))
-        < 0)
-        return 1;
-    src = cuda_slurp("tests/kernels/oneshot_kernels.cu");
-    if (src == NULL)
-        return 1;
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    free(src);
-    if (cuda_sim_end(cache_dir) != 0)
-        rc = 1;
-    return rc;
+    return cuda_sim_run("test_oneshot_cuda", tests,
+        sizeof(tests) / sizeof(tests[0]), FAKE_CUDA_LIB,
+        "tests/kernels/oneshot_kernels.cu", &src, &real_gpu);
 }

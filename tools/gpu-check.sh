@@ -4,7 +4,7 @@
 # Builds the CUDA tests and benchmarks (unless --run-only and the build
 # directory already exists, e.g. carried to an offline device machine),
 # runs the CUDA tests against the REAL driver (no stand-in), then the
-# benchmarks (bench_cuda, bench_cuda_compile, and `ringkernel bench
+# benchmarks (bench_cuda, bench_cuda_compile, bench_cuda_numba, and `ringkernel bench
 # pagerank --backend cuda`: the PageRank sweep with the device kernel and
 # the CPU/GPU crossover, then four more runs at 10 M edges). Everything it reports is one JSON object per
 # line (suite "gpu-check" for the tests and the environment; the
@@ -59,8 +59,9 @@ if [ "$mode" != run ]; then
         test_cuda_pagerank test_cuda_trap test_backend_contract fake_cuda \
         bench_cuda \
         test_device_query test_buffer_states test_buffer_api \
+        test_buffer_managed test_cuda_devices test_cuda_barrier \
         test_pool_contract test_pool_concurrent \
-        bench_cuda_compile \
+        bench_cuda_compile test_cuda_jitlink bench_cuda_numba \
         ringkernel_cli >&2 || exit 2
     # For an offline device machine that lacks them: the test and bench
     # binaries' non-system libraries go with the build (build-gpu/lib).
@@ -123,19 +124,50 @@ run_test test_cuda_nvrtc
 run_test test_cuda_kcache
 run_test test_cuda_loop_host
 run_test test_cuda_pagerank
+# Kernels on several devices (the two-device route skips on a one-GPU
+# machine; the bad ordinal runs everywhere) and the named barrier shared
+# by two resident kernels (its PTX, 50 rounds, the refusals a GPU shows).
+run_test test_cuda_devices RK_TEST_CUDA_REAL=1
+run_test test_cuda_barrier RK_TEST_CUDA_REAL=1
+# A handler compiled by Numba (tests/data/numba_sample.ptx) linked into the
+# persistent loop with nvJitLink and run on the GPU (it fails rather than
+# skips there when NVRTC or nvJitLink is missing).
+run_test test_cuda_jitlink RK_TEST_CUDA_REAL=1
 # The backend contract suite: on a GPU the cuda backend runs its cases with
 # their device twins (a "backend 'cuda' skipped" line means it did not).
 run_test test_backend_contract
 # The CUDA paths of device discovery, unified buffers (every state
-# transition with its copies) and the pinned and device pools.
+# transition with its copies), managed buffers (prefetch, advice, the
+# refusal beyond free memory) and the pinned and device pools.
 for t in test_device_query test_buffer_states test_buffer_api \
-    test_pool_contract test_pool_concurrent; do
+    test_buffer_managed test_pool_contract test_pool_concurrent; do
     run_test "$t"
 done
 # A block that traps (__trap()) loses its process's context: both kernels
 # end FAILED with the driver's error, the runtime is destroyed cleanly
 # (each case in a process of its own; a few seconds).
 run_test test_cuda_trap RK_TEST_CUDA_REAL=1
+
+# Device code from Python (python/tests/test_cuda_python.py: one-shot
+# kernels, ctx.execute_kernel, a device actor, the CUDA exports) on the
+# real driver, where a Python with the package, numpy and pytest is at
+# $RK_GPU_PYTHON (default build/pyvenv/bin/python, what `make pytest`
+# makes); said to be skipped where there is none.
+py=${RK_GPU_PYTHON:-build/pyvenv/bin/python}
+if [ -x "$py" ] && "$py" -c "import ringkernel, numpy, pytest" 2>/dev/null; then
+    out=$(RK_TEST_CUDA_REAL=1 timeout "$T" "$py" -m pytest -q -p no:cacheprovider \
+        python/tests/test_cuda_python.py 2>&1)
+    rc=$?
+    printf '%s\n' "$out" >&2
+    if [ $rc -eq 0 ]; then
+        emit test_cuda_python pass "$(printf '%s' "$out" | tail -1)"
+    else
+        emit test_cuda_python fail "$(printf '%s' "$out" | grep -E 'FAILED|Error' | head -6 | tr '\n' ' ')"
+        fail=1
+    fi
+else
+    emit test_cuda_python skipped "no Python with ringkernel, numpy and pytest at $py"
+fi
 
 # Benchmarks: bench_cuda prints impl "cuda" on a real GPU ("cuda_sim"
 # would mean the stand-in was loaded: that is not a GPU figure).
@@ -146,6 +178,9 @@ for run in 1 2 3; do
     bench_json "$B/bench/bench_cuda" || fail=1
 done
 bench_json "$B/bench/bench_cuda_compile" || fail=1
+# The Numba handler's round trip against the same handler in CUDA C, and
+# each one's cold compile (+ link) and load (impl must be "cuda").
+bench_json "$B/bench/bench_cuda_numba" || fail=1
 # The PageRank sweep with its cuda configuration (tools/ringkernel/pr_dev.h):
 # JSON lines on stdout (the table on stderr), every row checked against the
 # host's power iteration to 1e-12; the cuda rows must say "config":"cuda"

@@ -21,6 +21,14 @@ else
     echo "tools/pydeps.sh: installing pydotcompute==0.2.0 msgpack numpy" >&2
     "$py" -m pip install --quiet "pydotcompute==0.2.0" msgpack numpy
 fi
+# numba-cuda: device handlers written in Python (docs/python.md, "Device
+# handlers in Python"). It compiles to PTX without a GPU, with the CUDA
+# toolkit's NVVM (/usr/local/cuda; without a toolkit those tests skip);
+# numba comes with it.
+if ! "$py" -c 'import numba.cuda, numba_cuda' 2>/dev/null; then
+    echo "tools/pydeps.sh: installing numba-cuda" >&2
+    "$py" -m pip install --quiet "numba-cuda==0.30.4"
+fi
 # Jupyter and typing (the [jupyter] and [typing] extras of pyproject.toml).
 if ! "$py" -c 'import ipywidgets, ipykernel, nbclient, nbformat, mypy' 2>/dev/null; then
     echo "tools/pydeps.sh: installing ipywidgets ipykernel nbclient nbformat mypy" >&2

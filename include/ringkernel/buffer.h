@@ -20,6 +20,13 @@
  * host allocation on the CPU "device", so the state machine and its
  * transfer counts behave (and are tested) identically without a GPU.
  *
+ * A managed buffer (RK_BUFFER_MANAGED) has one allocation that both sides
+ * address: cuMemAllocManaged on a CUDA device (the driver migrates its
+ * pages), one host allocation on the CPU device. Once allocated it is
+ * always SYNCHRONIZED and never copies; rk_buffer_prefetch() and
+ * rk_buffer_advise() steer where its pages live. It is never made larger
+ * than what the device has free (RK_ENOMEM).
+ *
  * Threads: a buffer is not thread-safe; one thread at a time may use it.
  * Ownership: the caller owns the buffer; pointers from rk_buffer_host() /
  * rk_buffer_device() are borrowed and valid until rk_buffer_destroy().
@@ -87,8 +94,32 @@ typedef enum rk_access {
 enum {
     /** Host side in page-locked, device-mapped memory (CUDA devices only;
      * ignored for the CPU device). Makes async transfers truly async. */
-    RK_BUFFER_PINNED = 1u << 0
+    RK_BUFFER_PINNED = 1u << 0,
+    /** One managed allocation for both sides (cuMemAllocManaged on a CUDA
+     * device; one host allocation on the CPU device). Not with
+     * RK_BUFFER_PINNED or pools. Creation fails with RK_ENOMEM when the
+     * buffer is larger than the CUDA device has free (cuMemGetInfo), and
+     * RK_ENOTSUP when the device has no managed memory. */
+    RK_BUFFER_MANAGED = 1u << 1
 };
+
+/** A side of a buffer: where rk_buffer_prefetch() moves a managed
+ * buffer's pages, and the location rk_buffer_advise() names. */
+typedef enum rk_buffer_side {
+    RK_SIDE_HOST = 0,  /**< host memory */
+    RK_SIDE_DEVICE = 1 /**< the buffer's device */
+} rk_buffer_side;
+
+/** Advice on a managed buffer's use (cuMemAdvise; the values are
+ * CUmem_advise's). */
+typedef enum rk_mem_advice {
+    RK_ADVISE_READ_MOSTLY = 1,       /**< read-only copies on each side */
+    RK_ADVISE_UNSET_READ_MOSTLY = 2, /**< undo RK_ADVISE_READ_MOSTLY */
+    RK_ADVISE_PREFERRED_LOCATION = 3, /**< keep the pages on the side */
+    RK_ADVISE_UNSET_PREFERRED_LOCATION = 4, /**< undo the above */
+    RK_ADVISE_ACCESSED_BY = 5,       /**< the side maps the pages */
+    RK_ADVISE_UNSET_ACCESSED_BY = 6  /**< undo RK_ADVISE_ACCESSED_BY */
+} rk_mem_advice;
 
 /** Zeroed fields mean the defaults in parentheses. */
 typedef struct rk_buffer_config {
@@ -175,6 +206,26 @@ int rk_buffer_fill(rk_buffer *buf, const void *elem);
 /** Sets every byte of the contents to zero. Host side, no sync. */
 int rk_buffer_zeros(rk_buffer *buf);
 
+/**
+ * Managed buffers only: moves the pages to side `to` (the buffer's device
+ * or the host) on stream (a CUstream; NULL: the legacy stream), without
+ * waiting; the pages are there once the stream has completed. Allocates
+ * (zeroed) on first use. On the CPU device it only allocates. RK_EINVAL
+ * for a buffer that is not managed, RK_ENOTSUP where the driver lacks
+ * the call.
+ */
+int rk_buffer_prefetch(rk_buffer *buf, rk_buffer_side to, void *stream);
+
+/**
+ * Managed buffers only: gives the driver advice on the whole buffer;
+ * side names the location for PREFERRED_LOCATION and ACCESSED_BY (and
+ * is ignored for READ_MOSTLY). Allocates (zeroed) on first use. On the
+ * CPU device it only allocates. RK_EINVAL for a buffer that is not
+ * managed or an unknown advice.
+ */
+int rk_buffer_advise(
+    rk_buffer *buf, rk_mem_advice advice, rk_buffer_side side);
+
 /** Copies the transfer counters into *out (caller-owned). */
 void rk_buffer_stats_get(const rk_buffer *buf, rk_buffer_stats *out);
 
@@ -205,8 +256,15 @@ size_t rk_buffer_bytes(const rk_buffer *buf);
 /** The kind of device the device side lives on. */
 rk_device_kind rk_buffer_device_kind(const rk_buffer *buf);
 
+/** The CUDA device ordinal the device side lives on (0 for the CPU
+ * device). */
+int rk_buffer_ordinal(const rk_buffer *buf);
+
 /** True when the host side is (or will be) pinned memory. */
 bool rk_buffer_is_pinned(const rk_buffer *buf);
+
+/** True for a managed buffer (RK_BUFFER_MANAGED). */
+bool rk_buffer_is_managed(const rk_buffer *buf);
 
 #ifdef __cplusplus
 }

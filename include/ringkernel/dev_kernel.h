@@ -116,6 +116,11 @@ typedef struct rk_dev_kargs {
      * (batch + stage_out) slots. */
     rk_dev_u32 stage_bytes;
     void *user; /**< the handler's own state, or NULL */
+    /** The kernel's named barrier (rk_kernel_config.device_barrier): an
+     * rk_dev_barrier in device memory, or 0; rk_dev_kernel_barrier(). */
+    rk_dev_u64 barrier;
+    rk_dev_u32 barrier_parties; /**< blocks that wait at it, in all */
+    rk_dev_u32 barrier_pad_;    /**< reserved (8-byte size) */
 } rk_dev_kargs;
 
 /** A received message: header and payload in the lane's slot (read in

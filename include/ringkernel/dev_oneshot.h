@@ -149,6 +149,24 @@ rk_dev_sync_grid(const rk_dev_oneshot_args *a)
     return 1;
 }
 
+/**
+ * A ring kernel's named barrier (rk_kernel_config.device_barrier): every
+ * block of every kernel naming it waits here until all its parties have
+ * arrived; what a block wrote before is visible to every block after
+ * (GPU scope, device memory). The wait is unbounded: a block waiting
+ * here sees no command, so every party must reach it. Collective.
+ * Returns 1 when it waited, 0 when the kernel names no barrier.
+ */
+RK_DEV_FN int
+rk_dev_kernel_barrier(const rk_dev_ctx *x)
+{
+    rk_dev_barrier *b = (rk_dev_barrier *)(rk_dev_size)x->a.barrier;
+    if (b == 0)
+        return 0;
+    rk_dev_barrier_wait(b, x->a.barrier_parties);
+    return 1;
+}
+
 /** The global index of this thread: block * block size + thread. */
 RK_DEV_FN rk_dev_u32
 rk_dev_global_idx(void)

@@ -151,6 +151,24 @@ typedef struct rk_kernel_config {
                             (0: 2000) */
     uint32_t grid_size;  /**< GPU backend only */
     uint32_t block_size; /**< GPU backend only */
+    /** cuda backend: the CUDA device ordinal that runs the kernel. 0: the
+     * default, RK_CUDA_DEVICE's ordinal where it is set, else device 0
+     * (so with RK_CUDA_DEVICE set, a kernel cannot name device 0 by 0).
+     * A device the driver does not have fails the launch: RK_ENODEV (or
+     * RK_EINVAL when negative), naming the kernel and the device count. */
+    int device;
+    /** cuda backend: the name of a barrier in device memory that this
+     * kernel's blocks share with those of every kernel naming it (on the
+     * same device); device code waits at it with rk_dev_kernel_barrier().
+     * Placed at registration (register every such kernel before
+     * launching the first). NULL: none. Not copied: it must outlive the
+     * kernel. docs/cuda.md, "One-shot kernels and barriers". */
+    const char *device_barrier;
+    /** The blocks that wait at device_barrier, across every kernel naming
+     * it (each arrives once per round); every kernel naming it gives the
+     * same number, and they must all be resident on the device together
+     * (else the launch fails: RK_ENOTSUP). */
+    uint32_t device_barrier_parties;
     rk_supervision supervision; /**< failure handling (0: STOP) */
     void *user; /**< handed to the actor as rk_ctx_user() */
     /** The backend that runs this kernel: "cpu", "cuda", "auto"; NULL: the
@@ -178,6 +196,12 @@ typedef struct rk_kernel_config {
     const char *device_source;
     const char *device_entry; /**< see device_source */
     const char *device_source_name; /**< see device_source */
+    /** PTX (NUL-terminated) to link with device_source: a handler that
+     * Numba compiled with the C ABI (docs/cuda.md, "Handlers in Python").
+     * device_source is then compiled as relocatable code and linked with
+     * it by nvJitLink (or the driver's linker); the kernel cache keys both.
+     * NULL: none. Not copied, like device_source. */
+    const char *device_link_ptx;
     /** A handler on the cpu backend that also takes direct calls
      * (rk_kernel_call()): while its thread waits for input with none
      * queued, another thread may run the handler on one message itself,

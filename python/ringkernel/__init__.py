@@ -20,6 +20,7 @@ from .messages import (RingKernelMessage, array, blob, bool_, deserialize_messag
 from .messages import TypedMessage
 from .compute import (Accelerator, ComputeOrchestrator, KernelExecution,
                       KernelLaunchConfig, MemoryPool, gpu_kernel, kernel)
+from .oneshot import KernelLaunch, RawKernel
 from .lifecycle import RingKernel, RingKernelConfig
 from .runtime import BlockingRuntime, KernelState, RingKernelRuntime, load_library
 from .telemetry import GPUMonitor, RingKernelTelemetry
@@ -58,4 +59,4 @@ __all__ = [
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
     "uint64", "float32", "float64",
 ]
-__all__ += ["TypedMessage"]
+__all__ += ["TypedMessage", "RawKernel", "KernelLaunch"]

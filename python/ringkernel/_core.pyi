@@ -6,7 +6,7 @@
 #
 # Timeouts are nanoseconds as int (-1 or None: wait forever); kernel ids
 # are str. Decoded messages are Any: the MsgType given decides their class.
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 WAIT_FOREVER: int
@@ -71,6 +71,10 @@ class Ctx:
                   timeout_ns: int | None = None, raw: bool = False) -> Any: ...
     def send_to(self, kernel_id: str, obj: Any, mt: MsgType | None = None) -> None: ...
     def publish(self, topic: str, obj: Any, mt: MsgType | None = None) -> None: ...
+    # a one-shot kernel from the actor (rk_ctx_execute_kernel): None, or a
+    # Launch when start
+    def execute_kernel(self, kernel: OneShot, grid: int, block: int, args: bytes,
+                       bufs: Sequence[Buffer], start: bool = False) -> Launch | None: ...
 
 @final
 class Runtime:
@@ -89,7 +93,12 @@ class Runtime:
                        max_payload: int = 0, backpressure: int = 0,
                        when_inactive: int = 0, restart: int = 0,
                        max_restarts: int = 0, priority_bands: bool = False,
-                       telemetry_off: bool = False, spin: int = 0) -> None: ...
+                       telemetry_off: bool = False, spin: int = 0,
+                       backend: str | None = None, device_source: str | None = None,
+                       device_entry: str | None = None,
+                       device_source_name: str | None = None,
+                       grid_size: int = 0, block_size: int = 0,
+                       device_link_ptx: str | None = None) -> None: ...
     def launch(self, kernel_id: str, /) -> None: ...
     def activate(self, kernel_id: str, /) -> None: ...
     def deactivate(self, kernel_id: str, /) -> None: ...
@@ -139,3 +148,30 @@ class Buffer:
     def state(self) -> int: ...
     def stats(self) -> dict[str, int]: ...
     def free(self) -> None: ...
+
+# A DLPack capsule over ptr that keeps owner alive (a Buffer owner is
+# counted as in use: its free() refuses until the consumer is done).
+def dlpack(owner: Any, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...],
+           code: int, bits: int, lanes: int, device_type: int, device_id: int,
+           versioned: bool, readonly: bool, /) -> Any: ...
+
+@final
+class OneShot:
+    """A one-shot kernel (rk_oneshot): CUDA C and/or a host fallback,
+    host(token, grid, block) -> RK_* code."""
+
+    def __init__(self, name: str, source: str | None = None, entry: str | None = None,
+                 source_name: str | None = None,
+                 host: Callable[[int, int, int], int] | None = None,
+                 backend: str | None = None, cooperative: bool = False) -> None: ...
+
+@final
+class Launch:
+    """A started one-shot launch (rk_oneshot_done)."""
+
+def oneshot_backend(kernel: OneShot, /) -> str: ...
+# runs the kernel (None), or starts it (a Launch)
+def oneshot_launch(kernel: OneShot, grid: int, block: int, args: bytes,
+                   bufs: Sequence[Buffer], start: bool = False) -> Launch | None: ...
+# the launch's result; RK_ETIMEDOUT (QueueTimeoutError) while it runs
+def oneshot_wait(launch: Launch, timeout_ns: int | None = None, /) -> None: ...

@@ -34,7 +34,7 @@ from typing import Any, Generic, Optional, TypeVar, Union, overload
 import numpy as np
 
 from . import _core
-from .errors import BufferNotAllocatedError, InvalidArgumentError, error
+from .errors import BufferNotAllocatedError, DLPackError, InvalidArgumentError, error
 
 _FORMAT = {np.dtype(t): f for t, f in (
     (np.uint8, "B"), (np.int8, "b"), (np.uint16, "H"), (np.int16, "h"),
@@ -43,6 +43,10 @@ _FORMAT = {np.dtype(t): f for t, f in (
 
 #: The scalar type of a UnifiedBuffer's elements (type checkers only).
 _S = TypeVar("_S", bound=np.generic)
+
+# DLPack's device types and type codes (dlpack.h).
+_DL_CPU, _DL_CUDA = 1, 2
+_DL_CODE = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 _Shape = Union[int, "tuple[int, ...]", "list[int]"]
 
 
@@ -259,6 +263,80 @@ class UnifiedBuffer(Generic[_S]):
         """The device copy's address (synchronised first)."""
         addr: int = self._buf().op("device_read")
         return addr
+
+    # ------------------------------------------------ zero-copy exports
+    def _on_cuda(self) -> bool:
+        if self._device_kind == 2:  # "any": CUDA 0 when the C runtime has one
+            from .compute import cuda_available
+            return cuda_available()
+        return self._device_kind == 1
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The CUDA Array Interface (v3) of the device copy, synchronised
+        first (the state does not change: after writing through it, call
+        mark_device_dirty()). CuPy, Numba and PyTorch take the buffer
+        without a copy. Only a buffer on a CUDA device has one
+        (AttributeError otherwise, so ``hasattr`` says so)."""
+        if not self._on_cuda():
+            raise AttributeError(f"{self!r} has no CUDA device memory (device "
+                                 f"{self.device_kind!r}): no __cuda_array_interface__")
+        addr: int = self._buf().op("device_read")
+        d: dict[str, Any] = {"data": (addr, False), "shape": self._shape,
+                             "typestr": self._dtype.str, "strides": None, "version": 3,
+                             "stream": None}  # transfers are synchronous: nothing to wait for
+        if self._dtype.fields is not None:
+            d["descr"] = self._dtype.descr
+        return d
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(kDLCUDA, 0) for a buffer on a CUDA device, else (kDLCPU, 0)."""
+        return (_DL_CUDA, 0) if self._on_cuda() else (_DL_CPU, 0)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Optional[tuple[int, int]] = None,
+                   dl_device: Optional[tuple[int, int]] = None,
+                   copy: Optional[bool] = None) -> Any:
+        """A DLPack capsule over the buffer's memory, without a copy: the
+        device copy on CUDA (kDLCUDA), the host copy otherwise or when
+        ``dl_device`` is (kDLCPU, 0); synchronised first, the state
+        unchanged (mark the side dirty after writing through it). The
+        buffer cannot be freed while a consumer holds it. DLPackError (a
+        BufferError) for another device, a stream given for host memory,
+        stream 0 (ambiguous), copy=True, or a dtype DLPack cannot
+        describe."""
+        own = self.__dlpack_device__()
+        want = own if dl_device is None else tuple(int(x) for x in dl_device)
+        if want != own and want != (_DL_CPU, 0):
+            raise error("RK_ENODEV", f"__dlpack__: {self!r} is on device {own} (DLPack "
+                        f"type, id); the consumer asked for {want}", DLPackError)
+        if copy:
+            raise error("RK_ENOTSUP", "__dlpack__: copy=True, but a UnifiedBuffer exports "
+                        "its own memory (copy=None or False)", DLPackError)
+        code = _DL_CODE.get(self._dtype.kind)
+        if code is None or not self._dtype.isnative:
+            raise error("RK_ENOTSUP", f"__dlpack__: DLPack has no type for {self._dtype}",
+                        DLPackError)
+        bits = 8 if self._dtype.kind == "b" else self._dtype.itemsize * 8
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        if want == (_DL_CPU, 0):
+            if stream is not None:
+                raise error("RK_EINVAL", f"__dlpack__: stream {stream!r} for host memory "
+                            "(kDLCPU takes stream=None)", DLPackError)
+            view = self.host  # the export holds the view, so free() refuses meanwhile
+            owner: Any = view
+            addr: int = view.ctypes.data
+        else:
+            if stream == 0:
+                raise error("RK_EINVAL", "__dlpack__: stream 0 is ambiguous for CUDA (give "
+                            "None, 1, 2 or a stream handle)", DLPackError)
+            b = self._buf()
+            owner, addr = b, b.op("device_read")  # synchronous: nothing for stream to wait on
+        strides, n = [], 1
+        for d in reversed(self._shape):
+            strides.append(n)
+            n *= d
+        return _core.dlpack(owner, addr, self._shape, tuple(reversed(strides)), code, bits, 1,
+                            want[0], want[1], versioned, False)
 
     @property
     def metal(self) -> Any:

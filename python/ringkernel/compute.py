@@ -19,10 +19,11 @@ import inspect
 import os
 import time
 import uuid
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Callable, Optional, Union, overload
 
 from . import _core
 from .errors import InvalidConfigurationError, error
+from .oneshot import RawKernel
 
 _cuda: Optional[bool] = None
 
@@ -286,17 +287,65 @@ def get_kernel_registry() -> KernelRegistry:
 _DEVICES = ("auto", "cuda", "cpu")
 
 
+def _raw(func: Any, name: Optional[str], source: Optional[str], entry: Optional[str],
+         device: str, cooperative: bool, what: str) -> Any:
+    """kernel(SOURCE, name=...) / @kernel(source=SOURCE): a RawKernel, with
+    the decorated function as its host fallback."""
+    if isinstance(func, str):
+        if source is not None:
+            raise error("RK_EINVAL", f"{what}: the source given twice (positionally and "
+                        "as source=)", InvalidConfigurationError)
+        if not name:
+            raise error("RK_EINVAL", f"{what}(source): name= is needed (the kernel's "
+                        "RK_DEV_ONESHOT entry, as CuPy's RawKernel(code, name))",
+                        InvalidConfigurationError)
+        return RawKernel(func, name, entry=entry, device=device, cooperative=cooperative)
+
+    def wrap(fn: Callable[..., Any]) -> RawKernel:
+        if not callable(fn):
+            raise TypeError(f"{what}(source=...) decorates the host fallback, a function, "
+                            f"not {type(fn).__name__}")
+        k = RawKernel(source, name or fn.__name__, entry=entry, host=fn, device=device,
+                      cooperative=cooperative)
+        functools.update_wrapper(k, fn)
+        return k
+
+    return wrap(func) if func is not None else wrap
+
+
+@overload
+def kernel(func: str, /, *, name: str, device: str = "auto", entry: Optional[str] = None,
+           cooperative: bool = False) -> RawKernel: ...
+@overload
+def kernel(*, source: str, name: Optional[str] = None, device: str = "auto",
+           entry: Optional[str] = None,
+           cooperative: bool = False) -> Callable[[Callable[..., Any]], RawKernel]: ...
+@overload
 def kernel(func: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
-           device: str = "auto", fastmath: bool = True, cache: bool = True) -> Any:
+           device: str = "auto", fastmath: bool = True, cache: bool = True) -> Any: ...
+
+
+def kernel(func: Optional[Union[Callable[..., Any], str]] = None, *,
+           name: Optional[str] = None, device: str = "auto", fastmath: bool = True,
+           cache: bool = True, source: Optional[str] = None, entry: Optional[str] = None,
+           cooperative: bool = False) -> Any:
     """A one-shot compute kernel (PyDotCompute's @kernel): a function called
     with its arguments. On the CPU it runs as the Python function it is
     (``device="cuda"`` without a GPU falls back to it, as PyDotCompute's
     does); with Numba installed and a GPU, ``device="cuda"`` compiles it
     with numba.cuda. The kernel is registered under its name for
-    ``ctx.execute_kernel``."""
+    ``ctx.execute_kernel``.
+
+    Over CUDA C (ringkernel's, CuPy's RawKernel): ``kernel(SOURCE,
+    name="entry")`` is a RawKernel (ringkernel/oneshot.py), and
+    ``@kernel(source=SOURCE)`` makes one whose host fallback (the cpu
+    backend's) is the decorated function; ``device`` is then the backend
+    ("auto", "cuda", "cpu") and ``cooperative`` allows the grid barrier."""
     if device not in _DEVICES:
         raise error("RK_EINVAL", f"@kernel: device must be one of {_DEVICES}, got {device!r}",
                     InvalidConfigurationError)
+    if isinstance(func, str) or source is not None:
+        return _raw(func, name, source, entry, device, cooperative, "kernel")
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fn):
@@ -332,12 +381,21 @@ def _compile(fn: Callable[..., Any], meta: dict[str, Any]) -> Callable[..., Any]
     return fn  # the CPU path: the function itself
 
 
-def gpu_kernel(func: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
-               signature: Optional[str] = None, fastmath: bool = True, debug: bool = False,
-               cache: bool = True) -> Any:
+def gpu_kernel(func: Optional[Union[Callable[..., Any], str]] = None, *,
+               name: Optional[str] = None, signature: Optional[str] = None,
+               fastmath: bool = True, debug: bool = False, cache: bool = True,
+               source: Optional[str] = None, entry: Optional[str] = None,
+               device: str = "auto", cooperative: bool = False) -> Any:
     """A Numba CUDA kernel (PyDotCompute's @gpu_kernel): needs numba
     (``pip install ringkernel[cuda]``); RuntimeError without it, as
-    PyDotCompute."""
+    PyDotCompute. Over CUDA C, as ``kernel``: ``gpu_kernel(SOURCE,
+    name=...)`` and ``@gpu_kernel(source=SOURCE)`` make a RawKernel (no
+    Numba needed; typed as such through ``kernel``)."""
+    if isinstance(func, str) or source is not None:
+        if device not in _DEVICES:
+            raise error("RK_EINVAL", f"@gpu_kernel: device must be one of {_DEVICES}, got "
+                        f"{device!r}", InvalidConfigurationError)
+        return _raw(func, name, source, entry, device, cooperative, "gpu_kernel")
 
     def wrap(fn: Callable[..., Any]) -> Any:
         try:
@@ -480,7 +538,9 @@ class ComputeOrchestrator:
                             f"{type(config).__name__}")
         ex = KernelExecution(kernel_name=kname, config=config, start_time=time.perf_counter())
         try:
-            if hasattr(fn, "forall"):  # a Numba CUDA kernel
+            if isinstance(fn, RawKernel):  # CUDA C: the config is the launch's
+                r = fn(config.grid_size, config.block_size, args)
+            elif hasattr(fn, "forall"):  # a Numba CUDA kernel
                 r = fn[config.grid_size, config.block_size](*args, **kwargs)
             else:
                 r = fn(*args, **kwargs)

@@ -109,6 +109,7 @@ class CudaError(DeviceError): pass
 class NvrtcError(DeviceError): pass
 class NvmlError(DeviceError): pass
 class MemoryLimitError(DeviceError): pass
+class CompileError(DeviceError): pass
 
 # Errors with no C code of their own (raised by the Python layer, with the
 # C code that fits: name and detail as for every other error).
@@ -118,6 +119,12 @@ class UnifiedBufferError(RingKernelError):
 
 class BufferNotAllocatedError(UnifiedBufferError, KernelStateError):
     """The buffer has no memory yet: call allocate() (RK_ESTATE)."""
+
+
+class DLPackError(UnifiedBufferError, BufferError):
+    """A DLPack export that cannot be made: another device than the
+    buffer's, a stream that does not fit, copy=True, a dtype DLPack has no
+    code for (the C code that fits: RK_ENODEV, RK_EINVAL, RK_ENOTSUP)."""
 
 
 class InvalidConfigurationError(InvalidArgumentError):
@@ -159,6 +166,7 @@ _BY_NAME = {
     "RK_ENVRTC": NvrtcError,
     "RK_ENVML": NvmlError,
     "RK_ELIMIT": MemoryLimitError,
+    "RK_ECOMPILE": CompileError,
 }
 
 #: {code: class} for every code the C library defines.

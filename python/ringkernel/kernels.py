@@ -60,8 +60,35 @@ class KernelSpec:
     block_size: int = 256
     spin: int = 0
     backend: str = "auto"
+    device_source: Optional[str] = None  # a device actor's CUDA C handler
+    device_entry: Optional[str] = None
+    #: a Python handler compiled for the GPU (numba_device.DeviceHandler)
+    device_handler: Any = None
 
-    def register(self, core_rt: _core.Runtime, telemetry_off: bool = False) -> None:
+    def _device(self, runtime_backend: Optional[str]) -> dict[str, Any]:
+        """A device actor's register_actor keywords: its source, entry and
+        backend, and grid and block where it will run on cuda (the cpu
+        backend takes neither)."""
+        h = self.device_handler
+        if h is not None:  # a Numba handler: linked into the loop, cuda only
+            return dict(device_source=h.source, device_entry=h.entry,
+                        device_source_name=f"{self.kernel_id}.cu",
+                        device_link_ptx=h.ptx, backend="cuda",
+                        grid_size=self.grid_size, block_size=self.block_size)
+        if self.device_source is None:
+            return {}
+        b = self.backend if self.backend != "auto" else (runtime_backend or "auto")
+        from .compute import cuda_available
+        on_cuda = b == "cuda" or (b == "auto" and cuda_available())
+        return dict(device_source=self.device_source,
+                    device_entry=self.device_entry or self.kernel_id,
+                    device_source_name=f"{self.kernel_id}.cu",
+                    backend=None if self.backend == "auto" else self.backend,
+                    grid_size=self.grid_size if on_cuda else 0,
+                    block_size=self.block_size if on_cuda else 0)
+
+    def register(self, core_rt: _core.Runtime, telemetry_off: bool = False,
+                 runtime_backend: Optional[str] = None) -> None:
         if self.backpressure not in _BACKPRESSURE:
             raise ValueError(f"backpressure must be one of {sorted(_BACKPRESSURE)}")
         core_rt.register_actor(
@@ -74,7 +101,7 @@ class KernelSpec:
             when_inactive=_WHEN_INACTIVE[self.when_inactive],
             restart=_RESTART[self.restart], max_restarts=self.max_restarts,
             priority_bands=self.priority_bands, spin=self.spin,
-            telemetry_off=telemetry_off)
+            telemetry_off=telemetry_off, **self._device(runtime_backend))
         # grid_size / block_size stay with the spec (ctx.grid_size, the
         # RingKernel's config): a Python actor is one kernel thread, and the
         # C cpu backend takes no grid; they size the actor's GPU work.
@@ -128,15 +155,30 @@ class KernelContext:
         it asked for it (or "auto") and a GPU is usable, else "cpu"."""
         return _resolve_backend(self._spec.backend)
 
-    def execute_kernel(self, name: str, args: Any = (),
-                       kwargs: Optional[dict[str, Any]] = None) -> Any:
+    def execute_kernel(self, name: Any, args: Any = (),
+                       kwargs: Optional[dict[str, Any]] = None, *, grid: Any = None,
+                       block: Any = None, wait: bool = True) -> Any:
         """Runs a compute kernel (a function registered with @kernel(name=)
-        or register_kernel) with args, and returns its result."""
+        or register_kernel) with args, and returns its result.
+
+        A one-shot kernel of CUDA C (a RawKernel, or the name it is
+        registered under) runs through rk_ctx_execute_kernel over grid x
+        block (default: this kernel's grid_size and block_size): wait=True
+        runs it to completion (None), wait=False starts it and returns a
+        KernelLaunch to wait on (or await)."""
         from .compute import get_kernel_registry
-        fn = get_kernel_registry().get(name)
+        from .oneshot import RawKernel
+        fn = name if isinstance(name, RawKernel) else get_kernel_registry().get(name)
         if fn is None:
             raise error("RK_ENOTFOUND", f"execute_kernel: no compute kernel named {name!r} "
                         f"(registered: {get_kernel_registry().list()})", KernelNotFoundError)
+        if isinstance(fn, RawKernel):
+            if kwargs:
+                raise TypeError(f"execute_kernel: one-shot kernel {fn.name!r} takes no "
+                                "keyword arguments")
+            return fn._launch(self._c, self._spec.grid_size if grid is None else grid,
+                              self._spec.block_size if block is None else block,
+                              list(args), wait)
         return fn(*args, **(kwargs or {}))
 
     def receive(self, timeout: Optional[float] = None) -> Any:
@@ -201,10 +243,12 @@ class AsyncKernelContext(KernelContext):
     async def wait_active(self) -> None:  # type: ignore[override]
         self._c.should_terminate()
 
-    async def execute_kernel(self, name: str, args: Any = (),
-                             kwargs: Optional[dict[str, Any]] = None) -> Any:
-        r = KernelContext.execute_kernel(self, name, args, kwargs)
-        if inspect.isawaitable(r):
+    async def execute_kernel(self, name: Any, args: Any = (),
+                             kwargs: Optional[dict[str, Any]] = None, *, grid: Any = None,
+                             block: Any = None, wait: bool = True) -> Any:
+        r = KernelContext.execute_kernel(self, name, args, kwargs, grid=grid, block=block,
+                                         wait=wait)
+        if wait and inspect.isawaitable(r):
             r = await r
         return r
 
@@ -280,7 +324,10 @@ def ring_kernel(*, kernel_id: Optional[str] = None,
                 max_payload: int = DEFAULT_MAX_PAYLOAD, when_inactive: str = "queue",
                 restart: Optional[str] = None, max_restarts: int = 0,
                 priority_bands: bool = False, spin: int = 0,
-                auto_register: bool = True, backend: Any = None) -> Callable[[_F], _F]: ...
+                auto_register: bool = True, backend: Any = None,
+                device_source: Optional[str] = None,
+                device_entry: Optional[str] = None,
+                device_handler: Any = None) -> Callable[[_F], _F]: ...
 
 
 def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optional[str] = None,
@@ -291,14 +338,32 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
                 max_payload: int = DEFAULT_MAX_PAYLOAD, when_inactive: str = "queue",
                 restart: Optional[str] = None, max_restarts: int = 0,
                 priority_bands: bool = False, spin: int = 0,
-                auto_register: bool = True, backend: Any = None) -> Any:
+                auto_register: bool = True, backend: Any = None,
+                device_source: Optional[str] = None,
+                device_entry: Optional[str] = None,
+                device_handler: Any = None) -> Any:
     """Declares a Python ring kernel (the seeds' decorator, same keywords,
     plus max_payload, when_inactive, restart/max_restarts, priority_bands and
     spin: receive spins before parking, 0 = the C default; backend: "cpu",
     "cuda", "auto" or a class from ringkernel.backends, where the actor's
     compute kernels and buffers go; the actor itself runs on a kernel
     thread). queue_size is the C queues' capacity, as given.
-    Runtimes register it when it is first launched."""
+    Runtimes register it when it is first launched.
+
+    device_source (CUDA C, an RK_DEV_KERNEL named device_entry, default
+    the kernel id) makes a device actor: on the cuda backend its handler
+    runs resident on the GPU over grid_size x block_size, with the same
+    queues, lifecycle and telemetry; where cuda is not used (backend
+    "cpu", or "auto" without a GPU) the decorated function runs as its
+    host twin.
+
+    device_handler: a Python function ``fn(req, resp)`` (or True: the
+    decorated function itself) compiled by Numba for the GPU and run
+    resident in the persistent loop on the cuda backend instead of the
+    actor (docs/python.md, "Device handlers in Python"); needs
+    backend="cuda" and fixed-layout input and output types (output_type
+    defaults to input_type). Compiled here: a function Numba cannot
+    compile raises NumbaCompileError naming it and Numba's reason."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         kid: str = kernel_id or getattr(fn, "__name__", None) or repr(fn)
@@ -308,6 +373,9 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
             raise error("RK_EINVAL", f"@ring_kernel {kid!r}: backpressure must be one of "
                         f"{sorted(_BACKPRESSURE)}, got {backpressure!r}",
                         InvalidConfigurationError)
+        if device_source is not None and not isinstance(device_source, str):
+            raise TypeError(f"@ring_kernel {kid!r}: device_source must be a str of CUDA C, "
+                            f"not {type(device_source).__name__}")
         _check_type("input_type", kid, input_type)
         _check_type("output_type", kid, output_type)
         for name, v in (("queue_size", queue_size), ("grid_size", grid_size),
@@ -326,7 +394,11 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
             when_inactive=when_inactive, restart=restart,
             max_restarts=max_restarts, priority_bands=priority_bands,
             grid_size=grid_size, block_size=block_size, spin=spin,
-            backend=_backend_name(backend))
+            backend=_backend_name(backend), device_source=device_source,
+            device_entry=device_entry)
+        if device_handler is not None and device_handler is not False:
+            spec = _with_device_handler(
+                spec, fn if device_handler is True else device_handler)
         if auto_register:
             _registry[spec.kernel_id] = spec
 
@@ -345,6 +417,22 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
         return wrapper
 
     return wrap(func) if func is not None else wrap
+
+
+def _with_device_handler(spec: KernelSpec, handler: Any) -> KernelSpec:
+    """spec with its device handler compiled (numba_device.py)."""
+    kid = spec.kernel_id
+    if spec.backend != "cuda":
+        raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device_handler runs on the "
+                    f"GPU: give backend='cuda' (not {spec.backend!r})",
+                    InvalidConfigurationError)
+    if spec.input_type is None:
+        raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device_handler needs an "
+                    "input_type with a fixed layout", InvalidConfigurationError)
+    from .numba_device import compile_device_handler
+    out = spec.output_type or spec.input_type
+    dh = compile_device_handler(handler, spec.input_type, out)
+    return dataclasses.replace(spec, output_type=out, device_handler=dh)
 
 
 def get_registered_kernel(kernel_id: str) -> Optional[KernelSpec]:

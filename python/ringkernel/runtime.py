@@ -153,7 +153,8 @@ class BlockingRuntime:
             spec = get_registered_kernel(kernel_id)
             if spec is None:
                 return  # maybe a C kernel: the C runtime will say
-        spec.register(self._core, telemetry_off=not self._enable_telemetry)
+        spec.register(self._core, telemetry_off=not self._enable_telemetry,
+                      runtime_backend=self._core_args["backend"])
         self._registered.add(kernel_id)
         self._specs[kernel_id] = spec
         self._set_types(kernel_id, spec.input_type, spec.output_type)

@@ -20,6 +20,7 @@ typedef struct rkpy_buffer {
     int ndim;
     char format[2];
     Py_ssize_t exports;
+    Py_ssize_t uses; /* launches and DLPack exports (rkpy_buffer_use) */
     int write_mode; /* 1: exports are RK_ACCESS_WRITE; 2: writable READ */
 } rkpy_buffer;
 
@@ -228,6 +229,10 @@ buffer_free(PyObject *self, PyObject *unused)
     if (b->exports > 0)
         return rkpy_raise(
             RK_EBUSY, "numpy arrays or memoryviews still use this buffer");
+    if (b->uses > 0)
+        return rkpy_raise(
+            RK_EBUSY, "a one-shot kernel launch or a DLPack consumer still "
+                      "uses this buffer");
     rk_buffer_destroy(b->buf);
     b->buf = NULL;
     Py_RETURN_NONE;
@@ -266,6 +271,25 @@ static PyTypeObject Buffer_Type = {
     .tp_methods = buffer_methods,
     .tp_as_buffer = &buffer_as_buffer,
 };
+
+int
+rkpy_buffer_use(PyObject *o, int delta, rk_buffer **out)
+{
+    if (!PyObject_TypeCheck(o, &Buffer_Type)) {
+        PyErr_Format(PyExc_TypeError,
+            "a launch's buffers must be ringkernel Buffers, not %s",
+            Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    rkpy_buffer *b = (rkpy_buffer *)o;
+    if (delta > 0) {
+        if (buffer_live(o) == NULL)
+            return -1;
+        *out = b->buf;
+    }
+    b->uses += delta;
+    return 0;
+}
 
 int
 rkpy_buffer_init(PyObject *m)

@@ -421,3 +421,11 @@ rkpy_gil_spin_us(PyObject *self, PyObject *arg)
     }
     return PyLong_FromUnsignedLongLong(old);
 }
+
+int
+rkpy_module_add(PyObject *m, PyTypeObject *a, PyTypeObject *b, PyMethodDef *fns)
+{
+    if (PyModule_AddType(m, a) < 0 || PyModule_AddType(m, b) < 0)
+        return -1;
+    return PyModule_AddFunctions(m, fns);
+}

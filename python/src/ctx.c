@@ -226,6 +226,16 @@ ctx_publish(PyObject *self, PyObject *args, PyObject *kw)
     return ctx_deliver(c, &m, NULL, topic, 0);
 }
 
+/* execute_kernel(kernel, grid, block, args, bufs, start=False): a one-shot
+ * kernel from the actor (rk_ctx_execute_kernel, oneshot.c): None once it
+ * ran, or a Launch to wait on when started. */
+static PyObject *
+ctx_execute_kernel(PyObject *self, PyObject *args, PyObject *kw)
+{
+    rkpy_ctx *c = (rkpy_ctx *)self;
+    return ctx_ok(c) ? rkpy_oneshot_launch(c->ctx, args, kw) : NULL;
+}
+
 static PyObject *
 ctx_kernel_id(PyObject *self, void *closure)
 {
@@ -246,6 +256,9 @@ static PyMethodDef ctx_methods[] = {
         "send_recv(obj, mt=None, timeout_ns=None, raw=False)." },
     { "send_to", RKPY_KW(ctx_send_to), "send_to(kernel_id, obj, mt=None)." },
     { "publish", RKPY_KW(ctx_publish), "publish(topic, obj, mt=None)." },
+    { "execute_kernel", RKPY_KW(ctx_execute_kernel),
+        "execute_kernel(kernel, grid, block, args, bufs, start=False): a "
+        "one-shot kernel, run (None) or started (a Launch)." },
     { NULL, NULL, 0, NULL },
 };
 

@@ -100,7 +100,8 @@ PyInit__core(void)
     if (rkpy_common_init() < 0)
         goto fail;
     if (rkpy_msgtype_init(m) < 0 || rkpy_runtime_init(m) < 0
-        || rkpy_buffer_init(m) < 0)
+        || rkpy_buffer_init(m) < 0 || rkpy_oneshot_init(m) < 0
+        || rkpy_dlpack_init(m) < 0)
         goto fail;
     if (PyModule_AddIntConstant(m, "WAIT_FOREVER", -1) < 0
         || PyModule_AddIntConstant(m, "ID_MAX", RK_ID_MAX) < 0)

@@ -10,6 +10,9 @@
  *              encode/decode through the C codec (they share
  *              rkpy_msgtype.h)
  *   buffer.c   Buffer: an rk_buffer whose host side is a Python buffer
+ *   dlpack.c   DLPack capsules over a buffer's memory (__dlpack__)
+ *   oneshot.c  OneShot, Launch: one-shot kernels (rk_oneshot) and their
+ *              started launches; Ctx.execute_kernel launches through it
  *   runtime.c  Runtime (rk_runtime): life cycle, wiring, output_arm
  *              (async receive: the kernel output's eventfd,
  *              rk_kernel_output_arm); with ctx.c (Ctx, a Python actor's
@@ -54,6 +57,11 @@ extern PyObject *rkpy_numpy_frombuffer; /* numpy.frombuffer or NULL */
 PyObject *rkpy_uuid7(PyObject *self, PyObject *unused);
 /* Sets up the shared objects above (once, from PyInit__core). */
 int rkpy_common_init(void);
+
+/* Adds the types a and b and the functions fns (NULL-terminated) to the
+ * module m; -1 with an exception set on failure. */
+int rkpy_module_add(
+    PyObject *m, PyTypeObject *a, PyTypeObject *b, PyMethodDef *fns);
 /* The exception factory errors.py installs. */
 void rkpy_set_error_factory(PyObject *f);
 
@@ -136,5 +144,22 @@ int rkpy_runtime_init(PyObject *module);
 /* ---------------------------------------------------------- buffer.c */
 
 int rkpy_buffer_init(PyObject *module);
+/* delta 1: o (a Buffer) is used by a launch (or a DLPack export) from
+ * now on, *out its
+ * rk_buffer (RK_ECLOSED once freed; TypeError for another object);
+ * delta -1: no longer. free() refuses while a use is counted. */
+int rkpy_buffer_use(PyObject *o, int delta, rk_buffer **out);
+
+/* --------------------------------------------------------- oneshot.c */
+
+int rkpy_oneshot_init(PyObject *module);
+/* Launches (kernel: a OneShot, grid, block, args, bufs, start=False):
+ * from an actor's handler when ctx is set (rk_ctx_execute_kernel), else
+ * rk_oneshot_run / rk_oneshot_start. None, or a Launch when started. */
+PyObject *rkpy_oneshot_launch(rk_ctx *ctx, PyObject *args, PyObject *kw);
+
+/* ---------------------------------------------------------- dlpack.c */
+
+int rkpy_dlpack_init(PyObject *module);
 
 #endif

@@ -11,13 +11,28 @@
 #include "rkpy.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 
 typedef struct pyactor {
     PyObject *fn;     /* called as fn(ctx) on the kernel's thread */
     PyObject *in_mt;  /* MsgType or None */
     PyObject *out_mt; /* MsgType or None */
+    /* a device actor's CUDA C handler, entry and file name (owned copies;
+     * NULL for a Python-only actor) */
+    char *dev_src, *dev_entry, *dev_name;
+    char *dev_ptx; /* a Numba handler's PTX linked into the loop, or NULL */
     struct pyactor *next;
 } pyactor;
+
+/* Frees a pyactor's device strings. */
+static inline void
+pyactor_free_strings(pyactor *pa)
+{
+    free(pa->dev_src);
+    free(pa->dev_entry);
+    free(pa->dev_name);
+    free(pa->dev_ptx);
+}
 
 typedef struct rkpy_runtime {
     PyObject_HEAD rk_runtime *rt;
@@ -86,6 +101,7 @@ void rkpy_out_release(outmsg *m);
 extern PyTypeObject rkpy_Ctx_Type;
 /* The runtime whose kernel thread this is (NULL on other threads). */
 extern _Thread_local rk_runtime *rkpy_tls_kernel_rt;
+
 /* The actor function of every Python kernel (its user data: a pyactor). */
 int rkpy_py_actor(rk_ctx *ctx);
 

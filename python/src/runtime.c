@@ -278,6 +278,7 @@ runtime_do_close(rkpy_runtime *r)
         Py_XDECREF(pa->fn);
         Py_XDECREF(pa->in_mt);
         Py_XDECREF(pa->out_mt);
+        pyactor_free_strings(pa);
         free(pa);
     }
     return 0;
@@ -318,14 +319,19 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = { "kernel_id", "fn", "in_mt", "out_mt",
         "input_capacity", "output_capacity", "max_payload", "backpressure",
         "when_inactive", "restart", "max_restarts", "priority_bands",
-        "telemetry_off", "spin", NULL };
-    const char *id;
+        "telemetry_off", "spin", "backend", "device_source", "device_entry",
+        "device_source_name", "grid_size", "block_size", "device_link_ptx",
+        NULL };
+    const char *id, *backend = NULL, *dsrc = NULL, *dentry = NULL;
+    const char *dname = NULL, *dptx = NULL;
     PyObject *fn, *in_mt = Py_None, *out_mt = Py_None;
     unsigned int icap = 0, ocap = 0, maxp = 0, mr = 0, spin = 0;
+    unsigned int grid = 0, block = 0;
     int bp = 0, wi = 0, restart = 0, bands = 0, toff = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|OOIIIiiiIppI", kwlist, &id,
-            &fn, &in_mt, &out_mt, &icap, &ocap, &maxp, &bp, &wi, &restart, &mr,
-            &bands, &toff, &spin))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|OOIIIiiiIppIzzzzIIz",
+            kwlist, &id, &fn, &in_mt, &out_mt, &icap, &ocap, &maxp, &bp, &wi,
+            &restart, &mr, &bands, &toff, &spin, &backend, &dsrc, &dentry,
+            &dname, &grid, &block, &dptx))
         return NULL;
     if (rkpy_check_mt(in_mt) < 0 || rkpy_check_mt(out_mt) < 0)
         return NULL;
@@ -358,11 +364,32 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
     def.config.telemetry_off = toff != 0;
     def.config.spin = spin;
     def.config.user = pa;
-    int rc = rk_runtime_register(r->rt, &def);
+    /* A device actor (docs/python.md): its CUDA C handler runs on the
+     * cuda backend, fn on the cpu one. The runtime keeps pointers to the
+     * strings, so the pyactor owns copies until the runtime is closed. */
+    def.config.backend = backend;
+    def.config.grid_size = grid;
+    def.config.block_size = block;
+    int rc = RK_OK;
+    if (dsrc != NULL
+        && ((pa->dev_src = strdup(dsrc)) == NULL
+            || (dentry != NULL && (pa->dev_entry = strdup(dentry)) == NULL)
+            || (dname != NULL && (pa->dev_name = strdup(dname)) == NULL)
+            || (dptx != NULL && (pa->dev_ptx = strdup(dptx)) == NULL))) {
+        rc = RK_ENOMEM;
+        rkpy_raise(rc, "no memory for the device source");
+    }
+    def.config.device_source = pa->dev_src;
+    def.config.device_entry = pa->dev_entry;
+    def.config.device_source_name = pa->dev_name;
+    def.config.device_link_ptx = pa->dev_ptx;
+    if (rc == RK_OK && (rc = rk_runtime_register(r->rt, &def)) != RK_OK)
+        rkpy_raise(rc, NULL);
     rkpy_rt_leave(r);
     if (rc != RK_OK) {
+        pyactor_free_strings(pa);
         free(pa);
-        return rkpy_raise(rc, NULL);
+        return NULL;
     }
     pa->fn = Py_NewRef(fn);
     pa->in_mt = Py_NewRef(in_mt);
@@ -610,8 +637,5 @@ static PyMethodDef extra_methods[] = {
 int
 rkpy_runtime_init(PyObject *m)
 {
-    if (PyModule_AddType(m, &Runtime_Type) < 0
-        || PyModule_AddType(m, &rkpy_Ctx_Type) < 0)
-        return -1;
-    return PyModule_AddFunctions(m, extra_methods);
+    return rkpy_module_add(m, &Runtime_Type, &rkpy_Ctx_Type, extra_methods);
 }

@@ -116,11 +116,23 @@ GOOD = """
     async def use(rt: rk.RingKernelRuntime) -> None:
         await rt.launch("typed_k")
         assert_type(rt.get_kernel_state("typed_k"), rk.KernelState)
+
+
+    def oneshots(src: str) -> None:
+        assert_type(rk.kernel(src, name="vadd"), rk.RawKernel)
+
+        @rk.kernel(source=src)
+        def vadd(x: UnifiedBuffer[np.float32]) -> None: ...
+
+        assert_type(vadd, rk.RawKernel)
+        assert_type(vadd.start(1, 32, (buf, np.uint32(4))), rk.KernelLaunch)
+        assert_type(vadd(1, 32, (buf,)), None)
 """
 
 BAD = """
     import numpy as np
 
+    import ringkernel as rk
     from ringkernel import TypedMessage, UnifiedBuffer, message
 
 
@@ -137,6 +149,7 @@ BAD = """
     Ping(n=1).nope  # E3
     wants_f32(UnifiedBuffer((4,), np.int32))  # E4
     Ping(n=1).reply(n=2).message_id + 1  # E5
+    rk.kernel("RK_DEV_ONESHOT(v, v)")  # E6
 """
 
 
@@ -163,10 +176,10 @@ def test_mypy_strict_rejects_mistyped_use(tmp_path, monkeypatch):
     assert status == 1, out
     src = textwrap.dedent(BAD).splitlines()
     for tag, code in (("E1", "arg-type"), ("E2", "call-arg"), ("E3", "attr-defined"),
-                      ("E4", "arg-type"), ("E5", "operator")):
+                      ("E4", "arg-type"), ("E5", "operator"), ("E6", "call-overload")):
         line = next(i for i, s in enumerate(src, 1) if s.endswith(f"# {tag}"))
         assert f"bad.py:{line}: error:" in out and f"[{code}]" in out, (tag, out)
-    assert out.count(": error:") == 5, out
+    assert out.count(": error:") == 6, out
 
 
 ROOT = Path(__file__).resolve().parents[2]

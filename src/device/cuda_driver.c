@@ -99,6 +99,10 @@ load_driver(void)
     }
     RK__CUDA_DRIVER_FNS(RK__CUDA_RESOLVE)
 #undef RK__CUDA_RESOLVE
+#define RK__CUDA_RESOLVE_OPT(field, sym, params)                              \
+    *(void **)(&drv.field) = dlsym(drv.lib, sym);
+    RK__CUDA_DRIVER_OPT_FNS(RK__CUDA_RESOLVE_OPT)
+#undef RK__CUDA_RESOLVE_OPT
 
     /* Lazy loading (the default since CUDA 12.2) loads a kernel's code at
      * its first launch, and that load can wait for the kernels already

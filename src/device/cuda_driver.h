@@ -63,6 +63,8 @@ typedef struct rk__cu_func_st *rk__cu_function; /* CUfunction */
 #define RK__CU_MEMHOSTALLOC_PORTABLE  0x01
 #define RK__CU_MEMHOSTALLOC_DEVICEMAP 0x02
 #define RK__CU_STREAM_NON_BLOCKING    0x1
+#define RK__CU_MEM_ATTACH_GLOBAL      0x1
+#define RK__CU_DEVICE_CPU             (-1) /* cuMemPrefetchAsync: the host */
 
 /* The oldest driver accepted: CUDA 11.0 has every entry point below. */
 #define RK__CUDA_MIN_DRIVER_VERSION 11000
@@ -121,9 +123,37 @@ typedef struct rk__cu_func_st *rk__cu_function; /* CUfunction */
         (rk__cu_function, unsigned, unsigned, unsigned, unsigned, unsigned,   \
             unsigned, unsigned, rk__cu_stream, void **, void **))
 
+/* A CUmemLocation (CUDA 12.2+): {type, id}, passed by value to the _v2
+ * prefetch and advice calls. Types: 1 device, 2 host. */
+typedef struct rk__cu_memloc {
+    int type;
+    int id;
+} rk__cu_memloc;
+
+/*
+ * Optional entry points: NULL where the driver lacks them, and the calls
+ * that need them report RK_ENOTSUP. Managed memory (cuMemAllocManaged,
+ * prefetch and advice: the CUDA 8 signatures, which drivers keep
+ * exporting, else the CUDA 12.2 _v2 ones with a location) and peer
+ * access between devices.
+ */
+#define RK__CUDA_DRIVER_OPT_FNS(X)                                            \
+    X(cuMemAllocManaged, "cuMemAllocManaged",                                 \
+        (rk__cu_dptr *, size_t, unsigned))                                    \
+    X(cuMemPrefetchAsync, "cuMemPrefetchAsync",                               \
+        (rk__cu_dptr, size_t, rk__cu_device, rk__cu_stream))                  \
+    X(cuMemPrefetchAsync_v2, "cuMemPrefetchAsync_v2",                         \
+        (rk__cu_dptr, size_t, rk__cu_memloc, unsigned, rk__cu_stream))        \
+    X(cuMemAdvise, "cuMemAdvise", (rk__cu_dptr, size_t, int, rk__cu_device))  \
+    X(cuMemAdvise_v2, "cuMemAdvise_v2",                                       \
+        (rk__cu_dptr, size_t, int, rk__cu_memloc))                            \
+    X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer",                         \
+        (int *, rk__cu_device, rk__cu_device))
+
 struct rk__cuda_driver {
 #define RK__CUDA_FIELD(field, sym, params) rk__cu_result(*field) params;
     RK__CUDA_DRIVER_FNS(RK__CUDA_FIELD)
+    RK__CUDA_DRIVER_OPT_FNS(RK__CUDA_FIELD)
 #undef RK__CUDA_FIELD
     void *lib;        /* dlopen handle, never closed */
     int version;      /* cuDriverGetVersion, e.g. 12040 */

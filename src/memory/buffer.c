@@ -10,6 +10,10 @@
  * HOST_DIRTY if the device side has memory, else HOST_ONLY; symmetrically
  * for the device. A side that becomes current without any data to copy
  * (first use) is zero-filled, so unwritten data always reads as zeros.
+ *
+ * A managed buffer has one allocation that host and dev both point to:
+ * allocated, both sides are current (SYNCHRONIZED) and stay so, since
+ * there is only one copy; nothing is ever copied.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +37,7 @@ struct rk_buffer {
     rk_device_kind dev_kind; /* CPU or CUDA, never ANY */
     int ordinal;
     bool pinned;
+    bool managed; /* host == dev: one managed allocation */
     rk_pool *host_pool;
     rk_pool *dev_pool;
     void *host;
@@ -101,6 +106,21 @@ static bool
 cuda(const rk_buffer *b)
 {
     return b->dev_kind == RK_DEVICE_CUDA;
+}
+
+/* A managed buffer: no pools, not pinned, and on a CUDA device no larger
+ * than what it has free. */
+static int
+check_managed(const rk_buffer_config *cfg, rk_device_kind kind, size_t bytes)
+{
+    if ((cfg->flags & RK_BUFFER_PINNED) != 0 || cfg->host_pool != NULL
+        || cfg->device_pool != NULL)
+        return rk__fail(RK_EINVAL,
+            "rk_buffer_create: RK_BUFFER_MANAGED takes no pools and not "
+            "RK_BUFFER_PINNED (one managed allocation serves both sides)");
+    if (kind != RK_DEVICE_CUDA)
+        return RK_OK;
+    return rk__mem_managed_fits(cfg->ordinal, bytes, "rk_buffer_create");
 }
 
 static int
@@ -172,6 +192,9 @@ rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg)
         return rc;
     if ((rc = check_pools(cfg, kind)) != RK_OK)
         return rc;
+    if ((cfg->flags & RK_BUFFER_MANAGED) != 0
+        && (rc = check_managed(cfg, kind, count * elem)) != RK_OK)
+        return rc;
     b = calloc(1, sizeof(*b));
     if (b == NULL)
         return rk__fail(RK_ENOMEM, "rk_buffer_create");
@@ -184,8 +207,9 @@ rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg)
     b->bytes = count * elem;
     b->dev_kind = kind;
     b->ordinal = kind == RK_DEVICE_CUDA ? cfg->ordinal : 0;
+    b->managed = (cfg->flags & RK_BUFFER_MANAGED) != 0;
     b->pinned = kind == RK_DEVICE_CUDA && (cfg->flags & RK_BUFFER_PINNED)
-        && cfg->host_pool == NULL;
+        && cfg->host_pool == NULL && !b->managed;
     b->host_pool = cfg->host_pool;
     b->dev_pool = cfg->device_pool;
     *out = b;
@@ -197,6 +221,13 @@ rk_buffer_destroy(rk_buffer *b)
 {
     if (b == NULL)
         return;
+    if (b->managed) {
+        /* Deferred like device memory while a kernel is resident. */
+        rk__mem_release(cuda(b) ? RK__MEM_MANAGED : RK__MEM_HOST, b->ordinal,
+            NULL, b->host, b->bytes);
+        free(b);
+        return;
+    }
     if (b->host_pool)
         rk_pool_free(b->host_pool, b->host, b->bytes);
     else
@@ -212,9 +243,25 @@ rk_buffer_destroy(rk_buffer *b)
 
 /* ------------------------------------------------ sides and transfers */
 
+/* A managed buffer's one allocation, both sides' memory. */
+static int
+alloc_managed(rk_buffer *b)
+{
+    int rc;
+
+    if (b->host != NULL)
+        return RK_OK;
+    rc = rk__mem_alloc(cuda(b) ? RK__MEM_MANAGED : RK__MEM_HOST, b->ordinal,
+        NULL, b->bytes, RK__BUF_ALIGN, &b->host);
+    b->dev = b->host;
+    return rc;
+}
+
 static int
 alloc_host(rk_buffer *b)
 {
+    if (b->managed)
+        return alloc_managed(b);
     if (b->host != NULL)
         return RK_OK;
     if (b->host_pool != NULL)
@@ -226,6 +273,8 @@ alloc_host(rk_buffer *b)
 static int
 alloc_dev(rk_buffer *b)
 {
+    if (b->managed)
+        return alloc_managed(b);
     if (b->dev != NULL)
         return RK_OK;
     if (b->dev_pool != NULL)
@@ -234,64 +283,61 @@ alloc_dev(rk_buffer *b)
         NULL, b->bytes, RK__BUF_ALIGN, &b->dev);
 }
 
-/* Makes the host side current, copying from the device if needed. */
+/* A managed buffer becomes current on both sides at its first use, zero
+ * filled (through the host: managed memory is host-addressable). Returns
+ * 1 when it was, 0 when it already was. */
 static int
-sync_host(rk_buffer *b, void *stream)
+managed_first_use(rk_buffer *b)
 {
-    int rc = alloc_host(b);
-
-    if (rc != RK_OK)
-        return rc;
-    if (b->host_ok) {
-        b->stats.transfers_avoided++;
-        return RK_OK;
-    }
-    if (!b->dev_ok) {
-        memset(b->host, 0, b->bytes); /* first use: zeros */
-    } else {
-        if (cuda(b))
-            rc = rk__mem_d2h(b->ordinal, b->host, b->dev, b->bytes, stream);
-        else
-            memcpy(b->host, b->dev, b->bytes);
-        if (rc != RK_OK)
-            return rc;
-        b->stats.d2h_transfers++;
-        b->stats.d2h_bytes += b->bytes;
-    }
-    b->host_ok = true;
-    return RK_OK;
+    if (b->host_ok)
+        return 0;
+    memset(b->host, 0, b->bytes);
+    b->host_ok = b->dev_ok = true;
+    return 1;
 }
 
-/* Makes the device side current, copying from the host if needed. */
+/* Makes one side current (dev: the device side), copying from the other
+ * if needed; a side neither side has written reads as zeros. */
 static int
-sync_dev(rk_buffer *b, void *stream)
+sync_side(rk_buffer *b, bool dev, void *stream)
 {
-    int rc = alloc_dev(b);
+    int rc = dev ? alloc_dev(b) : alloc_host(b);
+    void *dst, *src;
 
     if (rc != RK_OK)
         return rc;
-    if (b->dev_ok) {
+    if (b->managed && managed_first_use(b))
+        return RK_OK;
+    if (dev ? b->dev_ok : b->host_ok) {
         b->stats.transfers_avoided++;
         return RK_OK;
     }
-    if (!b->host_ok) {
-        if (cuda(b))
-            rc = rk__mem_zero_device(b->ordinal, b->dev, b->bytes);
+    dst = dev ? b->dev : b->host;
+    src = dev ? b->host : b->dev;
+    if (!(dev ? b->host_ok : b->dev_ok)) { /* first use: zeros */
+        if (dev && cuda(b))
+            rc = rk__mem_zero_device(b->ordinal, dst, b->bytes);
         else
-            memset(b->dev, 0, b->bytes);
+            memset(dst, 0, b->bytes);
     } else {
         if (cuda(b))
-            rc = rk__mem_h2d(b->ordinal, b->dev, b->host, b->bytes, stream);
+            rc = rk__mem_copy(b->ordinal, dst, src, b->bytes, stream, dev);
         else
-            memcpy(b->dev, b->host, b->bytes);
-        if (rc == RK_OK) {
+            memcpy(dst, src, b->bytes);
+        if (rc == RK_OK && dev) {
             b->stats.h2d_transfers++;
             b->stats.h2d_bytes += b->bytes;
+        } else if (rc == RK_OK) {
+            b->stats.d2h_transfers++;
+            b->stats.d2h_bytes += b->bytes;
         }
     }
     if (rc != RK_OK)
         return rc;
-    b->dev_ok = true;
+    if (dev)
+        b->dev_ok = true;
+    else
+        b->host_ok = true;
     return RK_OK;
 }
 
@@ -300,8 +346,8 @@ sync_dev(rk_buffer *b, void *stream)
 static void
 wins(rk_buffer *b, bool dev)
 {
-    b->dev_ok = dev;
-    b->host_ok = !dev;
+    b->dev_ok = dev || b->managed; /* managed: one copy, always current */
+    b->host_ok = !dev || b->managed;
 }
 
 /* ---------------------------------------------------------- operations */
@@ -318,7 +364,7 @@ side_ptr(rk_buffer *b, rk_access mode, bool dev, void **ptr, const char *what)
     if (mode == RK_ACCESS_DISCARD)
         rc = dev ? alloc_dev(b) : alloc_host(b);
     else
-        rc = dev ? sync_dev(b, NULL) : sync_host(b, NULL);
+        rc = sync_side(b, dev, NULL);
     if (rc != RK_OK)
         return rc;
     if (mode != RK_ACCESS_READ)
@@ -372,7 +418,7 @@ rk_buffer_ensure_host(rk_buffer *b, void *stream)
 {
     if (b == NULL)
         return rk__fail(RK_EINVAL, "rk_buffer_ensure_host: NULL");
-    return sync_host(b, stream);
+    return sync_side(b, false, stream);
 }
 
 int
@@ -380,7 +426,7 @@ rk_buffer_ensure_device(rk_buffer *b, void *stream)
 {
     if (b == NULL)
         return rk__fail(RK_EINVAL, "rk_buffer_ensure_device: NULL");
-    return sync_dev(b, stream);
+    return sync_side(b, true, stream);
 }
 
 static int
@@ -414,7 +460,7 @@ rk_buffer_copy_to(rk_buffer *b, void *dst, size_t bytes)
     int rc = whole(b, dst, bytes, "rk_buffer_copy_to");
 
     if (rc == RK_OK)
-        rc = sync_host(b, NULL);
+        rc = sync_side(b, false, NULL);
     if (rc != RK_OK)
         return rc;
     memcpy(dst, b->host, bytes);
@@ -457,6 +503,56 @@ rk__buffer_sides(const rk_buffer *b, void **host, void **dev)
 {
     *host = b->host;
     *dev = b->dev;
+}
+
+/* Shared start of prefetch and advise: a managed buffer, allocated (and
+ * zero-filled on first use). Returns 1 when the driver is to be called
+ * (a CUDA buffer), 0 when there is nothing more to do, or an error < 0
+ * in *rc. */
+static int
+managed_hint(rk_buffer *b, rk_buffer_side side, int *rc, const char *what)
+{
+    if (b == NULL || (unsigned)side > RK_SIDE_DEVICE) {
+        *rc = rk__fail(RK_EINVAL, "%s: bad argument", what);
+        return 0;
+    }
+    if (!b->managed) {
+        *rc = rk__fail(RK_EINVAL,
+            "%s: the buffer is not managed (RK_BUFFER_MANAGED); "
+            "rk_buffer_ensure_host/_device make a side current",
+            what);
+        return 0;
+    }
+    if ((*rc = alloc_managed(b)) != RK_OK)
+        return 0;
+    (void)managed_first_use(b);
+    return cuda(b);
+}
+
+int
+rk_buffer_prefetch(rk_buffer *b, rk_buffer_side to, void *stream)
+{
+    int rc;
+
+    if (!managed_hint(b, to, &rc, "rk_buffer_prefetch"))
+        return rc;
+    return rk__mem_hint(
+        b->ordinal, b->host, b->bytes, 0, to == RK_SIDE_HOST, stream);
+}
+
+int
+rk_buffer_advise(rk_buffer *b, rk_mem_advice advice, rk_buffer_side side)
+{
+    int rc;
+
+    if ((unsigned)advice < RK_ADVISE_READ_MOSTLY
+        || (unsigned)advice > RK_ADVISE_UNSET_ACCESSED_BY)
+        return rk__fail(
+            RK_EINVAL, "rk_buffer_advise: unknown advice %d", (int)advice);
+    if (!managed_hint(b, side, &rc, "rk_buffer_advise"))
+        return rc;
+    return rk__mem_hint(b->ordinal, b->host, b->bytes, (int)advice,
+        side == RK_SIDE_HOST, NULL);
 }
 
 void
@@ -519,8 +615,20 @@ rk_buffer_device_kind(const rk_buffer *b)
     return b ? b->dev_kind : RK_DEVICE_CPU;
 }
 
+int
+rk_buffer_ordinal(const rk_buffer *b)
+{
+    return b ? b->ordinal : 0;
+}
+
 bool
 rk_buffer_is_pinned(const rk_buffer *b)
 {
     return b ? b->pinned : false;
+}
+
+bool
+rk_buffer_is_managed(const rk_buffer *b)
+{
+    return b ? b->managed : false;
 }

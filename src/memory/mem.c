@@ -50,6 +50,19 @@ rk__mem_alloc(rk__mem_space space, int ordinal, const rk_allocator *a,
             drv->cuMemHostAlloc(out, size,
                 RK__CU_MEMHOSTALLOC_PORTABLE | RK__CU_MEMHOSTALLOC_DEVICEMAP),
             "cuMemHostAlloc");
+    } else if (space == RK__MEM_MANAGED) {
+        rk__cu_dptr d = 0;
+        /* Checked again here, not only when the buffer was made: what is
+         * free changes. */
+        if ((rc = rk__mem_managed_fits(ordinal, size, "managed allocation"))
+            != RK_OK)
+            return rc;
+        rc = rk__cuda_check(
+            drv->cuMemAllocManaged(&d, size, RK__CU_MEM_ATTACH_GLOBAL),
+            "cuMemAllocManaged");
+        if (rc == RK_OK)
+            *out = (void *)(uintptr_t)d;
+        return rc;
     } else {
         rk__cu_dptr d = 0;
         rc = rk__cuda_check(drv->cuMemAlloc(&d, size), "cuMemAlloc");
@@ -91,7 +104,7 @@ cuda_free(rk__mem_space space, int ordinal, void *ptr)
         return;
     if (space == RK__MEM_PINNED)
         (void)drv->cuMemFreeHost(ptr);
-    else
+    else /* device and managed memory */
         (void)drv->cuMemFree((rk__cu_dptr)(uintptr_t)ptr);
 }
 
@@ -147,35 +160,27 @@ rk__mem_release(rk__mem_space space, int ordinal, const rk_allocator *a,
 }
 
 int
-rk__mem_h2d(int ordinal, void *dst, const void *src, size_t n, void *stream)
+rk__mem_copy(int ordinal, void *dst, const void *src, size_t n, void *stream,
+    bool to_dev)
 {
     const struct rk__cuda_driver *drv;
-    rk__cu_dptr d = (rk__cu_dptr)(uintptr_t)dst;
+    rk__cu_stream st = (rk__cu_stream)stream;
     int rc = rk__cuda_enter(ordinal, &drv);
 
     if (rc != RK_OK)
         return rc;
-    if (stream == NULL)
-        return rk__cuda_check(drv->cuMemcpyHtoD(d, src, n), "cuMemcpyHtoD");
-    return rk__cuda_check(
-        drv->cuMemcpyHtoDAsync(d, src, n, (rk__cu_stream)stream),
-        "cuMemcpyHtoDAsync");
-}
-
-int
-rk__mem_d2h(int ordinal, void *dst, const void *src, size_t n, void *stream)
-{
-    const struct rk__cuda_driver *drv;
+    if (to_dev) {
+        rk__cu_dptr d = (rk__cu_dptr)(uintptr_t)dst;
+        return stream == NULL
+            ? rk__cuda_check(drv->cuMemcpyHtoD(d, src, n), "cuMemcpyHtoD")
+            : rk__cuda_check(drv->cuMemcpyHtoDAsync(d, src, n, st),
+                  "cuMemcpyHtoDAsync");
+    }
     rk__cu_dptr s = (rk__cu_dptr)(uintptr_t)src;
-    int rc = rk__cuda_enter(ordinal, &drv);
-
-    if (rc != RK_OK)
-        return rc;
-    if (stream == NULL)
-        return rk__cuda_check(drv->cuMemcpyDtoH(dst, s, n), "cuMemcpyDtoH");
-    return rk__cuda_check(
-        drv->cuMemcpyDtoHAsync(dst, s, n, (rk__cu_stream)stream),
-        "cuMemcpyDtoHAsync");
+    return stream == NULL
+        ? rk__cuda_check(drv->cuMemcpyDtoH(dst, s, n), "cuMemcpyDtoH")
+        : rk__cuda_check(
+              drv->cuMemcpyDtoHAsync(dst, s, n, st), "cuMemcpyDtoHAsync");
 }
 
 int
@@ -188,4 +193,66 @@ rk__mem_zero_device(int ordinal, void *dst, size_t n)
         return rc;
     return rk__cuda_check(
         drv->cuMemsetD8((rk__cu_dptr)(uintptr_t)dst, 0, n), "cuMemsetD8");
+}
+
+int
+rk__mem_managed_fits(int ordinal, size_t size, const char *what)
+{
+    const struct rk__cuda_driver *drv;
+    rk__cu_device dev;
+    size_t avail = 0, total = 0;
+    int managed = 0, rc = rk__cuda_enter(ordinal, &drv);
+
+    if (rc != RK_OK)
+        return rc;
+    if (drv->cuMemAllocManaged == NULL
+        || drv->cuDeviceGet(&dev, ordinal) != RK__CUDA_SUCCESS
+        || drv->cuDeviceGetAttribute(
+               &managed, RK__CU_ATTR_MANAGED_MEMORY, dev)
+            != RK__CUDA_SUCCESS
+        || managed == 0)
+        return rk__fail(RK_ENOTSUP,
+            "%s: CUDA device %d (or its driver) has no managed memory",
+            what, ordinal);
+    if ((rc = rk__cuda_check(drv->cuMemGetInfo(&avail, &total),
+             "cuMemGetInfo"))
+        != RK_OK)
+        return rc;
+    if (size > avail)
+        return rk__fail(RK_ENOMEM,
+            "%s: %zu bytes of managed memory asked for, but CUDA device %d "
+            "has only %zu bytes free (of %zu); asking the driver for more "
+            "than is free can hang the GPU, so it is refused",
+            what, size, ordinal, avail, total);
+    return RK_OK;
+}
+
+int
+rk__mem_hint(int ordinal, void *ptr, size_t n, int advice, int host,
+    void *stream)
+{
+    const struct rk__cuda_driver *drv;
+    rk__cu_dptr p = (rk__cu_dptr)(uintptr_t)ptr;
+    rk__cu_device to = host ? RK__CU_DEVICE_CPU : ordinal;
+    rk__cu_memloc loc = { host ? 2 : 1, host ? 0 : ordinal };
+    rk__cu_stream st = (rk__cu_stream)stream;
+    int rc = rk__cuda_enter(ordinal, &drv);
+
+    if (rc != RK_OK)
+        return rc;
+    /* The CUDA 8 calls where the driver keeps them, else CUDA 12.2's. */
+    if (advice == 0 && drv->cuMemPrefetchAsync != NULL)
+        return rk__cuda_check(
+            drv->cuMemPrefetchAsync(p, n, to, st), "cuMemPrefetchAsync");
+    if (advice == 0 && drv->cuMemPrefetchAsync_v2 != NULL)
+        return rk__cuda_check(drv->cuMemPrefetchAsync_v2(p, n, loc, 0, st),
+            "cuMemPrefetchAsync_v2");
+    if (advice != 0 && drv->cuMemAdvise != NULL)
+        return rk__cuda_check(
+            drv->cuMemAdvise(p, n, advice, to), "cuMemAdvise");
+    if (advice != 0 && drv->cuMemAdvise_v2 != NULL)
+        return rk__cuda_check(
+            drv->cuMemAdvise_v2(p, n, advice, loc), "cuMemAdvise_v2");
+    return rk__fail(RK_ENOTSUP, "the CUDA driver has no %s",
+        advice == 0 ? "cuMemPrefetchAsync" : "cuMemAdvise");
 }

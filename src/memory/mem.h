@@ -13,6 +13,7 @@
 #ifndef RK_SRC_MEMORY_MEM_H
 #define RK_SRC_MEMORY_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ringkernel/buffer.h"
@@ -21,7 +22,10 @@
 typedef enum rk__mem_space {
     RK__MEM_HOST = 0,   /* allocator hooks (default aligned_alloc) */
     RK__MEM_PINNED = 1, /* cuMemHostAlloc(PORTABLE | DEVICEMAP) */
-    RK__MEM_DEVICE = 2  /* cuMemAlloc; the pointer is a device address */
+    RK__MEM_DEVICE = 2, /* cuMemAlloc; the pointer is a device address */
+    /* cuMemAllocManaged(ATTACH_GLOBAL): one address for host and device;
+     * never more than cuMemGetInfo says is free (rk__mem_managed_fits) */
+    RK__MEM_MANAGED = 3
 } rk__mem_space;
 
 /* Allocates size bytes (> 0) aligned to align (power of two; device and
@@ -44,14 +48,39 @@ void rk__mem_resident(int delta);
 /* Frees waiting for the resident kernels to return (tests). */
 size_t rk__mem_deferred(void);
 
-/* Host-to-device and device-to-host copies on a CUDA device. stream NULL:
- * synchronous; otherwise a CUstream, and the copy is complete once the
- * stream is. */
-int rk__mem_h2d(
-    int ordinal, void *dst, const void *src, size_t n, void *stream);
+/* A copy between host memory and device memory on CUDA device ordinal:
+ * to_dev, host src to device dst; else device src to host dst. stream
+ * NULL: synchronous; otherwise a CUstream, and the copy is complete once
+ * the stream is. */
+int rk__mem_copy(int ordinal, void *dst, const void *src, size_t n,
+    void *stream, bool to_dev);
 
-int rk__mem_d2h(
-    int ordinal, void *dst, const void *src, size_t n, void *stream);
+static inline int
+rk__mem_h2d(int ordinal, void *dst, const void *src, size_t n, void *stream)
+{
+    return rk__mem_copy(ordinal, dst, src, n, stream, true);
+}
+
+static inline int
+rk__mem_d2h(int ordinal, void *dst, const void *src, size_t n, void *stream)
+{
+    return rk__mem_copy(ordinal, dst, src, n, stream, false);
+}
+
+/* Managed memory: RK_OK when size bytes of it fit in what device
+ * ordinal has free (cuMemGetInfo); else RK_ENOMEM naming both (asking the
+ * driver for more than is free can hang the GPU, not only the process),
+ * RK_ENOTSUP when the device or driver has no managed memory. what names
+ * the caller in the detail. */
+int rk__mem_managed_fits(int ordinal, size_t size, const char *what);
+
+/* A managed memory hint on [ptr, ptr + n) of one managed allocation of
+ * device ordinal: advice 0, a prefetch to the device (host: to the host)
+ * on stream (a CUstream or NULL); else cuMemAdvise's advice (1..6) for
+ * the device (host: for the host). RK_ENOTSUP when the driver lacks the
+ * call. */
+int rk__mem_hint(int ordinal, void *ptr, size_t n, int advice, int host,
+    void *stream);
 
 /* Sets n bytes of device memory to zero (synchronous). */
 int rk__mem_zero_device(int ordinal, void *dst, size_t n);

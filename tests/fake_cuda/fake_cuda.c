@@ -8,10 +8,15 @@
  * loaded by default.
  *
  * What it does:
- *   - one device (FAKE_CUDA_DEVICES), compute capability FAKE_CUDA_CC
- *     (default 90), FAKE_CUDA_SMS SMs (default 2) with FAKE_CUDA_BLOCKS_PER_SM
+ *   - two devices (FAKE_CUDA_DEVICES, at most FAKE_MAX_DEVICES), each with
+ *     its own primary context, compute capability FAKE_CUDA_CC (default
+ *     90), FAKE_CUDA_SMS SMs (default 2) with FAKE_CUDA_BLOCKS_PER_SM
  *     resident blocks each (default 2), the display watchdog attribute from
- *     FAKE_CUDA_EXEC_TIMEOUT; the variables are read at every call;
+ *     FAKE_CUDA_EXEC_TIMEOUT; the variables are read at every call. A
+ *     stream belongs to the device whose context was current when it was
+ *     created, and its grids take that device's block slots;
+ *   - managed memory, prefetch, advice and cuMemGetInfo with a settable
+ *     free size (fake_mem.c);
  *   - mapped pinned memory (cuMemHostAlloc) is the process's memory, and
  *     its device address is the host address, as with unified addressing;
  *   - device memory (cuMemAlloc) is NOT host memory: it lives in an arena
@@ -22,9 +27,9 @@
  *     addresses are readable, because its blocks are CPU threads that
  *     dereference them: a host access then goes unnoticed;
  *   - what the real driver does while kernels run: cuModuleLoadData(Ex),
- *     cuModuleUnload, cuMemFree, cuMemFreeHost and cuCtxSynchronize wait
- *     until no grid runs, and launches on one stream run one after
- *     another. A persistent kernel never ends by itself, so such a wait
+ *     cuModuleUnload and cuCtxSynchronize wait until no grid runs on the
+ *     current context's device, cuMemFree and cuMemFreeHost until none
+ *     runs on any, and launches on one stream run one after another. A persistent kernel never ends by itself, so such a wait
  *     would hang: the stand-in gives up after FAKE_CUDA_HANG_MS (default
  *     10000), prints what would have hung, counts it and returns
  *     FAKE_ERROR_WOULD_HANG; tests read the counts through
@@ -34,23 +39,16 @@
  *     cuModuleGetFunction finds an entry only if the image defines it and
  *     the host build of the same kernel source (tests/kernels and
  *     tools/ringkernel/pr_dev.h, compiled into this library as C) exists;
- *   - cuLaunchKernel runs that host build, one CPU thread per block; at
- *     most SMS x BLOCKS_PER_SM blocks are resident at once across the
- *     device and the others wait for a resident block to finish, as on a
+ *   - cuLaunchKernel runs that host build, one CPU thread per block (on
+ *     a stream of the current context only); at most SMS x BLOCKS_PER_SM
+ *     blocks are resident at once across the device and the others wait for a resident block to finish, as on a
  *     GPU (so an over-sized persistent grid hangs here too: the backend's
  *     occupancy check must refuse it first);
  *   - cuLaunchCooperativeKernel refuses a grid that cannot be resident;
- *   - a trap (rk_dev_trap in a kernel, or fake_cuda_trap(code) from a
- *     test) loses the context, as on a GPU: the trapping block stops at
- *     once, every other block of every grid at its next device call
- *     (RK_DEV_HOST_POINT: back-off, block sync, fence, timer; a block
- *     thread holds no lock there), and once none runs the error
- *     (FAKE_CUDA_TRAP_ERROR, default 719 CUDA_ERROR_LAUNCH_FAILED) is
- *     sticky: every call on the context returns it (stream queries and
- *     synchronisations, cuCtxSynchronize, copies, allocations, launches,
- *     module loads); frees and cuStreamDestroy return it too, having
- *     released what they were given (the driver reclaims a lost
- *     context's memory with the context).
+ *   - a trap (rk_dev_trap, or fake_cuda_trap(code)) loses the context
+ *     as on a GPU: every block stops at its next device call, then the
+ *     error is sticky on every call (docs/cuda.md, "The stand-in
+ *     driver"; for the process, every device alike).
  * What it cannot do: the PTX memory model, PCIe ordering, warps, more than
  * one thread per block. Figures measured on it are "cuda_sim", never GPU.
  */
@@ -77,6 +75,8 @@ static void fake_trap(void);
 /* The test kernels' host builds (rk_dev_host_kernel_<name>), and the
  * `ringkernel` command's PageRank kernel (cli_prd_kernel). */
 #include "../../tools/ringkernel/pr_dev.h"
+#include "../kernels/bar_kernels.cu"
+#include "../kernels/numba_kernels.cu"
 #include "../kernels/oneshot_kernels.cu"
 #include "../kernels/test_kernels.cu"
 
@@ -90,14 +90,21 @@ resident_limit(void)
 
 /* ------------------------------------------------------------ contexts */
 
-static int ctx_token;
+static int ctx_token[FAKE_MAX_DEVICES]; /* device d's primary context */
 static _Thread_local void *current_ctx;
+
+int
+fake_cur_dev(void)
+{
+    return current_ctx != NULL ? (int)((int *)current_ctx - ctx_token) : -1;
+}
 
 EXPORT CUresult
 cuDevicePrimaryCtxRetain(void **ctx, CUdevice d)
 {
-    (void)d;
-    *ctx = &ctx_token;
+    if (d < 0 || d >= fake_devices())
+        return E_INVALID_VALUE;
+    *ctx = &ctx_token[d];
     return OK;
 }
 
@@ -163,12 +170,13 @@ sticky(void)
 
 /* ------------------------------------------------------------ the device */
 
-/* Grids and the device's block slots: blocks of every grid share them.
- * Everything here is under res_lock. */
+/* Grids and each device's block slots: blocks of every grid on a device
+ * share them. Everything here is under res_lock. */
 static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t res_cond = PTHREAD_COND_INITIALIZER;
-static int res_used;     /* resident blocks */
-static int grids_live;   /* grids launched whose blocks have not all ended */
+static int res_used[FAKE_MAX_DEVICES]; /* resident blocks per device */
+static int grids_live; /* grids launched whose blocks have not all ended */
+static int grids_on[FAKE_MAX_DEVICES]; /* ... per device */
 static unsigned n_waits; /* calls that waited for running grids */
 static unsigned n_hangs; /* ... and gave up: on a GPU they would hang */
 static char last_hang[160];
@@ -230,18 +238,41 @@ bounded_wait(int (*busy)(const void *), const void *arg, const char *what)
     return r;
 }
 
+/* arg: a device, or NULL for every device. */
 static int
 device_busy(const void *arg)
 {
-    (void)arg;
-    return grids_live != 0;
+    return arg != NULL ? grids_on[*(const int *)arg] != 0 : grids_live != 0;
 }
 
-/* A module load, a free, a context synchronise: until no grid runs. */
+/* A free: until no grid runs on any device (pinned memory is every
+ * context's). */
 static CUresult
 wait_idle(const char *what)
 {
     return bounded_wait(device_busy, NULL, what);
+}
+
+/* A module load or unload, a context synchronise: until no grid runs on
+ * the current context's device. */
+static CUresult
+wait_idle_dev(const char *what)
+{
+    int d = fake_cur_dev();
+    return bounded_wait(device_busy, &d, what);
+}
+
+/* Test-only: the handler the host build of rk_numba_kernel calls (a
+ * numba.cfunc's address or a C function) and its message sizes; set
+ * before launching the kernel. */
+EXPORT void
+fake_cuda_numba_set(
+    void *fn, unsigned in_size, unsigned out_size, unsigned out_type)
+{
+    *(void **)&fake_numba.fn = fn;
+    fake_numba.in_size = in_size;
+    fake_numba.out_size = out_size;
+    fake_numba.out_type = out_type;
 }
 
 /* Test-only queries (not driver entry points). */
@@ -261,6 +292,19 @@ fake_cuda_waits(void)
     unsigned n;
     pthread_mutex_lock(&res_lock);
     n = n_waits;
+    pthread_mutex_unlock(&res_lock);
+    return n;
+}
+
+/* Grids running on device dev (launched, not all blocks ended). */
+EXPORT int
+fake_cuda_grids_on(int dev)
+{
+    int n;
+    if (dev < 0 || dev >= FAKE_MAX_DEVICES)
+        return -1;
+    pthread_mutex_lock(&res_lock);
+    n = grids_on[dev];
     pthread_mutex_unlock(&res_lock);
     return n;
 }
@@ -343,15 +387,6 @@ view(CUdeviceptr p, size_t n)
 }
 
 EXPORT CUresult
-cuMemGetInfo_v2(size_t *free_b, size_t *total)
-{
-    NEED_CTX();
-    *free_b = (size_t)1 << 29;
-    *total = (size_t)1 << 30;
-    return OK;
-}
-
-EXPORT CUresult
 cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
     extent *e, **at, *prev = NULL;
@@ -398,6 +433,8 @@ cuMemFree_v2(CUdeviceptr p)
     NEED_CTX_ONLY();
     if ((r = wait_idle("cuMemFree")) != OK && r != sticky())
         return r;
+    if (p != 0 && fake_managed_free(p))
+        return OK;
     if (p == 0 || arena_dev == NULL)
         return E_INVALID_VALUE;
     pthread_mutex_lock(&res_lock);
@@ -501,6 +538,7 @@ cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
 
 typedef struct fake_stream {
     pthread_mutex_t lock;
+    int dev; /* the device of the context it was created in */
     struct grid *grids;
     uint64_t launched; /* grids launched on it (their seq) */
     uint64_t finished; /* under res_lock: grids ended, in order */
@@ -574,11 +612,12 @@ block_main(void *arg)
      * context being lost. */
     pthread_mutex_lock(&res_lock);
     while (atomic_load_explicit(&dying, memory_order_relaxed) == OK
-        && (g->s->finished < g->seq || res_used >= resident_limit()))
+        && (g->s->finished < g->seq
+            || res_used[g->s->dev] >= resident_limit()))
         pthread_cond_wait(&res_cond, &res_lock);
     started = atomic_load_explicit(&dying, memory_order_relaxed) == OK;
     if (started)
-        res_used++;
+        res_used[g->s->dev]++;
     pthread_mutex_unlock(&res_lock);
 
     if (started) {
@@ -595,13 +634,14 @@ block_main(void *arg)
 
     pthread_mutex_lock(&res_lock);
     if (started)
-        res_used--;
+        res_used[g->s->dev]--;
     /* Release pairs with cuStreamQuery's acquire. */
     if (atomic_fetch_sub_explicit(&g->running, 1, memory_order_release) == 1) {
         /* In order, unless a trap stopped them (a later grid that never
          * started may end first). */
         if (g->s->finished < g->seq + 1)
             g->s->finished = g->seq + 1;
+        grids_on[g->s->dev]--;
         if (--grids_live == 0) {
             arena_protect(0);
             /* A trap stopped them all: the context's error shows now
@@ -638,6 +678,7 @@ cuStreamCreate(void **out, unsigned flags)
     if (s == NULL)
         return E_OUT_OF_MEMORY;
     pthread_mutex_init(&s->lock, NULL);
+    s->dev = fake_cur_dev();
     *out = s;
     return OK;
 }
@@ -746,7 +787,7 @@ EXPORT CUresult
 cuCtxSynchronize(void)
 {
     NEED_CTX();
-    return wait_idle("cuCtxSynchronize");
+    return wait_idle_dev("cuCtxSynchronize");
 }
 
 /* ------------------------------------------------------------ modules */
@@ -778,7 +819,7 @@ cuModuleLoadData(void **out, const void *image)
         return E_INVALID_VALUE;
     /* The driver loads code only while no kernel runs (seen on an H200,
      * driver 580): it waits for the running ones. */
-    if ((r = wait_idle("cuModuleLoadData")) != OK)
+    if ((r = wait_idle_dev("cuModuleLoadData")) != OK)
         return r;
     if ((r = fake_check_image(image, &size, &is_ptx)) != OK)
         return r;
@@ -814,7 +855,7 @@ cuModuleUnload(void *mod)
     NEED_CTX_ONLY();
     if (m == NULL)
         return E_INVALID_HANDLE;
-    if ((r = wait_idle("cuModuleUnload")) != OK && r != sticky())
+    if ((r = wait_idle_dev("cuModuleUnload")) != OK && r != sticky())
         return r;
     free(m->image);
     free(m);
@@ -913,6 +954,8 @@ launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     if (f == NULL || params == NULL || params[0] == NULL || n == 0 || n > 65535
         || (uint64_t)bx * by * bz > 1024 || s == NULL)
         return E_INVALID_VALUE;
+    if (s->dev != fake_cur_dev())
+        return E_INVALID_HANDLE; /* a stream of another context */
     g = calloc(1, sizeof(*g));
     if (g == NULL)
         return E_OUT_OF_MEMORY;
@@ -936,6 +979,7 @@ launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     g->seq = s->launched++;
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_lock(&res_lock);
+    grids_on[s->dev]++;
     if (grids_live++ == 0)
         arena_protect(1);
     pthread_mutex_unlock(&res_lock);

@@ -40,6 +40,22 @@ env_int(const char *name, int def)
     return s != NULL && s[0] != '\0' ? atoi(s) : def;
 }
 
+/* Devices: FAKE_CUDA_DEVICES (default 2), at most FAKE_MAX_DEVICES. */
+#define FAKE_MAX_DEVICES 8
+static inline int
+fake_devices(void)
+{
+    int n = env_int("FAKE_CUDA_DEVICES", 2);
+    return n < 0 ? 0 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
+}
+
+/* fake_cuda.c: the device of the calling thread's current context, or -1
+ * when none is current. */
+int fake_cur_dev(void);
+
+/* fake_mem.c: frees p if it is managed memory (1), else 0. */
+int fake_managed_free(CUdeviceptr p);
+
 /* fake_info.c: an image the driver would accept (cubin or PTX). */
 CUresult fake_check_image(const unsigned char *img, size_t *size, int *is_ptx);
 

@@ -92,14 +92,14 @@ cuDriverGetVersion(int *v)
 EXPORT CUresult
 cuDeviceGetCount(int *n)
 {
-    *n = env_int("FAKE_CUDA_DEVICES", 1);
+    *n = fake_devices();
     return OK;
 }
 
 EXPORT CUresult
 cuDeviceGet(CUdevice *d, int ordinal)
 {
-    if (ordinal < 0 || ordinal >= env_int("FAKE_CUDA_DEVICES", 1))
+    if (ordinal < 0 || ordinal >= fake_devices())
         return E_INVALID_VALUE;
     *d = ordinal;
     return OK;

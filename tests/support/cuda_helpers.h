@@ -10,9 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dlfcn.h>
+#include <stdint.h>
+
 #include "backend/cuda/nvrtc.h"
 #include "ringkernel/error.h"
-#include "ringkernel/ringkernel.h"
+#include "ringkernel/runtime.h"
 
 /* True when NVRTC loads; otherwise says why (the caller skips). */
 static inline int
@@ -26,41 +29,37 @@ cuda_have_nvrtc(void)
     return 1;
 }
 
-/* A kernel's host handler where only its device code runs (the cpu
- * fallback a definition needs; never called under "cuda"). */
-static inline int
-cuda_ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
+/* Skips the calling test when NVRTC does not load (cuda_have_nvrtc). */
+static inline void
+cuda_require_nvrtc(void)
 {
-    (void)ctx;
-    (void)m;
-    return RK_OK;
+    if (!cuda_have_nvrtc())
+        skip();
 }
 
-/* A runtime on the cuda backend whose lifecycle calls give up after
- * control_ns (terminate after 10 s), so a broken case fails within
- * seconds instead of hanging. */
-static inline rk_runtime *
-cuda_runtime_bounded(int64_t control_ns)
+/* A made-up image of n bytes (seed + i * step) for the cache tests. */
+static inline rk__nvrtc_image
+cuda_test_image(size_t n, unsigned char seed, unsigned step, int kind)
 {
-    rk_runtime *rt = NULL;
-    rk_runtime_config cfg = { .no_static_kernels = true,
-        .backend = "cuda",
-        .control_timeout_ns = control_ns,
-        .terminate_timeout_ns = 10000000000ll };
-    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
-    return rt;
+    rk__nvrtc_image img = { 0 };
+    img.data = malloc(n);
+    assert_non_null(img.data);
+    for (size_t i = 0; i < n; i++)
+        img.data[i] = (unsigned char)(seed + i * step);
+    img.size = n;
+    img.kind = kind;
+    img.arch = 90;
+    return img;
 }
 
-/* A file of the source tree as a malloc'd string, or NULL. */
+/* A file as a malloc'd string, or NULL. */
 static inline char *
-cuda_slurp(const char *rel)
+cuda_slurp_path(const char *path)
 {
-    char path[512];
     FILE *f;
     long n;
     char *s;
 
-    snprintf(path, sizeof(path), "%s/%s", RK_SOURCE_DIR, rel);
     f = fopen(path, "rb");
     if (f == NULL)
         return NULL;
@@ -76,6 +75,15 @@ cuda_slurp(const char *rel)
     }
     fclose(f);
     return s;
+}
+
+/* A file of the source tree as a malloc'd string, or NULL. */
+static inline char *
+cuda_slurp(const char *rel)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", RK_SOURCE_DIR, rel);
+    return cuda_slurp_path(path);
 }
 
 /* Counts PTX instructions starting with op (after an optional predicate),
@@ -127,6 +135,148 @@ cuda_sim_end(const char *dir)
     char cmd[200];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     return system(cmd) != 0;
+}
+
+/* Symbol name of the stand-in driver lib (a test-only export), or NULL
+ * when lib is not loaded or lacks it (a real driver). */
+static inline void *
+cuda_fake_sym(const char *lib, const char *name)
+{
+    void *h, *fn;
+    if (lib == NULL || (h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)) == NULL)
+        return NULL;
+    fn = dlsym(h, name);
+    dlclose(h);
+    return fn;
+}
+
+/* The last test of a stand-in program: no driver call it made would have
+ * hung on a GPU (a module load, a free or a synchronise while a
+ * persistent kernel was resident; fake_cuda_hangs). Skips on a GPU. */
+static inline void
+cuda_assert_no_hang(const char *fake_lib, int real_gpu)
+{
+    unsigned (*hangs)(void);
+    if (real_gpu)
+        skip();
+    *(void **)&hangs = cuda_fake_sym(fake_lib, "fake_cuda_hangs");
+    assert_non_null(hangs);
+    assert_int_equal(hangs(), 0);
+}
+
+/* Defines the test test_no_call_would_hang: cuda_assert_no_hang with
+ * FAKE_CUDA_LIB. */
+#define CUDA_TEST_NO_HANG(real_gpu)                                           \
+    static void test_no_call_would_hang(void **state)                         \
+    {                                                                         \
+        (void)state;                                                          \
+        cuda_assert_no_hang(FAKE_CUDA_LIB, real_gpu);                         \
+    }
+
+/* The cpu fallback of a device kernel's definition: never runs under
+ * "cuda". */
+static inline int
+cuda_ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    (void)ctx;
+    (void)m;
+    return RK_OK;
+}
+
+/* A runtime whose kernels run on the cuda backend. */
+static inline rk_runtime *
+cuda_test_runtime(void)
+{
+    rk_runtime *rt = NULL;
+    rk_runtime_config cfg = { .no_static_kernels = true, .backend = "cuda" };
+    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
+    return rt;
+}
+
+/* A device kernel to register: grid blocks of 64 threads, batch 8. */
+typedef struct cuda_kdef {
+    const char *id, *src, *src_name, *entry;
+    uint32_t grid, max_payload;
+    int device;
+    const char *barrier;
+    uint32_t parties;
+    rk_supervision supervision;
+} cuda_kdef;
+
+static inline void
+cuda_register(rk_runtime *rt, const cuda_kdef *k)
+{
+    rk_kernel_def def = { .id = k->id, .handler = cuda_ignore_handler };
+    def.config.device_source = k->src;
+    def.config.device_entry = k->entry;
+    def.config.device_source_name = k->src_name;
+    def.config.grid_size = k->grid;
+    def.config.block_size = 64;
+    def.config.batch = 8;
+    def.config.max_payload = k->max_payload;
+    def.config.device = k->device;
+    def.config.device_barrier = k->barrier;
+    def.config.device_barrier_parties = k->parties;
+    def.config.supervision = k->supervision;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+}
+
+/* Kernel id's launch fails with rc, the detail naming it ('id') and
+ * containing why; the kernel is left CREATED. */
+static inline void
+cuda_assert_refused(rk_runtime *rt, const char *id, int rc, const char *why)
+{
+    char named[RK_ID_MAX + 3];
+    rk_kernel_state s;
+
+    snprintf(named, sizeof(named), "'%s'", id);
+    assert_int_equal(rk_kernel_launch(rt, id), rc);
+    assert_non_null(strstr(rk_errdetail(), named));
+    assert_non_null(strstr(rk_errdetail(), why));
+    assert_int_equal(rk_kernel_state_get(rt, id, &s), RK_OK);
+    assert_int_equal(s, RK_KERNEL_CREATED);
+}
+
+/* Launches and activates kernel id; its handle. */
+static inline rk_kernel
+cuda_start(rk_runtime *rt, const char *id)
+{
+    rk_kernel k;
+    assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
+    assert_int_equal(rk_kernel_launch(rt, id), RK_OK);
+    assert_int_equal(rk_kernel_activate(rt, id), RK_OK);
+    return k;
+}
+
+/* Terminates each kernel of ids (NULL-ended; a kernel that ended is
+ * fine), then destroys rt. */
+static inline void
+cuda_finish(rk_runtime *rt, const char *const *ids)
+{
+    for (; *ids != NULL; ids++)
+        assert_int_equal(
+            rk_kernel_terminate(rt, *ids, 30 * INT64_C(1000000000)), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
+/* The main of a stand-in program: cuda_sim_begin, the device source file
+ * rel (of the source tree) in *src while the tests run, cuda_sim_end.
+ * *real_gpu as cuda_sim_begin. Returns the exit status. */
+static inline int
+cuda_sim_run(const char *name, const struct CMUnitTest *tests, size_t n,
+    const char *fake_lib, const char *rel, char **src, int *real_gpu)
+{
+    char dir[128];
+    int rc;
+
+    if ((*real_gpu = cuda_sim_begin(fake_lib, dir, sizeof(dir))) < 0)
+        return 1;
+    if ((*src = cuda_slurp(rel)) == NULL)
+        return 1;
+    rc = _cmocka_run_group_tests(name, tests, n, NULL, NULL);
+    free(*src);
+    *src = NULL;
+    return rc | cuda_sim_end(dir);
 }
 
 #endif /* RK_TEST_CUDA_HELPERS_H */

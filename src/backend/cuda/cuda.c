@@ -101,13 +101,6 @@ struct rk__backend_inst {
     uint64_t out_errors; /* device output refused (too long) */
 };
 
-static int
-ordinal(void)
-{
-    const char *s = getenv("RK_CUDA_DEVICE");
-    return s != NULL ? atoi(s) : 0;
-}
-
 /* ------------------------------------------------------------ probe */
 
 static int
@@ -147,10 +140,17 @@ cuda_alloc(size_t size, rk__placed *out)
     void *p = NULL;
     rk__cu_dptr dev = 0;
     size_t n = (size + 63) & ~(size_t)63;
+    rk__cu_ctx cur = NULL;
     int rc;
 
-    if ((rc = rk__cuda_enter(ordinal(), &d)) != RK_OK
-        || (rc = rk__cu_lost()) != RK_OK)
+    /* Any device's context: PORTABLE memory is every context's, and with
+     * unified addressing its device address is the same in each. The
+     * calling thread's current context is kept (a launch has entered its
+     * kernel's device). */
+    if ((rc = rk__cuda_driver(&d)) != RK_OK)
+        return rc;
+    if ((d->cuCtxGetCurrent(&cur) != RK__CUDA_SUCCESS || cur == NULL)
+        && (rc = rk__cuda_enter(rk__cu_ordinal(NULL), &d)) != RK_OK)
         return rc;
     /* Pinned and mapped: the device reads and writes it over PCIe with
      * system-scope loads and stores; PORTABLE: every context sees it. */
@@ -159,7 +159,7 @@ cuda_alloc(size_t size, rk__placed *out)
             RK__CU_MEMHOSTALLOC_DEVICEMAP | RK__CU_MEMHOSTALLOC_PORTABLE),
         "cuMemHostAlloc");
     if (rc != RK_OK)
-        return rc;
+        return rk__cu_lost(rc); /* a lost context says so */
     if (((uintptr_t)p & 63u) != 0) {
         d->cuMemFreeHost(p);
         return rk__fail(RK_ECUDA, "cuMemHostAlloc returned unaligned memory");
@@ -181,7 +181,8 @@ static void
 cuda_release(rk__placed *p)
 {
     if (p->host != NULL)
-        rk__mem_release(RK__MEM_PINNED, ordinal(), NULL, p->host, p->size);
+        rk__mem_release(
+            RK__MEM_PINNED, rk__cu_ordinal(NULL), NULL, p->host, p->size);
     p->host = NULL;
 }
 
@@ -206,14 +207,17 @@ cuda_prepare(const char *kernel_id, const rk_kernel_config *c)
 {
     const struct rk__cuda_driver *d;
     rk__cu_module mod;
-    int cc;
+    rk__cu_bar *bar;
+    uint64_t dbar;
+    int cc, ord;
 
-    if (c->device_source == NULL || rk__cuda_enter(ordinal(), &d) != RK_OK)
+    if (c->device_source == NULL || rk__cu_device_of(kernel_id, c, &ord)
+        || rk__cuda_enter(ord, &d) != RK_OK)
         return;
-    if (rk__cuda_ext() == NULL
-        || (cc = device_cc(d, ordinal())) < RK__NVRTC_MIN_CC)
+    if (rk__cuda_ext() == NULL || (cc = device_cc(d, ord)) < RK__NVRTC_MIN_CC)
         return;
-    (void)rk__cu_module_get(d, kernel_id, c, cc, &mod);
+    (void)rk__cu_module_get(d, kernel_id, c, cc, ord, &mod);
+    (void)rk__cu_bar_get(kernel_id, c, ord, &bar, &dbar); /* placed now */
 }
 
 /* The instance's kernel returns (every block acknowledged EXITED, or the
@@ -690,6 +694,8 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     uint32_t block = spec->block_size ? spec->block_size : 128;
     rk__cu_device dev;
     rk__cu_function fn;
+    rk__cu_bar *bar;
+    uint64_t dbar;
     rk__dh_cfg dc;
     int cc, timeout = 0, sms = 0, rc;
     size_t sz;
@@ -701,13 +707,13 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     bi->wake = spec->wake;
     bi->events = spec->events;
     bi->ack = spec->ack;
-    bi->ordinal = ordinal();
     if (c->device_source == NULL || c->device_entry == NULL)
         return rk__fail(RK_EINVAL,
             "kernel '%s': the cuda backend needs device_source and "
             "device_entry in its config",
             bi->id);
-    if ((rc = rk__cuda_enter(bi->ordinal, &bi->drv)) != RK_OK)
+    if ((rc = rk__cu_device_of(bi->id, c, &bi->ordinal)) != RK_OK
+        || (rc = rk__cuda_enter(bi->ordinal, &bi->drv)) != RK_OK)
         return rc;
     if (rk__cuda_ext() == NULL)
         return rk__fail(
@@ -728,7 +734,10 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
             "(KERNEL_EXEC_TIMEOUT) on, which kills a persistent kernel; "
             "set RK_CUDA_ALLOW_WATCHDOG=1 to try anyway",
             bi->id, bi->ordinal);
-    if ((rc = rk__cu_module_get(bi->drv, bi->id, c, cc, &bi->mod)) != RK_OK)
+    if ((rc = rk__cu_module_get(bi->drv, bi->id, c, cc, bi->ordinal, &bi->mod))
+            != RK_OK
+        || (rc = rk__cu_bar_get(bi->id, c, bi->ordinal, &bar, &dbar))
+            != RK_OK)
         return rc;
     if (bi->drv->cuModuleGetFunction(&fn, bi->mod, c->device_entry)
         != RK__CUDA_SUCCESS) {
@@ -770,6 +779,8 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         undo_launch(bi);
         return rc;
     }
+    bi->d.kargs.barrier = dbar; /* the named barrier's device address */
+    bi->d.kargs.barrier_parties = c->device_barrier_parties;
     if ((rc = co_resident(bi, fn, grid, block, sms)) != RK_OK) {
         undo_launch(bi);
         return rc;
@@ -780,7 +791,7 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     if (rc == RK_OK) {
         struct launch_args la = { bi, fn, grid, block };
         rc = rk__cu_res_launch(bi->drv, bi->id, bi->ordinal, grid, bi->per_sm,
-            bi->sms, bi->stream, launch_now, &la, &bi->res);
+            bi->sms, bar, bi->stream, launch_now, &la, &bi->res);
         bi->counted = rc == RK_OK;
         if (rc != RK_OK) {
             undo_launch(bi);

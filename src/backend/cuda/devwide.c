@@ -10,9 +10,11 @@
 #include <string.h>
 
 #include "backend/cuda/devwide.h"
+#include "backend/cuda/jitlink.h"
 #include "backend/cuda/kcache.h"
 #include "common/common.h"
 #include "memory/mem.h"
+#include "ringkernel/dev_oneshot.h"
 
 #define CU_JIT_ERROR_LOG_BUFFER            5
 #define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
@@ -34,6 +36,14 @@ ext_load(void)
         = dlsym(d->lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     *(void **)&ext.func_load = dlsym(d->lib, "cuFuncLoad");
     *(void **)&ext.func_set_attr = dlsym(d->lib, "cuFuncSetAttribute");
+    /* The driver's linker: jitlink.c's fallback without nvJitLink. */
+    *(void **)&ext.link.create = dlsym(d->lib, "cuLinkCreate_v2");
+    *(void **)&ext.link.add_data = dlsym(d->lib, "cuLinkAddData_v2");
+    *(void **)&ext.link.complete = dlsym(d->lib, "cuLinkComplete");
+    *(void **)&ext.link.destroy = dlsym(d->lib, "cuLinkDestroy");
+    if (!ext.link.create || !ext.link.add_data || !ext.link.complete
+        || !ext.link.destroy)
+        memset(&ext.link, 0, sizeof(ext.link));
     ext_ok = ext.module_load_ex != NULL && ext.occupancy != NULL;
 }
 
@@ -48,9 +58,19 @@ rk__cuda_ext(void)
 
 typedef struct cu_mod {
     struct cu_mod *next;
-    uint64_t key; /* the source and the architecture (mod_key) */
+    uint64_t key; /* the source, the architecture, the device (mod_key) */
     rk__cu_module mod;
 } cu_mod;
+
+/* A named barrier: an rk_dev_barrier in one device's memory, for the
+ * life of the process (16 bytes per name). */
+struct rk__cu_bar {
+    struct rk__cu_bar *next;
+    char name[RK_ID_MAX + 1];
+    int ordinal;
+    uint32_t parties;
+    uint64_t dev; /* its device address */
+};
 
 /* A launched persistent kernel until it returned: its share of the
  * device's block slots. hung: the watchdog reported it, reap_zombies
@@ -65,6 +85,7 @@ struct rk__cu_res {
     int ordinal;
     uint32_t grid;
     uint64_t share; /* grid / (blocks per SM x SMs), in SHARE_ONE units */
+    rk__cu_bar *bar; /* the named barrier its blocks wait at, or NULL */
     int hung, zombie, out;
     rk__cu_stream stream;
     rk__placed region; /* zombie */
@@ -73,19 +94,34 @@ struct rk__cu_res {
 static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static cu_mod *mods;          /* under dev_lock */
 static rk__cu_res *residents; /* under dev_lock */
-static uint32_t resident; /* launched persistent kernels not yet returned */
-/* The context's sticky error once a stream reported one (0: none), the
- * device, and "NAME (string), first seen by kernel 'id'". Under dev_lock;
- * never cleared (the context is not reset: devwide.h says why). */
-static rk__cu_result lost;
-static int lost_ordinal;
-static char lost_why[RK_ID_MAX + 200];
+static rk__cu_bar *bars;      /* under dev_lock */
+/* Launched persistent kernels not yet returned, on every device: code is
+ * loaded only while none runs anywhere (whether a load on one device
+ * waits for the kernels of another is not known, so none is tried). */
+static uint32_t resident;
+/* The devices whose context is lost: a stream reported the driver's
+ * error, why = "NAME (string) [code], first seen by kernel 'id'". Under
+ * dev_lock; never cleared or freed (the context is not reset: devwide.h
+ * says why). */
+typedef struct lost_dev {
+    struct lost_dev *next;
+    int ordinal;
+    char why[RK_ID_MAX + 200];
+} lost_dev;
+static lost_dev *losts;
 
+/* Modules belong to a context, so the device is part of the key. */
 static uint64_t
-mod_key(const char *source, int cc)
+mod_key(const rk_kernel_config *c, int cc, int ordinal)
 {
-    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)cc;
-    for (const unsigned char *p = (const unsigned char *)source; *p; p++)
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)cc
+        ^ ((uint64_t)(uint32_t)ordinal << 32);
+    for (const unsigned char *p = (const unsigned char *)c->device_source; *p;
+         p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    /* Linked code (a Numba handler): the PTX decides too. */
+    for (const unsigned char *p = (const unsigned char *)c->device_link_ptx;
+         p != NULL && *p; p++)
         h = (h ^ *p) * 0x100000001b3ull;
     return h;
 }
@@ -118,21 +154,32 @@ err_text(
     snprintf(buf, cap, "%s (%s) [%d]", name, str, r);
 }
 
-/* The driver's error r on a stream of kernel id: the context is lost
- * (the first error is kept). dev_lock held. */
+/* Device ordinal's lost context, or NULL. dev_lock held. */
+static const lost_dev *
+lost_of(int ordinal)
+{
+    const lost_dev *l = losts;
+    while (l != NULL && l->ordinal != ordinal)
+        l = l->next;
+    return l;
+}
+
+/* The driver's error r on a stream of kernel id: device ordinal's
+ * context is lost (its first error is kept). dev_lock held. */
 static void
 lose(const struct rk__cuda_driver *d, rk__cu_result r, const char *id,
     int ordinal)
 {
     char why[160];
+    lost_dev *l;
 
-    if (lost != 0)
-        return;
+    if (lost_of(ordinal) != NULL || (l = calloc(1, sizeof(*l))) == NULL)
+        return; /* without memory: the launch fails on the driver's error */
     err_text(d, r, why, sizeof(why));
-    lost = r;
-    lost_ordinal = ordinal;
-    snprintf(
-        lost_why, sizeof(lost_why), "%s, first seen by kernel '%s'", why, id);
+    l->ordinal = ordinal;
+    snprintf(l->why, sizeof(l->why), "%s, first seen by kernel '%s'", why, id);
+    l->next = losts;
+    losts = l;
 }
 
 /* Kernels reported hung, and zombies, that returned since (or whose grid
@@ -166,10 +213,10 @@ reap_zombies(const struct rk__cuda_driver *d)
     }
 }
 
-/* A launch, load or allocation (id NULL) on a lost context. dev_lock
+/* A launch, load or allocation (id NULL) on lost context l. dev_lock
  * held. */
 static int
-refuse_lost(const char *id)
+refuse_lost(const char *id, const lost_dev *l)
 {
     return rk__fail(RK_ECUDA,
         "%s%s%scontext lost; device %d's CUDA context failed with %s: "
@@ -177,8 +224,8 @@ refuse_lost(const char *id)
         "this process (resetting it would also destroy every buffer, pool "
         "and module of the process on that device); restart the process "
         "to use the device",
-        id ? "kernel '" : "", id ? id : "", id ? "': " : "", lost_ordinal,
-        lost_why);
+        id ? "kernel '" : "", id ? id : "", id ? "': " : "", l->ordinal,
+        l->why);
 }
 
 /* ------------------------------------------------------------ modules */
@@ -214,7 +261,13 @@ load_module(
     pthread_once(&kcache_once, kcache_open);
     if (kcache == NULL)
         return rk__fail(RK_ENOMEM, "no memory for the kernel cache");
-    rc = rk__kcache_compile(kcache, &src, &img, &how);
+    if (c->device_link_ptx != NULL) {
+        src.link_ptx = c->device_link_ptx;
+        src.link_ptx_size = strlen(c->device_link_ptx) + 1;
+        rc = rk__jitlink_compile(kcache, &src, &ext.link, &img, &how);
+    } else {
+        rc = rk__kcache_compile(kcache, &src, &img, &how);
+    }
     if (rc != RK_OK) {
         char why[400];
         snprintf(why, sizeof(why), "%s", rk_errdetail());
@@ -234,10 +287,43 @@ load_module(
 }
 
 int
-rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
-    const rk_kernel_config *c, int cc, rk__cu_module *out)
+rk__cu_ordinal(const rk_kernel_config *c)
 {
-    uint64_t key = mod_key(c->device_source, cc);
+    const char *s;
+
+    if (c != NULL && c->device != 0)
+        return c->device;
+    s = getenv("RK_CUDA_DEVICE");
+    return s != NULL ? atoi(s) : 0;
+}
+
+int
+rk__cu_device_of(const char *id, const rk_kernel_config *c, int *ordinal)
+{
+    const struct rk__cuda_driver *d;
+    int ord = rk__cu_ordinal(c), rc;
+
+    if (ord < 0)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': CUDA device %d is not a device ordinal (0 or "
+            "more)",
+            id, ord);
+    if ((rc = rk__cuda_driver(&d)) != RK_OK)
+        return rk__fail(rc, "kernel '%s': %s", id, rk_errdetail());
+    if (ord >= d->device_count)
+        return rk__fail(RK_ENODEV,
+            "kernel '%s' names CUDA device %d, but the driver has %d "
+            "device(s) (ordinals 0 to %d)",
+            id, ord, d->device_count, d->device_count - 1);
+    *ordinal = ord;
+    return RK_OK;
+}
+
+int
+rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
+    const rk_kernel_config *c, int cc, int ordinal, rk__cu_module *out)
+{
+    uint64_t key = mod_key(c, cc, ordinal);
     cu_mod *m;
     int rc = RK_OK;
 
@@ -245,13 +331,13 @@ rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
     reap_zombies(d);
     for (m = mods; m != NULL && m->key != key; m = m->next)
         ;
-    if (lost != 0) {
-        rc = refuse_lost(id);
+    if (lost_of(ordinal) != NULL) {
+        rc = refuse_lost(id, lost_of(ordinal));
         m = NULL;
     } else if (m == NULL && resident != 0) {
         rc = rk__fail(RK_EBUSY,
             "kernel '%s': its code is not loaded, and CUDA cannot load it "
-            "while %u persistent kernel(s) run on the device (the load "
+            "while %u persistent kernel(s) run (the load "
             "waits for them); register every cuda kernel before "
             "launching the first, or terminate the running ones",
             id, resident);
@@ -292,8 +378,8 @@ rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
  * device (exact for kernels of one shape; for mixed shapes, an
  * approximation of how SM resources split). dev_lock held. */
 static int
-fits(const char *id, uint32_t grid, uint32_t per_sm, uint32_t sms,
-    uint64_t *share)
+fits(const char *id, int ordinal, uint32_t grid, uint32_t per_sm,
+    uint32_t sms, uint64_t *share)
 {
     uint64_t cap = (uint64_t)per_sm * sms, used = 0;
     uint32_t n = 0;
@@ -303,28 +389,135 @@ fits(const char *id, uint32_t grid, uint32_t per_sm, uint32_t sms,
     *share = cap != 0 ? ((uint64_t)grid * SHARE_ONE + cap - 1) / cap
                       : SHARE_ONE + 1;
     others[0] = '\0';
-    for (rk__cu_res *r = residents; r != NULL; r = r->next, n++) {
+    for (rk__cu_res *r = residents; r != NULL; r = r->next) {
+        if (r->ordinal != ordinal)
+            continue;
+        n++;
         used += r->share;
         if (at < sizeof(others))
             at += (size_t)snprintf(others + at, sizeof(others) - at,
-                "%s'%s' (%u blocks)", n ? ", " : "", r->id, r->grid);
+                "%s'%s' (%u blocks)", n > 1 ? ", " : "", r->id, r->grid);
     }
     /* One unit of slack per kernel for the rounding up of each share. */
     if (used + *share > SHARE_ONE + n + 1)
         return rk__fail(RK_ENOTSUP,
             "kernel '%s': its %u blocks cannot be resident together with "
-            "the persistent kernels already running: %s (%u blocks per SM "
-            "x %u SMs for this kernel's shape); the grids fit alone but "
-            "not together, and a block that never starts leaves its lanes "
-            "unserved: terminate one or use smaller grids",
-            id, grid, others, per_sm, sms);
+            "the persistent kernels already running on CUDA device %d: %s "
+            "(%u blocks per SM x %u SMs for this kernel's shape); the "
+            "grids fit alone but not together, and a block that never "
+            "starts leaves its lanes unserved: terminate one or use "
+            "smaller grids",
+            id, grid, ordinal, others, per_sm, sms);
+    return RK_OK;
+}
+
+/* A named barrier's parties must all be resident at once, or its waits
+ * never end: at most the device's blocks for this kernel's shape; and the
+ * kernels already at it, with this one, may not bring more blocks than
+ * it has parties (each block arrives once per generation). dev_lock
+ * held. */
+static int
+bar_fits(const char *id, const rk__cu_bar *bar, uint32_t grid,
+    uint32_t per_sm, uint32_t sms)
+{
+    uint64_t cap = (uint64_t)per_sm * sms, at = 0;
+
+    if (bar->parties > cap)
+        return rk__fail(RK_ENOTSUP,
+            "kernel '%s': barrier '%s' has %u parties, but at most %llu "
+            "blocks can be resident on CUDA device %d (%u blocks per SM x "
+            "%u SMs for this kernel's shape); its waits would never end",
+            id, bar->name, bar->parties, (unsigned long long)cap,
+            bar->ordinal, per_sm, sms);
+    for (const rk__cu_res *r = residents; r != NULL; r = r->next)
+        if (r->bar == bar)
+            at += r->grid;
+    if (at + grid > bar->parties)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': its %u blocks and the %llu of the kernels already "
+            "resident at barrier '%s' are more than its %u parties",
+            id, grid, (unsigned long long)at, bar->name, bar->parties);
     return RK_OK;
 }
 
 int
+rk__cu_bar_get(const char *id, const rk_kernel_config *c, int ordinal,
+    rk__cu_bar **out, uint64_t *dev)
+{
+    rk__cu_bar *b;
+    void *p = NULL;
+    int rc = RK_OK;
+
+    *out = NULL;
+    *dev = 0;
+    if (c->device_barrier == NULL)
+        return RK_OK;
+    if (c->device_barrier[0] == '\0'
+        || strlen(c->device_barrier) > RK_ID_MAX
+        || c->device_barrier_parties == 0)
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': device_barrier needs a name of 1 to %d bytes "
+            "and device_barrier_parties (the blocks that wait at it, "
+            "across the kernels naming it)",
+            id, RK_ID_MAX);
+    pthread_mutex_lock(&dev_lock);
+    for (b = bars; b != NULL && strcmp(b->name, c->device_barrier) != 0;
+         b = b->next)
+        ;
+    if (b != NULL && b->ordinal != ordinal)
+        rc = rk__fail(RK_EINVAL,
+            "kernel '%s' runs on CUDA device %d, but barrier '%s' is in "
+            "device %d's memory (its GPU-scope atomics do not reach "
+            "another device)",
+            id, ordinal, b->name, b->ordinal);
+    else if (b != NULL && b->parties != c->device_barrier_parties)
+        rc = rk__fail(RK_EINVAL,
+            "kernel '%s': barrier '%s' has %u parties, not %u",
+            id, b->name, b->parties, c->device_barrier_parties);
+    else if (b == NULL && resident != 0)
+        /* A synchronous memset while a persistent kernel runs may never
+         * return, like a module load. */
+        rc = rk__fail(RK_EBUSY,
+            "kernel '%s': barrier '%s' is not placed yet, and %u "
+            "persistent kernel(s) run; register every cuda kernel before "
+            "launching the first",
+            id, c->device_barrier, resident);
+    else if (b == NULL && (b = calloc(1, sizeof(*b))) == NULL)
+        rc = rk__fail(RK_ENOMEM, "kernel '%s': no memory", id);
+    else if (b->dev == 0) {
+        rc = rk__mem_alloc(
+            RK__MEM_DEVICE, ordinal, NULL, sizeof(rk_dev_barrier), 64, &p);
+        if (rc == RK_OK)
+            rc = rk__mem_zero_device(ordinal, p, sizeof(rk_dev_barrier));
+        if (rc != RK_OK) {
+            rk__mem_release(
+                RK__MEM_DEVICE, ordinal, NULL, p, sizeof(rk_dev_barrier));
+            free(b);
+            b = NULL;
+            rc = rk__fail(rc, "kernel '%s': barrier '%s': %s", id,
+                c->device_barrier, rk_errdetail());
+        } else {
+            snprintf(b->name, sizeof(b->name), "%s", c->device_barrier);
+            b->ordinal = ordinal;
+            b->parties = c->device_barrier_parties;
+            b->dev = (uint64_t)(uintptr_t)p;
+            b->next = bars;
+            bars = b;
+        }
+    }
+    if (rc == RK_OK) {
+        *out = b;
+        *dev = b->dev;
+    }
+    pthread_mutex_unlock(&dev_lock);
+    return rc;
+}
+
+int
 rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id, int ordinal,
-    uint32_t grid, uint32_t per_sm, uint32_t sms, rk__cu_stream stream,
-    int (*launch)(void *arg), void *arg, rk__cu_res **out)
+    uint32_t grid, uint32_t per_sm, uint32_t sms, rk__cu_bar *bar,
+    rk__cu_stream stream, int (*launch)(void *arg), void *arg,
+    rk__cu_res **out)
 {
     rk__cu_res *e;
     uint64_t share;
@@ -334,19 +527,23 @@ rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id, int ordinal,
         return rk__fail(RK_ENOMEM, "kernel '%s': no memory", id);
     pthread_mutex_lock(&dev_lock);
     reap_zombies(d);
-    rc = lost != 0 ? refuse_lost(id) : fits(id, grid, per_sm, sms, &share);
+    rc = lost_of(ordinal) != NULL ? refuse_lost(id, lost_of(ordinal))
+                                  : fits(id, ordinal, grid, per_sm, sms, &share);
+    if (rc == RK_OK && bar != NULL)
+        rc = bar_fits(id, bar, grid, per_sm, sms);
     if (rc == RK_OK) {
         /* Counted in before it starts: a free decided from now on waits
          * for it (memory/mem.h). */
         rk__mem_resident(1);
         rc = launch(arg);
         if (rc == RK_OK) {
+            *e = (rk__cu_res) { .next = residents,
+                .ordinal = ordinal,
+                .grid = grid,
+                .share = share,
+                .bar = bar,
+                .stream = stream };
             snprintf(e->id, sizeof(e->id), "%s", id);
-            e->ordinal = ordinal;
-            e->grid = grid;
-            e->share = share;
-            e->stream = stream;
-            e->next = residents;
             residents = e;
             resident += 1;
             *out = e;
@@ -422,13 +619,11 @@ rk__cu_res_check(const struct rk__cuda_driver *d, rk__cu_res *e)
 }
 
 int
-rk__cu_lost(void)
+rk__cu_lost(int rc)
 {
-    int rc = RK_OK;
-
     pthread_mutex_lock(&dev_lock);
-    if (lost != 0)
-        rc = refuse_lost(NULL);
+    if (rc != RK_OK && losts != NULL)
+        rc = refuse_lost(NULL, losts);
     pthread_mutex_unlock(&dev_lock);
     return rc;
 }

@@ -59,13 +59,6 @@ coop_load(void)
 }
 
 static int
-ordinal(void)
-{
-    const char *s = getenv("RK_CUDA_DEVICE");
-    return s != NULL ? atoi(s) : 0;
-}
-
-static int
 attr(const struct rk__cuda_driver *d, int ord, int which)
 {
     rk__cu_device dev;
@@ -84,7 +77,7 @@ rk__cuda_exec_load(rk__exec_kernel *k)
     rk_kernel_config cfg;
     rk__cu_module mod;
     exec_be *be;
-    int rc, ord = ordinal(), cc;
+    int rc, ord = rk__cu_ordinal(NULL), cc;
 
     if (def->source == NULL)
         return rk__fail(RK_ENOTSUP,
@@ -109,7 +102,7 @@ rk__cuda_exec_load(rk__exec_kernel *k)
     cfg.device_entry = def->entry;
     /* Compiled (through the cache) and loaded now, or RK_EBUSY while
      * persistent kernels are resident; the detail names the kernel. */
-    if ((rc = rk__cu_module_get(d, def->name, &cfg, cc, &mod)) != RK_OK)
+    if ((rc = rk__cu_module_get(d, def->name, &cfg, cc, ord, &mod)) != RK_OK)
         return rc;
     if ((be = calloc(1, sizeof(*be))) == NULL)
         return rk__fail(RK_ENOMEM, "one-shot kernel '%s': no memory",
@@ -182,7 +175,16 @@ bind_buffers(launch_arg *la)
 {
     for (size_t i = 0; i < la->l->nbuf; i++) {
         void *p = NULL;
-        int rc = rk_buffer_ensure_device(la->l->bufs[i], la->stream);
+        int rc;
+        /* Another GPU's memory is not this kernel's to address. */
+        if (rk_buffer_device_kind(la->l->bufs[i]) == RK_DEVICE_CUDA
+            && rk_buffer_ordinal(la->l->bufs[i]) != la->be->ordinal)
+            return rk__fail(RK_EINVAL,
+                "one-shot kernel '%s': buffer %zu is on CUDA device %d, "
+                "the kernel runs on device %d",
+                la->def->name, i, rk_buffer_ordinal(la->l->bufs[i]),
+                la->be->ordinal);
+        rc = rk_buffer_ensure_device(la->l->bufs[i], la->stream);
         if (rc == RK_OK)
             rc = rk_buffer_device(la->l->bufs[i], RK_ACCESS_WRITE, &p);
         if (rc != RK_OK) {
@@ -263,7 +265,7 @@ rk__cuda_exec(rk__exec_kernel *k, const rk_oneshot_launch *l)
     if (rc == RK_OK)
         rc = rk__cu_res_launch(d, def->name, be->ordinal,
             l->grid < la.cap ? l->grid : la.cap, la.per_sm, (uint32_t)la.sms,
-            la.stream, launch_now, &la, &res);
+            NULL, la.stream, launch_now, &la, &res);
     rc2 = rk__cuda_check(d->cuStreamSynchronize(la.stream),
         "cuStreamSynchronize");
     if (res != NULL) {

@@ -161,6 +161,8 @@ rk__kcache_key(const rk__nvrtc_src *src, int nv_major, int nv_minor, int arch,
         }
     }
     h = fnv128_field(h, inc ? inc : "", inc ? strlen(inc) : 0);
+    if (src->link_ptx != NULL) /* linked code: both inputs decide */
+        h = fnv128_field(h, src->link_ptx, src->link_ptx_size);
     for (int i = 0; i < 16; i++)
         key->b[i] = (uint8_t)(h >> (8 * i));
     return RK_OK;

@@ -50,35 +50,43 @@ static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
 static int nv_status = RK_ENVRTC;
 static char nv_detail[320];
 
-static const char *const default_names[] = {
-    "libnvrtc.so.13",
-    "libnvrtc.so.12",
-    "libnvrtc.so",
-    "/usr/local/cuda/lib64/libnvrtc.so",
-    "/usr/local/cuda/lib/libnvrtc.so",
-};
+void *
+rk__dlopen_first(const char *env_var, const char *base, const char *what,
+    char *why, size_t cap)
+{
+    static const char *const where[] = { "lib%s.so.13", "lib%s.so.12",
+        "lib%s.so", "/usr/local/cuda/lib64/lib%s.so",
+        "/usr/local/cuda/lib/lib%s.so" };
+    const char *env = getenv(env_var);
+    const char *e = NULL;
+    char name[128];
+    void *lib = NULL;
+
+    if (env != NULL && env[0] != '\0') {
+        lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+        e = lib ? NULL : dlerror();
+    }
+    for (size_t i = 0; (env == NULL || env[0] == '\0') && lib == NULL
+         && i < RK__ARRAY_LEN(where);
+         i++) {
+        snprintf(name, sizeof(name), where[i], base);
+        if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) == NULL)
+            e = dlerror();
+    }
+    if (lib == NULL)
+        snprintf(why, cap, "cannot load %s: %s", what, e ? e : "not found");
+    return lib;
+}
 
 static void
 nv_load(void)
 {
-    const char *env = getenv("RK_NVRTC_LIBRARY");
-    const char *e = NULL;
     int n = 0;
 
-    if (env != NULL && env[0] != '\0') {
-        nv.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-        e = nv.lib ? NULL : dlerror();
-    } else {
-        for (size_t i = 0; i < RK__ARRAY_LEN(default_names) && !nv.lib; i++)
-            if ((nv.lib = dlopen(default_names[i], RTLD_NOW | RTLD_LOCAL))
-                == NULL)
-                e = dlerror();
-    }
-    if (nv.lib == NULL) {
-        snprintf(nv_detail, sizeof(nv_detail), "cannot load NVRTC: %s",
-            e ? e : "not found");
+    nv.lib = rk__dlopen_first(
+        "RK_NVRTC_LIBRARY", "nvrtc", "NVRTC", nv_detail, sizeof(nv_detail));
+    if (nv.lib == NULL)
         return;
-    }
 #define NV_RESOLVE(f, sym, params)                                            \
     *(void **)(&nv.f) = dlsym(nv.lib, sym);                                   \
     if (nv.f == NULL) {                                                       \

@@ -38,6 +38,11 @@ typedef struct rk__nvrtc_src {
     size_t nopts;
     int want_ptx; /* 1: PTX even where a cubin is possible (inspection) */
     int raw;      /* 1: the source as is, without the header prelude */
+    /* PTX to link with the compiled source (a Numba handler, jitlink.h),
+     * with its NUL; NULL: none. rk__nvrtc_compile ignores it, the cache
+     * key covers it. */
+    const char *link_ptx;
+    size_t link_ptx_size;
 } rk__nvrtc_src;
 
 enum { RK__IMG_CUBIN = 1, RK__IMG_PTX = 2 };
@@ -71,6 +76,13 @@ char *rk__nvrtc_full_source(const rk__nvrtc_src *src);
 /* The include directory rk__nvrtc_compile uses for src, or NULL when it
  * uses the embedded headers. */
 const char *rk__nvrtc_include_dir(const rk__nvrtc_src *src);
+
+/* dlopen of env_var's path when it is set, else of the first of
+ * lib<base>.so.13, .so.12, .so and /usr/local/cuda/lib{64,}/lib<base>.so
+ * that loads (RTLD_NOW | RTLD_LOCAL). NULL, with "cannot load <what>:
+ * <dlerror>" in why, when none does. For NVRTC and nvJitLink. */
+void *rk__dlopen_first(const char *env_var, const char *base,
+    const char *what, char *why, size_t cap);
 
 /* The device headers embedded at build time (cmake/RkEmbedDevHeaders):
  * include names ("ringkernel/dev_kernel.h") and texts. */
