@@ -140,7 +140,7 @@ res_remove(rk__cu_res *e)
     rk__mem_resident(-1);
 }
 
-/* "NAME (string)" of the driver's error r, into buf. */
+/* "NAME (string) [code]" of the driver's error r, into buf. */
 static void
 err_text(
     const struct rk__cuda_driver *d, rk__cu_result r, char *buf, size_t cap)
