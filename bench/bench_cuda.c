@@ -18,6 +18,14 @@
  *   cuda_graph_launch_p50         baseline (real GPU only): the same
  *                                 kernel captured in a CUDA Graph,
  *                                 cuGraphLaunch + cuStreamSynchronize, ns
+ *   cuda_k2k_rtt_p50              device kernel-to-kernel round trip: two
+ *                                 kernels joined both ways by rk_connect
+ *                                 (K2K lanes in device memory) bounce a
+ *                                 message K2K_ROUNDS times; the kernels
+ *                                 stamp the first and last hop with the
+ *                                 device clock (%globaltimer on a GPU),
+ *                                 so it is timed on the device; p50 over
+ *                                 messages of (last - first) / rounds, ns
  *
  * impl says what ran: "cuda" on a real GPU (the device name is in "gpu"),
  * "cuda_sim" when RK_CUDA_DRIVER points at the test-only stand-in driver
@@ -45,6 +53,46 @@ static const char echo_src[]
       "    return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);\n"
       "}\n"
       "RK_DEV_KERNEL(rk_echo, echo_h)\n";
+
+/* rk_pong of tests/kernels/test_kernels.cu (the stand-in runs that host
+ * build by the entry's name, so the text must do the same): bytes 0..3
+ * the hops left, 4..11 the device clock at the first hop, 12..19 at the
+ * last; with hops left, on K2K route 0 with one fewer, else to the host. */
+static const char pong_src[]
+    = "RK_DEV_HANDLER(pong_h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
+      "{\n"
+      "    RK_DEV_SHARED unsigned char buf[64];\n"
+      "    RK_DEV_SHARED rk_dev_u32 left;\n"
+      "    rk_dev_u32 n = m->len > 64 ? 64 : m->len;\n"
+      "    int rc;\n"
+      "    rk_dev_copy_block(buf, m->data, n);\n"
+      "    rk_dev_sync_block();\n"
+      "    if (rk_dev_thread0()) {\n"
+      "        rk_dev_u64 now = rk_dev_now_ns(), t0 = 0;\n"
+      "        int i;\n"
+      "        left = n < 20 ? 0 : (rk_dev_u32)buf[0] | (rk_dev_u32)buf[1] << 8\n"
+      "            | (rk_dev_u32)buf[2] << 16 | (rk_dev_u32)buf[3] << 24;\n"
+      "        for (i = 0; n >= 20 && i < 8; i++)\n"
+      "            t0 |= (rk_dev_u64)buf[4 + i] << (8 * i);\n"
+      "        for (i = 0; n >= 20 && i < 8; i++) {\n"
+      "            if (t0 == 0)\n"
+      "                buf[4 + i] = (unsigned char)(now >> (8 * i));\n"
+      "            buf[12 + i] = (unsigned char)(now >> (8 * i));\n"
+      "        }\n"
+      "        if (left != 0)\n"
+      "            for (i = 0; i < 4; i++)\n"
+      "                buf[i] = (unsigned char)((left - 1) >> (8 * i));\n"
+      "    }\n"
+      "    rk_dev_sync_block();\n"
+      "    if (left == 0)\n"
+      "        return rk_dev_reply_host(x, m, m->hdr->type_id, buf, n);\n"
+      "    rc = rk_dev_send_to(x, 0, m->hdr->type_id, buf, n);\n"
+      "    return rc == RK_ECLOSED ? RK_OK : rc;\n"
+      "}\n"
+      "RK_DEV_KERNEL(rk_pong, pong_h)\n";
+
+#define K2K_ROUNDS 1000u /* round trips per message */
+#define K2K_MSGS   21u   /* messages, one at a time */
 
 static const char noop_src[] = "extern \"C\" __global__ void "
                                "rk_bench_noop(int *p) { if (p) *p = 1; }\n";
@@ -293,6 +341,65 @@ throughput(rk_runtime *rt, const char *id, uint32_t grid, size_t total,
     return rk_kernel_terminate(rt, id, INT64_C(30000000000)) == RK_OK ? 0 : 1;
 }
 
+/* The device K2K round trip (cuda_k2k_rtt_p50). Registers its kernels
+ * while none is resident (code loads only then). */
+static int
+k2k_rtt(rk_runtime *rt, const char *impl, const char *extra)
+{
+    const char *ids[2] = { "pong_a", "pong_b" };
+    uint64_t per[K2K_MSGS];
+    unsigned char p[20], buf[128];
+    char more[400];
+    size_t len;
+    rk_kernel k;
+    int rc = RK_OK;
+
+    for (int i = 0; i < 2 && rc == RK_OK; i++) {
+        rk_kernel_def def = { .id = ids[i], .handler = noop_handler };
+        def.config.device_source = pong_src;
+        def.config.device_entry = "rk_pong";
+        def.config.block_size = 32;
+        def.config.batch = 1;
+        def.config.max_payload = 64;
+        rc = rk_runtime_register(rt, &def);
+    }
+    if (rc == RK_OK && (rc = rk_connect(rt, ids[0], ids[1])) == RK_OK
+        && (rc = rk_connect(rt, ids[1], ids[0])) == RK_OK)
+        for (int i = 0; i < 2 && rc == RK_OK; i++)
+            if ((rc = rk_kernel_launch(rt, ids[i])) == RK_OK)
+                rc = rk_kernel_activate(rt, ids[i]);
+    if (rc == RK_OK)
+        rc = rk_kernel_lookup(rt, ids[0], &k);
+    for (uint32_t m = 0; rc == RK_OK && m < K2K_MSGS; m++) {
+        uint64_t t0 = 0, t1 = 0;
+        memset(p, 0, sizeof(p));
+        for (int i = 0; i < 4; i++)
+            p[i] = (unsigned char)((2 * K2K_ROUNDS) >> (8 * i));
+        rc = rk_send(rt, k, 1, p, 20, 128, INT64_C(30000000000));
+        if (rc == RK_OK)
+            rc = rk_recv(
+                rt, k, NULL, buf, sizeof(buf), &len, INT64_C(30000000000));
+        for (int i = 7; rc == RK_OK && i >= 0; i--) {
+            t0 = t0 << 8 | buf[4 + i];
+            t1 = t1 << 8 | buf[12 + i];
+        }
+        per[m] = (t1 - t0) / K2K_ROUNDS;
+    }
+    if (rc != RK_OK) {
+        fprintf(stderr, "bench_cuda: k2k: %s\n", rk_errdetail());
+        return 1;
+    }
+    snprintf(more, sizeof(more),
+        "%s,\"rounds\":%u,\"clock\":\"%s\"", extra, K2K_ROUNDS,
+        strcmp(impl, "cuda") == 0 ? "%globaltimer" : "CLOCK_MONOTONIC");
+    bench_emit("cuda", "cuda_k2k_rtt_p50", impl,
+        (double)bench_percentile(per, K2K_MSGS, 50), "ns", more);
+    for (int i = 0; i < 2; i++)
+        if (rk_kernel_terminate(rt, ids[i], INT64_C(30000000000)) != RK_OK)
+            return 1;
+    return 0;
+}
+
 int
 main(void)
 {
@@ -366,7 +473,8 @@ main(void)
 
     rk_kernel_terminate(rt, "echo", INT64_C(30000000000));
     if (throughput(rt, "echo1", 1, n * 10, impl, extra) != 0
-        || throughput(rt, "echo8", 8, n * 10, impl, extra) != 0)
+        || throughput(rt, "echo8", 8, n * 10, impl, extra) != 0
+        || k2k_rtt(rt, impl, extra) != 0)
         return 1;
 
     if (!sim) {

@@ -37,16 +37,8 @@
 #define T_LONG RT_LONG
 
 static char *kernels_src;
-static char cache_dir[128];
 static int real_gpu; /* RK_TEST_CUDA_REAL=1: the real driver */
 
-static int
-ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
-{
-    (void)ctx;
-    (void)m;
-    return RK_OK; /* the cpu fallback; never runs under "cuda" */
-}
 
 static rk_runtime *
 cuda_runtime(void)
@@ -61,7 +53,7 @@ static void
 reg(rk_runtime *rt, const char *id, const char *entry, uint32_t grid,
     const char *src)
 {
-    rk_kernel_def def = { .id = id, .handler = ignore_handler };
+    rk_kernel_def def = { .id = id, .handler = rt_ignore_handler };
     def.config.device_source = src ? src : kernels_src;
     def.config.device_entry = entry;
     def.config.device_source_name = "test_kernels.cu";
@@ -212,7 +204,8 @@ test_grid_of_actors(void **state)
     rk_runtime_destroy(rt);
 }
 
-/* A route between two device kernels goes through the host relay. */
+/* A route between two device kernels (carried on the device since issue
+ * 24: test_cuda_k2k checks that no frame goes through the relay). */
 static void
 test_route_through_relay(void **state)
 {
@@ -288,7 +281,7 @@ test_device_actor_restart(void **state)
     rk_dead_letter dl;
     unsigned char bad = 0xff, buf[128];
     size_t len;
-    rk_kernel_def def = { .id = "count", .handler = ignore_handler };
+    rk_kernel_def def = { .id = "count", .handler = rt_ignore_handler };
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
@@ -333,7 +326,7 @@ test_oversized_device_output(void **state)
     rk_dead_letter dl;
     unsigned char buf[128];
     size_t len;
-    rk_kernel_def def = { .id = "big", .handler = ignore_handler };
+    rk_kernel_def def = { .id = "big", .handler = rt_ignore_handler };
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
@@ -371,7 +364,7 @@ test_supervised_restart(void **state)
     rk_dead_letter dl;
     unsigned char bad = 0xff, buf[128];
     size_t len;
-    rk_kernel_def def = { .id = "sup", .handler = ignore_handler };
+    rk_kernel_def def = { .id = "sup", .handler = rt_ignore_handler };
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
@@ -466,7 +459,7 @@ test_launch_errors(void **state)
 
     /* No device source at all. */
     {
-        rk_kernel_def def = { .id = "nosrc", .handler = ignore_handler };
+        rk_kernel_def def = { .id = "nosrc", .handler = rt_ignore_handler };
         assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
         assert_int_equal(rk_kernel_launch(rt, "nosrc"), RK_EINVAL);
         assert_non_null(strstr(rk_errdetail(), "device_source"));
@@ -557,28 +550,6 @@ main(void)
         cmocka_unit_test(test_register_after_launch),
         cmocka_unit_test(test_no_call_would_hang),
     };
-    int rc;
-
-    /* Before anything loads the driver: the stand-in (unless asked for
-     * the real one), and a private kernel cache. */
-    real_gpu = getenv("RK_TEST_CUDA_REAL") != NULL
-        && strcmp(getenv("RK_TEST_CUDA_REAL"), "1") == 0;
-    if (!real_gpu)
-        setenv("RK_CUDA_DRIVER", FAKE_CUDA_LIB, 1);
-    snprintf(cache_dir, sizeof(cache_dir), "/tmp/rk-fake-cache-XXXXXX");
-    if (mkdtemp(cache_dir) == NULL)
-        return 1;
-    setenv("RK_KERNEL_CACHE_DIR", cache_dir, 1);
-    kernels_src = cuda_slurp("tests/kernels/test_kernels.cu");
-    if (kernels_src == NULL)
-        return 1;
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    free(kernels_src);
-    {
-        char cmd[200];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache_dir);
-        if (system(cmd) != 0)
-            rc = 1;
-    }
-    return rc;
+    return cuda_sim_run("test_cuda_backend", tests,
+        sizeof(tests) / sizeof(tests[0]), FAKE_CUDA_LIB, "tests/kernels/test_kernels.cu", &kernels_src, &real_gpu);
 }

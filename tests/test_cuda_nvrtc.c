@@ -51,7 +51,8 @@ test_headers_compile_alone(void **state)
     static const char *const headers[]
         = { "ringkernel/rk_dev.h", "ringkernel/dev_ctl.h",
               "ringkernel/dev_kernel.h", "ringkernel/ring_proto.h",
-              "ringkernel/ctl_proto.h", "ringkernel/rk_atomic.h" };
+              "ringkernel/ctl_proto.h", "ringkernel/rk_atomic.h",
+              "ringkernel/dev_k2k.h" };
     char src[256], name[32];
     (void)state;
     if (!cuda_have_nvrtc())
@@ -132,6 +133,51 @@ test_gpu_scope_ptx(void **state)
     assert_true(cuda_count_op(ptx, "st.release.gpu.u64") > 0);
     assert_int_equal(cuda_count_op(ptx, "atom."), 0);
     free(ptx);
+}
+
+/* The K2K path (dev_k2k.h: both attaches, room, publish, receive, hand
+ * back, close) is GPU scope only: ld.acquire.gpu / st.release.gpu, and no
+ * system-scope access or fence at all on device-memory lanes. The loop's
+ * kernels use it for routes (rk_fwd). */
+static void
+test_k2k_ptx(void **state)
+{
+    static const char src[]
+        = "#include \"ringkernel/dev_k2k.h\"\n"
+          "extern \"C\" __global__ void k2k_path(rk_ring_ctrl *in,\n"
+          "    rk_ring_ctrl *out, unsigned char *slots,\n"
+          "    unsigned long long *res) {\n"
+          "  rk_ring_side a, b; int closed = 0; unsigned n;\n"
+          "  rk_k2k_cons_attach(in, &a, slots);\n"
+          "  rk_k2k_prod_attach(out, &b, slots);\n"
+          "  n = rk_k2k_cons_avail(in, &a, 4);\n"
+          "  if (rk_k2k_prod_space(out, &b, 1, &closed) != 0) {\n"
+          "    slots[0] = (unsigned char)n;\n"
+          "    rk_k2k_prod_publish(out, &b, 1);\n"
+          "  }\n"
+          "  rk_k2k_cons_release(in, &a, n);\n"
+          "  rk_k2k_close(in, &a);\n"
+          "  res[0] = (unsigned long long)closed;\n"
+          "}\n";
+    char *ptx, *src2;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+    ptx = compile_ptx("k2k_path.cu", src, 90, 1);
+    assert_true(cuda_count_op(ptx, "ld.acquire.gpu.u64") > 0);
+    assert_true(cuda_count_op(ptx, "st.release.gpu.u64") > 0);
+    assert_null(strstr(ptx, ".sys"));
+    assert_int_equal(cuda_count_op(ptx, "membar"), 0);
+    assert_int_equal(cuda_count_op(ptx, "atom."), 0);
+    free(ptx);
+    /* The loop's route sends and K2K receives are compiled in. */
+    src2 = cuda_slurp("tests/kernels/test_kernels.cu");
+    assert_non_null(src2);
+    ptx = compile_ptx("test_kernels.cu", src2, 90, 1);
+    assert_true(cuda_count_op(ptx, "ld.acquire.gpu.u64") > 0);
+    assert_true(cuda_count_op(ptx, "st.release.gpu.u64") > 0);
+    free(ptx);
+    free(src2);
 }
 
 /* The device's own sm_XX gives a cubin (an ELF image); an architecture
@@ -276,6 +322,7 @@ main(int argc, char **argv)
         cmocka_unit_test(test_headers_compile_alone),
         cmocka_unit_test(test_loop_ptx),
         cmocka_unit_test(test_gpu_scope_ptx),
+        cmocka_unit_test(test_k2k_ptx),
         cmocka_unit_test(test_cubin_or_ptx),
         cmocka_unit_test(test_compile_error_names_line),
         cmocka_unit_test(test_embedded_headers),

@@ -166,21 +166,6 @@ reference(const graph *g, double d, uint32_t iters)
 
 /* ------------------------------------------------------------ the host */
 
-/* Waits (deadline: a hang fails) until block 0 reports its fault number
- * nf, and returns its error. */
-static int32_t
-wait_fault(inst *in, uint32_t nf)
-{
-    uint64_t until = deadline();
-    uint32_t n = 0;
-    int32_t err = 0;
-    while (rk__dh_fault_of(&in->d, 0, &n, &err) != 1 || n != nf) {
-        assert_true(rk_now_ns() < until);
-        sched_yield();
-    }
-    return err;
-}
-
 static void
 send_step(inst *in, uint32_t b, const cli_prd_step *st, size_t len)
 {
@@ -330,9 +315,7 @@ run_pagerank(const pr_case *c)
         assert_true(fabs(delta - want_delta) <= 1e-12);
         dangling = dang;
     }
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    inst_stop(&in);
     rk__dh_status_get(&in.d, &st);
     assert_int_equal(st.exit_code, RK_OK);
     assert_int_equal(st.processed, (uint64_t)iters * parts);
@@ -502,26 +485,24 @@ test_bad_steps_fault(void **state)
     send_step(&in, 0, &s, sizeof(s));
     inst_start(&in, 1);
     rk__dh_post(&in.d, RK_DEV_CMD_RUN);
-    assert_int_equal(wait_fault(&in, 1), RK_EINVAL);
+    assert_int_equal(inst_wait_fault(&in, 1), RK_EINVAL);
     rk__dh_verdict(&in.d, RK_DEV_VERDICT(0, 1)); /* restart */
 
     send_step(&in, 0, &s, sizeof(s) - 8); /* short */
-    assert_int_equal(wait_fault(&in, 2), RK_EINVAL);
+    assert_int_equal(inst_wait_fault(&in, 2), RK_EINVAL);
     rk__dh_verdict(&in.d, RK_DEV_VERDICT(0, 2));
 
     s.hi = 64;
     s.lanes = CLI_PRD_MAX_LANES + 1;
     send_step(&in, 0, &s, sizeof(s));
-    assert_int_equal(wait_fault(&in, 3), RK_EINVAL);
+    assert_int_equal(inst_wait_fault(&in, 3), RK_EINVAL);
     rk__dh_verdict(&in.d, RK_DEV_VERDICT(0, 3));
 
     s.lanes = 0; /* now valid: one lane per thread */
     send_step(&in, 0, &s, sizeof(s));
     assert_int_equal(
         recv_frame(&in, 0, buf, sizeof(buf)), 64 + sizeof(cli_prd_part));
-    rk__dh_post(&in.d, RK_DEV_CMD_STOP);
-    assert_int_equal(
-        rk__dh_wait_ack(&in.d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+    inst_stop(&in);
     inst_join(&in);
     graph_free(&g);
 }
@@ -531,52 +512,25 @@ test_bad_steps_fault(void **state)
 static void
 test_nvrtc_ptx(void **state)
 {
-    char *src;
     rk__nvrtc_image img;
-    rk__nvrtc_src s = { .name = "pr_dev.h", .cc = 90, .want_ptx = 1 };
-    const char *ptx;
+    /* The sm_90 cubin names the entry, and the PTX: */
+    const char *ptx = cuda_tree_ptx("tools/ringkernel/pr_dev.h", "cli_prd_kernel", &img);
+
     (void)state;
-    if (!cuda_have_nvrtc())
-        skip();
-    src = cuda_slurp("tools/ringkernel/pr_dev.h");
-    assert_non_null(src);
-    s.source = src;
-    /* raw 0: the backend's own way, dev_kernel.h first, then #line. */
-    if (rk__nvrtc_compile(&s, &img) != RK_OK)
-        fail_msg("pr_dev.h: %s\n%s", rk_errdetail(), img.log ? img.log : "");
-    assert_int_equal(img.kind, RK__IMG_PTX);
-    ptx = (const char *)img.data;
-    assert_non_null(strstr(ptx, ".visible .entry cli_prd_kernel("));
     /* The gather and the writes of the ranks: the addresses come in the
      * message as integers, so NVRTC emits generic (or global) accesses. */
     assert_true(cuda_count_op(ptx, "ld.f64") + cuda_count_op(ptx, "ld.global.f64") > 0);
     assert_true(cuda_count_op(ptx, "st.f64") + cuda_count_op(ptx, "st.global.f64") > 0);
-    /* The ranks change between iterations of one resident kernel: never
-     * through the read-only, non-coherent path. */
-    assert_int_equal(cuda_count_op(ptx, "ld.global.nc"), 0);
-    assert_int_equal(cuda_count_op(ptx, "ldu."), 0);
-    assert_int_equal(cuda_count_op(ptx, "tex."), 0);
     /* The block reduction: shared memory and barriers. */
     assert_true(cuda_count_op(ptx, "st.shared.f64") > 0);
     assert_true(
         cuda_count_op(ptx, "bar.sync") > 0 || cuda_count_op(ptx, "barrier.sync") > 0);
     /* next_contrib = r / outdeg: IEEE division, as on the host. */
     assert_true(cuda_count_op(ptx, "div.rn.f64") > 0);
-    /* The lanes: system-scope acquire/release; never a read-modify-write
-     * (PCIe does not make one atomic). */
-    assert_true(cuda_count_op(ptx, "ld.acquire.sys") > 0);
-    assert_true(cuda_count_op(ptx, "st.release.sys") > 0);
-    assert_int_equal(cuda_count_op(ptx, "atom."), 0);
-    assert_int_equal(cuda_count_op(ptx, "red."), 0);
+    /* The lanes' protocol; and the ranks change between iterations of one
+     * resident kernel: never read through the non-coherent path. */
+    cuda_assert_lane_ptx(ptx);
     rk__nvrtc_image_free(&img);
-
-    /* The cubin the backend loads on an sm_90 device names the entry. */
-    s.want_ptx = 0;
-    assert_int_equal(rk__nvrtc_compile(&s, &img), RK_OK);
-    assert_int_equal(img.kind, RK__IMG_CUBIN);
-    assert_non_null(memmem(img.data, img.size, "cli_prd_kernel", 14));
-    rk__nvrtc_image_free(&img);
-    free(src);
 }
 
 int

@@ -41,13 +41,6 @@
 static char *kernels_src;
 static unsigned (*hangs)(void);
 
-static int
-ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
-{
-    (void)ctx;
-    (void)m;
-    return RK_OK;
-}
 
 static rk_runtime *
 cuda_runtime(void)
@@ -66,7 +59,7 @@ static void
 reg(rk_runtime *rt, const char *id, const char *entry, uint32_t grid,
     uint32_t in_cap, const char *src)
 {
-    rk_kernel_def def = { .id = id, .handler = ignore_handler };
+    rk_kernel_def def = { .id = id, .handler = rt_ignore_handler };
     def.config.device_source = src ? src : kernels_src;
     def.config.device_entry = entry;
     def.config.device_source_name = "test_kernels.cu";
@@ -236,11 +229,13 @@ test_watchdog_releases_residency(void **state)
 
 /* ------------------------------------------ the relay and a full target */
 
-/* Kernel `from` (rk_echo) routed to `to` (rk_echo, BLOCK, 4 slots, held:
- * its inbox fills), 8 messages sent to `from`, returned once its device
- * handled them all: 4 fill `to`'s inbox, the relay could not hand over
- * the 5th, 3 more wait in `from`'s device output lane (8 slots), so its
- * device is idle at a safe point. */
+/* Kernel `from` (rk_echo) routed to `to` (a cpu echo actor, BLOCK, 4
+ * slots, held: its inbox fills; a route between two cuda kernels runs on
+ * the device, test_cuda_k2k, so the relay's side of a full target is a
+ * route to a host kernel), 8 messages sent to `from`, returned once its
+ * device handled them all: 4 fill `to`'s inbox, the relay could not hand
+ * over the 5th, 3 more wait in `from`'s device output lane (8 slots), so
+ * its device is idle at a safe point. */
 static void
 route_to_full_target(rk_runtime *rt, const char *from, const char *to)
 {
@@ -248,8 +243,13 @@ route_to_full_target(rk_runtime *rt, const char *from, const char *to)
     rk_kernel_stats st;
     uint64_t dl = deadline();
 
+    rk_kernel_def def = { .id = to, .actor = rt_echo_actor };
+
+    def.config.backend = "cpu";
+    def.config.max_payload = 64;
+    def.config.input_capacity = 4;
     reg(rt, from, "rk_echo", 1, 64, NULL);
-    reg(rt, to, "rk_echo", 1, 4, NULL);
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
     assert_int_equal(rk_connect(rt, from, to), RK_OK);
     assert_int_equal(rk_kernel_lookup(rt, from, &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, from), RK_OK);

@@ -4,10 +4,14 @@
 # Builds the CUDA tests and benchmarks (unless --run-only and the build
 # directory already exists, e.g. carried to an offline device machine),
 # runs the CUDA tests against the REAL driver (no stand-in), then the
-# benchmarks (bench_cuda, bench_cuda_compile, bench_cuda_numba, and `ringkernel bench
-# pagerank --backend cuda`: the PageRank sweep with the device kernel and
-# the CPU/GPU crossover, then four more runs at 10 M edges). Everything it reports is one JSON object per
-# line (suite "gpu-check" for the tests and the environment; the
+# benchmarks (bench_cuda, bench_cuda_compile, bench_cuda_numba,
+# `ringkernel bench pagerank --backend cuda`: the PageRank sweep with the
+# device kernel and the CPU/GPU crossover, then four more runs at 10 M
+# edges, and `ringkernel bench anomaly --backend cuda`: the anomaly
+# pipeline with its detector on the GPU against the CPU pipeline, the
+# same verdicts, transfer against compute time). Everything it reports is
+# one JSON object per line (suite "gpu-check" for the tests and the
+# environment; the
 # benchmarks' own rows), on stdout and in the file $RK_GPU_JSON (default
 # bench/results/<UTC date and time>-gpu-check.jsonl; on a lent machine
 # whose files come back only from a given folder, point it there);
@@ -56,8 +60,9 @@ if [ "$mode" != run ]; then
         >&2 || exit 2
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
         test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
-        test_cuda_pagerank test_cuda_trap test_backend_contract fake_cuda \
-        bench_cuda \
+        test_cuda_k2k test_cuda_trap \
+        test_cuda_pagerank test_cuda_anomaly test_backend_contract \
+        fake_cuda bench_cuda \
         test_device_query test_buffer_states test_buffer_api \
         test_buffer_managed test_cuda_devices test_cuda_barrier \
         test_pool_contract test_pool_concurrent \
@@ -123,7 +128,12 @@ run_test test_cuda_backend RK_TEST_CUDA_REAL=1
 run_test test_cuda_nvrtc
 run_test test_cuda_kcache
 run_test test_cuda_loop_host
+# Kernel-to-kernel on the device: rk_connect between two cuda kernels over
+# K2K lanes in device memory (A -> B -> host, A -> B -> A);
+# bench_cuda's cuda_k2k_rtt_p50 times it with %globaltimer.
+run_test test_cuda_k2k RK_TEST_CUDA_REAL=1
 run_test test_cuda_pagerank
+run_test test_cuda_anomaly
 # Kernels on several devices (the two-device route skips on a one-GPU
 # machine; the bad ordinal runs everywhere) and the named barrier shared
 # by two resident kernels (its PTX, 50 rounds, the refusals a GPU shows).
@@ -200,5 +210,25 @@ for run in 2 3 4 5; do
     bench_json "$B/tools/ringkernel/ringkernel" bench pagerank \
         --backend cuda --sizes 10M --json - || fail=1
 done
+# The anomaly pipeline with its detector stage on the GPU
+# (tools/ringkernel/anomaly_dev.h), three runs of two rounds each (as fast
+# as it goes, then paced at 100k readings/s for 2 s): streaming rows with
+# "config":"cuda" beside the CPU pipeline's, and per round a "transfer" row
+# (h2d and d2h lane time, compute on %globaltimer, relay and queues) that
+# measures the seeds' "transfer overhead 16-28 %". Exit 1 when a reading's
+# verdict (or an alert's z-score) differs from the CPU pipeline's. About
+# 15 s a run; each is cut at 120 s so a hang costs little of the machine.
+T_all=$T
+T=$((T < 120 ? T : 120))
+for run in 1 2 3; do
+    emit bench_anomaly_run info "$run"
+    bench_json "$B/tools/ringkernel/ringkernel" bench anomaly \
+        --backend cuda --readings 1M --json - || fail=1
+done
+T=$T_all
+if ! grep -q '"mode":"transfer","config":"cuda",' "$J"; then
+    emit bench_anomaly fail "no transfer row with config cuda"
+    fail=1
+fi
 echo "gpu-check: results in $J" >&2
 exit $fail

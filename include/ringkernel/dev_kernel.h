@@ -43,12 +43,15 @@
  * the host placed before launch: input lane 0 of each block is fed by the
  * host, further input lanes by other kernels (K2K); the output lane goes
  * to the host; route r is another kernel's input lane. Lanes in mapped
- * host memory use system scope (ring_proto.h); see docs/cuda.md for K2K.
+ * host memory use system scope (ring_proto.h); K2K lanes (input lanes >= 1
+ * and routes) live in device memory and use GPU scope (dev_k2k.h); see
+ * docs/cuda.md, "Kernel-to-kernel on the device".
  */
 #ifndef RINGKERNEL_DEV_KERNEL_H
 #define RINGKERNEL_DEV_KERNEL_H
 
 #include "ringkernel/dev_ctl.h"
+#include "ringkernel/dev_k2k.h"
 #include "ringkernel/error.h"
 #include "ringkernel/ring_proto.h"
 #include "ringkernel/rk_dev.h"
@@ -66,6 +69,9 @@
  * goes to the output lane with TOPIC set and the topic's index (assigned
  * by the host relay) in bits 16..31. */
 #define RK_DEV_MSG_F_TOPIC     (1u << 8)
+/** For the host even where the kernel's output is routed (RK_MSG_F_HOST:
+ * rk_dev_reply_host). */
+#define RK_DEV_MSG_F_HOST (1u << 9)
 #define RK_DEV_MSG_TOPIC_SHIFT 16 /**< first bit of the topic index in flags  \
                                    */
 #define RK_DEV_MSG_MAGIC       0x4B52u /**< RK_MSG_MAGIC */
@@ -121,6 +127,10 @@ typedef struct rk_dev_kargs {
     rk_dev_u64 barrier;
     rk_dev_u32 barrier_parties; /**< blocks that wait at it, in all */
     rk_dev_u32 barrier_pad_;    /**< reserved (8-byte size) */
+    /** 0: rk_dev_send and rk_dev_reply go to the output lane (the host);
+     * r (1..nroutes): they go on K2K route r - 1 (an rk_connect route to
+     * another device kernel, wired on the device). */
+    rk_dev_u32 send_route;
 } rk_dev_kargs;
 
 /** A received message: header and payload in the lane's slot (read in
@@ -215,12 +225,63 @@ rk_dev__wait_while(rk_dev_ctx *x, rk_dev_u32 what)
     return cmd;
 }
 
+/** Thread 0: up to want messages queued on input lane l: lane 0 is the
+ * host's (system scope), the others are K2K lanes (GPU scope). */
+RK_DEV_FN rk_dev_u32
+rk_dev__avail(rk_dev_ctx *x, rk_dev_u32 l, rk_dev_u32 want)
+{
+    return l == 0 ? rk_ring_cons_avail(x->in_ctrl[0], &x->in[0], want)
+                  : rk_k2k_cons_avail(x->in_ctrl[l], &x->in[l], want);
+}
+
+/** Thread 0: hands n slots of input lane l back to their producer. */
+RK_DEV_FN void
+rk_dev__hand_back(rk_dev_ctx *x, rk_dev_u32 l, rk_dev_u32 n)
+{
+    if (l == 0)
+        rk_ring_cons_release(x->in_ctrl[0], &x->in[0], n);
+    else
+        rk_k2k_cons_release(x->in_ctrl[l], &x->in[l], n);
+}
+
+/** Thread 0: 1 once K2K route r is wired, attaching to its lane the first
+ * time. The host may wire a route while the kernel runs (when its target
+ * starts after it): it writes the table entry's slots, then its ctrl with
+ * a release store, so an entry whose ctrl is set is whole. */
+RK_DEV_FN int
+rk_dev__route(rk_dev_ctx *x, rk_dev_u32 r)
+{
+    if (x->route_ctrl[r] == 0) {
+        const rk_dev_lane *l = &x->a.routes[x->blk * x->a.nroutes + r];
+        /* Acquire pairs with the host's release of ctrl (k2k.c, or the
+         * tests' rk__dh_connect before launch). */
+        rk_dev_u64 c = rk_atomic_load_acquire_sys_u64(
+            (const RK_ATOMIC_U64 *)(const void *)&l->ctrl);
+        if (c == 0)
+            return 0;
+        x->route_ctrl[r] = (rk_ring_ctrl *)(rk_dev_size)c;
+        rk_k2k_prod_attach(x->route_ctrl[r], &x->route[r], l->slots);
+    }
+    return 1;
+}
+
+/** Collective: 1 once K2K route r is wired (rk_dev__route). */
+RK_DEV_FN int
+rk_dev__route_ready(rk_dev_ctx *x, rk_dev_u32 r)
+{
+    rk_dev_sync_block(); /* every thread has read x->flag's last value */
+    if (rk_dev_thread0())
+        x->flag = (rk_dev_u32)rk_dev__route(x, r);
+    rk_dev_sync_block();
+    return (int)x->flag;
+}
+
 /** Thread 0: 1 if any input lane holds a message (acquire of its tail). */
 RK_DEV_FN int
 rk_dev__any_input(rk_dev_ctx *x)
 {
     for (rk_dev_u32 i = 0; i < x->nin; i++)
-        if (rk_ring_cons_avail(x->in_ctrl[i], &x->in[i], 1) != 0)
+        if (rk_dev__avail(x, i, 1) != 0)
             return 1;
     return 0;
 }
@@ -259,14 +320,23 @@ RK_DEV_FN void
 rk_dev__commit(rk_dev_ctx *x, rk_dev_u32 n, rk_dev_u32 done)
 {
 #if defined(RK_DEV_ON_DEVICE)
-    if (n == 0 && done == 0)
+    /* A batch from a K2K lane (lane >= 1, device memory) that sent
+     * nothing to the host is handed back with a GPU-scope release alone:
+     * no system fence on the kernel-to-kernel path. */
+    int k2k = x->lane != 0;
+    if (n == 0 && (done == 0 || k2k)) {
+        if (done != 0)
+            rk_dev__hand_back(x, x->lane, done);
         return;
+    }
     rk_dev_fence_sys();
     if (n != 0) {
         x->out.pos += n;
         rk_ring_store_relaxed_u64(&x->out_ctrl->tail, x->out.pos);
     }
-    if (done != 0) {
+    if (done != 0 && k2k) {
+        rk_dev__hand_back(x, x->lane, done);
+    } else if (done != 0) {
         rk_ring_side *s = &x->in[x->lane];
         s->pos += done;
         rk_ring_store_relaxed_u64(&x->in_ctrl[x->lane]->head, s->pos);
@@ -275,7 +345,7 @@ rk_dev__commit(rk_dev_ctx *x, rk_dev_u32 n, rk_dev_u32 done)
     if (n != 0)
         rk_ring_prod_publish(x->out_ctrl, &x->out, n);
     if (done != 0)
-        rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], done);
+        rk_dev__hand_back(x, x->lane, done);
 #endif
 }
 
@@ -340,15 +410,15 @@ rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
         for (rk_dev_u32 i = 0; i < x->nin; i++) {
             const rk_dev_lane *l = &a->in[b * a->nin + i];
             x->in_ctrl[i] = l->ctrl;
-            rk_ring_cons_attach(l->ctrl, &x->in[i], l->slots);
+            if (i == 0)
+                rk_ring_cons_attach(l->ctrl, &x->in[i], l->slots);
+            else
+                rk_k2k_cons_attach(l->ctrl, &x->in[i], l->slots);
         }
         x->out_ctrl = a->out[b].ctrl;
         rk_ring_prod_attach(a->out[b].ctrl, &x->out, a->out[b].slots);
-        for (rk_dev_u32 r = 0; r < x->nroutes; r++) {
-            const rk_dev_lane *l = &a->routes[b * a->nroutes + r];
-            x->route_ctrl[r] = l->ctrl;
-            rk_ring_prod_attach(l->ctrl, &x->route[r], l->slots);
-        }
+        for (rk_dev_u32 r = 0; r < x->nroutes; r++)
+            x->route_ctrl[r] = 0; /* attached once wired: rk_dev__route */
         x->stage_in = rk_dev_stage_mem();
         x->stage_out = x->stage_in + (rk_dev_size)x->batch * x->in[0].slot_size;
         x->stage_cap = a->stage_out == 0 ? 1 : a->stage_out;
@@ -419,6 +489,10 @@ rk_dev_exit(rk_dev_ctx *x, rk_dev_i32 code)
 {
     rk_dev__flush(x);
     if (rk_dev_thread0()) {
+        /* K2K senders learn that this block takes no more (dev_k2k.h);
+         * what they queued meanwhile is counted by the host. */
+        for (rk_dev_u32 i = 1; i < x->nin; i++)
+            rk_k2k_close(x->in_ctrl[i], &x->in[i]);
         rk_dev_ctl_exit_code(x->a.ctl, x->blk, code);
         rk_dev__ack(x, RK_DEV_ACK_EXITED); /* release: exit_code first */
     }
@@ -442,7 +516,7 @@ rk_dev_recv_batch(rk_dev_ctx *x)
         rk_dev__beat(x);
         for (i = 0; i < x->nin && n == 0; i++) {
             rk_dev_u32 l = (x->rr + i) % x->nin;
-            n = rk_ring_cons_avail(x->in_ctrl[l], &x->in[l], x->batch);
+            n = rk_dev__avail(x, l, x->batch);
             if (n != 0)
                 x->lane = l;
         }
@@ -584,12 +658,20 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
         } else if (staged) {
             x->slot = x->stage_out + (rk_dev_size)x->nout * s->slot_size;
         } else {
-            rk_dev_u32 ns = 0;
-            while (rk_ring_prod_space(c, s, 1) == 0) {
+            /* A K2K route: the target's backpressure is BLOCK (wait for
+             * room, heartbeat beating), until the target is gone. */
+            rk_dev_u32 ns = 0, room;
+            int closed = 0;
+            while ((room = rk_k2k_prod_space(c, s, 1, &closed)) == 0
+                && !closed) {
                 rk_dev__beat(x);
                 rk_dev_backoff(&ns);
             }
-            x->slot = rk_ring_slot(s, s->pos);
+            if (room == 0) {
+                x->rc = RK_ECLOSED; /* the caller counts or reroutes it */
+            } else {
+                x->slot = rk_ring_slot(s, s->pos);
+            }
         }
     }
     rk_dev_sync_block();
@@ -616,21 +698,44 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
         if (staged)
             x->nout += 1;
         else
-            rk_ring_prod_publish(c, s, 1);
+            rk_k2k_prod_publish(c, s, 1);
         x->k.sent += 1;
     }
     rk_dev_sync_block();
     return RK_OK;
 }
 
-/** Sends to the kernel's output lane (the host, or its rk_connect route
- * through the host relay). RK_OK or RK_EMSGSIZE. Collective. */
+/** To the kernel's output: the output lane, or its rk_connect route when
+ * that is wired on the device (kargs.send_route). */
+RK_DEV_FN int
+rk_dev__to_output(rk_dev_ctx *x, rk_dev_u32 type_id,
+    const unsigned char *corr, unsigned char prio, const void *payload,
+    rk_dev_u32 len)
+{
+    rk_dev_u32 r = x->a.send_route;
+    if (r != 0 && r <= x->nroutes && rk_dev__route_ready(x, r - 1)) {
+        int rc = rk_dev__emit(x, x->route_ctrl[r - 1], &x->route[r - 1],
+            type_id, 0, corr, prio, payload, len);
+        if (rc != RK_ECLOSED)
+            return rc;
+        /* The target exited: the message goes to the host, where the
+         * runtime hands it to the route's target or refuses it (the
+         * relay dead-letters a refusal). */
+    }
+    /* Not wired yet (the target has not started): through the relay. */
+    return rk_dev__emit(
+        x, x->out_ctrl, &x->out, type_id, 0, corr, prio, payload, len);
+}
+
+/** Sends to the kernel's output (the host, or its rk_connect route: on the
+ * device while the target is a running device kernel, else through the
+ * host relay, where the runtime applies the target's rules). RK_OK or
+ * RK_EMSGSIZE. Collective. */
 RK_DEV_FN int
 rk_dev_send(
     rk_dev_ctx *x, rk_dev_u32 type_id, const void *payload, rk_dev_u32 len)
 {
-    return rk_dev__emit(
-        x, x->out_ctrl, &x->out, type_id, 0, 0, 128, payload, len);
+    return rk_dev__to_output(x, type_id, 0, 128, payload, len);
 }
 
 /** Replies to req: correlation id = req's message id, req's priority. */
@@ -638,20 +743,38 @@ RK_DEV_FN int
 rk_dev_reply(rk_dev_ctx *x, const rk_dev_msg *req, rk_dev_u32 type_id,
     const void *payload, rk_dev_u32 len)
 {
-    return rk_dev__emit(x, x->out_ctrl, &x->out, type_id, 0,
+    return rk_dev__to_output(x, type_id, req->hdr->message_id,
+        req->hdr->priority, payload, len);
+}
+
+/** Replies to req to the host: on the output lane, flagged
+ * RK_DEV_MSG_F_HOST so the runtime hands it to the kernel's output queue
+ * even where its output is routed (on the device or through the relay):
+ * the result of a chain of device kernels. Collective. */
+RK_DEV_FN int
+rk_dev_reply_host(rk_dev_ctx *x, const rk_dev_msg *req, rk_dev_u32 type_id,
+    const void *payload, rk_dev_u32 len)
+{
+    return rk_dev__emit(x, x->out_ctrl, &x->out, type_id, RK_DEV_MSG_F_HOST,
         req->hdr->message_id, req->hdr->priority, payload, len);
 }
 
 /** Sends on K2K route r (another kernel's input lane, no host hop).
- * RK_OK, RK_EMSGSIZE, or RK_ENOTFOUND for a route that does not exist. */
+ * RK_OK, RK_EMSGSIZE, RK_ECLOSED (the target exited and its lane is full;
+ * counted in errors), or RK_ENOTFOUND for a route that does not exist or
+ * is not wired yet. */
 RK_DEV_FN int
 rk_dev_send_to(rk_dev_ctx *x, rk_dev_u32 route, rk_dev_u32 type_id,
     const void *payload, rk_dev_u32 len)
 {
-    if (route >= x->nroutes)
+    int rc;
+    if (route >= x->nroutes || !rk_dev__route_ready(x, route))
         return RK_ENOTFOUND;
-    return rk_dev__emit(x, x->route_ctrl[route], &x->route[route], type_id, 0,
+    rc = rk_dev__emit(x, x->route_ctrl[route], &x->route[route], type_id, 0,
         0, 128, payload, len);
+    if (rc == RK_ECLOSED && rk_dev_thread0())
+        x->k.errors += 1; /* refused: counted, never silently lost */
+    return rc;
 }
 
 /** Publishes on topic index `topic` (the host relay maps it to the topic
@@ -715,7 +838,7 @@ rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
         }
         x->flag = v == want && rk_dev_ctl_cmd(x->a.ctl) != RK_DEV_CMD_STOP;
         if (x->n != 0)
-            rk_ring_cons_release(x->in_ctrl[x->lane], &x->in[x->lane], 1);
+            rk_dev__hand_back(x, x->lane, 1);
         x->n = 0;
         if (x->flag)
             rk_dev__ack(x, RK_DEV_ACK_RUNNING);

@@ -102,6 +102,10 @@ int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
 /** set by rk_request: the sender waits for the reply by correlation id
  * (layers that forward messages keep a route back only for these) */
 #define RK_MSG_F_REQUEST 0x100u
+/** set by a device kernel (rk_dev_reply_host): the message is for the
+ * host, so it goes to the kernel's output queue even when the kernel has
+ * an rk_connect route (which the device carried itself) */
+#define RK_MSG_F_HOST 0x200u
 
 /**
  * The type id of an error reply (ids from 0xFFFFFF00 up are the

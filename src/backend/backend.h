@@ -52,7 +52,7 @@
 
 /* Bump when an entry's meaning, the launch spec or the control block's
  * layout changes; a backend built for another version is refused. */
-#define RK__BACKEND_ABI 8
+#define RK__BACKEND_ABI 9
 
 struct rk_call_reply; /* ringkernel/runtime.h: rk_kernel_call_reply */
 struct rk_kernel_config; /* ringkernel/runtime.h */
@@ -173,6 +173,15 @@ struct rk_ctx {
     int priority; /* rk_ctx_set_priority; RK_CTX_PRIORITY_INHERIT */
 };
 
+/* Another kernel on the same backend that an rk_connect route joins to
+ * the one launched (rk__backend_launch.route_to, routes_in). */
+typedef struct rk__backend_peer {
+    const char *kernel_id;
+    const struct rk_kernel_config *config;
+} rk__backend_peer;
+
+#define RK__ROUTES_IN_MAX 8 /* routes_in entries the runtime hands over */
+
 /* What launch() needs to start an instance. Everything here outlives the
  * instance (the runtime frees it after destroy). */
 typedef struct rk__backend_launch {
@@ -195,6 +204,16 @@ typedef struct rk__backend_launch {
     /* The actor's context (host-code backends; the runtime set io, rt,
      * user and priority). */
     rk_ctx *ctx;
+    /* rk_connect routes as they stand at launch between this kernel and
+     * kernels on the same backend: its own route's target (kernel_id
+     * NULL: none), and the kernels whose route is this one (in
+     * registration order, at most RK__ROUTES_IN_MAX). A backend that can
+     * carry such a route itself (cuda: K2K lanes in device memory) may
+     * wire it, and then the instance's output on it never reaches emit;
+     * others ignore these. */
+    rk__backend_peer route_to;
+    rk__backend_peer routes_in[RK__ROUTES_IN_MAX];
+    uint32_t nroutes_in;
 } rk__backend_launch;
 
 typedef struct rk__backend_inst rk__backend_inst; /* backend-private */

@@ -64,6 +64,10 @@ emit(rk__inst *inst, rk_ctx *ctx, const rk_msg_header *h, const void *payload,
         = atomic_load_explicit(&inst->k->route, memory_order_acquire);
     int rc;
 
+    /* A message flagged for the host (a device kernel's
+     * rk_dev_reply_host) is output even where the kernel is routed. */
+    if (h->flags & RK_MSG_F_HOST)
+        to = NULL;
     if (to != NULL && timeout_ns == RK_WAIT_FOREVER) {
         rc = rk__deliver(to, h, payload, len, RK_WAIT_FOREVER, "send");
     } else if (to != NULL) {

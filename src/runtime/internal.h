@@ -240,6 +240,9 @@ int rk__resolve(rk_runtime *rt, rk_kernel h, rk__kernel **kp);
 /* The kernel called id for a host operation (*rc RK_OK), or NULL with
  * *rc the error. */
 rk__kernel *rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc);
+
+/* routes.c: fills spec's route_to and routes_in for k's launch. */
+void rk__routes_for_launch(rk__kernel *k, rk__backend_launch *spec);
 /* The same for a getter op (named in the detail) that fills *out:
  * RK_EINVAL ("op: out is NULL") first when out is NULL. */
 rk__kernel *rk__kernel_for_get(

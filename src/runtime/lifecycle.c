@@ -354,6 +354,7 @@ launch(rk_runtime *rt, rk__kernel *k, uint32_t st, int64_t timeout_ns)
     spec.ack = &inst->ack;
     spec.io = &inst->io;
     spec.ctx = &inst->ctx;
+    rk__routes_for_launch(k, &spec);
     rc = k->be->launch(inst->bi, &spec);
     if (rc != RK_OK) {
         free(inst->bi); /* nothing started: no destroy */

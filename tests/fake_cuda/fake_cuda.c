@@ -37,8 +37,9 @@
  *   - cuModuleLoadData(Ex) accepts only real NVRTC/nvcc output (a CUDA ELF
  *     cubin, or PTX whose .target is not newer than the device) and
  *     cuModuleGetFunction finds an entry only if the image defines it and
- *     the host build of the same kernel source (tests/kernels and
- *     tools/ringkernel/pr_dev.h, compiled into this library as C) exists;
+ *     the host build of the same kernel source (tests/kernels,
+ *     tools/ringkernel/pr_dev.h and anomaly_dev.h, compiled into this
+ *     library as C) exists;
  *   - cuLaunchKernel runs that host build, one CPU thread per block (on
  *     a stream of the current context only); at most SMS x BLOCKS_PER_SM
  *     blocks are resident at once across the device and the others wait for a resident block to finish, as on a
@@ -73,7 +74,9 @@ static void fake_trap(void);
 #define RK_DEV_HOST_TRAP()  fake_trap()
 
 /* The test kernels' host builds (rk_dev_host_kernel_<name>), and the
- * `ringkernel` command's PageRank kernel (cli_prd_kernel). */
+ * `ringkernel` command's PageRank kernel (cli_prd_kernel) and anomaly
+ * detector (cli_and_kernel). */
+#include "../../tools/ringkernel/anomaly_dev.h"
 #include "../../tools/ringkernel/pr_dev.h"
 #include "../kernels/bar_kernels.cu"
 #include "../kernels/numba_kernels.cu"

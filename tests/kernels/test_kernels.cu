@@ -19,6 +19,9 @@
  *   rk_spin:    busy for 10 ms times its first payload byte (neither its
  *               heartbeat nor its lane's head moves meanwhile: a hung
  *               block to the watchdog), then echoes;
+ *   rk_pong:    K2K ping-pong (rk_pong_h below): passes a message on K2K
+ *               route 0 until its hop count is spent, then replies to
+ *               the host with the device time the hops took;
  *   rk_trap:    traps (rk_dev_trap: __trap() on the device, the context
  *               is lost) on a payload whose first byte is 0xee, echoes
  *               otherwise.
@@ -130,3 +133,47 @@ RK_DEV_ACTOR(count_a)(rk_dev_ctx *x)
     return RK_OK;
 }
 RK_DEV_ACTOR_KERNEL(rk_count, count_a)
+
+/* rk_pong: the payload is a little-endian hop count (bytes 0..3), the
+ * %globaltimer of the first hop (4..11, 0 until set) and of the last
+ * (12..19). With hops left it sends the message on K2K route 0 with one
+ * hop fewer; at 0 it stamps the last hop and replies to the host
+ * (rk_dev_reply_host: also where the kernel's output is routed), so the
+ * host reads the device time of the whole exchange.
+ * A send the route's target refused because it exited (RK_ECLOSED) is
+ * counted in the block's errors by the loop, not a fault. */
+RK_DEV_HANDLER(pong_h)(rk_dev_ctx *x, const rk_dev_msg *m)
+{
+    RK_DEV_SHARED unsigned char buf[64];
+    RK_DEV_SHARED rk_dev_u32 left;
+    rk_dev_u32 n = m->len > 64 ? 64 : m->len;
+    int rc;
+    rk_dev_copy_block(buf, m->data, n);
+    rk_dev_sync_block();
+    if (rk_dev_thread0()) {
+        rk_dev_u64 now = rk_dev_now_ns(), t0 = 0;
+        int i;
+        left = n < 20 ? 0
+                      : (rk_dev_u32)buf[0] | (rk_dev_u32)buf[1] << 8
+                | (rk_dev_u32)buf[2] << 16 | (rk_dev_u32)buf[3] << 24;
+        for (i = 0; n >= 20 && i < 8; i++)
+            t0 |= (rk_dev_u64)buf[4 + i] << (8 * i);
+        for (i = 0; n >= 20 && i < 8; i++) {
+            if (t0 == 0)
+                buf[4 + i] = (unsigned char)(now >> (8 * i));
+            buf[12 + i] = (unsigned char)(now >> (8 * i));
+        }
+        if (left != 0) {
+            buf[0] = (unsigned char)(left - 1);
+            buf[1] = (unsigned char)((left - 1) >> 8);
+            buf[2] = (unsigned char)((left - 1) >> 16);
+            buf[3] = (unsigned char)((left - 1) >> 24);
+        }
+    }
+    rk_dev_sync_block();
+    if (left == 0)
+        return rk_dev_reply_host(x, m, m->hdr->type_id, buf, n);
+    rc = rk_dev_send_to(x, 0, m->hdr->type_id, buf, n);
+    return rc == RK_ECLOSED ? RK_OK : rc;
+}
+RK_DEV_KERNEL(rk_pong, pong_h)

@@ -137,6 +137,58 @@ cuda_sim_end(const char *dir)
     return system(cmd) != 0;
 }
 
+/* Compiles the tree's file rel (e.g. "tools/ringkernel/pr_dev.h") as the
+ * cuda backend compiles a kernel's device_source (dev_kernel.h first,
+ * then #line) for sm_90: the cubin the backend loads there must name
+ * entry, and the PTX, returned in *img (the caller frees it), must define
+ * it. A compile error fails the test with NVRTC's log; without NVRTC the
+ * test is skipped. */
+static inline const char *
+cuda_tree_ptx(const char *rel, const char *entry, rk__nvrtc_image *img)
+{
+    const char *name = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+    rk__nvrtc_src s = { .name = name, .cc = 90, .want_ptx = 0 };
+    char *src, decl[160];
+
+    if (!cuda_have_nvrtc())
+        skip();
+    src = cuda_slurp(rel);
+    assert_non_null(src);
+    s.source = src;
+    for (int ptx = 0; ptx < 2; ptx++) {
+        s.want_ptx = ptx;
+        if (rk__nvrtc_compile(&s, img) != RK_OK)
+            fail_msg("%s: %s\n%s", rel, rk_errdetail(),
+                img->log ? img->log : "");
+        assert_int_equal(img->kind, ptx ? RK__IMG_PTX : RK__IMG_CUBIN);
+        if (!ptx) {
+            assert_non_null(
+                memmem(img->data, img->size, entry, strlen(entry)));
+            rk__nvrtc_image_free(img);
+        }
+    }
+    free(src);
+    snprintf(decl, sizeof(decl), ".visible .entry %s(", entry);
+    assert_non_null(strstr((const char *)img->data, decl));
+    return (const char *)img->data;
+}
+
+/* A kernel's PTX keeps the lanes' protocol: system-scope acquire loads
+ * and release stores, never a read-modify-write (PCIe does not make one
+ * atomic), and no non-coherent load (ld.global.nc, ldu, tex) of memory
+ * the kernel's messages change while it runs. */
+static inline void
+cuda_assert_lane_ptx(const char *ptx)
+{
+    assert_true(cuda_count_op(ptx, "ld.acquire.sys") > 0);
+    assert_true(cuda_count_op(ptx, "st.release.sys") > 0);
+    assert_int_equal(cuda_count_op(ptx, "atom."), 0);
+    assert_int_equal(cuda_count_op(ptx, "red."), 0);
+    assert_int_equal(cuda_count_op(ptx, "ld.global.nc"), 0);
+    assert_int_equal(cuda_count_op(ptx, "ldu."), 0);
+    assert_int_equal(cuda_count_op(ptx, "tex."), 0);
+}
+
 /* Symbol name of the stand-in driver lib (a test-only export), or NULL
  * when lib is not loaded or lacks it (a real driver). */
 static inline void *

@@ -3,7 +3,7 @@
  * source NVRTC compiles, included as host C) on CPU threads, one per
  * block, against real ring_proto.h lanes and the control block placed by
  * the backend's host half (src/backend/cuda/devhost.c). Shared by
- * test_cuda_loop_host and test_cuda_pagerank.
+ * test_cuda_loop_host, test_cuda_pagerank and test_cuda_anomaly.
  *
  * Header-only (static); include after cmocka.h, backend/cuda/devhost.h
  * and the kernels. Deadlines fail the test on a hang; nothing is timed.
@@ -91,8 +91,10 @@ inst_join(inst *in)
     free(in->mem);
 }
 
-static inline void
-send_bytes(inst *in, uint32_t b, uint32_t type, const void *p, size_t n)
+/* One message of `type` into block b's host lane: RK_OK, or RK_EFULL
+ * when the lane has no room now. */
+static inline int
+try_send_bytes(inst *in, uint32_t b, uint32_t type, const void *p, size_t n)
 {
     rk_msg_header h;
     memset(&h, 0, sizeof(h));
@@ -102,7 +104,13 @@ send_bytes(inst *in, uint32_t b, uint32_t type, const void *p, size_t n)
     h.type_id = type;
     h.message_id.b[0] = (uint8_t)type;
     h.message_id.b[15] = 0x5a;
-    assert_int_equal(rk__dh_send(&in->d, b, &h, p, n), RK_OK);
+    return rk__dh_send(&in->d, b, &h, p, n);
+}
+
+static inline void
+send_bytes(inst *in, uint32_t b, uint32_t type, const void *p, size_t n)
+{
+    assert_int_equal(try_send_bytes(in, b, type, p, n), RK_OK);
 }
 
 /* Waits (polling, with a deadline that fails the test) for one frame. */
@@ -124,6 +132,30 @@ static inline uint64_t
 deadline(void)
 {
     return rk_now_ns() + T_LONG;
+}
+
+/* Posts STOP and waits (deadline) until every block of in has EXITED. */
+static inline void
+inst_stop(inst *in)
+{
+    rk__dh_post(&in->d, RK_DEV_CMD_STOP);
+    assert_int_equal(
+        rk__dh_wait_ack(&in->d, RK_DEV_ACK_EXITED, deadline()), RK_OK);
+}
+
+/* Waits (deadline: a hang fails) until block 0 reports its fault number
+ * nf, and returns its error. */
+static inline int32_t
+inst_wait_fault(inst *in, uint32_t nf)
+{
+    uint64_t until = deadline();
+    uint32_t n = 0;
+    int32_t err = 0;
+    while (rk__dh_fault_of(&in->d, 0, &n, &err) != 1 || n != nf) {
+        assert_true(rk_now_ns() < until);
+        sched_yield();
+    }
+    return err;
 }
 
 #endif /* RK_TEST_DEV_HOST_H */

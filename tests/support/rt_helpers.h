@@ -90,6 +90,16 @@ rt_gate_open(rt_gate *g)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* A handler that does nothing: the cpu fallback a device kernel's
+ * definition needs (it never runs under the "cuda" backend). */
+static inline int
+rt_ignore_handler(rk_ctx *ctx, const rk_msg_view *m)
+{
+    (void)ctx;
+    (void)m;
+    return RK_OK;
+}
+
 /* An echo actor: replies to every message with the same type and bytes. */
 static inline int
 rt_echo_actor(rk_ctx *ctx)

@@ -13,6 +13,12 @@
  *   detector  a handler keeping a rolling window (mean, variance) per
  *             sensor; a reading beyond 6 sigma is an anomaly and stays out
  *             of the window. Records generated -> decided per reading.
+ *             With cfg->cuda the stage is the device actor of
+ *             anomaly_dev.h on the cuda backend (anomaly_cuda.c), the
+ *             same detection function on the device, its output routed
+ *             through the backend's relay: the alerts, and per batch a
+ *             verdict record (the batch's readings and what the batch
+ *             cost on the device) that the alerter accounts.
  *   alerter   turns anomalies into alerts published at HIGH priority.
  *   sink      counts alerts, records generated -> alert, and checks each
  *             against the injected positions (precision and recall).
@@ -21,7 +27,10 @@
  * and is shared with the kernels through rk_kernel_config.user; every
  * kernel has ended before the function returns. The counters the host
  * reads while the stream runs are relaxed atomics; the detector windows
- * are touched by the detector's thread only.
+ * are touched by the detector's thread only (on the cuda backend they are
+ * device memory), the verdict records' sums by the alerter's, and the
+ * verdicts by whichever of the two decides them; the host reads those
+ * after every kernel has ended.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -32,39 +41,24 @@
 
 #include "cli.h"
 
-#define WINDOW      64
-#define Z_THRESHOLD 6.0
-#define STRIDE      997 /* about one spike per STRIDE readings */
-#define PRIO_HIGH   192
-#define TIMEOUT_NS  (60 * INT64_C(1000000000))
+#define CLI_AND_LAYOUT_ONLY
+#include "anomaly_dev.h"
 
-typedef struct reading {
-    uint64_t seq;
-    uint64_t t_ns; /* rk_now_ns() when generated */
-    double value;
-    uint32_t sensor;
-    uint32_t pad;
-} reading;
+#define STRIDE     997 /* about one spike per STRIDE readings */
+#define PRIO_HIGH  192
+#define TIMEOUT_NS (60 * INT64_C(1000000000))
 
-typedef struct alert {
-    uint64_t seq;
-    uint64_t t_ns; /* the reading's generation time */
-    double z;
-    uint32_t sensor;
-    uint32_t pad;
-} alert;
-
-typedef struct window {
-    double v[WINDOW];
-    double sum, sumsq;
-    uint32_t len, head;
-} window;
+/* The layouts and the detection are anomaly_dev.h's, so the device
+ * detector and this one are the same code. */
+typedef cli_and_reading reading;
+typedef cli_and_alert alert;
+typedef cli_and_window window;
 
 /* Readings before this position are never spikes: windows fill first. */
 static uint64_t
 warmup(uint32_t sensors)
 {
-    return 4ull * WINDOW * sensors;
+    return 4ull * CLI_AND_WINDOW * sensors;
 }
 
 static bool
@@ -113,37 +107,35 @@ pace(uint64_t t0, uint64_t seq, double rate)
     }
 }
 
-/* True (and *z set) when r is an anomaly; the same function runs in the
- * detector kernel and in the batch baseline. */
-static bool
-detect(window *w, const reading *r, double *z)
-{
-    if (w->len == WINDOW) {
-        double mean = w->sum / WINDOW;
-        double var = (w->sumsq - w->sum * mean) / (WINDOW - 1);
-        *z = fabs(r->value - mean) / sqrt(var > 1e-12 ? var : 1e-12);
-        if (*z > Z_THRESHOLD)
-            return true;
-        w->sum -= w->v[w->head];
-        w->sumsq -= w->v[w->head] * w->v[w->head];
-    } else {
-        w->len++;
-    }
-    w->v[w->head] = r->value;
-    w->sum += r->value;
-    w->sumsq += r->value * r->value;
-    w->head = (w->head + 1) % WINDOW;
-    return false;
-}
-
 /* ------------------------------------------------------------ kernels */
 
 typedef struct run {
     const cli_anomaly_cfg *cfg;
-    window *win; /* sensors windows; detector thread only */
-    rk_histogram *verdict, *alert;
+    window *win; /* sensors windows; detector thread only (cpu) */
+    rk_histogram *verdict, *alert, *stage;
     _Atomic uint64_t generated, injected, alerts, true_alerts;
+    uint64_t zhash;        /* sink thread only */
+    cli_anomaly_xfer xfer; /* alerter thread only (cuda) */
+    /* cuda: the windows on the device, and the detector's block */
+    rk_buffer *dev_win;
+    uint64_t dev_win_addr;
+    cli_cuda_dev dev;
+    uint32_t threads;
 } run;
+
+/* A reading's verdict, where the caller asked for them. */
+static void
+set_verdict(run *r, uint64_t seq, uint8_t v)
+{
+    if (r->cfg->verdicts == NULL)
+        return;
+    if (seq >= r->cfg->readings) {
+        r->xfer.bad++;
+        return;
+    }
+    if (v == CLI_VERDICT_ANOMALY || r->cfg->verdicts[seq] == CLI_VERDICT_NONE)
+        r->cfg->verdicts[seq] = v;
+}
 
 static int
 source_actor(rk_ctx *ctx)
@@ -162,7 +154,8 @@ source_actor(rk_ctx *ctx)
                 || rk_should_terminate(ctx)))
             break;
         reading rd = generate(c->seed, c->sensors, seq, &rng);
-        if ((rc = rk_ctx_send(ctx, 0, &rd, sizeof(rd))) != RK_OK)
+        if ((rc = rk_ctx_send(ctx, CLI_AND_READING_TYPE, &rd, sizeof(rd)))
+            != RK_OK)
             return rc;
         seq++;
         atomic_store_explicit(&r->generated, seq, memory_order_relaxed);
@@ -172,33 +165,100 @@ source_actor(rk_ctx *ctx)
     return RK_OK;
 }
 
+/* Copies m's payload, which must be len bytes, to out: RK_OK or
+ * RK_EDECODE. */
+static int
+decode(const rk_msg_view *m, void *out, size_t len)
+{
+    if (m->len != len)
+        return RK_EDECODE;
+    memcpy(out, m->data, len);
+    return RK_OK;
+}
+
+/* The cpu backend's detector (on the cuda backend anomaly_dev.h's actor
+ * runs instead, with the same cli_and_detect). */
 static int
 detector_handler(rk_ctx *ctx, const rk_msg_view *m)
 {
     run *r = rk_ctx_user(ctx);
     reading rd;
-    double z;
+    double z = 0;
 
-    if (m->len != sizeof(rd))
+    if (decode(m, &rd, sizeof(rd)) != RK_OK)
         return RK_EDECODE;
-    memcpy(&rd, m->data, sizeof(rd));
-    bool hit = detect(&r->win[rd.sensor % r->cfg->sensors], &rd, &z);
+    int hit
+        = cli_and_detect(&r->win[rd.sensor % r->cfg->sensors], rd.value, &z);
     rk_histogram_record(r->verdict, rk_now_ns() - rd.t_ns);
+    set_verdict(r, rd.seq, hit ? CLI_VERDICT_ANOMALY : CLI_VERDICT_NORMAL);
     if (!hit)
         return RK_OK;
     alert a = { rd.seq, rd.t_ns, z, rd.sensor, 0 };
-    return rk_ctx_send(ctx, 0, &a, sizeof(a));
+    return rk_ctx_send(ctx, CLI_AND_ALERT_TYPE, &a, sizeof(a));
+}
+
+/* A cuda batch's verdict record: its readings are decided (those not
+ * alerted are normal) and what it cost is added up. */
+static void
+take_verdicts(run *r, const cli_and_verdicts *v)
+{
+    cli_anomaly_xfer *x = &r->xfer;
+    uint64_t now = rk_now_ns();
+
+    if (v->n == 0 || v->last_seq < v->first_seq
+        || v->last_seq - v->first_seq + 1 != v->n || v->alerts > v->n
+        || v->newest_t_ns < v->oldest_t_ns || now < v->newest_t_ns) {
+        x->bad++;
+        return;
+    }
+    x->batches++;
+    x->readings += v->n;
+    x->h2d_ns += v->h2d_ns;
+    x->compute_ns += v->compute_ns;
+    if (x->batches > 1) {
+        x->d2h_ns += v->prev_d2h_ns;
+        x->d2h_batches++;
+    }
+    x->stage_ns += now - v->newest_t_ns;
+    rk_histogram_record(r->stage, now - v->newest_t_ns);
+    rk_histogram_record(r->verdict, now - v->oldest_t_ns);
+    for (uint64_t s = v->first_seq; s <= v->last_seq; s++)
+        set_verdict(r, s, CLI_VERDICT_NORMAL);
 }
 
 static int
 alerter_handler(rk_ctx *ctx, const rk_msg_view *m)
 {
+    run *r = rk_ctx_user(ctx);
     int rc;
 
+    if (m->hdr->type_id == CLI_AND_VERDICTS_TYPE) {
+        cli_and_verdicts v;
+        if ((rc = decode(m, &v, sizeof(v))) == RK_OK)
+            take_verdicts(r, &v);
+        return rc;
+    }
+    if (r->cfg->cuda) {
+        alert a;
+        if ((rc = decode(m, &a, sizeof(a))) != RK_OK)
+            return rc;
+        set_verdict(r, a.seq, CLI_VERDICT_ANOMALY);
+    }
     /* Alerts go out in the HIGH band, above the readings' priority. */
     if ((rc = rk_ctx_set_priority(ctx, PRIO_HIGH)) != RK_OK)
         return rc;
     return rk_ctx_publish(ctx, "alerts", 0, m->data, m->len);
+}
+
+/* An alert's reading and z-score bits, mixed. */
+static uint64_t
+alert_mix(const alert *a)
+{
+    uint64_t zb, h;
+
+    memcpy(&zb, &a->z, sizeof(zb));
+    h = a->seq ^ (zb * UINT64_C(0x9E3779B97F4A7C15));
+    return cli_splitmix64(&h);
 }
 
 static int
@@ -207,10 +267,10 @@ sink_handler(rk_ctx *ctx, const rk_msg_view *m)
     run *r = rk_ctx_user(ctx);
     alert a;
 
-    if (m->len != sizeof(a))
+    if (decode(m, &a, sizeof(a)) != RK_OK)
         return RK_EDECODE;
-    memcpy(&a, m->data, sizeof(a));
     rk_histogram_record(r->alert, rk_now_ns() - a.t_ns);
+    r->zhash ^= alert_mix(&a);
     atomic_fetch_add_explicit(&r->alerts, 1, memory_order_relaxed);
     if (is_injected(r->cfg->seed, r->cfg->sensors, a.seq))
         atomic_fetch_add_explicit(&r->true_alerts, 1, memory_order_relaxed);
@@ -235,9 +295,15 @@ start(rk_runtime *rt, run *r)
         defs[i].config.user = r;
     defs[1].config.input_capacity = 4096;
     /* Only the source's route feeds the detector and only the detector's
-     * the alerter, so both inputs can be SPSC lanes. */
+     * the alerter (on cuda: the detector's relay), so both inputs can be
+     * SPSC lanes; the cuda detector also takes the host's init. */
     defs[1].config.single_producer = true;
     defs[2].config.single_producer = true;
+    if (r->cfg->cuda
+        && (rc = cli_anomaly_cuda_config(r->cfg->sensors, &defs[1].config,
+                &r->dev, &r->threads, &r->dev_win, &r->dev_win_addr))
+            != RK_OK)
+        return rc;
     for (int i = 0; i < 4 && rc == RK_OK; i++)
         if ((rc = rk_runtime_register(rt, &defs[i])) == RK_OK)
             rc = rk_kernel_launch(rt, defs[i].id);
@@ -247,9 +313,15 @@ start(rk_runtime *rt, run *r)
         rc = rk_connect(rt, "detector", "alerter");
     if (rc == RK_OK)
         rc = rk_subscribe(rt, "sink", "alerts");
-    /* Downstream first, so nothing waits on a paused stage. */
-    for (int i = 3; i >= 0 && rc == RK_OK; i--)
+    /* Downstream first, so nothing waits on a paused stage; the device
+     * detector has its windows before the first reading. */
+    for (int i = 3; i >= 1 && rc == RK_OK; i--)
         rc = rk_kernel_activate(rt, stages[i]);
+    if (rc == RK_OK && r->cfg->cuda)
+        rc = cli_anomaly_cuda_init(
+            rt, "detector", r->dev_win_addr, r->cfg->sensors);
+    if (rc == RK_OK)
+        rc = rk_kernel_activate(rt, stages[0]);
     return rc;
 }
 
@@ -263,6 +335,19 @@ start_metrics(rk_runtime *rt, const char *addr, rk_metrics **m)
     if ((rc = rk_metrics_create(m, rt, &mc)) != RK_OK)
         return rc;
     return rk_metrics_listen(*m, addr);
+}
+
+/* Every stage ended without failing. */
+static int
+check_states(rk_runtime *rt)
+{
+    for (int i = 0; i < 4; i++) {
+        rk_kernel_state st;
+        if (rk_kernel_state_get(rt, stages[i], &st) == RK_OK
+            && st == RK_KERNEL_FAILED)
+            return RK_EFAILED;
+    }
+    return RK_OK;
 }
 
 int
@@ -280,6 +365,7 @@ cli_anomaly_run(const cli_anomaly_cfg *cfg, cli_anomaly_result *out)
         return RK_ENOMEM;
     if ((rc = rk_histogram_create(&r.verdict)) != RK_OK
         || (rc = rk_histogram_create(&r.alert)) != RK_OK
+        || (rc = rk_histogram_create(&r.stage)) != RK_OK
         || (rc = rk_runtime_create(&rt, &rcfg)) != RK_OK)
         goto out;
     if (cfg->metrics_addr
@@ -310,18 +396,19 @@ cli_anomaly_run(const cli_anomaly_cfg *cfg, cli_anomaly_result *out)
     for (int i = 1; i < 4 && rc == RK_OK; i++)
         rc = rk_kernel_terminate(rt, stages[i], TIMEOUT_NS);
     out->elapsed_s = (double)(rk_now_ns() - t0) / 1e9;
-    if (rc == RK_OK) {
-        rk_kernel_state st;
-        if (rk_kernel_state_get(rt, "source", &st) == RK_OK
-            && st == RK_KERNEL_FAILED)
-            rc = RK_EFAILED;
-    }
+    if (rc == RK_OK)
+        rc = check_states(rt);
     out->readings = atomic_load(&r.generated);
     out->injected = atomic_load(&r.injected);
     out->alerts = atomic_load(&r.alerts);
     out->true_alerts = atomic_load(&r.true_alerts);
+    out->zhash = r.zhash;
+    out->dev = r.dev;
+    out->threads = r.threads;
+    out->xfer = r.xfer;
     rk_histogram_summary(r.verdict, &out->verdict);
     rk_histogram_summary(r.alert, &out->alert);
+    rk_histogram_summary(r.stage, &out->xfer.stage);
     if (cfg->table) {
         printf("\nper-kernel telemetry (queue latency: send -> start of "
                "processing):\n");
@@ -335,8 +422,12 @@ cli_anomaly_run(const cli_anomaly_cfg *cfg, cli_anomaly_result *out)
 out:
     rk_metrics_destroy(met); /* before the runtime it reads */
     rk_runtime_destroy(rt);
+    /* The device kernel has returned with the runtime: now its memory
+     * may go (docs/cuda.md). */
+    rk_buffer_destroy(r.dev_win);
     out->verdict_hist = r.verdict;
     rk_histogram_destroy(r.alert);
+    rk_histogram_destroy(r.stage);
     free(r.win);
     return rc;
 }
@@ -372,7 +463,7 @@ cli_anomaly_batch(uint32_t sensors, uint64_t readings, uint64_t seed,
         }
         for (uint32_t i = 0; i < n; i++) {
             double z;
-            if (detect(&win[buf[i].sensor], &buf[i], &z)) {
+            if (cli_and_detect(&win[buf[i].sensor], buf[i].value, &z)) {
                 out->alerts++;
                 out->true_alerts += is_injected(seed, sensors, buf[i].seq);
             }

@@ -1,43 +1,57 @@
 /*
  * tools/ringkernel/backend.c - what --backend means for the command.
  *
- * The command's kernels (the anomaly pipeline, the PageRank actors) are
- * host C actors, so they run on the cpu backend; "auto" picks it. For
- * "cuda" the runtime's registry says whether the backend could run here
- * (rk_backend_probe, with the reason when not); even where it could, these
- * kernels have no device version, which is said plainly rather than
- * falling back in silence. PageRank alone also has a device kernel
- * (pr_dev.h): `pagerank --backend` and `bench pagerank` ask
- * cli_cuda_usable (pr_cuda.c) for it instead.
+ * The command's CPU kernels (the anomaly pipeline, the PageRank actors)
+ * run on the cpu backend; two of its kernels also have a device version
+ * that runs on the cuda backend: PageRank (pr_dev.h) and the anomaly
+ * pipeline's detector stage (anomaly_dev.h). `cpu` runs without them,
+ * `cuda` runs them or is refused with the backend probe's reason
+ * (rk_backend_probe: driver, device, NVRTC) where cuda is not usable
+ * here, and `auto` runs them where cuda is usable and falls back to cpu,
+ * saying why, where it is not: the same rule for `demo`, `bench` and
+ * `pagerank`.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 
-int
-cli_backend_pick(
-    const char *name, const char **chosen, char *why, size_t whylen)
+static int
+pick(const char *name, bool *use_cuda, char *why, size_t whylen)
 {
+    bool auto_ = name == NULL || strcmp(name, "auto") == 0;
+
     why[0] = '\0';
-    if (name == NULL || strcmp(name, "auto") == 0
-        || strcmp(name, "cpu") == 0) {
-        *chosen = "cpu";
+    *use_cuda = false;
+    if (!auto_ && strcmp(name, "cpu") == 0)
         return CLI_OK;
-    }
-    if (rk_backend_probe(name) == RK_ENOTFOUND) {
-        snprintf(why, whylen, "unknown backend '%s': %s", name,
-            rk_errdetail());
+    if (!auto_ && strcmp(name, "cuda") != 0) {
+        snprintf(why, whylen, "unknown backend '%s' (cpu, cuda, auto)", name);
         return CLI_USAGE;
     }
-    if (rk_backend_probe(name) != RK_OK) {
-        snprintf(why, whylen, "backend '%s' is not available: %s", name,
-            rk_errdetail());
-        return CLI_UNAVAILABLE;
+    if (cli_cuda_usable(why, whylen)) {
+        *use_cuda = true;
+        return CLI_OK;
     }
-    snprintf(why, whylen,
-        "backend '%s' is not available for this command: its kernels are "
-        "host C actors with no device version; use --backend cpu or auto",
-        name);
+    if (auto_)
+        return CLI_OK; /* why: the probe's reason */
+    {
+        char reason[400];
+        snprintf(reason, sizeof(reason), "%s", why);
+        snprintf(why, whylen, "backend 'cuda' is not available: %s", reason);
+    }
     return CLI_UNAVAILABLE;
+}
+
+int
+cli_backend_pick(const char *sub, const char *name, FILE *note, bool *use_cuda,
+    char *why, size_t whylen)
+{
+    int rc = pick(name, use_cuda, why, whylen);
+
+    if (rc != CLI_OK)
+        fprintf(stderr, "ringkernel %s: %s\n", sub, why);
+    else if (!*use_cuda && why[0] != '\0' && note != NULL)
+        fprintf(note, "cuda: not usable (%s); running on cpu\n", why);
+    return rc;
 }

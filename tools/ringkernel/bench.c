@@ -13,7 +13,10 @@
  *   anomaly   the streaming pipeline (anomaly.c): per-reading latency
  *             (generated -> verdict, generated -> alert) and throughput,
  *             against batch processing of the same stream in fixed
- *             windows; recall and precision on the injected anomalies.
+ *             windows; recall and precision on the injected anomalies;
+ *             with cuda usable, the pipeline again with its detector on
+ *             the device (transfer against compute, the same verdicts).
+ *             In bench_anomaly.c.
  *
  * Output: a readable table on stdout, one JSON object per result line in
  * the --json file, and with --plot DIR PNG charts drawn by gnuplot.
@@ -26,34 +29,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
-
-typedef struct opts {
-    uint64_t sizes[16];
-    size_t nsizes;
-    const char *graph_file;
-    uint64_t iters, parts, readings, sensors, window;
-    double rate, paced_s;
-    const char *json_path, *plot_dir;
-    bool quick;
-    const char *backend;
-} opts;
-
-typedef struct sink {
-    FILE *json;             /* JSON lines */
-    FILE *out;              /* the table */
-    FILE *pr_dat, *cdf_dat; /* plot data, or NULL */
-    bool cuda_plotted;      /* pr_dat has real GPU rows (never cuda_sim) */
-    unsigned cuda_runs;     /* cuda configurations that ran and answered */
-    int failed;
-} sink;
+#include "bench.h"
 
 /* ------------------------------------------------------------ pagerank */
 
 /* The cuda row's per-iteration times (cu: NULL for the CPU rows): a
  * table line and the JSON fields, which close the row's object. */
 static void
-pr_row_cuda(sink *s, const cli_graph *g, const cli_pr_cuda_info *cu)
+pr_row_cuda(bench_sink *s, const cli_graph *g, const cli_pr_cuda_info *cu)
 {
     const cli_pr_iter_times *d = &cu->dev;
     double ratio = d->median_s > 0 ? d->max_s / d->median_s : 0;
@@ -64,9 +47,9 @@ pr_row_cuda(sink *s, const cli_graph *g, const cli_pr_cuda_info *cu)
         "%.4g s, slowest %.4g s (iteration %u, %.2fx median), %.4g edges/s;"
         "\n  slowest block median %.4g s max %.4g s; host round median "
         "%.4g s max %.4g s\n",
-        cli_pr_cuda_config(cu), cu->lanes, d->median_s, d->max_s, d->max_at,
-        ratio, eps, cu->busy.median_s, cu->busy.max_s, cu->host.median_s,
-        cu->host.max_s);
+        cli_cuda_label(cu->simulated), cu->lanes, d->median_s, d->max_s,
+        d->max_at, ratio, eps, cu->busy.median_s, cu->busy.max_s,
+        cu->host.median_s, cu->host.max_s);
     fprintf(s->json,
         ",\"lanes\":%u,\"iter_dev_median_s\":%.6g,\"iter_dev_max_s\":%.6g,"
         "\"iter_dev_max_at\":%u,\"iter_dev_max_over_median\":%.4f,"
@@ -78,9 +61,9 @@ pr_row_cuda(sink *s, const cli_graph *g, const cli_pr_cuda_info *cu)
 }
 
 static void
-pr_row(sink *s, const char *graph, const cli_graph *g, const char *config,
-    uint32_t parts, const cli_pr_result *r, double build_s, double maxdiff,
-    bool ok, const cli_pr_cuda_info *cu)
+pr_row(bench_sink *s, const char *graph, const cli_graph *g,
+    const char *config, uint32_t parts, const cli_pr_result *r, double build_s,
+    double maxdiff, bool ok, const cli_pr_cuda_info *cu)
 {
     double it
         = r->iter_s > 0 ? (double)g->m * (double)r->iterations / r->iter_s : 0;
@@ -125,7 +108,7 @@ per_iter(const cli_graph *g, const cli_pr_result *r)
 
 /* The cuda configuration on one graph, checked like the others. */
 static int
-pr_cuda(sink *s, const char *name, const cli_graph *g, double build_s,
+pr_cuda(bench_sink *s, const char *name, const cli_graph *g, double build_s,
     uint32_t iters, const cli_pr_result *ref, cli_pr_cuda_info *info,
     pr_best *best)
 {
@@ -140,8 +123,9 @@ pr_cuda(sink *s, const char *name, const cli_graph *g, double build_s,
     }
     for (uint32_t v = 0; v < g->n; v++)
         maxdiff = fmax(maxdiff, fabs(act.rank[v] - ref->rank[v]));
-    pr_row(s, name, g, cli_pr_cuda_config(info), info->blocks, &act, build_s,
-        maxdiff, maxdiff <= 1e-12 && act.iterations == ref->iterations, info);
+    pr_row(s, name, g, cli_cuda_label(info->simulated), info->blocks, &act,
+        build_s, maxdiff,
+        maxdiff <= 1e-12 && act.iterations == ref->iterations, info);
     best->cuda = per_iter(g, &act);
     s->cuda_plotted |= !info->simulated;
     s->cuda_runs++;
@@ -150,7 +134,7 @@ pr_cuda(sink *s, const char *name, const cli_graph *g, double build_s,
 }
 
 static int
-pr_graph(sink *s, const opts *o, const char *name, cli_graph *g,
+pr_graph(bench_sink *s, const bench_opts *o, const char *name, cli_graph *g,
     double build_s, cli_pr_cuda_info *cuda, pr_best *best)
 {
     cli_pr_result ref, act;
@@ -196,8 +180,8 @@ pr_graph(sink *s, const opts *o, const char *name, cli_graph *g,
  * which the GPU's per-iteration edges/s beat the best CPU configuration's.
  * Only a real GPU's figures count: the stand-in's are CPU threads. */
 static void
-pr_crossover(sink *s, const cli_pr_cuda_info *info, bool ran, uint64_t cross,
-    const char *why)
+pr_crossover(bench_sink *s, const cli_pr_cuda_info *info, bool ran,
+    uint64_t cross, const char *why)
 {
     if (!ran) {
         fprintf(s->out, "cuda: not run (%s); no CPU/GPU crossover to report\n",
@@ -212,10 +196,8 @@ pr_crossover(sink *s, const cli_pr_cuda_info *info, bool ran, uint64_t cross,
             "{\"bench\":\"pagerank\",\"config\":\"cuda\",\"ran\":false,"
             "\"failed\":true}\n");
     } else if (info->simulated) {
-        fprintf(s->out,
-            "cuda_sim: the test-only stand-in driver ran the device code on "
-            "CPU threads;\n  its rows are not GPU figures, and no CPU/GPU "
-            "crossover is reported\n");
+        fprintf(s->out, "%s;\n  no CPU/GPU crossover is reported\n",
+            CLI_CUDA_SIM_NOTE);
         fprintf(s->json,
             "{\"bench\":\"pagerank\",\"config\":\"cuda_sim\",\"ran\":"
             "true,\"simulated\":true,\"crossover_edges\":null}\n");
@@ -241,19 +223,15 @@ pr_crossover(sink *s, const cli_pr_cuda_info *info, bool ran, uint64_t cross,
 }
 
 static int
-bench_pagerank(sink *s, const opts *o)
+bench_pagerank(bench_sink *s, const bench_opts *o)
 {
     cli_pr_cuda_info info = { .blocks = 0 };
-    bool cuda = false;
+    bool cuda = o->cuda;
+    const char *why = o->cuda_why; /* why cuda does not run */
     uint64_t cross = 0;
     pr_best best;
-    char why[512];
+    char file_why[512];
     int rc = RK_OK;
-
-    if (strcmp(o->backend, "cpu") == 0)
-        snprintf(why, sizeof(why), "--backend cpu");
-    else
-        cuda = cli_cuda_usable(why, sizeof(why));
 
     fprintf(s->out,
         "\npagerank: %" PRIu64 " iterations, damping 0.85; edges/s per "
@@ -276,8 +254,9 @@ bench_pagerank(sink *s, const opts *o)
     if (rc == RK_OK && o->graph_file) {
         cli_graph g;
         uint64_t t0 = rk_now_ns();
-        if (cli_graph_load(o->graph_file, &g, why, sizeof(why)) != RK_OK) {
-            fprintf(stderr, "ringkernel bench: %s\n", why);
+        if (cli_graph_load(o->graph_file, &g, file_why, sizeof(file_why))
+            != RK_OK) {
+            fprintf(stderr, "ringkernel bench: %s\n", file_why);
             s->failed++;
         } else {
             const char *base = strrchr(o->graph_file, '/');
@@ -287,131 +266,6 @@ bench_pagerank(sink *s, const opts *o)
         }
     }
     pr_crossover(s, &info, cuda, cross, why);
-    return rc;
-}
-
-/* ------------------------------------------------------------- anomaly */
-
-static void
-cdf(FILE *f, const char *label, const rk_histogram *h)
-{
-    static const double ps[] = { 0, 1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90,
-        95, 99, 99.5, 99.9, 99.99, 100 };
-
-    if (f == NULL || h == NULL)
-        return;
-    fprintf(f, "# %s\n", label);
-    for (size_t i = 0; i < sizeof(ps) / sizeof(*ps); i++)
-        fprintf(f, "%.3f %.5f\n",
-            (double)rk_histogram_percentile(h, ps[i]) / 1e3, ps[i] / 100);
-    fprintf(f, "\n\n");
-}
-
-/* One streaming run and one batch run of the same stream at one arrival
- * rate (0: as fast as each takes it). */
-static int
-anomaly_round(sink *s, const opts *o, double rate, uint64_t readings)
-{
-    cli_anomaly_cfg cfg = { .sensors = (uint32_t)o->sensors,
-        .readings = readings,
-        .seed = 20240601,
-        .rate = rate };
-    cli_anomaly_result st;
-    cli_batch_result bt;
-    char mode[48], rate_s[24];
-    int rc;
-
-    if ((rc = cli_anomaly_run(&cfg, &st)) != RK_OK) {
-        cli_anomaly_result_free(&st);
-        return rc;
-    }
-    if ((rc = cli_anomaly_batch(
-             cfg.sensors, readings, cfg.seed, (uint32_t)o->window, rate, &bt))
-        != RK_OK) {
-        cli_anomaly_result_free(&st);
-        rk_histogram_destroy(bt.hist);
-        return rc;
-    }
-    double s_rec
-        = st.injected ? (double)st.true_alerts / (double)st.injected : 1;
-    double s_pre = st.alerts ? (double)st.true_alerts / (double)st.alerts : 1;
-    double b_rec
-        = bt.injected ? (double)bt.true_alerts / (double)bt.injected : 1;
-    double b_pre = bt.alerts ? (double)bt.true_alerts / (double)bt.alerts : 1;
-
-    if (rate > 0)
-        snprintf(rate_s, sizeof(rate_s), "%.0f", rate);
-    else
-        snprintf(rate_s, sizeof(rate_s), "max");
-    fprintf(s->out,
-        "%-22s %10s %12.0f %10.2f %10.2f %10.2f %10.2f %7.1f%% %8.1f%%\n",
-        "streaming (4 kernels)", rate_s, (double)st.readings / st.elapsed_s,
-        (double)st.verdict.p50_ns / 1e3, (double)st.verdict.p99_ns / 1e3,
-        (double)st.alert.p50_ns / 1e3, (double)st.alert.p99_ns / 1e3,
-        100 * s_rec, 100 * s_pre);
-    snprintf(mode, sizeof(mode), "batch (window %" PRIu64 ")", o->window);
-    fprintf(s->out,
-        "%-22s %10s %12.0f %10.2f %10.2f %10s %10s %7.1f%% %8.1f%%\n", mode,
-        rate_s, (double)bt.readings / bt.elapsed_s,
-        (double)bt.latency.p50_ns / 1e3, (double)bt.latency.p99_ns / 1e3, "-",
-        "-", 100 * b_rec, 100 * b_pre);
-    fprintf(s->json,
-        "{\"bench\":\"anomaly\",\"mode\":\"streaming\",\"offered_rate\":%.0f,"
-        "\"readings\":%" PRIu64 ",\"sensors\":%" PRIu64
-        ",\"readings_per_s\":%.6g,\"verdict_p50_ns\":%" PRIu64
-        ",\"verdict_p99_ns\":%" PRIu64 ",\"alert_p50_ns\":%" PRIu64
-        ",\"alert_p99_ns\":%" PRIu64 ",\"injected\":%" PRIu64
-        ",\"alerts\":%" PRIu64 ",\"recall\":%.6f,\"precision\":%.6f}\n",
-        rate, st.readings, o->sensors, (double)st.readings / st.elapsed_s,
-        st.verdict.p50_ns, st.verdict.p99_ns, st.alert.p50_ns, st.alert.p99_ns,
-        st.injected, st.alerts, s_rec, s_pre);
-    fprintf(s->json,
-        "{\"bench\":\"anomaly\",\"mode\":\"batch\",\"window\":%" PRIu64
-        ",\"offered_rate\":%.0f,\"readings\":%" PRIu64 ",\"sensors\":%" PRIu64
-        ",\"readings_per_s\":%.6g,\"latency_p50_ns\":%" PRIu64
-        ",\"latency_p99_ns\":%" PRIu64 ",\"injected\":%" PRIu64
-        ",\"alerts\":%" PRIu64 ",\"recall\":%.6f,\"precision\":%.6f}\n",
-        o->window, rate, bt.readings, o->sensors,
-        (double)bt.readings / bt.elapsed_s, bt.latency.p50_ns,
-        bt.latency.p99_ns, bt.injected, bt.alerts, b_rec, b_pre);
-    /* The CDF plot compares latency where it means something: at an
-     * arrival rate both keep up with. */
-    if (rate > 0) {
-        char label[80];
-        snprintf(label, sizeof(label), "streaming at %s/s", rate_s);
-        cdf(s->cdf_dat, label, st.verdict_hist);
-        snprintf(label, sizeof(label), "%s at %s/s", mode, rate_s);
-        cdf(s->cdf_dat, label, bt.hist);
-    }
-    /* Both see the same stream through the same detector. */
-    if (st.readings != readings || st.alerts != bt.alerts
-        || st.true_alerts != bt.true_alerts) {
-        fprintf(stderr, "ringkernel bench: streaming and batch disagree\n");
-        s->failed++;
-    }
-    cli_anomaly_result_free(&st);
-    rk_histogram_destroy(bt.hist);
-    return RK_OK;
-}
-
-static int
-bench_anomaly(sink *s, const opts *o)
-{
-    uint64_t paced = (uint64_t)(o->rate * o->paced_s);
-    int rc;
-
-    fprintf(s->out,
-        "\nanomaly: %" PRIu64
-        " sensors; latency from a reading's generation to the detector's "
-        "verdict\n(streaming: per reading; batch: when its window is "
-        "done) and to the alert at the sink\n",
-        o->sensors);
-    fprintf(s->out, "%-22s %10s %12s %10s %10s %10s %10s %8s %9s\n", "mode",
-        "offered/s", "readings/s", "p50 us", "p99 us", "alert p50",
-        "alert p99", "recall", "precision");
-    rc = anomaly_round(s, o, 0, o->readings);
-    if (rc == RK_OK && paced > 0)
-        rc = anomaly_round(s, o, o->rate, paced);
     return rc;
 }
 
@@ -498,17 +352,19 @@ help(FILE *f)
         "  --window N        batch window, readings (default 1000)\n"
         "  --rate R          paced round: readings/s offered (default 100k)\n"
         "  --paced-seconds S paced round length (default 2; quick 0.5)\n"
-        "  --backend NAME    cpu, cuda or auto (default auto); PageRank "
-        "also runs its\n                    device kernel when cuda is "
-        "usable (auto, cuda) and\n                    reports the CPU/GPU "
-        "crossover; cuda with the anomaly\n                    suite is "
-        "refused (it has no device version)\n\n"
+        "  --backend NAME    cpu, cuda or auto (default auto): with cuda "
+        "usable (auto,\n                    cuda), PageRank also runs its "
+        "device kernel and reports\n                    the CPU/GPU "
+        "crossover, and the anomaly pipeline runs again\n                    "
+        "with its detector on the device (transfer against\n"
+        "                    compute, the same verdicts as the CPU run); "
+        "cuda exits 3\n                    where it is not usable\n\n"
         "exit status: 0 ok, 1 a run failed or results disagreed with the\n"
         "reference, 2 bad command line, 3 backend or gnuplot unavailable.\n");
 }
 
 static bool
-parse_sizes(const char *s, opts *o)
+parse_sizes(const char *s, bench_opts *o)
 {
     char buf[256], *save = NULL;
 
@@ -542,7 +398,7 @@ cli_bench(int argc, char **argv)
         { "backend", required_argument, 0, 'b' },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 } };
     cli_opts p = { "bench", lo, help, 1, 0 };
-    opts o = { .sizes = { 1000, 10000, 100000, 1000000, 10000000 },
+    bench_opts o = { .sizes = { 1000, 10000, 100000, 1000000, 10000000 },
         .nsizes = 5,
         .iters = 20,
         .parts = 2,
@@ -555,8 +411,7 @@ cli_bench(int argc, char **argv)
         .backend = "auto" };
     bool sizes_given = false, readings_given = false, paced_given = false,
          run_pr = false, run_an = false;
-    sink s = { .out = stdout };
-    const char *chosen;
+    bench_sink s = { .out = stdout };
     char why[512], path[4096];
     int c, rc = RK_OK, status, go;
 
@@ -635,21 +490,13 @@ cli_bench(int argc, char **argv)
         o.readings = 100000;
     if (o.quick && !paced_given)
         o.paced_s = 0.5;
-    if (strcmp(o.backend, "cuda") == 0 && !run_an) {
-        /* PageRank alone has a device version (pr_dev.h). */
-        if (!cli_cuda_usable(why, sizeof(why))) {
-            fprintf(stderr,
-                "ringkernel bench: backend 'cuda' is not available: %s\n",
-                why);
-            return CLI_UNAVAILABLE;
-        }
-        chosen = "cpu and cuda";
-    } else if ((status
-                   = cli_backend_pick(o.backend, &chosen, why, sizeof(why)))
-        != CLI_OK) {
-        fprintf(stderr, "ringkernel bench: %s\n", why);
+    /* Each suite says why cuda did not run (no fallback note here). */
+    if ((status = cli_backend_pick(
+             "bench", o.backend, NULL, &o.cuda, why, sizeof(why)))
+        != CLI_OK)
         return status;
-    }
+    snprintf(o.cuda_why, sizeof(o.cuda_why), "%s",
+        o.cuda || why[0] != '\0' ? why : "--backend cpu");
     if (strcmp(o.json_path, "-") == 0) {
         s.json = stdout;
         s.out = stderr;
@@ -667,11 +514,12 @@ cli_bench(int argc, char **argv)
             perror(path);
     }
     fprintf(s.out, "ringkernel %s bench on the %s backend (%ld CPUs online)\n",
-        rk_version(), chosen, sysconf(_SC_NPROCESSORS_ONLN));
+        rk_version(), o.cuda ? "cpu and cuda" : "cpu",
+        sysconf(_SC_NPROCESSORS_ONLN));
     if (run_pr)
         rc = bench_pagerank(&s, &o);
     if (rc == RK_OK && run_an)
-        rc = bench_anomaly(&s, &o);
+        rc = cli_bench_anomaly(&s, &o);
     if (s.pr_dat)
         fclose(s.pr_dat);
     if (s.cdf_dat)

@@ -35,14 +35,50 @@ int cli_pagerank(int argc, char **argv);
 /* ------------------------------------------------------------ backends */
 
 /*
- * Resolves a --backend argument ("cpu", "cuda", "auto") to the backend the
- * run will use. On success *chosen is "cpu" (the command's kernels are host
- * C actors) and the result is CLI_OK; a name the runtime does not know
- * gives CLI_USAGE and an unusable one (rk_backend_probe's reason) or one
- * these kernels cannot run on CLI_UNAVAILABLE, with a sentence in why.
+ * Resolves the --backend argument of subcommand sub ("cpu", "cuda",
+ * "auto"; NULL is "auto"): on CLI_OK *use_cuda says whether the command's
+ * device kernels run (cuda usable here, and "cuda" or "auto" asked).
+ * "auto" where cuda is not usable gives CLI_OK, *use_cuda false, the
+ * probe's reason in why and, when note is not NULL, "cuda: not usable
+ * (<reason>); running on cpu" on note. "cuda" there gives CLI_UNAVAILABLE
+ * and an unknown name CLI_USAGE, each with its sentence in why and on
+ * stderr ("ringkernel SUB: backend 'cuda' is not available: <reason>").
  */
-int cli_backend_pick(
-    const char *name, const char **chosen, char *why, size_t whylen);
+int cli_backend_pick(const char *sub, const char *name, FILE *note,
+    bool *use_cuda, char *why, size_t whylen);
+
+/* ---------------------------------------------------- the cuda backend */
+
+/* The CUDA device the backend uses (RK_CUDA_DEVICE, default 0). */
+typedef struct cli_cuda_dev {
+    char name[128]; /* the device's name */
+    bool simulated; /* the test-only stand-in driver (device "fake"): its
+                       figures are CPU threads, never GPU figures */
+    int ordinal;    /* its ordinal */
+    uint32_t sms;   /* multiprocessors (at least 1) */
+} cli_cuda_dev;
+
+/* What the stand-in's figures must say wherever they are printed. */
+#define CLI_CUDA_SIM_NOTE                                                     \
+    "cuda_sim: the test-only stand-in driver ran the device code on CPU "     \
+    "threads; these are not GPU figures"
+
+/* True when the cuda backend could run here (driver, device, NVRTC);
+ * otherwise false with the probe's reason in why. */
+bool cli_cuda_usable(char *why, size_t whylen);
+/* Fills *d for the backend's device; an error (detail in rk_errdetail())
+ * when there is none. */
+int cli_cuda_device(cli_cuda_dev *d);
+/* Label of a cuda result: "cuda", or "cuda_sim" under the stand-in. */
+const char *cli_cuda_label(bool simulated);
+/* A device buffer (rk_buffer on CUDA device `ordinal`) of count elements
+ * of t, filled from host (NULL: left for the kernel to write); *dev is its
+ * device address. The caller destroys *b (also on failure), never while a
+ * kernel that uses it runs. */
+int cli_device_array(rk_buffer **b, rk_dtype t, size_t count, const void *host,
+    int ordinal, uint64_t *dev);
+/* The smallest power of two >= v. */
+uint32_t cli_pow2_at_least(uint32_t v);
 
 /* ------------------------------------------------------------ options */
 
@@ -139,19 +175,83 @@ typedef struct cli_anomaly_cfg {
     void *progress_arg;
     uint32_t progress_ms;
     bool table; /* print the per-kernel telemetry table at the end */
+    /* The detector stage on the cuda backend (anomaly_dev.h); the other
+     * stages stay CPU kernels, routed through the runtime. */
+    bool cuda;
+    /* With readings > 0: readings entries the run fills with each
+     * reading's CLI_VERDICT_* (caller-owned, zeroed by the caller), or
+     * NULL. */
+    uint8_t *verdicts;
 } cli_anomaly_cfg;
+
+#define CLI_VERDICT_NONE    0 /* no verdict reached the host */
+#define CLI_VERDICT_NORMAL  1
+#define CLI_VERDICT_ANOMALY 2
+
+/* The cuda detector's batches (anomaly_dev.h): what moving them between
+ * host and device cost against deciding them. h2d, compute and d2h are
+ * the device's clock (%globaltimer; CLOCK_MONOTONIC in the host build the
+ * stand-in runs), stage the host's: per batch, from its newest reading's
+ * generation to its verdict record's arrival at the host (the relay and
+ * queues are stage minus the device's parts). */
+typedef struct cli_anomaly_xfer {
+    uint64_t batches, readings;   /* batches decided; readings in them */
+    uint64_t h2d_ns, compute_ns;  /* sums over the batches */
+    uint64_t d2h_ns, d2h_batches; /* d2h is known for all but the last */
+    uint64_t stage_ns;            /* sum over the batches */
+    uint64_t bad;                 /* records or alerts that fit no reading */
+    rk_latency_summary stage;     /* per batch */
+} cli_anomaly_xfer;
 
 typedef struct cli_anomaly_result {
     uint64_t readings, injected, alerts, true_alerts;
     double elapsed_s;
-    rk_latency_summary verdict; /* reading generated -> detector decided */
+    /* reading generated -> verdict: the CPU detector records each
+     * reading as it decides it; the cuda run, each batch's oldest reading
+     * when the batch's verdicts reach the host */
+    rk_latency_summary verdict;
     rk_latency_summary alert;   /* reading generated -> alert at the sink */
     rk_histogram *verdict_hist; /* owned by the result; may be NULL */
     uint16_t metrics_port;
+    /* The alerts' (reading, z-score bits) mixed, independent of arrival
+     * order: two runs with the same verdicts and z-scores agree. */
+    uint64_t zhash;
+    cli_cuda_dev dev;      /* cuda: the device */
+    uint32_t threads;      /* cuda: threads of the detector's one block */
+    cli_anomaly_xfer xfer; /* cuda only */
 } cli_anomaly_result;
 
+/* Runs the pipeline. On failure the error's detail is in rk_errdetail();
+ * cli_anomaly_result_free either way. */
 int cli_anomaly_run(const cli_anomaly_cfg *cfg, cli_anomaly_result *out);
 void cli_anomaly_result_free(cli_anomaly_result *r);
+
+/* The detector's cuda side (anomaly_cuda.c): fills c (backend, the
+ * embedded device source, one block of *threads threads, sizes) for a
+ * stream of `sensors` sensors, finds the device (*dev) and makes the
+ * windows' device buffer (*win, device address *win_dev; the caller
+ * destroys it after the runtime that ran the kernel). */
+int cli_anomaly_cuda_config(uint32_t sensors, rk_kernel_config *c,
+    cli_cuda_dev *dev, uint32_t *threads, rk_buffer **win, uint64_t *win_dev);
+/* Sends the detector `id` its init (the windows): after its launch,
+ * before the first reading. */
+int cli_anomaly_cuda_init(
+    rk_runtime *rt, const char *id, uint64_t win_dev, uint32_t sensors);
+
+/* A cuda run's batches as means: readings a batch, then ns a batch of
+ * each part; relay is the stage less the device's parts (the host relay's
+ * two hops, the device's pickup and the queues). share_stage is what is
+ * not compute in the stage ((stage - compute) / stage), share_device the
+ * lanes' part of the device's time ((h2d + d2h) / (h2d + compute + d2h)):
+ * the seeds' "transfer overhead" measured both ways. */
+typedef struct cli_xfer_means {
+    double per_batch, h2d, compute, d2h, stage, relay;
+    double share_stage, share_device;
+} cli_xfer_means;
+void cli_anomaly_xfer_means(const cli_anomaly_xfer *x, cli_xfer_means *m);
+/* Prints a cuda run's transfer against compute (a few lines, the
+ * stand-in's note included). */
+void cli_anomaly_xfer_print(FILE *f, const cli_anomaly_result *r);
 
 /* The same stream processed in fixed windows on the calling thread. */
 typedef struct cli_batch_result {
@@ -239,11 +339,6 @@ typedef struct cli_pr_cuda_info {
     cli_pr_iter_times dev, busy, host;
 } cli_pr_cuda_info;
 
-/* True when the cuda backend could run here (driver, device, NVRTC);
- * otherwise false with the probe's reason in why. */
-bool cli_cuda_usable(char *why, size_t whylen);
-/* Label of a cuda result: "cuda", or "cuda_sim" under the stand-in. */
-const char *cli_pr_cuda_config(const cli_pr_cuda_info *info);
 /* PageRank by the device kernel of pr_dev.h on the cuda backend: the
  * graph and ranks in device memory (rk_buffer), one actor per thread
  * block, the host adding the blocks' partial sums each iteration.

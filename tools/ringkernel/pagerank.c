@@ -111,23 +111,10 @@ cli_pagerank(int argc, char **argv)
         help(stderr);
         return CLI_USAGE;
     }
-    if (strcmp(backend, "cuda") == 0 || strcmp(backend, "auto") == 0) {
-        use_cuda = cli_cuda_usable(why, sizeof(why));
-        if (!use_cuda && strcmp(backend, "cuda") == 0) {
-            fprintf(stderr,
-                "ringkernel pagerank: backend 'cuda' is not available: "
-                "%s\n",
-                why);
-            return CLI_UNAVAILABLE;
-        }
-        if (!use_cuda)
-            printf("cuda: not usable (%s); running on cpu\n", why);
-    } else if (strcmp(backend, "cpu") != 0) {
-        fprintf(stderr,
-            "ringkernel pagerank: unknown backend '%s' (cpu, cuda, auto)\n",
-            backend);
-        return CLI_USAGE;
-    }
+    if ((rc = cli_backend_pick(
+             "pagerank", backend, stdout, &use_cuda, why, sizeof(why)))
+        != CLI_OK)
+        return rc;
     t0 = rk_now_ns();
     if ((rc = cli_graph_load(argv[optind], &g, why, sizeof(why))) != RK_OK) {
         fprintf(stderr, "ringkernel pagerank: %s\n", why);
@@ -159,7 +146,8 @@ cli_pagerank(int argc, char **argv)
     if (use_cuda)
         printf("%s on %s, %u blocks x %u threads (one actor per block, "
                "the host reduces): ",
-            cli_pr_cuda_config(&info), info.device, info.blocks, info.threads);
+            cli_cuda_label(info.simulated), info.device, info.blocks,
+            info.threads);
     else
         printf("%" PRIu64 " actor%s: ", parts, parts > 1 ? "s + reducer" : "");
     printf("%u iterations (residual %.3g) in %.3f s: "
@@ -172,8 +160,7 @@ cli_pagerank(int argc, char **argv)
                "block): median %.3g s, slowest %.3g s (iteration %u)\n",
             info.lanes, info.dev.median_s, info.dev.max_s, info.dev.max_at);
     if (use_cuda && info.simulated)
-        printf("cuda_sim: the test-only stand-in driver ran the device code "
-               "on CPU threads; these are not GPU figures\n");
+        printf("%s\n", CLI_CUDA_SIM_NOTE);
     printf("reference power iteration: %u iterations, max |difference| "
            "%.3g\n",
         ref.iterations, maxdiff);

@@ -29,34 +29,16 @@
 _Static_assert(sizeof(cli_prd_step) == 96, "step layout");
 _Static_assert(sizeof(cli_prd_part) == 48, "part layout");
 
-#define TIMEOUT_NS      (120 * INT64_C(1000000000))
+#define TIMEOUT_NS (120 * INT64_C(1000000000))
 /* Threads per block: 16 warps, so the gathers have more loads in flight
  * than 8 warps give (nvcc for sm_90 gives the kernel 72 registers: 512
  * threads fit an SM's 64 K, 1024 would not). Not yet measured on a GPU. */
-#define THREADS         512u
-#define LANES           THREADS /* merge-path shares: one per thread */
-#define MAX_BLOCKS      1024u
-#define DEFAULT_ORDINAL 0
+#define THREADS    512u
+#define LANES      THREADS /* merge-path shares: one per thread */
+#define MAX_BLOCKS 1024u
 
 /* pr_dev.h's text (generated from it at build time: embed.cmake). */
 extern const char *const cli_pr_dev_source;
-
-bool
-cli_cuda_usable(char *why, size_t whylen)
-{
-    if (rk_backend_probe("cuda") == RK_OK) {
-        why[0] = '\0';
-        return true;
-    }
-    snprintf(why, whylen, "%s", rk_errdetail());
-    return false;
-}
-
-const char *
-cli_pr_cuda_config(const cli_pr_cuda_info *info)
-{
-    return info->simulated ? "cuda_sim" : "cuda";
-}
 
 /* The cpu backend's twin of the kernel, which the definition must have;
  * this command registers the kernel on "cuda" only, so it never runs. */
@@ -66,45 +48,6 @@ not_on_cpu(rk_ctx *ctx, const rk_msg_view *m)
     (void)ctx;
     (void)m;
     return RK_ENOTSUP;
-}
-
-/* A device buffer of count elements of t, filled from host (NULL: left
- * uninitialised, the kernel writes it). *dev is its device address. */
-static int
-device_array(rk_buffer **b, rk_dtype t, size_t count, const void *host,
-    int ordinal, uint64_t *dev)
-{
-    rk_buffer_config c = { .dtype = t,
-        .dims = { count ? count : 1 }, /* a buffer is never empty */
-        .device = RK_DEVICE_CUDA,
-        .ordinal = ordinal };
-    void *d = NULL;
-    int rc = rk_buffer_create(b, &c);
-
-    if (rc == RK_OK && host != NULL && count != 0)
-        rc = rk_buffer_copy_from(*b, host, count * rk_dtype_size(t));
-    if (rc == RK_OK)
-        rc = rk_buffer_device(
-            *b, host != NULL ? RK_ACCESS_READ : RK_ACCESS_DISCARD, &d);
-    *dev = (uint64_t)(uintptr_t)d;
-    return rc;
-}
-
-/* The device the backend uses (RK_CUDA_DEVICE, as src/backend/cuda). */
-static int
-cuda_ordinal(void)
-{
-    const char *s = getenv("RK_CUDA_DEVICE");
-    return s != NULL && s[0] != '\0' ? atoi(s) : DEFAULT_ORDINAL;
-}
-
-static uint32_t
-pow2_at_least(uint32_t v)
-{
-    uint32_t p = 1;
-    while (p < v)
-        p <<= 1;
-    return p;
 }
 
 static int
@@ -233,36 +176,30 @@ cli_pagerank_cuda(const cli_graph *g, double damping, double tol,
     uint64_t dev_rank[2] = { 0 }, dev_contrib[2] = { 0 };
     cli_prd_step proto = { .damping = damping, .n = g->n, .lanes = LANES };
     iter_log lg = { 0 };
-    rk_device_list *list = NULL;
-    const rk_device_info *gpu = NULL;
+    cli_cuda_dev gpu;
     rk_runtime *rt = NULL;
     double *h_rank = NULL, *h_contrib = NULL, dangling = 0;
     uint32_t *lo = NULL;
-    int ordinal = cuda_ordinal(), rc;
+    int ordinal, rc;
     uint64_t t0 = rk_now_ns();
     rk_kernel k;
 
     memset(out, 0, sizeof(*out));
     memset(info, 0, sizeof(*info));
-    if ((rc = rk_devices_query(&list)) != RK_OK
-        || (rc = rk_device_select(list, RK_DEVICE_CUDA, ordinal, &gpu))
-            != RK_OK)
+    if ((rc = cli_cuda_device(&gpu)) != RK_OK)
         goto out;
-    snprintf(info->device, sizeof(info->device), "%s", gpu->name);
-    /* bench/bench_cuda.c's test: the stand-in names its device "fake". */
-    info->simulated = strstr(gpu->name, "fake") != NULL;
+    ordinal = gpu.ordinal;
+    snprintf(info->device, sizeof(info->device), "%s", gpu.name);
+    info->simulated = gpu.simulated;
     /* One block per SM (always co-resident if the kernel fits at all),
      * never more blocks than nodes. */
-    info->blocks
-        = gpu->multiprocessors > 0 ? (uint32_t)gpu->multiprocessors : 1;
+    info->blocks = gpu.sms;
     if (info->blocks > MAX_BLOCKS)
         info->blocks = MAX_BLOCKS;
     if (info->blocks > g->n)
         info->blocks = g->n > 0 ? g->n : 1;
     info->threads = THREADS;
     info->lanes = LANES;
-    rk_device_list_free(list);
-    list = NULL;
 
     lo = calloc((size_t)info->blocks + 1, sizeof(*lo));
     h_rank = cli_big_alloc(g->n * sizeof(double), true);
@@ -279,26 +216,26 @@ cli_pagerank_cuda(const cli_graph *g, double damping, double tol,
     cli_pr_init_ranks(g, h_rank, h_contrib, &dangling);
 
     /* Upload: every copy happens before the kernel is launched. */
-    if ((rc = device_array(&off, RK_DTYPE_U64, (size_t)g->n + 1, g->in_off,
+    if ((rc = cli_device_array(&off, RK_DTYPE_U64, (size_t)g->n + 1, g->in_off,
              ordinal, &proto.in_off))
             != RK_OK
-        || (rc = device_array(
+        || (rc = cli_device_array(
                 &src, RK_DTYPE_U32, g->m, g->in_src, ordinal, &proto.in_src))
             != RK_OK
-        || (rc = device_array(
+        || (rc = cli_device_array(
                 &deg, RK_DTYPE_U32, g->n, g->outdeg, ordinal, &proto.outdeg))
             != RK_OK
-        || (rc = device_array(
+        || (rc = cli_device_array(
                 &rank[0], RK_DTYPE_F64, g->n, h_rank, ordinal, &dev_rank[0]))
             != RK_OK
-        || (rc = device_array(&contrib[0], RK_DTYPE_F64, g->n, h_contrib,
+        || (rc = cli_device_array(&contrib[0], RK_DTYPE_F64, g->n, h_contrib,
                 ordinal, &dev_contrib[0]))
             != RK_OK
-        || (rc = device_array(
+        || (rc = cli_device_array(
                 &rank[1], RK_DTYPE_F64, g->n, NULL, ordinal, &dev_rank[1]))
             != RK_OK
-        || (rc = device_array(&contrib[1], RK_DTYPE_F64, g->n, NULL, ordinal,
-                &dev_contrib[1]))
+        || (rc = cli_device_array(&contrib[1], RK_DTYPE_F64, g->n, NULL,
+                ordinal, &dev_contrib[1]))
             != RK_OK)
         goto out;
 
@@ -310,9 +247,9 @@ cli_pagerank_cuda(const cli_graph *g, double damping, double tol,
     def.config.block_size = info->threads;
     /* The relay's batch, split over the blocks' lanes: two steps each. */
     def.config.batch
-        = pow2_at_least(2 * info->blocks < 64 ? 64 : 2 * info->blocks);
-    def.config.input_capacity = pow2_at_least(2 * info->blocks);
-    def.config.output_capacity = pow2_at_least(2 * info->blocks);
+        = cli_pow2_at_least(2 * info->blocks < 64 ? 64 : 2 * info->blocks);
+    def.config.input_capacity = cli_pow2_at_least(2 * info->blocks);
+    def.config.output_capacity = cli_pow2_at_least(2 * info->blocks);
     def.config.max_payload = 128;
     if ((rc = rk_runtime_create(&rt, &rcfg)) != RK_OK
         || (rc = rk_runtime_register(rt, &def)) != RK_OK
@@ -349,7 +286,6 @@ cli_pagerank_cuda(const cli_graph *g, double damping, double tol,
     }
 out:
     rk_runtime_destroy(rt);
-    rk_device_list_free(list);
     rk_buffer_destroy(off);
     rk_buffer_destroy(src);
     rk_buffer_destroy(deg);

@@ -43,6 +43,7 @@
 #include "backend/cuda/devhost.h"
 #include "backend/cuda/devwide.h"
 #include "backend/cuda/exec.h"
+#include "backend/cuda/k2k.h"
 #include "backend/cuda/nvrtc.h"
 #include "common/common.h"
 #include "device/cuda_driver.h"
@@ -99,6 +100,7 @@ struct rk__backend_inst {
     uint32_t *handled;   /* per block: faults already reported */
     uint32_t *touched;   /* relay_in: the block each frame went to */
     uint64_t out_errors; /* device output refused (too long) */
+    rk__k2k k2k;         /* rk_connect routes carried on the device */
 };
 
 /* ------------------------------------------------------------ probe */
@@ -619,6 +621,7 @@ free_host_side(rk__backend_inst *bi)
 static void
 undo_launch(rk__backend_inst *bi)
 {
+    rk__k2k_release(&bi->k2k, bi->io, bi->ordinal);
     if (bi->stream != NULL)
         bi->drv->cuStreamDestroy(bi->stream);
     if (bi->region.host != NULL) {
@@ -756,6 +759,10 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         .slot_size = (uint32_t)bi->io->stride,
         .batch = bi->batch > RK_DEV_MAX_BATCH ? RK_DEV_MAX_BATCH : bi->batch,
         .kernel_id = bi->io->sender };
+    if ((rc = rk__k2k_plan(&bi->k2k, bi->ordinal, spec, grid, &dc)) != RK_OK) {
+        undo_launch(bi);
+        return rc;
+    }
     if ((sz = rk__dh_size(&dc)) == 0) {
         undo_launch(bi);
         return rk__fail(RK_EINVAL, "kernel '%s': %s", bi->id, rk_errdetail());
@@ -781,17 +788,21 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
     }
     bi->d.kargs.barrier = dbar; /* the named barrier's device address */
     bi->d.kargs.barrier_parties = c->device_barrier_parties;
-    if ((rc = co_resident(bi, fn, grid, block, sms)) != RK_OK) {
+    if ((rc = rk__k2k_wire(&bi->k2k, bi->ordinal, spec, &bi->d)) != RK_OK
+        || (rc = co_resident(bi, fn, grid, block, sms)) != RK_OK) {
         undo_launch(bi);
         return rc;
     }
+    rk__k2k_partners(
+        &bi->k2k, bi->drv, &bi->ext, spec, cc, bi->sms, bi->per_sm);
     rc = rk__cuda_check(
         bi->drv->cuStreamCreate(&bi->stream, RK__CU_STREAM_NON_BLOCKING),
         "cuStreamCreate");
     if (rc == RK_OK) {
         struct launch_args la = { bi, fn, grid, block };
-        rc = rk__cu_res_launch(bi->drv, bi->id, bi->ordinal, grid, bi->per_sm,
-            bi->sms, bar, bi->stream, launch_now, &la, &bi->res);
+        rc = rk__cu_res_launch_with(bi->drv, bi->id, bi->ordinal, grid,
+            bi->per_sm, bi->sms, bar, bi->stream, bi->k2k.partners,
+            bi->k2k.npartners, launch_now, &la, &bi->res);
         bi->counted = rc == RK_OK;
         if (rc != RK_OK) {
             undo_launch(bi);
@@ -803,6 +814,7 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         return rk__fail(rc, "kernel '%s': %s", bi->id, rk_errdetail());
     }
     bi->launched = 1;
+    rk__k2k_started(&bi->k2k);
     rc = pthread_create(&bi->relay, NULL, relay_main, bi);
     if (rc != 0) {
         /* The kernel runs: stop it before anything is freed. */

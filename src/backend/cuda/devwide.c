@@ -377,17 +377,66 @@ rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
  * never start. Each kernel takes grid / (its blocks per SM x SMs) of the
  * device (exact for kernels of one shape; for mixed shapes, an
  * approximation of how SM resources split). dev_lock held. */
+static uint64_t
+share_of(uint32_t grid, uint32_t per_sm, uint32_t sms)
+{
+    uint64_t cap = (uint64_t)per_sm * sms;
+    return cap != 0 ? ((uint64_t)grid * SHARE_ONE + cap - 1) / cap
+                    : SHARE_ONE + 1;
+}
+
+static int
+is_resident(const char *id)
+{
+    for (rk__cu_res *r = residents; r != NULL; r = r->next)
+        if (strcmp(r->id, id) == 0)
+            return 1;
+    return 0;
+}
+
+/* Device routes (k2k.h): the kernels joined to this one by a route on
+ * the device that are not resident yet must fit too, beside this one and
+ * the resident ones, or a block would wait on a lane nobody serves.
+ * dev_lock held. */
+static int
+partners_fit(const char *id, uint32_t grid, uint64_t used, uint32_t n,
+    const rk__cu_partner *p, uint32_t np)
+{
+    char names[300];
+    size_t at = 0;
+    uint32_t k = 0;
+
+    names[0] = '\0';
+    for (uint32_t i = 0; i < np; i++) {
+        if (is_resident(p[i].id))
+            continue;
+        used += share_of(p[i].grid, p[i].per_sm, p[i].sms);
+        n++;
+        if (at < sizeof(names))
+            at += (size_t)snprintf(names + at, sizeof(names) - at,
+                "%s'%s' (%u blocks)", k++ ? ", " : "", p[i].id, p[i].grid);
+    }
+    if (k == 0 || used <= SHARE_ONE + n + 1)
+        return RK_OK;
+    return rk__fail(RK_ENOTSUP,
+        "kernel '%s' (%u blocks) and %s, joined by a device route "
+        "(rk_connect), cannot all be resident on the device together "
+        "(beside the %u persistent kernel(s) already running): a block "
+        "would wait forever on a lane whose kernel never starts; use "
+        "smaller grids or route through the host (a cpu kernel between)",
+        id, grid, names, n - k);
+}
+
 static int
 fits(const char *id, int ordinal, uint32_t grid, uint32_t per_sm,
-    uint32_t sms, uint64_t *share)
+    uint32_t sms, uint64_t *share, const rk__cu_partner *p, uint32_t np)
 {
-    uint64_t cap = (uint64_t)per_sm * sms, used = 0;
+    uint64_t used = 0;
     uint32_t n = 0;
     char others[400];
     size_t at = 0;
 
-    *share = cap != 0 ? ((uint64_t)grid * SHARE_ONE + cap - 1) / cap
-                      : SHARE_ONE + 1;
+    *share = share_of(grid, per_sm, sms);
     others[0] = '\0';
     for (rk__cu_res *r = residents; r != NULL; r = r->next) {
         if (r->ordinal != ordinal)
@@ -399,8 +448,9 @@ fits(const char *id, int ordinal, uint32_t grid, uint32_t per_sm,
                 "%s'%s' (%u blocks)", n > 1 ? ", " : "", r->id, r->grid);
     }
     /* One unit of slack per kernel for the rounding up of each share. */
-    if (used + *share > SHARE_ONE + n + 1)
-        return rk__fail(RK_ENOTSUP,
+    if (used + *share <= SHARE_ONE + n + 1)
+        return partners_fit(id, grid, used + *share, n + 1, p, np);
+    return rk__fail(RK_ENOTSUP,
             "kernel '%s': its %u blocks cannot be resident together with "
             "the persistent kernels already running on CUDA device %d: %s "
             "(%u blocks per SM x %u SMs for this kernel's shape); the "
@@ -408,7 +458,6 @@ fits(const char *id, int ordinal, uint32_t grid, uint32_t per_sm,
             "starts leaves its lanes unserved: terminate one or use "
             "smaller grids",
             id, grid, ordinal, others, per_sm, sms);
-    return RK_OK;
 }
 
 /* A named barrier's parties must all be resident at once, or its waits
@@ -519,6 +568,16 @@ rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id, int ordinal,
     rk__cu_stream stream, int (*launch)(void *arg), void *arg,
     rk__cu_res **out)
 {
+    return rk__cu_res_launch_with(d, id, ordinal, grid, per_sm, sms, bar,
+        stream, NULL, 0, launch, arg, out);
+}
+
+int
+rk__cu_res_launch_with(const struct rk__cuda_driver *d, const char *id,
+    int ordinal, uint32_t grid, uint32_t per_sm, uint32_t sms,
+    rk__cu_bar *bar, rk__cu_stream stream, const rk__cu_partner *partners, uint32_t npartners,
+    int (*launch)(void *arg), void *arg, rk__cu_res **out)
+{
     rk__cu_res *e;
     uint64_t share;
     int rc;
@@ -527,8 +586,9 @@ rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id, int ordinal,
         return rk__fail(RK_ENOMEM, "kernel '%s': no memory", id);
     pthread_mutex_lock(&dev_lock);
     reap_zombies(d);
-    rc = lost_of(ordinal) != NULL ? refuse_lost(id, lost_of(ordinal))
-                                  : fits(id, ordinal, grid, per_sm, sms, &share);
+    rc = lost_of(ordinal) != NULL
+        ? refuse_lost(id, lost_of(ordinal))
+        : fits(id, ordinal, grid, per_sm, sms, &share, partners, npartners);
     if (rc == RK_OK && bar != NULL)
         rc = bar_fits(id, bar, grid, per_sm, sms);
     if (rc == RK_OK) {

@@ -109,6 +109,21 @@ int rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id,
     rk__cu_bar *bar, rk__cu_stream stream, int (*launch)(void *arg),
     void *arg, rk__cu_res **out);
 
+/* A kernel joined to the launched one by a device route (k2k.h), with
+ * its grid and its shape's blocks per SM. */
+typedef struct rk__cu_partner {
+    const char *id;
+    uint32_t grid, per_sm, sms;
+} rk__cu_partner;
+
+/* rk__cu_res_launch, where the partners that are not resident yet must
+ * fit as well (their shares are checked, not taken): RK_ENOTSUP naming
+ * the kernel and its partners otherwise, nothing launched. */
+int rk__cu_res_launch_with(const struct rk__cuda_driver *d, const char *id,
+    int ordinal, uint32_t grid, uint32_t per_sm, uint32_t sms,
+    rk__cu_bar *bar, rk__cu_stream stream, const rk__cu_partner *partners, uint32_t npartners,
+    int (*launch)(void *arg), void *arg, rk__cu_res **out);
+
 /* Whether kernel e's context still works: RK_OK while its stream says
  * the kernel runs (or returned); RK_ECUDA when the stream reports an
  * error (the grid is gone: the caller counts it out with
