@@ -3,10 +3,24 @@
  *
  * Rows (JSON lines, bench.h):
  *   cuda_rtt_p50 / cuda_rtt_p99   host -> persistent kernel -> host round
- *                                 trip (rk_send, rk_recv), ns
+ *                                 trip (rk_send, rk_recv) through the
+ *                                 host relay (the kernel launched with
+ *                                 RK_CUDA_DIRECT=0), ns
+ *   cuda_direct_rtt_p50 / _p99    the same kernel on the caller's own
+ *                                 path: rk_request writes the lane and
+ *                                 polls the reply itself, ns; "direct"
+ *                                 and "relay_handoffs" per round trip
+ *   cuda_direct_send_rtt_p50 / _p99  rk_send + rk_recv on the caller's
+ *                                 own path (the sender writes the lane,
+ *                                 the receiver reads the output lanes
+ *                                 while the relay is idle), ns
  *   cuda_batched_throughput       rk_send_batch of echo messages while a
  *                                 second thread receives them, msgs/s,
- *                                 for grids of 1 and 8 blocks ("grid")
+ *                                 for grids of 1 and 8 blocks ("grid"),
+ *                                 through the relay
+ *   cuda_direct_batched_throughput  the same with the caller's own path
+ *                                 (sends and receives take the lanes when
+ *                                 the relay is idle)
  *   cuda_launch_sync_p50          baseline (real GPU only): an empty
  *                                 kernel launched with cuLaunchKernel and
  *                                 waited for with cuStreamSynchronize, ns
@@ -287,7 +301,7 @@ lane_rtt(const char *impl, const char *extra, int cc)
  * receiver thread. */
 static int
 throughput(rk_runtime *rt, const char *id, uint32_t grid, size_t total,
-    const char *impl, const char *extra)
+    const char *impl, const char *extra, const char *row)
 {
     rk_kernel_def def = { .id = id, .handler = noop_handler };
     size_t chunk = 256, sent = 0;
@@ -315,8 +329,7 @@ throughput(rk_runtime *rt, const char *id, uint32_t grid, size_t total,
         if (rc == RK_ENOTSUP) { /* this device cannot hold the grid */
             snprintf(more, sizeof(more), "%s,\"grid\":%u,\"skipped\":\"%s\"",
                 extra, grid, "the grid cannot be resident here");
-            bench_emit("cuda", "cuda_batched_throughput", impl, 0, "msg/s",
-                more);
+            bench_emit("cuda", row, impl, 0, "msg/s", more);
             return 0;
         }
         fprintf(stderr, "bench_cuda: %s: %s\n", id, rk_errdetail());
@@ -336,7 +349,7 @@ throughput(rk_runtime *rt, const char *id, uint32_t grid, size_t total,
     if (rx.rc != RK_OK)
         return 1;
     snprintf(more, sizeof(more), "%s,\"grid\":%u", extra, grid);
-    bench_emit("cuda", "cuda_batched_throughput", impl,
+    bench_emit("cuda", row, impl,
         (double)total * 1e9 / (double)(bench_now_ns() - t0), "msg/s", more);
     return rk_kernel_terminate(rt, id, INT64_C(30000000000)) == RK_OK ? 0 : 1;
 }
@@ -400,6 +413,73 @@ k2k_rtt(rk_runtime *rt, const char *impl, const char *extra)
     return 0;
 }
 
+/* The throughput rows for grids 1 and 8, through the relay or (direct)
+ * with the caller's own path. */
+static int
+throughputs(rk_runtime *rt, size_t total, const char *impl, const char *extra,
+    int direct)
+{
+    static const char *const ids[2][2]
+        = { { "echo1", "echo8" }, { "echo1d", "echo8d" } };
+    static const uint32_t grids[2] = { 1, 8 };
+
+    for (int i = 0; i < 2; i++)
+        if (throughput(rt, ids[direct][i], grids[i], total, impl, extra,
+                direct ? "cuda_direct_batched_throughput"
+                       : "cuda_batched_throughput")
+            != 0)
+            return 1;
+    return 0;
+}
+
+/* Round trips on the caller's own path: rk_request (sends == 0) or
+ * rk_send + rk_recv (sends == 1), n after 100 warm-ups; rows with the
+ * share of messages that went direct and the relay hand-offs per round
+ * trip beside the latency. */
+static int
+direct_rtt(rk_runtime *rt, rk_kernel k, uint64_t *rtt, size_t n, int sends,
+    const char *impl, const char *extra)
+{
+    unsigned char buf[256], msg[32] = { 0 };
+    rk_kernel_stats s0 = { 0 }, s1 = { 0 };
+    const char *row = sends ? "cuda_direct_send_rtt" : "cuda_direct_rtt";
+    char name[64], more[400];
+    size_t len;
+
+    for (size_t i = 0; i < n + 100; i++) {
+        uint64_t t0;
+        int rc;
+
+        if (i == 100 && rk_kernel_stats_get(rt, "echo", &s0) != RK_OK)
+            return 1;
+        t0 = bench_now_ns();
+        rc = sends ? rk_send(rt, k, 1, msg, 8, 128, INT64_C(30000000000))
+                   : rk_request(rt, k, 1, msg, 8, NULL, buf, sizeof(buf), &len,
+                       INT64_C(30000000000));
+        if (rc == RK_OK && sends)
+            rc = rk_recv(
+                rt, k, NULL, buf, sizeof(buf), &len, INT64_C(30000000000));
+        if (rc != RK_OK) {
+            fprintf(stderr, "bench_cuda: %s: %s\n", row, rk_errdetail());
+            return 1;
+        }
+        if (i >= 100)
+            rtt[i - 100] = bench_now_ns() - t0;
+    }
+    if (rk_kernel_stats_get(rt, "echo", &s1) != RK_OK)
+        return 1;
+    snprintf(more, sizeof(more), "%s,\"direct\":%.3f,\"relay_handoffs\":%.3f",
+        extra, (double)(s1.direct_calls - s0.direct_calls) / (double)n,
+        (double)(s1.relay_handoffs - s0.relay_handoffs) / (double)n);
+    snprintf(name, sizeof(name), "%s_p50", row);
+    bench_emit(
+        "cuda", name, impl, (double)bench_percentile(rtt, n, 50), "ns", more);
+    snprintf(name, sizeof(name), "%s_p99", row);
+    bench_emit(
+        "cuda", name, impl, (double)bench_percentile(rtt, n, 99), "ns", more);
+    return 0;
+}
+
 int
 main(void)
 {
@@ -439,6 +519,8 @@ main(void)
     def.config.max_payload = 64;
     def.config.input_capacity = 4096;
     def.config.output_capacity = 4096;
+    /* The relayed rows first: every message through the host relay. */
+    setenv("RK_CUDA_DIRECT", "0", 1);
     if (rk_runtime_register(rt, &def) != RK_OK
         || rk_kernel_launch(rt, "echo") != RK_OK
         || rk_kernel_activate(rt, "echo") != RK_OK
@@ -469,11 +551,22 @@ main(void)
         (double)bench_percentile(rtt, n, 50), "ns", extra);
     bench_emit("cuda", "cuda_rtt_p99", impl,
         (double)bench_percentile(rtt, n, 99), "ns", extra);
-    free(rtt);
-
     rk_kernel_terminate(rt, "echo", INT64_C(30000000000));
-    if (throughput(rt, "echo1", 1, n * 10, impl, extra) != 0
-        || throughput(rt, "echo8", 8, n * 10, impl, extra) != 0
+    if (throughputs(rt, n * 10, impl, extra, 0) != 0)
+        return 1;
+
+    /* The caller's own path: the same kernel launched again without
+     * RK_CUDA_DIRECT, in the same process as the relayed rows. */
+    unsetenv("RK_CUDA_DIRECT");
+    if (rk_kernel_launch(rt, "echo") != RK_OK
+        || rk_kernel_activate(rt, "echo") != RK_OK
+        || rk_kernel_lookup(rt, "echo", &k) != RK_OK
+        || direct_rtt(rt, k, rtt, n, 0, impl, extra) != 0
+        || direct_rtt(rt, k, rtt, n, 1, impl, extra) != 0)
+        return 1;
+    free(rtt);
+    rk_kernel_terminate(rt, "echo", INT64_C(30000000000));
+    if (throughputs(rt, n * 10, impl, extra, 1) != 0
         || k2k_rtt(rt, impl, extra) != 0)
         return 1;
 

@@ -39,16 +39,6 @@
 static char *kernels_src;
 static int real_gpu; /* RK_TEST_CUDA_REAL=1: the real driver */
 
-
-static rk_runtime *
-cuda_runtime(void)
-{
-    rk_runtime *rt = NULL;
-    rk_runtime_config cfg = { .no_static_kernels = true, .backend = "cuda" };
-    assert_int_equal(rk_runtime_create(&rt, &cfg), RK_OK);
-    return rt;
-}
-
 static void
 reg(rk_runtime *rt, const char *id, const char *entry, uint32_t grid,
     const char *src)
@@ -105,7 +95,7 @@ test_echo_lifecycle(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "echo", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "echo", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "echo"), RK_OK);
@@ -153,7 +143,7 @@ test_terminate_paused_drains(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "pz", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "pz", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "pz"), RK_OK);
@@ -186,7 +176,7 @@ test_grid_of_actors(void **state)
         p[i] = (unsigned char)i;
         want += (uint32_t)i;
     }
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "sum", "rk_sum", 3, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "sum", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "sum"), RK_OK);
@@ -217,7 +207,7 @@ test_route_through_relay(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "a", "rk_echo", 1, NULL);
     reg(rt, "b", "rk_echo", 1, NULL);
     assert_int_equal(rk_connect(rt, "a", "b"), RK_OK);
@@ -251,7 +241,7 @@ test_handler_failure(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "fail", "rk_fail", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "fail", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "fail"), RK_OK);
@@ -286,7 +276,7 @@ test_device_actor_restart(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     def.config.device_source = kernels_src;
     def.config.device_entry = "rk_count";
     def.config.supervision.policy = RK_SUPERVISE_RESTART;
@@ -331,7 +321,7 @@ test_oversized_device_output(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     def.config.device_source = kernels_src;
     def.config.device_entry = "rk_sum"; /* replies with 4 bytes */
     def.config.max_payload = 2;
@@ -361,37 +351,12 @@ test_supervised_restart(void **state)
     rk_kernel k;
     rk_kernel_state s;
     rk_kernel_stats st;
-    rk_dead_letter dl;
-    unsigned char bad = 0xff, buf[128];
-    size_t len;
-    rk_kernel_def def = { .id = "sup", .handler = rt_ignore_handler };
+    unsigned char bad = 0xff;
     (void)state;
-    if (!cuda_have_nvrtc())
-        skip();
 
-    rt = cuda_runtime();
-    def.config.device_source = kernels_src;
-    def.config.device_entry = "rk_fail";
-    def.config.batch = 8;
-    def.config.supervision.policy = RK_SUPERVISE_RESTART;
-    def.config.supervision.max_restarts = 2;
-    def.config.supervision.backoff_ns = 1000;
-    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
-    assert_int_equal(rk_kernel_lookup(rt, "sup", &k), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, "sup"), RK_OK);
-    assert_int_equal(rk_kernel_activate(rt, "sup"), RK_OK);
-    for (int round = 0; round < 2; round++) {
-        assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, T_LONG), RK_OK);
-        assert_int_equal(rk_send(rt, k, 1, "ok", 2, 128, T_LONG), RK_OK);
-        assert_int_equal(
-            rk_recv(rt, k, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
-        assert_int_equal(len, 2);
-        assert_memory_equal(buf, "ok", 2);
-        assert_int_equal(
-            rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
-        assert_int_equal(dl.reason, RK_DEAD_FAILED);
-        assert_int_equal(buf[0], 0xff);
-    }
+    k = cuda_start_failing(&rt, "sup", kernels_src, 2);
+    for (int round = 0; round < 2; round++)
+        cuda_fail_round(rt, k, 1);
     assert_int_equal(rk_kernel_stats_get(rt, "sup", &st), RK_OK);
     assert_int_equal(st.restarts, 2);
     /* The third fault is past max_restarts: FAILED. */
@@ -413,7 +378,7 @@ test_launch_errors(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     /* A source that does not compile: RK_ECOMPILE naming file:line. */
     reg(rt, "broken", "rk_echo", 1,
         "RK_DEV_HANDLER(h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
@@ -479,7 +444,7 @@ test_terminate_unactivated(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "idle", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_lookup(rt, "idle", &k), RK_OK);
     assert_int_equal(rk_kernel_launch(rt, "idle"), RK_OK);
@@ -510,7 +475,7 @@ test_register_after_launch(void **state)
     if (!cuda_have_nvrtc())
         skip();
 
-    rt = cuda_runtime();
+    rt = cuda_test_runtime();
     reg(rt, "first", "rk_echo", 1, NULL);
     assert_int_equal(rk_kernel_launch(rt, "first"), RK_OK);
     reg(rt, "late", "rk_echo", 1, late_src);

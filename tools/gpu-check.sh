@@ -59,7 +59,7 @@ if [ "$mode" != run ]; then
     cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DRK_BUILD_EXAMPLES=OFF \
         >&2 || exit 2
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
-        test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
+        test_cuda_direct test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
         test_cuda_k2k test_cuda_trap \
         test_cuda_pagerank test_cuda_anomaly test_backend_contract \
         fake_cuda bench_cuda \
@@ -125,6 +125,9 @@ run_test() { # name [env...]
     fi
 }
 run_test test_cuda_backend RK_TEST_CUDA_REAL=1
+# The caller's own path (docs/cuda.md): a direct round trip costs no relay
+# hand-off, order holds with the relay busy, a call racing a terminate.
+run_test test_cuda_direct RK_TEST_CUDA_REAL=1
 run_test test_cuda_nvrtc
 run_test test_cuda_kcache
 run_test test_cuda_loop_host
@@ -180,7 +183,10 @@ else
 fi
 
 # Benchmarks: bench_cuda prints impl "cuda" on a real GPU ("cuda_sim"
-# would mean the stand-in was loaded: that is not a GPU figure).
+# would mean the stand-in was loaded: that is not a GPU figure). Its rows
+# include the relayed round trip (cuda_rtt_*) and, in the same process,
+# the caller's own path (cuda_direct_rtt_*, cuda_direct_send_rtt_*,
+# cuda_direct_batched_throughput).
 # Three runs: every figure is judged as a range over runs, each against
 # the baselines (launch + sync, CUDA Graph launch) of the same process.
 for run in 1 2 3; do

@@ -459,6 +459,15 @@ int rk_send_frame_try(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
  *
  * Order: a call runs only while k's input is empty, so it never overtakes
  * a queued message.
+ *
+ * On the cuda backend (no config.direct_calls needed) the device runs the
+ * handler as always: an idle kernel (its relay idle, its input empty, a
+ * device lane with room) takes the message straight into a block's input
+ * lane from the calling thread, which then polls the kernel's output
+ * lanes for the answer itself (at most 100 ms; what it reads goes where
+ * the kernel's output goes); rk_send, rk_send_frame, rk_send_batch and
+ * rk_request take the same path when they can, all counted in
+ * direct_calls (docs/cuda.md, "The caller's own path").
  * @return RK_OK (handled); RK_EBUSY (not idle now, or not ACTIVE:
  * nothing done, nothing counted; send the message instead, e.g. with
  * rk_send_frame, whose rules then apply); RK_ENOTSUP (k does not take
@@ -691,12 +700,21 @@ typedef struct rk_kernel_stats {
     uint64_t uptime_ns;   /**< since the first activation of the instance */
     double throughput;    /**< processed per second of uptime */
     uint64_t cpu_time_ns; /**< CPU time of the kernel thread (0: n/a) */
-    uint64_t direct_calls; /**< of offered and processed, direct calls
-                              (rk_kernel_call) run by their callers */
+    uint64_t direct_calls;    /**< of offered and processed, direct calls
+                                 (rk_kernel_call) run by their callers; on
+                                 the cuda backend, every send, request and
+                                 call the caller wrote into a device lane
+                                 itself (the caller's own path) */
     uint64_t queue_capacity;  /**< input_capacity as configured: messages
                                  the input queue holds (per band with
                                  bands), not its ring's size */
     uint64_t output_capacity; /**< output_capacity as configured */
+    /** Frames the kernel's host relay moved: one per frame it wrote to a
+     * device lane, one per frame it handed from a lane to the runtime
+     * (the cuda backend; 0 elsewhere). A send or call that took the
+     * caller's own path (counted in direct_calls) and whose answer the
+     * caller read from the lanes itself costs none. */
+    uint64_t relay_handoffs;
 } rk_kernel_stats;
 
 /** A consistent-enough snapshot (counters are read one by one, relaxed). */

@@ -312,7 +312,7 @@ rkpy_runtime_stats(PyObject *self, PyObject *idobj)
 {
     rk_kernel_stats s;
     RKPY_KERNEL_GET(self, idobj, rk_kernel_stats_get, &s);
-    return Py_BuildValue("{sssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsdsKsKsK}",
+    return Py_BuildValue("{sssKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsdsKsKsKsKsK}",
         "state",
         rk_kernel_state_name(s.state), "offered",
         (unsigned long long)s.offered, "processed",
@@ -333,7 +333,9 @@ rkpy_runtime_stats(PyObject *self, PyObject *idobj)
         (unsigned long long)s.uptime_ns, "throughput", s.throughput,
         "cpu_time_ns", (unsigned long long)s.cpu_time_ns, "queue_capacity",
         (unsigned long long)s.queue_capacity, "output_capacity",
-        (unsigned long long)s.output_capacity);
+        (unsigned long long)s.output_capacity, "direct_calls",
+        (unsigned long long)s.direct_calls, "relay_handoffs",
+        (unsigned long long)s.relay_handoffs);
 }
 
 PyObject *

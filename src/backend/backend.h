@@ -52,7 +52,7 @@
 
 /* Bump when an entry's meaning, the launch spec or the control block's
  * layout changes; a backend built for another version is refused. */
-#define RK__BACKEND_ABI 9
+#define RK__BACKEND_ABI 10
 
 struct rk_call_reply; /* ringkernel/runtime.h: rk_kernel_call_reply */
 struct rk_kernel_config; /* ringkernel/runtime.h */
@@ -133,6 +133,14 @@ typedef struct rk__backend_io {
      * forever on one message while its device and its commands wait. */
     int (*emit_wait)(rk__io *rt, const rk_msg_header *h, const void *payload,
         size_t len, int64_t timeout_ns);
+    /* emit_call: emit_wait with RK_NO_WAIT, for output that a direct
+     * call's caller reads from a device instance's lanes: the reply to
+     * the call (correlation id *call_id) goes to reply when it fits (got
+     * set), as a host direct call's reply does; everything else as
+     * emit_wait. reply may be NULL (emit_wait, RK_NO_WAIT). */
+    int (*emit_call)(rk__io *rt, struct rk_call_reply *reply,
+        const rk_uuid *call_id, const rk_msg_header *h, const void *payload,
+        size_t len);
     int (*publish)(rk__io *rt, const char *topic, const rk_msg_header *h,
         const void *payload, size_t len, size_t *delivered);
     void (*dead_letter)(rk__io *rt, rk_dead_reason reason, int error,
@@ -295,6 +303,47 @@ typedef struct rk__backend {
      * rk_kernel_call, rk_kernel_call_reply. */
     int (*call)(rk__backend_inst *bi, const rk_msg_header *h,
         const void *payload, size_t len, struct rk_call_reply *reply);
+
+    /*
+     * The caller's own path into a device instance (all optional; the
+     * cuda backend has them). The runtime decides when to try them: on a
+     * host send to an ACTIVE kernel, after admission. A backend with
+     * `send` also runs `call` as the device twin of a direct call: it
+     * writes the message into the instance's input lane and polls the
+     * instance's output lanes for the reply itself (bounded; what it
+     * reads goes to io->emit_call), so the runtime takes direct calls to
+     * it without config.direct_calls.
+     *
+     * send: writes one admitted, stamped message straight into an input
+     * lane on the calling thread when the instance is idle (running, its
+     * relay holding nothing of the lanes, the inbox empty: nothing queued
+     * ahead of it, so per-sender order holds) and a lane has room:
+     * RK_OK (the runtime counts it in `direct`); RK_EBUSY with nothing
+     * done (the runtime queues it as usual); RK_ECLOSED once the
+     * instance is ending (nothing done; the runtime refuses the send).
+     *
+     * send_batch: rk_send_batch's frames the same way, as many as the
+     * lanes take now: frame(arg, i, &h, &payload) gives frame i (its own
+     * fresh id); *done is how many were written (the first *done of n);
+     * RK_OK, RK_EBUSY (none), RK_ECLOSED (none).
+     *
+     * pull: a host receiver found the output queue empty: moves up to max
+     * frames from the instance's output lanes to the runtime
+     * (io->emit_wait, RK_NO_WAIT) on the calling thread when the relay
+     * holds nothing of the lanes; returns how many.
+     *
+     * relayed: frames the instance's host relay moved so far (one per
+     * frame it wrote to a lane, one per frame it handed to the runtime):
+     * the relay hand-offs of docs/cuda.md's PCIe accounting.
+     */
+    int (*send)(rk__backend_inst *bi, const rk_msg_header *h,
+        const void *payload, size_t len);
+    int (*send_batch)(rk__backend_inst *bi, size_t n,
+        void (*frame)(
+            void *arg, size_t i, rk_msg_header *h, const void **payload),
+        void *arg, size_t *done);
+    size_t (*pull)(rk__backend_inst *bi, size_t max);
+    uint64_t (*relayed)(rk__backend_inst *bi);
 
     /* One-shot kernels (ringkernel/oneshot.h). All three optional; exec
      * NULL: the backend runs none (rk_oneshot_create: RK_ENOTSUP).

@@ -30,15 +30,13 @@ io_of(rk__inst *inst)
     return (rk__io *)(void *)inst;
 }
 
-/* In a direct call with a reply buffer: takes the reply to the call's
- * message, the first one that fits (rk_kernel_call_reply). */
+/* In a direct call with a reply buffer r: takes the reply to the call's
+ * message (id), the first one that fits (rk_kernel_call_reply). */
 static bool
-capture(rk_ctx *ctx, const rk_msg_header *h, const void *payload, size_t len)
+capture(rk_call_reply *r, const rk_uuid *id, const rk_msg_header *h,
+    const void *payload, size_t len)
 {
-    rk_call_reply *r = ctx->capture;
-
-    if (r->got || len > r->cap
-        || memcmp(h->correlation_id.b, ctx->capture_id.b, 16) != 0)
+    if (r->got || len > r->cap || memcmp(h->correlation_id.b, id->b, 16) != 0)
         return false;
     if (len != 0)
         memcpy(r->buf, payload, len);
@@ -49,15 +47,17 @@ capture(rk_ctx *ctx, const rk_msg_header *h, const void *payload, size_t len)
 }
 
 /* The one place a kernel's output is routed (see the top of the file).
- * ctx: the actor's context (a direct call's reply capture, and what went
- * out is counted in the instance's sent, as the actor's thread is the
- * instance), or NULL for a device instance's relay (the device counts its
- * own sends). timeout_ns bounds the wait on a route's target under BLOCK:
+ * reply, id: a direct call's reply buffer and the call's message id (the
+ * actor's context's capture, or a device caller's, io_emit_call), or
+ * NULL. count: what went out is counted in the instance's sent (the
+ * actor's thread is the instance; a device counts its own sends).
+ * timeout_ns bounds the wait on a route's target under BLOCK:
  * RK_WAIT_FOREVER for an actor, as rk_ctx_send promises; a relay that
  * keeps the message and retries passes less (io_emit_wait). */
 static int
-emit(rk__inst *inst, rk_ctx *ctx, const rk_msg_header *h, const void *payload,
-    size_t len, int64_t timeout_ns)
+route(rk__inst *inst, rk_call_reply *reply, const rk_uuid *id, bool count,
+    const rk_msg_header *h, const void *payload, size_t len,
+    int64_t timeout_ns)
 {
     /* Acquire pairs with the release store in rk_connect. */
     rk__kernel *to
@@ -78,15 +78,24 @@ emit(rk__inst *inst, rk_ctx *ctx, const rk_msg_header *h, const void *payload,
                 "kernel '%s': %zu-byte payload exceeds "
                 "max_payload %u",
                 inst->k->id, len, inst->k->def.config.max_payload);
-        if (ctx != NULL && ctx->capture != NULL
-            && capture(ctx, h, payload, len))
+        if (reply != NULL && capture(reply, id, h, payload, len))
             rc = RK_OK;
         else
             rc = rk__outq_send(&inst->out, h, sizeof(*h), payload, len);
     }
-    if (rc == RK_OK && ctx != NULL)
+    if (rc == RK_OK && count)
         rk_ctl_count(&inst->ctl->sent, 1);
     return rc;
+}
+
+/* route() for an actor's context (ctx) or a device relay (NULL). */
+static int
+emit(rk__inst *inst, rk_ctx *ctx, const rk_msg_header *h, const void *payload,
+    size_t len, int64_t timeout_ns)
+{
+    return route(inst, ctx != NULL ? ctx->capture : NULL,
+        ctx != NULL ? &ctx->capture_id : NULL, ctx != NULL, h, payload, len,
+        timeout_ns);
 }
 
 /* ---------------------------------------------- rk__backend_io */
@@ -102,6 +111,14 @@ io_emit_wait(rk__io *rt, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns)
 {
     return emit(inst_of(rt), NULL, h, payload, len, timeout_ns);
+}
+
+static int
+io_emit_call(rk__io *rt, rk_call_reply *reply, const rk_uuid *call_id,
+    const rk_msg_header *h, const void *payload, size_t len)
+{
+    return route(
+        inst_of(rt), reply, call_id, false, h, payload, len, RK_NO_WAIT);
 }
 
 static int
@@ -148,6 +165,7 @@ rk__io_init(rk__inst *inst)
         .rt = io_of(inst),
         .emit = io_emit,
         .emit_wait = io_emit_wait,
+        .emit_call = io_emit_call,
         .publish = io_publish,
         .dead_letter = io_dead_letter,
     };

@@ -104,10 +104,14 @@ queue_fail(const rk__kernel *k, int rc, const char *op)
 }
 
 /* rk__deliver, with the caller keeping the message on a BLOCK refusal
- * when uncounted (rk__inbox_send). */
+ * when uncounted (rk__inbox_send). host: a host thread's send (rk_send,
+ * rk_send_frame), which may take the caller's own path into an ACTIVE
+ * device instance (the backend's send: straight into its input lane when
+ * it is idle and nothing is queued ahead, counted in direct); else, and
+ * for everything an instance sends (routes, topics), the inbox. */
 static inline int
 deliver(rk__kernel *k, const rk_msg_header *h, const void *payload, size_t len,
-    int64_t timeout_ns, const char *op, bool uncounted)
+    int64_t timeout_ns, const char *op, bool uncounted, bool host)
 {
     /* Acquire loads pair with the CAS on state and the release store of
      * inst in rk_kernel_launch. */
@@ -117,6 +121,17 @@ deliver(rk__kernel *k, const rk_msg_header *h, const void *payload, size_t len,
 
     if ((rc = admit(k, inst, st, h->type_id, len, op)) != RK_OK)
         return rc;
+    if (host && st == RK_KERNEL_ACTIVE && inst->be->send != NULL) {
+        rc = inst->be->send(inst->bi, h, payload, len);
+        if (rc == RK_OK) {
+            rk__counter_add(&inst->direct, 1);
+            return RK_OK;
+        }
+        /* RK_EBUSY (not idle) or RK_ECLOSED (ending): the inbox's rules
+         * apply, as for any send racing a terminate. */
+        if (rc != RK_EBUSY && rc != RK_ECLOSED)
+            return queue_fail(k, rc, op);
+    }
     rc = rk__inbox_send(inst->in, h, sizeof(*h), payload, len, h->priority,
         timeout_ns, uncounted);
     if (rk__likely(rc == RK_OK))
@@ -130,14 +145,14 @@ int
 rk__deliver(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns, const char *op)
 {
-    return deliver(k, h, payload, len, timeout_ns, op, false);
+    return deliver(k, h, payload, len, timeout_ns, op, false, false);
 }
 
 int
 rk__deliver_try(rk__kernel *k, const rk_msg_header *h, const void *payload,
     size_t len, int64_t timeout_ns, const char *op)
 {
-    return deliver(k, h, payload, len, timeout_ns, op, true);
+    return deliver(k, h, payload, len, timeout_ns, op, true, false);
 }
 
 /* ------------------------------------------------------- host side */
@@ -181,7 +196,7 @@ rk_send(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *payload,
     if ((rc = rk__resolve(rt, kh, &k)) == RK_OK) {
         rk__header(&h, type_id, priority, rk__send_stamp(k), 0);
         h.payload_len = (uint32_t)len;
-        rc = rk__deliver(k, &h, payload, len, timeout_ns, "send");
+        rc = deliver(k, &h, payload, len, timeout_ns, "send", false, true);
     }
     rk__call_leave(rt);
     return rc;
@@ -202,7 +217,8 @@ send_frame(rk_runtime *rt, rk_kernel kh, const rk_msg_header *h,
         return rc;
     if ((rc = rk__resolve(rt, kh, &k)) == RK_OK) {
         rk__forwarded_header(&out, h, len, rk__send_stamp(k));
-        rc = deliver(k, &out, payload, len, timeout_ns, "send", uncounted);
+        rc = deliver(
+            k, &out, payload, len, timeout_ns, "send", uncounted, true);
     }
     rk__call_leave(rt);
     return rc;
@@ -233,7 +249,9 @@ rk__kernel_call(rk__kernel *k, const rk_msg_header *h, const void *payload,
     uint32_t st;
     int rc;
 
-    if (!k->def.config.direct_calls)
+    /* A backend with the caller's own path (send: a device instance)
+     * runs a call on the instance itself, so it needs no opt-in. */
+    if (!k->def.config.direct_calls && k->be->send == NULL)
         return rk__fail(RK_ENOTSUP,
             "rk_kernel_call: kernel '%s' does not take direct calls "
             "(config.direct_calls)",
@@ -254,6 +272,11 @@ rk__kernel_call(rk__kernel *k, const rk_msg_header *h, const void *payload,
     rc = inst->be->call(inst->bi, &out, payload, len, reply);
     if (rc == RK_OK)
         rk__counter_add(&inst->direct, 1);
+    else if (rc == RK_ECLOSED) /* racing a terminate: the instance ended */
+        rc = rk__fail(RK_EBUSY,
+            "%s: kernel '%s' is ending (its instance has exited); nothing "
+            "was done",
+            op, k->id);
     return rc;
 }
 
@@ -322,6 +345,18 @@ fill_batch(void *arg, size_t first, unsigned char *dst, size_t stride,
         dst, stride, f->h, f->src + first * f->len, f->len, k, flagged);
 }
 
+/* The caller's own path for rk_send_batch: frame i is h with a fresh id
+ * and payload i. */
+static void
+direct_frame(void *arg, size_t i, rk_msg_header *h, const void **payload)
+{
+    batch_fill *f = arg;
+
+    *h = *f->h;
+    h->message_id = rk__next_id();
+    *payload = f->src + i * f->len;
+}
+
 static int
 send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     size_t len, size_t n, uint8_t priority, int64_t timeout_ns, size_t *sent)
@@ -330,7 +365,7 @@ send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
     rk__inst *inst;
     rk_msg_header h;
     uint32_t st;
-    size_t i = 0;
+    size_t i = 0, d = 0;
     int rc = RK_OK;
 
     if (sent != NULL)
@@ -345,13 +380,25 @@ send_batch(rk_runtime *rt, rk_kernel kh, uint32_t type_id, const void *base,
         return rc;
     rk__header(&h, type_id, priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)len;
+    /* An idle device instance takes what its lanes hold now straight from
+     * the caller (the backend's send_batch), counted in direct; the rest
+     * queues behind it. */
+    if (st == RK_KERNEL_ACTIVE && inst->be->send_batch != NULL && n != 0) {
+        batch_fill f = { &h, base, len };
+        if (inst->be->send_batch(inst->bi, n, direct_frame, &f, &d) == RK_OK)
+            rk__counter_add(&inst->direct, d);
+        else
+            d = 0;
+    }
     /* Frames are written straight into runs of claimed slots (fill_batch),
      * and the inbox wakes the kernel after each run (inbox.h). */
-    {
-        batch_fill f = { &h, base, len };
+    if (d < n) {
+        batch_fill f = { &h, (const unsigned char *)base + d * len, len };
         rc = rk__inbox_send_fill(inst->in, priority,
-            (uint32_t)(sizeof(h) + len), n, fill_batch, &f, timeout_ns, &i);
+            (uint32_t)(sizeof(h) + len), n - d, fill_batch, &f, timeout_ns,
+            &i);
     }
+    i += d;
     if (sent != NULL)
         *sent = i;
     if (rc == RK_ECLOSED)

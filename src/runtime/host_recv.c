@@ -9,6 +9,12 @@
 #include "runtime/internal.h"
 
 #define REQUEST_SLICE_NS INT64_C(1000000)
+/* A receiver of a device instance's output reads its output lanes itself
+ * (the backend's pull) for this long, then in parked slices of
+ * PULL_SLICE_NS, so that an answer to a message the caller wrote into a
+ * lane itself never waits for the relay's wake-up. */
+#define PULL_POLL_NS  50000u
+#define PULL_SLICE_NS 100000u
 
 static int
 copy_out(const unsigned char *frame, size_t flen, rk_msg_header *hdr,
@@ -192,6 +198,42 @@ out_unlock(rk__inst *inst)
  * waits in short slices and lets the lock go in between so they can look
  * too. *held says whether the lock is still held on return.
  */
+/* rk__outq_wait for a receiver; with a backend that has pull, the
+ * receiver moves the instance's device output to the output queue itself
+ * while it waits (the queue is empty whenever it pulls, so a pull of up
+ * to output_capacity frames never waits for room). */
+static int
+wait_output(rk__inst *inst, int64_t spin_ns, uint64_t deadline)
+{
+    uint64_t t0 = 0;
+    uint32_t spins = 0;
+    int rc;
+
+    if (inst->be->pull == NULL)
+        return rk__outq_wait(&inst->out, spin_ns, deadline);
+    for (;;) {
+        uint64_t now, end;
+
+        (void)inst->be->pull(inst->bi, inst->k->def.config.output_capacity);
+        if ((rc = rk__outq_wait(&inst->out, 0, 0)) != RK_ETIMEDOUT)
+            return rc;
+        if (deadline == 0 || (now = rk_now_ns()) >= deadline)
+            return RK_ETIMEDOUT;
+        if (t0 == 0)
+            t0 = now;
+        if (now - t0 < PULL_POLL_NS) {
+            if (++spins % 64 == 0)
+                sched_yield();
+            else
+                rk__cpu_relax();
+            continue;
+        }
+        end = now + PULL_SLICE_NS < deadline ? now + PULL_SLICE_NS : deadline;
+        if ((rc = rk__outq_wait(&inst->out, 0, end)) != RK_ETIMEDOUT)
+            return rc;
+    }
+}
+
 static int
 take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
     size_t cap, size_t *len, uint64_t deadline, int64_t spin_ns, bool *held,
@@ -220,7 +262,7 @@ take_output(rk__inst *inst, const rk_uuid *corr, rk_msg_header *hdr, void *buf,
             if (deadline > now && deadline - now > (uint64_t)REQUEST_SLICE_NS)
                 slice_end = now + (uint64_t)REQUEST_SLICE_NS;
         }
-        rc = rk__outq_wait(&inst->out, spin_ns, slice_end);
+        rc = wait_output(inst, spin_ns, slice_end);
         if (rc == RK_OK) {
             /* Copied straight out of the slot, which is freed after. */
             size_t flen;
@@ -408,9 +450,11 @@ rk_request_opts(rk_runtime *rt, rk_kernel kh, const rk_request_options *opts,
     rk__header(&h, opts->type_id, opts->priority, rk__send_stamp(k), 0);
     h.payload_len = (uint32_t)req_len;
     h.flags |= RK_MSG_F_REQUEST;
-    if (k->def.config.direct_calls) {
+    if (k->def.config.direct_calls || k->be->send != NULL) {
         /* The handler on this thread, its reply straight into the
-         * caller's buffer, when the kernel is idle (rk_kernel_call). */
+         * caller's buffer, when the kernel is idle (rk_kernel_call); on a
+         * device instance, the request written into its input lane by
+         * this thread, which polls for the reply itself. */
         rk_call_reply cr;
 
         memset(&cr, 0, sizeof(cr));

@@ -29,7 +29,11 @@
     X(queue_capacity, GAUGE, "queue_capacity",                                \
         "messages the input queue holds (per band), as configured")           \
     X(output_capacity, GAUGE, "output_capacity",                              \
-        "messages the output queue holds, as configured")
+        "messages the output queue holds, as configured")                     \
+    X(direct_calls, COUNTER, "messages_direct",                               \
+        "messages taken on the caller's own path (direct calls and sends)")   \
+    X(relay_handoffs, COUNTER, "relay_handoffs",                              \
+        "frames a device instance's host relay moved to or from its lanes")
 
 static const rk_stat_desc kstat_desc[] = {
 #define D(f, kind, name, desc)                                                \
@@ -84,6 +88,11 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
     s->throughput = rk_rate_per_sec(s->processed, s->uptime_ns);
     s->cpu_time_ns
         = inst->be->cpu_time != NULL ? inst->be->cpu_time(inst->bi) : 0;
+    /* The backend's state lives as long as the instance (until the
+     * runtime is destroyed, or a launch that failed dropped it). */
+    s->relay_handoffs = inst->be->relayed != NULL && inst->bi != NULL
+        ? inst->be->relayed(inst->bi)
+        : 0;
 }
 
 int

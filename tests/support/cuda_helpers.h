@@ -311,6 +311,54 @@ cuda_finish(rk_runtime *rt, const char *const *ids)
     rk_runtime_destroy(rt);
 }
 
+/* A new runtime in *rtp with kernel id running test_kernels.cu's rk_fail
+ * (src) under supervision RESTART with max_restarts, launched and
+ * activated (skips the test without NVRTC): a failing message is
+ * dead-lettered and the kernel goes on. */
+static inline rk_kernel
+cuda_start_failing(
+    rk_runtime **rtp, const char *id, const char *src, uint32_t max_restarts)
+{
+    rk_kernel_def def = { .id = id, .handler = cuda_ignore_handler };
+
+    if (!cuda_have_nvrtc())
+        skip();
+    *rtp = cuda_test_runtime();
+    def.config.device_source = src;
+    def.config.device_entry = "rk_fail";
+    def.config.batch = 8;
+    def.config.supervision.policy = RK_SUPERVISE_RESTART;
+    def.config.supervision.max_restarts = max_restarts;
+    def.config.supervision.backoff_ns = 1000;
+    assert_int_equal(rk_runtime_register(*rtp, &def), RK_OK);
+    return cuda_start(*rtp, id);
+}
+
+/* One round on a cuda_start_failing kernel: nbad failing messages, then
+ * "ok"; the answer to "ok" comes back and each failing one is
+ * dead-lettered (RK_DEAD_FAILED). */
+static inline void
+cuda_fail_round(rk_runtime *rt, rk_kernel k, int nbad)
+{
+    const int64_t t = 30 * INT64_C(1000000000);
+    unsigned char bad = 0xff, buf[128];
+    rk_dead_letter dl;
+    size_t len;
+
+    for (int i = 0; i < nbad; i++)
+        assert_int_equal(rk_send(rt, k, 1, &bad, 1, 128, t), RK_OK);
+    assert_int_equal(rk_send(rt, k, 1, "ok", 2, 128, t), RK_OK);
+    assert_int_equal(rk_recv(rt, k, NULL, buf, sizeof(buf), &len, t), RK_OK);
+    assert_int_equal(len, 2);
+    assert_memory_equal(buf, "ok", 2);
+    for (int i = 0; i < nbad; i++) {
+        assert_int_equal(
+            rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), t), RK_OK);
+        assert_int_equal(dl.reason, RK_DEAD_FAILED);
+        assert_int_equal(buf[0], 0xff);
+    }
+}
+
 /* The main of a stand-in program: cuda_sim_begin, the device source file
  * rel (of the source tree) in *src while the tests run, cuda_sim_end.
  * *real_gpu as cuda_sim_begin. Returns the exit status. */

@@ -14,6 +14,11 @@
  *     device control block; the blocks' acks, counters and exit -> rk_ctl
  *     (the relay is the instance's single writer of rk_ctl's instance
  *     lines); the heartbeat watchdog.
+ *   - host callers (direct.c), when the relay is idle: the caller's own
+ *     path writes an input lane and reads the output lanes on the calling
+ *     thread; a host-only ownership word (rk__cuda_lanes.owner) says
+ *     whether the relay or one caller works the lanes, and the relay
+ *     takes it only for a pass with work for them;
  *   - nothing crosses PCIe but loads and stores (no host<->device RMW).
  *
  * Memory: the runtime's rk_ctl and spill area come from cuda_alloc
@@ -27,12 +32,12 @@
  * (devwide.h's zombies). What is per device (modules, the resident
  * kernels, co-residency) is devwide.c's.
  *
- * Threads: launch/destroy under the kernel's lock (backend.h); signal,
- * wait_ack and query from any thread. The relay owns the device lanes'
- * host sides and rk_ctl's instance lines.
+ * Threads: launch/destroy under the kernel's lock (backend.h); send,
+ * call, send_batch, pull and relayed from any host thread. Whoever holds
+ * the lanes (the relay or a caller, direct.h) works their host sides; the
+ * relay alone writes rk_ctl's instance lines.
  */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +47,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/devhost.h"
 #include "backend/cuda/devwide.h"
+#include "backend/cuda/direct.h"
 #include "backend/cuda/exec.h"
 #include "backend/cuda/k2k.h"
 #include "backend/cuda/nvrtc.h"
@@ -63,6 +69,8 @@
 #define WATCHDOG_NS        2000000000ull /* RK_CUDA_WATCHDOG_MS overrides */
 /* How often the relay asks its stream whether the context still works. */
 #define RELAY_QUERY_NS 1000000ull
+/* Longest relay park while a caller holds the lanes. */
+#define RELAY_BLOCKED_NS 20000u
 
 struct rk__backend_inst {
     const struct rk__cuda_driver *drv;
@@ -87,9 +95,9 @@ struct rk__backend_inst {
     int relay_started;
     _Atomic uint32_t relay_stop;
     _Atomic uint32_t hung; /* the watchdog fired: never free the region */
-    unsigned char *buf;    /* one output frame (relay_out) */
-    unsigned char *held;   /* an output frame a route's target had no */
-    size_t held_len;       /* room for: retried first (0: none) */
+    /* The lanes' host sides, held by the relay or by a caller on the
+     * caller's own path (direct.h), with the output frame buffers. */
+    rk__cuda_lanes lanes;
     uint32_t batch;
     uint32_t last_cmd;
     /* Faults, one at a time: 1 reported on rk_ctl, 2 verdict forwarded
@@ -99,7 +107,6 @@ struct rk__backend_inst {
     int gave_up;
     uint32_t *handled;   /* per block: faults already reported */
     uint32_t *touched;   /* relay_in: the block each frame went to */
-    uint64_t out_errors; /* device output refused (too long) */
     rk__k2k k2k;         /* rk_connect routes carried on the device */
 };
 
@@ -253,8 +260,9 @@ relay_ack(rk__backend_inst *bi, uint32_t ack)
  * published once, after the whole take: a block sees the take as one
  * batch. Returns frames moved. */
 static size_t
-relay_in(rk__backend_inst *bi, uint32_t *rr)
+relay_in(rk__backend_inst *bi)
 {
+    uint32_t *rr = &bi->lanes.rr;
     rk__inbox_batch b;
     size_t i, max = rk__dh_room(&bi->d);
     uint32_t nb = bi->d.cfg.nblocks;
@@ -282,67 +290,6 @@ relay_in(rk__backend_inst *bi, uint32_t *rr)
         rk__dh_publish(&bi->d, bi->touched[i]);
     bi->io->release(bi->io->in, b.n);
     return b.n;
-}
-
-/* One output frame to the runtime. Returns 0 when a route's target had
- * no room in timeout_ns under BLOCK: the caller keeps the frame and tries
- * again. An output the runtime refuses otherwise (over max_payload, a
- * target that is gone or whose REJECT or DROP_NEW policy refused it)
- * cannot be handed back to the block that sent it: it is dead-lettered
- * with the refusal's code and counted in the kernel's errors, so none is
- * lost uncounted. */
-static int
-out_one(rk__backend_inst *bi, const unsigned char *f, size_t len,
-    int64_t timeout_ns)
-{
-    const rk__backend_io *io = bi->io;
-    size_t plen = len > RK_MSG_HEADER_SIZE ? len - RK_MSG_HEADER_SIZE : 0;
-    rk_msg_header h;
-    int rc;
-
-    memcpy(&h, f, sizeof(h));
-    rc = io->emit_wait(io->rt, &h, f + RK_MSG_HEADER_SIZE, plen, timeout_ns);
-    if (rc == RK_EFULL || rc == RK_ETIMEDOUT)
-        return 0;
-    if (rc != RK_OK) {
-        bi->out_errors++; /* counted by relay_counters */
-        io->dead_letter(io->rt, RK_DEAD_FAILED, rc, f,
-            len <= io->slot_size ? len : RK_MSG_HEADER_SIZE);
-    }
-    return 1;
-}
-
-/* Device output lanes -> the runtime (io->emit_wait), which decides where
- * each message goes. The relay never waits on a full target: the frame
- * it could not hand over is held and retried first at the next pass, and
- * nothing more is taken from the lanes meanwhile (the blocks' output
- * lanes fill and they wait, the target's backpressure reaching the
- * device), while the relay goes on serving commands and input. Returns
- * frames handed over. */
-static size_t
-relay_out(rk__backend_inst *bi, int64_t timeout_ns)
-{
-    const rk__backend_io *io = bi->io;
-    size_t moved = 0, len;
-    unsigned char *f = bi->buf;
-
-    if (bi->held_len != 0) {
-        if (!out_one(bi, bi->held, bi->held_len, timeout_ns))
-            return 0;
-        bi->held_len = 0;
-        moved++;
-    }
-    for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++) {
-        while (rk__dh_recv(&bi->d, b, f, io->stride, &len) == RK_OK) {
-            if (!out_one(bi, f, len, timeout_ns)) {
-                memcpy(bi->held, f, len);
-                bi->held_len = len;
-                return moved;
-            }
-            moved++;
-        }
-    }
-    return moved;
 }
 
 /* Faults: a block's FAULTED becomes rk_ctl's (with the failed message in
@@ -390,8 +337,12 @@ relay_fault(rk__backend_inst *bi)
         }
         return 1;
     }
-    if (rk__dh_fault_of(&bi->d, bi->fault_blk, &n, &err))
-        return 1; /* the block has not seen the verdict yet */
+    /* The block has not seen the verdict yet while it still reports the
+     * fault it was for; a later fault (a message a caller wrote into its
+     * lane right after the verdict) is a new one, reported next pass. */
+    if (rk__dh_fault_of(&bi->d, bi->fault_blk, &n, &err)
+        && n == bi->handled[bi->fault_blk])
+        return 1;
     bi->fault_state = 0;
     return 0;
 }
@@ -400,12 +351,15 @@ relay_fault(rk__backend_inst *bi)
 static void
 relay_counters(rk__backend_inst *bi, const rk__dh_status *st)
 {
+    uint64_t refused
+        = atomic_load_explicit(&bi->lanes.out_errors, memory_order_relaxed);
+
     rk_ring_store_relaxed_u64(&bi->ctl->processed, st->processed);
-    rk_ring_store_relaxed_u64(&bi->ctl->errors, st->errors + bi->out_errors);
-    /* What the runtime refused (relay_out) was sent by the device but
+    rk_ring_store_relaxed_u64(&bi->ctl->errors, st->errors + refused);
+    /* What the runtime refused (rk__lanes_out) was sent by the device but
      * never went anywhere: it counts as an error, not as sent. */
-    rk_ring_store_relaxed_u64(&bi->ctl->sent,
-        st->sent > bi->out_errors ? st->sent - bi->out_errors : 0);
+    rk_ring_store_relaxed_u64(
+        &bi->ctl->sent, st->sent > refused ? st->sent - refused : 0);
 }
 
 /* The device ended: what it did not process goes to the spill area for
@@ -436,16 +390,13 @@ inflight(rk__backend_inst *bi)
     return 0;
 }
 
-/* One step of the relay's polling: a pause, and now and then the CPU is
- * yielded, so that on a machine with few cores the threads the relay
- * waits for (a client, or the stand-in driver's blocks) still run. */
-static void
-relax(uint32_t *spins)
+/* RK_CUDA_DIRECT=0 when a kernel launches: no caller's own path for it,
+ * every message through the relay (benchmarks compare the two). */
+static bool
+direct_off(void)
 {
-    if (++*spins % 64 == 0)
-        sched_yield();
-    else
-        rk__cpu_relax();
+    const char *s = getenv("RK_CUDA_DIRECT");
+    return s != NULL && strcmp(s, "0") == 0;
 }
 
 /* The watchdog's period: RK_CUDA_WATCHDOG_MS, else WATCHDOG_NS. */
@@ -457,11 +408,70 @@ watchdog_ns(void)
     return ms > 0 ? (uint64_t)ms * 1000000ull : WATCHDOG_NS;
 }
 
+/* The relay's work on the lanes, done while it holds them (direct.h):
+ * input from the inbox, the device command, output to the runtime.
+ * Returns the frames it moved. */
+static size_t
+relay_lanes(rk__backend_inst *bi, uint32_t cmd, int *stop_posted)
+{
+    size_t moved = 0;
+
+    /* Input first, so a STOP reaches the device after everything the
+     * runtime queued before terminate. */
+    if (cmd != RK_CTL_HOLD && cmd != RK_CTL_PAUSE && !bi->gave_up)
+        moved += relay_in(bi);
+    if (cmd != bi->last_cmd && !*stop_posted) {
+        if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl)
+            && bi->fault_state == 0 && !bi->gave_up
+            && (moved != 0 || bi->io->depth(bi->io->in) != 0)) {
+            /* An activated kernel drains: the inbox goes to the device
+             * before STOP does. A paused device is let run for it,
+             * as the CPU body leaves PAUSED on STOP. */
+            if (bi->last_cmd != RK_CTL_RUN) {
+                rk__dh_post(&bi->d, RK_CTL_RUN);
+                bi->last_cmd = RK_CTL_RUN;
+            }
+        } else {
+            /* STOP during a fault ends the instance (as the CPU body
+             * does); the rest of the inbox is the runtime's to
+             * dead-letter. */
+            if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl))
+                atomic_store_explicit(
+                    &bi->d.ctl->host.activated, 1, memory_order_release);
+            rk__dh_post(&bi->d, cmd);
+            bi->last_cmd = cmd;
+            *stop_posted = cmd == RK_CTL_STOP;
+        }
+    }
+    moved += rk__lanes_out(&bi->lanes, RK_NO_WAIT, SIZE_MAX, NULL, NULL);
+    return moved;
+}
+
+/* Does this pass have work for the lanes? Only then does the relay take
+ * them, so that a caller finds them free while the relay polls. */
+static int
+wants_lanes(rk__backend_inst *bi, uint32_t cmd, int stop_posted)
+{
+    return bi->io->depth(bi->io->in) != 0
+        || atomic_load_explicit(&bi->lanes.held_len, memory_order_relaxed) != 0
+        || (cmd != bi->last_cmd && !stop_posted) || rk__dh_out_pending(&bi->d);
+}
+
+/* Relay hand-offs: frames the relay moved (single writer). */
+static void
+relayed(rk__backend_inst *bi, size_t n)
+{
+    if (n != 0)
+        atomic_store_explicit(&bi->lanes.relayed,
+            atomic_load_explicit(&bi->lanes.relayed, memory_order_relaxed) + n,
+            memory_order_relaxed);
+}
+
 static void *
 relay_main(void *arg)
 {
     rk__backend_inst *bi = arg;
-    uint32_t rr = 0, acked = RK_CTL_ACK_NONE, idle_ns = 0;
+    uint32_t acked = RK_CTL_ACK_NONE, idle_ns = 0;
     uint64_t wd_ns = watchdog_ns(), next_wd = rk_now_ns() + wd_ns, busy_at = 0;
     uint64_t next_q = 0, now;
     uint32_t spins = 0;
@@ -471,40 +481,22 @@ relay_main(void *arg)
         uint32_t key = rk__ec_prepare(bi->wake);
         uint32_t cmd = rk_ctl_cmd(bi->ctl);
         size_t moved = 0;
+        int blocked = 0;
         rk__dh_status st;
 
         if (atomic_load_explicit(&bi->relay_stop, memory_order_acquire)) {
             rk__ec_cancel(bi->wake);
             break;
         }
-        /* Input first, so a STOP reaches the device after everything the
-         * runtime queued before terminate. */
-        if (cmd != RK_CTL_HOLD && cmd != RK_CTL_PAUSE && !bi->gave_up)
-            moved += relay_in(bi, &rr);
-        if (cmd != bi->last_cmd && !stop_posted) {
-            if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl)
-                && bi->fault_state == 0 && !bi->gave_up
-                && (moved != 0 || bi->io->depth(bi->io->in) != 0)) {
-                /* An activated kernel drains: the inbox goes to the device
-                 * before STOP does. A paused device is let run for it,
-                 * as the CPU body leaves PAUSED on STOP. */
-                if (bi->last_cmd != RK_CTL_RUN) {
-                    rk__dh_post(&bi->d, RK_CTL_RUN);
-                    bi->last_cmd = RK_CTL_RUN;
-                }
+        if (wants_lanes(bi, cmd, stop_posted)) {
+            if (rk__lanes_take(&bi->lanes, RK__LANES_RELAY)) {
+                moved = relay_lanes(bi, cmd, &stop_posted);
+                rk__lanes_give(&bi->lanes);
+                relayed(bi, moved);
             } else {
-                /* STOP during a fault ends the instance (as the CPU body
-                 * does); the rest of the inbox is the runtime's to
-                 * dead-letter. */
-                if (cmd == RK_CTL_STOP && rk_ctl_was_activated(bi->ctl))
-                    atomic_store_explicit(
-                        &bi->d.ctl->host.activated, 1, memory_order_release);
-                rk__dh_post(&bi->d, cmd);
-                bi->last_cmd = cmd;
-                stop_posted = cmd == RK_CTL_STOP;
+                blocked = 1; /* a caller holds them (direct.c) */
             }
         }
-        moved += relay_out(bi, RK_NO_WAIT);
         rk__dh_status_get(&bi->d, &st);
         relay_counters(bi, &st);
         if ((now = rk_now_ns()) >= next_q || now >= next_wd) {
@@ -516,20 +508,32 @@ relay_main(void *arg)
         }
         if (st.exited == bi->d.cfg.nblocks || lost) {
             rk__ec_cancel(bi->wake);
+            /* No caller writes a lane again (direct.h). */
+            rk__lanes_close(&bi->lanes);
             /* The device is done: what it sent goes out. Each frame
              * waits up to RELAY_EXIT_WAIT_NS for room in a full target;
              * once one did not get it, it is dead-lettered
              * (RK_ETIMEDOUT), and so is every later one without room. */
             {
                 int64_t wait = RELAY_EXIT_WAIT_NS;
-                while (relay_out(bi, wait) != 0 || bi->held_len != 0)
-                    if (bi->held_len != 0) {
-                        bi->out_errors++;
+                rk__cuda_lanes *l = &bi->lanes;
+                size_t n;
+                while ((n = rk__lanes_out(l, wait, SIZE_MAX, NULL, NULL)) != 0
+                    || atomic_load_explicit(&l->held_len, memory_order_relaxed)
+                        != 0) {
+                    size_t held = atomic_load_explicit(
+                        &l->held_len, memory_order_relaxed);
+                    relayed(bi, n);
+                    if (held != 0) {
+                        atomic_fetch_add_explicit(
+                            &l->out_errors, 1, memory_order_relaxed);
                         bi->io->dead_letter(bi->io->rt, RK_DEAD_FAILED,
-                            RK_ETIMEDOUT, bi->held, bi->held_len);
-                        bi->held_len = 0;
+                            RK_ETIMEDOUT, l->held, held);
+                        atomic_store_explicit(
+                            &l->held_len, 0, memory_order_relaxed);
                         wait = RK_NO_WAIT;
                     }
+                }
             }
             /* Its blocks are returning: counted out before EXITED is
              * published, so whoever sees EXITED may launch another. */
@@ -555,6 +559,7 @@ relay_main(void *arg)
                  * told to stop (a slow block that comes back ends), and
                  * destroy keeps its memory until it returned. */
                 rk__ec_cancel(bi->wake);
+                rk__lanes_close(&bi->lanes); /* callers leave in bounds */
                 rk__dh_post(&bi->d, RK_DEV_CMD_STOP);
                 rk__cu_res_hung(bi->res); /* counted out once returned */
                 atomic_store_explicit(&bi->hung, 1, memory_order_release);
@@ -564,6 +569,13 @@ relay_main(void *arg)
                 return NULL;
             }
         }
+        if (blocked) {
+            /* A caller holds the lanes for one message; it wakes the
+             * relay when it leaves work behind (direct.c). Bounded all
+             * the same. */
+            (void)rk__ec_wait(bi->wake, key, rk_now_ns() + RELAY_BLOCKED_NS);
+            continue;
+        }
         if (moved != 0 || inflight(bi)) {
             /* Work on the device: its replies come without a wake-up, so
              * poll instead of parking. */
@@ -571,7 +583,7 @@ relay_main(void *arg)
             idle_ns = 0;
             busy_at = 0;
             if (moved == 0)
-                relax(&spins);
+                rk__lanes_relax(&spins);
             continue;
         }
         if (busy_at == 0)
@@ -580,7 +592,7 @@ relay_main(void *arg)
             /* Recent traffic: a reply may still come from a batch the
              * device took, or the next request from a client. */
             rk__ec_cancel(bi->wake);
-            relax(&spins);
+            rk__lanes_relax(&spins);
             continue;
         }
         /* Idle: park on the instance's wake (senders and signal notify
@@ -608,12 +620,12 @@ floor_pow2(uint32_t v)
 static void
 free_host_side(rk__backend_inst *bi)
 {
-    free(bi->buf);
-    free(bi->held);
+    free(bi->lanes.buf);
+    free(bi->lanes.held);
     free(bi->handled);
     free(bi->touched);
-    bi->buf = NULL;
-    bi->held = NULL;
+    bi->lanes.buf = NULL;
+    bi->lanes.held = NULL;
     bi->handled = NULL;
     bi->touched = NULL;
 }
@@ -767,16 +779,22 @@ cuda_launch(rk__backend_inst *bi, const rk__backend_launch *spec)
         undo_launch(bi);
         return rk__fail(RK_EINVAL, "kernel '%s': %s", bi->id, rk_errdetail());
     }
-    bi->buf = aligned_alloc(64, bi->io->stride * (bi->batch + 1));
-    bi->held = malloc(bi->io->stride);
+    bi->lanes = (rk__cuda_lanes) { .d = &bi->d,
+        .io = bi->io,
+        .ctl = bi->ctl,
+        .wake = bi->wake,
+        .id = bi->id,
+        .buf = aligned_alloc(64, bi->io->stride * (bi->batch + 1)),
+        .held = malloc(bi->io->stride),
+        .off = direct_off() };
     bi->handled = calloc(grid, sizeof(*bi->handled));
     bi->touched = calloc(bi->batch, sizeof(*bi->touched));
-    if (bi->buf == NULL || bi->held == NULL || bi->handled == NULL
+    if (bi->lanes.buf == NULL || bi->lanes.held == NULL || bi->handled == NULL
         || bi->touched == NULL
         || (rc = cuda_alloc(sz, &bi->region)) != RK_OK) {
         undo_launch(bi);
-        return bi->buf == NULL || bi->held == NULL || bi->handled == NULL
-                || bi->touched == NULL
+        return bi->lanes.buf == NULL || bi->lanes.held == NULL
+                || bi->handled == NULL || bi->touched == NULL
             ? rk__fail(RK_ENOMEM, "kernel '%s': no memory", bi->id)
             : rc;
     }
@@ -842,6 +860,8 @@ cuda_destroy(rk__backend_inst *bi, int detach)
         pthread_join(bi->relay, NULL);
         bi->relay_started = 0;
     }
+    if (bi->launched)
+        rk__lanes_close(&bi->lanes); /* no caller is left (backend.h) */
     keep = detach || atomic_load_explicit(&bi->hung, memory_order_acquire);
     /* A kernel reported hung (or let go) may have returned since, or a
      * lost context ended it (its stream reports the error). */
@@ -876,6 +896,44 @@ cuda_destroy(rk__backend_inst *bi, int detach)
     undo_launch(bi);
 }
 
+/* ------------------------------------------- the caller's own path */
+
+/* The entries below run on a host caller's thread (direct.c); between
+ * launch and destroy, any thread. */
+static int
+cuda_send(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
+    size_t len)
+{
+    return rk__cuda_direct_send(&bi->lanes, h, payload, len);
+}
+
+static int
+cuda_call(rk__backend_inst *bi, const rk_msg_header *h, const void *payload,
+    size_t len, rk_call_reply *reply)
+{
+    return rk__cuda_direct_call(&bi->lanes, h, payload, len, reply);
+}
+
+static int
+cuda_send_batch(rk__backend_inst *bi, size_t n,
+    void (*frame)(void *arg, size_t i, rk_msg_header *h, const void **payload),
+    void *arg, size_t *done)
+{
+    return rk__cuda_direct_batch(&bi->lanes, n, frame, arg, done);
+}
+
+static size_t
+cuda_pull(rk__backend_inst *bi, size_t max)
+{
+    return rk__cuda_direct_pull(&bi->lanes, max);
+}
+
+static uint64_t
+cuda_relayed(rk__backend_inst *bi)
+{
+    return atomic_load_explicit(&bi->lanes.relayed, memory_order_relaxed);
+}
+
 const rk__backend rk__backend_cuda = {
     .abi_version = RK__BACKEND_ABI,
     .name = "cuda",
@@ -889,6 +947,11 @@ const rk__backend rk__backend_cuda = {
     .release = cuda_release,
     .launch = cuda_launch,
     .destroy = cuda_destroy,
+    .call = cuda_call,
+    .send = cuda_send,
+    .send_batch = cuda_send_batch,
+    .pull = cuda_pull,
+    .relayed = cuda_relayed,
     .exec_load = rk__cuda_exec_load,
     .exec = rk__cuda_exec,
     .exec_unload = rk__cuda_exec_unload,

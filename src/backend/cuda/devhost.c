@@ -521,6 +521,19 @@ rk__dh_pending(rk__dh *d, uint32_t b)
     return n;
 }
 
+bool
+rk__dh_out_pending(rk__dh *d)
+{
+    for (uint32_t b = 0; b < d->cfg.nblocks; b++) {
+        rk_ring_ctrl *c = d->out[b].ctrl;
+        /* Acquire pairs with the block's release of tail; head is the
+         * host consumer's own (any host thread may peek). */
+        if (rk_ring_load_acquire(&c->tail) != rk_ring_load_acquire(&c->head))
+            return true;
+    }
+    return false;
+}
+
 int
 rk__dh_watchdog(rk__dh *d, const char *who)
 {

@@ -26,6 +26,7 @@
 #define RK_SRC_BACKEND_CUDA_DEVHOST_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -154,6 +155,10 @@ uint32_t rk__dh_take_left(
 
 /* Messages queued on block b's input lanes and not yet taken. */
 uint64_t rk__dh_pending(rk__dh *d, uint32_t b);
+
+/* True when some block's output lane holds a frame the host has not
+ * taken (a peek at the indices: any thread, no lock). */
+bool rk__dh_out_pending(rk__dh *d);
 
 /*
  * The host watchdog, called periodically by one thread; it judges each
