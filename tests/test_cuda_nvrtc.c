@@ -112,6 +112,9 @@ test_loop_ptx(void **state)
     assert_true(cuda_count_op(ptx, "bar.sync") > 0
         || cuda_count_op(ptx, "barrier.sync") > 0);
     assert_non_null(strstr(ptx, "%globaltimer"));
+    /* rk_dev_trap is __trap(): PTX trap; (rk_trap, tests/test_cuda_trap). */
+    assert_non_null(strstr(ptx, ".visible .entry rk_trap("));
+    assert_true(cuda_count_op(ptx, "trap;") > 0);
     /* The shared ctx lives in shared memory. */
     assert_non_null(strstr(ptx, ".shared"));
     /* Never a read-modify-write. */

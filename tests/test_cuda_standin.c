@@ -10,7 +10,10 @@
  *     for the running grids; with a persistent grid resident they would
  *     never return, and the stand-in reports that (FAKE_ERROR_WOULD_HANG
  *     and fake_cuda_hangs()) instead of hanging the suite;
- *   - a second launch on a stream starts only when the first grid ended.
+ *   - a second launch on a stream starts only when the first grid ended;
+ *   - a block that traps loses the context: every grid of it stops, and
+ *     its error is sticky on every stream and call (the last case: the
+ *     process's context stays lost).
  * The grids are the host build of tests/kernels/test_kernels.cu's rk_echo,
  * launched from a real NVRTC image, on regions laid out by devhost.
  *
@@ -68,6 +71,18 @@ echo_fn(rk__cu_module *mod, rk__nvrtc_image *img)
     assert_int_equal(drv->cuModuleLoadData(mod, img->data), 0);
     assert_int_equal(drv->cuModuleGetFunction(&fn, *mod, "rk_echo"), 0);
     return fn;
+}
+
+/* Polls the stream until it no longer says NOT_READY; its result. */
+static rk__cu_result
+stream_settles(rk__cu_stream st, uint64_t dl)
+{
+    rk__cu_result r;
+    while ((r = drv->cuStreamQuery(st)) == 600) {
+        assert_true(rk_now_ns() < dl);
+        sched_yield();
+    }
+    return r;
 }
 
 static void
@@ -252,12 +267,92 @@ test_waits_and_stream_order(void **state)
     assert_int_equal(hangs(), before);
 }
 
+/* A block traps (rk_trap on 0xee): its grid and the other stream's grid
+ * stop, and the context's error (FAKE_CUDA_TRAP_ERROR, here 710
+ * CUDA_ERROR_ASSERT) is sticky on every stream and call that touches the
+ * context; frees release what they are given and report it; nothing
+ * waits. Last: the context stays lost. */
+static void
+test_trap_loses_context(void **state)
+{
+    rk__cu_module mod, mod2;
+    rk__cu_function echo, trap;
+    rk__cu_stream s1, s2;
+    rk__cu_dptr d, d2;
+    rk__nvrtc_image img;
+    rk_msg_header h = { .magic = RK_MSG_MAGIC, .type_id = 1 };
+    unsigned char bad = 0xee, buf[16] = { 0 };
+    void *params[1], *p;
+    grid a, b;
+    unsigned before;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    enter();
+    setenv("FAKE_CUDA_TRAP_ERROR", "710", 1);
+    echo = echo_fn(&mod, &img);
+    assert_int_equal(drv->cuModuleGetFunction(&trap, mod, "rk_trap"), 0);
+    assert_int_equal(drv->cuStreamCreate(&s1, 1), 0);
+    assert_int_equal(drv->cuStreamCreate(&s2, 1), 0);
+    assert_int_equal(drv->cuMemAlloc(&d, 256), 0);
+    grid_launch(&a, trap, s1);
+    grid_launch(&b, echo, s2);
+    assert_int_equal(
+        rk__dh_wait_ack(&a.d, RK_DEV_ACK_HELD, deadline()), RK_OK);
+    assert_int_equal(
+        rk__dh_wait_ack(&b.d, RK_DEV_ACK_HELD, deadline()), RK_OK);
+    rk__dh_post(&a.d, RK_DEV_CMD_RUN);
+    rk__dh_post(&b.d, RK_DEV_CMD_RUN);
+    round_trip(&a, 1);
+    round_trip(&b, 2);
+    before = hangs();
+
+    assert_int_equal(rk__dh_send(&a.d, 0, &h, &bad, 1), RK_OK);
+    /* Both streams report it once every grid stopped. */
+    assert_int_equal(stream_settles(s1, deadline()), 710);
+    assert_int_equal(stream_settles(s2, deadline()), 710);
+    /* Neither grid ended by itself: no EXITED, and the trap's message
+     * is still at a's lane head, b's input untaken. */
+    assert_int_not_equal(ack_of(&a), RK_DEV_ACK_EXITED);
+    assert_int_not_equal(ack_of(&b), RK_DEV_ACK_EXITED);
+    assert_int_equal(rk__dh_pending(&a.d, 0), 1);
+    /* Sticky: every call on the context fails with it, at once. */
+    assert_int_equal(drv->cuStreamSynchronize(s2), 710);
+    assert_int_equal(drv->cuCtxSynchronize(), 710);
+    assert_int_equal(drv->cuMemcpyHtoD(d, buf, sizeof(buf)), 710);
+    assert_int_equal(drv->cuMemcpyDtoH(buf, d, sizeof(buf)), 710);
+    assert_int_equal(drv->cuMemcpyHtoDAsync(d, buf, sizeof(buf), s1), 710);
+    assert_int_equal(drv->cuMemsetD8(d, 0, 16), 710);
+    assert_int_equal(drv->cuMemAlloc(&d2, 256), 710);
+    assert_int_equal(drv->cuMemHostAlloc(&p, 64, 3), 710);
+    assert_int_equal(drv->cuModuleLoadData(&mod2, img.data), 710);
+    params[0] = &b.d.kargs;
+    assert_int_equal(drv->cuLaunchKernel(echo, 1, 1, 1, 32, 1, 1,
+                         b.d.kargs.stage_bytes, s2, params, NULL),
+        710);
+    /* Frees and destroys report it too, having released what they got
+     * (under ASan nothing leaks); none of them waited. */
+    rk__dh_fini(&a.d);
+    rk__dh_fini(&b.d);
+    assert_int_equal(drv->cuMemFree(d), 710);
+    assert_int_equal(drv->cuMemFreeHost(a.mem), 710);
+    assert_int_equal(drv->cuMemFreeHost(b.mem), 710);
+    assert_int_equal(drv->cuStreamDestroy(s1), 710);
+    assert_int_equal(drv->cuStreamDestroy(s2), 710);
+    assert_int_equal(drv->cuModuleUnload(mod), 710);
+    assert_int_equal(hangs(), before);
+    rk__nvrtc_image_free(&img);
+    unsetenv("FAKE_CUDA_TRAP_ERROR");
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_memory_is_not_host_memory),
         cmocka_unit_test(test_waits_and_stream_order),
+        cmocka_unit_test(test_trap_loses_context), /* last: ctx lost */
     };
     char cache_dir[64] = "/tmp/rk-standin-XXXXXX";
     int rc;

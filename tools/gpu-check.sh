@@ -60,7 +60,7 @@ if [ "$mode" != run ]; then
         >&2 || exit 2
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
         test_cuda_direct test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
-        test_cuda_k2k \
+        test_cuda_k2k test_cuda_trap \
         test_cuda_pagerank test_cuda_anomaly test_backend_contract \
         fake_cuda bench_cuda \
         test_device_query test_buffer_states test_buffer_api \
@@ -156,6 +156,10 @@ for t in test_device_query test_buffer_states test_buffer_api \
     test_buffer_managed test_pool_contract test_pool_concurrent; do
     run_test "$t"
 done
+# A block that traps (__trap()) loses its process's context: both kernels
+# end FAILED with the driver's error, the runtime is destroyed cleanly
+# (each case in a process of its own; a few seconds).
+run_test test_cuda_trap RK_TEST_CUDA_REAL=1
 
 # Device code from Python (python/tests/test_cuda_python.py: one-shot
 # kernels, ctx.execute_kernel, a device actor, the CUDA exports) on the

@@ -137,6 +137,18 @@ rk_dev_host_enter(rk_dev_u32 block, rk_dev_u32 nblocks)
 }
 #endif
 
+/*
+ * Host build only: RK_DEV_HOST_POINT() runs at the device calls a block
+ * makes all the time (back-off, block sync, system fence, the timer) and
+ * RK_DEV_HOST_TRAP() is rk_dev_trap()'s host half. A host runner that
+ * models a trap (the stand-in driver: every block of the context stops at
+ * its next such call) defines both before it includes the device code;
+ * otherwise a point is nothing and a trap aborts the process.
+ */
+#if !defined(RK_DEV_ON_DEVICE) && !defined(RK_DEV_HOST_POINT)
+#define RK_DEV_HOST_POINT() ((void)0)
+#endif
+
 /* ---------------------------------------------------------- indices */
 
 /** The thread's index within its block (threadIdx.x; 0 on the host). */
@@ -191,6 +203,8 @@ rk_dev_sync_block(void)
 {
 #if defined(RK_DEV_ON_DEVICE)
     __syncthreads();
+#else
+    RK_DEV_HOST_POINT();
 #endif
 }
 
@@ -206,6 +220,7 @@ rk_dev_backoff(rk_dev_u32 *ns)
 #if defined(RK_DEV_ON_DEVICE)
     __nanosleep(cur);
 #else
+    RK_DEV_HOST_POINT();
     if (cur < 1024)
         rk_atomic_cpu_relax();
     else
@@ -225,6 +240,7 @@ rk_dev_now_ns(void)
     return t;
 #else
     struct timespec ts;
+    RK_DEV_HOST_POINT();
 #if defined(CLOCK_MONOTONIC)
     clock_gettime(CLOCK_MONOTONIC, &ts);
 #else
@@ -409,7 +425,27 @@ rk_dev_fence_sys(void)
 #if defined(RK_DEV_ON_DEVICE)
     rk_atomic_fence_sys();
 #else
+    RK_DEV_HOST_POINT();
     rk_atomic_compiler_barrier();
+#endif
+}
+
+/** Ends the kernel with an error, as a failed device assertion or an
+ * illegal address does: on the device __trap() (PTX trap;), which stops
+ * every block of the grid and leaves the CUDA context's error sticky: the
+ * host sees it on every stream and call of the context, and every other
+ * kernel in that context is gone too (docs/cuda.md, "A block that
+ * traps"). On the host build RK_DEV_HOST_TRAP() (the stand-in driver's
+ * model of the same), else abort(). Does not return. */
+RK_DEV_FN void
+rk_dev_trap(void)
+{
+#if defined(RK_DEV_ON_DEVICE)
+    __trap();
+#elif defined(RK_DEV_HOST_TRAP)
+    RK_DEV_HOST_TRAP();
+#else
+    abort();
 #endif
 }
 

@@ -45,7 +45,11 @@
  *     blocks are resident at once across the device and the others wait for a resident block to finish, as on a
  *     GPU (so an over-sized persistent grid hangs here too: the backend's
  *     occupancy check must refuse it first);
- *   - cuLaunchCooperativeKernel refuses a grid that cannot be resident.
+ *   - cuLaunchCooperativeKernel refuses a grid that cannot be resident;
+ *   - a trap (rk_dev_trap, or fake_cuda_trap(code)) loses the context
+ *     as on a GPU: every block stops at its next device call, then the
+ *     error is sticky on every call (docs/cuda.md, "The stand-in
+ *     driver"; for the process, every device alike).
  * What it cannot do: the PTX memory model, PCIe ordering, warps, more than
  * one thread per block. Figures measured on it are "cuda_sim", never GPU.
  */
@@ -53,6 +57,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,6 +66,12 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Traps: the device code's host build calls these (rk_dev.h). */
+static void fake_point(void);
+static void fake_trap(void);
+#define RK_DEV_HOST_POINT() fake_point()
+#define RK_DEV_HOST_TRAP()  fake_trap()
 
 /* The test kernels' host builds (rk_dev_host_kernel_<name>), and the
  * `ringkernel` command's PageRank kernel (cli_prd_kernel) and anomaly
@@ -136,12 +147,28 @@ cuCtxPopCurrent_v2(void **ctx)
     return OK;
 }
 
+/* A lost context's sticky error (0: none). Set under res_lock once a
+ * trap stopped every grid; release pairs with the acquire in sticky(). */
+static _Atomic CUresult lost;
+
+static CUresult
+sticky(void)
+{
+    return atomic_load_explicit(&lost, memory_order_acquire);
+}
+
 /* Every call below that touches the device needs a current context, as
- * with the real driver. */
-#define NEED_CTX()                                                            \
+ * with the real driver, and returns a lost context's error. */
+#define NEED_CTX_ONLY()                                                       \
     do {                                                                      \
         if (current_ctx == NULL)                                              \
             return 201; /* CUDA_ERROR_INVALID_CONTEXT */                      \
+    } while (0)
+#define NEED_CTX()                                                            \
+    do {                                                                      \
+        NEED_CTX_ONLY();                                                      \
+        if (sticky() != OK)                                                   \
+            return sticky();                                                  \
     } while (0)
 
 /* ------------------------------------------------------------ the device */
@@ -156,6 +183,19 @@ static int grids_on[FAKE_MAX_DEVICES]; /* ... per device */
 static unsigned n_waits; /* calls that waited for running grids */
 static unsigned n_hangs; /* ... and gave up: on a GPU they would hang */
 static char last_hang[160];
+/* A trap's error while the context's grids stop (0: none); blocks read it
+ * at their device calls (relaxed: a block only stops sooner or later).
+ * Written under res_lock. */
+static _Atomic CUresult dying;
+
+/* A trap is stopping the grids and its error does not show yet. res_lock
+ * held (both words are written under it). */
+static int
+tearing_down(void)
+{
+    return atomic_load_explicit(&dying, memory_order_relaxed) != OK
+        && atomic_load_explicit(&lost, memory_order_relaxed) == OK;
+}
 
 static void arena_protect(int device_may_run);
 
@@ -180,9 +220,10 @@ bounded_wait(int (*busy)(const void *), const void *arg, const char *what)
     pthread_mutex_lock(&res_lock);
     if (busy(arg))
         n_waits++;
-    while (busy(arg)) {
+    /* A context being lost: its grids stop, then the error shows. */
+    while (busy(arg) || tearing_down()) {
         if (pthread_cond_timedwait(&res_cond, &res_lock, &dl) == ETIMEDOUT
-            && busy(arg)) {
+            && (busy(arg) || tearing_down())) {
             n_hangs++;
             snprintf(last_hang, sizeof(last_hang),
                 "%s called while %d grid(s) ran", what, grids_live);
@@ -194,6 +235,8 @@ bounded_wait(int (*busy)(const void *), const void *arg, const char *what)
             break;
         }
     }
+    if (r == OK)
+        r = atomic_load_explicit(&lost, memory_order_relaxed);
     pthread_mutex_unlock(&res_lock);
     return r;
 }
@@ -390,8 +433,8 @@ cuMemFree_v2(CUdeviceptr p)
     extent **at, *e;
     CUresult r;
 
-    NEED_CTX();
-    if ((r = wait_idle("cuMemFree")) != OK)
+    NEED_CTX_ONLY();
+    if ((r = wait_idle("cuMemFree")) != OK && r != sticky())
         return r;
     if (p != 0 && fake_managed_free(p))
         return OK;
@@ -410,7 +453,7 @@ cuMemFree_v2(CUdeviceptr p)
     (void)fallocate(arena_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
         (off_t)e->off, (off_t)e->len);
     free(e);
-    return OK;
+    return r; /* a lost context's error, once released */
 }
 
 EXPORT CUresult
@@ -440,11 +483,11 @@ EXPORT CUresult
 cuMemFreeHost(void *p)
 {
     CUresult r;
-    NEED_CTX();
-    if ((r = wait_idle("cuMemFreeHost")) != OK)
+    NEED_CTX_ONLY();
+    if ((r = wait_idle("cuMemFreeHost")) != OK && r != sticky())
         return r;
     free(p);
-    return OK;
+    return r; /* a lost context's error, once released */
 }
 
 EXPORT CUresult
@@ -520,30 +563,97 @@ typedef struct blk {
     uint32_t b;
 } blk;
 
+/* Where a block thread goes when a trap stops it (NULL outside one). */
+static _Thread_local jmp_buf *block_jb;
+
+/* A device call of a block: a block of a context being lost stops here. */
+static void
+fake_point(void)
+{
+    if (atomic_load_explicit(&dying, memory_order_relaxed) != OK
+        && block_jb != NULL)
+        longjmp(*block_jb, 1);
+}
+
+/* Test-only: the context is lost with error code (as if a block had
+ * trapped): every block stops at its next device call, and once none
+ * runs, code is sticky. The first trap's code wins. */
+EXPORT void
+fake_cuda_trap(CUresult code)
+{
+    pthread_mutex_lock(&res_lock);
+    if (atomic_load_explicit(&dying, memory_order_relaxed) == OK)
+        atomic_store_explicit(&dying, code, memory_order_relaxed);
+    if (grids_live == 0) /* release pairs with sticky()'s acquire */
+        atomic_store_explicit(&lost,
+            atomic_load_explicit(&dying, memory_order_relaxed),
+            memory_order_release);
+    pthread_cond_broadcast(&res_cond); /* blocks waiting for a slot */
+    pthread_mutex_unlock(&res_lock);
+}
+
+/* rk_dev_trap in a block: the context is lost and the block stops now. */
+static void
+fake_trap(void)
+{
+    fake_cuda_trap(env_int("FAKE_CUDA_TRAP_ERROR", E_LAUNCH_FAILED));
+    if (block_jb == NULL)
+        abort(); /* not a block of a grid */
+    longjmp(*block_jb, 1);
+}
+
 static void *
 block_main(void *arg)
 {
     blk *bk = arg;
     grid *g = bk->g;
+    jmp_buf jb;
+    int started;
 
     /* A grid starts when the grids launched before it on its stream have
-     * ended, and each block when a block slot is free. */
+     * ended, and each block when a block slot is free; none starts in a
+     * context being lost. */
     pthread_mutex_lock(&res_lock);
-    while (g->s->finished < g->seq || res_used[g->s->dev] >= resident_limit())
+    while (atomic_load_explicit(&dying, memory_order_relaxed) == OK
+        && (g->s->finished < g->seq
+            || res_used[g->s->dev] >= resident_limit()))
         pthread_cond_wait(&res_cond, &res_lock);
-    res_used[g->s->dev]++;
+    started = atomic_load_explicit(&dying, memory_order_relaxed) == OK;
+    if (started)
+        res_used[g->s->dev]++;
     pthread_mutex_unlock(&res_lock);
 
-    g->k->run(g->args, bk->b, g->nblocks);
+    if (started) {
+        if (setjmp(jb) == 0) {
+            block_jb = &jb;
+            g->k->run(g->args, bk->b, g->nblocks);
+        } else {
+            /* Stopped by a trap inside the kernel: its host entry's
+             * staging memory (rk_dev.h; NULL for a one-shot kernel). */
+            free(rk_dev_host_stage);
+        }
+        block_jb = NULL;
+    }
 
     pthread_mutex_lock(&res_lock);
-    res_used[g->s->dev]--;
+    if (started)
+        res_used[g->s->dev]--;
     /* Release pairs with cuStreamQuery's acquire. */
     if (atomic_fetch_sub_explicit(&g->running, 1, memory_order_release) == 1) {
-        g->s->finished = g->seq + 1;
+        /* In order, unless a trap stopped them (a later grid that never
+         * started may end first). */
+        if (g->s->finished < g->seq + 1)
+            g->s->finished = g->seq + 1;
         grids_on[g->s->dev]--;
-        if (--grids_live == 0)
+        if (--grids_live == 0) {
             arena_protect(0);
+            /* A trap stopped them all: the context's error shows now
+             * (release pairs with sticky()'s acquire). */
+            if (atomic_load_explicit(&dying, memory_order_relaxed) != OK)
+                atomic_store_explicit(&lost,
+                    atomic_load_explicit(&dying, memory_order_relaxed),
+                    memory_order_release);
+        }
     }
     pthread_cond_broadcast(&res_cond);
     pthread_mutex_unlock(&res_lock);
@@ -606,10 +716,12 @@ cuStreamSynchronize(void *st)
     fake_stream *s = st;
     grid *g, *next, *keep = NULL;
     CUresult r;
-    NEED_CTX();
+    NEED_CTX_ONLY();
     if (s == NULL)
-        return OK; /* the legacy stream: nothing launched on it here */
-    if ((r = stream_wait(s, "cuStreamSynchronize")) != OK)
+        return sticky(); /* the legacy stream: nothing launched on it */
+    /* On a lost context every grid has ended: they are joined, and the
+     * error returned. */
+    if ((r = stream_wait(s, "cuStreamSynchronize")) != OK && r != sticky())
         return r;
     /* Every grid launched before the wait has ended: join those. */
     pthread_mutex_lock(&s->lock);
@@ -633,7 +745,7 @@ cuStreamSynchronize(void *st)
         s->grids = keep;
         pthread_mutex_unlock(&s->lock);
     }
-    return OK;
+    return r;
 }
 
 EXPORT CUresult
@@ -644,6 +756,9 @@ cuStreamQuery(void *st)
     NEED_CTX();
     if (s == NULL)
         return OK;
+    /* A context being lost: the error shows once every grid stopped. */
+    if (atomic_load_explicit(&dying, memory_order_relaxed) != OK)
+        return E_NOT_READY;
     pthread_mutex_lock(&s->lock);
     for (grid *g = s->grids; g != NULL; g = g->next)
         /* Acquire pairs with the release in block_main. */
@@ -662,12 +777,13 @@ cuStreamDestroy_v2(void *st)
         return E_INVALID_HANDLE;
     /* The real driver defers the release until the work is done; the
      * stand-in waits for it, so no block outlives its stream (a grid
-     * that never ends keeps its stream: leaked, and reported). */
-    if ((r = cuStreamSynchronize(st)) != OK)
+     * that never ends keeps its stream: leaked, and reported). On a lost
+     * context: released, and the error returned. */
+    if ((r = cuStreamSynchronize(st)) != OK && r != sticky())
         return r;
     pthread_mutex_destroy(&s->lock);
     free(s);
-    return OK;
+    return r;
 }
 
 EXPORT CUresult
@@ -739,14 +855,14 @@ cuModuleUnload(void *mod)
 {
     fake_module *m = mod;
     CUresult r;
-    NEED_CTX();
+    NEED_CTX_ONLY();
     if (m == NULL)
         return E_INVALID_HANDLE;
-    if ((r = wait_idle_dev("cuModuleUnload")) != OK)
+    if ((r = wait_idle_dev("cuModuleUnload")) != OK && r != sticky())
         return r;
     free(m->image);
     free(m);
-    return OK;
+    return r; /* a lost context's error, once released */
 }
 
 EXPORT CUresult cuModuleGetFunction(void **out, void *mod, const char *name);

@@ -22,6 +22,11 @@ typedef unsigned long long CUdeviceptr;
 #define E_NOT_READY         600
 #define E_COOP_TOO_LARGE    720
 #define E_INVALID_HANDLE    400
+/* What a trap leaves sticky in the context (rk_dev_trap; the stand-in's
+ * default, FAKE_CUDA_TRAP_ERROR chooses another). */
+#define E_ILLEGAL_ADDRESS 700
+#define E_ASSERT          710
+#define E_LAUNCH_FAILED   719
 /* Not a CUDA code: a call that would never return on a GPU (it waits for
  * a grid that does not end). */
 #define E_WOULD_HANG 9999

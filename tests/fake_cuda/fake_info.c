@@ -39,6 +39,15 @@ cuGetErrorName(CUresult r, const char **s)
     case E_NOT_READY:
         *s = "CUDA_ERROR_NOT_READY";
         break;
+    case E_ILLEGAL_ADDRESS:
+        *s = "CUDA_ERROR_ILLEGAL_ADDRESS";
+        break;
+    case E_ASSERT:
+        *s = "CUDA_ERROR_ASSERT";
+        break;
+    case E_LAUNCH_FAILED:
+        *s = "CUDA_ERROR_LAUNCH_FAILED";
+        break;
     case E_COOP_TOO_LARGE:
         *s = "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE";
         break;
@@ -57,7 +66,11 @@ cuGetErrorString(CUresult r, const char **s)
 {
     if (cuGetErrorName(r, s) != OK)
         return E_INVALID_VALUE;
-    *s = r == OK ? "no error" : "fake CUDA driver error";
+    *s = r == OK                 ? "no error"
+        : r == E_ILLEGAL_ADDRESS ? "an illegal memory access was encountered"
+        : r == E_ASSERT          ? "device-side assert triggered"
+        : r == E_LAUNCH_FAILED   ? "unspecified launch failure"
+                                 : "fake CUDA driver error";
     return OK;
 }
 

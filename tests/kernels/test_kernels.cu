@@ -24,7 +24,10 @@
  *               block to the watchdog), then echoes;
  *   rk_pong:    K2K ping-pong (rk_pong_h below): passes a message on K2K
  *               route 0 until its hop count is spent, then replies to
- *               the host with the device time the hops took.
+ *               the host with the device time the hops took;
+ *   rk_trap:    traps (rk_dev_trap: __trap() on the device, the context
+ *               is lost) on a payload whose first byte is 0xee, echoes
+ *               otherwise.
  */
 #include "ringkernel/dev_kernel.h"
 
@@ -100,6 +103,14 @@ RK_DEV_HANDLER(spin_h)(rk_dev_ctx *x, const rk_dev_msg *m)
     return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);
 }
 RK_DEV_KERNEL(rk_spin, spin_h)
+
+RK_DEV_HANDLER(trap_h)(rk_dev_ctx *x, const rk_dev_msg *m)
+{
+    if (m->len > 0 && m->data[0] == 0xee)
+        rk_dev_trap();
+    return rk_dev_reply(x, m, m->hdr->type_id, m->data, m->len);
+}
+RK_DEV_KERNEL(rk_trap, trap_h)
 
 /* rk_count: an actor. It keeps a running count in a register across
  * messages (state a handler cannot keep), replies with it as one byte,

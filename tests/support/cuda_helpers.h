@@ -252,6 +252,7 @@ typedef struct cuda_kdef {
     int device;
     const char *barrier;
     uint32_t parties;
+    rk_supervision supervision;
 } cuda_kdef;
 
 static inline void
@@ -268,6 +269,7 @@ cuda_register(rk_runtime *rt, const cuda_kdef *k)
     def.config.device = k->device;
     def.config.device_barrier = k->barrier;
     def.config.device_barrier_parties = k->parties;
+    def.config.supervision = k->supervision;
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
 }
 

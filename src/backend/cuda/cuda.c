@@ -67,6 +67,8 @@
 /* At exit, how long one output frame may wait for a full target. */
 #define RELAY_EXIT_WAIT_NS 1000000000ll
 #define WATCHDOG_NS        2000000000ull /* RK_CUDA_WATCHDOG_MS overrides */
+/* How often the relay asks its stream whether the context still works. */
+#define RELAY_QUERY_NS 1000000ull
 /* Longest relay park while a caller holds the lanes. */
 #define RELAY_BLOCKED_NS 20000u
 
@@ -166,7 +168,7 @@ cuda_alloc(size_t size, rk__placed *out)
             RK__CU_MEMHOSTALLOC_DEVICEMAP | RK__CU_MEMHOSTALLOC_PORTABLE),
         "cuMemHostAlloc");
     if (rc != RK_OK)
-        return rc;
+        return rk__cu_lost(rc); /* a lost context says so */
     if (((uintptr_t)p & 63u) != 0) {
         d->cuMemFreeHost(p);
         return rk__fail(RK_ECUDA, "cuMemHostAlloc returned unaligned memory");
@@ -492,8 +494,9 @@ relay_main(void *arg)
     rk__backend_inst *bi = arg;
     uint32_t acked = RK_CTL_ACK_NONE, idle_ns = 0;
     uint64_t wd_ns = watchdog_ns(), next_wd = rk_now_ns() + wd_ns, busy_at = 0;
+    uint64_t next_q = 0, now;
     uint32_t spins = 0;
-    int stop_posted = 0;
+    int stop_posted = 0, lost = 0;
 
     for (;;) {
         uint32_t key = rk__ec_prepare(bi->wake);
@@ -517,7 +520,14 @@ relay_main(void *arg)
         }
         rk__dh_status_get(&bi->d, &st);
         relay_counters(bi, &st);
-        if (st.exited == bi->d.cfg.nblocks) {
+        if ((now = rk_now_ns()) >= next_q || now >= next_wd) {
+            /* A trap anywhere in the context ended the grid: one
+             * host-side query (devwide.h), before every watchdog check
+             * so a lost context is never taken for a hang. */
+            next_q = now + RELAY_QUERY_NS;
+            lost = rk__cu_res_check(bi->drv, bi->res) != RK_OK;
+        }
+        if (st.exited == bi->d.cfg.nblocks || lost) {
             rk__ec_cancel(bi->wake);
             /* No caller writes a lane again (direct.h). */
             rk__lanes_close(&bi->lanes);
@@ -549,7 +559,8 @@ relay_main(void *arg)
             /* Its blocks are returning: counted out before EXITED is
              * published, so whoever sees EXITED may launch another. */
             returned(bi);
-            relay_exit(bi, st.exit_code);
+            relay_exit(
+                bi, st.exited == bi->d.cfg.nblocks ? st.exit_code : RK_ECUDA);
             return NULL;
         }
         if (relay_fault(bi)) {
@@ -871,9 +882,10 @@ cuda_destroy(rk__backend_inst *bi, int detach)
     if (bi->launched)
         rk__lanes_close(&bi->lanes); /* no caller is left (backend.h) */
     keep = detach || atomic_load_explicit(&bi->hung, memory_order_acquire);
-    /* A kernel reported hung (or let go) may have returned since. */
+    /* A kernel reported hung (or let go) may have returned since, or a
+     * lost context ended it (its stream reports the error). */
     if (keep && bi->launched
-        && bi->drv->cuStreamQuery(bi->stream) == RK__CUDA_SUCCESS)
+        && bi->drv->cuStreamQuery(bi->stream) != RK__CUDA_ERROR_NOT_READY)
         keep = 0;
     if (keep && bi->counted) {
         /* It may still run: its region stays mapped and it stays counted,

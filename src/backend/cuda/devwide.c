@@ -99,6 +99,16 @@ static rk__cu_bar *bars;      /* under dev_lock */
  * loaded only while none runs anywhere (whether a load on one device
  * waits for the kernels of another is not known, so none is tried). */
 static uint32_t resident;
+/* The devices whose context is lost: a stream reported the driver's
+ * error, why = "NAME (string) [code], first seen by kernel 'id'". Under
+ * dev_lock; never cleared or freed (the context is not reset: devwide.h
+ * says why). */
+typedef struct lost_dev {
+    struct lost_dev *next;
+    int ordinal;
+    char why[RK_ID_MAX + 200];
+} lost_dev;
+static lost_dev *losts;
 
 /* Modules belong to a context, so the device is part of the key. */
 static uint64_t
@@ -130,20 +140,67 @@ res_remove(rk__cu_res *e)
     rk__mem_resident(-1);
 }
 
-/* Kernels reported hung, and zombies, that returned since: counted out
- * (so the deferred frees run and code loads again once none is left); a
- * zombie's region is freed (deferred by the memory layer while others are
- * resident) and its stream destroyed. dev_lock held. */
+/* "NAME (string) [code]" of the driver's error r, into buf. */
+static void
+err_text(
+    const struct rk__cuda_driver *d, rk__cu_result r, char *buf, size_t cap)
+{
+    const char *name = NULL, *str = NULL;
+
+    if (d->cuGetErrorName(r, &name) != RK__CUDA_SUCCESS || name == NULL)
+        name = "CUDA_ERROR_UNKNOWN";
+    if (d->cuGetErrorString(r, &str) != RK__CUDA_SUCCESS || str == NULL)
+        str = "no description";
+    snprintf(buf, cap, "%s (%s) [%d]", name, str, r);
+}
+
+/* Device ordinal's lost context, or NULL. dev_lock held. */
+static const lost_dev *
+lost_of(int ordinal)
+{
+    const lost_dev *l = losts;
+    while (l != NULL && l->ordinal != ordinal)
+        l = l->next;
+    return l;
+}
+
+/* The driver's error r on a stream of kernel id: device ordinal's
+ * context is lost (its first error is kept). dev_lock held. */
+static void
+lose(const struct rk__cuda_driver *d, rk__cu_result r, const char *id,
+    int ordinal)
+{
+    char why[160];
+    lost_dev *l;
+
+    if (lost_of(ordinal) != NULL || (l = calloc(1, sizeof(*l))) == NULL)
+        return; /* without memory: the launch fails on the driver's error */
+    err_text(d, r, why, sizeof(why));
+    l->ordinal = ordinal;
+    snprintf(l->why, sizeof(l->why), "%s, first seen by kernel '%s'", why, id);
+    l->next = losts;
+    losts = l;
+}
+
+/* Kernels reported hung, and zombies, that returned since (or whose grid
+ * a lost context ended): counted out (so the deferred frees run and code
+ * loads again once none is left); a zombie's region is freed (deferred by
+ * the memory layer while others are resident; a free a lost context
+ * refuses is dropped) and its stream destroyed. dev_lock held. */
 static void
 reap_zombies(const struct rk__cuda_driver *d)
 {
     rk__cu_res *e = residents, *next;
+    rk__cu_result r;
 
     for (; e != NULL; e = next) {
         next = e->next;
-        if ((!e->zombie && !e->hung)
-            || d->cuStreamQuery(e->stream) != RK__CUDA_SUCCESS)
+        if (!e->zombie && !e->hung)
             continue;
+        if ((r = d->cuStreamQuery(e->stream)) == RK__CUDA_ERROR_NOT_READY)
+            continue;
+        if (r != RK__CUDA_SUCCESS)
+            lose(d, r, e->id, e->ordinal);
         res_remove(e);
         if (!e->zombie) {
             e->out = 1; /* its instance frees the entry */
@@ -154,6 +211,21 @@ reap_zombies(const struct rk__cuda_driver *d)
             RK__MEM_PINNED, e->ordinal, NULL, e->region.host, e->region.size);
         free(e);
     }
+}
+
+/* A launch, load or allocation (id NULL) on lost context l. dev_lock
+ * held. */
+static int
+refuse_lost(const char *id, const lost_dev *l)
+{
+    return rk__fail(RK_ECUDA,
+        "%s%s%scontext lost; device %d's CUDA context failed with %s: "
+        "every kernel on it ended FAILED, and nothing runs on it again in "
+        "this process (resetting it would also destroy every buffer, pool "
+        "and module of the process on that device); restart the process "
+        "to use the device",
+        id ? "kernel '" : "", id ? id : "", id ? "': " : "", l->ordinal,
+        l->why);
 }
 
 /* ------------------------------------------------------------ modules */
@@ -259,7 +331,10 @@ rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
     reap_zombies(d);
     for (m = mods; m != NULL && m->key != key; m = m->next)
         ;
-    if (m == NULL && resident != 0) {
+    if (lost_of(ordinal) != NULL) {
+        rc = refuse_lost(id, lost_of(ordinal));
+        m = NULL;
+    } else if (m == NULL && resident != 0) {
         rc = rk__fail(RK_EBUSY,
             "kernel '%s': its code is not loaded, and CUDA cannot load it "
             "while %u persistent kernel(s) run (the load "
@@ -511,7 +586,9 @@ rk__cu_res_launch_with(const struct rk__cuda_driver *d, const char *id,
         return rk__fail(RK_ENOMEM, "kernel '%s': no memory", id);
     pthread_mutex_lock(&dev_lock);
     reap_zombies(d);
-    rc = fits(id, ordinal, grid, per_sm, sms, &share, partners, npartners);
+    rc = lost_of(ordinal) != NULL
+        ? refuse_lost(id, lost_of(ordinal))
+        : fits(id, ordinal, grid, per_sm, sms, &share, partners, npartners);
     if (rc == RK_OK && bar != NULL)
         rc = bar_fits(id, bar, grid, per_sm, sms);
     if (rc == RK_OK) {
@@ -571,4 +648,42 @@ rk__cu_res_zombie(rk__cu_res *e, const rk__placed *region)
     }
     pthread_mutex_unlock(&dev_lock);
     return taken;
+}
+
+int
+rk__cu_res_check(const struct rk__cuda_driver *d, rk__cu_res *e)
+{
+    char why[160];
+    rk__cu_result r;
+
+    /* A host-side call: no PCIe read of the device's lines. */
+    (void)rk__cuda_enter(e->ordinal, NULL);
+    r = d->cuStreamQuery(e->stream);
+    if (r == RK__CUDA_SUCCESS || r == RK__CUDA_ERROR_NOT_READY)
+        return RK_OK;
+    pthread_mutex_lock(&dev_lock);
+    lose(d, r, e->id, e->ordinal);
+    pthread_mutex_unlock(&dev_lock);
+    err_text(d, r, why, sizeof(why));
+    /* Not the result of a call: the log is where an operator learns why
+     * the kernel is FAILED. */
+    rk__log(RK_LOG_ERROR,
+        "kernel '%s': the CUDA context of device %d is lost: %s; the "
+        "kernel ended FAILED (RK_ECUDA), what it had queued is "
+        "dead-lettered, and no cuda kernel runs on the device again in "
+        "this process",
+        e->id, e->ordinal, why);
+    return rk__fail(RK_ECUDA,
+        "kernel '%s': the CUDA context of device %d is lost: %s", e->id,
+        e->ordinal, why);
+}
+
+int
+rk__cu_lost(int rc)
+{
+    pthread_mutex_lock(&dev_lock);
+    if (rc != RK_OK && losts != NULL)
+        rc = refuse_lost(NULL, losts);
+    pthread_mutex_unlock(&dev_lock);
+    return rc;
 }

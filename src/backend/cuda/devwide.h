@@ -23,7 +23,17 @@
  *     process; the kernels at one are counted against its parties;
  *   - a kernel the watchdog reported, or whose instance was destroyed
  *     while it still ran (a zombie), stays counted until its stream says
- *     it returned; launch and registration reap those.
+ *     it returned; launch and registration reap those;
+ *   - a lost context (a block trapped: __trap, an illegal address, a
+ *     device assert; every stream of the context then reports the
+ *     driver's error) ends every kernel on it: each relay sees the error
+ *     on its own stream (rk__cu_res_check) and counts its kernel out,
+ *     and every later launch or load is refused (RK_ECUDA, "context
+ *     lost"). The context is not reset (cuDevicePrimaryCtxReset): that
+ *     would destroy every allocation and module of the process on the
+ *     device, the user's buffers and pools and other libraries' memory
+ *     included, and CUDA's documentation asks for a process restart
+ *     after such errors.
  * Everything is under one device lock; a launch happens under it.
  */
 #ifndef RK_SRC_BACKEND_CUDA_DEVWIDE_H
@@ -64,7 +74,8 @@ int rk__cu_device_of(const char *id, const rk_kernel_config *c, int *ordinal);
  * cc on device ordinal (whose context is current): from the table, or
  * compiled (through the kernel cache) and loaded now if no persistent
  * kernel is resident on any device, with the kernel's entry loaded too;
- * else RK_EBUSY. RK_ECOMPILE, RK_ECUDA, RK_ENOMEM. */
+ * else RK_EBUSY. RK_ECOMPILE, RK_ECUDA (also: the device's context is
+ * lost), RK_ENOMEM. */
 int rk__cu_module_get(const struct rk__cuda_driver *d, const char *id,
     const rk_kernel_config *c, int cc, int ordinal, rk__cu_module *out);
 
@@ -86,13 +97,13 @@ typedef struct rk__cu_res rk__cu_res;
 
 /* Launches a persistent kernel of `grid` blocks (per_sm blocks of its
  * shape per SM, sms SMs) on device ordinal under the device lock: reaps,
- * refuses (RK_ENOTSUP, naming the resident kernels) a grid that does not
- * fit beside those on its device, and, at barrier bar (NULL: none), a
- * barrier whose parties cannot all be resident on the device
- * (RK_ENOTSUP) or that the kernels already at it leave no room for this
- * grid (RK_EINVAL); counts it resident, calls launch(arg) and, when that
- * returns RK_OK, keeps it as *out; otherwise counts it out and returns
- * launch's error. */
+ * refuses (RK_ECUDA) any on a lost context, (RK_ENOTSUP, naming the
+ * resident kernels) a grid that does not fit beside those on its device,
+ * and, at barrier bar (NULL: none), a barrier whose parties cannot all be
+ * resident on the device (RK_ENOTSUP) or that the kernels already at it
+ * leave no room for this grid (RK_EINVAL); counts it resident, calls
+ * launch(arg) and, when that returns RK_OK, keeps it as *out; otherwise
+ * counts it out and returns launch's error. */
 int rk__cu_res_launch(const struct rk__cuda_driver *d, const char *id,
     int ordinal, uint32_t grid, uint32_t per_sm, uint32_t sms,
     rk__cu_bar *bar, rk__cu_stream stream, int (*launch)(void *arg),
@@ -112,6 +123,20 @@ int rk__cu_res_launch_with(const struct rk__cuda_driver *d, const char *id,
     int ordinal, uint32_t grid, uint32_t per_sm, uint32_t sms,
     rk__cu_bar *bar, rk__cu_stream stream, const rk__cu_partner *partners, uint32_t npartners,
     int (*launch)(void *arg), void *arg, rk__cu_res **out);
+
+/* Whether kernel e's context still works: RK_OK while its stream says
+ * the kernel runs (or returned); RK_ECUDA when the stream reports an
+ * error (the grid is gone: the caller counts it out with
+ * rk__cu_res_returned): the context is recorded as lost, later launches
+ * are refused, and the driver's error name and string, with the kernel,
+ * go to the detail and to the log (RK_LOG_ERROR). One cuStreamQuery: a
+ * host-side call, cheap enough for a relay's idle loop. Any thread. */
+int rk__cu_res_check(const struct rk__cuda_driver *d, rk__cu_res *e);
+
+/* rc, the result of a driver call that failed, said again as RK_ECUDA
+ * ("context lost; ...": the driver's error and the kernel that first saw
+ * it) when a context was lost; rc unchanged otherwise (RK_OK too). */
+int rk__cu_lost(int rc);
 
 /* The kernel returned (its stream synchronised): counted out (unless a
  * reap did), e freed. */
