@@ -2,7 +2,7 @@
 # what it includes) into the library, so a run-time compile needs no
 # include directory: src/backend/cuda/nvrtc.c hands them to
 # nvrtcCreateProgram as named headers. Regenerated when a header changes.
-set(RK_DEV_HEADERS dev_kernel.h dev_oneshot.h dev_warp.h dev_numba.h dev_ctl.h dev_ll.h
+set(RK_DEV_HEADERS dev_kernel.h dev_send.h dev_oneshot.h dev_warp.h dev_numba.h dev_ctl.h dev_ll.h
   dev_k2k.h ctl_proto.h ring_proto.h ring_ll.h rk_dev.h rk_atomic.h error.h)
 set(RK_DEV_HEADERS_C ${CMAKE_CURRENT_BINARY_DIR}/rk_dev_headers.c)
 set(_deps)

@@ -51,7 +51,7 @@ test_headers_compile_alone(void **state)
     static const char *const headers[] = { "ringkernel/rk_dev.h",
         "ringkernel/dev_ctl.h", "ringkernel/dev_kernel.h",
         "ringkernel/ring_proto.h", "ringkernel/ring_ll.h",
-        "ringkernel/dev_ll.h", "ringkernel/dev_warp.h",
+        "ringkernel/dev_ll.h", "ringkernel/dev_warp.h", "ringkernel/dev_send.h",
         "ringkernel/ctl_proto.h", "ringkernel/rk_atomic.h",
         "ringkernel/dev_k2k.h" };
     char src[256], name[32];
