@@ -146,6 +146,8 @@ rk_dev_host_enter(rk_dev_u32 block, rk_dev_u32 nblocks)
  * otherwise a point is nothing and a trap aborts the process.
  */
 #if !defined(RK_DEV_ON_DEVICE) && !defined(RK_DEV_HOST_POINT)
+/** Host build: a point where a host runner may stop a trapped block
+ * (nothing unless the runner defines it; see above). */
 #define RK_DEV_HOST_POINT() ((void)0)
 #endif
 
