@@ -129,7 +129,7 @@ class UnifiedBuffer(Generic[_S]):
         # device side *is* the host array (``device`` returns ``host``).
         self._host_is_device = False
         if device == "auto":
-            from .compute import cuda_available
+            from ._device import cuda_available
             device = "cuda" if cuda_available() else "cpu"
             self._host_is_device = device == "cpu"
         self._device_kind = {"cpu": 0, "cuda": 1, "any": 2}[device]
@@ -267,7 +267,7 @@ class UnifiedBuffer(Generic[_S]):
     # ------------------------------------------------ zero-copy exports
     def _on_cuda(self) -> bool:
         if self._device_kind == 2:  # "any": CUDA 0 when the C runtime has one
-            from .compute import cuda_available
+            from ._device import cuda_available
             return cuda_available()
         return self._device_kind == 1
 

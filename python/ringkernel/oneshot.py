@@ -44,6 +44,7 @@ from typing import Any, Callable, Generator, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
+from ._device import get_kernel_registry
 from .buffers import DeviceArray, UnifiedBuffer
 from .errors import (InternalError, InvalidArgumentError, InvalidConfigurationError,
                      QueueTimeoutError, RingKernelError, error)
@@ -279,7 +280,6 @@ class RawKernel:
             host=functools.partial(_run_host, host) if host is not None else None,
             backend=device, cooperative=cooperative)
         if register:
-            from .compute import get_kernel_registry
             get_kernel_registry().register(name, self, overwrite=True)
 
     @property
