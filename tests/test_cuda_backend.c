@@ -306,6 +306,71 @@ test_route_through_relay(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* rk_dev_publish: an index the kernel's device_topics names reaches the
+ * topic's subscribers (a cpu echo actor), one the list does not name is
+ * dead-lettered with RK_ENOTFOUND and counted in the kernel's errors, and
+ * a bad name is refused at register. The frame's publish flag must not be
+ * taken for a request either (it once shared RK_MSG_F_REQUEST's bit). */
+static void
+test_device_publish(void **state)
+{
+    static const char *const topics[] = { "t0" };
+    static const char *const bad[] = { "" };
+    rk_kernel_def def = { .id = "pub", .handler = rt_ignore_handler };
+    rk_kernel_def sd = { .id = "s", .actor = rt_echo_actor };
+    rk_runtime *rt;
+    rk_kernel p, s;
+    rk_kernel_stats st;
+    rk_dead_letter dl;
+    unsigned char buf[128], msg[3] = { 0, 7, 9 }, odd[2] = { 5, 1 };
+    size_t len;
+    uint64_t until;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = cuda_test_runtime();
+    def.config.device_source = kernels_src;
+    def.config.device_entry = "rk_pub";
+    def.config.device_source_name = "test_kernels.cu";
+    def.config.grid_size = 1;
+    def.config.block_size = 64;
+    def.config.max_payload = 128;
+    def.config.device_topics = bad;
+    def.config.ndevice_topics = 1;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_EINVAL);
+    assert_non_null(strstr(rk_errdetail(), "topic name"));
+    def.config.device_topics = topics;
+    assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
+    sd.config.backend = "cpu";
+    assert_int_equal(rk_runtime_register(rt, &sd), RK_OK);
+    assert_int_equal(rk_subscribe(rt, "s", "t0"), RK_OK);
+    s = cuda_start(rt, "s");
+    p = cuda_start(rt, "pub");
+
+    assert_int_equal(rk_send(rt, p, 4, msg, 3, 128, T_LONG), RK_OK);
+    assert_int_equal(
+        rk_recv(rt, s, NULL, buf, sizeof(buf), &len, T_LONG), RK_OK);
+    assert_int_equal(len, 3);
+    assert_memory_equal(buf, msg, 3);
+
+    assert_int_equal(rk_send(rt, p, 4, odd, 2, 128, T_LONG), RK_OK);
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+    assert_string_equal(dl.kernel_id, "pub");
+    assert_int_equal(dl.reason, RK_DEAD_FAILED);
+    assert_int_equal(dl.error, RK_ENOTFOUND);
+    until = rk_now_ns() + (uint64_t)T_LONG;
+    do {
+        assert_int_equal(rk_kernel_stats_get(rt, "pub", &st), RK_OK);
+        assert_true(rk_now_ns() < until);
+    } while (st.errors < 1 && sched_yield() == 0);
+    /* Nothing published reached the kernel's own output. */
+    assert_int_equal(rk_recv(rt, p, NULL, buf, sizeof(buf), &len, RK_NO_WAIT),
+        RK_ETIMEDOUT);
+    cuda_finish(rt, (const char *const[]) { "pub", "s", NULL });
+}
+
 /* A device handler error: the kernel FAILS, the failing message is dead
  * lettered with the handler's code. */
 static void
@@ -625,6 +690,7 @@ main(void)
         cmocka_unit_test(test_terminate_paused_drains),
         cmocka_unit_test(test_grid_of_actors),
         cmocka_unit_test(test_route_through_relay),
+        cmocka_unit_test(test_device_publish),
         cmocka_unit_test(test_handler_failure),
         cmocka_unit_test(test_supervised_restart),
         cmocka_unit_test(test_oversized_device_output),

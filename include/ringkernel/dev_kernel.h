@@ -81,7 +81,11 @@
 /** rk_msg_header.flags bits the device sets (runtime bits >= 8). A publish
  * goes to the output lane with TOPIC set and the topic's index (assigned
  * by the host relay) in bits 16..31. */
-#define RK_DEV_MSG_F_TOPIC     (1u << 8)
+/** The frame is a publish (rk_dev_publish), its topic index in bits
+ * 16..31: RK_MSG_F_TOPIC on the host, a bit of its own (never
+ * RK_MSG_F_REQUEST's 1 << 8, which would make a publish look like a
+ * request). */
+#define RK_DEV_MSG_F_TOPIC (1u << 10)
 /** For the host even where the kernel's output is routed (RK_MSG_F_HOST:
  * rk_dev_reply_host). */
 #define RK_DEV_MSG_F_HOST (1u << 9)

@@ -106,6 +106,10 @@ int rk_uuid_parse(const char *s, size_t len, rk_uuid *out);
  * host, so it goes to the kernel's output queue even when the kernel has
  * an rk_connect route (which the device carried itself) */
 #define RK_MSG_F_HOST 0x200u
+/** A device kernel's publish (rk_dev_publish, RK_DEV_MSG_F_TOPIC): the
+ * topic index in bits 16..31, which the cuda relay maps to a name
+ * (rk_kernel_config.device_topics) and clears before the fan-out. */
+#define RK_MSG_F_TOPIC 0x400u
 
 /**
  * The type id of an error reply (ids from 0xFFFFFF00 up are the

@@ -223,6 +223,15 @@ typedef struct rk_kernel_config {
      * within 64 MiB. A value the device cannot hold is RK_EINVAL at
      * launch, naming both numbers. Other backends ignore it. */
     uint32_t lane_capacity;
+    /** The cuda backend: the topics rk_dev_publish() names by index:
+     * index i publishes to device_topics[i] (i < ndevice_topics), fanned
+     * out by the relay as rk_publish() does (a subscriber applying BLOCK
+     * holds the relay until it has room). A publish on an index with no
+     * name is dead-lettered (RK_ENOTFOUND) and counted in the kernel's
+     * errors. Each name is checked at register as a topic name. Not
+     * copied, like device_source. */
+    const char *const *device_topics;
+    uint32_t ndevice_topics; /**< entries of device_topics (at most 65536) */
 } rk_kernel_config;
 
 /**

@@ -358,6 +358,27 @@ check_id(const char *what, const char *id)
     return rk__check_name(what, "id", id, RK_ID_MAX);
 }
 
+/* The names rk_dev_publish's topic indices stand for: each a valid topic
+ * name, at most 65536 (the index is 16 bits of a frame's flags). */
+static int
+check_device_topics(const rk_kernel_def *def)
+{
+    const rk_kernel_config *c = &def->config;
+
+    if (c->ndevice_topics > 65536u
+        || (c->ndevice_topics != 0 && c->device_topics == NULL))
+        return rk__fail(RK_EINVAL,
+            "kernel '%s': %u device topics (at most 65536, each named)",
+            def->id, c->ndevice_topics);
+    for (uint32_t i = 0; i < c->ndevice_topics; i++) {
+        int rc = rk__check_name(
+            "rk_runtime_register", "topic name", c->device_topics[i], RK_ID_MAX);
+        if (rc != RK_OK)
+            return rc;
+    }
+    return RK_OK;
+}
+
 int
 rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
 {
@@ -379,6 +400,8 @@ rk_runtime_register(rk_runtime *rt, const rk_kernel_def *def)
             "kernel '%s': direct_calls needs a handler (an actor receives "
             "its own messages)",
             def->id);
+    if ((rc = check_device_topics(def)) != RK_OK)
+        return rc;
     if ((unsigned)def->config.backpressure > RK_BP_DROP_NEW
         || (unsigned)def->config.when_inactive > RK_INACTIVE_REJECT
         || (unsigned)def->config.supervision.policy > RK_SUPERVISE_RESTART)

@@ -54,6 +54,16 @@ RK_DEV_HANDLER(fwd_h)(rk_dev_ctx *x, const rk_dev_msg *m)
 }
 RK_DEV_KERNEL(rk_fwd, fwd_h)
 
+/* rk_pub: publishes each message, unchanged, on the topic index in its
+ * first byte (rk_kernel_config.device_topics names it); replies nothing. */
+RK_DEV_HANDLER(pub_h)(rk_dev_ctx *x, const rk_dev_msg *m)
+{
+    if (m->len == 0)
+        return RK_EINVAL;
+    return rk_dev_publish(x, m->data[0], m->hdr->type_id, m->data, m->len);
+}
+RK_DEV_KERNEL(rk_pub, pub_h)
+
 RK_DEV_HANDLER(sum_h)(rk_dev_ctx *x, const rk_dev_msg *m)
 {
     RK_DEV_SHARED rk_dev_u32 part[1024];

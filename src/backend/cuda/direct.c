@@ -62,6 +62,29 @@ rk__lanes_close(rk__cuda_lanes *l)
     }
 }
 
+_Static_assert(RK_DEV_MSG_F_TOPIC == RK_MSG_F_TOPIC,
+    "the device's publish flag is the host's");
+
+/* A device publish (RK_DEV_MSG_F_TOPIC): its topic index named through
+ * the kernel's device_topics, the index bits cleared, then the runtime's
+ * fan-out. RK_ENOTFOUND for an index with no name. */
+static int
+publish_one(const rk__backend_io *io, rk_msg_header *h, const void *payload,
+    size_t len)
+{
+    const rk_kernel_config *c = &io->def->config;
+    uint32_t i = h->flags >> RK_DEV_MSG_TOPIC_SHIFT;
+
+    if (i >= c->ndevice_topics)
+        return rk__fail(RK_ENOTFOUND,
+            "kernel '%s': rk_dev_publish on topic index %u, and its "
+            "device_topics name %u",
+            io->def->id, i, c->ndevice_topics);
+    h->flags &= (1u << RK_DEV_MSG_TOPIC_SHIFT) - 1u;
+    h->flags &= ~RK_DEV_MSG_F_TOPIC;
+    return io->publish(io->rt, c->device_topics[i], h, payload, len, NULL);
+}
+
 /* One output frame to the runtime. Returns 0 when a route's target had
  * no room in timeout_ns under BLOCK: the caller keeps the frame and tries
  * again. An output the runtime refuses otherwise (over max_payload, a
@@ -79,7 +102,9 @@ out_one(rk__cuda_lanes *l, const unsigned char *f, size_t len,
     int rc;
 
     memcpy(&h, f, sizeof(h));
-    rc = reply != NULL
+    rc = (h.flags & RK_DEV_MSG_F_TOPIC) != 0
+        ? publish_one(io, &h, f + RK_MSG_HEADER_SIZE, plen)
+        : reply != NULL
         ? io->emit_call(
             io->rt, reply, call_id, &h, f + RK_MSG_HEADER_SIZE, plen)
         : io->emit_wait(io->rt, &h, f + RK_MSG_HEADER_SIZE, plen, timeout_ns);
