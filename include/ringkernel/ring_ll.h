@@ -99,6 +99,24 @@ rk_ring_ll_word(rk_proto_u32 data, rk_proto_u32 flag)
 
 /* ---------------------------------------------------------- producer */
 
+/* LL words: relaxed on the device, where each word validates itself
+ * (docs/cuda.md, "One read per message"); host builds (the host's side of
+ * the lanes, and the host build of the device loop) store with release
+ * and load with acquire, plain moves on x86, so that the C11 model and
+ * TSan also see what a message hands over, as the device's
+ * rk_dev_release_writes / rk_dev_acquire_writes fences provide there. */
+#if defined(__CUDA_ARCH__)
+/** Stores LL word v at p (device: relaxed). */
+#define RK_RING_LL_STORE(p, v) rk_atomic_store_relaxed_u64(p, v)
+/** Loads the LL word at p (device: relaxed). */
+#define RK_RING_LL_LOAD(p) rk_atomic_load_relaxed_u64(p)
+#else
+/** Stores LL word v at p (host builds: release). */
+#define RK_RING_LL_STORE(p, v) rk_atomic_store_release_sys_u64(p, v)
+/** Loads the LL word at p (host builds: acquire). */
+#define RK_RING_LL_LOAD(p) rk_atomic_load_acquire_sys_u64(p)
+#endif
+
 /**
  * Writes n bytes of src at data offset off (a multiple of 4) of the slot
  * at pos; the last word's missing bytes are zero. Relaxed 8-byte stores:
@@ -116,7 +134,7 @@ rk_ring_ll_put(const rk_ring_side *s, rk_proto_u64 pos, rk_proto_u32 off,
         rk_proto_u32 d = 0;
         for (rk_proto_u32 k = 0; k < 4 && i + k < n; k++)
             d |= (rk_proto_u32)b[i + k] << (8 * k);
-        rk_atomic_store_relaxed_u64(w + i / 4, rk_ring_ll_word(d, flag));
+        RK_RING_LL_STORE(w + i / 4, rk_ring_ll_word(d, flag));
     }
 }
 
@@ -129,7 +147,7 @@ rk_ring_ll_pad(const rk_ring_side *s, rk_proto_u64 pos, rk_proto_u32 from,
     RK_PROTO_A64 *w = rk_ring_ll_slot(s, pos);
     rk_proto_u64 v = rk_ring_ll_word(0, rk_ring_ll_flag(pos));
     for (rk_proto_u32 i = from / 4; i < to / 4; i++)
-        rk_atomic_store_relaxed_u64(w + i, v);
+        RK_RING_LL_STORE(w + i, v);
 }
 
 /** Stores command cmd into word 0 of the free slot at pos (the caller
@@ -137,7 +155,7 @@ rk_ring_ll_pad(const rk_ring_side *s, rk_proto_u64 pos, rk_proto_u32 from,
 RK_PROTO_FN void
 rk_ring_ll_cmd_put(const rk_ring_side *s, rk_proto_u64 pos, rk_proto_u32 cmd)
 {
-    rk_atomic_store_relaxed_u64(rk_ring_ll_slot(s, pos),
+    RK_RING_LL_STORE(rk_ring_ll_slot(s, pos),
         rk_ring_ll_word(cmd, rk_ring_ll_cmd_flag(pos)));
 }
 
@@ -156,7 +174,7 @@ rk_ring_ll_get(const rk_ring_side *s, rk_proto_u64 pos, rk_proto_u32 off,
     unsigned char *b = (unsigned char *)dst;
     rk_proto_u32 flag = rk_ring_ll_flag(pos), i;
     for (i = 0; i < n; i += 4) {
-        rk_proto_u64 v = rk_atomic_load_relaxed_u64(w + i / 4);
+        rk_proto_u64 v = RK_RING_LL_LOAD(w + i / 4);
         if ((rk_proto_u32)(v >> 32) != flag)
             return 0;
         for (rk_proto_u32 k = 0; k < 4 && i + k < n; k++)
@@ -170,7 +188,7 @@ rk_ring_ll_get(const rk_ring_side *s, rk_proto_u64 pos, rk_proto_u32 off,
 RK_PROTO_FN rk_proto_u64
 rk_ring_ll_word0(const rk_ring_side *s, rk_proto_u64 pos)
 {
-    return rk_atomic_load_relaxed_u64(rk_ring_ll_slot(s, pos));
+    return RK_RING_LL_LOAD(rk_ring_ll_slot(s, pos));
 }
 
 /**

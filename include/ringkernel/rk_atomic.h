@@ -295,8 +295,10 @@ rk_atomic_load_pair_relaxed_sys_u64(
     *a = x;
     *b = y;
 #else
-    *a = rk_atomic_load_relaxed_u64(p);
-    *b = rk_atomic_load_relaxed_u64(p + 1);
+    /* Host builds: acquire (a plain move on x86), so that the C11 model
+     * and TSan see what an LL message hands over (ring_ll.h). */
+    *a = rk_atomic_load_acquire_sys_u64(p);
+    *b = rk_atomic_load_acquire_sys_u64(p + 1);
 #endif
 }
 
@@ -312,8 +314,9 @@ rk_atomic_store_pair_relaxed_sys_u64(
                  : "l"(p), "l"(a), "l"(b)
                  : "memory");
 #else
-    rk_atomic_store_relaxed_u64(p, a);
-    rk_atomic_store_relaxed_u64(p + 1, b);
+    /* Host builds: release (a plain move on x86), as the load above. */
+    rk_atomic_store_release_sys_u64(p, a);
+    rk_atomic_store_release_sys_u64(p + 1, b);
 #endif
 }
 
