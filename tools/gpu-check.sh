@@ -60,6 +60,7 @@ if [ "$mode" != run ]; then
         >&2 || exit 2
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
         test_cuda_direct test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
+        test_cuda_loop_lanes \
         test_cuda_k2k test_cuda_trap \
         test_cuda_pagerank test_cuda_anomaly test_backend_contract \
         fake_cuda bench_cuda \
@@ -131,6 +132,7 @@ run_test test_cuda_direct RK_TEST_CUDA_REAL=1
 run_test test_cuda_nvrtc
 run_test test_cuda_kcache
 run_test test_cuda_loop_host
+run_test test_cuda_loop_lanes
 # Kernel-to-kernel on the device: rk_connect between two cuda kernels over
 # K2K lanes in device memory (A -> B -> host, A -> B -> A);
 # bench_cuda's cuda_k2k_rtt_p50 times it with %globaltimer.
