@@ -12,7 +12,8 @@
  *
  * What this proves: the loop's protocol and its memory orders under the
  * C11 model (TSan build). What it cannot prove: the PTX memory model,
- * PCIe ordering, or a block of more than one thread (docs/cuda.md).
+ * PCIe ordering, or a block of more than one thread
+ * (docs/cuda-robustness.md, "What ran on a GPU, and what did not").
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -13,7 +13,8 @@
  *
  * What this proves: the data path's protocol and its memory orders under
  * the C11 model (TSan build). What it cannot prove: the PTX memory model,
- * PCIe ordering, or a block of more than one thread (docs/cuda.md).
+ * PCIe ordering, or a block of more than one thread
+ * (docs/cuda-robustness.md, "What ran on a GPU, and what did not").
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -258,7 +259,7 @@ test_ll_long_messages(void **state)
     inst_end(&in);
 }
 
-/* PCIe accounting (issue 24, docs/cuda.md "PCIe accounting"): after a
+/* PCIe accounting (issue 24, docs/cuda-data-path.md, "Counting"): after a
  * warm-up, one request and its reply on an idle block cost at most one
  * device read of host-mapped memory and no system fence (the old
  * protocol: 2 or 3 reads, the tail, the slot and at times the command,

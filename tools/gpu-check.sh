@@ -126,7 +126,7 @@ run_test() { # name [env...]
     fi
 }
 run_test test_cuda_backend RK_TEST_CUDA_REAL=1
-# The caller's own path (docs/cuda.md): a direct round trip costs no relay
+# The caller's own path (docs/cuda-data-path.md): a direct round trip costs no relay
 # hand-off, order holds with the relay busy, a call racing a terminate.
 run_test test_cuda_direct RK_TEST_CUDA_REAL=1
 run_test test_cuda_nvrtc

@@ -10,7 +10,7 @@
  * and NVRTC are usable, the cpu backend (the host fallback) elsewhere.
  * The cuda backend compiles and loads the code at creation, because CUDA
  * cannot load a module while a persistent ring kernel is resident
- * (docs/cuda.md): create one-shot kernels before launching ring kernels,
+ * (docs/cuda-programming.md): create one-shot kernels before launching ring kernels,
  * or creation is refused with RK_EBUSY rather than hanging.
  *
  * A launch runs synchronously (rk_oneshot_run), or in the background with

@@ -2,8 +2,9 @@
 
 ``RawKernel(code, name)`` is the C library's ``rk_oneshot``
 (ringkernel/oneshot.h): the source (written with ``RK_DEV_ONESHOT``,
-docs/cuda.md) is compiled once through the NVRTC path and the kernel
-cache when the kernel is made, and each call launches it over a grid::
+docs/cuda-programming.md) is compiled once through the NVRTC path and the
+kernel cache when the kernel is made, and each call launches it over a
+grid::
 
     vadd = RawKernel(SRC, "vadd")                 # or ringkernel.kernel(SRC, name="vadd")
     vadd(64, 256, (x, y, z, np.uint32(n)))        # synchronous

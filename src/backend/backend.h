@@ -334,7 +334,7 @@ typedef struct rk__backend {
      *
      * relayed: frames the instance's host relay moved so far (one per
      * frame it wrote to a lane, one per frame it handed to the runtime):
-     * the relay hand-offs of docs/cuda.md's PCIe accounting.
+     * the relay hand-offs of docs/cuda-data-path.md's PCIe accounting.
      */
     int (*send)(rk__backend_inst *bi, const rk_msg_header *h,
         const void *payload, size_t len);

@@ -1,6 +1,6 @@
 /*
  * tests/kernels/test_kernels.cu - device kernels the CUDA tests use,
- * written once in the C subset of docs/cuda.md. NVRTC and nvcc compile
+ * written once in the C subset of docs/cuda-programming.md. NVRTC and nvcc compile
  * this file as CUDA (tests check the PTX); tests/fake_cuda,
  * test_cuda_loop_host and test_cuda_loop_lanes include it as host C and
  * run the same code on CPU threads, one per block.
