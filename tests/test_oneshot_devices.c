@@ -19,6 +19,8 @@
  *     claimed as device 0's, each a clear error;
  *   - rk_buffer_wait_stream: stream 0 and a CPU buffer refused, the
  *     legacy default stream (1) waited for;
+ *   - rk_oneshot_device: the device that runs a kernel (RK_CUDA_DEVICE's
+ *     for 0), -1 on the cpu backend;
  *   - last: no driver call the backend made would have hung on a GPU.
  */
 #include <setjmp.h>
@@ -143,6 +145,8 @@ test_kernel_on_device_1(void **state)
         skip();
     }
     k = vadd_ok("vadd1", 1);
+    assert_int_equal(rk_oneshot_device(k), 1);
+    assert_int_equal(rk_oneshot_device(NULL), -1);
     a = filled(1, 1, 0);
     b = filled(1, 2, 5);
     c = filled(1, 0, 0);
@@ -206,6 +210,7 @@ test_wrapped_memory_in_place(void **state)
     cuda_require_nvrtc();
 
     k = vadd_ok("vaddw", 0);
+    assert_int_equal(rk_oneshot_device(k), 0);
     x = filled(0, 1, 1);
     y = filled(0, 10, 0);
     out = filled(0, 0, 0);
@@ -338,6 +343,36 @@ test_wait_stream(void **state)
     rk_buffer_destroy(b);
 }
 
+static int
+host_nop(const rk_oneshot_host_args *a)
+{
+    (void)a;
+    return RK_OK;
+}
+
+/* Device 0 is RK_CUDA_DEVICE's (as for ring kernels); the cpu backend
+ * runs on no CUDA device. */
+static void
+test_env_default_and_cpu(void **state)
+{
+    rk_oneshot_def h = { .name = "hostonly", .host = host_nop, .backend = "cpu",
+        .device = 1 };
+    rk_oneshot *k;
+    (void)state;
+    cuda_require_nvrtc();
+
+    assert_int_equal(rk_oneshot_create(&h, &k), RK_OK);
+    assert_int_equal(rk_oneshot_device(k), -1);
+    rk_oneshot_destroy(k);
+    if (real_gpu || cuda_device_count() < 2)
+        return;
+    setenv("RK_CUDA_DEVICE", "1", 1);
+    k = vadd_ok("envdev", 0);
+    unsetenv("RK_CUDA_DEVICE");
+    assert_int_equal(rk_oneshot_device(k), 1);
+    rk_oneshot_destroy(k);
+}
+
 CUDA_TEST_NO_HANG(real_gpu)
 
 int
@@ -350,6 +385,7 @@ main(void)
         cmocka_unit_test(test_wrap_errors),
         cmocka_unit_test(test_wrapped_other_device),
         cmocka_unit_test(test_wait_stream),
+        cmocka_unit_test(test_env_default_and_cpu),
         cmocka_unit_test(test_no_call_would_hang),
     };
     return cuda_sim_run("test_oneshot_devices", tests,

@@ -124,6 +124,11 @@ void rk_oneshot_destroy(rk_oneshot *k);
 /** The name of the backend that runs k ("cpu", "cuda"). */
 const char *rk_oneshot_backend(const rk_oneshot *k);
 
+/** The CUDA device ordinal that runs k (rk_oneshot_def.device resolved:
+ * RK_CUDA_DEVICE's device for 0), or -1 when its backend uses no CUDA
+ * device (cpu) or k is NULL. Its buffers belong on that device. */
+int rk_oneshot_device(const rk_oneshot *k);
+
 /** Runs one launch to completion on the calling thread's behalf. */
 int rk_oneshot_run(rk_oneshot *k, const rk_oneshot_launch *l);
 

@@ -120,6 +120,7 @@ rk__cuda_exec_load(rk__exec_kernel *k)
     }
     be->ordinal = ord;
     k->be = be;
+    k->ordinal = ord;
     return RK_OK;
 }
 
