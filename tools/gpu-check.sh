@@ -167,14 +167,16 @@ done
 run_test test_cuda_trap RK_TEST_CUDA_REAL=1
 
 # Device code from Python (python/tests/test_cuda_python.py: one-shot
-# kernels, ctx.execute_kernel, a device actor, the CUDA exports) on the
+# kernels, ctx.execute_kernel, a device actor, the CUDA exports;
+# test_cuda_devices_python.py: devices, managed buffers, other libraries'
+# arrays, Numba's device arrays where numba-cuda is installed) on the
 # real driver, where a Python with the package, numpy and pytest is at
 # $RK_GPU_PYTHON (default build/pyvenv/bin/python, what `make pytest`
 # makes); said to be skipped where there is none.
 py=${RK_GPU_PYTHON:-build/pyvenv/bin/python}
 if [ -x "$py" ] && "$py" -c "import ringkernel, numpy, pytest" 2>/dev/null; then
     out=$(RK_TEST_CUDA_REAL=1 timeout "$T" "$py" -m pytest -q -p no:cacheprovider \
-        python/tests/test_cuda_python.py 2>&1)
+        python/tests/test_cuda_python.py python/tests/test_cuda_devices_python.py 2>&1)
     rc=$?
     printf '%s\n' "$out" >&2
     if [ $rc -eq 0 ]; then
