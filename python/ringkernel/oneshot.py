@@ -156,7 +156,8 @@ def _pack(kname: str, args: Sequence[Any], ordinal: int) -> _Packed:
     p = _Packed()
     device = ordinal >= 0
     for i, a in enumerate(args):
-        if not isinstance(a, (UnifiedBuffer, DeviceArray, _core.Buffer, np.ndarray)) \
+        if not isinstance(a, (UnifiedBuffer, DeviceArray, _core.Buffer, np.ndarray,
+                              np.generic, int, float, bytes, bytearray, memoryview)) \
                 and _foreign.is_foreign(a):
             host = _foreign.host_view(a)
             if host is None and not device:
