@@ -272,7 +272,7 @@ static PyObject *
 buffer_prefetch(PyObject *self, PyObject *arg)
 {
     rk_buffer *buf = buffer_live(self);
-    long side = PyLong_AsLong(arg);
+    long side = buf != NULL ? PyLong_AsLong(arg) : -1;
     int rc;
     if (buf == NULL || (side == -1 && PyErr_Occurred()))
         return NULL;
