@@ -66,13 +66,14 @@ if [ "$mode" != run ]; then
         fake_cuda bench_cuda \
         test_device_query test_buffer_states test_buffer_api \
         test_buffer_managed test_cuda_devices test_cuda_barrier \
-        test_pool_contract test_pool_concurrent \
+        test_oneshot_devices test_pool_contract test_pool_concurrent \
         bench_cuda_compile test_cuda_jitlink bench_cuda_numba \
         ringkernel_cli >&2 || exit 2
     # For an offline device machine that lacks them: the test and bench
     # binaries' non-system libraries go with the build (build-gpu/lib).
     mkdir -p "$B/lib"
     for bin in "$B"/tests/test_cuda_* "$B"/tests/test_backend_contract \
+        "$B"/tests/test_oneshot_devices \
         "$B"/tests/test_device_query "$B"/tests/test_buffer_* \
         "$B"/tests/test_pool_* \
         "$B"/bench/bench_cuda* \
@@ -144,6 +145,10 @@ run_test test_cuda_anomaly
 # by two resident kernels (its PTX, 50 rounds, the refusals a GPU shows).
 run_test test_cuda_devices RK_TEST_CUDA_REAL=1
 run_test test_cuda_barrier RK_TEST_CUDA_REAL=1
+# One-shot kernels on a chosen device, and device memory of another
+# library's wrapped without a copy (rk_buffer_wrap_device; with two GPUs
+# the driver says whose memory a pointer is).
+run_test test_oneshot_devices RK_TEST_CUDA_REAL=1
 # A handler compiled by Numba (tests/data/numba_sample.ptx) linked into the
 # persistent loop with nvJitLink and run on the GPU (it fails rather than
 # skips there when NVRTC or nvJitLink is missing).
@@ -164,14 +169,16 @@ done
 run_test test_cuda_trap RK_TEST_CUDA_REAL=1
 
 # Device code from Python (python/tests/test_cuda_python.py: one-shot
-# kernels, ctx.execute_kernel, a device actor, the CUDA exports) on the
+# kernels, ctx.execute_kernel, a device actor, the CUDA exports;
+# test_cuda_devices_python.py: devices, managed buffers, other libraries'
+# arrays, Numba's device arrays where numba-cuda is installed) on the
 # real driver, where a Python with the package, numpy and pytest is at
 # $RK_GPU_PYTHON (default build/pyvenv/bin/python, what `make pytest`
 # makes); said to be skipped where there is none.
 py=${RK_GPU_PYTHON:-build/pyvenv/bin/python}
 if [ -x "$py" ] && "$py" -c "import ringkernel, numpy, pytest" 2>/dev/null; then
     out=$(RK_TEST_CUDA_REAL=1 timeout "$T" "$py" -m pytest -q -p no:cacheprovider \
-        python/tests/test_cuda_python.py 2>&1)
+        python/tests/test_cuda_python.py python/tests/test_cuda_devices_python.py 2>&1)
     rc=$?
     printf '%s\n' "$out" >&2
     if [ $rc -eq 0 ]; then

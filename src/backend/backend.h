@@ -237,6 +237,7 @@ typedef struct rk__backend_inst rk__backend_inst; /* backend-private */
 typedef struct rk__exec_kernel {
     const struct rk_oneshot_def *def;
     void *be;
+    int ordinal; /* the CUDA device it runs on (exec_load sets it), or -1 */
 } rk__exec_kernel;
 
 typedef struct rk__backend {
