@@ -170,7 +170,7 @@ class UnifiedBuffer(Generic[_S]):
         shape, fmt = (self._shape, _FORMAT[self._dtype]) if self._native else \
             ((self.nbytes,), "B")  # any other dtype, or over 3 dimensions: the bytes
         return _core.Buffer(shape, fmt, self._device_kind, ordinal=self._ordinal or 0,
-                            managed=self._managed)
+                            managed=self._managed, pinned=self._pinned)
 
     # ------------------------------------------------------------ shape
     @property

@@ -299,6 +299,10 @@ def test_managed_buffers(tmp_path):
         print("side", refused(E, lambda: m.prefetch("gpu"), "'device' or 'host'"))
         print("advice", refused(E, lambda: m.advise("bogus"), "read_mostly"))
         print("plain", refused(E, lambda: x.prefetch(), "is not managed"))
+        # pinned reaches C: a managed buffer cannot also be pinned
+        print("pinman", refused(E, lambda: rk.UnifiedBuffer(4, np.float32, "cuda",
+                                                            managed=True, pinned=True),
+                                "RK_BUFFER_PINNED"))
         # more than the device has free: refused before the driver is asked
         print("big", refused(rk.OutOfMemoryError,
               lambda: rk.UnifiedBuffer((1 << 40,), np.uint8, "cuda", managed=True),
@@ -311,7 +315,8 @@ def test_managed_buffers(tmp_path):
         assert c.state == rk.BufferState.SYNCHRONIZED
         print("ok")
     """, tmp_path=tmp_path)
-    for want in ("side RK_EINVAL", "advice RK_EINVAL", "plain RK_EINVAL", "big RK_ENOMEM"):
+    for want in ("side RK_EINVAL", "advice RK_EINVAL", "plain RK_EINVAL", "pinman RK_EINVAL",
+                 "big RK_ENOMEM"):
         assert want in out, (want, out)
 
 
