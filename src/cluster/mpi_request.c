@@ -15,8 +15,15 @@
 #include <time.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_trace.h"
 #include "cluster/mpi_wake.h"
 #include "runtime/ids.h"
+
+#ifdef RK_CLUSTER_TRACE
+/* The requesting thread's stamps (mpi_trace.h): entry, answer seen,
+ * slot answered. */
+static _Thread_local uint64_t tr_entry, tr_seen, tr_answered;
+#endif
 
 /* Answers waiting slot i: with reply frame f (rc RK_OK), or with error
  * rc (f NULL: every waiter on rank, else the one f's correlation id
@@ -179,6 +186,7 @@ mpi_answer(rk_cluster *cl, int i, int rank)
         || MPI_Test(&w->rreq, &done, &st) != MPI_SUCCESS || !done)
         return false;
     w->rreq = MPI_REQUEST_NULL;
+    CL_TR_SET(tr_seen);
     MPI_Get_count(&st, MPI_BYTE, &count);
     if (count > 0 && rk__cl_batch_parse(w->rbuf, (size_t)count, &b) == RK_OK
         && rk__cl_frame_next(w->rbuf, (size_t)count, &off, &f) == RK_OK
@@ -192,6 +200,9 @@ mpi_answer(rk_cluster *cl, int i, int rank)
             STAT(cl, remote_errors, 1);
         else
             WSTAT(w, replies_by_mpi);
+        CL_TR_ADD(CL_TR_REP_WIRE, f.send_ns, tr_seen);
+        CL_TR_SET(tr_answered);
+        CL_TR_ADD(CL_TR_C_DECODE, tr_seen, tr_answered);
     }
     if (atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE)
         return true;
@@ -234,10 +245,15 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
     }
     f->kind = RK__CL_CALL;
     f->aux = (int32_t)(CL_DIRECT | CL_BYMPI | (uint32_t)slot);
+    CL_TR_STAMP(tr_isend);
+    CL_TR_ADD(CL_TR_C_PREP, tr_entry, tr_isend);
+    CL_TR_SET(f->send_ns); /* traced: the request's transit */
     rk__cl_batch_write(w->sbuf, 0, 1, 0);
     rk__cl_frame_write(w->sbuf + RK__CL_BATCH_HDR, f, req);
     mrc = MPI_Isend(
         w->sbuf, (int)size, MPI_BYTE, rank, CL_TAG, cl->comm, &w->sreq);
+    CL_TR_STAMP(tr_sent);
+    CL_TR_ADD(CL_TR_C_ISEND, tr_isend, tr_sent);
     if (mrc != MPI_SUCCESS) {
         w->sreq = MPI_REQUEST_NULL;
         rc = rk__cl_mpi_fail(mrc, "MPI_Isend");
@@ -253,6 +269,8 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
     now = t0 = rk_now_ns();
     rk__cl_sent_to(cl, rank, t0); /* the request went just now */
     deadline = timeout_ns < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ns;
+    CL_TR_STAMP(tr_posted);
+    CL_TR_ADD(CL_TR_C_IRECV, tr_sent, tr_posted);
     for (uint32_t i = 1; posted == RK_OK; i++) {
         if (!sent
             && MPI_Test(&w->sreq, &sent, MPI_STATUS_IGNORE) != MPI_SUCCESS)
@@ -261,6 +279,7 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
             || atomic_load_explicit(&w->state, memory_order_acquire)
                 == W_DONE) {
             answered = true;
+            CL_TR_COUNT(CL_TR_C_TESTS, i);
             break;
         }
         /* Each try is a few hundred ns of MPI: the clock and the peer's
@@ -459,7 +478,18 @@ request_px(rk_cluster *cl, const cl_proxy *px, int slot, rk__cl_frame *f,
         rc = request_by_mpi(cl, slot, px->rank, f, req, timeout_ns);
         *reply_len = w->len;
         waiter_put(cl, slot);
-        return request_fail(cl, px, op, rc, *reply_len, cap);
+        rc = request_fail(cl, px, op, rc, *reply_len, cap);
+#ifdef RK_CLUSTER_TRACE
+        {
+            uint64_t end = rk__cl_tsc();
+            if (tr_answered != 0) {
+                CL_TR_ADD(CL_TR_C_DONE, tr_answered, end);
+                CL_TR_ADD(CL_TR_C_TOTAL, tr_entry, end);
+            }
+            tr_answered = tr_entry = 0;
+        }
+#endif
+        return rc;
     }
     rc = rk__cl_stage_frame(cl, px->rank, 0, f, req, timeout_ns);
     if (rc == RK_OK) {
@@ -487,6 +517,7 @@ rk__cl_request_call(rk_cluster *cl, const cl_proxy *px, const rk_msg_header *h,
     rk__cl_frame f;
     int slot;
 
+    CL_TR_SET(tr_entry);
     if (len > UINT32_MAX)
         return rk__fail(RK_EMSGSIZE, "request: %zu-byte request", len);
     if ((slot = waiter_get(cl)) < 0)
@@ -508,6 +539,7 @@ rk_cluster_request(rk_cluster *cl, const char *id,
     int slot, rc;
     rk_kernel k;
 
+    CL_TR_SET(tr_entry);
     if (cl == NULL || id == NULL || reply_len == NULL
         || (req == NULL && req_len != 0) || (reply == NULL && cap != 0))
         return rk__fail(RK_EINVAL, "rk_cluster_request: NULL argument");
@@ -549,6 +581,7 @@ rk_cluster_request(rk_cluster *cl, const char *id,
     f.type_id = opts->type_id;
     f.len = (uint32_t)req_len;
     f.id = rk__next_id();
-    return request_px(cl, px, slot, &f, req, rk__deadline(opts->timeout_ns),
+    rc = request_px(cl, px, slot, &f, req, rk__deadline(opts->timeout_ns),
         reply_hdr, reply, cap, reply_len, "rk_cluster_request");
+    return rc;
 }
