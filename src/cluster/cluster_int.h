@@ -197,11 +197,14 @@ typedef struct cl_proxy {
 } cl_proxy;
 
 /* A host thread waiting in rk_cluster_request for a reply. The caller
- * fills it and sets state WAITING under lock; the progress thread answers
- * (copies the reply into the caller's buffers, sets DONE, signals) under
- * lock only while the state is WAITING and the id matches, so a caller
- * that gave up (state back to FREE, under lock) is never written to. */
-enum { W_FREE = 0, W_WAITING, W_DONE };
+ * fills it and sets state WAITING under lock; an answerer claims it
+ * (WAITING -> BUSY, a compare-and-swap), copies the reply into the
+ * caller's buffers and sets DONE. The progress thread answers under lock
+ * only while the state is WAITING and the id matches, so a caller that
+ * gave up (state back to FREE, under lock) is never written to; the
+ * requesting thread claims an answer it received itself without the
+ * lock (mpi_request.c). */
+enum { W_FREE = 0, W_WAITING, W_BUSY, W_DONE };
 
 typedef struct cl_waiter {
     pthread_mutex_t lock;

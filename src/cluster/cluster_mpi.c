@@ -33,10 +33,9 @@ rk__cl_trace_dump(int rank)
 {
     static const char *name[CL_TR_N] = { "caller: entry -> encoded",
         "caller: MPI_Isend", "caller: MPI_Irecv + wait set-up",
-        "request on the wire (Isend -> peer's test)",
-        "owner: seen -> handler", "owner: rk_kernel_call_reply",
-        "owner: call -> reply Isend", "owner: MPI_Isend",
-        "owner: after send -> receive reposted",
+        "request on the wire (Isend -> peer's test)", "owner: seen -> handler",
+        "owner: rk_kernel_call_reply", "owner: call -> reply Isend",
+        "owner: MPI_Isend", "owner: after send -> receive reposted",
         "reply on the wire (Isend -> caller's test)",
         "caller: seen -> slot answered", "caller: answered -> return",
         "caller: total", "caller: wait rounds (count)" };

@@ -172,8 +172,7 @@ deliver_block(rk_cluster *cl, int src, const rk__cl_frame *f, cl_export *e)
 static bool
 on_data(rk_cluster *cl, int src, const rk__cl_frame *f)
 {
-    cl_export *e
-        = f->target < cl->n_exports ? &cl->exports[f->target] : NULL;
+    cl_export *e = f->target < cl->n_exports ? &cl->exports[f->target] : NULL;
     /* A CALL took no credit: none goes back for it. */
     uint32_t credit = f->kind == RK__CL_DATA;
     int rc;
@@ -313,8 +312,8 @@ on_announce(rk_cluster *cl, int src, const rk__cl_frame *f)
     rk__cl_dir d;
     rk__cl_dir_export e;
 
-    if (rk__cl_dir_parse(f->payload, f->len, &d) == RK_OK
-        && d.n_exports == 1 && rk__cl_dir_export_get(&d, 0, &e) == RK_OK
+    if (rk__cl_dir_parse(f->payload, f->len, &d) == RK_OK && d.n_exports == 1
+        && rk__cl_dir_export_get(&d, 0, &e) == RK_OK
         && rk__cl_proxy_start(cl, src, f->target, &e, false) == RK_OK)
         (void)rk__cl_proxy_start(cl, src, f->target, &e, true);
     return true;

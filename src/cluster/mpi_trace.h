@@ -22,20 +22,20 @@
 
 enum {
     /* requesting thread */
-    CL_TR_C_PREP,     /* entry -> request encoded (lookup, slot, id) */
-    CL_TR_C_ISEND,    /* MPI_Isend of the request */
-    CL_TR_C_IRECV,    /* MPI_Irecv of the answer, and the wait set up */
-    CL_TR_REQ_WIRE,   /* stamp before MPI_Isend -> peer's test saw it */
-    CL_TR_P_PARSE,    /* seen -> the kernel's handler called */
-    CL_TR_P_CALL,     /* rk_kernel_call_reply */
-    CL_TR_P_ENCODE,   /* after the call -> before the reply's MPI_Isend */
-    CL_TR_P_ISEND,    /* MPI_Isend of the reply */
-    CL_TR_P_AFTER,    /* after the reply's send -> receive posted again */
-    CL_TR_REP_WIRE,   /* stamp before the reply's MPI_Isend -> seen */
-    CL_TR_C_DECODE,   /* seen -> the slot answered */
-    CL_TR_C_DONE,     /* answered -> rk_cluster_request returns */
-    CL_TR_C_TOTAL,    /* entry -> return */
-    CL_TR_C_TESTS,    /* MPI_Test rounds of the caller's wait (count) */
+    CL_TR_C_PREP,   /* entry -> request encoded (lookup, slot, id) */
+    CL_TR_C_ISEND,  /* MPI_Isend of the request */
+    CL_TR_C_IRECV,  /* MPI_Irecv of the answer, and the wait set up */
+    CL_TR_REQ_WIRE, /* stamp before MPI_Isend -> peer's test saw it */
+    CL_TR_P_PARSE,  /* seen -> the kernel's handler called */
+    CL_TR_P_CALL,   /* rk_kernel_call_reply */
+    CL_TR_P_ENCODE, /* after the call -> before the reply's MPI_Isend */
+    CL_TR_P_ISEND,  /* MPI_Isend of the reply */
+    CL_TR_P_AFTER,  /* after the reply's send -> receive posted again */
+    CL_TR_REP_WIRE, /* stamp before the reply's MPI_Isend -> seen */
+    CL_TR_C_DECODE, /* seen -> the slot answered */
+    CL_TR_C_DONE,   /* answered -> rk_cluster_request returns */
+    CL_TR_C_TOTAL,  /* entry -> return */
+    CL_TR_C_TESTS,  /* MPI_Test rounds of the caller's wait (count) */
     CL_TR_N
 };
 
@@ -68,24 +68,25 @@ rk__cl_tr_add(int stage, uint64_t from, uint64_t to)
 
     if (from == 0 || to < from)
         return;
-    i = atomic_fetch_add_explicit(&rk__cl_tr.n[stage], 1, memory_order_relaxed);
+    i = atomic_fetch_add_explicit(
+        &rk__cl_tr.n[stage], 1, memory_order_relaxed);
     rk__cl_tr.v[stage][i % CL_TR_KEEP]
         = to - from > UINT32_MAX ? UINT32_MAX : (uint32_t)(to - from);
 }
 
 void rk__cl_trace_dump(int rank);
 
-#define CL_TR_STAMP(v)        uint64_t v = rk__cl_tsc()
-#define CL_TR_SET(lv)         ((lv) = rk__cl_tsc())
-#define CL_TR_ADD(s, a, b)    rk__cl_tr_add((s), (a), (b))
-#define CL_TR_COUNT(s, k)     rk__cl_tr_add((s), 1, 1 + (uint64_t)(k))
-#define CL_TR_DUMP(rank)      rk__cl_trace_dump(rank)
+#define CL_TR_STAMP(v)     uint64_t v = rk__cl_tsc()
+#define CL_TR_SET(lv)      ((lv) = rk__cl_tsc())
+#define CL_TR_ADD(s, a, b) rk__cl_tr_add((s), (a), (b))
+#define CL_TR_COUNT(s, k)  rk__cl_tr_add((s), 1, 1 + (uint64_t)(k))
+#define CL_TR_DUMP(rank)   rk__cl_trace_dump(rank)
 #else
-#define CL_TR_STAMP(v)        ((void)0)
-#define CL_TR_SET(lv)         ((void)0)
-#define CL_TR_ADD(s, a, b)    ((void)0)
-#define CL_TR_COUNT(s, k)     ((void)0)
-#define CL_TR_DUMP(rank)      ((void)0)
+#define CL_TR_STAMP(v)     ((void)0)
+#define CL_TR_SET(lv)      ((void)0)
+#define CL_TR_ADD(s, a, b) ((void)0)
+#define CL_TR_COUNT(s, k)  ((void)0)
+#define CL_TR_DUMP(rank)   ((void)0)
 #endif
 
 #endif /* RK_SRC_CLUSTER_MPI_TRACE_H */
