@@ -173,6 +173,10 @@ typedef struct cl_export {
     /* frames handed to the ingress thread and not yet sent: while there
      * are any, later frames queue behind them (order) */
     _Atomic uint32_t in_pending;
+    bool in_waiting; /* the ingress thread waits on cond (under lock) */
+    /* the kernel's handle as the ingress thread last looked it up */
+    rk_kernel ik;
+    bool ik_ok;
     /* room the kernel's input had at the last look, less what the progress
      * thread sent since (the kernel only frees more) */
     uint64_t room;
@@ -473,8 +477,8 @@ int rk__cl_stage_bytes(
  * thread). */
 int rk__cl_start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn,
     rk_handler_fn call, void *user, const rk__cl_dir_export *e);
-int rk__cl_proxy_start(rk_cluster *cl, int r, uint32_t i,
-    const rk__cl_dir_export *e, bool bare);
+int rk__cl_proxy_start(
+    rk_cluster *cl, int r, uint32_t i, const rk__cl_dir_export *e, bool bare);
 int rk__cl_topic_proxy_start(rk_cluster *cl, int r, const rk__cl_dir_topic *t);
 
 /* mpi_ingress.c: BLOCK exports' ingress threads. */
