@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cluster/cluster_int.h"
 #include "cluster/mpi_wake.h"
@@ -124,7 +125,11 @@ rk__cl_ingress_main(void *arg)
 
 /* Hands frame f from rank src to e's ingress thread (progress thread: a
  * BLOCK kernel that is full, or frames already waiting there, which f
- * must not overtake). RK_OK, or RK_ENOMEM with nothing handed over. */
+ * must not overtake). f was decoded from wire bytes (rk__cl_frame_next,
+ * which checked them): its header and padded payload are the
+ * rk__cl_frame_size(f->len) bytes that end the header at f->payload, and
+ * they are copied as they are. RK_OK, or RK_ENOMEM with nothing handed
+ * over. */
 int
 rk__cl_ingress_hand(cl_export *e, int src, const rk__cl_frame *f)
 {
@@ -142,7 +147,8 @@ rk__cl_ingress_hand(cl_export *e, int src, const rk__cl_frame *f)
          * with. */
         atomic_fetch_add_explicit(&e->in_pending, 1, memory_order_relaxed);
         rk__cl_put32(dst, (uint32_t)src);
-        rk__cl_frame_write(dst + 4, f, f->payload);
+        memcpy(dst + 4, f->payload - RK__CL_FRAME_HDR,
+            rk__cl_frame_size(f->len));
         /* The mailbox's readers wait on cond too: all are woken. */
         if (e->in_waiting)
             pthread_cond_broadcast(&e->cond);
