@@ -60,6 +60,9 @@ ingress_one(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f)
     return f->kind == RK__CL_DATA; /* a CALL took no credit */
 }
 
+/* Credits the ingress thread returns at once, at most. */
+#define CL_INGRESS_OWE 256u
+
 /* Returns n credits to src (the progress thread sends them). */
 static void
 ingress_owe(rk_cluster *cl, int src, uint32_t n)
@@ -99,11 +102,15 @@ rk__cl_ingress_main(void *arg)
             if (rk__cl_frame_next(work.p, work.len, &at, &f) != RK_OK)
                 break; /* cannot happen: the progress thread wrote it */
             if (src >= 0 && src < cl->size) {
-                /* Credits go back once per run of one sender's frames,
-                 * not per frame. */
-                if (src != osrc) {
-                    if (osrc >= 0)
+                /* Credits go back per run of one sender's frames, and
+                 * every CL_INGRESS_OWE of them, not per frame: a long
+                 * hand-over still returns them as it goes, so the
+                 * sender is not held up until its end. */
+                if (src != osrc || owed >= CL_INGRESS_OWE) {
+                    if (osrc >= 0) {
                         ingress_owe(cl, osrc, owed);
+                        rk__cl_wake_progress(cl);
+                    }
                     osrc = src;
                     owed = 0;
                 }
