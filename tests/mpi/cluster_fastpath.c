@@ -47,7 +47,7 @@
 
 #define SEC   1000000000LL
 #define NTHR  8
-#define NREQ  200
+#define NREQ  500
 #define BIG   6000 /* more than the 4 KiB an MPI answer may have */
 #define T_ASK 1
 
