@@ -62,6 +62,7 @@
 
 static double scale;
 static int call_only;
+static int tp_only;
 static int blocks_verbose;
 static int rank;
 
@@ -443,8 +444,8 @@ after_idle(rk_runtime *rt, rk_cluster *cl, uint64_t *lat, uint64_t *warm,
             "\"ratio_to_warm\":%.3f,\"max\":%llu,\"ratio_to_mpi\":%.3f",
             IDLE_MS, w, w > 0 ? first / w : 0.0,
             (unsigned long long)lat[AFTER_IDLE - 1], m > 0 ? first / m : 0.0);
-        bench_emit(SUITE, "rtt_after_idle_p50", "ringkernel", first, "ns",
-            extra);
+        bench_emit(
+            SUITE, "rtt_after_idle_p50", "ringkernel", first, "ns", extra);
     }
 }
 
@@ -482,6 +483,10 @@ main(int argc, char **argv)
      * round trips short, no throughput (for profiling). */
     call_only = getenv("RK_BENCH_CALL_ONLY") != NULL
         && atoi(getenv("RK_BENCH_CALL_ONLY")) != 0;
+    /* RK_BENCH_TP_ONLY=1: the one-way throughput rows alone (for
+     * profiling the stream). */
+    tp_only = getenv("RK_BENCH_TP_ONLY") != NULL
+        && atoi(getenv("RK_BENCH_TP_ONLY")) != 0;
     /* RK_BENCH_BLOCKS=1: each interleaved block's p50s on stderr. */
     blocks_verbose = getenv("RK_BENCH_BLOCKS") != NULL
         && atoi(getenv("RK_BENCH_BLOCKS")) != 0;
@@ -551,6 +556,8 @@ main(int argc, char **argv)
     }
     check(rk_cluster_mpi(rt, NULL, &cc, &cl), "join");
     n_call = n_rtt;
+    if (tp_only)
+        goto throughput;
     if (rank == 0) {
         rk_kernel ke, ks;
         rk_msg_header h;
@@ -628,6 +635,7 @@ main(int argc, char **argv)
     }
     if (call_only)
         goto idle;
+throughput:
     if (rank == 0) {
         rk_kernel ks;
         rk_msg_header h;
@@ -712,6 +720,8 @@ main(int argc, char **argv)
         }
     }
 
+    if (tp_only)
+        goto leave;
     /* Idle: both processes joined, nothing sent, for one second; each
      * rank measures itself. */
 idle:
@@ -743,6 +753,7 @@ idle:
         }
     }
     after_idle(rt, cl, lat, hlat, mlat);
+leave:
     check(rk_cluster_leave(cl), "leave");
     rk_runtime_destroy(rt);
     free(lat);

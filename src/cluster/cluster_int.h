@@ -173,6 +173,10 @@ typedef struct cl_export {
     /* frames handed to the ingress thread and not yet sent: while there
      * are any, later frames queue behind them (order) */
     _Atomic uint32_t in_pending;
+    bool in_waiting; /* the ingress thread waits on cond (under lock) */
+    /* the kernel's handle as the ingress thread last looked it up */
+    rk_kernel ik;
+    bool ik_ok;
     /* room the kernel's input had at the last look, less what the progress
      * thread sent since (the kernel only frees more) */
     uint64_t room;
@@ -197,11 +201,14 @@ typedef struct cl_proxy {
 } cl_proxy;
 
 /* A host thread waiting in rk_cluster_request for a reply. The caller
- * fills it and sets state WAITING under lock; the progress thread answers
- * (copies the reply into the caller's buffers, sets DONE, signals) under
- * lock only while the state is WAITING and the id matches, so a caller
- * that gave up (state back to FREE, under lock) is never written to. */
-enum { W_FREE = 0, W_WAITING, W_DONE };
+ * fills it and sets state WAITING under lock; an answerer claims it
+ * (WAITING -> BUSY, a compare-and-swap), copies the reply into the
+ * caller's buffers and sets DONE. The progress thread answers under lock
+ * only while the state is WAITING and the id matches, so a caller that
+ * gave up (state back to FREE, under lock) is never written to; the
+ * requesting thread claims an answer it received itself without the
+ * lock (mpi_request.c). */
+enum { W_FREE = 0, W_WAITING, W_BUSY, W_DONE };
 
 typedef struct cl_waiter {
     pthread_mutex_t lock;
@@ -470,8 +477,8 @@ int rk__cl_stage_bytes(
  * thread). */
 int rk__cl_start_kernel(rk_cluster *cl, const char *id, rk_actor_fn fn,
     rk_handler_fn call, void *user, const rk__cl_dir_export *e);
-int rk__cl_proxy_start(rk_cluster *cl, int r, uint32_t i,
-    const rk__cl_dir_export *e, bool bare);
+int rk__cl_proxy_start(
+    rk_cluster *cl, int r, uint32_t i, const rk__cl_dir_export *e, bool bare);
 int rk__cl_topic_proxy_start(rk_cluster *cl, int r, const rk__cl_dir_topic *t);
 
 /* mpi_ingress.c: BLOCK exports' ingress threads. */

@@ -12,8 +12,57 @@
 #include <time.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_trace.h"
 #include "cluster/mpi_wake.h"
 #include "runtime/ids.h"
+
+#ifdef RK_CLUSTER_TRACE
+rk__cl_trace rk__cl_tr;
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Each stage's p50 and p90 of its last samples, in ns (the TSC measured
+ * against rk_now_ns over 20 ms), on stderr. */
+void
+rk__cl_trace_dump(int rank)
+{
+    static const char *name[CL_TR_N] = { "caller: entry -> encoded",
+        "caller: MPI_Isend", "caller: MPI_Irecv + wait set-up",
+        "request on the wire (Isend -> peer's test)", "owner: seen -> handler",
+        "owner: rk_kernel_call_reply", "owner: call -> reply Isend",
+        "owner: MPI_Isend", "owner: after send -> receive reposted",
+        "reply on the wire (Isend -> caller's test)",
+        "caller: seen -> slot answered", "caller: answered -> return",
+        "caller: total", "caller: wait rounds (count)" };
+    struct timespec ms20 = { 0, 20000000 };
+    uint64_t n0 = rk_now_ns(), c0 = rk__cl_tsc(), n1, c1;
+    double per;
+
+    nanosleep(&ms20, NULL);
+    n1 = rk_now_ns();
+    c1 = rk__cl_tsc();
+    per = (double)(n1 - n0) / (double)(c1 - c0);
+    for (int i = 0; i < CL_TR_N; i++) {
+        uint64_t n = atomic_load(&rk__cl_tr.n[i]);
+        size_t k = n < CL_TR_KEEP ? (size_t)n : CL_TR_KEEP;
+        double f = i == CL_TR_C_TESTS ? 1.0 : per;
+
+        if (n == 0)
+            continue;
+        qsort(rk__cl_tr.v[i], k, sizeof(uint32_t), cmp_u32);
+        fprintf(stderr,
+            "cluster trace rank %d: %-44s p50 %8.1f p90 %8.1f %s (n %llu)\n",
+            rank, name[i], (double)rk__cl_tr.v[i][k / 2] * f,
+            (double)rk__cl_tr.v[i][k * 9 / 10] * f,
+            i == CL_TR_C_TESTS ? "  " : "ns", (unsigned long long)n);
+    }
+}
+#endif
 
 int
 rk_cluster_leave(rk_cluster *cl)
@@ -27,6 +76,7 @@ rk_cluster_leave(rk_cluster *cl)
     cl->leaving = true;
     pthread_mutex_unlock(&cl->stop_lock);
     rk__cl_stop(cl);
+    CL_TR_DUMP(cl->rank);
     clean = cl->clean;
     ours = cl->mpi_ours;
     t = cl->cfg.leave_timeout_ns;

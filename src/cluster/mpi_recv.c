@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_trace.h"
 
 /* rk_send_frame_try without waiting, to a kernel by a cached handle:
  * looked up once, and again when the handle went stale (a relaunch). A
@@ -59,7 +60,20 @@ send_direct(rk_cluster *cl, cl_export *e, int src, const rk__cl_frame *f,
          * only this thread reads the outputs, so the route may follow. */
         rk_call_reply r = { .buf = e->obuf, .cap = e->obuf ? e->ocap : 0 };
 
+#ifdef RK_CLUSTER_TRACE
+        if (f->kind == RK__CL_CALL) {
+            CL_TR_SET(rk__cl_tr.called);
+            CL_TR_ADD(CL_TR_REQ_WIRE, f->send_ns, rk__cl_tr.seen);
+            CL_TR_ADD(CL_TR_P_PARSE, rk__cl_tr.seen, rk__cl_tr.called);
+        }
+#endif
         rc = rk_kernel_call_reply(cl->rt, e->k, h, f->payload, f->len, &r);
+#ifdef RK_CLUSTER_TRACE
+        if (f->kind == RK__CL_CALL) {
+            CL_TR_SET(rk__cl_tr.answered);
+            CL_TR_ADD(CL_TR_P_CALL, rk__cl_tr.called, rk__cl_tr.answered);
+        }
+#endif
         if (rc == RK_OK && serve) {
             if (r.got)
                 rk__cl_reply_out(
@@ -158,8 +172,7 @@ deliver_block(rk_cluster *cl, int src, const rk__cl_frame *f, cl_export *e)
 static bool
 on_data(rk_cluster *cl, int src, const rk__cl_frame *f)
 {
-    cl_export *e
-        = f->target < cl->n_exports ? &cl->exports[f->target] : NULL;
+    cl_export *e = f->target < cl->n_exports ? &cl->exports[f->target] : NULL;
     /* A CALL took no credit: none goes back for it. */
     uint32_t credit = f->kind == RK__CL_DATA;
     int rc;
@@ -299,8 +312,8 @@ on_announce(rk_cluster *cl, int src, const rk__cl_frame *f)
     rk__cl_dir d;
     rk__cl_dir_export e;
 
-    if (rk__cl_dir_parse(f->payload, f->len, &d) == RK_OK
-        && d.n_exports == 1 && rk__cl_dir_export_get(&d, 0, &e) == RK_OK
+    if (rk__cl_dir_parse(f->payload, f->len, &d) == RK_OK && d.n_exports == 1
+        && rk__cl_dir_export_get(&d, 0, &e) == RK_OK
         && rk__cl_proxy_start(cl, src, f->target, &e, false) == RK_OK)
         (void)rk__cl_proxy_start(cl, src, f->target, &e, true);
     return true;
@@ -398,11 +411,16 @@ rk__cl_poll_recv(rk_cluster *cl, uint64_t now)
 
         if (MPI_Test(&cl->rreq[i], &done, &st) != MPI_SUCCESS || !done)
             break;
+        CL_TR_SET(rk__cl_tr.seen);
         src = st.MPI_SOURCE;
         MPI_Get_count(&st, MPI_BYTE, &count);
         if (src >= 0 && src < cl->size && src != cl->rank && count > 0)
             batch_in(cl, src, cl->rbuf[i], (size_t)count, now);
         MPI_Start(&cl->rreq[i]);
+#ifdef RK_CLUSTER_TRACE
+        CL_TR_ADD(CL_TR_P_AFTER, rk__cl_tr.answered, rk__cl_tsc());
+        rk__cl_tr.answered = 0;
+#endif
         cl->rnext = (cl->rnext + 1) % CL_NRECV;
         did = true;
     }

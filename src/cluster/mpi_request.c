@@ -15,41 +15,67 @@
 #include <time.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_trace.h"
 #include "cluster/mpi_wake.h"
 #include "runtime/ids.h"
 
+#ifdef RK_CLUSTER_TRACE
+/* The requesting thread's stamps (mpi_trace.h): entry, answer seen,
+ * slot answered. */
+static _Thread_local uint64_t tr_entry, tr_seen, tr_answered;
+#endif
+
+/* Writes the answer into slot w's caller's buffers: reply frame f (rc
+ * RK_OK) or error rc (f NULL, or an ERROR frame). The writer claimed the
+ * slot (W_WAITING -> W_BUSY); no one else touches the buffers. */
+static void
+waiter_fill(cl_waiter *w, const rk__cl_frame *f, int rc)
+{
+    w->rc = rc;
+    if (f != NULL && rc == RK_OK) {
+        w->len = f->len;
+        if (f->len > w->cap)
+            w->rc = RK_EMSGSIZE;
+        else if (f->len != 0)
+            memcpy(w->buf, f->payload, f->len);
+        if (w->hdr != NULL) {
+            *w->hdr = rk__cl_frame_header(f);
+            w->hdr->payload_len = f->len;
+            w->hdr->send_ns = f->send_ns;
+        }
+    }
+    /* Release: the caller that sees DONE (acquire) sees the answer. */
+    atomic_store_explicit(&w->state, W_DONE, memory_order_release);
+}
+
 /* Answers waiting slot i: with reply frame f (rc RK_OK), or with error
  * rc (f NULL: every waiter on rank, else the one f's correlation id
- * names). True if a waiter took it. Progress thread. */
+ * names). True if a waiter took it. Progress thread (and any thread for
+ * a request of its own rank's). Under the slot's lock, so the caller
+ * cannot give up and arm the slot again (both under the lock) between
+ * the id check and the claim; the requesting thread's own claim of an
+ * answer it received (mpi_answer) takes no lock, and then the claim
+ * here fails. */
 bool
 rk__cl_waiter_answer(
     rk_cluster *cl, uint32_t i, const rk__cl_frame *f, int rc, int rank)
 {
     cl_waiter *w = &cl->wait[i];
     bool took = false;
+    int st = W_WAITING;
 
     if (i >= CL_NWAIT
         || atomic_load_explicit(&w->state, memory_order_relaxed) != W_WAITING)
         return false;
     pthread_mutex_lock(&w->lock);
-    if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_WAITING
-        && (f != NULL ? memcmp(w->id.b, f->corr.b, 16) == 0
-                      : w->rank == rank)) {
-        w->rc = rc;
-        if (f != NULL && rc == RK_OK) {
-            w->len = f->len;
-            if (f->len > w->cap)
-                w->rc = RK_EMSGSIZE;
-            else if (f->len != 0)
-                memcpy(w->buf, f->payload, f->len);
-            if (w->hdr != NULL) {
-                *w->hdr = rk__cl_frame_header(f);
-                w->hdr->payload_len = f->len;
-                w->hdr->send_ns = f->send_ns;
-            }
-        }
-        /* Release: the caller that sees DONE sees the reply. */
-        atomic_store_explicit(&w->state, W_DONE, memory_order_release);
+    /* Acquire (load and claim): pairs with the release store of WAITING
+     * in waiter_arm, so the id, rank and buffers read are this
+     * request's. */
+    if (atomic_load_explicit(&w->state, memory_order_acquire) == W_WAITING
+        && (f != NULL ? memcmp(w->id.b, f->corr.b, 16) == 0 : w->rank == rank)
+        && atomic_compare_exchange_strong_explicit(&w->state, &st, W_BUSY,
+            memory_order_acquire, memory_order_relaxed)) {
+        waiter_fill(w, f, rc);
         if (w->sleeping)
             pthread_cond_signal(&w->cond);
         took = true;
@@ -179,24 +205,67 @@ mpi_answer(rk_cluster *cl, int i, int rank)
         || MPI_Test(&w->rreq, &done, &st) != MPI_SUCCESS || !done)
         return false;
     w->rreq = MPI_REQUEST_NULL;
+    CL_TR_SET(tr_seen);
     MPI_Get_count(&st, MPI_BYTE, &count);
     if (count > 0 && rk__cl_batch_parse(w->rbuf, (size_t)count, &b) == RK_OK
         && rk__cl_frame_next(w->rbuf, (size_t)count, &off, &f) == RK_OK
         && (f.kind == RK__CL_REPLY || f.kind == RK__CL_ERROR)) {
         bool err = f.kind == RK__CL_ERROR;
+        int want = W_WAITING;
 
-        if (!rk__cl_waiter_answer(
-                cl, (uint32_t)i, &f, err ? f.aux : RK_OK, rank))
+        /* The slot is this thread's: it claims it without the lock
+         * (rk__cl_waiter_answer says why that is safe). Acquire on
+         * success: nothing to pair with but the slot's own history. */
+        if (memcmp(w->id.b, f.corr.b, 16) != 0
+            || !atomic_compare_exchange_strong_explicit(&w->state, &want,
+                W_BUSY, memory_order_acquire, memory_order_relaxed))
             STAT(cl, late_replies, 1);
-        else if (err)
-            STAT(cl, remote_errors, 1);
-        else
-            WSTAT(w, replies_by_mpi);
+        else {
+            waiter_fill(w, &f, err ? f.aux : RK_OK);
+            if (err)
+                STAT(cl, remote_errors, 1);
+            else
+                WSTAT(w, replies_by_mpi);
+        }
+        CL_TR_ADD(CL_TR_REP_WIRE, f.send_ns, tr_seen);
+        CL_TR_SET(tr_answered);
+        CL_TR_ADD(CL_TR_C_DECODE, tr_seen, tr_answered);
     }
     if (atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE)
         return true;
     answer_post(cl, i, rank); /* that one was not ours: wait on */
     return false;
+}
+
+/* Ends the requesting thread's wait in slot w: the answer's code if one
+ * came, else rc; the slot is FREE after. An answer being written (BUSY:
+ * the progress thread holds the lock while it writes) is waited for.
+ * Answered, the slot is freed without the lock: no answerer touches it
+ * once it is DONE. Otherwise it is freed under the lock, so an answerer
+ * that read WAITING cannot write to buffers the caller no longer has. */
+static int
+waiter_release(cl_waiter *w, int rc)
+{
+    /* Acquire: pairs with waiter_fill's release store of DONE. */
+    int st = atomic_load_explicit(&w->state, memory_order_acquire);
+
+    while (st == W_BUSY) {
+        rk__cpu_relax();
+        st = atomic_load_explicit(&w->state, memory_order_acquire);
+    }
+    if (st == W_DONE) {
+        rc = w->rc;
+    } else {
+        pthread_mutex_lock(&w->lock);
+        /* Under the lock no answer is half written: WAITING or DONE. */
+        if (atomic_load_explicit(&w->state, memory_order_acquire) == W_DONE)
+            rc = w->rc;
+        atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
+        pthread_mutex_unlock(&w->lock);
+        return rc;
+    }
+    atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
+    return rc;
 }
 
 /*
@@ -210,17 +279,17 @@ mpi_answer(rk_cluster *cl, int i, int rank)
  * the CPU for poll_ns, then naps growing to idle_sleep_max_ns, as the
  * progress thread waits. An answer the progress thread hands over (an
  * error staged by the peer, a peer declared dead) ends the wait too.
- * The slot is WAITING; returns as waiter_wait, with the slot FREE.
+ * deadline: rk_now_ns() time (UINT64_MAX: none). The slot is WAITING;
+ * returns as waiter_wait, with the slot FREE.
  */
 static int
 request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
-    const void *req, int64_t timeout_ns)
+    const void *req, uint64_t deadline)
 {
     cl_waiter *w = &cl->wait[slot];
     size_t size = RK__CL_BATCH_HDR + rk__cl_frame_size(f->len);
     uint32_t b = atomic_load_explicit(&cl->wspin_ns, memory_order_relaxed);
-    uint64_t spin = b != 0 ? b : CL_WSPIN_MAX_NS, t0, now, deadline,
-             nap = 2000;
+    uint64_t spin = b != 0 ? b : CL_WSPIN_MAX_NS, t0, now, nap = 2000;
     bool answered = false;
     int rc, mrc, posted, sent = 0;
 
@@ -234,10 +303,15 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
     }
     f->kind = RK__CL_CALL;
     f->aux = (int32_t)(CL_DIRECT | CL_BYMPI | (uint32_t)slot);
+    CL_TR_STAMP(tr_isend);
+    CL_TR_ADD(CL_TR_C_PREP, tr_entry, tr_isend);
+    CL_TR_SET(f->send_ns); /* traced: the request's transit */
     rk__cl_batch_write(w->sbuf, 0, 1, 0);
     rk__cl_frame_write(w->sbuf + RK__CL_BATCH_HDR, f, req);
     mrc = MPI_Isend(
         w->sbuf, (int)size, MPI_BYTE, rank, CL_TAG, cl->comm, &w->sreq);
+    CL_TR_STAMP(tr_sent);
+    CL_TR_ADD(CL_TR_C_ISEND, tr_isend, tr_sent);
     if (mrc != MPI_SUCCESS) {
         w->sreq = MPI_REQUEST_NULL;
         rc = rk__cl_mpi_fail(mrc, "MPI_Isend");
@@ -252,7 +326,8 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
     atomic_fetch_add_explicit(&cl->driving, 1, memory_order_relaxed);
     now = t0 = rk_now_ns();
     rk__cl_sent_to(cl, rank, t0); /* the request went just now */
-    deadline = timeout_ns < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ns;
+    CL_TR_STAMP(tr_posted);
+    CL_TR_ADD(CL_TR_C_IRECV, tr_sent, tr_posted);
     for (uint32_t i = 1; posted == RK_OK; i++) {
         if (!sent
             && MPI_Test(&w->sreq, &sent, MPI_STATUS_IGNORE) != MPI_SUCCESS)
@@ -261,6 +336,7 @@ request_by_mpi(rk_cluster *cl, int slot, int rank, rk__cl_frame *f,
             || atomic_load_explicit(&w->state, memory_order_acquire)
                 == W_DONE) {
             answered = true;
+            CL_TR_COUNT(CL_TR_C_TESTS, i);
             break;
         }
         /* Each try is a few hundred ns of MPI: the clock and the peer's
@@ -325,12 +401,7 @@ out:
         MPI_Wait(&w->rreq, MPI_STATUS_IGNORE);
         w->rreq = MPI_REQUEST_NULL;
     }
-    pthread_mutex_lock(&w->lock);
-    if (atomic_load_explicit(&w->state, memory_order_relaxed) == W_DONE)
-        rc = w->rc;
-    atomic_store_explicit(&w->state, W_FREE, memory_order_relaxed);
-    pthread_mutex_unlock(&w->lock);
-    return rc;
+    return waiter_release(w, rc);
 }
 
 /* Fills slot i's waiter for a request with id to rank (the caller's
@@ -349,7 +420,11 @@ waiter_arm(rk_cluster *cl, int i, const rk_uuid *id, int rank,
     w->cap = cap;
     w->len = 0;
     w->rc = RK_OK;
-    atomic_store_explicit(&w->state, W_WAITING, memory_order_relaxed);
+    /* Release: pairs with rk__cl_waiter_answer's acquire load (it reads
+     * the fields above once it sees WAITING). Under the lock as well, so
+     * an answerer never sees the slot armed again between its id check
+     * and its claim. */
+    atomic_store_explicit(&w->state, W_WAITING, memory_order_release);
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -440,10 +515,6 @@ request_px(rk_cluster *cl, const cl_proxy *px, int slot, rk__cl_frame *f,
     int64_t timeout_ns = RK_WAIT_FOREVER;
     int rc;
 
-    if (until != UINT64_MAX) {
-        uint64_t now = rk_now_ns();
-        timeout_ns = until > now ? (int64_t)(until - now) : RK_NO_WAIT;
-    }
     f->kind = RK__CL_DATA;
     f->flags |= RK_MSG_F_REQUEST;
     f->target = px->target;
@@ -456,10 +527,25 @@ request_px(rk_cluster *cl, const cl_proxy *px, int slot, rk__cl_frame *f,
             == 0) {
         /* Nothing this process staged for the peer is waiting to be
          * sent: this request cannot overtake one. */
-        rc = request_by_mpi(cl, slot, px->rank, f, req, timeout_ns);
+        rc = request_by_mpi(cl, slot, px->rank, f, req, until);
         *reply_len = w->len;
         waiter_put(cl, slot);
-        return request_fail(cl, px, op, rc, *reply_len, cap);
+        rc = request_fail(cl, px, op, rc, *reply_len, cap);
+#ifdef RK_CLUSTER_TRACE
+        {
+            uint64_t end = rk__cl_tsc();
+            if (tr_answered != 0) {
+                CL_TR_ADD(CL_TR_C_DONE, tr_answered, end);
+                CL_TR_ADD(CL_TR_C_TOTAL, tr_entry, end);
+            }
+            tr_answered = tr_entry = 0;
+        }
+#endif
+        return rc;
+    }
+    if (until != UINT64_MAX) {
+        uint64_t now = rk_now_ns();
+        timeout_ns = until > now ? (int64_t)(until - now) : RK_NO_WAIT;
     }
     rc = rk__cl_stage_frame(cl, px->rank, 0, f, req, timeout_ns);
     if (rc == RK_OK) {
@@ -487,6 +573,7 @@ rk__cl_request_call(rk_cluster *cl, const cl_proxy *px, const rk_msg_header *h,
     rk__cl_frame f;
     int slot;
 
+    CL_TR_SET(tr_entry);
     if (len > UINT32_MAX)
         return rk__fail(RK_EMSGSIZE, "request: %zu-byte request", len);
     if ((slot = waiter_get(cl)) < 0)
@@ -508,6 +595,7 @@ rk_cluster_request(rk_cluster *cl, const char *id,
     int slot, rc;
     rk_kernel k;
 
+    CL_TR_SET(tr_entry);
     if (cl == NULL || id == NULL || reply_len == NULL
         || (req == NULL && req_len != 0) || (reply == NULL && cap != 0))
         return rk__fail(RK_EINVAL, "rk_cluster_request: NULL argument");
@@ -549,6 +637,7 @@ rk_cluster_request(rk_cluster *cl, const char *id,
     f.type_id = opts->type_id;
     f.len = (uint32_t)req_len;
     f.id = rk__next_id();
-    return request_px(cl, px, slot, &f, req, rk__deadline(opts->timeout_ns),
+    rc = request_px(cl, px, slot, &f, req, rk__deadline(opts->timeout_ns),
         reply_hdr, reply, cap, reply_len, "rk_cluster_request");
+    return rc;
 }

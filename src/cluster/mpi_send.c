@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cluster/cluster_int.h"
+#include "cluster/mpi_trace.h"
 #include "cluster/mpi_wake.h"
 #include "runtime/ids.h"
 
@@ -254,10 +255,18 @@ answer_by_mpi(rk_cluster *cl, int rank, rk__cl_frame *f, const void *payload)
         && (!rk__cl_flush(cl, p, 0, rk_now_ns())
             || (b = sendbuf(cl, p)) == NULL))
         return false;
+#ifdef RK_CLUSTER_TRACE
+    f->send_ns = rk__cl_tsc(); /* traced: the reply's transit */
+    CL_TR_ADD(CL_TR_P_ENCODE, rk__cl_tr.answered, f->send_ns);
+#endif
     rk__cl_batch_write(b->p, 0, 1, 0);
     rk__cl_frame_write(b->p + RK__CL_BATCH_HDR, f, payload);
     mrc = MPI_Isend(b->p, (int)size, MPI_BYTE, rank,
         (int)(f->target & CL_SLOT_MASK), cl->rcomm, &b->req);
+#ifdef RK_CLUSTER_TRACE
+    CL_TR_SET(rk__cl_tr.answered);
+    CL_TR_ADD(CL_TR_P_ISEND, f->send_ns, rk__cl_tr.answered);
+#endif
     if (mrc != MPI_SUCCESS) {
         rk__cl_peer_down(cl, rank, PEER_DEAD);
         return false;
