@@ -760,7 +760,10 @@ rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
         rk_dev_u32 n = ++x->faults, ns = 0, v, want;
         x->k.errors += 1;
         rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
-        rk_dev_ctl_fault(x->a.ctl, x->blk, rc, n, x->n != 0, &x->ack_seq);
+        /* Which lane holds it: a K2K lane's message is in device memory,
+         * where the host copies it from (k2k.c) to dead-letter it. */
+        rk_dev_ctl_fault(x->a.ctl, x->blk, rc, n, x->n != 0 ? x->lane + 1 : 0,
+            &x->ack_seq);
         want = RK_DEV_VERDICT(x->blk, n);
         for (;;) {
             v = rk_dev_ctl_verdict(x->a.ctl);

@@ -52,7 +52,7 @@
 
 /* Bump when an entry's meaning, the launch spec or the control block's
  * layout changes; a backend built for another version is refused. */
-#define RK__BACKEND_ABI 10
+#define RK__BACKEND_ABI 11
 
 struct rk_call_reply; /* ringkernel/runtime.h: rk_kernel_call_reply */
 struct rk_kernel_config; /* ringkernel/runtime.h */
@@ -344,6 +344,14 @@ typedef struct rk__backend {
         void *arg, size_t *done);
     size_t (*pull)(rk__backend_inst *bi, size_t max);
     uint64_t (*relayed)(rk__backend_inst *bi);
+
+    /* Optional (NULL: never). True while the instance's own rk_connect
+     * route (route_to at its launch) is carried by the backend itself
+     * (cuda: the sender's K2K lanes are wired to its running target), so
+     * that unwiring it would leave the instance writing its target's
+     * lanes: the runtime then refuses rk_disconnect (RK_EBUSY). A report,
+     * any host thread. */
+    int (*route_live)(rk__backend_inst *bi);
 
     /* One-shot kernels (ringkernel/oneshot.h). All three optional; exec
      * NULL: the backend runs none (rk_oneshot_create: RK_ENOTSUP).

@@ -280,22 +280,86 @@ rk__k2k_partners(rk__k2k *k, const struct rk__cuda_driver *drv,
     }
 }
 
+/* Copies n bytes of device memory at src to dst on a stream of our own
+ * (never the legacy stream, which would wait for the resident kernels),
+ * complete on return: RK_OK or an error. */
+static int
+d2h_sync(int ordinal, void *dst, const void *src, size_t n)
+{
+    const struct rk__cuda_driver *d;
+    rk__cu_stream s = NULL;
+    int rc = rk__cuda_enter(ordinal, &d);
+
+    if (rc == RK_OK)
+        rc = rk__cuda_check(d->cuStreamCreate(&s, RK__CU_STREAM_NON_BLOCKING),
+            "cuStreamCreate");
+    if (rc == RK_OK)
+        rc = rk__mem_d2h(ordinal, dst, src, n, s);
+    if (rc == RK_OK)
+        rc = rk__cuda_check(d->cuStreamSynchronize(s), "cuStreamSynchronize");
+    if (s != NULL)
+        d->cuStreamDestroy(s);
+    return rc;
+}
+
+/* The payload length in a frame's header, clipped to its slot. */
+static size_t
+frame_len(const unsigned char *f, uint32_t slot_size)
+{
+    uint32_t plen;
+
+    memcpy(&plen, f + offsetof(rk_msg_header, payload_len), sizeof(plen));
+    if (plen > slot_size - RK_MSG_HEADER_SIZE)
+        plen = slot_size - RK_MSG_HEADER_SIZE;
+    return RK_MSG_HEADER_SIZE + (size_t)plen;
+}
+
+size_t
+rk__k2k_peek_failed(
+    int ordinal, rk__dh *d, uint32_t b, unsigned char *dst, size_t cap)
+{
+    uint32_t lane = rk__dh_failed_lane(d, b);
+    rk_ring_ctrl c;
+    unsigned char *f;
+    size_t n = 0;
+
+    if (lane < 2 || lane - 1 >= d->cfg.nin)
+        return 0; /* none, or on the host's lane (rk__dh_peek_failed) */
+    /* The table entry is host memory; the lane is device memory. The
+     * block is FAULTED on this message: its head stays until the host's
+     * verdict (which it posts after this copy). */
+    rk_dev_lane e = d->in_tab[b * d->cfg.nin + lane - 1];
+    if (d2h_sync(ordinal, &c, e.ctrl, sizeof(c)) != RK_OK
+        || c.slot_size < RK_MSG_HEADER_SIZE || c.capacity == 0
+        || (f = malloc(c.slot_size)) == NULL)
+        return 0;
+    if (d2h_sync(ordinal, f,
+            e.slots
+                + (size_t)((rk_ring_load_relaxed(&c.head) & ~RK_K2K_CLOSED)
+                      & (c.capacity - 1))
+                    * c.slot_size,
+            c.slot_size)
+        == RK_OK) {
+        n = frame_len(f, c.slot_size);
+        if (n > cap)
+            n = cap;
+        memcpy(dst, f, n);
+    }
+    free(f);
+    return n;
+}
+
 /* What is left in a link's lanes, copied out of device memory (both
  * kernels returned), dead-lettered through io. */
 static void
 link_drain(const rk__k2k_link *l, const rk__backend_io *io, int ordinal)
 {
-    const struct rk__cuda_driver *d;
-    rk__cu_stream s = NULL;
     unsigned char *img;
 
     if (io == NULL || (img = malloc(l->size)) == NULL)
         return;
-    if (rk__cuda_enter(ordinal, &d) == RK_OK
-        && d->cuStreamCreate(&s, RK__CU_STREAM_NON_BLOCKING)
-            == RK__CUDA_SUCCESS) {
-        if (rk__mem_d2h(ordinal, img, l->dev, l->size, s) == RK_OK
-            && d->cuStreamSynchronize(s) == RK__CUDA_SUCCESS)
+    {
+        if (d2h_sync(ordinal, img, l->dev, l->size) == RK_OK)
             for (uint32_t i = 0; i < l->per * l->gb; i++) {
                 unsigned char *at = img + (size_t)i * l->lane_bytes;
                 rk_ring_ctrl *c = (rk_ring_ctrl *)(void *)at;
@@ -305,16 +369,10 @@ link_drain(const rk__k2k_link *l, const rk__backend_io *io, int ordinal)
                 for (uint64_t left = rk_k2k_left(head, tail); left; left--) {
                     unsigned char *f = at + sizeof(rk_ring_ctrl)
                         + (pos++ % RK__K2K_CAPACITY) * l->slot_size;
-                    uint32_t plen;
-                    memcpy(&plen, f + offsetof(rk_msg_header, payload_len),
-                        sizeof(plen));
-                    if (plen > l->slot_size - RK_MSG_HEADER_SIZE)
-                        plen = l->slot_size - RK_MSG_HEADER_SIZE;
                     io->dead_letter(io->rt, RK_DEAD_TERMINATED, RK_ECLOSED,
-                        f, RK_MSG_HEADER_SIZE + (size_t)plen);
+                        f, frame_len(f, l->slot_size));
                 }
             }
-        d->cuStreamDestroy(s);
     }
     free(img);
 }
@@ -332,6 +390,17 @@ link_put(rk__k2k_link *l, const rk__backend_io *io, int ordinal)
     link_drain(l, io, ordinal);
     rk__mem_release(RK__MEM_DEVICE, ordinal, NULL, l->dev, l->size);
     free(l);
+}
+
+int
+rk__k2k_route_live(rk__k2k *k)
+{
+    int live;
+
+    pthread_mutex_lock(&links_lock);
+    live = k->out != NULL && k->out->sender_tab != NULL && k->out->target_up;
+    pthread_mutex_unlock(&links_lock);
+    return live;
 }
 
 void

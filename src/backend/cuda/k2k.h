@@ -72,6 +72,18 @@ void rk__k2k_partners(rk__k2k *k, const struct rk__cuda_driver *drv,
     const struct rk__cuda_ext *ext, const rk__backend_launch *spec, int cc,
     uint32_t sms, uint32_t own_per_sm);
 
+/* True while the instance's own route is wired on the device (its target
+ * has launched and not been destroyed): rk__backend.route_live. */
+int rk__k2k_route_live(rk__k2k *k);
+
+/* For a FAULTED block of instance d (on device ordinal) whose failed
+ * message is at the head of a K2K input lane (device memory): copies that
+ * frame out (a copy on a stream of its own, done on return) to dst, cap
+ * bytes at most, and returns its length; 0 when the block holds none
+ * there or the copy failed. */
+size_t rk__k2k_peek_failed(
+    int ordinal, rk__dh *d, uint32_t b, unsigned char *dst, size_t cap);
+
 /* The instance is gone and its kernel returned (or never ran): drops its
  * links; the last user of a link dead-letters what was left in it
  * through io (may be NULL) and frees it. */
