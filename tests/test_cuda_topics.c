@@ -15,7 +15,9 @@
  *     one with a cpu subscriber too makes one hand-off per publish, for
  *     the cpu subscriber alone; every subscriber gets every message once
  *     and in order; a cuda kernel that subscribes after the publisher
- *     launched gets the next publishes through the relay, once each;
+ *     launched gets the next publishes through the relay, once each; a
+ *     cpu kernel that subscribes to a topic carried wholly on the device
+ *     gets its publishes from the publisher's next launch on;
  *   - policy: a subscriber whose policy drops (DROP_NEW) and whose lane
  *     is full has the publish counted as dropped (received + dropped =
  *     published), one whose policy is BLOCK gets every one (the
@@ -126,7 +128,7 @@ test_fan_out(void **state)
     rk_kernel p, s1, s2, c;
     rk_topic_stats ts;
     uint64_t before;
-    enum { N = 24, M = 12 };
+    enum { N = 24, M = 12, K = 6 };
     (void)state;
     if (!cuda_have_nvrtc())
         skip();
@@ -179,12 +181,30 @@ test_fan_out(void **state)
     assert_int_equal(stats(rt, "s2").offered, M);
     assert_int_equal(stats(rt, "s1").offered, 0);
 
+    /* c subscribes to "d", whose subscribers were all carried on the
+     * device at the publisher's launch: no relay frame, so c gets the
+     * publisher's "d" publishes from its next launch on. */
+    assert_int_equal(rk_subscribe(rt, "c", "d"), RK_OK);
+    before = moved(rt, "pub");
+    publish(rt, p, 0, N, K);
+    expect(rt, s1, 0, N, K);
+    expect(rt, s2, 0, N, K);
+    assert_int_equal(moved(rt, "pub") - before, K);
+    assert_int_equal(stats(rt, "c").processed, 2 * M);
+    assert_int_equal(rk_kernel_terminate(rt, "pub", T_LONG), RK_OK);
+    p = cuda_start(rt, "pub");
+    publish(rt, p, 0, N + K, K);
+    expect(rt, s1, 0, N + K, K);
+    expect(rt, s2, 0, N + K, K);
+    expect(rt, c, 0, N + K, K);
+    assert_int_equal(stats(rt, "s1").offered, 0);
+
     /* Exactly once: the final counts, every instance ended. */
     end_all(rt, (const char *const[]) { "pub", "s1", "s2", "c", NULL });
-    assert_int_equal(stats(rt, "pub").processed, N + 2 * M);
-    assert_int_equal(stats(rt, "s1").processed, N + 2 * M);
-    assert_int_equal(stats(rt, "s2").processed, N + M);
-    assert_int_equal(stats(rt, "c").processed, 2 * M);
+    assert_int_equal(stats(rt, "pub").processed, K); /* this launch's */
+    assert_int_equal(stats(rt, "s1").processed, N + 2 * M + 2 * K);
+    assert_int_equal(stats(rt, "s2").processed, N + M + 2 * K);
+    assert_int_equal(stats(rt, "c").processed, 2 * M + K);
     assert_int_equal(stats(rt, "s1").dead_lettered, 0);
     rk_runtime_destroy(rt);
 }
