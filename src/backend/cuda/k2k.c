@@ -406,7 +406,13 @@ rk__k2k_peek_failed(
      * block is FAULTED on this message: its head stays until the host's
      * verdict (which it posts after this copy). */
     rk_dev_lane e = d->in_tab[b * d->cfg.nin + lane - 1];
-    if (d2h_sync(ordinal, &c, e.ctrl, sizeof(c)) != RK_OK
+    size_t at = offsetof(rk_ring_ctrl, head);
+    /* From head on: the producer may be writing the tail's line (and
+     * slots past head) meanwhile; head and the slot at it stay put. */
+    memset(&c, 0, sizeof(c));
+    if (d2h_sync(ordinal, (unsigned char *)&c + at,
+            (const unsigned char *)e.ctrl + at, sizeof(c) - at)
+            != RK_OK
         || c.slot_size < RK_MSG_HEADER_SIZE || c.capacity == 0
         || (f = malloc(c.slot_size)) == NULL)
         return 0;
