@@ -40,6 +40,16 @@
  *                                 device clock (%globaltimer on a GPU),
  *                                 so it is timed on the device; p50 over
  *                                 messages of (last - first) / rounds, ns
+ *   cuda_topic_fanout_rtt_p50     device topic fan-out round trip: the host
+ *                                 sends to a publisher kernel (rk_pub),
+ *                                 which publishes on a topic whose two
+ *                                 subscribers are cuda kernels (K2K lanes,
+ *                                 docs/cuda-k2k.md); both echo to the
+ *                                 host; p50 of send -> both replies, ns;
+ *                                 "relay_handoffs": the publisher's per
+ *                                 round trip (0 when the send went
+ *                                 direct and the publish stayed on the
+ *                                 device)
  *
  * impl says what ran: "cuda" on a real GPU (the device name is in "gpu"),
  * "cuda_sim" when RK_CUDA_DRIVER points at the test-only stand-in driver
@@ -104,6 +114,18 @@ static const char pong_src[]
       "    return rc == RK_ECLOSED ? RK_OK : rc;\n"
       "}\n"
       "RK_DEV_KERNEL(rk_pong, pong_h)\n";
+
+/* rk_pub of tests/kernels/test_kernels.cu (same entry name, as above):
+ * publishes each message on the topic index in its first byte. */
+static const char pub_src[]
+    = "RK_DEV_HANDLER(pub_h)(rk_dev_ctx *x, const rk_dev_msg *m)\n"
+      "{\n"
+      "    if (m->len == 0)\n"
+      "        return RK_EINVAL;\n"
+      "    return rk_dev_publish(x, m->data[0], m->hdr->type_id, m->data,\n"
+      "        m->len);\n"
+      "}\n"
+      "RK_DEV_KERNEL(rk_pub, pub_h)\n";
 
 #define K2K_ROUNDS 1000u /* round trips per message */
 #define K2K_MSGS   21u   /* messages, one at a time */
@@ -413,6 +435,71 @@ k2k_rtt(rk_runtime *rt, const char *impl, const char *extra)
     return 0;
 }
 
+/* The device topic fan-out round trip (cuda_topic_fanout_rtt_p50):
+ * rk_pub -> two rk_echo subscribers over K2K lanes -> the host. */
+static int
+topic_rtt(rk_runtime *rt, size_t n, const char *impl, const char *extra)
+{
+    static const char *const topics[] = { "bench_t" };
+    const char *ids[3] = { "tsub1", "tsub2", "tpub" };
+    uint64_t *rtt = malloc(n * sizeof(*rtt));
+    rk_kernel_stats s0 = { 0 }, s1 = { 0 };
+    rk_kernel k[3];
+    unsigned char msg[8] = { 0 }, buf[128];
+    char more[400];
+    size_t len;
+    int rc = rtt != NULL ? RK_OK : RK_ENOMEM;
+
+    for (int i = 0; i < 3 && rc == RK_OK; i++) {
+        rk_kernel_def def = { .id = ids[i], .handler = noop_handler };
+        def.config.device_source = i < 2 ? echo_src : pub_src;
+        def.config.device_entry = i < 2 ? "rk_echo" : "rk_pub";
+        def.config.block_size = 32;
+        def.config.batch = 1;
+        def.config.max_payload = 64;
+        def.config.device_topics = i < 2 ? NULL : topics;
+        def.config.ndevice_topics = i < 2 ? 0 : 1;
+        rc = rk_runtime_register(rt, &def);
+        if (rc == RK_OK && i < 2)
+            rc = rk_subscribe(rt, ids[i], "bench_t");
+    }
+    /* The subscribers first: the publisher starts with its lanes wired. */
+    for (int i = 0; i < 3 && rc == RK_OK; i++)
+        if ((rc = rk_kernel_launch(rt, ids[i])) == RK_OK
+            && (rc = rk_kernel_activate(rt, ids[i])) == RK_OK)
+            rc = rk_kernel_lookup(rt, ids[i], &k[i]);
+    for (size_t i = 0; rc == RK_OK && i < n + 100; i++) {
+        uint64_t t0;
+        if (i == 100)
+            rc = rk_kernel_stats_get(rt, "tpub", &s0);
+        t0 = bench_now_ns();
+        if (rc == RK_OK)
+            rc = rk_send(rt, k[2], 1, msg, 8, 128, INT64_C(30000000000));
+        for (int s = 0; s < 2 && rc == RK_OK; s++)
+            rc = rk_recv(rt, k[s], NULL, buf, sizeof(buf), &len,
+                INT64_C(30000000000));
+        if (i >= 100)
+            rtt[i - 100] = bench_now_ns() - t0; /* after 100 warm-ups */
+    }
+    if (rc == RK_OK)
+        rc = rk_kernel_stats_get(rt, "tpub", &s1);
+    if (rc != RK_OK) {
+        fprintf(stderr, "bench_cuda: topic: %s\n", rk_errdetail());
+        free(rtt);
+        return 1;
+    }
+    snprintf(more, sizeof(more),
+        "%s,\"subscribers\":2,\"relay_handoffs\":%.3f", extra,
+        (double)(s1.relay_handoffs - s0.relay_handoffs) / (double)n);
+    bench_emit("cuda", "cuda_topic_fanout_rtt_p50", impl,
+        (double)bench_percentile(rtt, n, 50), "ns", more);
+    free(rtt);
+    for (int i = 2; i >= 0; i--)
+        if (rk_kernel_terminate(rt, ids[i], INT64_C(30000000000)) != RK_OK)
+            return 1;
+    return 0;
+}
+
 /* The throughput rows for grids 1 and 8, through the relay or (direct)
  * with the caller's own path. */
 static int
@@ -567,7 +654,7 @@ main(void)
     free(rtt);
     rk_kernel_terminate(rt, "echo", INT64_C(30000000000));
     if (throughputs(rt, n * 10, impl, extra, 1) != 0
-        || k2k_rtt(rt, impl, extra) != 0)
+        || k2k_rtt(rt, impl, extra) != 0 || topic_rtt(rt, n, impl, extra) != 0)
         return 1;
 
     if (!sim) {

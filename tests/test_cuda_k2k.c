@@ -11,7 +11,11 @@
  * stays 0 while it processes every one); a route whose kernels cannot be
  * resident together is refused at launch naming both, with nothing left
  * running; a sender to a target that was terminated is refused and
- * counts it (errors), never waiting forever.
+ * counts it (errors), never waiting forever; a handler that fails on a
+ * message that came on a K2K lane (device memory) has that message
+ * dead-lettered, copied out of device memory, like any failed message;
+ * rk_disconnect of a route carried on the device by running kernels is
+ * refused (RK_EBUSY), and takes effect once one end has ended.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -236,6 +240,61 @@ test_send_to_terminated_target(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* A (rk_echo) -> B (rk_fail) on the device: B fails on the message A
+ * forwarded (first byte 0xff). It is in B's K2K lane, in device memory:
+ * the host copies it out and it is dead-lettered once, with B's error,
+ * as a message that failed on the host lane is. */
+static void
+test_k2k_failed_dead_lettered(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel a;
+    rk_dead_letter dl;
+    unsigned char bad[3] = { 0xff, 1, 2 }, buf[128];
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = running("rk_echo", 1, "rk_fail", 1, 0, &a);
+    assert_int_equal(rk_send(rt, a, 5, bad, 3, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_wait(rt, "b", T_LONG), RK_OK);
+    rt_expect_dead(rt, "b", RK_DEAD_FAILED, RK_EINVAL, bad, 3);
+    assert_int_equal(stats(rt, "b").dead_lettered, 1);
+    assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), 0), RK_ETIMEDOUT);
+    rk_runtime_destroy(rt);
+}
+
+/* rk_disconnect of a route the device carries between running kernels
+ * would leave the sender writing its target's lane: refused with
+ * RK_EBUSY naming both, and the route still works; once the target has
+ * ended, the disconnect is taken and A's output goes to the host. */
+static void
+test_disconnect_running(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel a, b;
+    unsigned char p = 7, buf[128];
+    size_t len;
+    (void)state;
+    if (!cuda_have_nvrtc())
+        skip();
+
+    rt = running("rk_echo", 1, "rk_echo", 1, 0, &a);
+    assert_int_equal(rk_disconnect(rt, "a"), RK_EBUSY);
+    assert_non_null(strstr(rk_errdetail(), "'a' -> 'b'"));
+    /* Still wired: A's answer reaches the host from B. */
+    assert_int_equal(rk_kernel_lookup(rt, "b", &b), RK_OK);
+    assert_int_equal(rk_send(rt, a, 5, &p, 1, 128, T_LONG), RK_OK);
+    assert_int_equal(rk_recv(rt, b, NULL, buf, 128, &len, T_LONG), RK_OK);
+    assert_int_equal(buf[0] + len, 8);
+    assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
+    assert_int_equal(rk_disconnect(rt, "a"), RK_OK);
+    assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
 int
 main(void)
 {
@@ -244,6 +303,8 @@ main(void)
         cmocka_unit_test(test_a_b_a),
         cmocka_unit_test(test_route_not_coresident),
         cmocka_unit_test(test_send_to_terminated_target),
+        cmocka_unit_test(test_k2k_failed_dead_lettered),
+        cmocka_unit_test(test_disconnect_running),
     };
     return cuda_sim_run("test_cuda_k2k", tests,
         sizeof(tests) / sizeof(tests[0]), FAKE_CUDA_LIB, "tests/kernels/test_kernels.cu", &kernels_src, &real_gpu);

@@ -27,22 +27,7 @@
 #include "cuda_helpers.h"
 #include "ringkernel/ringkernel.h"
 
-static char *
-compile_ptx(const char *name, const char *src, int cc, int raw)
-{
-    rk__nvrtc_src s
-        = { .name = name, .source = src, .cc = cc, .want_ptx = 1, .raw = raw };
-    rk__nvrtc_image img;
-    int rc = rk__nvrtc_compile(&s, &img);
-    if (rc != RK_OK)
-        fail_msg("%s: %s\n%s", name, rk_errdetail(), img.log ? img.log : "");
-    assert_int_equal(img.kind, RK__IMG_PTX);
-    assert_int_equal(img.arch, cc);
-    char *ptx = (char *)img.data;
-    img.data = NULL;
-    rk__nvrtc_image_free(&img);
-    return ptx;
-}
+#define compile_ptx cuda_compile_ptx
 
 /* Each header alone: it must compile with nothing before it. */
 static void
@@ -150,12 +135,8 @@ test_fast_path_ptx(void **state)
     assert_non_null(strstr(ptx, ".visible .entry rk_echo_ll("));
     assert_true(cuda_count_op(ptx, "ld.relaxed.sys.v2.u64") > 0);
     assert_true(cuda_count_op(ptx, "st.relaxed.sys.v2.u64") > 0);
-    assert_int_equal(cuda_count_op(ptx, "membar.sys"), 0);
-    assert_int_equal(cuda_count_op(ptx, "fence.sc.sys"), 0);
-    assert_int_equal(cuda_count_op(ptx, "fence.acq_rel.sys"), 0);
-    assert_int_equal(cuda_count_op(ptx, "membar.gl"), 0);
-    assert_int_equal(cuda_count_op(ptx, "atom."), 0);
-    assert_int_equal(cuda_count_op(ptx, "red."), 0);
+    cuda_assert_no_ops(
+        ptx, (const char *const[]) { CUDA_NO_SYS_FENCE, "membar.gl", NULL });
     free(ptx);
     assert_int_equal(rk__nvrtc_compile(&s, &img), RK_OK);
     assert_int_equal(img.kind, RK__IMG_CUBIN);

@@ -275,6 +275,11 @@ test_restart(void **state)
     ended_failed(rt, "f", &sf);
     assert_int_equal(st.restarts, 0);
     assert_int_equal(sf.restarts, 0);
+    /* f's failed message was dead-lettered when it faulted; the lost
+     * context's clean-up, which dead-letters what is left in f's lanes,
+     * must not count it again (it is still at the head of its lane). */
+    assert_int_equal(sf.dead_lettered, 1);
+    assert_int_equal(st.dead_lettered, 1); /* the trap's message */
     assert_true(logged("kernel 't'",
         trap_name("CUDA_ERROR_ILLEGAL_ADDRESS "
                   "(an illegal memory access "

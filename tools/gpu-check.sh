@@ -61,7 +61,7 @@ if [ "$mode" != run ]; then
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
         test_cuda_direct test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
         test_cuda_loop_lanes \
-        test_cuda_k2k test_cuda_trap \
+        test_cuda_k2k test_cuda_topics test_cuda_trap \
         test_cuda_pagerank test_cuda_anomaly test_backend_contract \
         fake_cuda bench_cuda \
         test_device_query test_buffer_states test_buffer_api \
@@ -138,6 +138,10 @@ run_test test_cuda_loop_lanes
 # K2K lanes in device memory (A -> B -> host, A -> B -> A);
 # bench_cuda's cuda_k2k_rtt_p50 times it with %globaltimer.
 run_test test_cuda_k2k RK_TEST_CUDA_REAL=1
+# Device topics (docs/cuda-k2k.md): a publish reaches cuda subscribers on
+# K2K lanes with no relay hand-off and cpu ones through the relay, once
+# each; drop and block policies on a full lane (a few seconds).
+run_test test_cuda_topics RK_TEST_CUDA_REAL=1
 run_test test_cuda_pagerank
 run_test test_cuda_anomaly
 # Kernels on several devices (the two-device route skips on a one-GPU

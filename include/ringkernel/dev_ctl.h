@@ -84,8 +84,9 @@ typedef struct rk_dev_ctl_block {
     RK_DEV_A64 errors;             /**< handler failures and refused sends */
     RK_DEV_A64 last_ns;            /**< rk_dev_now_ns() of the last batch */
     RK_DEV_A32 faults;             /**< faults reported by this block */
-    RK_DEV_A32 failed_held;        /**< 1: the failed message is at the head
-                                      of the block's lane; 0: none */
+    RK_DEV_A32 failed_held;        /**< l + 1: the failed message is at the
+                                      head of the block's input lane l (0:
+                                      the host's, 1..: a K2K lane); 0: none */
     unsigned char
         pad[RK_DEV_LINE - 56]; /**< padding to the end of the 64-byte line */
 } rk_dev_ctl_block;

@@ -59,6 +59,10 @@
 
 #define RK_DEV_MAX_IN     4 /**< input lanes per block (host + K2K) */
 #define RK_DEV_MAX_ROUTES 8 /**< K2K routes per block */
+/** Device topic indices whose publishes can skip the host relay (bits of
+ * rk_dev_kargs.topic_relay); a publish on a higher index always also goes
+ * to the relay. */
+#define RK_DEV_TOPIC_BITS 32
 /** Messages per receive (64: what one LL sweep may take). */
 #define RK_DEV_MAX_BATCH RK_DEV_LL_MAX_BATCH
 /** Empty polls at full speed before an idle block backs off. */
@@ -150,6 +154,17 @@ typedef struct rk_dev_kargs {
      * r (1..nroutes): they go on K2K route r - 1 (an rk_connect route to
      * another device kernel, wired on the device). */
     rk_dev_u32 send_route;
+    /** Device topics (docs/cuda-k2k.md, "Device topics"): route r is the
+     * K2K lane of a subscriber of topic index topic_of[r] - 1 (0: not a
+     * topic lane), bit topic_bit[r] of the publish's carried mask. */
+    unsigned short topic_of[RK_DEV_MAX_ROUTES];
+    unsigned char topic_bit[RK_DEV_MAX_ROUTES];
+    /** Bit r: topic route r's subscriber drops when its lane is full (its
+     * policy is not BLOCK) instead of the publisher waiting for room. */
+    rk_dev_u32 topic_drop;
+    /** Bit i: a publish on topic index i also goes to the host relay (the
+     * topic has subscribers that no lane here reaches). */
+    rk_dev_u32 topic_relay;
 } rk_dev_kargs;
 
 /** A received message: header and payload in the lane's slot (read in
@@ -213,6 +228,12 @@ typedef struct rk_dev_ctx {
      * and 1 where it wrote a reply into its output stage slot. */
     rk_dev_i32 wrc[RK_DEV_MAX_BATCH];
     unsigned char wout[RK_DEV_MAX_BATCH];
+    /** @} */
+    /** @{ */
+    /** rk_dev_publish (thread 0): don't wait for room on a full topic lane
+     * (RK_EFULL); the carried and dropped masks for the relay's frame. */
+    rk_dev_u32 nowait, pub_mask;
+    rk_dev_u32 tpoll; /**< safe points since rk_dev__topics_poll */
     /** @} */
     rk_dev_u32 flag;     /**< broadcast: bool results */
     rk_dev_i32 rc;       /**< broadcast: int results */
@@ -345,6 +366,21 @@ rk_dev__route(rk_dev_ctx *x, rk_dev_u32 r)
         rk_k2k_prod_attach(x->route_ctrl[r], &x->route[r], l->slots);
     }
     return 1;
+}
+
+/** Thread 0: attaches to the topic lanes wired since the last look
+ * (rk_dev__route on each topic route not yet attached). Called where the
+ * block looks at its commands (rk_dev_begin, and every
+ * RK_DEV_CMD_EVERY-th safe point), so a publish itself reads only the
+ * block's own state and the lanes (GPU scope): a subscriber that started
+ * after the publisher is reached within that many safe points, through
+ * the relay until then. */
+RK_DEV_FN void
+rk_dev__topics_poll(rk_dev_ctx *x)
+{
+    for (rk_dev_u32 r = 0; r < x->nroutes; r++)
+        if (x->a.topic_of[r] != 0 && x->route_ctrl[r] == 0)
+            (void)rk_dev__route(x, r);
 }
 
 /** Collective: 1 once K2K route r is wired (rk_dev__route). */
@@ -503,6 +539,7 @@ rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
         x->k.processed = x->k.sent = x->k.errors = x->k.last_ns = 0;
         x->ack_seq = x->beat = x->backoff = x->msg_seq = x->faults = 0;
         x->lane = x->n = x->rr = x->hot = 0;
+        x->nowait = x->pub_mask = x->tpoll = 0;
         x->ib = x->sweep.ib = RK_DEV_CMD_NONE;
         x->beat_ns = 0;
     }
@@ -519,6 +556,7 @@ rk_dev_begin(rk_dev_ctx *x)
         rk_dev__ack(x, RK_DEV_ACK_HELD);
         rk_dev_u32 cmd = rk_dev__wait_while(x, RK_DEV_CMD_HOLD);
         x->flag = cmd != RK_DEV_CMD_STOP || rk_dev_ctl_activated(x->a.ctl);
+        rk_dev__topics_poll(x);
         if (x->flag)
             rk_dev__ack(x, RK_DEV_ACK_RUNNING);
     }
@@ -551,6 +589,10 @@ rk_dev_should_terminate(rk_dev_ctx *x)
             x->cmd_skip = cmd == RK_DEV_CMD_RUN ? RK_DEV_CMD_EVERY - 1 : 0;
         } else {
             x->cmd_skip -= 1;
+        }
+        if (++x->tpoll >= RK_DEV_CMD_EVERY) {
+            x->tpoll = 0;
+            rk_dev__topics_poll(x);
         }
         if (cmd == RK_DEV_CMD_PAUSE) {
             rk_dev__ack(x, RK_DEV_ACK_PAUSED);
@@ -760,7 +802,10 @@ rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
         rk_dev_u32 n = ++x->faults, ns = 0, v, want;
         x->k.errors += 1;
         rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
-        rk_dev_ctl_fault(x->a.ctl, x->blk, rc, n, x->n != 0, &x->ack_seq);
+        /* Which lane holds it: a K2K lane's message is in device memory,
+         * where the host copies it from (k2k.c) to dead-letter it. */
+        rk_dev_ctl_fault(x->a.ctl, x->blk, rc, n, x->n != 0 ? x->lane + 1 : 0,
+            &x->ack_seq);
         want = RK_DEV_VERDICT(x->blk, n);
         for (;;) {
             v = rk_dev_ctl_verdict(x->a.ctl);

@@ -61,53 +61,35 @@ rk_dev__header(rk_dev_ctx *x, rk_dev_msg_header *h, rk_dev_u32 type_id,
     h->send_ns = now;
     h->sender = x->a.kernel_id;
     h->type_version = 0;
-    h->reserved = 0;
+    /* A publish for the relay: which subscribers its lanes took
+     * (rk_dev_publish), for the runtime not to deliver it to them again. */
+    h->reserved = (flags & RK_DEV_MSG_F_TOPIC) != 0
+        ? (unsigned short)x->pub_mask
+        : (unsigned short)0;
 }
 
-/**
- * Writes one message. To the output lane, it goes to the block's stage
- * (published by rk_dev__flush: at the end of the batch, when the stage is
- * full, and wherever the block waits). To a route lane, directly: thread
- * 0 waits for a free slot (polling with back-off; the heartbeat keeps
- * beating), the block copies the payload in parallel, thread 0 writes the
- * header and publishes (the release store of the tail in ring_proto.h
- * orders the whole slot before it). corr: the correlation id to copy (a
- * reply), or NULL.
- */
+/** Thread 0: RK_OK when len fits a slot of s, else RK_EMSGSIZE (counted
+ * in errors); sets x->rc and clears x->slot. */
 RK_DEV_FN int
-rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
-    rk_dev_u32 type_id, rk_dev_u32 flags, const unsigned char *corr,
-    unsigned char prio, const void *payload, rk_dev_u32 len)
+rk_dev__fits(rk_dev_ctx *x, const rk_ring_side *s, rk_dev_u32 len)
 {
-    int staged = c == x->out_ctrl;
-    rk_dev_sync_block(); /* x->nout is settled */
-    if (staged && x->nout == x->stage_cap)
-        rk_dev__flush(x);
-    if (rk_dev_thread0()) {
-        x->rc = RK_OK;
-        x->slot = 0;
-        if (len > s->slot_size - RK_DEV_MSG_HEADER_SIZE) {
-            x->rc = RK_EMSGSIZE;
-            x->k.errors += 1;
-        } else if (staged) {
-            x->slot = x->stage_out + (rk_dev_size)x->nout * s->slot_size;
-        } else {
-            /* A K2K route: the target's backpressure is BLOCK (wait for
-             * room, heartbeat beating), until the target is gone. */
-            rk_dev_u32 ns = 0, room;
-            int closed = 0;
-            while ((room = rk_k2k_prod_space(c, s, 1, &closed)) == 0
-                && !closed) {
-                rk_dev__beat(x);
-                rk_dev_backoff(&ns);
-            }
-            if (room == 0) {
-                x->rc = RK_ECLOSED; /* the caller counts or reroutes it */
-            } else {
-                x->slot = rk_ring_slot(s, s->pos);
-            }
-        }
+    x->slot = 0;
+    x->rc = RK_OK;
+    if (len > s->slot_size - RK_DEV_MSG_HEADER_SIZE) {
+        x->rc = RK_EMSGSIZE;
+        x->k.errors += 1;
     }
+    return x->rc;
+}
+
+/** Thread 0 chose x->slot (or set the error x->rc): the block copies the
+ * payload in parallel, then thread 0 writes the header. Returns x->rc
+ * (every thread); the caller's thread 0 publishes the slot. Collective. */
+RK_DEV_FN int
+rk_dev__fill(rk_dev_ctx *x, rk_dev_u32 type_id, rk_dev_u32 flags,
+    const unsigned char *corr, unsigned char prio, const void *payload,
+    rk_dev_u32 len)
+{
     rk_dev_sync_block();
     if (x->rc != RK_OK)
         return x->rc;
@@ -116,12 +98,76 @@ rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
     if (rk_dev_thread0()) {
         rk_dev__header(x, (rk_dev_msg_header *)(void *)x->slot, type_id, flags,
             corr, prio, len, x->msg_seq++);
-        if (staged)
-            x->nout += 1;
-        else
-            rk_k2k_prod_publish(c, s, 1);
         x->k.sent += 1;
     }
+    return RK_OK;
+}
+
+/**
+ * Writes one message on a K2K lane (a route, or a topic subscriber's
+ * lane in device memory), directly: thread 0 waits for a free slot
+ * (polling with back-off; the heartbeat keeps beating; not with
+ * x->nowait: RK_EFULL), the block copies the payload in parallel, thread
+ * 0 writes the header and publishes (the GPU-scope release store of the
+ * tail in dev_k2k.h orders the whole slot before it). RK_ECLOSED: the
+ * consumer is gone and the lane is full. Collective.
+ */
+RK_DEV_FN int
+rk_dev__emit_lane(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
+    rk_dev_u32 type_id, rk_dev_u32 flags, const unsigned char *corr,
+    unsigned char prio, const void *payload, rk_dev_u32 len)
+{
+    rk_dev_sync_block(); /* every thread has read x->rc's last value */
+    if (rk_dev_thread0() && rk_dev__fits(x, s, len) == RK_OK) {
+        /* The target's backpressure is BLOCK (wait for room,
+         * heartbeat beating), until the target is gone. */
+        rk_dev_u32 ns = 0, room;
+        int closed = 0;
+        while ((room = rk_k2k_prod_space(c, s, 1, &closed)) == 0
+            && !closed && !x->nowait) {
+            rk_dev__beat(x);
+            rk_dev_backoff(&ns);
+        }
+        if (room == 0 && !closed) {
+            x->rc = RK_EFULL; /* nowait: a topic lane that drops */
+        } else if (room == 0) {
+            x->rc = RK_ECLOSED; /* the caller counts or reroutes it */
+        } else {
+            x->slot = rk_ring_slot(s, s->pos);
+        }
+    }
+    if (rk_dev__fill(x, type_id, flags, corr, prio, payload, len) != RK_OK)
+        return x->rc;
+    if (rk_dev_thread0())
+        rk_k2k_prod_publish(c, s, 1);
+    rk_dev_sync_block();
+    return RK_OK;
+}
+
+/**
+ * Writes one message to the output lane (c == x->out_ctrl) or a K2K lane
+ * (rk_dev__emit_lane). The output lane's go to the block's stage
+ * (published by rk_dev__flush: at the end of the batch, when the stage is
+ * full, and wherever the block waits). corr: the correlation id to copy
+ * (a reply), or NULL. Collective.
+ */
+RK_DEV_FN int
+rk_dev__emit(rk_dev_ctx *x, rk_ring_ctrl *c, rk_ring_side *s,
+    rk_dev_u32 type_id, rk_dev_u32 flags, const unsigned char *corr,
+    unsigned char prio, const void *payload, rk_dev_u32 len)
+{
+    if (c != x->out_ctrl)
+        return rk_dev__emit_lane(
+            x, c, s, type_id, flags, corr, prio, payload, len);
+    rk_dev_sync_block(); /* x->nout is settled */
+    if (x->nout == x->stage_cap)
+        rk_dev__flush(x);
+    if (rk_dev_thread0() && rk_dev__fits(x, s, len) == RK_OK)
+        x->slot = x->stage_out + (rk_dev_size)x->nout * s->slot_size;
+    if (rk_dev__fill(x, type_id, flags, corr, prio, payload, len) != RK_OK)
+        return x->rc;
+    if (rk_dev_thread0())
+        x->nout += 1;
     rk_dev_sync_block();
     return RK_OK;
 }
@@ -189,7 +235,8 @@ rk_dev_send_to(rk_dev_ctx *x, rk_dev_u32 route, rk_dev_u32 type_id,
     const void *payload, rk_dev_u32 len)
 {
     int rc;
-    if (route >= x->nroutes || !rk_dev__route_ready(x, route))
+    if (route >= x->nroutes || x->a.topic_of[route] != 0
+        || !rk_dev__route_ready(x, route))
         return RK_ENOTFOUND;
     rc = rk_dev__emit(x, x->route_ctrl[route], &x->route[route], type_id, 0,
         0, 128, payload, len);
@@ -198,14 +245,63 @@ rk_dev_send_to(rk_dev_ctx *x, rk_dev_u32 route, rk_dev_u32 type_id,
     return rc;
 }
 
-/** Publishes on topic index `topic` (the host relay maps it to the topic
- * name and fans it out). RK_OK, RK_EMSGSIZE or RK_EINVAL (index too big). */
+/** Writes the publish into each wired K2K lane of topic `topic`'s
+ * subscribers on this device (GPU scope, no host hop): under a
+ * subscriber's BLOCK policy the block waits for room (heartbeat beating)
+ * until the subscriber is gone; otherwise a full lane drops it. Returns
+ * the carried mask (low 8 bits: lanes that took it; the next 8: lanes
+ * that dropped it) and sets *want to the bits of every topic lane the
+ * host wired for this index. Collective. */
+RK_DEV_FN rk_dev_u32
+rk_dev__topic_fan(rk_dev_ctx *x, rk_dev_u32 topic, rk_dev_u32 type_id,
+    const void *payload, rk_dev_u32 len, rk_dev_u32 *want)
+{
+    rk_dev_u32 carried = 0, dropped = 0, r;
+    *want = 0;
+    for (r = 0; r < x->nroutes; r++) {
+        rk_dev_u32 bit;
+        int rc;
+        if (x->a.topic_of[r] != topic + 1)
+            continue;
+        bit = 1u << x->a.topic_bit[r];
+        *want |= bit;
+        if (x->route_ctrl[r] == 0)
+            continue; /* not wired yet: the relay delivers it */
+        if (rk_dev_thread0())
+            x->nowait = (x->a.topic_drop >> r) & 1u;
+        rc = rk_dev__emit_lane(x, x->route_ctrl[r], &x->route[r], type_id, 0,
+            0, 128, payload, len);
+        if (rk_dev_thread0())
+            x->nowait = 0;
+        if (rc == RK_OK)
+            carried |= bit;
+        else if (rc == RK_EFULL)
+            dropped |= bit; /* the relay's frame says so: counted */
+        /* RK_ECLOSED (the subscriber ended), RK_EMSGSIZE (its slots are
+         * smaller): the relay's fan-out applies the runtime's rules. */
+    }
+    return carried | dropped << 8;
+}
+
+/** Publishes on topic index `topic`: to the subscribers that run on this
+ * device over their K2K lanes (rk_dev__topic_fan), and through the host
+ * relay (the runtime names the topic from the kernel's device_topics and
+ * fans it out to the other subscribers) unless those lanes reached every
+ * subscriber the topic had at launch. RK_OK, RK_EMSGSIZE or RK_EINVAL
+ * (index too big). Collective. */
 RK_DEV_FN int
 rk_dev_publish(rk_dev_ctx *x, rk_dev_u32 topic, rk_dev_u32 type_id,
     const void *payload, rk_dev_u32 len)
 {
+    rk_dev_u32 want, mask;
     if (topic > 0xffffu)
         return RK_EINVAL;
+    mask = rk_dev__topic_fan(x, topic, type_id, payload, len, &want);
+    if (want != 0 && mask == want && topic < RK_DEV_TOPIC_BITS
+        && ((x->a.topic_relay >> topic) & 1u) == 0)
+        return RK_OK; /* every subscriber had it on the device */
+    if (rk_dev_thread0())
+        x->pub_mask = mask;
     return rk_dev__emit(x, x->out_ctrl, &x->out, type_id,
         RK_DEV_MSG_F_TOPIC | (topic << RK_DEV_MSG_TOPIC_SHIFT), 0, 128,
         payload, len);

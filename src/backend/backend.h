@@ -52,7 +52,7 @@
 
 /* Bump when an entry's meaning, the launch spec or the control block's
  * layout changes; a backend built for another version is refused. */
-#define RK__BACKEND_ABI 10
+#define RK__BACKEND_ABI 11
 
 struct rk_call_reply; /* ringkernel/runtime.h: rk_kernel_call_reply */
 struct rk_kernel_config; /* ringkernel/runtime.h */
@@ -143,6 +143,15 @@ typedef struct rk__backend_io {
         size_t len);
     int (*publish)(rk__io *rt, const char *topic, const rk_msg_header *h,
         const void *payload, size_t len, size_t *delivered);
+    /* publish_device: a device instance's publish on its topic index
+     * `index` (def->config.device_topics[index]; RK_ENOTFOUND with a
+     * detail when it names none), fanned out by the runtime to the
+     * topic's subscribers but those the instance reached itself: bit j of
+     * carried (the frame is in their lane) or dropped (their lane was
+     * full and their policy drops: counted as dropped) names the launch
+     * spec's topic_out[j]. RK_OK or the first delivery's error. */
+    int (*publish_device)(rk__io *rt, uint32_t index, const rk_msg_header *h,
+        const void *payload, size_t len, uint32_t carried, uint32_t dropped);
     void (*dead_letter)(rk__io *rt, rk_dead_reason reason, int error,
         const void *frame, size_t len);
 } rk__backend_io;
@@ -190,6 +199,20 @@ typedef struct rk__backend_peer {
 
 #define RK__ROUTES_IN_MAX 8 /* routes_in entries the runtime hands over */
 
+/* A device topic subscription between the kernel launched and a peer on
+ * the same backend (rk__backend_launch.topic_out, topic_in): the peer
+ * subscribes to the publisher's device_topics[index]; drop: the
+ * subscriber's backpressure policy is not BLOCK. */
+typedef struct rk__backend_topic {
+    uint32_t index;
+    int drop;
+    rk__backend_peer peer;
+} rk__backend_topic;
+
+#define RK__TOPIC_OUT_MAX 8 /* topic_out entries (bits of a carried mask) */
+#define RK__TOPIC_IN_MAX  8 /* topic_in entries */
+#define RK__TOPIC_BITS    32 /* topic indices topic_relay has a bit for */
+
 /* What launch() needs to start an instance. Everything here outlives the
  * instance (the runtime frees it after destroy). */
 typedef struct rk__backend_launch {
@@ -222,6 +245,19 @@ typedef struct rk__backend_launch {
     rk__backend_peer route_to;
     rk__backend_peer routes_in[RK__ROUTES_IN_MAX];
     uint32_t nroutes_in;
+    /* Device topics as they stand at launch (docs/cuda-k2k.md): the
+     * subscribers, on the same backend, with device code and a matching
+     * input type, of the topics this kernel's device code publishes on
+     * (topic_out: a backend that carries a publish to one itself sets
+     * its bit in io->publish_device's masks); bit i of topic_relay: the
+     * topic of index i had other subscribers (or none at all), so its
+     * publishes must reach the runtime too. topic_in: the kernels whose
+     * device code publishes on a topic this kernel subscribes to. */
+    rk__backend_topic topic_out[RK__TOPIC_OUT_MAX];
+    uint32_t ntopic_out;
+    uint32_t topic_relay;
+    rk__backend_topic topic_in[RK__TOPIC_IN_MAX];
+    uint32_t ntopic_in;
 } rk__backend_launch;
 
 typedef struct rk__backend_inst rk__backend_inst; /* backend-private */
@@ -345,6 +381,14 @@ typedef struct rk__backend {
         void *arg, size_t *done);
     size_t (*pull)(rk__backend_inst *bi, size_t max);
     uint64_t (*relayed)(rk__backend_inst *bi);
+
+    /* Optional (NULL: never). True while the instance's own rk_connect
+     * route (route_to at its launch) is carried by the backend itself
+     * (cuda: the sender's K2K lanes are wired to its running target), so
+     * that unwiring it would leave the instance writing its target's
+     * lanes: the runtime then refuses rk_disconnect (RK_EBUSY). A report,
+     * any host thread. */
+    int (*route_live)(rk__backend_inst *bi);
 
     /* One-shot kernels (ringkernel/oneshot.h). All three optional; exec
      * NULL: the backend runs none (rk_oneshot_create: RK_ENOTSUP).

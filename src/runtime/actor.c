@@ -135,6 +135,14 @@ io_publish(rk__io *rt, const char *topic, const rk_msg_header *h,
     return rc;
 }
 
+static int
+io_publish_device(rk__io *rt, uint32_t index, const rk_msg_header *h,
+    const void *payload, size_t len, uint32_t carried, uint32_t dropped)
+{
+    return rk__publish_device(
+        inst_of(rt), index, h, payload, len, carried, dropped);
+}
+
 static void
 io_dead_letter(rk__io *rt, rk_dead_reason reason, int error, const void *frame,
     size_t len)
@@ -167,6 +175,7 @@ rk__io_init(rk__inst *inst)
         .emit_wait = io_emit_wait,
         .emit_call = io_emit_call,
         .publish = io_publish,
+        .publish_device = io_publish_device,
         .dead_letter = io_dead_letter,
     };
     inst->ctx = (rk_ctx) {

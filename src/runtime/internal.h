@@ -91,6 +91,9 @@ typedef struct rk__inst {
     rk__counter dead_lettered;
     rk__counter direct; /* direct calls handled (rk_kernel_call) */
     rk__counter restarts;
+    /* Publishes dropped for this kernel on a device topic lane (its
+     * policy is not BLOCK and the lane was full): counted in dropped. */
+    rk__counter lane_dropped;
 
     /* Latency (send -> start of processing), written by a CPU instance's
      * thread; a device backend's relay fills it from timestamps. */
@@ -119,6 +122,13 @@ typedef struct rk__inst {
     _Atomic uint32_t out_waiters;
     rk__ec out_free;
     rk__stash_item *stash_head, *stash_tail; /* under out_busy */
+
+    /* Device topics: the subscribers handed to the backend at launch
+     * (rk__backend_launch.topic_out), bit j of a device publish's masks
+     * naming topic_out[j]. Constant while the instance runs. */
+    struct rk__kernel *topic_out[RK__TOPIC_OUT_MAX];
+    uint32_t topic_out_index[RK__TOPIC_OUT_MAX]; /* its device topic */
+    uint32_t ntopic_out;
 
     _Alignas(64) struct rk__inst *retired_next;
 } rk__inst;
@@ -243,6 +253,13 @@ rk__kernel *rk__kernel_for_op(rk_runtime *rt, const char *id, int *rc);
 
 /* routes.c: fills spec's route_to and routes_in for k's launch. */
 void rk__routes_for_launch(rk__kernel *k, rk__backend_launch *spec);
+/* topics.c: fills spec's device topics (topic_out, topic_relay,
+ * topic_in) for k's launch and keeps topic_out's kernels in inst. */
+void rk__topics_for_launch(
+    rk__kernel *k, rk__backend_launch *spec, rk__inst *inst);
+/* topics.c: io->publish_device for inst. */
+int rk__publish_device(rk__inst *inst, uint32_t index, const rk_msg_header *h,
+    const void *payload, size_t len, uint32_t carried, uint32_t dropped);
 /* The same for a getter op (named in the detail) that fills *out:
  * RK_EINVAL ("op: out is NULL") first when out is NULL. */
 rk__kernel *rk__kernel_for_get(

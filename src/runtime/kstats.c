@@ -64,7 +64,7 @@ fill_stats(rk__kernel *k, rk__inst *inst, rk_kernel_stats *s)
     s->errors = rk__counter_get(&inst->ctl->errors);
     s->restarts = rk__counter_get(&inst->restarts);
     s->sent = rk__counter_get(&inst->ctl->sent);
-    s->dropped = q.dropped;
+    s->dropped = q.dropped + rk__counter_get(&inst->lane_dropped);
     s->rejected = q.rejected + rk__counter_get(&inst->rejected);
     /* Dequeued but neither processed nor dead-lettered: prefetched or in
      * flight in the kernel (transiently off while the kernel runs). */

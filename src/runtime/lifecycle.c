@@ -355,6 +355,7 @@ launch(rk_runtime *rt, rk__kernel *k, uint32_t st, int64_t timeout_ns)
     spec.io = &inst->io;
     spec.ctx = &inst->ctx;
     rk__routes_for_launch(k, &spec);
+    rk__topics_for_launch(k, &spec, inst);
     rc = k->be->launch(inst->bi, &spec);
     if (rc != RK_OK) {
         free(inst->bi); /* nothing started: no destroy */

@@ -28,16 +28,60 @@ rk_connect(rk_runtime *rt, const char *from, const char *to)
     return RK_OK;
 }
 
+/* True while k's instance runs (launched and not yet ended). */
+static bool
+runs(rk__kernel *k)
+{
+    uint32_t st = atomic_load_explicit(&k->state, memory_order_acquire);
+
+    return st >= RK_KERNEL_LAUNCHED && st <= RK_KERNEL_TERMINATING;
+}
+
+/* a's route to b is carried by their backend itself (cuda: K2K lanes on
+ * the device) while both run: the backend says so for a's instance.
+ * Under both kernels' locks (no launch of either meanwhile). */
+static bool
+carried(rk__kernel *a, rk__kernel *b)
+{
+    rk__inst *inst = atomic_load_explicit(&a->inst, memory_order_acquire);
+
+    return b != NULL && runs(a) && runs(b) && inst != NULL
+        && inst->bi != NULL && inst->be->route_live != NULL
+        && inst->be->route_live(inst->bi);
+}
+
+/* A route the device carries between running kernels cannot be unwired
+ * under them (the sender holds its target's lane): refused with RK_EBUSY
+ * until one end has ended (docs/cuda-k2k.md, "Disconnect"). Both locks,
+ * in address order, keep either end from launching (and wiring the route
+ * again) between the check and the store. */
 int
 rk_disconnect(rk_runtime *rt, const char *from)
 {
-    rk__kernel *a;
-    int rc;
+    rk__kernel *a, *b, *lo, *hi;
+    int rc = RK_OK;
 
     if ((a = rk__kernel_for_op(rt, from, &rc)) == NULL)
         return rc;
-    atomic_store_explicit(&a->route, NULL, memory_order_release);
-    return RK_OK;
+    /* Acquire pairs with rk_connect's release of the route. */
+    b = atomic_load_explicit(&a->route, memory_order_acquire);
+    lo = b != NULL && (uintptr_t)b < (uintptr_t)a ? b : a;
+    hi = lo == a ? b : a;
+    pthread_mutex_lock(&lo->lock);
+    if (hi != NULL && hi != lo)
+        pthread_mutex_lock(&hi->lock);
+    if (atomic_load_explicit(&a->route, memory_order_relaxed) == b
+        && carried(a, b))
+        rc = rk__fail(RK_EBUSY,
+            "rk_disconnect: the route '%s' -> '%s' is carried on the "
+            "device while both kernels run; terminate one of them first",
+            a->id, b->id);
+    else
+        atomic_store_explicit(&a->route, NULL, memory_order_release);
+    if (hi != NULL && hi != lo)
+        pthread_mutex_unlock(&hi->lock);
+    pthread_mutex_unlock(&lo->lock);
+    return rc;
 }
 
 

@@ -111,9 +111,26 @@ rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
     return subscription(rt, kernel_id, topic, false);
 }
 
-int
-rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
-    const void *payload, size_t len, int64_t timeout_ns, size_t *delivered)
+/* A device publish's masks (rk__publish_device): what the publishing
+ * instance did with its publish on device topic `index` for subscriber k
+ * itself. 1: carried (delivered on its lane), 2: dropped there (its
+ * policy), 0: the runtime delivers. */
+static int
+carried_by(const rk__inst *pub, uint32_t index, uint32_t carried,
+    uint32_t dropped, const rk__kernel *k)
+{
+    for (uint32_t j = 0; pub != NULL && j < pub->ntopic_out; j++)
+        if (pub->topic_out[j] == k && pub->topic_out_index[j] == index)
+            return (carried >> j) & 1u ? 1 : (dropped >> j) & 1u ? 2 : 0;
+    return 0;
+}
+
+/* The fan-out: every subscriber of topic, but those pub (a device
+ * instance, or NULL) reached itself according to carried and dropped. */
+static int
+fan_out(rk_runtime *rt, const char *topic, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns, size_t *delivered,
+    const rk__inst *pub, uint32_t index, uint32_t carried, uint32_t dropped)
 {
     rk__topic *t;
     size_t ok = 0;
@@ -124,8 +141,22 @@ rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
     if (t != NULL) {
         rk__counter_add(&t->published, 1);
         for (uint32_t i = 0; i < t->nsubs; i++) {
-            int rc = rk__deliver(
-                t->subs[i], h, payload, len, timeout_ns, "publish");
+            int by = carried_by(pub, index, carried, dropped, t->subs[i]);
+            int rc;
+            if (by == 2) {
+                /* Dropped by its policy on its lane: counted (failed and
+                 * its dropped), not an error of the publish, as a
+                 * DROP_NEW inbox's drop is not. Acquire: as
+                 * rk__deliver's load of inst. */
+                rk__inst *si = atomic_load_explicit(
+                    &t->subs[i]->inst, memory_order_acquire);
+                if (si != NULL)
+                    rk__counter_add(&si->lane_dropped, 1);
+                continue;
+            }
+            rc = by == 1 ? RK_OK
+                         : rk__deliver(t->subs[i], h, payload, len,
+                               timeout_ns, "publish");
             if (rc == RK_OK) {
                 ok++;
             } else if (first == RK_OK) {
@@ -139,6 +170,116 @@ rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
     if (delivered != NULL)
         *delivered = ok;
     return first;
+}
+
+int
+rk__publish(rk_runtime *rt, const char *topic, const rk_msg_header *h,
+    const void *payload, size_t len, int64_t timeout_ns, size_t *delivered)
+{
+    return fan_out(
+        rt, topic, h, payload, len, timeout_ns, delivered, NULL, 0, 0, 0);
+}
+
+int
+rk__publish_device(rk__inst *inst, uint32_t index, const rk_msg_header *h,
+    const void *payload, size_t len, uint32_t carried, uint32_t dropped)
+{
+    const rk__kernel *k = inst->k;
+    const rk_kernel_config *c = &k->def.config;
+
+    if (index >= c->ndevice_topics)
+        return rk__fail(RK_ENOTFOUND,
+            "kernel '%s': rk_dev_publish on topic index %u, and its "
+            "device_topics name %u",
+            k->id, index, c->ndevice_topics);
+    return fan_out(k->rt, c->device_topics[index], h, payload, len,
+        RK_WAIT_FOREVER, NULL, inst, index, carried, dropped);
+}
+
+/* A subscriber s that a publisher p's device code may reach on its own:
+ * another kernel on p's backend with device code, taking what p sends
+ * (as rk_connect's check). Where it runs is the backend's to say. */
+static bool
+reachable(const rk__kernel *p, const rk__kernel *s)
+{
+    const rk_msgtype *it = s->def.config.input_type;
+
+    return s != p && s->be == p->be && s->def.config.device_source != NULL
+        && (it == NULL || it == p->def.config.output_type);
+}
+
+/* Does k subscribe to topic (name)? topics_lock held. */
+static bool
+subscribes(rk_runtime *rt, const rk__kernel *k, const char *topic)
+{
+    rk__topic *t = topic_find(rt, topic);
+
+    return t != NULL && sub_index(t, k) < t->nsubs;
+}
+
+static rk__backend_topic
+topic_entry(uint32_t index, const rk__kernel *peer)
+{
+    return (rk__backend_topic) { index,
+        peer->def.config.backpressure != RK_BP_BLOCK,
+        { peer->id, &peer->def.config } };
+}
+
+/* The launch's view of device topics (rk__backend_launch.topic_out,
+ * topic_relay, topic_in), as the subscriptions stand now: a device
+ * publisher's fan-out plan is made at its launch (docs/cuda-k2k.md,
+ * "Subscriptions after launch"). Under k's lock. */
+void
+rk__topics_for_launch(rk__kernel *k, rk__backend_launch *spec, rk__inst *inst)
+{
+    rk_runtime *rt = k->rt;
+    const rk_kernel_config *c = &k->def.config;
+    rk__kernel *pubs[RK__TOPIC_IN_MAX * 4];
+    uint32_t npubs = 0;
+
+    spec->ntopic_out = spec->ntopic_in = 0;
+    spec->topic_relay = 0;
+    inst->ntopic_out = 0;
+    if (k->be->code & RK__CODE_DEVICE) {
+        /* The kernels with device topics, first (the registry's lock is
+         * not taken under the topics' lock). */
+        pthread_mutex_lock(&rt->reg_lock);
+        for (uint32_t i = 0; i < rt->nkernels && npubs < RK__TOPIC_IN_MAX * 4;
+             i++) {
+            rk__kernel *s
+                = atomic_load_explicit(&rt->slots[i], memory_order_acquire);
+            if (s != NULL && s->def.config.ndevice_topics != 0
+                && reachable(s, k))
+                pubs[npubs++] = s;
+        }
+        pthread_mutex_unlock(&rt->reg_lock);
+    }
+    pthread_rwlock_rdlock(&rt->topics_lock);
+    for (uint32_t i = 0; i < c->ndevice_topics; i++) {
+        rk__topic *t = topic_find(rt, c->device_topics[i]);
+        bool relay = t == NULL || t->nsubs == 0;
+        for (uint32_t j = 0; t != NULL && j < t->nsubs; j++) {
+            if (i >= RK__TOPIC_BITS || !reachable(k, t->subs[j])
+                || spec->ntopic_out == RK__TOPIC_OUT_MAX) {
+                relay = true;
+                continue;
+            }
+            inst->topic_out_index[inst->ntopic_out] = i;
+            inst->topic_out[inst->ntopic_out++] = t->subs[j];
+            spec->topic_out[spec->ntopic_out++] = topic_entry(i, t->subs[j]);
+        }
+        if (relay && i < RK__TOPIC_BITS)
+            spec->topic_relay |= 1u << i;
+    }
+    for (uint32_t p = 0; p < npubs; p++) {
+        const rk_kernel_config *pc = &pubs[p]->def.config;
+        for (uint32_t i = 0; i < pc->ndevice_topics && i < RK__TOPIC_BITS
+             && spec->ntopic_in < RK__TOPIC_IN_MAX;
+             i++)
+            if (subscribes(rt, k, pc->device_topics[i]))
+                spec->topic_in[spec->ntopic_in++] = topic_entry(i, pubs[p]);
+    }
+    pthread_rwlock_unlock(&rt->topics_lock);
 }
 
 int

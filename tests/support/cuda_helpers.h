@@ -151,6 +151,28 @@ cuda_sim_end(const char *dir)
     return system(cmd) != 0;
 }
 
+/* Compiles src (named name) for sm_<cc> to PTX, returned (the caller
+ * frees it); raw: without the device API prelude. A compile error fails
+ * the test with NVRTC's log. */
+static inline char *
+cuda_compile_ptx(const char *name, const char *src, int cc, int raw)
+{
+    rk__nvrtc_src s
+        = { .name = name, .source = src, .cc = cc, .want_ptx = 1, .raw = raw };
+    rk__nvrtc_image img;
+    int rc = rk__nvrtc_compile(&s, &img);
+    char *ptx;
+
+    if (rc != RK_OK)
+        fail_msg("%s: %s\n%s", name, rk_errdetail(), img.log ? img.log : "");
+    assert_int_equal(img.kind, RK__IMG_PTX);
+    assert_int_equal(img.arch, cc);
+    ptx = (char *)img.data;
+    img.data = NULL;
+    rk__nvrtc_image_free(&img);
+    return ptx;
+}
+
 /* Compiles the tree's file rel (e.g. "tools/ringkernel/pr_dev.h") as the
  * cuda backend compiles a kernel's device_source (dev_kernel.h first,
  * then #line) for sm_90: the cubin the backend loads there must name
@@ -186,6 +208,20 @@ cuda_tree_ptx(const char *rel, const char *entry, rk__nvrtc_image *img)
     assert_non_null(strstr((const char *)img->data, decl));
     return (const char *)img->data;
 }
+
+/* ptx has none of ops (a NULL-ended list of instruction prefixes, e.g.
+ * system-scope fences): the test fails naming the first found. */
+static inline void
+cuda_assert_no_ops(const char *ptx, const char *const *ops)
+{
+    for (; *ops != NULL; ops++)
+        if (cuda_count_op(ptx, *ops) != 0)
+            fail_msg("%d x %s in the PTX", cuda_count_op(ptx, *ops), *ops);
+}
+
+/* No system-scope fence and no read-modify-write. */
+#define CUDA_NO_SYS_FENCE                                                     \
+    "membar.sys", "fence.sc.sys", "fence.acq_rel.sys", "atom.", "red."
 
 /* A kernel's PTX keeps the lanes' protocol: system-scope acquire loads
  * and release stores, never a read-modify-write (PCIe does not make one
@@ -309,7 +345,8 @@ cuda_start(rk_runtime *rt, const char *id)
 {
     rk_kernel k;
     assert_int_equal(rk_kernel_lookup(rt, id, &k), RK_OK);
-    assert_int_equal(rk_kernel_launch(rt, id), RK_OK);
+    if (rk_kernel_launch(rt, id) != RK_OK)
+        fail_msg("launch '%s': %s", id, rk_errdetail());
     assert_int_equal(rk_kernel_activate(rt, id), RK_OK);
     return k;
 }

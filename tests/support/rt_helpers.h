@@ -143,6 +143,24 @@ rt_wait_processed(rk_runtime *rt, const char *id, uint64_t n)
         sched_yield();
     }
 }
+
+/* Takes the next dead letter (within RT_LONG) and checks it: from kernel
+ * id, for reason with error, carrying len bytes equal to payload. */
+static inline void
+rt_expect_dead(rk_runtime *rt, const char *id, rk_dead_reason reason,
+    int error, const void *payload, size_t len)
+{
+    rk_dead_letter dl;
+    unsigned char buf[256];
+
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), RT_LONG), RK_OK);
+    assert_string_equal(dl.kernel_id, id);
+    assert_int_equal(dl.reason, reason);
+    assert_int_equal(dl.error, error);
+    assert_int_equal(dl.len, len);
+    assert_memory_equal(buf, payload, len);
+}
 #endif
 
 #endif /* RK_TEST_RT_HELPERS_H */

@@ -309,6 +309,9 @@ relay_fault(rk__backend_inst *bi)
                 continue;
             bi->handled[b] = n;
             flen = rk__dh_peek_failed(&bi->d, b, fail_slot, bi->io->stride);
+            if (flen == 0) /* on a K2K lane, in device memory */
+                flen = rk__k2k_peek_failed(
+                    bi->ordinal, &bi->d, b, fail_slot, bi->io->stride);
             bi->fault_blk = b;
             bi->fault_code = RK_DEV_VERDICT(b, n);
             /* Release (FAULTED) pairs with the supervisor's acquire: the
@@ -379,6 +382,14 @@ relay_exit(rk__backend_inst *bi, int32_t code)
 
     rk__dh_status_get(&bi->d, &st);
     relay_counters(bi, &st);
+    /* A block that was FAULTED when its context was lost still holds a
+     * failed message the supervisor dead-letters from the fail slot. */
+    for (uint32_t b = 0; b < bi->d.cfg.nblocks; b++) {
+        uint32_t n;
+        int32_t e;
+        if (rk__dh_fault_of(&bi->d, b, &n, &e) && n == bi->handled[b])
+            rk__dh_drop_failed(&bi->d, b);
+    }
     while ((got = rk__dh_take_left_from(
                 &bi->d, done, bi->lanes.buf, bi->io->stride, bi->batch))
         != 0) {
@@ -953,6 +964,12 @@ cuda_relayed(rk__backend_inst *bi)
     return atomic_load_explicit(&bi->lanes.relayed, memory_order_relaxed);
 }
 
+static int
+cuda_route_live(rk__backend_inst *bi)
+{
+    return rk__k2k_route_live(&bi->k2k);
+}
+
 const rk__backend rk__backend_cuda = {
     .abi_version = RK__BACKEND_ABI,
     .name = "cuda",
@@ -971,6 +988,7 @@ const rk__backend rk__backend_cuda = {
     .send_batch = cuda_send_batch,
     .pull = cuda_pull,
     .relayed = cuda_relayed,
+    .route_live = cuda_route_live,
     .exec_load = rk__cuda_exec_load,
     .exec = rk__cuda_exec,
     .exec_unload = rk__cuda_exec_unload,

@@ -447,28 +447,45 @@ frame_copy(rk__dh *d, rk__dh_host_lane *l, uint64_t pos, unsigned char *dst,
     return n;
 }
 
-size_t
-rk__dh_peek_failed(rk__dh *d, uint32_t b, unsigned char *dst, size_t cap)
+uint32_t
+rk__dh_failed_lane(rk__dh *d, uint32_t b)
 {
     /* Acquire pairs with the release of FAULTED: failed_held is its. */
     if (atomic_load_explicit(&d->ctl->blk[b].ack, memory_order_acquire)
-            != RK_DEV_ACK_FAULTED
-        || atomic_load_explicit(
-               &d->ctl->blk[b].failed_held, memory_order_relaxed)
-            == 0)
-        return 0; /* the actor failed holding no message */
-    /* The block's current lane is the first non-empty one it polled; a
-     * faulted block stopped on it, so its head slot is the failed one.
-     * With one input lane (the backend's case) that is lane 0. */
-    for (uint32_t i = 0; i < d->cfg.nin; i++) {
-        rk__dh_host_lane *l = &d->in[b * d->cfg.nin + i];
-        uint64_t head = rk_ring_load_acquire(&l->ctrl->head);
-        uint64_t tail = rk_ring_load_acquire(&l->ctrl->tail);
-        if (head == tail)
-            continue;
-        return frame_copy(d, l, head, dst, cap);
-    }
-    return 0;
+        != RK_DEV_ACK_FAULTED)
+        return 0;
+    return atomic_load_explicit(&d->ctl->blk[b].failed_held,
+        memory_order_relaxed);
+}
+
+size_t
+rk__dh_peek_failed(rk__dh *d, uint32_t b, unsigned char *dst, size_t cap)
+{
+    rk__dh_host_lane *l = &d->in[b * d->cfg.nin];
+    uint64_t head, tail;
+
+    /* The block stopped on the failed message, at the head of the lane
+     * it names; only the host's lane (0) is host memory. */
+    if (rk__dh_failed_lane(d, b) != 1)
+        return 0;
+    head = rk_ring_load_acquire(&l->ctrl->head);
+    tail = rk_ring_load_acquire(&l->ctrl->tail);
+    return head != tail ? frame_copy(d, l, head, dst, cap) : 0;
+}
+
+void
+rk__dh_drop_failed(rk__dh *d, uint32_t b)
+{
+    rk__dh_host_lane *l = &d->in[b * d->cfg.nin];
+    uint64_t head = rk_ring_load_acquire(&l->ctrl->head);
+
+    /* The block is gone (its context lost): the host moves its head past
+     * the failed frame, which was dead-lettered when the fault was
+     * reported, so the clean-up (rk__dh_take_left) does not take it
+     * again. Release pairs with take_left's acquire of head. */
+    if (rk__dh_failed_lane(d, b) == 1
+        && head != rk_ring_load_acquire(&l->ctrl->tail))
+        rk_ring_release_head(l->ctrl, head + 1);
 }
 
 /* Writes the next slot of LL lane l (room checked) and publishes it: a

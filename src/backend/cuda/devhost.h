@@ -138,12 +138,23 @@ void rk__dh_verdict(rk__dh *d, uint32_t v);
 /* Block b's fault count and error when it is FAULTED (1), else 0. */
 int rk__dh_fault_of(rk__dh *d, uint32_t b, uint32_t *n, int32_t *err);
 
-/* For a FAULTED block that holds its failed message: copies the frame at
- * the head of its input lanes (that message) to dst (cap bytes) and
- * returns its length; 0 when the block is not faulted or holds none (an
- * actor that failed between messages). */
+/* For a FAULTED block: l + 1 when its failed message is at the head of
+ * its input lane l, 0 when it is not faulted or holds none (an actor that
+ * failed between messages). */
+uint32_t rk__dh_failed_lane(rk__dh *d, uint32_t b);
+
+/* For a FAULTED block that holds its failed message on its host lane
+ * (lane 0): copies that frame to dst (cap bytes) and returns its length;
+ * 0 otherwise (on a K2K lane the frame is in device memory: k2k.h's
+ * rk__k2k_peek_failed copies it). */
 size_t rk__dh_peek_failed(
     rk__dh *d, uint32_t b, unsigned char *dst, size_t cap);
+
+/* After the block's context was lost while it was FAULTED holding a
+ * failed message on its host lane, a message already dead-lettered from
+ * the fail slot: moves the lane's head past it, so rk__dh_take_left does
+ * not dead-letter it a second time. */
+void rk__dh_drop_failed(rk__dh *d, uint32_t b);
 
 /* Host -> block b's host lane. RK_OK, RK_EFULL (no room now) or
  * RK_EMSGSIZE. h is copied with payload_len set to len. */

@@ -65,24 +65,22 @@ rk__lanes_close(rk__cuda_lanes *l)
 _Static_assert(RK_DEV_MSG_F_TOPIC == RK_MSG_F_TOPIC,
     "the device's publish flag is the host's");
 
-/* A device publish (RK_DEV_MSG_F_TOPIC): its topic index named through
- * the kernel's device_topics, the index bits cleared, then the runtime's
- * fan-out. RK_ENOTFOUND for an index with no name. */
+/* A device publish (RK_DEV_MSG_F_TOPIC): the topic index and the masks
+ * of the subscribers its K2K lanes reached (the header's reserved word:
+ * carried, then dropped, rk_dev_publish) go to the runtime's fan-out,
+ * which names the topic (RK_ENOTFOUND for an index with no name) and
+ * delivers to the others; the frame goes on with those cleared. */
 static int
 publish_one(const rk__backend_io *io, rk_msg_header *h, const void *payload,
     size_t len)
 {
-    const rk_kernel_config *c = &io->def->config;
     uint32_t i = h->flags >> RK_DEV_MSG_TOPIC_SHIFT;
+    uint32_t carried = h->reserved & 0xffu, dropped = h->reserved >> 8;
 
-    if (i >= c->ndevice_topics)
-        return rk__fail(RK_ENOTFOUND,
-            "kernel '%s': rk_dev_publish on topic index %u, and its "
-            "device_topics name %u",
-            io->def->id, i, c->ndevice_topics);
     h->flags &= (1u << RK_DEV_MSG_TOPIC_SHIFT) - 1u;
     h->flags &= ~RK_DEV_MSG_F_TOPIC;
-    return io->publish(io->rt, c->device_topics[i], h, payload, len, NULL);
+    h->reserved = 0;
+    return io->publish_device(io->rt, i, h, payload, len, carried, dropped);
 }
 
 /* One output frame to the runtime. Returns 0 when a route's target had

@@ -34,29 +34,43 @@
 
 typedef struct rk__k2k_link rk__k2k_link;
 
-/* One instance's device routes. */
+#define RK__K2K_IN_MAX (RK__ROUTES_IN_MAX + RK__TOPIC_IN_MAX)
+
+/* One instance's device routes and topic lanes. */
 typedef struct rk__k2k {
-    rk__k2k_link *out;                     /* its own route, or NULL */
-    rk__k2k_link *in[RK__ROUTES_IN_MAX];   /* routes into it */
-    uint32_t lanes[RK__ROUTES_IN_MAX];     /* K2K lanes per block, each */
-    uint32_t nin;                          /* entries of in[] */
-    rk__cu_partner partners[1 + RK__ROUTES_IN_MAX];
+    rk__k2k_link *out; /* its own route, or NULL */
+    /* Topic lanes it publishes on: route tfirst + q is the lane of
+     * spec->topic_out[tout_j[q]]'s subscriber. */
+    rk__k2k_link *tout[RK_DEV_MAX_ROUTES];
+    uint32_t tout_j[RK_DEV_MAX_ROUTES];
+    uint32_t ntout, tfirst;
+    /* Links into it: routes (tag 0) and topics (tag: index + 1). */
+    rk__k2k_link *in[RK__K2K_IN_MAX];
+    const rk__backend_peer *in_peer[RK__K2K_IN_MAX];
+    uint32_t in_tag[RK__K2K_IN_MAX];
+    uint32_t lanes[RK__K2K_IN_MAX]; /* K2K lanes per block, each */
+    uint32_t nin;                   /* entries of in[] */
+    rk__cu_partner partners[1 + RK_DEV_MAX_ROUTES + RK__K2K_IN_MAX];
     uint32_t npartners;
     int ordinal; /* the instance's device: only peers on it are joined */
 } rk__k2k;
 
-/* Before the region is placed: which of spec's routes run on the device
- * (both ends cuda kernels), and the input lanes and routes per block they
- * add to dc (nin, nroutes). RK_ENOTSUP, naming both kernels, when a
- * block of this kernel would need more than RK_DEV_MAX_IN - 1 K2K input
- * lanes. Allocates nothing. */
+/* Before the region is placed: which of spec's routes and device topic
+ * subscriptions run on the device (both ends cuda kernels on this
+ * device), and the input lanes and routes per block they add to dc (nin,
+ * nroutes). RK_ENOTSUP, naming both kernels, when a block of this kernel
+ * would need more than RK_DEV_MAX_IN - 1 K2K input lanes for its routes;
+ * a topic subscription that finds no lane or route left stays on the
+ * host relay. Allocates nothing. */
 int rk__k2k_plan(rk__k2k *k, int ordinal, const rk__backend_launch *spec,
     uint32_t grid,
     rk__dh_cfg *dc);
 
 /* After the region is placed: makes or joins each link and points the
  * kernel's lane tables (d) at its lanes; sets d->kargs.send_route for the
- * kernel's own route. RK_OK, RK_ENOMEM or RK_ECUDA (nothing kept). */
+ * kernel's own route and the topic fields (topic_of, topic_bit,
+ * topic_drop, topic_relay). RK_OK, RK_ENOMEM or RK_ECUDA (nothing
+ * kept). */
 int rk__k2k_wire(rk__k2k *k, int ordinal, const rk__backend_launch *spec,
     rk__dh *d);
 
@@ -71,6 +85,18 @@ void rk__k2k_started(rk__k2k *k);
 void rk__k2k_partners(rk__k2k *k, const struct rk__cuda_driver *drv,
     const struct rk__cuda_ext *ext, const rk__backend_launch *spec, int cc,
     uint32_t sms, uint32_t own_per_sm);
+
+/* True while the instance's own route is wired on the device (its target
+ * has launched and not been destroyed): rk__backend.route_live. */
+int rk__k2k_route_live(rk__k2k *k);
+
+/* For a FAULTED block of instance d (on device ordinal) whose failed
+ * message is at the head of a K2K input lane (device memory): copies that
+ * frame out (a copy on a stream of its own, done on return) to dst, cap
+ * bytes at most, and returns its length; 0 when the block holds none
+ * there or the copy failed. */
+size_t rk__k2k_peek_failed(
+    int ordinal, rk__dh *d, uint32_t b, unsigned char *dst, size_t cap);
 
 /* The instance is gone and its kernel returned (or never ran): drops its
  * links; the last user of a link dead-letters what was left in it
