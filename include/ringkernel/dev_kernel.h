@@ -158,6 +158,7 @@ typedef struct rk_dev_kargs {
      * K2K lane of a subscriber of topic index topic_of[r] - 1 (0: not a
      * topic lane), bit topic_bit[r] of the publish's carried mask. */
     unsigned short topic_of[RK_DEV_MAX_ROUTES];
+    /** Route r's bit in the publish's carried mask (a topic lane). */
     unsigned char topic_bit[RK_DEV_MAX_ROUTES];
     /** Bit r: topic route r's subscriber drops when its lane is full (its
      * policy is not BLOCK) instead of the publisher waiting for room. */
