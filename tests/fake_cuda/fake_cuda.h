@@ -53,6 +53,34 @@ fake_devices(void)
  * when none is current. */
 int fake_cur_dev(void);
 
+/* fake_cuda.c: a lost context's sticky error (OK: none). */
+CUresult fake_sticky(void);
+
+/* fake_cuda.c: waits until no grid runs on any device, as the driver's
+ * frees do (bounded: FAKE_CUDA_HANG_MS, then E_WOULD_HANG); a lost
+ * context's error once every grid stopped. */
+CUresult fake_wait_idle(const char *what);
+
+/* Every call that touches the device needs a current context, as with the
+ * real driver; NEED_CTX also returns a lost context's error. */
+#define NEED_CTX_ONLY()                                                       \
+    do {                                                                      \
+        if (fake_cur_dev() < 0)                                               \
+            return 201; /* CUDA_ERROR_INVALID_CONTEXT */                      \
+    } while (0)
+#define NEED_CTX()                                                            \
+    do {                                                                      \
+        NEED_CTX_ONLY();                                                      \
+        if (fake_sticky() != OK)                                              \
+            return fake_sticky();                                             \
+    } while (0)
+
+/* fake_devmem.c: device memory's addresses are readable while a grid runs
+ * (its blocks are CPU threads) and PROT_NONE otherwise. Called by the
+ * launch code under its lock when the first grid starts and the last one
+ * ends. */
+void fake_arena_protect(int device_may_run);
+
 /* fake_mem.c: frees p if it is managed memory (1), else 0. */
 int fake_managed_free(CUdeviceptr p);
 

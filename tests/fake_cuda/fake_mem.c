@@ -22,12 +22,6 @@
 
 #include "fake_cuda.h"
 
-#define NEED_CTX()                                                            \
-    do {                                                                      \
-        if (fake_cur_dev() < 0)                                               \
-            return 201; /* CUDA_ERROR_INVALID_CONTEXT */                      \
-    } while (0)
-
 typedef struct managed {
     struct managed *next;
     unsigned char *p;
@@ -53,7 +47,7 @@ free_bytes(void)
 EXPORT CUresult
 cuMemGetInfo_v2(size_t *free_b, size_t *total)
 {
-    NEED_CTX();
+    NEED_CTX_ONLY();
     pthread_mutex_lock(&mlock);
     *free_b = free_bytes();
     pthread_mutex_unlock(&mlock);
@@ -66,7 +60,7 @@ cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags)
 {
     managed *m;
 
-    NEED_CTX();
+    NEED_CTX_ONLY();
     if (n == 0 || (flags != 1 && flags != 2)) /* ATTACH_GLOBAL or _HOST */
         return E_INVALID_VALUE;
     if ((m = malloc(sizeof(*m))) == NULL)
@@ -127,7 +121,7 @@ cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevice dev, void *stream)
     CUresult r = OK;
 
     (void)stream;
-    NEED_CTX();
+    NEED_CTX_ONLY();
     if (n == 0 || (dev != -1 && (dev < 0 || dev >= fake_devices())))
         return E_INVALID_VALUE;
     pthread_mutex_lock(&mlock);
@@ -146,7 +140,7 @@ cuMemAdvise(CUdeviceptr p, size_t n, int advice, CUdevice dev)
 {
     CUresult r = OK;
 
-    NEED_CTX();
+    NEED_CTX_ONLY();
     if (n == 0 || advice < 1 || advice > 6
         || (dev != -1 && (dev < 0 || dev >= fake_devices())))
         return E_INVALID_VALUE;
