@@ -17,6 +17,9 @@
  *     created, and its grids take that device's block slots;
  *   - managed memory, prefetch, advice and cuMemGetInfo with a settable
  *     free size (fake_mem.c);
+ *   - peer access between devices (FAKE_CUDA_PEER, fake_devmem.c): a
+ *     device's memory is reachable from a grid on another device only
+ *     once peer access is enabled;
  *   - mapped pinned memory (cuMemHostAlloc) is the process's memory, and
  *     its device address is the host address, as with unified addressing
  *     (fake_devmem.c);
@@ -97,6 +100,15 @@ resident_limit(void)
 
 static int ctx_token[FAKE_MAX_DEVICES]; /* device d's primary context */
 static _Thread_local void *current_ctx;
+
+int
+fake_ctx_dev(const void *ctx)
+{
+    for (int d = 0; d < FAKE_MAX_DEVICES; d++)
+        if (ctx == (const void *)&ctx_token[d])
+            return d;
+    return -1;
+}
 
 int
 fake_cur_dev(void)
@@ -264,6 +276,14 @@ fake_cuda_numba_set(
     fake_numba.out_type = out_type;
 }
 
+void
+fake_reprotect(void)
+{
+    pthread_mutex_lock(&res_lock);
+    fake_arena_protect(grids_on);
+    pthread_mutex_unlock(&res_lock);
+}
+
 /* Test-only queries (not driver entry points). */
 EXPORT unsigned
 fake_cuda_hangs(void)
@@ -414,8 +434,8 @@ block_main(void *arg)
         if (g->s->finished < g->seq + 1)
             g->s->finished = g->seq + 1;
         grids_on[g->s->dev]--;
+        fake_arena_protect(grids_on);
         if (--grids_live == 0) {
-            fake_arena_protect(0);
             /* A trap stopped them all: the context's error shows now
              * (release pairs with fake_sticky()'s acquire). */
             if (atomic_load_explicit(&dying, memory_order_relaxed) != OK)
@@ -753,8 +773,8 @@ launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_lock(&res_lock);
     grids_on[s->dev]++;
-    if (grids_live++ == 0)
-        fake_arena_protect(1);
+    grids_live++;
+    fake_arena_protect(grids_on);
     pthread_mutex_unlock(&res_lock);
     for (uint32_t b = 0; b < n; b++) {
         blk *bk = malloc(sizeof(*bk));

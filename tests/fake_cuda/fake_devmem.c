@@ -1,12 +1,26 @@
 /*
  * tests/fake_cuda/fake_devmem.c - the stand-in driver's device memory and
- * mapped pinned memory (test-only; see fake_cuda.c).
+ * mapped pinned memory, and peer access between devices (test-only; see
+ * fake_cuda.c).
  *
  *   - device memory (cuMemAlloc) is NOT host memory: it lives in an arena
  *     mapped twice, once at the addresses cuMemAlloc returns, which are
  *     PROT_NONE whenever no grid runs (a host read or write of a device
  *     pointer crashes, as on a GPU), and once as a private shadow that
  *     cuMemcpy* and cuMemsetD8 translate to;
+ *   - each device has its own region of the arena (the current context's
+ *     device at cuMemAlloc). A region is readable while a grid runs on its
+ *     device, or on a device that enabled peer access to it; otherwise a
+ *     grid's access to it crashes, as a GPU's access to a peer it may not
+ *     reach faults. (Protection is per process, not per grid: while grids
+ *     run on both devices each can reach the other's memory unnoticed.)
+ *   - cuDeviceCanAccessPeer says FAKE_CUDA_PEER (default 0: no peer
+ *     access; 1: every pair of distinct devices); cuCtxEnablePeerAccess
+ *     fails with CUDA_ERROR_PEER_ACCESS_UNSUPPORTED where it says 0, else
+ *     with FAKE_CUDA_PEER_FAIL's code if set (a driver that refuses: e.g.
+ *     711, CUDA_ERROR_TOO_MANY_PEERS), else with
+ *     CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED on a second call for a pair;
+ *     fake_cuda_peer_query counts the calls;
  *   - mapped pinned memory (cuMemHostAlloc) is the process's memory, and
  *     its device address is the host address, as with unified addressing;
  *   - cuMemFree and cuMemFreeHost wait until no grid runs on any device.
@@ -23,12 +37,14 @@
 
 /*
  * Device memory: one arena of a memfd mapped twice. `dev` is what
- * cuMemAlloc hands out (PROT_NONE while no grid runs, so the host cannot
- * read a device pointer); `shadow` is the stand-in's own view, always
- * readable, used by the copies. Allocation is first fit over a list of
- * extents sorted by offset; a freed extent's pages are given back.
+ * cuMemAlloc hands out (PROT_NONE while no grid may reach it, so the host
+ * cannot read a device pointer); `shadow` is the stand-in's own view,
+ * always readable, used by the copies. Device d owns the REGION bytes at
+ * d * REGION. Allocation is first fit in the device's region over a list
+ * of extents sorted by offset; a freed extent's pages are given back.
  */
-#define ARENA_SIZE ((size_t)1 << 30)
+#define REGION     ((size_t)1 << 30)
+#define ARENA_SIZE (REGION * FAKE_MAX_DEVICES)
 
 typedef struct extent {
     struct extent *next;
@@ -65,12 +81,94 @@ arena_init(void)
     arena_shadow = s;
 }
 
+/* Peer access: peer_on[a][b] once device a's context enabled access to
+ * device b's memory. Under peer_lock, which fake_arena_protect takes
+ * under the launch code's lock (that order only). */
+static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char peer_on[FAKE_MAX_DEVICES][FAKE_MAX_DEVICES];
+static unsigned peer_calls, peer_again; /* enables asked; already on */
+/* Regions made readable (the launch code's lock held). */
+static unsigned char readable[FAKE_MAX_DEVICES];
+
 void
-fake_arena_protect(int device_may_run)
+fake_arena_protect(const int *grids_on)
 {
-    if (arena_dev != NULL)
-        (void)mprotect(arena_dev, ARENA_SIZE,
-            device_may_run ? PROT_READ | PROT_WRITE : PROT_NONE);
+    pthread_mutex_lock(&peer_lock);
+    for (int d = 0; d < FAKE_MAX_DEVICES; d++) {
+        int want = grids_on[d] != 0;
+        for (int a = 0; a < FAKE_MAX_DEVICES && !want; a++)
+            want = grids_on[a] != 0 && peer_on[a][d];
+        if (arena_dev != NULL && want != readable[d]) {
+            (void)mprotect(arena_dev + (size_t)d * REGION, REGION,
+                want ? PROT_READ | PROT_WRITE : PROT_NONE);
+            readable[d] = (unsigned char)want;
+        }
+    }
+    pthread_mutex_unlock(&peer_lock);
+}
+
+static int
+can_peer(CUdevice a, CUdevice b)
+{
+    return a != b && env_int("FAKE_CUDA_PEER", 0) != 0;
+}
+
+EXPORT CUresult
+cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b)
+{
+    if (can == NULL || a < 0 || b < 0 || a >= fake_devices()
+        || b >= fake_devices())
+        return E_INVALID_VALUE;
+    *can = can_peer(a, b);
+    return OK;
+}
+
+EXPORT CUresult
+cuCtxEnablePeerAccess(void *peer_ctx, unsigned flags)
+{
+    int a = fake_cur_dev(), b = fake_ctx_dev(peer_ctx), fail;
+    CUresult r = OK;
+
+    NEED_CTX();
+    if (flags != 0)
+        return E_INVALID_VALUE;
+    if (b < 0)
+        return E_INVALID_CONTEXT;
+    if (a == b)
+        return E_INVALID_DEVICE;
+    pthread_mutex_lock(&peer_lock);
+    peer_calls++;
+    fail = env_int("FAKE_CUDA_PEER_FAIL", 0);
+    if (!can_peer(a, b))
+        r = E_PEER_UNSUPPORTED;
+    else if (fail != 0)
+        r = fail; /* a driver that refuses, whatever came before */
+    else if (peer_on[a][b])
+        r = E_PEER_ALREADY_ENABLED;
+    else
+        peer_on[a][b] = 1;
+    if (r == E_PEER_ALREADY_ENABLED)
+        peer_again++;
+    pthread_mutex_unlock(&peer_lock);
+    if (r == OK)
+        fake_reprotect(); /* a's running grids reach b's memory now */
+    return r;
+}
+
+/* Test-only query (not a driver entry point): 1 if device a enabled
+ * access to device b; *calls the cuCtxEnablePeerAccess calls so far and
+ * *again those that found access already enabled. */
+EXPORT int
+fake_cuda_peer_query(int a, int b, unsigned *calls, unsigned *again)
+{
+    int on;
+    pthread_mutex_lock(&peer_lock);
+    on = a >= 0 && b >= 0 && a < FAKE_MAX_DEVICES && b < FAKE_MAX_DEVICES
+        && peer_on[a][b];
+    *calls = peer_calls;
+    *again = peer_again;
+    pthread_mutex_unlock(&peer_lock);
+    return on;
 }
 
 /* The stand-in's view of device address p for n bytes: the shadow for
@@ -90,8 +188,9 @@ view(CUdeviceptr p, size_t n)
 EXPORT CUresult
 cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
-    extent *e, **at, *prev = NULL;
-    size_t off = 0;
+    extent *e, **at;
+    size_t off, lo, hi;
+    int d = fake_cur_dev();
 
     NEED_CTX();
     if (n == 0)
@@ -103,15 +202,20 @@ cuMemAlloc_v2(CUdeviceptr *p, size_t n)
     if ((e = malloc(sizeof(*e))) == NULL)
         return E_OUT_OF_MEMORY;
     pthread_mutex_lock(&arena_lock);
-    /* First gap of n bytes; offset 0 is never handed out (no NULL). */
-    off = 256;
-    for (at = &arena_used; *at != NULL; prev = *at, at = &(*at)->next) {
+    /* First gap of n bytes in the device's region; a region's offset 0 is
+     * never handed out (no NULL, and no range that starts in another
+     * device's region). */
+    lo = (size_t)d * REGION + 256;
+    hi = ((size_t)d + 1) * REGION;
+    off = lo;
+    for (at = &arena_used; *at != NULL; at = &(*at)->next) {
+        if ((*at)->off + (*at)->len <= off)
+            continue; /* before the region */
         if ((*at)->off >= off + n)
             break;
         off = (*at)->off + (*at)->len;
     }
-    (void)prev;
-    if (off + n > ARENA_SIZE) {
+    if (off + n > hi) {
         pthread_mutex_unlock(&arena_lock);
         free(e);
         return E_OUT_OF_MEMORY;
@@ -188,26 +292,31 @@ cuMemFreeHost(void *p)
     return r; /* a lost context's error, once released */
 }
 
-EXPORT CUresult
-cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
+/* A copy between host memory h and device address p, either way. */
+static CUresult
+copy(CUdeviceptr p, void *h, size_t n, int to_device)
 {
-    void *v = view(d, n);
+    void *v = view(p, n);
     NEED_CTX();
     if (v == NULL)
         return E_INVALID_VALUE;
-    memcpy(v, s, n);
+    if (to_device)
+        memcpy(v, h, n);
+    else
+        memcpy(h, v, n);
     return OK;
+}
+
+EXPORT CUresult
+cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
+{
+    return copy(d, (void *)(uintptr_t)s, n, 1);
 }
 
 EXPORT CUresult
 cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
 {
-    void *v = view(s, n);
-    NEED_CTX();
-    if (v == NULL)
-        return E_INVALID_VALUE;
-    memcpy(d, v, n);
-    return OK;
+    return copy(s, d, n, 0);
 }
 
 EXPORT CUresult

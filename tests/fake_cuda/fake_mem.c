@@ -1,6 +1,6 @@
 /*
  * tests/fake_cuda/fake_mem.c - the stand-in driver's managed memory,
- * prefetch and advice, free memory and peer access (test-only; see
+ * prefetch and advice and free memory (test-only; see
  * fake_cuda.c).
  *
  *   - cuMemAllocManaged: host memory (readable and writable by the host,
@@ -12,8 +12,7 @@
  *     hang the GPU): fake_cuda_managed_query counts them, so a test shows
  *     the library never asked;
  *   - cuMemPrefetchAsync and cuMemAdvise check their range and device and
- *     record the last call (fake_cuda_managed_query);
- *   - cuDeviceCanAccessPeer: FAKE_CUDA_PEER (default 0: no peer access).
+ *     record the last call (fake_cuda_managed_query).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -153,16 +152,6 @@ cuMemAdvise(CUdeviceptr p, size_t n, int advice, CUdevice dev)
     }
     pthread_mutex_unlock(&mlock);
     return r;
-}
-
-EXPORT CUresult
-cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b)
-{
-    if (can == NULL || a < 0 || b < 0 || a >= fake_devices()
-        || b >= fake_devices())
-        return E_INVALID_VALUE;
-    *can = a != b && env_int("FAKE_CUDA_PEER", 0) != 0;
-    return OK;
 }
 
 /* Test-only query (not a driver entry point). what 0: managed
