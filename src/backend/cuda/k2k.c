@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cuda/k2k.h"
+#include "backend/cuda/peer.h"
 #include "common/common.h"
 #include "memory/mem.h"
 
@@ -18,7 +19,8 @@ struct rk__k2k_link {
     uint32_t ga, gb, per; /* grids; lanes per block of `to` */
     uint32_t slot_size;
     size_t lane_bytes, size;
-    void *dev; /* cuMemAlloc'd: per * gb lanes */
+    void *dev;   /* cuMemAlloc'd: per * gb lanes */
+    int ordinal; /* the device holding them: the target's (peer.h) */
     int refs;
     /* The sender's route table (host address, route 0 of each of its ga
      * blocks, nroutes apart) while its instance exists, and whether the
@@ -48,14 +50,15 @@ stride_of(const rk_kernel_config *c)
 
 /* A device route: the peer is a kernel with device code on this backend
  * (the runtime hands only peers on the same backend) and on the same
- * device (lanes in one GPU's memory do not reach another: a route
- * between devices stays on the host relay). */
+ * device or a peer-linked one (peer.h: lanes in the target's memory,
+ * written over the link); any other route between devices stays on the
+ * host relay. */
 static int
 on_device(const rk__k2k *k, const rk__backend_peer *p)
 {
     return p->kernel_id != NULL && p->config != NULL
         && p->config->device_source != NULL
-        && rk__cu_ordinal(p->config) == k->ordinal;
+        && rk__cu_peer_linked(k->ordinal, rk__cu_ordinal(p->config));
 }
 
 int
@@ -63,9 +66,12 @@ rk__k2k_plan(rk__k2k *k, int ordinal, const rk__backend_launch *spec,
     uint32_t grid, rk__dh_cfg *dc)
 {
     uint32_t lanes = 0;
+    int rc;
 
     memset(k, 0, sizeof(*k));
     k->ordinal = ordinal;
+    if ((rc = rk__cu_peer_plan(ordinal, spec)) != RK_OK)
+        return rc; /* a route to a device that is not there, ... */
     for (uint32_t i = 0; i < spec->nroutes_in; i++) {
         const rk__backend_peer *p = &spec->routes_in[i];
         if (!on_device(k, p))
@@ -91,7 +97,7 @@ rk__k2k_plan(rk__k2k *k, int ordinal, const rk__backend_launch *spec,
  * a host image copied on a stream of our own (never the legacy stream,
  * which would wait for the resident kernels), complete on return. */
 static int
-link_init(rk__k2k_link *l, int ordinal)
+link_init(rk__k2k_link *l, int ordinal, int sys)
 {
     const struct rk__cuda_driver *d;
     rk__cu_stream s = NULL;
@@ -100,9 +106,11 @@ link_init(rk__k2k_link *l, int ordinal)
 
     if (img == NULL)
         return rk__fail(RK_ENOMEM, "no memory for a K2K link");
-    for (uint32_t i = 0; i < l->per * l->gb; i++)
-        rk_ring_init((rk_ring_ctrl *)(void *)(img + i * l->lane_bytes),
-            RK__K2K_CAPACITY, l->slot_size);
+    for (uint32_t i = 0; i < l->per * l->gb; i++) {
+        rk_ring_ctrl *c = (rk_ring_ctrl *)(void *)(img + i * l->lane_bytes);
+        rk_ring_init(c, RK__K2K_CAPACITY, l->slot_size);
+        c->flags = sys ? RK_RING_F_SYS : 0; /* sender on another GPU */
+    }
     rc = rk__cuda_enter(ordinal, &d);
     if (rc == RK_OK)
         rc = rk__cuda_check(d->cuStreamCreate(&s, RK__CU_STREAM_NON_BLOCKING),
@@ -117,10 +125,11 @@ link_init(rk__k2k_link *l, int ordinal)
     return rc;
 }
 
-/* The link from -> to, made if new. links_lock held. */
+/* The link from -> to (kernels on devices src and dst), made if new in
+ * dst's memory. links_lock held. */
 static int
 link_get(const char *from, const char *to, uint32_t ga, uint32_t gb,
-    uint32_t slot_size, int ordinal, rk__k2k_link **out)
+    uint32_t slot_size, int src, int dst, rk__k2k_link **out)
 {
     rk__k2k_link *l;
     int rc;
@@ -143,9 +152,10 @@ link_get(const char *from, const char *to, uint32_t ga, uint32_t gb,
     l->lane_bytes = sizeof(rk_ring_ctrl)
         + (((size_t)RK__K2K_CAPACITY * slot_size + 255u) & ~(size_t)255u);
     l->size = l->lane_bytes * l->per * gb;
-    rc = rk__mem_alloc(RK__MEM_DEVICE, ordinal, NULL, l->size, 256, &l->dev);
-    if (rc == RK_OK && (rc = link_init(l, ordinal)) != RK_OK)
-        rk__mem_release(RK__MEM_DEVICE, ordinal, NULL, l->dev, l->size);
+    l->ordinal = dst;
+    rc = rk__mem_alloc(RK__MEM_DEVICE, dst, NULL, l->size, 256, &l->dev);
+    if (rc == RK_OK && (rc = link_init(l, dst, src != dst)) != RK_OK)
+        rk__mem_release(RK__MEM_DEVICE, dst, NULL, l->dev, l->size);
     if (rc != RK_OK) {
         free(l);
         return rk__fail(rc, "device route '%s' -> '%s': %s", from, to,
@@ -196,7 +206,8 @@ rk__k2k_wire(
     if (d->cfg.nroutes != 0) {
         const rk__backend_peer *p = &spec->route_to;
         rc = link_get(spec->kernel_id, p->kernel_id, g, grid_of(p->config),
-            stride_of(p->config), ordinal, &k->out);
+            stride_of(p->config), ordinal, rk__cu_ordinal(p->config), &k->out);
+        (void)rk__cuda_enter(ordinal, NULL); /* if made on the target's */
         if (rc == RK_OK) {
             k->out->sender_tab = d->route_tab;
             k->out->sender_nroutes = d->cfg.nroutes;
@@ -210,7 +221,8 @@ rk__k2k_wire(
         if (!on_device(k, p))
             continue;
         rc = link_get(p->kernel_id, spec->kernel_id, grid_of(p->config), g,
-            (uint32_t)d->cfg.slot_size, ordinal, &l);
+            (uint32_t)d->cfg.slot_size, rk__cu_ordinal(p->config), ordinal,
+            &l);
         if (rc != RK_OK)
             break;
         k->in[j] = l;
@@ -247,7 +259,9 @@ rk__k2k_partners(rk__k2k *k, const struct rk__cuda_driver *drv,
     const rk__backend_peer *peers[1 + RK__ROUTES_IN_MAX];
     uint32_t n = 0;
 
-    if (k->out != NULL && strcmp(spec->route_to.kernel_id, spec->kernel_id))
+    /* Only kernels on this device share its SMs (peer.h). */
+    if (k->out != NULL && strcmp(spec->route_to.kernel_id, spec->kernel_id)
+        && rk__cu_ordinal(spec->route_to.config) == k->ordinal)
         peers[n++] = &spec->route_to;
     for (uint32_t i = 0; i < spec->nroutes_in; i++) {
         const rk__backend_peer *p = &spec->routes_in[i];
@@ -255,7 +269,8 @@ rk__k2k_partners(rk__k2k *k, const struct rk__cuda_driver *drv,
         /* Each kernel once (A -> B and B -> A are one partner). */
         for (uint32_t j = 0; j < n && !seen; j++)
             seen = strcmp(peers[j]->kernel_id, p->kernel_id) == 0;
-        if (on_device(k, p) && !seen)
+        if (on_device(k, p) && !seen
+            && rk__cu_ordinal(p->config) == k->ordinal)
             peers[n++] = p;
     }
     k->npartners = 0;
@@ -329,8 +344,10 @@ link_put(rk__k2k_link *l, const rk__backend_io *io, int ordinal)
             *at = l->next;
             break;
         }
-    link_drain(l, io, ordinal);
-    rk__mem_release(RK__MEM_DEVICE, ordinal, NULL, l->dev, l->size);
+    link_drain(l, io, l->ordinal);
+    rk__mem_release(RK__MEM_DEVICE, l->ordinal, NULL, l->dev, l->size);
+    if (l->ordinal != ordinal)
+        (void)rk__cuda_enter(ordinal, NULL); /* the caller's again */
     free(l);
 }
 
