@@ -15,7 +15,7 @@
  *
  * NVRTC is real: the stand-in accepts only images NVRTC produced and
  * finds an entry only if the image defines it. Nothing here ran on a GPU;
- * see docs/cuda.md for what only a GPU can show.
+ * see docs/cuda-robustness.md for what only a GPU can show.
  */
 #include <setjmp.h>
 #include <stdarg.h>

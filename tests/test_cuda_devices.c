@@ -52,19 +52,6 @@ reg_on(rk_runtime *rt, const char *id, int device, uint32_t grid)
     cuda_register(rt, &k);
 }
 
-/* CUDA devices the driver reports. */
-static int
-cuda_devices(void)
-{
-    rk_device_list *l;
-    int n = 0;
-    assert_int_equal(rk_devices_query(&l), RK_OK);
-    for (size_t i = 0; i < rk_device_list_count(l); i++)
-        n += rk_device_list_get(l, i)->kind == RK_DEVICE_CUDA;
-    rk_device_list_free(l);
-    return n;
-}
-
 /* The stand-in's grids running on device dev, or -1 on a GPU. */
 static int
 grids_on(int dev)
@@ -84,11 +71,11 @@ test_two_devices_route(void **state)
     rk_kernel a, b;
     (void)state;
     cuda_require_nvrtc();
-    if (cuda_devices() < 2) {
+    if (cuda_device_count() < 2) {
         print_message("one CUDA device: the two-device route needs two\n");
         skip();
     }
-    assert_int_equal(cuda_devices(), real_gpu ? cuda_devices() : 2);
+    assert_int_equal(cuda_device_count(), real_gpu ? cuda_device_count() : 2);
 
     rt = cuda_runtime();
     reg_on(rt, "dev0", 0, 1);
@@ -118,7 +105,7 @@ test_residency_per_device(void **state)
     char buf[128];
     size_t len;
     (void)state;
-    if (!cuda_have_nvrtc() || real_gpu || cuda_devices() < 2)
+    if (!cuda_have_nvrtc() || real_gpu || cuda_device_count() < 2)
         skip(); /* a GPU's budget is not known here */
 
     rt = cuda_runtime();
@@ -150,8 +137,8 @@ test_residency_per_device(void **state)
 static void
 test_bad_device(void **state)
 {
-    char want[64];
-    int n = cuda_devices();
+    char want[96];
+    int n = cuda_device_count();
     rk_runtime *rt;
     (void)state;
     cuda_require_nvrtc();
@@ -193,7 +180,7 @@ test_oneshot_other_device_buffer(void **state)
     rk_oneshot *k = NULL;
     (void)state;
     cuda_require_nvrtc();
-    if (cuda_devices() < 2)
+    if (cuda_device_count() < 2)
         skip();
 
     assert_non_null(src);
@@ -217,7 +204,7 @@ test_env_default(void **state)
 {
     rk_runtime *rt;
     (void)state;
-    if (!cuda_have_nvrtc() || real_gpu || cuda_devices() < 2)
+    if (!cuda_have_nvrtc() || real_gpu || cuda_device_count() < 2)
         skip();
 
     setenv("RK_CUDA_DEVICE", "1", 1);

@@ -1,5 +1,5 @@
 /*
- * The caller's own path into a cuda kernel (docs/cuda.md): rk_send,
+ * The caller's own path into a cuda kernel (docs/cuda-data-path.md): rk_send,
  * rk_request, rk_kernel_call and rk_send_batch write an idle block's
  * input lane themselves, a call polls the output lanes for its reply
  * itself, and receivers read the output lanes while they wait. Through

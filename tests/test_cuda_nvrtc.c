@@ -128,7 +128,7 @@ test_loop_ptx(void **state)
  * host's lanes; RK_DEV_LL_ONLY drops the K2K ring-lane branches) takes
  * requests and publishes replies with no system fence at all: no
  * membar.sys / fence.sc.sys / fence.acq_rel.sys anywhere in its PTX (the
- * argument is in docs/cuda.md, "One read per message"). The sweep and the
+ * argument is in docs/cuda-data-path.md, "One read per message"). The sweep and the
  * reply are the 16-byte relaxed accesses, and ptxas accepts them (an
  * sm_90 cubin). */
 static void

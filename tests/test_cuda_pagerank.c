@@ -21,7 +21,7 @@
  *
  * The backend's real host code runs the same kernel through the stand-in
  * driver in the ctest entries cli_pagerank_cuda_sim* (tests/CMakeLists.txt).
- * Nothing here runs on a GPU; docs/cuda.md says what only a GPU can show.
+ * Nothing here runs on a GPU; docs/cuda-robustness.md says what only a GPU can show.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -17,7 +17,7 @@
  *     restart is pending when the context is lost, both end FAILED with
  *     no restart; no cuda kernel launches again (RK_ECUDA, "context
  *     lost", naming the driver's error and the kernel that first saw it;
- *     docs/cuda.md says why the context is not reset).
+ *     docs/cuda-robustness.md says why the context is not reset).
  * A lost context stays lost for the process, so each case runs in a
  * process of its own: without arguments the program runs itself once
  * per case.
@@ -141,7 +141,7 @@ round_trip(rk_runtime *rt, rk_kernel k, unsigned char v)
 
 /* Kernels ida (entry ea) and idb (eb), registered with policy p, then
  * launched, activated and answering: one round trip each. Every cuda
- * kernel is registered before the first launch (docs/cuda.md). */
+ * kernel is registered before the first launch (docs/cuda-robustness.md). */
 static void
 two_running(rk_runtime *rt, const char *ida, const char *ea, const char *idb,
     const char *eb, rk_restart_policy p, rk_kernel *a, rk_kernel *b)

@@ -60,18 +60,21 @@ if [ "$mode" != run ]; then
         >&2 || exit 2
     cmake --build "$B" -j"$(nproc)" --target test_cuda_backend \
         test_cuda_direct test_cuda_nvrtc test_cuda_kcache test_cuda_loop_host \
+        test_cuda_loop_lanes \
         test_cuda_k2k test_cuda_trap \
         test_cuda_pagerank test_cuda_anomaly test_backend_contract \
         fake_cuda bench_cuda \
         test_device_query test_buffer_states test_buffer_api \
         test_buffer_managed test_cuda_devices test_cuda_barrier \
-        test_cuda_peer test_pool_contract test_pool_concurrent \
+        test_oneshot_devices test_cuda_peer test_pool_contract \
+        test_pool_concurrent \
         bench_cuda_compile test_cuda_jitlink bench_cuda_numba \
         ringkernel_cli >&2 || exit 2
     # For an offline device machine that lacks them: the test and bench
     # binaries' non-system libraries go with the build (build-gpu/lib).
     mkdir -p "$B/lib"
     for bin in "$B"/tests/test_cuda_* "$B"/tests/test_backend_contract \
+        "$B"/tests/test_oneshot_devices \
         "$B"/tests/test_device_query "$B"/tests/test_buffer_* \
         "$B"/tests/test_pool_* \
         "$B"/bench/bench_cuda* \
@@ -125,12 +128,13 @@ run_test() { # name [env...]
     fi
 }
 run_test test_cuda_backend RK_TEST_CUDA_REAL=1
-# The caller's own path (docs/cuda.md): a direct round trip costs no relay
+# The caller's own path (docs/cuda-data-path.md): a direct round trip costs no relay
 # hand-off, order holds with the relay busy, a call racing a terminate.
 run_test test_cuda_direct RK_TEST_CUDA_REAL=1
 run_test test_cuda_nvrtc
 run_test test_cuda_kcache
 run_test test_cuda_loop_host
+run_test test_cuda_loop_lanes
 # Kernel-to-kernel on the device: rk_connect between two cuda kernels over
 # K2K lanes in device memory (A -> B -> host, A -> B -> A);
 # bench_cuda's cuda_k2k_rtt_p50 times it with %globaltimer.
@@ -147,6 +151,10 @@ run_test test_cuda_devices RK_TEST_CUDA_REAL=1
 # on a one-GPU machine.
 run_test test_cuda_peer RK_TEST_CUDA_REAL=1
 run_test test_cuda_barrier RK_TEST_CUDA_REAL=1
+# One-shot kernels on a chosen device, and device memory of another
+# library's wrapped without a copy (rk_buffer_wrap_device; with two GPUs
+# the driver says whose memory a pointer is).
+run_test test_oneshot_devices RK_TEST_CUDA_REAL=1
 # A handler compiled by Numba (tests/data/numba_sample.ptx) linked into the
 # persistent loop with nvJitLink and run on the GPU (it fails rather than
 # skips there when NVRTC or nvJitLink is missing).
@@ -167,14 +175,16 @@ done
 run_test test_cuda_trap RK_TEST_CUDA_REAL=1
 
 # Device code from Python (python/tests/test_cuda_python.py: one-shot
-# kernels, ctx.execute_kernel, a device actor, the CUDA exports) on the
+# kernels, ctx.execute_kernel, a device actor, the CUDA exports;
+# test_cuda_devices_python.py: devices, managed buffers, other libraries'
+# arrays, Numba's device arrays where numba-cuda is installed) on the
 # real driver, where a Python with the package, numpy and pytest is at
 # $RK_GPU_PYTHON (default build/pyvenv/bin/python, what `make pytest`
 # makes); said to be skipped where there is none.
 py=${RK_GPU_PYTHON:-build/pyvenv/bin/python}
 if [ -x "$py" ] && "$py" -c "import ringkernel, numpy, pytest" 2>/dev/null; then
     out=$(RK_TEST_CUDA_REAL=1 timeout "$T" "$py" -m pytest -q -p no:cacheprovider \
-        python/tests/test_cuda_python.py 2>&1)
+        python/tests/test_cuda_python.py python/tests/test_cuda_devices_python.py 2>&1)
     rc=$?
     printf '%s\n' "$out" >&2
     if [ $rc -eq 0 ]; then

@@ -158,6 +158,49 @@ typedef struct rk_buffer rk_buffer;
  * overflows or exceeds PTRDIFF_MAX. The caller owns *out. */
 int rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg);
 
+/**
+ * Wraps device memory that another library allocated (CuPy, PyTorch,
+ * Numba, a cuMemAlloc of the caller's) as a buffer, without a copy: its
+ * device side is [dptr, dptr + the config's byte size) on CUDA device
+ * cfg->ordinal, current from the start (RK_BUFFER_DEVICE_ONLY). The
+ * buffer never frees that memory: rk_buffer_destroy() frees only a host
+ * side it may have been given since (rk_buffer_host(), ensure_host copy
+ * the data there as for any buffer).
+ *
+ * Lifetime: the caller keeps the memory alive, and does not free or
+ * reuse it, until the buffer is destroyed and every launch given it has
+ * completed (a started one-shot launch: until rk_oneshot_wait returned).
+ * Work another library queued on a stream of its own is not waited for:
+ * call rk_buffer_wait_stream() first.
+ *
+ * cfg gives the element type and shape as for rk_buffer_create();
+ * cfg->device must be RK_DEVICE_CUDA, and neither RK_BUFFER_MANAGED nor a
+ * device pool may be given. Errors: RK_EINVAL for a NULL dptr or a bad
+ * config; RK_ENODEV (naming the ordinal and the device count) for a
+ * device the driver does not have; RK_EINVAL naming both devices when
+ * the driver reports dptr as another device's memory (where it can say:
+ * cuPointerGetAttribute; otherwise dptr is taken as cfg->ordinal's).
+ */
+int rk_buffer_wrap_device(
+    rk_buffer **out, const rk_buffer_config *cfg, void *dptr);
+
+/** True for a buffer made by rk_buffer_wrap_device() (it does not own its
+ * device memory). */
+bool rk_buffer_is_wrapped(const rk_buffer *buf);
+
+/**
+ * Waits until the work queued on stream has completed: stream is a
+ * CUstream of the buffer's CUDA device on which another library writes
+ * memory that a launch is to read (the CUDA Array Interface v3's
+ * "stream", the stream a DLPack producer was asked to order its work
+ * on), or 1 (the legacy default stream) or 2 (the per-thread default
+ * stream), as those interfaces number them. ringkernel's own kernels run
+ * on non-blocking streams, so this never waits for a resident one.
+ * RK_EINVAL for stream 0 (ambiguous in both interfaces) or a buffer not
+ * on a CUDA device.
+ */
+int rk_buffer_wait_stream(rk_buffer *buf, uintptr_t stream);
+
 /** Frees both sides. NULL is ignored. */
 void rk_buffer_destroy(rk_buffer *buf);
 

@@ -9,7 +9,7 @@
  * arguments and gets the same result (thread 0 does the protocol work,
  * rk_dev_sync_block() publishes it to the others through the shared ctx).
  *
- * A user writes a handler in the C subset of docs/cuda.md:
+ * A user writes a handler in the C subset of docs/cuda-programming.md:
  *
  *     RK_DEV_HANDLER(echo)(rk_dev_ctx *x, const rk_dev_msg *m)
  *     {

@@ -1,6 +1,6 @@
 /** @file
  * ringkernel/dev_numba.h - the persistent loop around a handler written in
- * Python and compiled by Numba (docs/cuda.md, "Handlers in Python").
+ * Python and compiled by Numba (docs/cuda-programming.md, "Handlers in Python").
  *
  * numba-cuda compiles the user's function to PTX as a device function with
  * the C ABI (numba.cuda.compile(..., device=True, abi="c")):

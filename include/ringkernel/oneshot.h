@@ -10,7 +10,7 @@
  * and NVRTC are usable, the cpu backend (the host fallback) elsewhere.
  * The cuda backend compiles and loads the code at creation, because CUDA
  * cannot load a module while a persistent ring kernel is resident
- * (docs/cuda.md): create one-shot kernels before launching ring kernels,
+ * (docs/cuda-programming.md): create one-shot kernels before launching ring kernels,
  * or creation is refused with RK_EBUSY rather than hanging.
  *
  * A launch runs synchronously (rk_oneshot_run), or in the background with
@@ -28,6 +28,10 @@
  *     backend, a kernel without a host fallback;
  *   - RK_EBUSY: creation while persistent kernels are resident and the
  *     code is not loaded yet;
+ *   - RK_ENODEV: rk_oneshot_def.device names a device the driver does
+ *     not have (the detail gives the ordinal and the device count);
+ *   - RK_EINVAL at a launch: an rk_buffer on another CUDA device than the
+ *     kernel's (the detail names both devices);
  *   - RK_ECOMPILE: the source does not compile (file:line in the detail);
  *   - the host fallback's own return code.
  *
@@ -84,6 +88,13 @@ typedef struct rk_oneshot_def {
     rk_oneshot_host_fn host; /**< host fallback, or NULL */
     void *user;              /**< handed to host */
     const char *backend;     /**< "cpu", "cuda", "auto" or NULL */
+    /** cuda backend: the CUDA device ordinal that runs the kernel, as
+     * rk_kernel_config.device: 0 is the default, RK_CUDA_DEVICE's ordinal
+     * where it is set, else device 0. The code is compiled and loaded in
+     * that device's context at creation; a device the driver does not
+     * have is RK_ENODEV naming the ordinal and the device count (a
+     * negative one RK_EINVAL). The cpu backend ignores it. */
+    int device;
 } rk_oneshot_def;
 
 /** One launch. */
@@ -93,7 +104,10 @@ typedef struct rk_oneshot_launch {
     const void *args; /**< by-value arguments (copied at the launch) */
     size_t args_len;  /**< at most RK_ONESHOT_ARG_MAX */
     /** buffers made current where the kernel runs before it starts and
-     * marked modified there after it (at most RK_ONESHOT_MAX_BUFS) */
+     * marked modified there after it (at most RK_ONESHOT_MAX_BUFS); on
+     * cuda each must be on the kernel's device (rk_oneshot_def.device);
+     * device memory another library allocated (CuPy, PyTorch, Numba)
+     * is passed as an rk_buffer_wrap_device() buffer */
     rk_buffer *const *bufs;
     size_t nbuf; /**< how many bufs */
 } rk_oneshot_launch;
@@ -109,6 +123,11 @@ void rk_oneshot_destroy(rk_oneshot *k);
 
 /** The name of the backend that runs k ("cpu", "cuda"). */
 const char *rk_oneshot_backend(const rk_oneshot *k);
+
+/** The CUDA device ordinal that runs k (rk_oneshot_def.device resolved:
+ * RK_CUDA_DEVICE's device for 0), or -1 when its backend uses no CUDA
+ * device (cpu) or k is NULL. Its buffers belong on that device. */
+int rk_oneshot_device(const rk_oneshot *k);
 
 /** Runs one launch to completion on the calling thread's behalf. */
 int rk_oneshot_run(rk_oneshot *k, const rk_oneshot_launch *l);

@@ -25,8 +25,8 @@
  *     watchdog); a device consumer never reads it.
  *   - The consumer still stores the head after a batch: the producer
  *     reads it (acquire) only when its cached copy says full. The device
- *     stores it relaxed (the argument is in docs/cuda.md, "One read per
- *     message"); the host build uses release.
+ *     stores it relaxed (the argument is in docs/cuda-data-path.md, "One
+ *     read per message"); the host build uses release.
  *   - The producer writes at least the first rk_ring_ll_window() bytes of
  *     a slot (zero-padded), so a consumer polls that window: one sweep of
  *     16-byte loads finds, validates and reads a message of up to
@@ -100,10 +100,10 @@ rk_ring_ll_word(rk_proto_u32 data, rk_proto_u32 flag)
 /* ---------------------------------------------------------- producer */
 
 /* LL words: relaxed on the device, where each word validates itself
- * (docs/cuda.md, "One read per message"); host builds (the host's side of
- * the lanes, and the host build of the device loop) store with release
- * and load with acquire, plain moves on x86, so that the C11 model and
- * TSan also see what a message hands over, as the device's
+ * (docs/cuda-data-path.md, "One read per message"); host builds (the
+ * host's side of the lanes, and the host build of the device loop) store
+ * with release and load with acquire, plain moves on x86, so that the C11
+ * model and TSan also see what a message hands over, as the device's
  * rk_dev_release_writes / rk_dev_acquire_writes fences provide there. */
 #if defined(__CUDA_ARCH__)
 /** Stores LL word v at p (device: relaxed). */
@@ -195,7 +195,8 @@ rk_ring_ll_word0(const rk_ring_side *s, rk_proto_u64 pos)
  * Hands every position below head back to the producer. On the device a
  * relaxed store: the value is computed from the flags the consumer read,
  * so the store cannot be seen before those reads are satisfied (the PTX
- * model's no-thin-air rule; docs/cuda.md, "One read per message"), and a
+ * model's no-thin-air rule; docs/cuda-data-path.md, "One read per
+ * message"), and a
  * write the producer makes after seeing it cannot be what those reads
  * returned. Host builds: a release store (free on x86), which pairs with
  * the producer's acquire in rk_ring_prod_space and lets the C11 model and

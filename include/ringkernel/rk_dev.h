@@ -436,7 +436,7 @@ rk_dev_fence_sys(void)
  * illegal address does: on the device __trap() (PTX trap;), which stops
  * every block of the grid and leaves the CUDA context's error sticky: the
  * host sees it on every stream and call of the context, and every other
- * kernel in that context is gone too (docs/cuda.md, "A block that
+ * kernel in that context is gone too (docs/cuda-robustness.md, "A block that
  * traps"). On the host build RK_DEV_HOST_TRAP() (the stand-in driver's
  * model of the same), else abort(). Does not return. */
 RK_DEV_FN void

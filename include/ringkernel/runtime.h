@@ -162,7 +162,7 @@ typedef struct rk_kernel_config {
      * same device); device code waits at it with rk_dev_kernel_barrier().
      * Placed at registration (register every such kernel before
      * launching the first). NULL: none. Not copied: it must outlive the
-     * kernel. docs/cuda.md, "One-shot kernels and barriers". */
+     * kernel. docs/cuda-programming.md, "One-shot kernels and barriers". */
     const char *device_barrier;
     /** The blocks that wait at device_barrier, across every kernel naming
      * it (each arrives once per round); every kernel naming it gives the
@@ -186,7 +186,7 @@ typedef struct rk_kernel_config {
      * histogram's count equals the messages processed. */
     uint32_t latency_sample;
     /** The cuda backend's device code: the handler source in CUDA C (the
-     * subset of docs/cuda.md), compiled at launch with NVRTC together
+     * subset of docs/cuda-programming.md), compiled at launch with NVRTC together
      * with ringkernel/dev_kernel.h (cached on disk); device_entry names
      * the kernel its RK_DEV_KERNEL defines; device_source_name is the
      * file name compile errors cite (NULL: "<id>.cu"). The cpu backend
@@ -197,7 +197,8 @@ typedef struct rk_kernel_config {
     const char *device_entry; /**< see device_source */
     const char *device_source_name; /**< see device_source */
     /** PTX (NUL-terminated) to link with device_source: a handler that
-     * Numba compiled with the C ABI (docs/cuda.md, "Handlers in Python").
+     * Numba compiled with the C ABI (docs/cuda-programming.md, "Handlers in
+     * Python").
      * device_source is then compiled as relocatable code and linked with
      * it by nvJitLink (or the driver's linker); the kernel cache keys both.
      * NULL: none. Not copied, like device_source. */
@@ -484,7 +485,7 @@ int rk_send_frame_try(rk_runtime *rt, rk_kernel k, const rk_msg_header *h,
  * lanes for the answer itself (at most 100 ms; what it reads goes where
  * the kernel's output goes); rk_send, rk_send_frame, rk_send_batch and
  * rk_request take the same path when they can, all counted in
- * direct_calls (docs/cuda.md, "The caller's own path").
+ * direct_calls (docs/cuda-data-path.md, "The caller's own path").
  * @return RK_OK (handled); RK_EBUSY (not idle now, or not ACTIVE:
  * nothing done, nothing counted; send the message instead, e.g. with
  * rk_send_frame, whose rules then apply); RK_ENOTSUP (k does not take

@@ -18,7 +18,10 @@ host array, as PyDotCompute's CPU fallback. With ``device="cpu"`` the
 transfer counts behave as on a GPU, and ``device`` is a numpy array over
 it; on a CUDA device ``device`` is a DeviceArray (the
 address, ``__cuda_array_interface__``; a CuPy array when CuPy is
-installed).
+installed). ``device="cuda:N"`` puts the device side on CUDA device N;
+``managed=True`` makes one managed allocation for both sides, with
+``prefetch()`` and ``advise()`` (docs/python.md, "Devices, managed memory
+and foreign arrays").
 
 ``UnifiedBuffer`` is generic in its numpy scalar type for type checkers:
 ``UnifiedBuffer[np.float32]`` (also valid at run time, as an annotation or
@@ -48,6 +51,20 @@ _S = TypeVar("_S", bound=np.generic)
 _DL_CPU, _DL_CUDA = 1, 2
 _DL_CODE = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 _Shape = Union[int, "tuple[int, ...]", "list[int]"]
+_SIDES = {"host": 0, "device": 1}  # rk_buffer_side
+_ADVICE = {"read_mostly": 1, "unset_read_mostly": 2, "preferred_location": 3,
+           "unset_preferred_location": 4, "accessed_by": 5, "unset_accessed_by": 6}
+
+
+def _ordinal_of(device: Any) -> Optional[int]:
+    """N for "cuda:N" (RK_EINVAL for a bad N), else None."""
+    if not isinstance(device, str) or not device.startswith("cuda:"):
+        return None
+    n = device[5:]
+    if not n.isdigit():
+        raise error("RK_EINVAL", f"UnifiedBuffer: 'cuda:N' takes a device ordinal N >= 0, "
+                    f"got {device!r}", InvalidArgumentError)
+    return int(n)
 
 
 class BufferState(enum.IntEnum):
@@ -91,20 +108,27 @@ class UnifiedBuffer(Generic[_S]):
 
     @overload
     def __init__(self: UnifiedBuffer[np.float32], shape: _Shape, *,
-                 device: str = "auto", pinned: bool = False) -> None: ...
+                 device: str = "auto", pinned: bool = False, managed: bool = False) -> None: ...
     @overload
     def __init__(self, shape: _Shape, dtype: type[_S] | np.dtype[_S],
-                 device: str = "auto", *, pinned: bool = False) -> None: ...
+                 device: str = "auto", *, pinned: bool = False,
+                 managed: bool = False) -> None: ...
     @overload
     def __init__(self: UnifiedBuffer[Any], shape: _Shape, dtype: str,
-                 device: str = "auto", *, pinned: bool = False) -> None: ...
+                 device: str = "auto", *, pinned: bool = False,
+                 managed: bool = False) -> None: ...
 
     def __init__(self, shape: Any, dtype: Any = np.float32, device: str = "auto", *,
-                 pinned: bool = False) -> None:
+                 pinned: bool = False, managed: bool = False) -> None:
         """shape: an int or a tuple of positive ints; dtype: any fixed-size
         numpy dtype (the C library's own types travel as such; others,
         complex64 say, as their bytes). device: "auto" (CUDA when the C
-        runtime can use a GPU, else the CPU device), "cpu", "cuda"."""
+        runtime can use a GPU, else the CPU device), "cpu", "cuda", or
+        "cuda:N" (CUDA device ordinal N; "cuda" is device 0). managed: one
+        managed allocation (cuMemAllocManaged) that host and device both
+        address, always SYNCHRONIZED, steered with prefetch() and
+        advise(); never larger than the device has free (OutOfMemoryError
+        naming both sizes, raised here and again at allocation)."""
         if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
             shape = (int(shape),)
         try:
@@ -122,9 +146,12 @@ class UnifiedBuffer(Generic[_S]):
         if self._dtype.itemsize == 0 or self._dtype.hasobject:
             raise TypeError(f"UnifiedBuffer: unsupported dtype {self._dtype} (needs a "
                             "fixed-size dtype without Python objects)")
+        self._ordinal = _ordinal_of(device)
+        if self._ordinal is not None:
+            device = "cuda"
         if device not in ("auto", "cpu", "cuda", "any"):
-            raise error("RK_EINVAL", f"UnifiedBuffer: device must be 'auto', 'cpu' or "
-                        f"'cuda', got {device!r}")
+            raise error("RK_EINVAL", f"UnifiedBuffer: device must be 'auto', 'cpu', "
+                        f"'cuda' or 'cuda:N', got {device!r}")
         # "auto" without a GPU: PyDotCompute's CPU fallback, where the
         # device side *is* the host array (``device`` returns ``host``).
         self._host_is_device = False
@@ -135,15 +162,15 @@ class UnifiedBuffer(Generic[_S]):
         self._device_kind = {"cpu": 0, "cuda": 1, "any": 2}[device]
         self._shape: tuple[int, ...] = shape
         self._pinned = bool(pinned)
+        self._managed = bool(managed)
         self._native = self._dtype in _FORMAT and len(shape) <= 3
         self._b: Optional[_core.Buffer] = self._new()  # checks shape and size now; no memory yet
 
     def _new(self) -> _core.Buffer:
-        if self._native:
-            return _core.Buffer(self._shape, _FORMAT[self._dtype], self._device_kind)
-        # Any other dtype (complex64, float16, structured...) or more than
-        # three dimensions: the C buffer holds the bytes.
-        return _core.Buffer((self.nbytes,), "B", self._device_kind)
+        shape, fmt = (self._shape, _FORMAT[self._dtype]) if self._native else \
+            ((self.nbytes,), "B")  # any other dtype, or over 3 dimensions: the bytes
+        return _core.Buffer(shape, fmt, self._device_kind, ordinal=self._ordinal or 0,
+                            managed=self._managed, pinned=self._pinned)
 
     # ------------------------------------------------------------ shape
     @property
@@ -168,6 +195,47 @@ class UnifiedBuffer(Generic[_S]):
     @property
     def device_kind(self) -> str:
         return ("cpu", "cuda", "any")[self._device_kind]
+
+    @property
+    def ordinal(self) -> int:
+        """The CUDA device ordinal of the device side (0 off CUDA)."""
+        return self._ordinal or 0
+
+    @property
+    def is_managed(self) -> bool:
+        """True for a managed buffer (``managed=True``)."""
+        return self._managed
+
+    def _managed_buf(self, what: str) -> _core.Buffer:
+        if not self._managed:
+            raise error("RK_EINVAL", f"{what}: {self!r} is not managed (UnifiedBuffer(..., "
+                        "managed=True)); sync_to_host/sync_to_device move a plain "
+                        "buffer's data", InvalidArgumentError)
+        if self._b is None:
+            self._b = self._new()
+        return self._b
+
+    def prefetch(self, to: str = "device") -> None:
+        """Moves a managed buffer's pages to ``to``, "device" (the buffer's
+        device) or "host", and waits until they are there (allocating,
+        zeroed, on first use). InvalidArgumentError for a buffer that is
+        not managed; NotSupportedError where the driver lacks the call."""
+        if to not in _SIDES:
+            raise error("RK_EINVAL", f"prefetch: to must be 'device' or 'host', got {to!r}",
+                        InvalidArgumentError)
+        self._managed_buf("prefetch").prefetch(_SIDES[to])
+
+    def advise(self, advice: Union[str, int], side: str = "device") -> None:
+        """Gives the driver advice on a managed buffer's use (cuMemAdvise):
+        "read_mostly", "preferred_location", "accessed_by" or their
+        "unset_" forms (or CUmem_advise's number); side names the location
+        for preferred_location and accessed_by ("device" or "host")."""
+        a = _ADVICE.get(advice) if isinstance(advice, str) else advice
+        if not isinstance(a, int) or isinstance(a, bool) or side not in _SIDES:
+            raise error("RK_EINVAL", f"advise: advice must be one of {sorted(_ADVICE)} and "
+                        f"side 'device' or 'host', got {advice!r}, {side!r}",
+                        InvalidArgumentError)
+        self._managed_buf("advise").advise(a, _SIDES[side])
 
     # ------------------------------------------------------------ state
     @property
@@ -290,8 +358,8 @@ class UnifiedBuffer(Generic[_S]):
         return d
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        """(kDLCUDA, 0) for a buffer on a CUDA device, else (kDLCPU, 0)."""
-        return (_DL_CUDA, 0) if self._on_cuda() else (_DL_CPU, 0)
+        """(kDLCUDA, ordinal) for a buffer on a CUDA device, else (kDLCPU, 0)."""
+        return (_DL_CUDA, self.ordinal) if self._on_cuda() else (_DL_CPU, 0)
 
     def __dlpack__(self, *, stream: Any = None, max_version: Optional[tuple[int, int]] = None,
                    dl_device: Optional[tuple[int, int]] = None,

@@ -26,7 +26,7 @@ from .errors import InvalidConfigurationError, error
 from ._device import KernelRegistry as KernelRegistry
 from ._device import cuda_available as cuda_available
 from ._device import get_kernel_registry as get_kernel_registry
-from .oneshot import RawKernel
+from .oneshot import RawKernel, device_arg
 
 def metal_available() -> bool:
     return False  # ringkernel has no Metal backend
@@ -237,11 +237,10 @@ def configure_memory_pool(_initial_size_mb: int = 0, max_size_mb: Optional[int] 
 
 
 # ----------------------------------------------------- one-shot kernels
-_DEVICES = ("auto", "cuda", "cpu")
 
 
 def _raw(func: Any, name: Optional[str], source: Optional[str], entry: Optional[str],
-         device: str, cooperative: bool, what: str) -> Any:
+         device: Union[str, int], cooperative: bool, what: str) -> Any:
     """kernel(SOURCE, name=...) / @kernel(source=SOURCE): a RawKernel, with
     the decorated function as its host fallback."""
     if isinstance(func, str):
@@ -267,19 +266,19 @@ def _raw(func: Any, name: Optional[str], source: Optional[str], entry: Optional[
 
 
 @overload
-def kernel(func: str, /, *, name: str, device: str = "auto", entry: Optional[str] = None,
+def kernel(func: str, /, *, name: str, device: Union[str, int] = "auto", entry: Optional[str] = None,
            cooperative: bool = False) -> RawKernel: ...
 @overload
-def kernel(*, source: str, name: Optional[str] = None, device: str = "auto",
+def kernel(*, source: str, name: Optional[str] = None, device: Union[str, int] = "auto",
            entry: Optional[str] = None,
            cooperative: bool = False) -> Callable[[Callable[..., Any]], RawKernel]: ...
 @overload
 def kernel(func: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
-           device: str = "auto", fastmath: bool = True, cache: bool = True) -> Any: ...
+           device: Union[str, int] = "auto", fastmath: bool = True, cache: bool = True) -> Any: ...
 
 
 def kernel(func: Optional[Union[Callable[..., Any], str]] = None, *,
-           name: Optional[str] = None, device: str = "auto", fastmath: bool = True,
+           name: Optional[str] = None, device: Union[str, int] = "auto", fastmath: bool = True,
            cache: bool = True, source: Optional[str] = None, entry: Optional[str] = None,
            cooperative: bool = False) -> Any:
     """A one-shot compute kernel (PyDotCompute's @kernel): a function called
@@ -293,10 +292,9 @@ def kernel(func: Optional[Union[Callable[..., Any], str]] = None, *,
     name="entry")`` is a RawKernel (ringkernel/oneshot.py), and
     ``@kernel(source=SOURCE)`` makes one whose host fallback (the cpu
     backend's) is the decorated function; ``device`` is then the backend
-    ("auto", "cuda", "cpu") and ``cooperative`` allows the grid barrier."""
-    if device not in _DEVICES:
-        raise error("RK_EINVAL", f"@kernel: device must be one of {_DEVICES}, got {device!r}",
-                    InvalidConfigurationError)
+    ("auto", "cuda", "cpu") or a CUDA device ordinal N (or "cuda:N": cuda
+    on device N), and ``cooperative`` allows the grid barrier."""
+    backend, _ = device_arg("@kernel", device)
     if isinstance(func, str) or source is not None:
         return _raw(func, name, source, entry, device, cooperative, "kernel")
 
@@ -304,7 +302,7 @@ def kernel(func: Optional[Union[Callable[..., Any], str]] = None, *,
         if not callable(fn):
             raise TypeError(f"@kernel needs a function, not {type(fn).__name__}")
         kname: str = name or fn.__name__
-        meta: dict[str, Any] = {"name": kname, "device": device, "fastmath": fastmath,
+        meta: dict[str, Any] = {"name": kname, "device": backend, "fastmath": fastmath,
                 "cache": cache, "compiled": None}
 
         @functools.wraps(fn)
@@ -338,16 +336,14 @@ def gpu_kernel(func: Optional[Union[Callable[..., Any], str]] = None, *,
                name: Optional[str] = None, signature: Optional[str] = None,
                fastmath: bool = True, debug: bool = False, cache: bool = True,
                source: Optional[str] = None, entry: Optional[str] = None,
-               device: str = "auto", cooperative: bool = False) -> Any:
+               device: Union[str, int] = "auto", cooperative: bool = False) -> Any:
     """A Numba CUDA kernel (PyDotCompute's @gpu_kernel): needs numba
     (``pip install ringkernel[cuda]``); RuntimeError without it, as
     PyDotCompute. Over CUDA C, as ``kernel``: ``gpu_kernel(SOURCE,
     name=...)`` and ``@gpu_kernel(source=SOURCE)`` make a RawKernel (no
     Numba needed; typed as such through ``kernel``)."""
     if isinstance(func, str) or source is not None:
-        if device not in _DEVICES:
-            raise error("RK_EINVAL", f"@gpu_kernel: device must be one of {_DEVICES}, got "
-                        f"{device!r}", InvalidConfigurationError)
+        device_arg("@gpu_kernel", device)
         return _raw(func, name, source, entry, device, cooperative, "gpu_kernel")
 
     def wrap(fn: Callable[..., Any]) -> Any:

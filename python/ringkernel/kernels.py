@@ -64,19 +64,27 @@ class KernelSpec:
     device_entry: Optional[str] = None
     #: a Python handler compiled for the GPU (numba_device.DeviceHandler)
     device_handler: Any = None
+    #: the CUDA device ordinal a device actor runs on (0: RK_CUDA_DEVICE's)
+    device: int = 0
+    #: the named barrier in device memory its blocks share with other
+    #: kernels' (rk_kernel_config.device_barrier), and its parties
+    device_barrier: Optional[str] = None
+    device_barrier_parties: int = 0
 
     def _device(self, runtime_backend: Optional[str]) -> dict[str, Any]:
         """A device actor's register_actor keywords: its source, entry and
         backend, and grid and block where it will run on cuda (the cpu
         backend takes neither)."""
         h = self.device_handler
+        where = dict(device=self.device, device_barrier=self.device_barrier,
+                     device_barrier_parties=self.device_barrier_parties)
         if h is not None:  # a Numba handler: linked into the loop, cuda only
             return dict(device_source=h.source, device_entry=h.entry,
                         device_source_name=f"{self.kernel_id}.cu",
                         device_link_ptx=h.ptx, backend="cuda",
-                        grid_size=self.grid_size, block_size=self.block_size)
+                        grid_size=self.grid_size, block_size=self.block_size, **where)
         if self.device_source is None:
-            return {}
+            return dict(device=self.device)
         b = self.backend if self.backend != "auto" else (runtime_backend or "auto")
         from .compute import cuda_available
         on_cuda = b == "cuda" or (b == "auto" and cuda_available())
@@ -85,7 +93,7 @@ class KernelSpec:
                     device_source_name=f"{self.kernel_id}.cu",
                     backend=None if self.backend == "auto" else self.backend,
                     grid_size=self.grid_size if on_cuda else 0,
-                    block_size=self.block_size if on_cuda else 0)
+                    block_size=self.block_size if on_cuda else 0, **where)
 
     def register(self, core_rt: _core.Runtime, telemetry_off: bool = False,
                  runtime_backend: Optional[str] = None) -> None:
@@ -148,6 +156,12 @@ class KernelContext:
     @property
     def block_size(self) -> int:
         return self._spec.block_size
+
+    @property
+    def device(self) -> int:
+        """The kernel's CUDA device ordinal setting (``device=``; 0: the
+        default device, RK_CUDA_DEVICE's)."""
+        return self._spec.device
 
     @property
     def backend(self) -> str:
@@ -283,6 +297,31 @@ def _check_size(kernel_id: str, name: str, v: Any) -> None:
                     f"got {v!r}", InvalidConfigurationError)
 
 
+def _check_device(kid: str, device: Any, barrier: Any, parties: Any,
+                  device_code: bool) -> None:
+    """device: an ordinal >= 0; a named barrier: device code, a name and
+    parties >= 1 (each checked before the kernel is made)."""
+    if not isinstance(device, int) or isinstance(device, bool) or device < 0:
+        raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device must be a CUDA device "
+                    f"ordinal (an int >= 0), got {device!r}", InvalidConfigurationError)
+    if barrier is None:
+        if parties is not None:
+            raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device_barrier_parties "
+                        "without device_barrier", InvalidConfigurationError)
+        return
+    if not isinstance(barrier, str) or not barrier:
+        raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device_barrier must be a "
+                    f"non-empty name, got {barrier!r}", InvalidConfigurationError)
+    if not device_code:
+        raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device_barrier {barrier!r} is "
+                    "waited at by device code: give device_source (or device_handler)",
+                    InvalidConfigurationError)
+    if not isinstance(parties, int) or isinstance(parties, bool) or parties < 1:
+        raise error("RK_EINVAL", f"@ring_kernel {kid!r}: device_barrier {barrier!r} needs "
+                    "device_barrier_parties, the blocks that wait at it (an int >= 1), "
+                    f"got {parties!r}", InvalidConfigurationError)
+
+
 def _runner(spec: KernelSpec) -> Callable[[_core.Ctx], int]:
     """The callable the C trampoline calls on the kernel thread."""
     is_async = inspect.iscoroutinefunction(spec.func)
@@ -327,7 +366,9 @@ def ring_kernel(*, kernel_id: Optional[str] = None,
                 auto_register: bool = True, backend: Any = None,
                 device_source: Optional[str] = None,
                 device_entry: Optional[str] = None,
-                device_handler: Any = None) -> Callable[[_F], _F]: ...
+                device_handler: Any = None, device: int = 0,
+                device_barrier: Optional[str] = None,
+                device_barrier_parties: Optional[int] = None) -> Callable[[_F], _F]: ...
 
 
 def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optional[str] = None,
@@ -341,7 +382,9 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
                 auto_register: bool = True, backend: Any = None,
                 device_source: Optional[str] = None,
                 device_entry: Optional[str] = None,
-                device_handler: Any = None) -> Any:
+                device_handler: Any = None, device: int = 0,
+                device_barrier: Optional[str] = None,
+                device_barrier_parties: Optional[int] = None) -> Any:
     """Declares a Python ring kernel (the seeds' decorator, same keywords,
     plus max_payload, when_inactive, restart/max_restarts, priority_bands and
     spin: receive spins before parking, 0 = the C default; backend: "cpu",
@@ -363,7 +406,15 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
     actor (docs/python.md, "Device handlers in Python"); needs
     backend="cuda" and fixed-layout input and output types (output_type
     defaults to input_type). Compiled here: a function Numba cannot
-    compile raises NumbaCompileError naming it and Numba's reason."""
+    compile raises NumbaCompileError naming it and Numba's reason.
+
+    device: the CUDA device ordinal a device actor runs on (0: the default,
+    RK_CUDA_DEVICE's, else device 0); one the driver does not have fails
+    the launch with NoDeviceError naming the ordinal and the device count.
+    device_barrier / device_barrier_parties: a named barrier in device
+    memory that the device code of every kernel naming it waits at with
+    ``rk_dev_kernel_barrier`` (the parties: the blocks that wait there,
+    across those kernels; each gives the same number)."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         kid: str = kernel_id or getattr(fn, "__name__", None) or repr(fn)
@@ -376,6 +427,8 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
         if device_source is not None and not isinstance(device_source, str):
             raise TypeError(f"@ring_kernel {kid!r}: device_source must be a str of CUDA C, "
                             f"not {type(device_source).__name__}")
+        _check_device(kid, device, device_barrier, device_barrier_parties,
+                      device_source is not None or device_handler not in (None, False))
         _check_type("input_type", kid, input_type)
         _check_type("output_type", kid, output_type)
         for name, v in (("queue_size", queue_size), ("grid_size", grid_size),
@@ -395,7 +448,8 @@ def ring_kernel(func: Optional[Callable[..., Any]] = None, *, kernel_id: Optiona
             max_restarts=max_restarts, priority_bands=priority_bands,
             grid_size=grid_size, block_size=block_size, spin=spin,
             backend=_backend_name(backend), device_source=device_source,
-            device_entry=device_entry)
+            device_entry=device_entry, device=device, device_barrier=device_barrier,
+            device_barrier_parties=device_barrier_parties or 0)
         if device_handler is not None and device_handler is not False:
             spec = _with_device_handler(
                 spec, fn if device_handler is True else device_handler)

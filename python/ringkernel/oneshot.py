@@ -2,8 +2,9 @@
 
 ``RawKernel(code, name)`` is the C library's ``rk_oneshot``
 (ringkernel/oneshot.h): the source (written with ``RK_DEV_ONESHOT``,
-docs/cuda.md) is compiled once through the NVRTC path and the kernel
-cache when the kernel is made, and each call launches it over a grid::
+docs/cuda-programming.md) is compiled once through the NVRTC path and the
+kernel cache when the kernel is made, and each call launches it over a
+grid::
 
     vadd = RawKernel(SRC, "vadd")                 # or ringkernel.kernel(SRC, name="vadd")
     vadd(64, 256, (x, y, z, np.uint32(n)))        # synchronous
@@ -12,14 +13,19 @@ cache when the kernel is made, and each call launches it over a grid::
 
 Arguments, in order: UnifiedBuffers (also their ``device`` arrays and
 numpy arrays, which travel through a temporary buffer and are copied
-back) become the kernel's buffers (``rk_dev_oneshot_buf(a, i)``, in the
-order they come); scalars are packed, each at its natural alignment, into
+back) and other libraries' CUDA arrays (CuPy, PyTorch, Numba: anything
+with ``__cuda_array_interface__`` or DLPack on kDLCUDA, used in place
+without a copy, ringkernel/_foreign.py) become the kernel's buffers
+(``rk_dev_oneshot_buf(a, i)``, in the order they come); scalars are packed, each at its natural alignment, into
 the by-value argument struct the kernel reads with ``rk_dev_oneshot_arg``:
 numpy scalars as their dtype, and, as CuPy does, ``int`` as int64,
 ``float`` as double, ``bool`` as a one-byte bool; ``bytes`` as they are.
 
 The C runtime decides where a kernel runs (``device="auto"``: cuda where a
-GPU, its driver and NVRTC are usable, else the cpu backend). On the cpu
+GPU, its driver and NVRTC are usable, else the cpu backend); ``device=N``
+or ``"cuda:N"`` runs it on CUDA device N (a device the driver lacks:
+NoDeviceError naming N and the device count), whose memory its buffers
+must be. On the cpu
 backend the host fallback runs, a Python function given as ``host=`` (or
 the function ``@kernel(source=...)`` decorates), called with the launch's
 Python arguments, on the thread the launch runs on; a kernel without one
@@ -43,7 +49,7 @@ from typing import Any, Callable, Generator, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, _foreign
 from ._device import get_kernel_registry
 from .buffers import DeviceArray, UnifiedBuffer
 from .errors import (InternalError, InvalidArgumentError, InvalidConfigurationError,
@@ -125,12 +131,45 @@ class _Packed:
                 np.copyto(arr, tmp.host_readonly.reshape(arr.shape))
 
 
-def _pack(kname: str, args: Sequence[Any], device: bool) -> _Packed:
-    """Checks and converts the launch's arguments (device: for a device
-    kernel; else only the buffers are taken, for the cpu backend to make
-    current on the host)."""
+def device_arg(what: str, device: Any) -> tuple[str, int]:
+    """(backend, CUDA device ordinal) of a kernel's ``device``: "auto",
+    "cuda", "cpu" (ordinal 0: the default device), an int N >= 0 or
+    "cuda:N" (cuda on device N)."""
+    if isinstance(device, (int, np.integer)) and not isinstance(device, (bool, np.bool_)):
+        n: Any = int(device)
+    elif isinstance(device, str) and device.startswith("cuda:"):
+        n = int(device[5:]) if device[5:].isdigit() else None
+    elif device in ("auto", "cuda", "cpu"):
+        return str(device), 0
+    else:
+        n = None
+    if n is None or n < 0:
+        raise error("RK_EINVAL", f"{what}: device must be 'auto', 'cuda', 'cpu', a CUDA "
+                    f"device ordinal >= 0 or 'cuda:N', got {device!r}",
+                    InvalidConfigurationError)
+    return "cuda", n
+
+
+def _pack(kname: str, args: Sequence[Any], ordinal: int) -> _Packed:
+    """Checks and converts the launch's arguments (ordinal: the CUDA
+    device of a device kernel; -1 for the cpu backend, where only the
+    buffers are taken, to be made current on the host)."""
     p = _Packed()
+    device = ordinal >= 0
     for i, a in enumerate(args):
+        if not isinstance(a, (UnifiedBuffer, DeviceArray, _core.Buffer, np.ndarray,
+                              np.generic, int, float, bytes, bytearray, memoryview)) \
+                and _foreign.is_foreign(a):
+            host = _foreign.host_view(a)
+            if host is None and not device:
+                raise error("RK_EINVAL", f"one-shot kernel {kname!r}: argument {i} "
+                            f"({type(a).__name__}) is CUDA device memory, but the kernel "
+                            "runs on the cpu backend (its host fallback)",
+                            InvalidArgumentError)
+            if host is None:
+                p.bufs.append(_foreign.wrap(kname, i, a, ordinal))
+                continue
+            a = host  # a host array: as a numpy array (a view, no copy)
         if isinstance(a, UnifiedBuffer):
             p.bufs.append(a._buf())
         elif isinstance(a, DeviceArray):
@@ -139,7 +178,8 @@ def _pack(kname: str, args: Sequence[Any], device: bool) -> _Packed:
             p.bufs.append(a)
         elif isinstance(a, np.ndarray):
             if device:
-                tmp: UnifiedBuffer[Any] = UnifiedBuffer(a.shape or (1,), a.dtype, "cuda")
+                tmp: UnifiedBuffer[Any] = UnifiedBuffer(a.shape or (1,), a.dtype,
+                                                        f"cuda:{ordinal}")
                 tmp.copy_from(a)
                 p.bufs.append(tmp._buf())
                 p.back.append((a, tmp))
@@ -158,8 +198,8 @@ def _pack(kname: str, args: Sequence[Any], device: bool) -> _Packed:
         else:
             raise TypeError(f"one-shot kernel {kname!r}: argument {i} is a "
                             f"{type(a).__name__}; a launch takes UnifiedBuffers (or their "
-                            "device arrays), numpy arrays, numpy scalars, int, float, bool "
-                            "and bytes")
+                            "device arrays), numpy arrays, CUDA arrays (CUDA Array "
+                            "Interface, DLPack), numpy scalars, int, float, bool and bytes")
     if len(p.bufs) > _MAX_BUFS:
         raise error("RK_EINVAL", f"one-shot kernel {kname!r}: {len(p.bufs)} buffers (at most "
                     f"{_MAX_BUFS})", InvalidArgumentError)
@@ -251,21 +291,21 @@ class RawKernel:
     """A one-shot kernel of CUDA C (CuPy's RawKernel(code, name), over
     rk_oneshot). ``name`` is the ``RK_DEV_ONESHOT`` entry unless ``entry``
     names another; ``host`` the fallback for the cpu backend; ``device``
-    "auto", "cuda" or "cpu"; ``cooperative``: launched co-resident, so the
+    "auto", "cuda" or "cpu", or a CUDA device ordinal N (or "cuda:N"):
+    cuda on device N; ``cooperative``: launched co-resident, so the
     kernel may use the grid barrier ``rk_dev_sync_grid``. Compiled (on
     cuda) when made; registered under its name for ``ctx.execute_kernel``
     unless ``register=False``."""
 
     def __init__(self, code: Optional[str], name: str, *, entry: Optional[str] = None,
-                 host: Optional[Callable[..., Any]] = None, device: str = "auto",
+                 host: Optional[Callable[..., Any]] = None,
+                 device: Union[str, int] = "auto",
                  cooperative: bool = False, source_name: Optional[str] = None,
                  register: bool = True) -> None:
         if not isinstance(name, str) or not name:
             raise error("RK_EINVAL", f"RawKernel: a kernel needs a name, got {name!r}",
                         InvalidConfigurationError)
-        if device not in ("auto", "cuda", "cpu"):
-            raise error("RK_EINVAL", f"one-shot kernel {name!r}: device must be 'auto', "
-                        f"'cuda' or 'cpu', got {device!r}", InvalidConfigurationError)
+        backend, ordinal = device_arg(f"one-shot kernel {name!r}", device)
         if code is not None and not isinstance(code, str):
             raise TypeError(f"one-shot kernel {name!r}: code must be a str of CUDA C, "
                             f"not {type(code).__name__}")
@@ -278,7 +318,7 @@ class RawKernel:
         self._k = _core.OneShot(
             name, source=code, entry=entry, source_name=source_name,
             host=functools.partial(_run_host, host) if host is not None else None,
-            backend=device, cooperative=cooperative)
+            backend=backend, cooperative=cooperative, device=ordinal)
         if register:
             get_kernel_registry().register(name, self, overwrite=True)
 
@@ -287,14 +327,20 @@ class RawKernel:
         """Where it runs: "cuda", or "cpu" (its host fallback)."""
         return _core.oneshot_backend(self._k)
 
+    @property
+    def ordinal(self) -> int:
+        """The CUDA device that runs it (``device=``, the default device
+        for 0), whose memory its buffers must be; -1 on the cpu backend."""
+        return _core.oneshot_device(self._k)
+
     def _prepare(self, args: Sequence[Any]) -> tuple[int, bytes, _Packed]:
         if not isinstance(args, (tuple, list)):
             raise TypeError(f"one-shot kernel {self.name!r}: args must be a tuple or list, "
                             f"not {type(args).__name__}")
-        device = self.backend != "cpu"
-        packed = _pack(self.name, args, device)
+        ordinal = self.ordinal
+        packed = _pack(self.name, args, ordinal)
         token = next(_tokens)
-        if device:
+        if ordinal >= 0:
             raw = packed.finish()
         else:  # the cpu backend passes the token to the fallback (oneshot.c)
             raw = token.to_bytes(8, "little")

@@ -11,10 +11,12 @@
  */
 #include "rkpy.h"
 
+#include <stdint.h>
 #include <string.h>
 
 typedef struct rkpy_buffer {
     PyObject_HEAD rk_buffer *buf;
+    PyObject *owner; /* a wrapped buffer's memory's owner (kept alive) */
     Py_ssize_t shape[3];
     Py_ssize_t strides[3];
     int ndim;
@@ -42,28 +44,17 @@ buffer_live(PyObject *self)
     return buf;
 }
 
-/* Buffer(shape: tuple of 1-3 ints, format: struct char, device=0) */
+/* The config of shape (a tuple of 1-3 positive ints, also stored in b)
+ * and fmt (a struct format character); -1 with an exception set. */
 static int
-buffer_init(PyObject *self, PyObject *args, PyObject *kw)
+buffer_shape(rkpy_buffer *b, PyObject *shape, const char *fmt,
+    rk_buffer_config *cfg)
 {
-    rkpy_buffer *b = (rkpy_buffer *)self;
-    static char *kwlist[] = { "shape", "format", "device", NULL };
-    PyObject *shape;
-    const char *fmt;
-    int device = RK_DEVICE_CPU;
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "O!s|i", kwlist, &PyTuple_Type, &shape, &fmt, &device))
-        return -1;
-    if (b->buf != NULL) {
-        PyErr_SetString(PyExc_TypeError, "Buffer is already initialised");
-        return -1;
-    }
-    rk_buffer_config cfg;
-    memset(&cfg, 0, sizeof(cfg));
     int found = 0;
+    memset(cfg, 0, sizeof(*cfg));
     for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++)
         if (fmt[0] == fmts[i].fmt && fmt[1] == '\0') {
-            cfg.dtype = fmts[i].dt;
+            cfg->dtype = fmts[i].dt;
             found = 1;
         }
     Py_ssize_t nd = PyTuple_GET_SIZE(shape);
@@ -82,24 +73,59 @@ buffer_init(PyObject *self, PyObject *args, PyObject *kw)
             rkpy_raise(RK_EINVAL, "every dimension must be positive");
             return -1;
         }
-        cfg.dims[i] = (size_t)d;
+        cfg->dims[i] = (size_t)d;
         b->shape[i] = d;
     }
+    b->ndim = (int)nd;
+    b->format[0] = fmt[0];
+    b->format[1] = '\0';
+    return 0;
+}
+
+/* C-order strides of b's shape, once its rk_buffer exists. */
+static void
+buffer_strides(rkpy_buffer *b)
+{
+    Py_ssize_t st = (Py_ssize_t)rk_buffer_elem_size(b->buf);
+    for (int i = b->ndim - 1; i >= 0; i--) {
+        b->strides[i] = st;
+        st *= b->shape[i];
+    }
+}
+
+/* Buffer(shape: tuple of 1-3 ints, format: struct char, device=0,
+ *        ordinal=0, managed=False, pinned=False) */
+static int
+buffer_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+    rkpy_buffer *b = (rkpy_buffer *)self;
+    static char *kwlist[] = { "shape", "format", "device", "ordinal",
+        "managed", "pinned", NULL };
+    PyObject *shape;
+    const char *fmt;
+    int device = RK_DEVICE_CPU, ordinal = 0, managed = 0, pinned = 0;
+    rk_buffer_config cfg;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!s|iipp", kwlist,
+            &PyTuple_Type, &shape, &fmt, &device, &ordinal, &managed,
+            &pinned))
+        return -1;
+    if (b->buf != NULL) {
+        PyErr_SetString(PyExc_TypeError, "Buffer is already initialised");
+        return -1;
+    }
+    if (buffer_shape(b, shape, fmt, &cfg) < 0)
+        return -1;
     cfg.device = (rk_device_kind)device;
+    cfg.ordinal = ordinal;
+    cfg.flags = (managed ? RK_BUFFER_MANAGED : 0u)
+        | (pinned ? RK_BUFFER_PINNED : 0u);
     int rc = rk_buffer_create(&b->buf, &cfg);
     if (rc != RK_OK) {
         b->buf = NULL;
         rkpy_raise(rc, NULL);
         return -1;
     }
-    b->ndim = (int)nd;
-    b->format[0] = fmt[0];
-    b->format[1] = '\0';
-    Py_ssize_t st = (Py_ssize_t)rk_buffer_elem_size(b->buf);
-    for (int i = b->ndim - 1; i >= 0; i--) {
-        b->strides[i] = st;
-        st *= b->shape[i];
-    }
+    buffer_strides(b);
     return 0;
 }
 
@@ -108,6 +134,7 @@ buffer_dealloc(PyObject *self)
 {
     rkpy_buffer *b = (rkpy_buffer *)self;
     rk_buffer_destroy(b->buf);
+    Py_XDECREF(b->owner);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -235,6 +262,41 @@ buffer_free(PyObject *self, PyObject *unused)
                       "uses this buffer");
     rk_buffer_destroy(b->buf);
     b->buf = NULL;
+    Py_CLEAR(b->owner);
+    Py_RETURN_NONE;
+}
+
+/* prefetch(side): rk_buffer_prefetch to side (0 host, 1 device), on the
+ * legacy stream, then waits for it: the pages are there on return. */
+static PyObject *
+buffer_prefetch(PyObject *self, PyObject *arg)
+{
+    rk_buffer *buf = buffer_live(self);
+    long side = buf != NULL ? PyLong_AsLong(arg) : -1;
+    int rc;
+    if (buf == NULL || (side == -1 && PyErr_Occurred()))
+        return NULL;
+    rc = rk_buffer_prefetch(buf, (rk_buffer_side)side, NULL);
+    if (rc == RK_OK && rk_buffer_device_kind(buf) == RK_DEVICE_CUDA) {
+        Py_BEGIN_ALLOW_THREADS rc = rk_buffer_wait_stream(buf, 1);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc != RK_OK)
+        return rkpy_raise(rc, NULL);
+    Py_RETURN_NONE;
+}
+
+/* advise(advice, side): rk_buffer_advise. */
+static PyObject *
+buffer_advise(PyObject *self, PyObject *args)
+{
+    rk_buffer *buf = buffer_live(self);
+    int advice, side;
+    if (buf == NULL || !PyArg_ParseTuple(args, "ii", &advice, &side))
+        return NULL;
+    int rc = rk_buffer_advise(buf, (rk_mem_advice)advice, (rk_buffer_side)side);
+    if (rc != RK_OK)
+        return rkpy_raise(rc, NULL);
     Py_RETURN_NONE;
 }
 
@@ -261,6 +323,11 @@ static PyMethodDef buffer_methods[] = {
     { "state", buffer_state, METH_NOARGS, "rk_buffer_state" },
     { "stats", buffer_stats, METH_NOARGS, "transfer counters" },
     { "free", buffer_free, METH_NOARGS, "destroys the rk_buffer" },
+    { "prefetch", buffer_prefetch, METH_O,
+        "prefetch(side): a managed buffer's pages to the host (0) or its "
+        "device (1), waited for" },
+    { "advise", buffer_advise, METH_VARARGS,
+        "advise(advice, side): rk_buffer_advise on a managed buffer" },
     { NULL, NULL, 0, NULL },
 };
 
@@ -291,8 +358,72 @@ rkpy_buffer_use(PyObject *o, int delta, rk_buffer **out)
     return 0;
 }
 
+/* wrap_device(ptr, nbytes, ordinal, owner, stream=None) -> a Buffer of
+ * nbytes bytes over device memory at ptr on CUDA device ordinal
+ * (rk_buffer_wrap_device), keeping owner alive until it is freed; with
+ * a stream (a CUstream handle, 1 or 2), that stream's work is waited for
+ * first (rk_buffer_wait_stream). */
+static PyObject *
+wrap_device(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = { "ptr", "nbytes", "ordinal", "owner", "stream",
+        NULL };
+    unsigned long long ptr, stream = 0;
+    Py_ssize_t nbytes;
+    int ordinal, rc;
+    PyObject *owner, *st = Py_None;
+    rk_buffer_config cfg;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KniO|O", kwlist, &ptr,
+            &nbytes, &ordinal, &owner, &st))
+        return NULL;
+    if (st != Py_None) {
+        stream = PyLong_AsUnsignedLongLong(st);
+        if (PyErr_Occurred())
+            return NULL;
+        if (stream == 0)
+            return rkpy_raise(RK_EINVAL,
+                "stream 0 is ambiguous (the CUDA Array Interface and DLPack "
+                "refuse it): None, 1, 2 or a stream handle");
+    }
+    rkpy_buffer *b = (rkpy_buffer *)PyType_GenericNew(&Buffer_Type, NULL, NULL);
+    if (b == NULL)
+        return NULL;
+    PyObject *shape = Py_BuildValue("(n)", nbytes);
+    if (shape == NULL || buffer_shape(b, shape, "B", &cfg) < 0) {
+        Py_XDECREF(shape);
+        Py_DECREF(b);
+        return NULL;
+    }
+    Py_DECREF(shape);
+    cfg.device = RK_DEVICE_CUDA;
+    cfg.ordinal = ordinal;
+    Py_BEGIN_ALLOW_THREADS rc = rk_buffer_wrap_device(
+        &b->buf, &cfg, (void *)(uintptr_t)ptr);
+    if (rc == RK_OK && stream != 0)
+        rc = rk_buffer_wait_stream(b->buf, (uintptr_t)stream);
+    Py_END_ALLOW_THREADS if (rc != RK_OK)
+    {
+        Py_DECREF(b);
+        return rkpy_raise(rc, NULL);
+    }
+    buffer_strides(b);
+    b->owner = Py_NewRef(owner);
+    return (PyObject *)b;
+}
+
+static PyMethodDef buffer_functions[] = {
+    { "wrap_device", RKPY_KW(wrap_device),
+        "wrap_device(ptr, nbytes, ordinal, owner, stream=None): a Buffer "
+        "over another library's device memory (no copy), keeping owner "
+        "alive." },
+    { NULL, NULL, 0, NULL },
+};
+
 int
 rkpy_buffer_init(PyObject *m)
 {
-    return PyModule_AddType(m, &Buffer_Type);
+    if (PyModule_AddType(m, &Buffer_Type) < 0)
+        return -1;
+    return PyModule_AddFunctions(m, buffer_functions);
 }

@@ -9,6 +9,11 @@
  * it "used_..." and from then on owns the tensor and calls its deleter. A
  * capsule nobody consumed calls the deleter when it is destroyed.
  *
+ * dlpack_import is the consumer's side: a producer's capsule (a CuPy or
+ * PyTorch tensor's) read into its address, shape, strides, type and
+ * device, the tensor kept by a holder capsule that calls the producer's
+ * deleter when the holder goes (after the launch that used the memory).
+ *
  * Ownership: the tensor holds a reference to its owner (the Buffer whose
  * memory it points into, counted as in use so Buffer.free() refuses, or a
  * numpy view of it), dropped by the deleter, which any thread may call:
@@ -179,7 +184,112 @@ dlpack(PyObject *self, PyObject *args)
     return cap;
 }
 
+/* ------------------------------------------------------------ import */
+
+/* The holder of an imported tensor: a capsule named "rk_dltensor" (or
+ * "rk_dltensor_versioned") whose destructor calls the producer's
+ * deleter, so the memory lives exactly as long as the holder. */
+static void
+holder_destructor(PyObject *cap)
+{
+    if (PyCapsule_IsValid(cap, "rk_dltensor")) {
+        DLManagedTensor *t = PyCapsule_GetPointer(cap, "rk_dltensor");
+        if (t->deleter != NULL)
+            t->deleter(t);
+    } else if (PyCapsule_IsValid(cap, "rk_dltensor_versioned")) {
+        DLManagedTensorVersioned *t
+            = PyCapsule_GetPointer(cap, "rk_dltensor_versioned");
+        if (t->deleter != NULL)
+            t->deleter(t);
+    }
+}
+
+/* A tuple of n int64s (NULL: None). */
+static PyObject *
+int64s(const int64_t *v, int32_t n)
+{
+    if (v == NULL)
+        Py_RETURN_NONE;
+    PyObject *t = PyTuple_New(n);
+    for (int32_t i = 0; t != NULL && i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (x == NULL) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+/* dlpack_import(capsule) -> (holder, ptr, shape, strides or None,
+ * (code, bits, lanes), (device_type, device_id), readonly): consumes a
+ * producer's capsule ("dltensor" or "dltensor_versioned", renamed
+ * "used_..." as DLPack asks) into a holder that calls its deleter when
+ * it goes; ptr includes byte_offset. */
+static PyObject *
+dlpack_import(PyObject *self, PyObject *cap)
+{
+    (void)self;
+    const DLTensor *t;
+    void *mt;
+    const char *used, *hold;
+    int readonly = 0;
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+        mt = m;
+        t = &m->dl_tensor;
+        used = "used_dltensor";
+        hold = "rk_dltensor";
+    } else if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        DLManagedTensorVersioned *v
+            = PyCapsule_GetPointer(cap, "dltensor_versioned");
+        if (v->version.major != 1) {
+            return rkpy_raisef(RK_ENOTSUP,
+                "DLPack %u.%u tensor: ringkernel reads version 1",
+                (unsigned)v->version.major, (unsigned)v->version.minor);
+        }
+        mt = v;
+        t = &v->dl_tensor;
+        readonly = (v->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+        used = "used_dltensor_versioned";
+        hold = "rk_dltensor_versioned";
+    } else {
+        PyErr_SetString(PyExc_TypeError,
+            "dlpack_import: an unconsumed DLPack capsule (\"dltensor\" or "
+            "\"dltensor_versioned\") needed");
+        return NULL;
+    }
+    PyObject *shape = int64s(t->shape, t->ndim);
+    PyObject *strides = shape != NULL ? int64s(t->strides, t->ndim) : NULL;
+    PyObject *holder = strides != NULL
+        ? PyCapsule_New(mt, hold, holder_destructor)
+        : NULL;
+    if (holder == NULL) {
+        Py_XDECREF(shape);
+        Py_XDECREF(strides);
+        return NULL;
+    }
+    /* Consumed: the producer's capsule no longer owns the tensor. */
+    if (PyCapsule_SetName(cap, used) < 0) {
+        PyCapsule_SetDestructor(holder, NULL);
+        Py_DECREF(holder);
+        Py_DECREF(shape);
+        Py_DECREF(strides);
+        return NULL;
+    }
+    return Py_BuildValue("(NKNN(iii)(ii)O)", holder,
+        (unsigned long long)((uintptr_t)t->data + t->byte_offset), shape,
+        strides, (int)t->dtype.code, (int)t->dtype.bits, (int)t->dtype.lanes,
+        (int)t->device.device_type, (int)t->device.device_id,
+        readonly ? Py_True : Py_False);
+}
+
 static PyMethodDef dlpack_methods[] = {
+    { "dlpack_import", dlpack_import, METH_O,
+        "dlpack_import(capsule) -> (holder, ptr, shape, strides, (code, "
+        "bits, lanes), (device_type, device_id), readonly): consumes a "
+        "producer's capsule; holder calls its deleter when it goes." },
     { "dlpack", dlpack, METH_VARARGS,
         "dlpack(owner, ptr, shape, strides, code, bits, lanes, device_type, "
         "device_id, versioned, readonly) -> a DLPack capsule over ptr that "

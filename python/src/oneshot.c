@@ -61,20 +61,21 @@ host_tramp(const rk_oneshot_host_args *a)
 }
 
 /* OneShot(name, source=None, entry=None, source_name=None, host=None,
- *         backend=None, cooperative=False): rk_oneshot_create, which picks
- * the backend and (cuda) compiles and loads the code, GIL released. */
+ *         backend=None, cooperative=False, device=0): rk_oneshot_create,
+ * which picks the backend and (cuda) compiles and loads the code on CUDA
+ * device `device` (0: RK_CUDA_DEVICE's, else 0), GIL released. */
 static int
 oneshot_init(PyObject *self, PyObject *args, PyObject *kw)
 {
     rkpy_oneshot *o = (rkpy_oneshot *)self;
     static char *kwlist[] = { "name", "source", "entry", "source_name",
-        "host", "backend", "cooperative", NULL };
+        "host", "backend", "cooperative", "device", NULL };
     const char *name, *source = NULL, *entry = NULL, *sname = NULL;
     const char *backend = NULL;
     PyObject *host = Py_None;
-    int coop = 0, rc;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zzzOzp", kwlist, &name,
-            &source, &entry, &sname, &host, &backend, &coop))
+    int coop = 0, rc, device = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zzzOzpi", kwlist, &name,
+            &source, &entry, &sname, &host, &backend, &coop, &device))
         return -1;
     if (o->k != NULL) {
         PyErr_SetString(PyExc_TypeError, "OneShot is already initialised");
@@ -92,7 +93,8 @@ oneshot_init(PyObject *self, PyObject *args, PyObject *kw)
         .cooperative = coop != 0,
         .host = o->host != NULL ? host_tramp : NULL,
         .user = o,
-        .backend = backend };
+        .backend = backend,
+        .device = device };
     rk_oneshot *k = NULL;
     Py_BEGIN_ALLOW_THREADS rc = rk_oneshot_create(&d, &k);
     Py_END_ALLOW_THREADS if (rc != RK_OK)
@@ -113,16 +115,32 @@ oneshot_dealloc(PyObject *self)
     Py_TYPE(self)->tp_free(self);
 }
 
-static PyObject *
-oneshot_backend(PyObject *self, PyObject *k)
+/* k's rk_oneshot, or NULL with TypeError for another object. */
+static rk_oneshot *
+oneshot_of(PyObject *k)
 {
-    (void)self;
     if (!PyObject_TypeCheck(k, &OneShot_Type)) {
         PyErr_Format(PyExc_TypeError, "a OneShot needed, not %s",
             Py_TYPE(k)->tp_name);
         return NULL;
     }
-    return PyUnicode_FromString(rk_oneshot_backend(((rkpy_oneshot *)k)->k));
+    return ((rkpy_oneshot *)k)->k;
+}
+
+static PyObject *
+oneshot_backend(PyObject *self, PyObject *k)
+{
+    (void)self;
+    rk_oneshot *o = oneshot_of(k);
+    return o != NULL ? PyUnicode_FromString(rk_oneshot_backend(o)) : NULL;
+}
+
+static PyObject *
+oneshot_device(PyObject *self, PyObject *k)
+{
+    (void)self;
+    rk_oneshot *o = oneshot_of(k);
+    return o != NULL ? PyLong_FromLong(rk_oneshot_device(o)) : NULL;
 }
 
 /* Gives back the buffers of a launch (rkpy_buffer_use). */
@@ -272,6 +290,9 @@ static PyMethodDef oneshot_functions[] = {
     { "oneshot_backend", oneshot_backend, METH_O,
         "oneshot_backend(kernel): the backend that runs it (\"cpu\", "
         "\"cuda\")." },
+    { "oneshot_device", oneshot_device, METH_O,
+        "oneshot_device(kernel): the CUDA device ordinal that runs it, or "
+        "-1 (cpu)." },
     { "oneshot_launch", RKPY_KW(oneshot_launch),
         "oneshot_launch(kernel, grid, block, args, bufs, start=False): "
         "runs it (None), or starts it (a Launch)." },

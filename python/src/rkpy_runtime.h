@@ -21,6 +21,7 @@ typedef struct pyactor {
      * NULL for a Python-only actor) */
     char *dev_src, *dev_entry, *dev_name;
     char *dev_ptx; /* a Numba handler's PTX linked into the loop, or NULL */
+    char *dev_bar; /* the named device barrier it shares, or NULL */
     struct pyactor *next;
 } pyactor;
 
@@ -32,6 +33,7 @@ pyactor_free_strings(pyactor *pa)
     free(pa->dev_entry);
     free(pa->dev_name);
     free(pa->dev_ptx);
+    free(pa->dev_bar);
 }
 
 typedef struct rkpy_runtime {

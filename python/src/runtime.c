@@ -321,17 +321,17 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
         "when_inactive", "restart", "max_restarts", "priority_bands",
         "telemetry_off", "spin", "backend", "device_source", "device_entry",
         "device_source_name", "grid_size", "block_size", "device_link_ptx",
-        NULL };
+        "device", "device_barrier", "device_barrier_parties", NULL };
     const char *id, *backend = NULL, *dsrc = NULL, *dentry = NULL;
-    const char *dname = NULL, *dptx = NULL;
+    const char *dname = NULL, *dptx = NULL, *dbar = NULL;
     PyObject *fn, *in_mt = Py_None, *out_mt = Py_None;
     unsigned int icap = 0, ocap = 0, maxp = 0, mr = 0, spin = 0;
-    unsigned int grid = 0, block = 0;
-    int bp = 0, wi = 0, restart = 0, bands = 0, toff = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|OOIIIiiiIppIzzzzIIz",
+    unsigned int grid = 0, block = 0, parties = 0;
+    int bp = 0, wi = 0, restart = 0, bands = 0, toff = 0, device = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|OOIIIiiiIppIzzzzIIzizI",
             kwlist, &id, &fn, &in_mt, &out_mt, &icap, &ocap, &maxp, &bp, &wi,
             &restart, &mr, &bands, &toff, &spin, &backend, &dsrc, &dentry,
-            &dname, &grid, &block, &dptx))
+            &dname, &grid, &block, &dptx, &device, &dbar, &parties))
         return NULL;
     if (rkpy_check_mt(in_mt) < 0 || rkpy_check_mt(out_mt) < 0)
         return NULL;
@@ -370,15 +370,23 @@ runtime_register_actor(PyObject *self, PyObject *args, PyObject *kw)
     def.config.backend = backend;
     def.config.grid_size = grid;
     def.config.block_size = block;
+    /* The device ordinal and the named barrier: the cuda backend's (the
+     * cpu backend ignores them); the barrier's name is kept like the
+     * source. */
+    def.config.device = device;
+    def.config.device_barrier_parties = parties;
     int rc = RK_OK;
-    if (dsrc != NULL
-        && ((pa->dev_src = strdup(dsrc)) == NULL
-            || (dentry != NULL && (pa->dev_entry = strdup(dentry)) == NULL)
-            || (dname != NULL && (pa->dev_name = strdup(dname)) == NULL)
-            || (dptx != NULL && (pa->dev_ptx = strdup(dptx)) == NULL))) {
+    if ((dsrc != NULL
+            && ((pa->dev_src = strdup(dsrc)) == NULL
+                || (dentry != NULL
+                    && (pa->dev_entry = strdup(dentry)) == NULL)
+                || (dname != NULL && (pa->dev_name = strdup(dname)) == NULL)
+                || (dptx != NULL && (pa->dev_ptx = strdup(dptx)) == NULL)))
+        || (dbar != NULL && (pa->dev_bar = strdup(dbar)) == NULL)) {
         rc = RK_ENOMEM;
         rkpy_raise(rc, "no memory for the device source");
     }
+    def.config.device_barrier = pa->dev_bar;
     def.config.device_source = pa->dev_src;
     def.config.device_entry = pa->dev_entry;
     def.config.device_source_name = pa->dev_name;

@@ -237,6 +237,7 @@ typedef struct rk__backend_inst rk__backend_inst; /* backend-private */
 typedef struct rk__exec_kernel {
     const struct rk_oneshot_def *def;
     void *be;
+    int ordinal; /* the CUDA device it runs on (exec_load sets it), or -1 */
 } rk__exec_kernel;
 
 typedef struct rk__backend {
@@ -334,7 +335,7 @@ typedef struct rk__backend {
      *
      * relayed: frames the instance's host relay moved so far (one per
      * frame it wrote to a lane, one per frame it handed to the runtime):
-     * the relay hand-offs of docs/cuda.md's PCIe accounting.
+     * the relay hand-offs of docs/cuda-data-path.md's PCIe accounting.
      */
     int (*send)(rk__backend_inst *bi, const rk_msg_header *h,
         const void *payload, size_t len);

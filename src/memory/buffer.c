@@ -11,6 +11,9 @@
  * for the device. A side that becomes current without any data to copy
  * (first use) is zero-filled, so unwritten data always reads as zeros.
  *
+ * A wrapped buffer's dev is memory the caller owns (rk_buffer_wrap_device):
+ * never allocated or freed here, current from the start.
+ *
  * A managed buffer has one allocation that host and dev both point to:
  * allocated, both sides are current (SYNCHRONIZED) and stay so, since
  * there is only one copy; nothing is ever copied.
@@ -38,6 +41,7 @@ struct rk_buffer {
     int ordinal;
     bool pinned;
     bool managed; /* host == dev: one managed allocation */
+    bool wrapped; /* dev is the caller's (rk_buffer_wrap_device) */
     rk_pool *host_pool;
     rk_pool *dev_pool;
     void *host;
@@ -216,6 +220,57 @@ rk_buffer_create(rk_buffer **out, const rk_buffer_config *cfg)
     return RK_OK;
 }
 
+int
+rk_buffer_wrap_device(
+    rk_buffer **out, const rk_buffer_config *cfg, void *dptr)
+{
+    rk_buffer *b;
+    int rc, owner = -1;
+
+    if (out == NULL || cfg == NULL || dptr == NULL)
+        return rk__fail(
+            RK_EINVAL, "rk_buffer_wrap_device: out, cfg and dptr needed");
+    *out = NULL;
+    if (cfg->device != RK_DEVICE_CUDA || cfg->device_pool != NULL
+        || (cfg->flags & RK_BUFFER_MANAGED) != 0)
+        return rk__fail(RK_EINVAL,
+            "rk_buffer_wrap_device: wraps CUDA device memory (device "
+            "RK_DEVICE_CUDA, no device pool, not RK_BUFFER_MANAGED)");
+    if ((rc = rk_buffer_create(&b, cfg)) != RK_OK)
+        return rc;
+    rc = rk__mem_device_of(b->ordinal, dptr, &owner);
+    if (rc == RK_OK && owner != b->ordinal)
+        rc = rk__fail(RK_EINVAL,
+            "rk_buffer_wrap_device: %p is memory of CUDA device %d, not of "
+            "device %d (the config's ordinal)",
+            dptr, owner, b->ordinal);
+    if (rc != RK_OK && rc != RK_ENOTSUP) {
+        rk_buffer_destroy(b);
+        return rc;
+    }
+    b->dev = dptr;
+    b->dev_ok = true;
+    b->wrapped = true;
+    *out = b;
+    return RK_OK;
+}
+
+bool
+rk_buffer_is_wrapped(const rk_buffer *b)
+{
+    return b ? b->wrapped : false;
+}
+
+int
+rk_buffer_wait_stream(rk_buffer *b, uintptr_t stream)
+{
+    if (b == NULL || !cuda(b) || stream == 0)
+        return rk__fail(RK_EINVAL,
+            "rk_buffer_wait_stream: a buffer on a CUDA device and a stream "
+            "other than 0 needed");
+    return rk__mem_stream_sync(b->ordinal, stream);
+}
+
 void
 rk_buffer_destroy(rk_buffer *b)
 {
@@ -235,7 +290,7 @@ rk_buffer_destroy(rk_buffer *b)
             NULL, b->host, b->bytes);
     if (b->dev_pool)
         rk_pool_free(b->dev_pool, b->dev, b->bytes);
-    else
+    else if (!b->wrapped)
         rk__mem_release(cuda(b) ? RK__MEM_DEVICE : RK__MEM_HOST, b->ordinal,
             NULL, b->dev, b->bytes);
     free(b);

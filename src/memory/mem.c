@@ -1,6 +1,8 @@
 /* Raw allocation and copies per memory space (see mem.h). */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,4 +257,55 @@ rk__mem_hint(int ordinal, void *ptr, size_t n, int advice, int host,
             drv->cuMemAdvise_v2(p, n, advice, loc), "cuMemAdvise_v2");
     return rk__fail(RK_ENOTSUP, "the CUDA driver has no %s",
         advice == 0 ? "cuMemPrefetchAsync" : "cuMemAdvise");
+}
+
+/* cuPointerGetAttribute: looked up at each call (a dlsym, beside a
+ * launch's cost), since it is not in the driver table, whose entries
+ * every driver must have. */
+typedef rk__cu_result (*ptr_attr_fn)(void *, int, rk__cu_dptr);
+
+#define RK__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+
+int
+rk__mem_device_of(int ordinal, const void *dptr, int *owner)
+{
+    const struct rk__cuda_driver *drv;
+    int dev = -1, rc = rk__cuda_enter(ordinal, &drv);
+    ptr_attr_fn attr;
+    rk__cu_result r;
+
+    if (rc != RK_OK)
+        return rc;
+    *(void **)&attr = dlsym(drv->lib, "cuPointerGetAttribute");
+    if (attr == NULL)
+        return RK_ENOTSUP; /* no detail: the caller goes on unchecked */
+    r = attr(&dev, RK__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+        (rk__cu_dptr)(uintptr_t)dptr);
+    if (r != RK__CUDA_SUCCESS) {
+        char why[200];
+        (void)rk__cuda_check(r, "cuPointerGetAttribute");
+        snprintf(why, sizeof(why), "%s", rk_errdetail());
+        return rk__fail(RK_EINVAL,
+            "address %p is not memory the CUDA driver knows (%s)", dptr,
+            why);
+    }
+    *owner = dev;
+    return RK_OK;
+}
+
+int
+rk__mem_stream_sync(int ordinal, uintptr_t stream)
+{
+    const struct rk__cuda_driver *drv;
+    int rc = rk__cuda_enter(ordinal, &drv);
+
+    if (rc != RK_OK)
+        return rc;
+    /* 1 is the legacy default stream in the CUDA Array Interface and
+     * DLPack: the driver's NULL stream. 2 (CU_STREAM_PER_THREAD) and real
+     * handles go to the driver as they are. */
+    return rk__cuda_check(
+        drv->cuStreamSynchronize(
+            stream == 1 ? NULL : (rk__cu_stream)(void *)stream),
+        "cuStreamSynchronize");
 }

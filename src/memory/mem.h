@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ringkernel/buffer.h"
 #include "ringkernel/pool.h"
@@ -81,6 +82,15 @@ int rk__mem_managed_fits(int ordinal, size_t size, const char *what);
  * call. */
 int rk__mem_hint(int ordinal, void *ptr, size_t n, int advice, int host,
     void *stream);
+
+/* The CUDA device whose memory dptr is (cuPointerGetAttribute), in
+ * *owner; asked in device ordinal's context. RK_ENOTSUP (no detail) when
+ * the driver cannot say, RK_EINVAL when it does not know the address. */
+int rk__mem_device_of(int ordinal, const void *dptr, int *owner);
+
+/* Waits for the work queued on stream (a CUstream of device ordinal; 1:
+ * the legacy default stream, 2: the per-thread one) to complete. */
+int rk__mem_stream_sync(int ordinal, uintptr_t stream);
 
 /* Sets n bytes of device memory to zero (synchronous). */
 int rk__mem_zero_device(int ordinal, void *dst, size_t n);

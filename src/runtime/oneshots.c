@@ -120,6 +120,7 @@ rk_oneshot_create(const rk_oneshot_def *def, rk_oneshot **out)
     k->be = be;
     k->def.backend = be->name;
     k->xk.def = &k->def;
+    k->xk.ordinal = -1;
     if (be->exec_load != NULL && (rc = be->exec_load(&k->xk)) != RK_OK) {
         free(k);
         return rc; /* the backend's detail names the kernel */
@@ -142,6 +143,12 @@ const char *
 rk_oneshot_backend(const rk_oneshot *k)
 {
     return k != NULL ? k->be->name : NULL;
+}
+
+int
+rk_oneshot_device(const rk_oneshot *k)
+{
+    return k != NULL ? k->xk.ordinal : -1;
 }
 
 /* The launch's sizes, before anything runs. */

@@ -53,7 +53,7 @@
  *   - cuLaunchCooperativeKernel refuses a grid that cannot be resident;
  *   - a trap (rk_dev_trap, or fake_cuda_trap(code)) loses the context
  *     as on a GPU: every block stops at its next device call, then the
- *     error is sticky on every call (docs/cuda.md, "The stand-in
+ *     error is sticky on every call (docs/cuda-robustness.md, "The stand-in
  *     driver"; for the process, every device alike).
  * What it cannot do: the PTX memory model, PCIe ordering, warps, more than
  * one thread per block. Figures measured on it are "cuda_sim", never GPU.

@@ -1,6 +1,6 @@
 /*
  * tests/kernels/oneshot_kernels.cu - one-shot kernels the tests use
- * (ringkernel/dev_oneshot.h), in the C subset of docs/cuda.md. NVRTC
+ * (ringkernel/dev_oneshot.h), in the C subset of docs/cuda-programming.md. NVRTC
  * compiles this file (test_cuda_nvrtc checks the PTX; test_oneshot_cuda
  * loads it through the cuda backend); the stand-in driver and
  * test_oneshot include it as host C and run it on CPU threads, one per

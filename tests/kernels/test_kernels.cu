@@ -1,9 +1,9 @@
 /*
  * tests/kernels/test_kernels.cu - device kernels the CUDA tests use,
- * written once in the C subset of docs/cuda.md. NVRTC and nvcc compile
- * this file as CUDA (tests check the PTX); tests/fake_cuda and
- * test_cuda_loop_host include it as host C and run the same code on CPU
- * threads, one per block.
+ * written once in the C subset of docs/cuda-programming.md. NVRTC and nvcc compile
+ * this file as CUDA (tests check the PTX); tests/fake_cuda,
+ * test_cuda_loop_host and test_cuda_loop_lanes include it as host C and
+ * run the same code on CPU threads, one per block.
  *
  *   rk_echo:    replies with the request's payload (correlation id set);
  *   rk_fwd:     forwards every message on K2K route 0 (payload + 1 to

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/nvrtc.h"
+#include "ringkernel/device.h"
 #include "ringkernel/error.h"
 #include "ringkernel/runtime.h"
 
@@ -27,6 +28,19 @@ cuda_have_nvrtc(void)
         return 0;
     }
     return 1;
+}
+
+/* CUDA devices the driver reports (0 without one). */
+static inline int
+cuda_device_count(void)
+{
+    rk_device_list *l;
+    int n = 0;
+    assert_int_equal(rk_devices_query(&l), RK_OK);
+    for (size_t i = 0; i < rk_device_list_count(l); i++)
+        n += rk_device_list_get(l, i)->kind == RK_DEVICE_CUDA;
+    rk_device_list_free(l);
+    return n;
 }
 
 /* Skips the calling test when NVRTC does not load (cuda_have_nvrtc). */

@@ -3,7 +3,8 @@
  * source NVRTC compiles, included as host C) on CPU threads, one per
  * block, against real ring_proto.h lanes and the control block placed by
  * the backend's host half (src/backend/cuda/devhost.c). Shared by
- * test_cuda_loop_host, test_cuda_pagerank and test_cuda_anomaly.
+ * test_cuda_loop_host, test_cuda_loop_lanes, test_cuda_pagerank and
+ * test_cuda_anomaly.
  *
  * Header-only (static); include after cmocka.h, backend/cuda/devhost.h
  * and the kernels. Deadlines fail the test on a hang; nothing is timed.

@@ -423,7 +423,7 @@ out:
     rk_metrics_destroy(met); /* before the runtime it reads */
     rk_runtime_destroy(rt);
     /* The device kernel has returned with the runtime: now its memory
-     * may go (docs/cuda.md). */
+     * may go (docs/cuda-robustness.md). */
     rk_buffer_destroy(r.dev_win);
     out->verdict_hist = r.verdict;
     rk_histogram_destroy(r.alert);

@@ -7,8 +7,9 @@
  *
  * The sensors' windows are device memory (an rk_buffer on the CUDA
  * device) made before the kernel is launched and destroyed by the caller
- * after the runtime that ran it (docs/cuda.md: nothing is freed while a
- * persistent kernel is resident); the kernel empties them at its init.
+ * after the runtime that ran it (docs/cuda-robustness.md: nothing is
+ * freed while a persistent kernel is resident); the kernel empties them
+ * at its init.
  */
 #include <inttypes.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * The graph (CSC, graph.c) and the rank arrays go to device memory
  * through the library's buffers (rk_buffer on the CUDA device) before the
  * kernel is launched, and the ranks come back after it has exited:
- * docs/cuda.md warns that freeing or synchronous copies while a
+ * docs/cuda-robustness.md warns that freeing or synchronous copies while a
  * persistent kernel is resident can block, so nothing here copies or
  * frees while it runs. Each iteration the host sends one step per node
  * range (cli_pr_split, as the CPU partitions), reads one reply per range,

@@ -3,7 +3,7 @@
  * relay or a caller), the output lanes -> runtime step both use, and the
  * caller's own path: a host thread that sends to an idle device instance
  * writes the input lane itself and, for a call, polls the output lanes
- * for its reply itself (docs/cuda.md, "The caller's own path").
+ * for its reply itself (docs/cuda-data-path.md, "The caller's own path").
  *
  * The lanes' host sides are single-producer/single-consumer (ring_proto.h)
  * and their order is the device's order, so exactly one host thread works

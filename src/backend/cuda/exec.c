@@ -3,11 +3,12 @@
  * (ringkernel/oneshot.h, the table's exec entries).
  *
  * exec_load (at rk_oneshot_create) compiles the source through the NVRTC
- * path and the kernel cache and loads the module (devwide.c's table, one
- * module per distinct source and architecture), and finds the entry: CUDA
- * cannot load code while a persistent kernel is resident, so a creation
- * that would have to is refused with RK_EBUSY (devwide.c) instead of
- * hanging. exec runs one launch on a stream of its own:
+ * path and the kernel cache and loads the module in the context of the
+ * definition's device (rk_oneshot_def.device; devwide.c's table, one
+ * module per distinct source, architecture and device), and finds the
+ * entry: CUDA cannot load code while a persistent kernel is resident, so
+ * a creation that would have to is refused with RK_EBUSY (devwide.c)
+ * instead of hanging. exec runs one launch on a stream of its own:
  *   - the grid is checked against what can be resident (occupancy x SMs):
  *     a cooperative grid larger than that is refused with RK_ENOTSUP
  *     naming the kernel and the limit (cuLaunchCooperativeKernel would
@@ -77,13 +78,18 @@ rk__cuda_exec_load(rk__exec_kernel *k)
     rk_kernel_config cfg;
     rk__cu_module mod;
     exec_be *be;
-    int rc, ord = rk__cu_ordinal(NULL), cc;
+    int rc, ord, cc;
 
     if (def->source == NULL)
         return rk__fail(RK_ENOTSUP,
             "one-shot kernel '%s': no CUDA C source to run on cuda",
             def->name);
-    if ((rc = rk__cuda_enter(ord, &d)) != RK_OK)
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.device = def->device;
+    /* The definition's device (0: RK_CUDA_DEVICE's, else 0), checked:
+     * RK_ENODEV naming the ordinal and the device count. */
+    if ((rc = rk__cu_device_of(def->name, &cfg, &ord)) != RK_OK
+        || (rc = rk__cuda_enter(ord, &d)) != RK_OK)
         return rc;
     if (rk__cuda_ext() == NULL)
         return rk__fail(RK_ENODEV,
@@ -96,7 +102,6 @@ rk__cuda_exec_load(rk__exec_kernel *k)
             "one-shot kernel '%s': device %d has compute capability %d.%d; "
             "ringkernel device code needs 7.0 or newer", def->name, ord,
             cc / 10, cc % 10);
-    memset(&cfg, 0, sizeof(cfg));
     cfg.device_source = def->source;
     cfg.device_source_name = def->source_name;
     cfg.device_entry = def->entry;
@@ -115,6 +120,7 @@ rk__cuda_exec_load(rk__exec_kernel *k)
     }
     be->ordinal = ord;
     k->be = be;
+    k->ordinal = ord;
     return RK_OK;
 }
 

@@ -1,8 +1,8 @@
 /*
  * src/backend/cuda/jitlink.h - linking device code from two compilers into
  * one cubin: the persistent loop (NVRTC, relocatable) and a handler that
- * Numba compiled to PTX with the C ABI (docs/cuda.md, "Handlers in
- * Python").
+ * Numba compiled to PTX with the C ABI (docs/cuda-programming.md,
+ * "Handlers in Python").
  *
  * The linker is nvJitLink, reached through dlopen like NVRTC
  * (libnvJitLink.so.13, .so.12, .so, /usr/local/cuda/lib{64,};
