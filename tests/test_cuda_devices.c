@@ -69,8 +69,6 @@ test_two_devices_route(void **state)
 {
     rk_runtime *rt;
     rk_kernel a, b;
-    char buf[128];
-    size_t len;
     (void)state;
     cuda_require_nvrtc();
     if (cuda_device_count() < 2) {
@@ -89,16 +87,7 @@ test_two_devices_route(void **state)
         assert_int_equal(grids_on(0), 1);
         assert_int_equal(grids_on(1), 1);
     }
-    for (int i = 0; i < 20; i++) {
-        char msg[16];
-        int n = snprintf(msg, sizeof(msg), "hop%d", i);
-        assert_int_equal(
-            rk_send(rt, a, 9, msg, (size_t)n, 128, RT_LONG), RK_OK);
-        assert_int_equal(
-            rk_recv(rt, b, NULL, buf, sizeof(buf), &len, RT_LONG), RK_OK);
-        assert_int_equal(len, (size_t)n);
-        assert_memory_equal(buf, msg, len);
-    }
+    cuda_hops(rt, a, b, 20);
     assert_int_equal(rk_kernel_terminate(rt, "dev0", RT_LONG), RK_OK);
     assert_int_equal(rk_kernel_terminate(rt, "dev1", RT_LONG), RK_OK);
     assert_int_equal(grids_on(0), real_gpu ? -1 : 0);

@@ -166,10 +166,29 @@ test_gpu_scope_ptx(void **state)
     free(ptx);
 }
 
+/* Lines of ptx that contain s. */
+static int
+count_lines_with(const char *ptx, const char *s)
+{
+    int n = 0;
+    for (const char *l = ptx; l != NULL && *l != '\0';) {
+        const char *e = strchr(l, '\n');
+        size_t len = e != NULL ? (size_t)(e - l) : strlen(l);
+        if (memmem(l, len, s, strlen(s)) != NULL)
+            n++;
+        l = e != NULL ? e + 1 : NULL;
+    }
+    return n;
+}
+
 /* The K2K path (dev_k2k.h: both attaches, room, publish, receive, hand
- * back, close) is GPU scope only: ld.acquire.gpu / st.release.gpu, and no
- * system-scope access or fence at all on device-memory lanes. The loop's
- * kernels use it for routes (rk_fwd). */
+ * back, close) on device-memory lanes is GPU scope: ld.acquire.gpu /
+ * st.release.gpu. A lane between two GPUs (peer access, RK_RING_F_SYS,
+ * chosen per lane at attach: test_cuda_peer) needs system scope, the one
+ * that covers both (docs/cuda-devices.md): the same acquire and release
+ * at .sys are compiled in beside them, and they are the path's only
+ * system-scope operations: no other system-scope access, no fence. The
+ * loop's kernels use it for routes (rk_fwd). */
 static void
 test_k2k_ptx(void **state)
 {
@@ -197,7 +216,12 @@ test_k2k_ptx(void **state)
     ptx = compile_ptx("k2k_path.cu", src, 90, 1);
     assert_true(cuda_count_op(ptx, "ld.acquire.gpu.u64") > 0);
     assert_true(cuda_count_op(ptx, "st.release.gpu.u64") > 0);
-    assert_null(strstr(ptx, ".sys"));
+    assert_true(cuda_count_op(ptx, "ld.acquire.sys.u64") > 0);
+    assert_true(cuda_count_op(ptx, "st.release.sys.u64") > 0);
+    assert_int_equal(count_lines_with(ptx, ".sys"),
+        cuda_count_op(ptx, "ld.acquire.sys.u64")
+            + cuda_count_op(ptx, "st.release.sys.u64"));
+    assert_int_equal(cuda_count_op(ptx, "fence"), 0);
     assert_int_equal(cuda_count_op(ptx, "membar"), 0);
     assert_int_equal(cuda_count_op(ptx, "atom."), 0);
     free(ptx);

@@ -66,7 +66,8 @@ if [ "$mode" != run ]; then
         fake_cuda bench_cuda \
         test_device_query test_buffer_states test_buffer_api \
         test_buffer_managed test_cuda_devices test_cuda_barrier \
-        test_oneshot_devices test_pool_contract test_pool_concurrent \
+        test_oneshot_devices test_cuda_peer test_pool_contract \
+        test_pool_concurrent \
         bench_cuda_compile test_cuda_jitlink bench_cuda_numba \
         ringkernel_cli >&2 || exit 2
     # For an offline device machine that lacks them: the test and bench
@@ -148,6 +149,11 @@ run_test test_cuda_anomaly
 # machine; the bad ordinal runs everywhere) and the named barrier shared
 # by two resident kernels (its PTX, 50 rounds, the refusals a GPU shows).
 run_test test_cuda_devices RK_TEST_CUDA_REAL=1
+# Routes between two devices peer-to-peer where the driver allows it
+# (docs/cuda-devices.md): the lane-scope PTX and the missing-device refusal
+# run everywhere; the routes need two GPUs that reach each other and skip
+# on a one-GPU machine.
+run_test test_cuda_peer RK_TEST_CUDA_REAL=1
 run_test test_cuda_barrier RK_TEST_CUDA_REAL=1
 # One-shot kernels on a chosen device, and device memory of another
 # library's wrapped without a copy (rk_buffer_wrap_device; with two GPUs

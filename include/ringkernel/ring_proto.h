@@ -53,6 +53,10 @@ typedef rk_atomic_u32 rk_proto_u32; /**< 32-bit word of the protocol */
 
 #define RK_RING_LINE  64          /**< cache line size the layout assumes */
 #define RK_RING_MAGIC 0x524b5231u /**< "RKR1" */
+/** rk_ring_ctrl.flags: the ring is a K2K lane between kernels on two GPUs
+ * (peer access), so its index words are ordered at system scope
+ * (ringkernel/dev_k2k.h). Host rings ignore it. */
+#define RK_RING_F_SYS 0x1u
 
 /* ---------------------------------------------------------- layout */
 
@@ -75,7 +79,7 @@ typedef struct rk_ring_ctrl {
     RK_PROTO_ALIGN64 rk_proto_u32 magic; /**< RK_RING_MAGIC */
     rk_proto_u32 capacity;               /**< slots, a power of two */
     rk_proto_u32 slot_size;              /**< bytes per slot */
-    rk_proto_u32 reserved;               /**< 0 */
+    rk_proto_u32 flags;                  /**< RK_RING_F_SYS, else 0 */
     unsigned char
         pad2[RK_RING_LINE - 16]; /**< padding to the end of the 64-byte line */
 } rk_ring_ctrl;
@@ -91,7 +95,9 @@ typedef struct rk_ring_side {
     unsigned char *base; /**< the slot array */
     rk_proto_u32 mask;   /**< capacity - 1 */
     rk_proto_u32
-        slot_size; /**< bytes per slot (copied from the control block) */
+        slot_size;    /**< bytes per slot (copied from the control block) */
+    rk_proto_u32 sys; /**< K2K only: 1 for system scope (RK_RING_F_SYS) */
+    rk_proto_u32 pad; /**< 0 */
 } rk_ring_side;
 
 /* ---------------------------------------------------------- primitives */
@@ -126,7 +132,7 @@ rk_ring_init(rk_ring_ctrl *c, rk_proto_u32 capacity, rk_proto_u32 slot_size)
     c->magic = RK_RING_MAGIC;
     c->capacity = capacity;
     c->slot_size = slot_size;
-    c->reserved = 0;
+    c->flags = 0;
 }
 
 /** Prepares the producer's private state. Called by the producer before its

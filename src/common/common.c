@@ -77,12 +77,17 @@ rk__fail_s(int err, const char *fmt, const char *arg)
 int
 rk__fail(int err, const char *fmt, ...)
 {
+    char buf[sizeof(detail)];
     va_list ap;
 
-    lazy_fmt = NULL;
+    /* Formatted aside first: callers wrap the detail they were given
+     * (rk__fail(rc, "kernel '%s': %s", id, rk_errdetail())), which must not
+     * be overwritten while it is read. */
     va_start(ap, fmt);
-    vsnprintf(detail, sizeof(detail), fmt, ap);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
+    lazy_fmt = NULL;
+    memcpy(detail, buf, sizeof(detail));
     return err;
 }
 

@@ -42,6 +42,9 @@ typedef struct rk__cu_func_st *rk__cu_function; /* CUfunction */
 #define RK__CUDA_ERROR_STUB_LIBRARY    34
 #define RK__CUDA_ERROR_NO_DEVICE       100
 #define RK__CUDA_ERROR_NOT_READY       600
+/* Peer access (cuCtxEnablePeerAccess). */
+#define RK__CUDA_ERROR_PEER_ACCESS_UNSUPPORTED     217
+#define RK__CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED 704
 
 /* CUdevice_attribute values (cuda.h, enum CUdevice_attribute_enum). */
 #define RK__CU_ATTR_MAX_THREADS_PER_BLOCK        1
@@ -148,7 +151,8 @@ typedef struct rk__cu_memloc {
     X(cuMemAdvise_v2, "cuMemAdvise_v2",                                       \
         (rk__cu_dptr, size_t, int, rk__cu_memloc))                            \
     X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer",                         \
-        (int *, rk__cu_device, rk__cu_device))
+        (int *, rk__cu_device, rk__cu_device))                                \
+    X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", (rk__cu_ctx, unsigned))
 
 struct rk__cuda_driver {
 #define RK__CUDA_FIELD(field, sym, params) rk__cu_result(*field) params;

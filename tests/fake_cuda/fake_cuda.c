@@ -17,13 +17,18 @@
  *     created, and its grids take that device's block slots;
  *   - managed memory, prefetch, advice and cuMemGetInfo with a settable
  *     free size (fake_mem.c);
+ *   - peer access between devices (FAKE_CUDA_PEER, fake_devmem.c): a
+ *     device's memory is reachable from a grid on another device only
+ *     once peer access is enabled;
  *   - mapped pinned memory (cuMemHostAlloc) is the process's memory, and
- *     its device address is the host address, as with unified addressing;
- *   - device memory (cuMemAlloc) is NOT host memory: it lives in an arena
- *     mapped twice, once at the addresses cuMemAlloc returns, which are
- *     PROT_NONE whenever no grid runs (a host read or write of a device
- *     pointer crashes, as on a GPU), and once as a private shadow that
- *     cuMemcpy* and cuMemsetD8 translate to. While a grid runs the device
+ *     its device address is the host address, as with unified addressing
+ *     (fake_devmem.c);
+ *   - device memory (cuMemAlloc, fake_devmem.c) is NOT host memory: it
+ *     lives in an arena mapped twice, once at the addresses cuMemAlloc
+ *     returns, which are PROT_NONE whenever no grid runs (a host read or
+ *     write of a device pointer crashes, as on a GPU), and once as a
+ *     private shadow that cuMemcpy* and cuMemsetD8 translate to. While a
+ *     grid runs the device
  *     addresses are readable, because its blocks are CPU threads that
  *     dereference them: a host access then goes unnoticed;
  *   - what the real driver does while kernels run: cuModuleLoadData(Ex),
@@ -97,6 +102,15 @@ static int ctx_token[FAKE_MAX_DEVICES]; /* device d's primary context */
 static _Thread_local void *current_ctx;
 
 int
+fake_ctx_dev(const void *ctx)
+{
+    for (int d = 0; d < FAKE_MAX_DEVICES; d++)
+        if (ctx == (const void *)&ctx_token[d])
+            return d;
+    return -1;
+}
+
+int
 fake_cur_dev(void)
 {
     return current_ctx != NULL ? (int)((int *)current_ctx - ctx_token) : -1;
@@ -148,28 +162,14 @@ cuCtxPopCurrent_v2(void **ctx)
 }
 
 /* A lost context's sticky error (0: none). Set under res_lock once a
- * trap stopped every grid; release pairs with the acquire in sticky(). */
+ * trap stopped every grid; release pairs with the acquire in fake_sticky(). */
 static _Atomic CUresult lost;
 
-static CUresult
-sticky(void)
+CUresult
+fake_sticky(void)
 {
     return atomic_load_explicit(&lost, memory_order_acquire);
 }
-
-/* Every call below that touches the device needs a current context, as
- * with the real driver, and returns a lost context's error. */
-#define NEED_CTX_ONLY()                                                       \
-    do {                                                                      \
-        if (current_ctx == NULL)                                              \
-            return 201; /* CUDA_ERROR_INVALID_CONTEXT */                      \
-    } while (0)
-#define NEED_CTX()                                                            \
-    do {                                                                      \
-        NEED_CTX_ONLY();                                                      \
-        if (sticky() != OK)                                                   \
-            return sticky();                                                  \
-    } while (0)
 
 /* ------------------------------------------------------------ the device */
 
@@ -196,8 +196,6 @@ tearing_down(void)
     return atomic_load_explicit(&dying, memory_order_relaxed) != OK
         && atomic_load_explicit(&lost, memory_order_relaxed) == OK;
 }
-
-static void arena_protect(int device_may_run);
 
 /* Waits under res_lock while busy(arg), as the real driver does for the
  * calls that wait for the device's work. A persistent grid never ends, so
@@ -250,8 +248,8 @@ device_busy(const void *arg)
 
 /* A free: until no grid runs on any device (pinned memory is every
  * context's). */
-static CUresult
-wait_idle(const char *what)
+CUresult
+fake_wait_idle(const char *what)
 {
     return bounded_wait(device_busy, NULL, what);
 }
@@ -276,6 +274,14 @@ fake_cuda_numba_set(
     fake_numba.in_size = in_size;
     fake_numba.out_size = out_size;
     fake_numba.out_type = out_type;
+}
+
+void
+fake_reprotect(void)
+{
+    pthread_mutex_lock(&res_lock);
+    fake_arena_protect(grids_on);
+    pthread_mutex_unlock(&res_lock);
 }
 
 /* Test-only queries (not driver entry points). */
@@ -318,223 +324,6 @@ EXPORT const char *
 fake_cuda_last_hang(void)
 {
     return last_hang;
-}
-
-/* ------------------------------------------------------------ memory */
-
-/*
- * Device memory: one arena of a memfd mapped twice. `dev` is what
- * cuMemAlloc hands out (PROT_NONE while no grid runs, so the host cannot
- * read a device pointer); `shadow` is the stand-in's own view, always
- * readable, used by the copies. Allocation is first fit over a list of
- * extents sorted by offset; a freed extent's pages are given back.
- */
-#define ARENA_SIZE ((size_t)1 << 30)
-
-typedef struct extent {
-    struct extent *next;
-    size_t off, len;
-} extent;
-
-static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
-static int arena_fd = -1;
-static unsigned char *arena_dev, *arena_shadow;
-static extent *arena_used; /* under res_lock */
-
-static void
-arena_init(void)
-{
-    void *d, *s;
-    int fd = memfd_create("fake_cuda_device_memory", MFD_CLOEXEC);
-
-    if (fd < 0 || ftruncate(fd, (off_t)ARENA_SIZE) != 0)
-        return;
-    d = mmap(NULL, ARENA_SIZE, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-    s = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
-        MAP_SHARED | MAP_NORESERVE, fd, 0);
-    if (d == MAP_FAILED || s == MAP_FAILED) {
-        if (d != MAP_FAILED)
-            munmap(d, ARENA_SIZE);
-        if (s != MAP_FAILED)
-            munmap(s, ARENA_SIZE);
-        close(fd);
-        return;
-    }
-    arena_fd = fd;
-    arena_dev = d;
-    arena_shadow = s;
-}
-
-/* The device addresses are readable while a grid runs (its blocks are
- * CPU threads) and PROT_NONE otherwise. res_lock held. */
-static void
-arena_protect(int device_may_run)
-{
-    if (arena_dev != NULL)
-        (void)mprotect(arena_dev, ARENA_SIZE,
-            device_may_run ? PROT_READ | PROT_WRITE : PROT_NONE);
-}
-
-/* The stand-in's view of device address p for n bytes: the shadow for
- * the arena, the address itself for mapped host memory; NULL if a range
- * starts in the arena and leaves it. */
-static void *
-view(CUdeviceptr p, size_t n)
-{
-    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)arena_dev;
-    if (arena_dev == NULL || a < lo || a >= lo + ARENA_SIZE)
-        return (void *)a;
-    if (n > ARENA_SIZE - (a - lo))
-        return NULL;
-    return arena_shadow + (a - lo);
-}
-
-EXPORT CUresult
-cuMemAlloc_v2(CUdeviceptr *p, size_t n)
-{
-    extent *e, **at, *prev = NULL;
-    size_t off = 0;
-
-    NEED_CTX();
-    if (n == 0)
-        return E_INVALID_VALUE;
-    pthread_once(&arena_once, arena_init);
-    if (arena_dev == NULL)
-        return E_OUT_OF_MEMORY;
-    n = (n + 255) & ~(size_t)255;
-    if ((e = malloc(sizeof(*e))) == NULL)
-        return E_OUT_OF_MEMORY;
-    pthread_mutex_lock(&res_lock);
-    /* First gap of n bytes; offset 0 is never handed out (no NULL). */
-    off = 256;
-    for (at = &arena_used; *at != NULL; prev = *at, at = &(*at)->next) {
-        if ((*at)->off >= off + n)
-            break;
-        off = (*at)->off + (*at)->len;
-    }
-    (void)prev;
-    if (off + n > ARENA_SIZE) {
-        pthread_mutex_unlock(&res_lock);
-        free(e);
-        return E_OUT_OF_MEMORY;
-    }
-    e->off = off;
-    e->len = n;
-    e->next = *at;
-    *at = e;
-    pthread_mutex_unlock(&res_lock);
-    *p = (CUdeviceptr)(uintptr_t)(arena_dev + off);
-    return OK;
-}
-
-EXPORT CUresult
-cuMemFree_v2(CUdeviceptr p)
-{
-    extent **at, *e;
-    CUresult r;
-
-    NEED_CTX_ONLY();
-    if ((r = wait_idle("cuMemFree")) != OK && r != sticky())
-        return r;
-    if (p != 0 && fake_managed_free(p))
-        return OK;
-    if (p == 0 || arena_dev == NULL)
-        return E_INVALID_VALUE;
-    pthread_mutex_lock(&res_lock);
-    for (at = &arena_used; *at != NULL; at = &(*at)->next)
-        if ((uintptr_t)(arena_dev + (*at)->off) == (uintptr_t)p)
-            break;
-    e = *at;
-    if (e != NULL)
-        *at = e->next;
-    pthread_mutex_unlock(&res_lock);
-    if (e == NULL)
-        return E_INVALID_VALUE; /* not a device allocation */
-    (void)fallocate(arena_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-        (off_t)e->off, (off_t)e->len);
-    free(e);
-    return r; /* a lost context's error, once released */
-}
-
-EXPORT CUresult
-cuMemHostAlloc(void **p, size_t n, unsigned flags)
-{
-    NEED_CTX();
-    if (n == 0 || (flags & ~0x7u) != 0)
-        return E_INVALID_VALUE;
-    *p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
-    if (*p == NULL)
-        return E_OUT_OF_MEMORY;
-    memset(*p, 0, n);
-    return OK;
-}
-
-EXPORT CUresult
-cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned flags)
-{
-    NEED_CTX();
-    if (flags != 0 || p == NULL)
-        return E_INVALID_VALUE;
-    *d = (CUdeviceptr)(uintptr_t)p;
-    return OK;
-}
-
-EXPORT CUresult
-cuMemFreeHost(void *p)
-{
-    CUresult r;
-    NEED_CTX_ONLY();
-    if ((r = wait_idle("cuMemFreeHost")) != OK && r != sticky())
-        return r;
-    free(p);
-    return r; /* a lost context's error, once released */
-}
-
-EXPORT CUresult
-cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
-{
-    void *v = view(d, n);
-    NEED_CTX();
-    if (v == NULL)
-        return E_INVALID_VALUE;
-    memcpy(v, s, n);
-    return OK;
-}
-
-EXPORT CUresult
-cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
-{
-    void *v = view(s, n);
-    NEED_CTX();
-    if (v == NULL)
-        return E_INVALID_VALUE;
-    memcpy(d, v, n);
-    return OK;
-}
-
-EXPORT CUresult
-cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *st)
-{
-    (void)st;
-    return cuMemcpyHtoD_v2(d, s, n);
-}
-
-EXPORT CUresult
-cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st)
-{
-    (void)st;
-    return cuMemcpyDtoH_v2(d, s, n);
-}
-
-EXPORT CUresult
-cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
-{
-    void *p = view(d, n);
-    NEED_CTX();
-    if (p == NULL)
-        return E_INVALID_VALUE;
-    memset(p, v, n);
-    return OK;
 }
 
 /* ------------------------------------------------------------ launches */
@@ -584,7 +373,7 @@ fake_cuda_trap(CUresult code)
     pthread_mutex_lock(&res_lock);
     if (atomic_load_explicit(&dying, memory_order_relaxed) == OK)
         atomic_store_explicit(&dying, code, memory_order_relaxed);
-    if (grids_live == 0) /* release pairs with sticky()'s acquire */
+    if (grids_live == 0) /* release pairs with fake_sticky()'s acquire */
         atomic_store_explicit(&lost,
             atomic_load_explicit(&dying, memory_order_relaxed),
             memory_order_release);
@@ -645,10 +434,10 @@ block_main(void *arg)
         if (g->s->finished < g->seq + 1)
             g->s->finished = g->seq + 1;
         grids_on[g->s->dev]--;
+        fake_arena_protect(grids_on);
         if (--grids_live == 0) {
-            arena_protect(0);
             /* A trap stopped them all: the context's error shows now
-             * (release pairs with sticky()'s acquire). */
+             * (release pairs with fake_sticky()'s acquire). */
             if (atomic_load_explicit(&dying, memory_order_relaxed) != OK)
                 atomic_store_explicit(&lost,
                     atomic_load_explicit(&dying, memory_order_relaxed),
@@ -698,7 +487,7 @@ stream_busy(const void *arg)
     return m->s->finished < m->want;
 }
 
-/* Waits for every grid launched on s so far, bounded as wait_idle. */
+/* Waits for every grid launched on s so far, bounded as fake_wait_idle. */
 static CUresult
 stream_wait(fake_stream *s, const char *what)
 {
@@ -718,10 +507,11 @@ cuStreamSynchronize(void *st)
     CUresult r;
     NEED_CTX_ONLY();
     if (s == NULL)
-        return sticky(); /* the legacy stream: nothing launched on it */
+        return fake_sticky(); /* the legacy stream: nothing launched on it */
     /* On a lost context every grid has ended: they are joined, and the
      * error returned. */
-    if ((r = stream_wait(s, "cuStreamSynchronize")) != OK && r != sticky())
+    if ((r = stream_wait(s, "cuStreamSynchronize")) != OK
+        && r != fake_sticky())
         return r;
     /* Every grid launched before the wait has ended: join those. */
     pthread_mutex_lock(&s->lock);
@@ -779,7 +569,7 @@ cuStreamDestroy_v2(void *st)
      * stand-in waits for it, so no block outlives its stream (a grid
      * that never ends keeps its stream: leaked, and reported). On a lost
      * context: released, and the error returned. */
-    if ((r = cuStreamSynchronize(st)) != OK && r != sticky())
+    if ((r = cuStreamSynchronize(st)) != OK && r != fake_sticky())
         return r;
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -858,7 +648,7 @@ cuModuleUnload(void *mod)
     NEED_CTX_ONLY();
     if (m == NULL)
         return E_INVALID_HANDLE;
-    if ((r = wait_idle_dev("cuModuleUnload")) != OK && r != sticky())
+    if ((r = wait_idle_dev("cuModuleUnload")) != OK && r != fake_sticky())
         return r;
     free(m->image);
     free(m);
@@ -983,8 +773,8 @@ launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
     pthread_mutex_unlock(&s->lock);
     pthread_mutex_lock(&res_lock);
     grids_on[s->dev]++;
-    if (grids_live++ == 0)
-        arena_protect(1);
+    grids_live++;
+    fake_arena_protect(grids_on);
     pthread_mutex_unlock(&res_lock);
     for (uint32_t b = 0; b < n; b++) {
         blk *bk = malloc(sizeof(*bk));

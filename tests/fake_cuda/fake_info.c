@@ -51,6 +51,21 @@ cuGetErrorName(CUresult r, const char **s)
     case E_COOP_TOO_LARGE:
         *s = "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE";
         break;
+    case E_INVALID_DEVICE:
+        *s = "CUDA_ERROR_INVALID_DEVICE";
+        break;
+    case E_INVALID_CONTEXT:
+        *s = "CUDA_ERROR_INVALID_CONTEXT";
+        break;
+    case E_PEER_UNSUPPORTED:
+        *s = "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED";
+        break;
+    case E_PEER_ALREADY_ENABLED:
+        *s = "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED";
+        break;
+    case E_TOO_MANY_PEERS:
+        *s = "CUDA_ERROR_TOO_MANY_PEERS";
+        break;
     case E_WOULD_HANG:
         *s = "FAKE_ERROR_WOULD_HANG";
         break;

@@ -1,6 +1,6 @@
 /*
  * tests/fake_cuda/fake_mem.c - the stand-in driver's managed memory,
- * prefetch and advice, free memory and peer access (test-only; see
+ * prefetch and advice and free memory (test-only; see
  * fake_cuda.c).
  *
  *   - cuMemAllocManaged: host memory (readable and writable by the host,
@@ -12,8 +12,7 @@
  *     hang the GPU): fake_cuda_managed_query counts them, so a test shows
  *     the library never asked;
  *   - cuMemPrefetchAsync and cuMemAdvise check their range and device and
- *     record the last call (fake_cuda_managed_query);
- *   - cuDeviceCanAccessPeer: FAKE_CUDA_PEER (default 0: no peer access).
+ *     record the last call (fake_cuda_managed_query).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -21,12 +20,6 @@
 #include <string.h>
 
 #include "fake_cuda.h"
-
-#define NEED_CTX()                                                            \
-    do {                                                                      \
-        if (fake_cur_dev() < 0)                                               \
-            return 201; /* CUDA_ERROR_INVALID_CONTEXT */                      \
-    } while (0)
 
 typedef struct managed {
     struct managed *next;
@@ -53,7 +46,7 @@ free_bytes(void)
 EXPORT CUresult
 cuMemGetInfo_v2(size_t *free_b, size_t *total)
 {
-    NEED_CTX();
+    NEED_CTX_ONLY();
     pthread_mutex_lock(&mlock);
     *free_b = free_bytes();
     pthread_mutex_unlock(&mlock);
@@ -66,7 +59,7 @@ cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags)
 {
     managed *m;
 
-    NEED_CTX();
+    NEED_CTX_ONLY();
     if (n == 0 || (flags != 1 && flags != 2)) /* ATTACH_GLOBAL or _HOST */
         return E_INVALID_VALUE;
     if ((m = malloc(sizeof(*m))) == NULL)
@@ -127,7 +120,7 @@ cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevice dev, void *stream)
     CUresult r = OK;
 
     (void)stream;
-    NEED_CTX();
+    NEED_CTX_ONLY();
     if (n == 0 || (dev != -1 && (dev < 0 || dev >= fake_devices())))
         return E_INVALID_VALUE;
     pthread_mutex_lock(&mlock);
@@ -146,7 +139,7 @@ cuMemAdvise(CUdeviceptr p, size_t n, int advice, CUdevice dev)
 {
     CUresult r = OK;
 
-    NEED_CTX();
+    NEED_CTX_ONLY();
     if (n == 0 || advice < 1 || advice > 6
         || (dev != -1 && (dev < 0 || dev >= fake_devices())))
         return E_INVALID_VALUE;
@@ -159,16 +152,6 @@ cuMemAdvise(CUdeviceptr p, size_t n, int advice, CUdevice dev)
     }
     pthread_mutex_unlock(&mlock);
     return r;
-}
-
-EXPORT CUresult
-cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b)
-{
-    if (can == NULL || a < 0 || b < 0 || a >= fake_devices()
-        || b >= fake_devices())
-        return E_INVALID_VALUE;
-    *can = a != b && env_int("FAKE_CUDA_PEER", 0) != 0;
-    return OK;
 }
 
 /* Test-only query (not a driver entry point). what 0: managed

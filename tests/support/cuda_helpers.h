@@ -362,6 +362,26 @@ cuda_finish(rk_runtime *rt, const char *const *ids)
     rk_runtime_destroy(rt);
 }
 
+/* n messages ("hop0", "hop1", ...) sent to kernel a come out of kernel b
+ * (of at most 128-byte payloads), in order: one route or a chain of them
+ * between two rk_echo kernels. */
+static inline void
+cuda_hops(rk_runtime *rt, rk_kernel a, rk_kernel b, int n)
+{
+    const int64_t t = 30 * INT64_C(1000000000);
+    char msg[16], buf[128];
+    size_t len;
+
+    for (int i = 0; i < n; i++) {
+        int m = snprintf(msg, sizeof(msg), "hop%d", i);
+        assert_int_equal(rk_send(rt, a, 9, msg, (size_t)m, 128, t), RK_OK);
+        assert_int_equal(
+            rk_recv(rt, b, NULL, buf, sizeof(buf), &len, t), RK_OK);
+        assert_int_equal(len, (size_t)m);
+        assert_memory_equal(buf, msg, len);
+    }
+}
+
 /* A new runtime in *rtp with kernel id running test_kernels.cu's rk_fail
  * (src) under supervision RESTART with max_restarts, launched and
  * activated (skips the test without NVRTC): a failing message is

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cuda/k2k.h"
+#include "backend/cuda/peer.h"
 #include "common/common.h"
 #include "memory/mem.h"
 
@@ -19,7 +20,8 @@ struct rk__k2k_link {
     uint32_t ga, gb, per; /* grids; lanes per block of `to` */
     uint32_t slot_size;
     size_t lane_bytes, size;
-    void *dev; /* cuMemAlloc'd: per * gb lanes */
+    void *dev;   /* cuMemAlloc'd: per * gb lanes */
+    int ordinal; /* the device holding them: the target's (peer.h) */
     int refs;
     /* The sender's route table (host address, route 0 of each of its ga
      * blocks, nroutes apart) while its instance exists, and whether the
@@ -54,14 +56,15 @@ stride_of(const rk_kernel_config *c)
 
 /* A device route: the peer is a kernel with device code on this backend
  * (the runtime hands only peers on the same backend) and on the same
- * device (lanes in one GPU's memory do not reach another: a route
- * between devices stays on the host relay). */
+ * device or a peer-linked one (peer.h: lanes in the target's memory,
+ * written over the link); any other route between devices stays on the
+ * host relay. */
 static int
 on_device(const rk__k2k *k, const rk__backend_peer *p)
 {
     return p->kernel_id != NULL && p->config != NULL
         && p->config->device_source != NULL
-        && rk__cu_ordinal(p->config) == k->ordinal;
+        && rk__cu_peer_linked(k->ordinal, rk__cu_ordinal(p->config));
 }
 
 /* Adds p (tag) to k's links in, needing `per` lanes per block. */
@@ -78,9 +81,12 @@ rk__k2k_plan(rk__k2k *k, int ordinal, const rk__backend_launch *spec,
     uint32_t grid, rk__dh_cfg *dc)
 {
     uint32_t lanes = 0, nr;
+    int rc;
 
     memset(k, 0, sizeof(*k));
     k->ordinal = ordinal;
+    if ((rc = rk__cu_peer_plan(ordinal, spec)) != RK_OK)
+        return rc; /* a route to a device that is not there, ... */
     for (uint32_t i = 0; i < spec->nroutes_in; i++) {
         const rk__backend_peer *p = &spec->routes_in[i];
         if (!on_device(k, p))
@@ -120,7 +126,7 @@ rk__k2k_plan(rk__k2k *k, int ordinal, const rk__backend_launch *spec,
  * a host image copied on a stream of our own (never the legacy stream,
  * which would wait for the resident kernels), complete on return. */
 static int
-link_init(rk__k2k_link *l, int ordinal)
+link_init(rk__k2k_link *l, int ordinal, int sys)
 {
     const struct rk__cuda_driver *d;
     rk__cu_stream s = NULL;
@@ -129,9 +135,11 @@ link_init(rk__k2k_link *l, int ordinal)
 
     if (img == NULL)
         return rk__fail(RK_ENOMEM, "no memory for a K2K link");
-    for (uint32_t i = 0; i < l->per * l->gb; i++)
-        rk_ring_init((rk_ring_ctrl *)(void *)(img + i * l->lane_bytes),
-            RK__K2K_CAPACITY, l->slot_size);
+    for (uint32_t i = 0; i < l->per * l->gb; i++) {
+        rk_ring_ctrl *c = (rk_ring_ctrl *)(void *)(img + i * l->lane_bytes);
+        rk_ring_init(c, RK__K2K_CAPACITY, l->slot_size);
+        c->flags = sys ? RK_RING_F_SYS : 0; /* sender on another GPU */
+    }
     rc = rk__cuda_enter(ordinal, &d);
     if (rc == RK_OK)
         rc = rk__cuda_check(d->cuStreamCreate(&s, RK__CU_STREAM_NON_BLOCKING),
@@ -146,10 +154,11 @@ link_init(rk__k2k_link *l, int ordinal)
     return rc;
 }
 
-/* The link from -> to (tag), made if new. links_lock held. */
+/* The link from -> to (tag; kernels on devices src and dst), made if new
+ * in dst's memory. links_lock held. */
 static int
 link_get(const char *from, const char *to, uint32_t tag, uint32_t ga,
-    uint32_t gb, uint32_t slot_size, int ordinal, rk__k2k_link **out)
+    uint32_t gb, uint32_t slot_size, int src, int dst, rk__k2k_link **out)
 {
     rk__k2k_link *l;
     int rc;
@@ -174,9 +183,10 @@ link_get(const char *from, const char *to, uint32_t tag, uint32_t ga,
     l->lane_bytes = sizeof(rk_ring_ctrl)
         + (((size_t)RK__K2K_CAPACITY * slot_size + 255u) & ~(size_t)255u);
     l->size = l->lane_bytes * l->per * gb;
-    rc = rk__mem_alloc(RK__MEM_DEVICE, ordinal, NULL, l->size, 256, &l->dev);
-    if (rc == RK_OK && (rc = link_init(l, ordinal)) != RK_OK)
-        rk__mem_release(RK__MEM_DEVICE, ordinal, NULL, l->dev, l->size);
+    l->ordinal = dst;
+    rc = rk__mem_alloc(RK__MEM_DEVICE, dst, NULL, l->size, 256, &l->dev);
+    if (rc == RK_OK && (rc = link_init(l, dst, src != dst)) != RK_OK)
+        rk__mem_release(RK__MEM_DEVICE, dst, NULL, l->dev, l->size);
     if (rc != RK_OK) {
         free(l);
         return rk__fail(rc, "device route '%s' -> '%s': %s", from, to,
@@ -223,8 +233,10 @@ wire_out(const char *from, const rk__backend_peer *p, uint32_t tag,
     uint32_t r, int ordinal, rk__dh *d, rk__k2k_link **out)
 {
     int rc = link_get(from, p->kernel_id, tag, d->cfg.nblocks,
-        grid_of(p->config), stride_of(p->config), ordinal, out);
+        grid_of(p->config), stride_of(p->config), ordinal,
+        rk__cu_ordinal(p->config), out);
 
+    (void)rk__cuda_enter(ordinal, NULL); /* if made on the target's */
     if (rc == RK_OK) {
         (*out)->sender_tab = d->route_tab + r;
         (*out)->sender_nroutes = d->cfg.nroutes;
@@ -282,7 +294,8 @@ rk__k2k_wire(
         const rk__backend_peer *p = k->in_peer[i];
         rk__k2k_link *l;
         rc = link_get(p->kernel_id, spec->kernel_id, k->in_tag[i],
-            grid_of(p->config), g, (uint32_t)d->cfg.slot_size, ordinal, &l);
+            grid_of(p->config), g, (uint32_t)d->cfg.slot_size,
+            rk__cu_ordinal(p->config), ordinal, &l);
         if (rc != RK_OK)
             break;
         k->in[i] = l;
@@ -332,7 +345,8 @@ rk__k2k_partners(rk__k2k *k, const struct rk__cuda_driver *drv,
         /* Each kernel once (A -> B and B -> A are one partner). */
         for (uint32_t j = 0; j < n && !seen; j++)
             seen = strcmp(peers[j]->kernel_id, p->kernel_id) == 0;
-        if (!seen)
+        /* Only kernels on this device share its SMs (peer.h). */
+        if (!seen && rk__cu_ordinal(p->config) == k->ordinal)
             peers[n++] = p;
     }
     k->npartners = 0;
@@ -441,22 +455,20 @@ link_drain(const rk__k2k_link *l, const rk__backend_io *io, int ordinal)
 
     if (io == NULL || (img = malloc(l->size)) == NULL)
         return;
-    {
-        if (d2h_sync(ordinal, img, l->dev, l->size) == RK_OK)
-            for (uint32_t i = 0; i < l->per * l->gb; i++) {
-                unsigned char *at = img + (size_t)i * l->lane_bytes;
-                rk_ring_ctrl *c = (rk_ring_ctrl *)(void *)at;
-                uint64_t head = rk_ring_load_relaxed(&c->head);
-                uint64_t tail = rk_ring_load_relaxed(&c->tail);
-                uint64_t pos = head & ~RK_K2K_CLOSED;
-                for (uint64_t left = rk_k2k_left(head, tail); left; left--) {
-                    unsigned char *f = at + sizeof(rk_ring_ctrl)
-                        + (pos++ % RK__K2K_CAPACITY) * l->slot_size;
-                    io->dead_letter(io->rt, RK_DEAD_TERMINATED, RK_ECLOSED,
-                        f, frame_len(f, l->slot_size));
-                }
+    if (d2h_sync(ordinal, img, l->dev, l->size) == RK_OK)
+        for (uint32_t i = 0; i < l->per * l->gb; i++) {
+            unsigned char *at = img + (size_t)i * l->lane_bytes;
+            rk_ring_ctrl *c = (rk_ring_ctrl *)(void *)at;
+            uint64_t head = rk_ring_load_relaxed(&c->head);
+            uint64_t tail = rk_ring_load_relaxed(&c->tail);
+            uint64_t pos = head & ~RK_K2K_CLOSED;
+            for (uint64_t left = rk_k2k_left(head, tail); left; left--) {
+                unsigned char *f = at + sizeof(rk_ring_ctrl)
+                    + (pos++ % RK__K2K_CAPACITY) * l->slot_size;
+                io->dead_letter(io->rt, RK_DEAD_TERMINATED, RK_ECLOSED,
+                    f, frame_len(f, l->slot_size));
             }
-    }
+        }
     free(img);
 }
 
@@ -470,8 +482,10 @@ link_put(rk__k2k_link *l, const rk__backend_io *io, int ordinal)
             *at = l->next;
             break;
         }
-    link_drain(l, io, ordinal);
-    rk__mem_release(RK__MEM_DEVICE, ordinal, NULL, l->dev, l->size);
+    link_drain(l, io, l->ordinal);
+    rk__mem_release(RK__MEM_DEVICE, l->ordinal, NULL, l->dev, l->size);
+    if (l->ordinal != ordinal)
+        (void)rk__cuda_enter(ordinal, NULL); /* the caller's again */
     free(l);
 }
 
