@@ -26,16 +26,16 @@ refused(rk__kernel *k, rk__inst *inst, int err, const char *op)
         err, "%s refused by kernel '%s': %s", op, k->id, k->refuse_detail);
 }
 
-static int
-admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len,
-    const char *op)
+/* admit's checks in full, for a send its fast path did not pass: err is
+ * the refusal rk_kernel_refuse set (RK_OK: none). Out of line, so that
+ * the sends that inline admit carry only its fast path. */
+static __attribute__((noinline)) int
+admit_checks(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id,
+    size_t len, const char *op, int err)
 {
     const rk_kernel_config *c = &k->def.config;
-    /* Acquire pairs with the release store in rk_kernel_refuse (the
-     * detail); the one branch the hot path pays for refusals. */
-    int err = atomic_load_explicit(&k->refuse_err, memory_order_acquire);
 
-    if (rk__unlikely(err != RK_OK))
+    if (err != RK_OK)
         return refused(k, inst, err, op);
     if (rk__likely(st == RK_KERNEL_ACTIVE)) {
         err = RK_OK;
@@ -73,6 +73,25 @@ admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len,
             op, k->id, len, c->max_payload);
     }
     return RK_OK;
+}
+
+/* RK_OK if k takes a send of type_id and len bytes in state st, else the
+ * refusal, counted and named (op: "send", "call", ...). The common case,
+ * an ACTIVE kernel that nothing refuses, is a few compares inline. */
+static inline int
+admit(rk__kernel *k, rk__inst *inst, uint32_t st, uint32_t type_id, size_t len,
+    const char *op)
+{
+    const rk_kernel_config *c = &k->def.config;
+    /* Acquire pairs with the release store in rk_kernel_refuse (the
+     * detail); the one branch the hot path pays for refusals. */
+    int err = atomic_load_explicit(&k->refuse_err, memory_order_acquire);
+
+    if (rk__likely(err == RK_OK && st == RK_KERNEL_ACTIVE
+            && (c->input_type == NULL || type_id == c->input_type->id)
+            && len <= c->max_payload))
+        return RK_OK;
+    return admit_checks(k, inst, st, type_id, len, op, err);
 }
 
 /* A send the queue refused because it is closed: the kernel ended after
