@@ -299,6 +299,9 @@ typedef struct rk_cluster_stats {
     uint64_t late_replies;     /**< replies that came after their
                                   rk_cluster_request gave up (timed out):
                                   dropped */
+    uint64_t proxy_wakeups;    /**< times an idle proxy woke to look at its
+                                  peer's state (100 ms after its queue ran
+                                  dry, then ever less often) */
 } rk_cluster_stats;
 
 /** Fills *out (caller-owned) with the cluster's counters. RK_EINVAL for NULL.

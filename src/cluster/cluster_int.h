@@ -344,7 +344,7 @@ struct rk_cluster {
         _Atomic uint64_t forwarded, sent_frames, sent_batches, received,
             delivered, rejected, dropped, replies_sent, replies_received,
             remote_errors, unreachable, credit_stalls, idle_sleeps,
-            late_replies;
+            late_replies, proxy_wakeups;
     } st, pst;
 };
 

@@ -344,6 +344,7 @@ rk_cluster_stats_get(const rk_cluster *cl, rk_cluster_stats *out)
     GET(credit_stalls);
     GET(idle_sleeps);
     GET(late_replies);
+    GET(proxy_wakeups);
 #undef GET
     for (int i = 0; i < CL_NWAIT; i++) {
         uint64_t sent = atomic_load_explicit(

@@ -89,6 +89,11 @@ proxy_flush(rk_ctx *ctx, cl_proxy *px, cl_buf *run, uint32_t n)
     rk__cl_buf_reset(run);
 }
 
+/* An idle proxy looks at its peer's state after this long, doubling up
+ * to PROXY_IDLE_MAX_NS while it stays idle (proxy_actor). */
+#define PROXY_IDLE_MIN_NS (100 * INT64_C(1000000))
+#define PROXY_IDLE_MAX_NS (3200 * INT64_C(1000000))
+
 /* A proxy takes what is queued for it (up to 256 messages or 16 KiB)
  * before handing it over under one lock, and waits only when it has
  * nothing left to hand over. */
@@ -100,10 +105,24 @@ proxy_actor(rk_ctx *ctx)
     cl_buf run = { 0 };
     uint32_t n = 0;
     bool failed = false;
+    int64_t idle_ns = PROXY_IDLE_MIN_NS;
     rk_msg_view m;
 
     for (;;) {
-        int rc = rk_ctx_recv(ctx, &m, n != 0 ? RK_NO_WAIT : 100 * 1000000);
+        bool waited = n == 0;
+        int rc = rk_ctx_recv(ctx, &m, waited ? idle_ns : RK_NO_WAIT);
+
+        /* A poke that found the queue full is caught by the first idle
+         * wait after the busy spell (PROXY_IDLE_MIN_NS); a proxy idle for
+         * longer than that looks at the peer's state ever less often (a
+         * wake-up costs a spin before it parks again). */
+        if (rc == RK_ETIMEDOUT && waited) {
+            STAT(cl, proxy_wakeups, 1);
+            idle_ns = idle_ns < PROXY_IDLE_MAX_NS / 2 ? idle_ns * 2
+                                                      : PROXY_IDLE_MAX_NS;
+        } else if (rc == RK_OK) {
+            idle_ns = PROXY_IDLE_MIN_NS;
+        }
 
         bool poke = rc == RK_OK && m.hdr->type_id == RK_CLUSTER_TYPE_INJECT
             && (m.hdr->flags & RK__CL_F_INJECT);

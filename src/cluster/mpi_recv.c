@@ -366,7 +366,10 @@ rk__cl_retry_held(rk_cluster *cl, int src)
     return did;
 }
 
-static void
+/* Takes in one batch from src. True if it carried anything but a
+ * heartbeat: frames, credits or a goodbye (a bare heartbeat is not
+ * traffic that the progress thread should poll on for). */
+static bool
 batch_in(rk_cluster *cl, int src, const uint8_t *buf, size_t len, uint64_t now)
 {
     cl_peer *p = &cl->peers[src];
@@ -376,13 +379,15 @@ batch_in(rk_cluster *cl, int src, const uint8_t *buf, size_t len, uint64_t now)
     int rc;
 
     if (rk__cl_batch_parse(buf, len, &b) != RK_OK)
-        return; /* not ours or corrupt: nothing in it can be trusted */
+        return false; /* not ours or corrupt: nothing in it can be trusted */
     p->last_heard = now;
     p->credits += b.credits;
     if (b.flags & RK__CL_B_BYE)
         p->bye_got = true;
     if (atomic_load(&p->state) != PEER_LIVE)
-        return;
+        return true;
+    if (b.nframes == 0 && b.credits == 0 && !(b.flags & RK__CL_B_BYE))
+        return false; /* a heartbeat: the link is alive, nothing else */
     while ((rc = rk__cl_frame_next(buf, len, &off, &f)) == RK_OK) {
         size_t start = off - rk__cl_frame_size(f.len);
         uint8_t *dst = NULL;
@@ -394,6 +399,7 @@ batch_in(rk_cluster *cl, int src, const uint8_t *buf, size_t len, uint64_t now)
             memcpy(dst, buf + start, len - start);
         break;
     }
+    return true;
 }
 
 /* Receives complete in the order they were posted, and a restarted
@@ -414,15 +420,15 @@ rk__cl_poll_recv(rk_cluster *cl, uint64_t now)
         CL_TR_SET(rk__cl_tr.seen);
         src = st.MPI_SOURCE;
         MPI_Get_count(&st, MPI_BYTE, &count);
-        if (src >= 0 && src < cl->size && src != cl->rank && count > 0)
-            batch_in(cl, src, cl->rbuf[i], (size_t)count, now);
+        if (src >= 0 && src < cl->size && src != cl->rank && count > 0
+            && batch_in(cl, src, cl->rbuf[i], (size_t)count, now))
+            did = true;
         MPI_Start(&cl->rreq[i]);
 #ifdef RK_CLUSTER_TRACE
         CL_TR_ADD(CL_TR_P_AFTER, rk__cl_tr.answered, rk__cl_tsc());
         rk__cl_tr.answered = 0;
 #endif
         cl->rnext = (cl->rnext + 1) % CL_NRECV;
-        did = true;
     }
     return did;
 }

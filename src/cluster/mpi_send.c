@@ -33,8 +33,8 @@ rk__cl_peer_down(rk_cluster *cl, int rank, int state)
      * fails the requests it forwarded that were not answered. In this
      * order a request is either refused or was admitted before and is
      * failed by its proxy. A proxy whose queue had no room for the poke
-     * is busy and looks at the state after each message (and every
-     * 100 ms when idle). */
+     * is busy and looks at the state after each message, and 100 ms
+     * after its queue ran dry (mpi_proxy.c, PROXY_IDLE_MIN_NS). */
     for (size_t i = 0; i < cl->n_proxies; i++) {
         rk_msg_header h;
         rk_kernel k;
@@ -123,10 +123,12 @@ rk__cl_flush(rk_cluster *cl, cl_peer *p, uint16_t flags, uint64_t now)
 {
     cl_sendbuf *b = sendbuf(cl, p);
     int rank = (int)(p - cl->peers);
+    bool beat;
     int mrc;
 
     if (b == NULL)
         return false;
+    beat = b->nframes == 0 && p->owed == 0 && flags == 0;
     rk__cl_batch_write(b->p, flags, b->nframes, p->owed);
     mrc = MPI_Isend(
         b->p, (int)b->len, MPI_BYTE, rank, CL_TAG, cl->comm, &b->req);
@@ -143,7 +145,11 @@ rk__cl_flush(rk_cluster *cl, cl_peer *p, uint16_t flags, uint64_t now)
             &p->unsent, b->ncredited, memory_order_release);
     p->owed = 0;
     p->last_sent = now;
-    rk__cl_sent_to(cl, rank, now);
+    /* A bare heartbeat neither pokes the peer nor counts as a send that
+     * finds it polling: the peer's progress thread hears it at the end of
+     * its nap, and the next real batch still pokes it. */
+    if (!beat)
+        rk__cl_sent_to(cl, rank, now);
     b->len = 0;
     b->nframes = 0;
     b->ncredited = 0;
@@ -223,10 +229,12 @@ rk__cl_pump(rk_cluster *cl, cl_peer *p, uint64_t now)
         uint64_t quiet = rk__cl_ns_since(p->last_sent, now);
         bool go = b->nframes != 0
             && (!more || quiet >= (uint64_t)cl->cfg.batch_window_ns);
+        bool beat = b->nframes == 0 && p->owed == 0;
 
-        if (go || p->owed >= p->window / 2 || (p->owed != 0 && !did)
-            || quiet >= (uint64_t)cl->cfg.heartbeat_ns / 4)
-            did |= rk__cl_flush(cl, p, 0, now);
+        if ((go || p->owed >= p->window / 2 || (p->owed != 0 && !did)
+                || quiet >= (uint64_t)cl->cfg.heartbeat_ns / 4)
+            && rk__cl_flush(cl, p, 0, now) && !beat)
+            did = true; /* a heartbeat alone is not work to poll on for */
     }
     return did;
 }

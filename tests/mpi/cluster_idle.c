@@ -15,8 +15,18 @@
  *     from about 2.1 s to 4.2 s), so only a wake-up, a poke from the
  *     peer or the local producer's, gets the answers back in time.
  *
- * Every rank runs the same cmocka test; a failed assertion fails that
- * rank, and mpirun's exit status fails the ctest entry.
+ *   - an idle proxy (a remote kernel's stand-in here) looks at its
+ *     peer's state 100 ms after its queue ran dry and then ever less
+ *     often (proxy_wakeups), not every 100 ms;
+ *   - test_idle_beats: with heartbeats every 200 ms, a bare heartbeat
+ *     neither pokes the peer nor sets either progress thread polling:
+ *     the wake-ups stay within the same nap bound (each heartbeat used
+ *     to restart the naps from 2 us after a millisecond of polling).
+ *
+ * Every rank runs the same cmocka tests; a failed assertion fails that
+ * rank, and mpirun's exit status fails the ctest entry. The test
+ * initialises MPI itself, so that each test joins and leaves a cluster
+ * of its own.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -120,58 +130,78 @@ ask_all(rk_runtime *rt, int n, int round, int64_t timeout)
     }
 }
 
+/* Silence: the progress thread's wake-ups (naps double from 2 us up to
+ * park: reaching it takes log2(park / 2 us) + 1 naps, and IDLE_S / park
+ * more at most follow; twice that allows for the ramp after the last
+ * traffic and a stray wake-up; a thread that napped 1 ms at most would
+ * wake IDLE_S * 1000 times) and the idle proxies' (100 ms, 200 ms, ...:
+ * log2(IDLE_S / 100 ms) + 1 each, with the same slack; every 100 ms
+ * would be IDLE_S * 10). */
 static void
-test_idle(void **state)
+silence(rk_cluster *cl, int n, int64_t park)
 {
-    rk_runtime *rt;
-    rk_runtime_config rc = { .no_static_kernels = true };
-    rk_cluster_export ex[] = { { .id = "echo" }, { .id = "tally" } };
-    /* No heartbeat within the test (every 30 s): the only traffic is the
-     * test's. */
-    rk_cluster_config cc = { .exports = ex,
-        .n_exports = 2,
-        .leave_timeout_ns = 60 * SEC,
-        .heartbeat_ns = 120 * SEC,
-        .idle_park_ns = PARK_NS };
-    rk_cluster *cl;
     rk_cluster_stats s0, s1;
     struct timespec idle = { IDLE_S, 0 };
-    uint64_t naps, bound;
-    int n;
+    uint64_t naps, bound, woke, wbound;
 
-    (void)state;
-    {
-        const char *r = getenv("OMPI_COMM_WORLD_RANK");
-        my_rank = r != NULL ? atoi(r) : 0;
-    }
-    assert_int_equal(rk_runtime_create(&rt, &rc), RK_OK);
-    start(rt, "echo", echo_h, true);
-    start(rt, "tally", tally_h, false);
-    assert_int_equal(rk_cluster_mpi(rt, NULL, &cc, &cl), RK_OK);
-    n = rk_cluster_size(cl);
-    assert_true(n <= MAXR);
-
-    /* Warm: every rank asks every peer once. */
-    ask_all(rt, n, 1, 30 * SEC);
-    MPI_Barrier(MPI_COMM_WORLD);
-
-    /* Silence: count the progress thread's wake-ups. Naps double from
-     * 2 us up to PARK_NS: reaching it takes log2(PARK_NS / 2 us) + 1
-     * naps, and IDLE_S / PARK_NS more at most follow; twice that allows
-     * for the ramp after the warm-up's last traffic and a stray wake-up.
-     * A thread that napped 1 ms at most would wake IDLE_S * 1000
-     * times. */
     assert_int_equal(rk_cluster_stats_get(cl, &s0), RK_OK);
     nanosleep(&idle, NULL); /* the silence measured, not a wait for others */
     assert_int_equal(rk_cluster_stats_get(cl, &s1), RK_OK);
     naps = s1.idle_sleeps - s0.idle_sleeps;
-    bound = 2 * ((uint64_t)ceil(log2((double)PARK_NS / 2000.0)) + 1
-                    + (uint64_t)(IDLE_S * SEC / PARK_NS));
-    if (naps > bound)
-        fprintf(stderr, "rank %d: %llu wake-ups in %d s of silence (bound %llu)\n",
-            my_rank, (unsigned long long)naps, IDLE_S,
-            (unsigned long long)bound);
+    bound = 2 * ((uint64_t)ceil(log2((double)park / 2000.0)) + 1
+                    + (uint64_t)(IDLE_S * SEC / park));
+    woke = s1.proxy_wakeups - s0.proxy_wakeups;
+    /* A proxy for each of every peer's two exports. */
+    wbound = 2 * (uint64_t)(n - 1) * 2
+        * ((uint64_t)ceil(log2(IDLE_S * 10.0)) + 1);
+    if (naps > bound || woke > wbound)
+        fprintf(stderr,
+            "rank %d: %llu wake-ups (bound %llu), proxies %llu (bound %llu) "
+            "in %d s of silence\n",
+            my_rank, (unsigned long long)naps, (unsigned long long)bound,
+            (unsigned long long)woke, (unsigned long long)wbound, IDLE_S);
     assert_true(naps <= bound);
+    assert_true(woke <= wbound);
+}
+
+/* Joins rt to a cluster exporting echo and tally, asks every peer once. */
+static rk_cluster *
+join_warm(rk_runtime **rt, int64_t heartbeat_ns, int64_t park_ns, int *n)
+{
+    rk_runtime_config rc = { .no_static_kernels = true };
+    static rk_cluster_export ex[] = { { .id = "echo" }, { .id = "tally" } };
+    rk_cluster_config cc = { .exports = ex,
+        .n_exports = 2,
+        .leave_timeout_ns = 60 * SEC,
+        .heartbeat_ns = heartbeat_ns,
+        .idle_park_ns = park_ns };
+    rk_cluster *cl;
+
+    for (int r = 0; r < MAXR; r++)
+        atomic_store(&tally_n[r], 0);
+    assert_int_equal(rk_runtime_create(rt, &rc), RK_OK);
+    start(*rt, "echo", echo_h, true);
+    start(*rt, "tally", tally_h, false);
+    assert_int_equal(rk_cluster_mpi(*rt, NULL, &cc, &cl), RK_OK);
+    *n = rk_cluster_size(cl);
+    assert_true(*n <= MAXR);
+    ask_all(*rt, *n, 1, 30 * SEC);
+    MPI_Barrier(MPI_COMM_WORLD);
+    return cl;
+}
+
+static void
+test_idle(void **state)
+{
+    rk_runtime *rt;
+    rk_cluster *cl;
+    int n;
+
+    (void)state;
+    /* No heartbeat within the test (every 30 s): the only traffic is the
+     * test's. */
+    cl = join_warm(&rt, 120 * SEC, PARK_NS, &n);
+    silence(cl, n, PARK_NS);
 
     /* The first messages after it: rank 0 asks, the others stay idle. */
     if (my_rank == 0)
@@ -181,10 +211,41 @@ test_idle(void **state)
     rk_runtime_destroy(rt);
 }
 
+/* Heartbeats every BEAT_NS / 4: naps park at BEAT_NS / 8 (the cap the
+ * join sets), and the beats themselves add no wake-up. */
+#define BEAT_NS (800 * INT64_C(1000000))
+
+static void
+test_idle_beats(void **state)
+{
+    rk_runtime *rt;
+    rk_cluster *cl;
+    int n;
+
+    (void)state;
+    cl = join_warm(&rt, BEAT_NS, BEAT_NS / 8, &n);
+    silence(cl, n, BEAT_NS / 8);
+    if (my_rank == 0)
+        ask_all(rt, n, 2, 30 * SEC);
+    MPI_Barrier(MPI_COMM_WORLD);
+    assert_int_equal(rk_cluster_leave(cl), RK_OK);
+    rk_runtime_destroy(rt);
+}
+
 int
 main(void)
 {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_idle) };
+    const struct CMUnitTest tests[] = { cmocka_unit_test(test_idle),
+        cmocka_unit_test(test_idle_beats) };
+    int level = 0, rc;
 
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    {
+        const char *r = getenv("OMPI_COMM_WORLD_RANK");
+        my_rank = r != NULL ? atoi(r) : 0;
+    }
+    /* Ours: each test's cluster joins and leaves without finalising. */
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &level);
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    MPI_Finalize();
+    return rc;
 }
