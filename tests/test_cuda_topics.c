@@ -270,21 +270,6 @@ test_policy_block(void **state)
  * release or read-modify-write anywhere in it (the fan-out reads only the
  * block's own state and the lanes; wiring is looked at elsewhere,
  * rk_dev__topics_poll). */
-/* Lines of ptx that hold s anywhere. */
-static int
-lines_with(const char *ptx, const char *s)
-{
-    int n = 0;
-    for (const char *l = ptx; l != NULL && *l != '\0';) {
-        const char *e = strchr(l, '\n');
-        const char *hit = strstr(l, s);
-        if (hit != NULL && (e == NULL || hit < e))
-            n++;
-        l = e != NULL ? e + 1 : NULL;
-    }
-    return n;
-}
-
 static void
 test_fan_ptx(void **state)
 {
@@ -314,7 +299,7 @@ test_fan_ptx(void **state)
      * flag at attach: that pair is the only system-scope access. */
     assert_int_equal(cuda_count_op(ptx, "ld.acquire.sys")
             + cuda_count_op(ptx, "st.release.sys"),
-        lines_with(ptx, ".sys"));
+        cuda_count_lines_with(ptx, ".sys"));
     cuda_assert_no_ops(ptx, (const char *const[]) { CUDA_NO_SYS_FENCE,
                                  "ld.relaxed.sys", "st.relaxed.sys", NULL });
     free(ptx);

@@ -100,6 +100,22 @@ cuda_slurp(const char *rel)
     return cuda_slurp_path(path);
 }
 
+/* Lines of ptx that contain s anywhere (".sys": every system-scope
+ * access or fence, whatever its opcode). */
+static inline int
+cuda_count_lines_with(const char *ptx, const char *s)
+{
+    int n = 0;
+    for (const char *l = ptx; l != NULL && *l != '\0';) {
+        const char *e = strchr(l, '\n');
+        size_t len = e != NULL ? (size_t)(e - l) : strlen(l);
+        if (memmem(l, len, s, strlen(s)) != NULL)
+            n++;
+        l = e != NULL ? e + 1 : NULL;
+    }
+    return n;
+}
+
 /* Counts PTX instructions starting with op (after an optional predicate),
  * so "ld.shared" never counts as "red.". */
 static inline int
