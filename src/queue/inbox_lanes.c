@@ -316,7 +316,7 @@ lane_room(void *arg)
  * Several senders give the role up while they wait, so that the others
  * (and their timeouts) are not held up; a single producer keeps it.
  */
-static int
+static inline int
 lane_full(lanes *q, uint32_t b, int64_t timeout_ns, bool uncounted,
     uint64_t *deadline)
 {
