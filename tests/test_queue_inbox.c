@@ -159,6 +159,95 @@ test_drop_oldest_spares_held(void **state)
 }
 
 /* Bands: each take is a run from the highest non-empty band. */
+/* DROP_OLDEST under load, through the inbox's single send (its own
+ * short path, rk__mqueue_send_frame, and the eviction it does in one go,
+ * evict_claim): three senders evict from a small queue while the kernel
+ * takes batches in place and holds them a while. Every message is either
+ * taken exactly once or counted evicted (dropped too), each sender's
+ * messages come out in order, and a held batch never changes under the
+ * kernel (no sender evicts or overwrites a held slot). */
+enum { DO_SENDERS = 3, DO_EACH = 20000, DO_CAP = 8, DO_HOLD = 4 };
+
+typedef struct do_sender {
+    rk__inbox *q;
+    uint32_t id;
+    _Atomic int bad;
+} do_sender;
+
+static void *
+do_send(void *arg)
+{
+    do_sender *s = arg;
+
+    for (uint32_t i = 0; i < DO_EACH; i++)
+        if (send_u64(s->q, (uint64_t)s->id << 32 | i, 128, RK_WAIT_FOREVER)
+            != RK_OK)
+            atomic_store_explicit(&s->bad, 1, memory_order_relaxed);
+    return NULL;
+}
+
+static void
+test_drop_oldest_many_senders(void **state)
+{
+    rk_mqueue_config c = cfg_of(DO_CAP, RK_BP_DROP_OLDEST, false, false);
+    do_sender s[DO_SENDERS];
+    pthread_t t[DO_SENDERS];
+    uint64_t next[DO_SENDERS] = { 0 }, got = 0, seen[DO_HOLD];
+    rk__ec wake;
+    rk__inbox *q;
+    rk__inbox_batch b;
+    rk_queue_stats st;
+    bool running = true;
+
+    (void)state;
+    rk__ec_init(&wake);
+    assert_int_equal(rk__inbox_create(&q, &c, DO_HOLD, &wake, NULL), RK_OK);
+    for (uint32_t i = 0; i < DO_SENDERS; i++) {
+        s[i].q = q;
+        s[i].id = i;
+        atomic_init(&s[i].bad, 0);
+        assert_int_equal(pthread_create(&t[i], NULL, do_send, &s[i]), 0);
+    }
+    while (running) {
+        /* Senders done? Then drain what is left and stop. */
+        rk__inbox_stats(q, &st);
+        running = st.enqueued < (uint64_t)DO_SENDERS * DO_EACH;
+        while (rk__inbox_take(q, DO_HOLD, &b) == RK_OK) {
+            for (size_t i = 0; i < b.n; i++) {
+                uint64_t v = frame_u64(&b, i);
+                uint32_t id = (uint32_t)(v >> 32), seq = (uint32_t)v;
+                assert_true(id < DO_SENDERS);
+                assert_true(seq >= next[id]); /* in order, never twice */
+                next[id] = seq + 1;
+                seen[i] = v;
+            }
+            got += b.n;
+            /* Hold it while the senders evict around it. */
+            for (int spin = 0; spin < 200; spin++)
+                rk__cpu_relax();
+            for (size_t i = 0; i < b.n; i++)
+                assert_int_equal(frame_u64(&b, i), seen[i]);
+            rk__inbox_release(q, b.n);
+        }
+    }
+    for (uint32_t i = 0; i < DO_SENDERS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(atomic_load(&s[i].bad), 0);
+    }
+    while (rk__inbox_take(q, DO_HOLD, &b) == RK_OK) {
+        got += b.n;
+        rk__inbox_release(q, b.n);
+    }
+    rk__inbox_stats(q, &st);
+    assert_int_equal(st.enqueued, (uint64_t)DO_SENDERS * DO_EACH);
+    assert_int_equal(st.rejected, 0);
+    assert_int_equal(st.dequeued, got);
+    assert_int_equal(st.evicted + got, st.enqueued);
+    assert_int_equal(st.dropped, st.evicted);
+    assert_int_equal(st.depth, 0);
+    rk__inbox_destroy(q);
+}
+
 static void
 test_bands_order(void **state)
 {
@@ -496,6 +585,7 @@ main(void)
         cmocka_unit_test(test_in_place_fifo),
         cmocka_unit_test(test_held_slots_outside_capacity),
         cmocka_unit_test(test_drop_oldest_spares_held),
+        cmocka_unit_test(test_drop_oldest_many_senders),
         cmocka_unit_test(test_bands_order),
         cmocka_unit_test(test_send_many),
         cmocka_unit_test(test_enqueue_and_close_wake_the_kernel),

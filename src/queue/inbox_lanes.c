@@ -163,7 +163,7 @@ lanes_destroy(void *arg)
 static inline uint32_t
 band_of(const lanes *q, uint8_t priority)
 {
-    return q->nlanes == 1 ? 0 : (uint32_t)rk_priority_band(priority);
+    return q->nlanes == 1 ? 0 : (uint32_t)rk__priority_band(priority);
 }
 
 /*
@@ -316,7 +316,7 @@ lane_room(void *arg)
  * Several senders give the role up while they wait, so that the others
  * (and their timeouts) are not held up; a single producer keeps it.
  */
-static int
+static inline int
 lane_full(lanes *q, uint32_t b, int64_t timeout_ns, bool uncounted,
     uint64_t *deadline)
 {
@@ -351,33 +351,44 @@ lane_full(lanes *q, uint32_t b, int64_t timeout_ns, bool uncounted,
     return RK_OK;
 }
 
-/* One frame into lane b (the caller holds the role). */
-static int
-lane_send_locked(lanes *q, uint32_t b, const void *hdr, size_t hlen,
-    const void *payload, size_t len, int64_t timeout_ns, bool uncounted)
+/* Lane b is closed or full (the caller holds the role): waits for room
+ * or applies the policy. RK_OK: a slot is free now; else the result for
+ * the message. Out of line, so that the straight path of a send into
+ * room (lane_send_locked) keeps its registers and a small frame. */
+static __attribute__((noinline, cold)) int
+lane_no_room(lanes *q, uint32_t b, int64_t timeout_ns, bool uncounted)
 {
-    rk_spsc *l = q->lanes[b];
-    unsigned char *slot;
     uint64_t deadline = 0;
     int rc;
 
     for (;;) {
         if (is_closed(q))
             return RK_ECLOSED;
-        if (lane_space(q, b, 1) != 0) {
-            slot = rk_ring_slot(&l->prod, l->prod.pos);
-            break;
-        }
+        if (lane_space(q, b, 1) != 0)
+            return RK_OK;
         if ((rc = lane_full(q, b, timeout_ns, uncounted, &deadline)) != RK_OK)
             return rc;
     }
+}
+
+/* One frame into lane b (the caller holds the role). */
+static inline int
+lane_send_locked(lanes *q, uint32_t b, const void *hdr, size_t hlen,
+    const void *payload, size_t len, int64_t timeout_ns, bool uncounted)
+{
+    rk_spsc *l = q->lanes[b];
+    int rc;
+
+    if (rk__unlikely(is_closed(q) || lane_space(q, b, 1) == 0)
+        && (rc = lane_no_room(q, b, timeout_ns, uncounted)) != RK_OK)
+        return rc;
     /* The frame and its ready flag (queue/slotflag.h), then tail. */
     RK_ASSERT(hlen == RK_MSG_HEADER_SIZE);
     (void)hlen; /* the envelope is always 64 bytes */
     /* Counted before it is published (the flag), so dequeued never
      * passes it. */
     bump(&q->enqueued, 1);
-    rk__slot_write(slot, hdr, payload, len);
+    rk__slot_write(rk_ring_slot(&l->prod, l->prod.pos), hdr, payload, len);
     rk_spsc_commit(l);
     return RK_OK;
 }

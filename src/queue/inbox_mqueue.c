@@ -55,9 +55,12 @@ mq_send(void *arg, const void *hdr, size_t hlen, const void *payload,
     size_t len, uint8_t priority, int64_t timeout_ns, bool uncounted)
 {
     mq_inbox *q = arg;
-    struct rk_iov iov[2] = { { hdr, hlen }, { payload, len } };
 
     (void)uncounted; /* DROP_OLDEST never refuses for room */
+    if (rk__likely(hlen == RK__MQ_FRAME_HDR)) /* always, from the runtime */
+        return rk__mqueue_send_frame(
+            q->mq, hdr, payload, len, priority, timeout_ns);
+    struct rk_iov iov[2] = { { hdr, hlen }, { payload, len } };
     return rk_mqueue_sendv(q->mq, iov, 2, priority, timeout_ns);
 }
 

@@ -65,13 +65,7 @@ struct rk_mqueue {
 rk_band
 rk_priority_band(uint8_t priority)
 {
-    if (priority >= 224)
-        return RK_BAND_SYSTEM;
-    if (priority >= 160)
-        return RK_BAND_HIGH;
-    if (priority >= 64)
-        return RK_BAND_NORMAL;
-    return RK_BAND_LOW;
+    return rk__priority_band(priority);
 }
 
 /* ---------------------------------------------------------------- parking */
@@ -278,7 +272,7 @@ rk_mqueue_destroy(rk_mqueue *q)
  * the ordering of the head load that produced it to the senders that use
  * it.
  */
-static uint32_t
+static inline uint32_t
 mq_claim(rk_mqueue *q, rk__vring *r, uint32_t want, uint64_t *first)
 {
     uint64_t p = atomic_load_explicit(&r->tail, memory_order_relaxed);
@@ -341,6 +335,12 @@ mq_claim(rk_mqueue *q, rk__vring *r, uint32_t want, uint64_t *first)
 
 /* ---------------------------------------------------------------- send */
 
+static rk__vring *
+band_of(rk_mqueue *q, uint8_t priority)
+{
+    return &q->bands[q->nbands == 1 ? 0 : rk__priority_band(priority)];
+}
+
 /*
  * What one send call delivers: n messages (one for send/sendv) into one
  * band. Message i is the iov gather (iov != NULL, n == 1) or lens[i] bytes
@@ -366,18 +366,20 @@ typedef struct send_ctx {
     uint64_t deadline; /* 0 until needed */
 } send_ctx;
 
-/* Evicts the oldest message of r (DROP_OLDEST). False if r had nothing
- * ready to evict (a concurrent receive or eviction made room, or the head
- * slot's sender is still writing it). */
-static bool
-evict_oldest(rk_mqueue *q, rk__vring *r)
+/* Evicts the oldest message of r (DROP_OLDEST), that of *pos, and counts
+ * it. False if r had nothing ready to evict (a concurrent receive or
+ * eviction made room, or the head slot's sender is still writing it). */
+static inline bool
+evict_oldest(rk_mqueue *q, rk__vring *r, uint64_t *pos)
 {
-    uint64_t pos;
-    if (!rk__vring_take_mc(r, &pos))
+    rk__vslot *s = rk__vring_take_mc(r, pos);
+    if (s == NULL)
         return false;
-    rk__vring_free(r, pos);
+    rk__vslot_free(r, s, *pos);
+    /* One counter: an eviction is a drop, and rk_mqueue_stats reports
+     * dropped as dropped + evicted (dropped itself counts DROP_NEW's
+     * refusals only), so each eviction costs one RMW, not two. */
     atomic_fetch_add_explicit(&q->evicted, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&q->dropped, 1, memory_order_relaxed);
     return true;
 }
 
@@ -424,7 +426,8 @@ claim_evicting(rk_mqueue *q, send_ctx *c, uint64_t *pos)
 {
     rk__vring *r = c->band;
     for (uint32_t round = 0;; round++) {
-        if (!eviction_helps(q, r) || !evict_oldest(q, r)) {
+        uint64_t e;
+        if (!eviction_helps(q, r) || !evict_oldest(q, r, &e)) {
             if (round < MQ_EVICT_SPIN) {
                 rk__cpu_relax();
             } else {
@@ -441,6 +444,54 @@ claim_evicting(rk_mqueue *q, send_ctx *c, uint64_t *pos)
         if (mq_claim(q, r, 1, pos) == 1)
             return RK_OK;
     }
+}
+
+/*
+ * Full under DROP_OLDEST (rk__mqueue_send_frame): evicts the oldest
+ * message and claims the tail position p in one go; returns p's slot, or
+ * NULL when nothing was evictable, or eviction would not free the tail's
+ * slot, or another sender claimed p meanwhile (the caller then takes the
+ * general path, whose claim_evicting goes on from there). An eviction
+ * made is counted either way.
+ *
+ * On a limited queue the tail's slot is checked first, as eviction_helps
+ * does: its sequence (acquire, pairs with rk__vring_free) says the
+ * receiver gave it back, so evicting frees room we can use and not a
+ * message we cannot replace. On an unlimited one the tail's slot is the
+ * head's, so it is checked after the eviction. The eviction's CAS moved
+ * the head to e + 1, a lower bound of the head from then on (it only
+ * grows), so the admission test p < head + capacity is made against
+ * e + 1, without reading the head again or storing the hint: a lower
+ * bound can only refuse, never admit too much. The CAS of the tail from
+ * p then proves nobody else claimed p.
+ */
+static rk__vslot *
+evict_claim(rk_mqueue *q, rk__vring *r, uint64_t *pos)
+{
+    uint64_t e, p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    rk__vslot *s = rk__vring_slot(r, p);
+    /* Acquire pairs with rk__vring_free (see above). */
+    if (q->limited
+        && atomic_load_explicit(&s->seq, memory_order_acquire) != p)
+        return NULL;
+    if (!evict_oldest(q, r, &e)) /* counted there */
+        return NULL;
+    /* p below e + 1: the tail we read is stale (its CAS would fail). */
+    if ((int64_t)(p - (e + 1)) < 0 || p - (e + 1) >= q->capacity)
+        return NULL;
+    /* Acquire pairs with rk__vring_free, as above. */
+    if (!q->limited
+        && atomic_load_explicit(&s->seq, memory_order_acquire) != p)
+        return NULL;
+    if (q->sp) {
+        atomic_store_explicit(&r->tail, p + 1, memory_order_relaxed);
+    } else if (!atomic_compare_exchange_strong_explicit(&r->tail, &p, p + 1,
+                   memory_order_relaxed, memory_order_relaxed)) {
+        /* Relaxed: arbitration between senders only. */
+        return NULL;
+    }
+    *pos = p;
+    return s;
 }
 
 /* Copies message i of c into dst; returns its length. */
@@ -519,6 +570,56 @@ send_attempt(rk_mqueue *q, void *arg)
     return RK_OK;
 }
 
+/*
+ * The DROP_OLDEST inbox's single send (mqueue_int.h): a 64-byte envelope
+ * and its payload, the common cases in one straight line. It does what
+ * send_run does for one message, in the same order (claim, copy, count,
+ * publish, notify), without the batch machinery: no send_ctx, no iov
+ * loop, no second call for the claim. Full under DROP_OLDEST, it evicts
+ * the oldest message once (evict_oldest, counted there) and claims again,
+ * as claim_evicting's first round does. Anything else (closed, a band
+ * that stays full, another policy that refuses, a message too large) goes
+ * to rk_mqueue_sendv, which takes it from the top: claim_evicting's loop
+ * then evicts again if needed, so a message never goes in without its
+ * eviction counted and never evicts more than the room it needs.
+ */
+int
+rk__mqueue_send_frame(rk_mqueue *q, const void *hdr, const void *payload,
+    size_t len, uint8_t priority, int64_t timeout_ns)
+{
+    rk__vring *r = band_of(q, priority);
+    rk__vslot *s = NULL;
+    uint64_t pos;
+
+    /* Acquire pairs with the seq_cst store in rk_mqueue_close. */
+    if (rk__likely(len <= q->slot_size
+            && len + RK__MQ_FRAME_HDR <= q->slot_size
+            && !atomic_load_explicit(&q->closed, memory_order_acquire))) {
+        if (mq_claim(q, r, 1, &pos) == 1)
+            s = rk__vring_slot(r, pos);
+        else if (q->bp == RK_BP_DROP_OLDEST)
+            s = evict_claim(q, r, &pos);
+    }
+    if (rk__likely(s != NULL)) {
+        unsigned char *d = rk__vslot_data(s);
+        memcpy(d, hdr, RK__MQ_FRAME_HDR);
+        if (len != 0)
+            memcpy(d + RK__MQ_FRAME_HDR, payload, len);
+        atomic_store_explicit(
+            &s->len, (uint32_t)(RK__MQ_FRAME_HDR + len), memory_order_relaxed);
+        /* Counted before it is published, as in send_attempt. */
+        uint64_t total = count_add(&q->enqueued, 1, q->sp);
+        /* Release pairs with the receiver's acquire of seq, as in
+         * rk__vring_publish (the slot is at hand). */
+        atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+        note_depth(q, total);
+        rk__ec_notify(q->ne); /* after the publication, as ec.h requires */
+        return RK_OK;
+    }
+    struct rk_iov iov[2] = { { hdr, RK__MQ_FRAME_HDR }, { payload, len } };
+    return rk_mqueue_sendv(q, iov, 2, priority, timeout_ns);
+}
+
 /* The timeout left for the next wait of a BLOCK batch. */
 static int64_t
 send_time_left(send_ctx *c)
@@ -558,12 +659,6 @@ send_run(rk_mqueue *q, send_ctx *c)
     }
     atomic_fetch_add_explicit(&q->rejected, refused, memory_order_relaxed);
     return q->bp == RK_BP_REJECT ? RK_EREJECTED : rc;
-}
-
-static rk__vring *
-band_of(rk_mqueue *q, uint8_t priority)
-{
-    return &q->bands[q->nbands == 1 ? 0 : rk_priority_band(priority)];
 }
 
 /* The batch sends' common part: sends the n messages c describes into the
@@ -927,7 +1022,9 @@ rk_mqueue_stats(const rk_mqueue *q, rk_queue_stats *out)
      * before enqueued keeps depth from going negative in practice. */
     out->dequeued = atomic_load_explicit(&q->dequeued, memory_order_relaxed);
     out->evicted = atomic_load_explicit(&q->evicted, memory_order_relaxed);
-    out->dropped = atomic_load_explicit(&q->dropped, memory_order_relaxed);
+    /* Evictions are drops too (evict_oldest counts them once). */
+    out->dropped = atomic_load_explicit(&q->dropped, memory_order_relaxed)
+        + out->evicted;
     out->rejected = atomic_load_explicit(&q->rejected, memory_order_relaxed);
     out->enqueued = atomic_load_explicit(&q->enqueued, memory_order_relaxed);
     out->high_water

@@ -33,6 +33,16 @@
 int rk__mqueue_create_held(rk_mqueue **out, const rk_mqueue_config *cfg,
     uint32_t hold, rk__ec *notempty);
 
+/*
+ * One message of a 64-byte header (a runtime envelope) and len payload
+ * bytes, gathered into one slot: rk_mqueue_sendv of those two pieces
+ * (same results, same books), with the common cases (room, or room after
+ * one eviction under DROP_OLDEST) on a short path of its own.
+ */
+#define RK__MQ_FRAME_HDR 64u
+int rk__mqueue_send_frame(rk_mqueue *q, const void *hdr, const void *payload,
+    size_t len, uint8_t priority, int64_t timeout_ns);
+
 /* Writes messages first .. first + k - 1 at dst, dst + stride, ... (one
  * contiguous run of slots; each slot has slot_size bytes). */
 typedef void (*rk__mqueue_fill)(

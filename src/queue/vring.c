@@ -273,7 +273,8 @@ vq_try_dequeue(vqueue *v, void *elem, bool mc, const char *what)
     if (v == NULL || elem == NULL)
         return v == NULL ? RK_EINVAL
                          : rk__fail(RK_EINVAL, "%s: NULL element", what);
-    if (!(mc ? rk__vring_take_mc(&v->r, &p) : rk__vring_take_sc(&v->r, &p)))
+    if (!(mc ? rk__vring_take_mc(&v->r, &p) != NULL
+             : rk__vring_take_sc(&v->r, &p)))
         return RK_EEMPTY;
     memcpy(elem, rk__vslot_data(rk__vring_slot(&v->r, p)), v->r.slot_size);
     rk__vring_free(&v->r, p);

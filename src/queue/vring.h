@@ -22,8 +22,23 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "ringkernel/queue.h"
 
 /* Slot header; the payload follows at offset RK__VSLOT_HDR. */
+/* The band of a priority (rk_priority_band, inline for the send paths:
+ * the inbox's lanes pick one per message). */
+static inline rk_band
+rk__priority_band(uint8_t priority)
+{
+    if (priority >= 224)
+        return RK_BAND_SYSTEM;
+    if (priority >= 160)
+        return RK_BAND_HIGH;
+    if (priority >= 64)
+        return RK_BAND_NORMAL;
+    return RK_BAND_LOW;
+}
+
 typedef struct rk__vslot {
     _Atomic uint64_t seq;
     /* Message length (rk_mqueue). Atomic because an evicting producer or a
@@ -198,8 +213,10 @@ rk__vring_take_sc(rk__vring *r, uint64_t *pos)
     return true;
 }
 
-/* Consumer claim with several consumers or evicting producers. */
-static inline bool
+/* Consumer claim with several consumers or evicting producers: the
+ * slot of *pos (the caller reads it, then calls rk__vslot_free), or NULL
+ * when there is nothing to take. */
+static inline rk__vslot *
 rk__vring_take_mc(rk__vring *r, uint64_t *pos)
 {
     uint64_t p = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -213,25 +230,31 @@ rk__vring_take_mc(rk__vring *r, uint64_t *pos)
             if (atomic_compare_exchange_weak_explicit(&r->head, &p, p + 1,
                     memory_order_relaxed, memory_order_relaxed)) {
                 *pos = p;
-                return true;
+                return s;
             }
         } else if (diff < 0) {
-            return false; /* empty (or its producer is still writing) */
+            return NULL; /* empty (or its producer is still writing) */
         } else {
             p = atomic_load_explicit(&r->head, memory_order_relaxed);
         }
     }
 }
 
-/* Consumer: done with the slot of pos; hand it to the producer of
+/* Consumer: done with slot s, that of pos; hand it to the producer of
  * pos + cap. */
 static inline void
-rk__vring_free(rk__vring *r, uint64_t pos)
+rk__vslot_free(const rk__vring *r, rk__vslot *s, uint64_t pos)
 {
     /* Release pairs with the producer's acquire in rk__vring_claim_*: our
      * reads of the payload happen before it is overwritten. */
-    atomic_store_explicit(
-        &rk__vring_slot(r, pos)->seq, pos + r->mask + 1, memory_order_release);
+    atomic_store_explicit(&s->seq, pos + r->mask + 1, memory_order_release);
+}
+
+/* Consumer: done with the slot of pos (rk__vslot_free). */
+static inline void
+rk__vring_free(rk__vring *r, uint64_t pos)
+{
+    rk__vslot_free(r, rk__vring_slot(r, pos), pos);
 }
 
 /* Whether the slot at the consumer's head holds a message (a cheap
