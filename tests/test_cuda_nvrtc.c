@@ -166,21 +166,6 @@ test_gpu_scope_ptx(void **state)
     free(ptx);
 }
 
-/* Lines of ptx that contain s. */
-static int
-count_lines_with(const char *ptx, const char *s)
-{
-    int n = 0;
-    for (const char *l = ptx; l != NULL && *l != '\0';) {
-        const char *e = strchr(l, '\n');
-        size_t len = e != NULL ? (size_t)(e - l) : strlen(l);
-        if (memmem(l, len, s, strlen(s)) != NULL)
-            n++;
-        l = e != NULL ? e + 1 : NULL;
-    }
-    return n;
-}
-
 /* The K2K path (dev_k2k.h: both attaches, room, publish, receive, hand
  * back, close) on device-memory lanes is GPU scope: ld.acquire.gpu /
  * st.release.gpu. A lane between two GPUs (peer access, RK_RING_F_SYS,
@@ -218,7 +203,7 @@ test_k2k_ptx(void **state)
     assert_true(cuda_count_op(ptx, "st.release.gpu.u64") > 0);
     assert_true(cuda_count_op(ptx, "ld.acquire.sys.u64") > 0);
     assert_true(cuda_count_op(ptx, "st.release.sys.u64") > 0);
-    assert_int_equal(count_lines_with(ptx, ".sys"),
+    assert_int_equal(cuda_count_lines_with(ptx, ".sys"),
         cuda_count_op(ptx, "ld.acquire.sys.u64")
             + cuda_count_op(ptx, "st.release.sys.u64"));
     assert_int_equal(cuda_count_op(ptx, "fence"), 0);

@@ -220,6 +220,21 @@ cuda_assert_no_ops(const char *ptx, const char *const *ops)
 }
 
 /* No system-scope fence and no read-modify-write. */
+/* Lines of ptx that contain s anywhere. */
+static inline int
+cuda_count_lines_with(const char *ptx, const char *s)
+{
+    int n = 0;
+    for (const char *l = ptx; l != NULL && *l != '\0';) {
+        const char *e = strchr(l, '\n');
+        size_t len = e != NULL ? (size_t)(e - l) : strlen(l);
+        if (memmem(l, len, s, strlen(s)) != NULL)
+            n++;
+        l = e != NULL ? e + 1 : NULL;
+    }
+    return n;
+}
+
 #define CUDA_NO_SYS_FENCE                                                     \
     "membar.sys", "fence.sc.sys", "fence.acq_rel.sys", "atom.", "red."
 
