@@ -139,7 +139,10 @@ rk__lanes_topics(rk__cuda_lanes *l)
             || l->io->topic_device == NULL
             || (n = rk__dh_topic_count(l->d, j)) == l->tfolded[j])
             continue;
-        l->io->topic_device(l->io->rt, j, n - l->tfolded[j]);
+        /* A block's count only grows within a launch; one that starts
+         * again from 0 (a region laid out anew) counts from there. */
+        l->io->topic_device(
+            l->io->rt, j, n > l->tfolded[j] ? n - l->tfolded[j] : n);
         l->tfolded[j] = n;
     }
 }
