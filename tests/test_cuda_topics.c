@@ -23,7 +23,17 @@
  *     published), one whose policy is BLOCK gets every one (the
  *     publisher waits for room);
  *   - ptx: the device side of the fan-out (rk_dev__topic_fan) uses GPU
- *     scope only: no system-scope fence, acquire, release or atomic.
+ *     scope: no system-scope fence or atomic, and no system-scope
+ *     acquire or release but the peer-lane branch of dev_k2k.h's
+ *     scope-chosen ones (never taken on a topic lane);
+ *   - stats: rk_topic_stats counts the publishes carried wholly on the
+ *     device (folded by the relay from the blocks' counts), while the
+ *     publisher runs and at its end, drops as failed;
+ *   - dead letter: a relayed publish a subscriber refuses is
+ *     dead-lettered with reserved 0 (no carried/dropped masks);
+ *   - unsubscribe: a lane subscriber keeps its lane until the
+ *     publisher's next launch, a relayed one stops at once, nothing is
+ *     lost or doubled.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -119,36 +129,50 @@ expect(rk_runtime *rt, rk_kernel s, unsigned char t, unsigned seq0, int n)
     }
 }
 
-static void
-test_fan_out(void **state)
+/* The topics' cast, started subscribers first (the publisher's lanes to
+ * them are wired before its blocks start): k[0] "pub" (rk_pub on
+ * topics), k[1] "s1" and k[2] "s2" (cuda echoes), k[3] "c" (a cpu
+ * echo); subs: kernel, topic pairs, NULL-ended, subscribed first.
+ * Skips the test without NVRTC. */
+static rk_runtime *
+cast(const char *const *topics, uint32_t ntopics, const char *const *subs,
+    rk_kernel k[4])
 {
-    static const char *const topics[] = { "d", "m" };
     rk_kernel_def cd = { .id = "c", .actor = rt_echo_actor };
     rk_runtime *rt;
-    rk_kernel p, s1, s2, c;
-    rk_topic_stats ts;
-    uint64_t before;
-    enum { N = 24, M = 12, K = 6 };
-    (void)state;
+
     if (!cuda_have_nvrtc())
         skip();
-
     rt = cuda_test_runtime();
-    reg(rt, "pub", "rk_pub", topics, 2, RK_BP_BLOCK);
+    reg(rt, "pub", "rk_pub", topics, ntopics, RK_BP_BLOCK);
     reg(rt, "s1", "rk_echo", NULL, 0, RK_BP_BLOCK);
     reg(rt, "s2", "rk_echo", NULL, 0, RK_BP_BLOCK);
     cd.config.backend = "cpu";
     assert_int_equal(rk_runtime_register(rt, &cd), RK_OK);
-    assert_int_equal(rk_subscribe(rt, "s1", "d"), RK_OK);
-    assert_int_equal(rk_subscribe(rt, "s2", "d"), RK_OK);
-    assert_int_equal(rk_subscribe(rt, "s1", "m"), RK_OK);
-    assert_int_equal(rk_subscribe(rt, "c", "m"), RK_OK);
-    /* The subscribers first: the publisher's lanes to them are wired
-     * before its blocks start. */
-    s1 = cuda_start(rt, "s1");
-    s2 = cuda_start(rt, "s2");
-    c = cuda_start(rt, "c");
-    p = cuda_start(rt, "pub");
+    for (; *subs != NULL; subs += 2)
+        assert_int_equal(rk_subscribe(rt, subs[0], subs[1]), RK_OK);
+    k[1] = cuda_start(rt, "s1");
+    k[2] = cuda_start(rt, "s2");
+    k[3] = cuda_start(rt, "c");
+    k[0] = cuda_start(rt, "pub");
+    return rt;
+}
+
+static void
+test_fan_out(void **state)
+{
+    static const char *const topics[] = { "d", "m" };
+    rk_runtime *rt;
+    rk_kernel k[4], p, s1, s2, c;
+    rk_topic_stats ts;
+    uint64_t before;
+    enum { N = 24, M = 12, K = 6 };
+    (void)state;
+    rt = cast(topics, 2,
+        (const char *const[]) { "s1", "d", "s2", "d", "s1", "m", "c", "m",
+            NULL },
+        k);
+    p = k[0], s1 = k[1], s2 = k[2], c = k[3];
 
     /* "d": cuda subscribers only. No relay hand-off but the sends in. */
     before = moved(rt, "pub");
@@ -206,6 +230,151 @@ test_fan_out(void **state)
     assert_int_equal(stats(rt, "s2").processed, N + M + 2 * K);
     assert_int_equal(stats(rt, "c").processed, 2 * M + K);
     assert_int_equal(stats(rt, "s1").dead_lettered, 0);
+    /* The topic's statistics count the publishes carried wholly on the
+     * device too (the relay folds the blocks' counts): "d" had N + K of
+     * them on two lanes, then K on two lanes and the relay for c. */
+    assert_int_equal(rk_topic_stats_get(rt, "d", &ts), RK_OK);
+    assert_int_equal(ts.published, N + 2 * K);
+    assert_int_equal(ts.delivered, 2 * (N + K) + 3 * K);
+    assert_int_equal(ts.failed, 0);
+    rk_runtime_destroy(rt);
+}
+
+/* Topic stats of t once published reaches n (the relay folds the device's
+ * counts at its passes: a deadline, no timing). */
+static rk_topic_stats
+topic_stats_at(rk_runtime *rt, const char *t, uint64_t n)
+{
+    uint64_t until = rk_now_ns() + (uint64_t)T_LONG;
+    rk_topic_stats ts;
+
+    do {
+        assert_true(rk_now_ns() < until);
+        sched_yield();
+        assert_int_equal(rk_topic_stats_get(rt, t, &ts), RK_OK);
+    } while (ts.published < n);
+    return ts;
+}
+
+/* Counted while the publisher runs: a topic carried wholly on the
+ * device has its publishes in rk_topic_stats (published once, delivered
+ * once per subscriber) without the publisher ending. */
+static void
+test_device_stats(void **state)
+{
+    static const char *const topics[] = { "d" };
+    rk_runtime *rt;
+    rk_kernel k[4], p, s1, s2;
+    rk_topic_stats ts;
+    enum { N = 20 };
+    (void)state;
+    rt = cast(topics, 1, (const char *const[]) { "s1", "d", "s2", "d", NULL },
+        k);
+    p = k[0], s1 = k[1], s2 = k[2];
+    publish(rt, p, 0, 0, N);
+    expect(rt, s1, 0, 0, N);
+    expect(rt, s2, 0, 0, N);
+    ts = topic_stats_at(rt, "d", N);
+    assert_int_equal(ts.published, N);
+    assert_int_equal(ts.delivered, 2 * N);
+    assert_int_equal(ts.failed, 0);
+    assert_int_equal(moved(rt, "pub"), N); /* still no relay hand-off */
+    end_all(rt, (const char *const[]) { "pub", "s1", "s2", "c", NULL });
+    assert_int_equal(rk_topic_stats_get(rt, "d", &ts), RK_OK);
+    assert_int_equal(ts.published, N);
+    assert_int_equal(ts.delivered, 2 * N);
+    rk_runtime_destroy(rt);
+}
+
+/* A relayed publish that a subscriber refuses (c, a cpu kernel, is
+ * terminated) is dead-lettered with its header's reserved word 0: the
+ * carried mask (s1 had it on its lane) is the relay's, never the
+ * user's. The topic flag and index stay (which topic it was). */
+static void
+test_refused_dead_letter(void **state)
+{
+    static const char *const topics[] = { "d", "m" };
+    rk_runtime *rt;
+    rk_kernel k[4], p, s1;
+    rk_dead_letter dl;
+    rk_topic_stats ts;
+    unsigned char buf[128];
+    enum { N = 3 };
+    (void)state;
+    rt = cast(topics, 2, (const char *const[]) { "s1", "m", "c", "m", NULL },
+        k);
+    p = k[0], s1 = k[1];
+    assert_int_equal(rk_kernel_terminate(rt, "c", T_LONG), RK_OK);
+    publish(rt, p, 1, 0, N);
+    expect(rt, s1, 1, 0, N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(
+            rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
+        assert_string_equal(dl.kernel_id, "pub");
+        assert_int_equal(dl.reason, RK_DEAD_FAILED);
+        assert_int_not_equal(dl.error, RK_OK);
+        assert_int_equal(dl.hdr.reserved, 0);
+        assert_int_equal(dl.hdr.flags & RK_MSG_F_TOPIC, RK_MSG_F_TOPIC);
+        assert_int_equal(dl.hdr.flags >> 16, 1);
+        assert_int_equal(dl.len, 2);
+        assert_int_equal(buf[0], 1);
+        assert_int_equal(buf[1], i);
+    }
+    end_all(rt, (const char *const[]) { "pub", "s1", "s2", NULL });
+    assert_int_equal(
+        rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), 0), RK_ETIMEDOUT);
+    assert_int_equal(rk_topic_stats_get(rt, "m", &ts), RK_OK);
+    assert_int_equal(ts.published, N);
+    assert_int_equal(ts.delivered, N); /* s1's, on its lane */
+    assert_int_equal(ts.failed, N);    /* c's refusals */
+    rk_runtime_destroy(rt);
+}
+
+/* rk_unsubscribe (docs/cuda-k2k.md, "Subscriptions after launch"): a
+ * subscriber carried on a lane (s2) keeps getting the publisher's
+ * publishes until the publisher's next launch, a relayed one (c) stops
+ * at once; nobody gets one twice or loses one, and the topic counts what
+ * each lane carried. */
+static void
+test_unsubscribe(void **state)
+{
+    static const char *const topics[] = { "d" };
+    rk_runtime *rt;
+    rk_kernel k[4], p, s1, s2, c;
+    rk_topic_stats ts;
+    enum { N = 10, K = 6 };
+    (void)state;
+    rt = cast(topics, 1,
+        (const char *const[]) { "s1", "d", "s2", "d", "c", "d", NULL }, k);
+    p = k[0], s1 = k[1], s2 = k[2], c = k[3];
+    publish(rt, p, 0, 0, N);
+    expect(rt, s1, 0, 0, N);
+    expect(rt, s2, 0, 0, N);
+    expect(rt, c, 0, 0, N);
+
+    assert_int_equal(rk_unsubscribe(rt, "s2", "d"), RK_OK);
+    assert_int_equal(rk_unsubscribe(rt, "c", "d"), RK_OK);
+    publish(rt, p, 0, N, K);
+    expect(rt, s1, 0, N, K);
+    expect(rt, s2, 0, N, K); /* its lane: until the next launch */
+
+    assert_int_equal(rk_kernel_terminate(rt, "pub", T_LONG), RK_OK);
+    p = cuda_start(rt, "pub");
+    publish(rt, p, 0, N + K, K);
+    expect(rt, s1, 0, N + K, K);
+
+    end_all(rt, (const char *const[]) { "pub", "s1", "s2", "c", NULL });
+    assert_int_equal(stats(rt, "s1").processed, N + 2 * K);
+    assert_int_equal(stats(rt, "s2").processed, N + K);
+    assert_int_equal(stats(rt, "c").processed, N);
+    assert_int_equal(stats(rt, "s2").offered, 0);
+    assert_int_equal(stats(rt, "s2").dead_lettered, 0);
+    /* N with a relay part (c), K still relayed (c's bit was set at
+     * launch) with s1 and s2 carried, K wholly on s1's lane. */
+    assert_int_equal(rk_topic_stats_get(rt, "d", &ts), RK_OK);
+    assert_int_equal(ts.published, N + 2 * K);
+    assert_int_equal(ts.delivered, 3 * N + 2 * K + K);
+    assert_int_equal(ts.failed, 0);
     rk_runtime_destroy(rt);
 }
 
@@ -218,6 +387,7 @@ policy_case(rk_backpressure bp)
     rk_runtime *rt;
     rk_kernel p, s;
     rk_kernel_stats st;
+    rk_topic_stats ts;
     uint64_t until;
     enum { N = 40 };
 
@@ -238,7 +408,13 @@ policy_case(rk_backpressure bp)
     } while (st.processed + st.dropped < N);
     end_all(rt, (const char *const[]) { "pub", "s", NULL });
     st = stats(rt, "s");
+    assert_int_equal(rk_topic_stats_get(rt, "slow", &ts), RK_OK);
     rk_runtime_destroy(rt);
+    /* The topic counts every publish: carried (delivered) or dropped on
+     * the lane (failed, and in the subscriber's dropped). */
+    assert_int_equal(ts.published, N);
+    assert_int_equal(ts.delivered, st.processed);
+    assert_int_equal(ts.failed, st.dropped);
     assert_int_equal(st.processed + st.dropped, N);
     assert_int_equal(st.offered, 0);
     if (bp == RK_BP_BLOCK)
@@ -294,9 +470,10 @@ test_fan_ptx(void **state)
     assert_non_null(strstr(ptx, ".visible .entry fan_path("));
     assert_true(cuda_count_op(ptx, "st.release.gpu.u64") > 0);
     assert_true(cuda_count_op(ptx, "ld.acquire.gpu.u64") > 0);
-    /* A lane to a subscriber on another GPU (peer access, cuda-devices.md)
-     * takes the same acquire/release at system scope, chosen by the lane's
-     * flag at attach: that pair is the only system-scope access. */
+    /* Its only system-scope operations are the K2K lane's acquire and
+     * release at system scope (dev_k2k.h: chosen at attach from the lane's
+     * flags, RK_RING_F_SYS only on a route between two GPUs; a topic lane
+     * is always on one device, so they are compiled in, never taken). */
     assert_int_equal(cuda_count_op(ptx, "ld.acquire.sys")
             + cuda_count_op(ptx, "st.release.sys"),
         cuda_count_lines_with(ptx, ".sys"));
@@ -310,6 +487,9 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fan_out),
+        cmocka_unit_test(test_device_stats),
+        cmocka_unit_test(test_refused_dead_letter),
+        cmocka_unit_test(test_unsubscribe),
         cmocka_unit_test(test_policy_drop),
         cmocka_unit_test(test_policy_block),
         cmocka_unit_test(test_fan_ptx),

@@ -172,6 +172,19 @@ rk_dev_ctl_heartbeat(rk_dev_ctl *c, rk_dev_u32 b, rk_dev_u32 beat)
     rk_dev_st_relaxed32(&c->blk[b].heartbeat, beat);
 }
 
+/** Topic lanes a publishing block counts (the bits of a publish's carried
+ * mask, rk_dev_publish; RK_DEV_MAX_ROUTES). */
+#define RK_DEV_CTL_TOPICS 8
+
+/** One block's line of topic counts (docs/cuda-k2k.md, "Counting"), in
+ * the host-mapped region next to the control block (rk_dev_kargs.topics):
+ * carried[j], the publishes carried wholly on the device (no relay frame)
+ * that went on the lane of bit j. Written by that block's thread 0 only,
+ * relaxed, with its other counters. */
+typedef struct rk_dev_ctl_topics {
+    RK_DEV_ALIGN64 RK_DEV_A64 carried[RK_DEV_CTL_TOPICS]; /**< per bit */
+} rk_dev_ctl_topics;
+
 /** Counters: one writer (the block's thread 0), relaxed; the host reads a
  * snapshot and needs no ordering with the messages. */
 typedef struct rk_dev_counters {
@@ -180,6 +193,9 @@ typedef struct rk_dev_counters {
      * last batch. */
     rk_dev_u64 processed, sent, errors, last_ns;
     /** @} */
+    /** Publishes carried wholly on the device, per carried-mask bit. */
+    rk_dev_u64 topic[RK_DEV_CTL_TOPICS];
+    rk_dev_u32 tdirty; /**< bit j: topic[j] changed since it was written */
 } rk_dev_counters;
 
 /** Block b publishes its counters k into its line (relaxed stores). */
@@ -190,6 +206,17 @@ rk_dev_ctl_counters(rk_dev_ctl *c, rk_dev_u32 b, const rk_dev_counters *k)
     rk_dev_st_relaxed64(&c->blk[b].sent, k->sent);
     rk_dev_st_relaxed64(&c->blk[b].errors, k->errors);
     rk_dev_st_relaxed64(&c->blk[b].last_ns, k->last_ns);
+}
+
+/** Block b publishes the topic counts that changed into its line of t
+ * (relaxed stores, posted: no read, no round trip) and clears tdirty. */
+RK_DEV_FN void
+rk_dev_ctl_topic_counts(rk_dev_ctl_topics *t, rk_dev_u32 b, rk_dev_counters *k)
+{
+    for (rk_dev_u32 j = 0; k->tdirty != 0 && j < RK_DEV_CTL_TOPICS; j++)
+        if ((k->tdirty >> j) & 1u)
+            rk_dev_st_relaxed64(&t[b].carried[j], k->topic[j]);
+    k->tdirty = 0;
 }
 
 #endif /* RINGKERNEL_DEV_CTL_H */

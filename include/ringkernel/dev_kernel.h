@@ -166,6 +166,9 @@ typedef struct rk_dev_kargs {
     /** Bit i: a publish on topic index i also goes to the host relay (the
      * topic has subscribers that no lane here reaches). */
     rk_dev_u32 topic_relay;
+    /** The blocks' topic counts (one line per block, host-mapped), or 0
+     * when the kernel has no routes. */
+    rk_dev_ctl_topics *topics;
 } rk_dev_kargs;
 
 /** A received message: header and payload in the lane's slot (read in
@@ -319,10 +322,20 @@ rk_dev__hand_back(rk_dev_ctx *x, rk_dev_u32 l, rk_dev_u32 done)
 #endif
 }
 
+/** Thread 0: publishes the block's counters (and its topic counts that
+ * changed) to the host-mapped control block; relaxed, posted stores. */
+RK_DEV_FN void
+rk_dev__counters(rk_dev_ctx *x)
+{
+    rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+    if (x->k.tdirty != 0 && x->a.topics != 0)
+        rk_dev_ctl_topic_counts(x->a.topics, x->blk, &x->k);
+}
+
 RK_DEV_FN void
 rk_dev__ack(rk_dev_ctx *x, rk_dev_u32 ack)
 {
-    rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+    rk_dev__counters(x);
     rk_dev_ctl_ack(x->a.ctl, x->blk, ack, &x->ack_seq);
 }
 
@@ -538,6 +551,9 @@ rk_dev_ctx_init(rk_dev_ctx *x, const rk_dev_kargs *a)
         x->stage_cap = a->stage_out == 0 ? 1 : a->stage_out;
         x->nout = x->idle = x->cmd_skip = 0;
         x->k.processed = x->k.sent = x->k.errors = x->k.last_ns = 0;
+        for (rk_dev_u32 j = 0; j < RK_DEV_CTL_TOPICS; j++)
+            x->k.topic[j] = 0;
+        x->k.tdirty = 0;
         x->ack_seq = x->beat = x->backoff = x->msg_seq = x->faults = 0;
         x->lane = x->n = x->rr = x->hot = 0;
         x->nowait = x->pub_mask = x->tpoll = 0;
@@ -742,7 +758,7 @@ rk_dev_recv_done(rk_dev_ctx *x, rk_dev_u32 done)
         x->n = done < x->n ? x->n - done : 0;
         if (done != 0) {
             x->k.processed += done;
-            rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+            rk_dev__counters(x);
             rk_dev_pcie_pass(done);
         }
     }
@@ -802,7 +818,7 @@ rk_dev__fault(rk_dev_ctx *x, rk_dev_i32 rc)
     if (rk_dev_thread0()) {
         rk_dev_u32 n = ++x->faults, ns = 0, v, want;
         x->k.errors += 1;
-        rk_dev_ctl_counters(x->a.ctl, x->blk, &x->k);
+        rk_dev__counters(x);
         /* Which lane holds it: a K2K lane's message is in device memory,
          * where the host copies it from (k2k.c) to dead-letter it. */
         rk_dev_ctl_fault(x->a.ctl, x->blk, rc, n, x->n != 0 ? x->lane + 1 : 0,

@@ -298,8 +298,19 @@ rk_dev_publish(rk_dev_ctx *x, rk_dev_u32 topic, rk_dev_u32 type_id,
         return RK_EINVAL;
     mask = rk_dev__topic_fan(x, topic, type_id, payload, len, &want);
     if (want != 0 && mask == want && topic < RK_DEV_TOPIC_BITS
-        && ((x->a.topic_relay >> topic) & 1u) == 0)
-        return RK_OK; /* every subscriber had it on the device */
+        && ((x->a.topic_relay >> topic) & 1u) == 0) {
+        /* Every subscriber had it on the device: counted per lane in the
+         * block's counters (shared memory), which reach the host-mapped
+         * control block with the others (rk_dev__counters), where the
+         * relay folds them into the topic's statistics. */
+        if (rk_dev_thread0()) {
+            for (rk_dev_u32 j = 0; j < RK_DEV_CTL_TOPICS; j++)
+                if ((want >> j) & 1u)
+                    x->k.topic[j] += 1;
+            x->k.tdirty |= want;
+        }
+        return RK_OK;
+    }
     if (rk_dev_thread0())
         x->pub_mask = mask;
     return rk_dev__emit(x, x->out_ctrl, &x->out, type_id,

@@ -152,6 +152,11 @@ typedef struct rk__backend_io {
      * spec's topic_out[j]. RK_OK or the first delivery's error. */
     int (*publish_device)(rk__io *rt, uint32_t index, const rk_msg_header *h,
         const void *payload, size_t len, uint32_t carried, uint32_t dropped);
+    /* topic_device: n more publishes of the instance were carried wholly
+     * on the device (no relay frame) and went on the lane of the launch
+     * spec's topic_out[bit]: counted in that topic's statistics
+     * (published once per publish, delivered once per lane). */
+    void (*topic_device)(rk__io *rt, uint32_t bit, uint64_t n);
     void (*dead_letter)(rk__io *rt, rk_dead_reason reason, int error,
         const void *frame, size_t len);
 } rk__backend_io;

@@ -144,6 +144,12 @@ io_publish_device(rk__io *rt, uint32_t index, const rk_msg_header *h,
 }
 
 static void
+io_topic_device(rk__io *rt, uint32_t bit, uint64_t n)
+{
+    rk__topic_device_count(inst_of(rt), bit, n);
+}
+
+static void
 io_dead_letter(rk__io *rt, rk_dead_reason reason, int error, const void *frame,
     size_t len)
 {
@@ -176,6 +182,7 @@ rk__io_init(rk__inst *inst)
         .emit_call = io_emit_call,
         .publish = io_publish,
         .publish_device = io_publish_device,
+        .topic_device = io_topic_device,
         .dead_letter = io_dead_letter,
     };
     inst->ctx = (rk_ctx) {

@@ -257,6 +257,9 @@ void rk__routes_for_launch(rk__kernel *k, rk__backend_launch *spec);
  * topic_in) for k's launch and keeps topic_out's kernels in inst. */
 void rk__topics_for_launch(
     rk__kernel *k, rk__backend_launch *spec, rk__inst *inst);
+/* topics.c: io->topic_device for inst (n publishes carried wholly on
+ * the device on the lane of its topic_out[bit]). */
+void rk__topic_device_count(rk__inst *inst, uint32_t bit, uint64_t n);
 /* topics.c: io->publish_device for inst. */
 int rk__publish_device(rk__inst *inst, uint32_t index, const rk_msg_header *h,
     const void *payload, size_t len, uint32_t carried, uint32_t dropped);

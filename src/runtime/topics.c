@@ -114,15 +114,56 @@ rk_unsubscribe(rk_runtime *rt, const char *kernel_id, const char *topic)
 /* A device publish's masks (rk__publish_device): what the publishing
  * instance did with its publish on device topic `index` for subscriber k
  * itself. 1: carried (delivered on its lane), 2: dropped there (its
- * policy), 0: the runtime delivers. */
+ * policy), 0: the runtime delivers. Adds k's bit to *seen. */
 static int
 carried_by(const rk__inst *pub, uint32_t index, uint32_t carried,
-    uint32_t dropped, const rk__kernel *k)
+    uint32_t dropped, const rk__kernel *k, uint32_t *seen)
 {
     for (uint32_t j = 0; pub != NULL && j < pub->ntopic_out; j++)
-        if (pub->topic_out[j] == k && pub->topic_out_index[j] == index)
+        if (pub->topic_out[j] == k && pub->topic_out_index[j] == index) {
+            *seen |= 1u << j;
             return (carried >> j) & 1u ? 1 : (dropped >> j) & 1u ? 2 : 0;
+        }
     return 0;
+}
+
+/* A drop on subscriber k's lane: counted in its dropped. Acquire: as
+ * rk__deliver's load of inst. */
+static void
+lane_drop(rk__kernel *k)
+{
+    rk__inst *si = atomic_load_explicit(&k->inst, memory_order_acquire);
+
+    if (si != NULL)
+        rk__counter_add(&si->lane_dropped, 1);
+}
+
+static uint32_t
+bits(uint32_t m)
+{
+    uint32_t n = 0;
+
+    for (; m != 0; m &= m - 1)
+        n++;
+    return n;
+}
+
+/* The lanes of a device publish whose subscriber has left the topic
+ * since the publisher's launch (its lane stays wired until the next one,
+ * docs/cuda-k2k.md): what they carried counts as delivered, what they
+ * dropped as failed and in that subscriber's dropped, as for the others.
+ * Returns the failed count. */
+static uint32_t
+left_lanes(rk__topic *t, const rk__inst *pub, uint32_t carried,
+    uint32_t dropped, uint32_t seen)
+{
+    carried &= ~seen;
+    dropped &= ~seen;
+    rk__counter_add(&t->delivered, bits(carried));
+    for (uint32_t j = 0; j < pub->ntopic_out; j++)
+        if ((dropped >> j) & 1u)
+            lane_drop(pub->topic_out[j]);
+    return bits(dropped);
 }
 
 /* The fan-out: every subscriber of topic, but those pub (a device
@@ -134,6 +175,7 @@ fan_out(rk_runtime *rt, const char *topic, const rk_msg_header *h,
 {
     rk__topic *t;
     size_t ok = 0;
+    uint32_t seen = 0;
     int first = RK_OK;
 
     pthread_rwlock_rdlock(&rt->topics_lock);
@@ -141,17 +183,14 @@ fan_out(rk_runtime *rt, const char *topic, const rk_msg_header *h,
     if (t != NULL) {
         rk__counter_add(&t->published, 1);
         for (uint32_t i = 0; i < t->nsubs; i++) {
-            int by = carried_by(pub, index, carried, dropped, t->subs[i]);
+            int by
+                = carried_by(pub, index, carried, dropped, t->subs[i], &seen);
             int rc;
             if (by == 2) {
                 /* Dropped by its policy on its lane: counted (failed and
                  * its dropped), not an error of the publish, as a
-                 * DROP_NEW inbox's drop is not. Acquire: as
-                 * rk__deliver's load of inst. */
-                rk__inst *si = atomic_load_explicit(
-                    &t->subs[i]->inst, memory_order_acquire);
-                if (si != NULL)
-                    rk__counter_add(&si->lane_dropped, 1);
+                 * DROP_NEW inbox's drop is not. */
+                lane_drop(t->subs[i]);
                 continue;
             }
             rc = by == 1 ? RK_OK
@@ -164,7 +203,10 @@ fan_out(rk_runtime *rt, const char *topic, const rk_msg_header *h,
             }
         }
         rk__counter_add(&t->delivered, ok);
-        rk__counter_add(&t->failed, t->nsubs - ok);
+        rk__counter_add(&t->failed,
+            t->nsubs - ok
+                + (pub != NULL ? left_lanes(t, pub, carried, dropped, seen)
+                               : 0));
     }
     pthread_rwlock_unlock(&rt->topics_lock);
     if (delivered != NULL)
@@ -194,6 +236,32 @@ rk__publish_device(rk__inst *inst, uint32_t index, const rk_msg_header *h,
             k->id, index, c->ndevice_topics);
     return fan_out(k->rt, c->device_topics[index], h, payload, len,
         RK_WAIT_FOREVER, NULL, inst, index, carried, dropped);
+}
+
+void
+rk__topic_device_count(rk__inst *inst, uint32_t bit, uint64_t n)
+{
+    const rk_kernel_config *c = &inst->k->def.config;
+    rk_runtime *rt = inst->k->rt;
+    uint32_t index;
+    bool first = true;
+    rk__topic *t;
+
+    if (bit >= inst->ntopic_out || n == 0)
+        return;
+    index = inst->topic_out_index[bit];
+    /* Each such publish went on every lane of its index: published once,
+     * by the index's first lane; delivered once per lane. */
+    for (uint32_t j = 0; j < bit; j++)
+        first = first && inst->topic_out_index[j] != index;
+    pthread_rwlock_rdlock(&rt->topics_lock);
+    if (index < c->ndevice_topics
+        && (t = topic_find(rt, c->device_topics[index])) != NULL) {
+        if (first)
+            rk__counter_add(&t->published, n);
+        rk__counter_add(&t->delivered, n);
+    }
+    pthread_rwlock_unlock(&rt->topics_lock);
 }
 
 /* A subscriber s that a publisher p's device code may reach on its own:

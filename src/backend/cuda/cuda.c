@@ -363,6 +363,7 @@ relay_counters(rk__backend_inst *bi, const rk__dh_status *st)
      * never went anywhere: it counts as an error, not as sent. */
     rk_ring_store_relaxed_u64(
         &bi->ctl->sent, st->sent > refused ? st->sent - refused : 0);
+    rk__lanes_topics(&bi->lanes);
 }
 
 /* The device ended: what it did not process is dead-lettered, oldest

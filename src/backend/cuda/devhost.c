@@ -56,7 +56,7 @@ lane_bytes(const rk__dh_cfg *c)
 
 /* Offsets of the region's parts. */
 typedef struct layout {
-    size_t ctl, in_tab, out_tab, route_tab, lanes, size;
+    size_t ctl, in_tab, out_tab, route_tab, topics, lanes, size;
 } layout;
 
 static void
@@ -69,8 +69,11 @@ compute(const rk__dh_cfg *c, layout *l)
     l->in_tab = round64(RK_DEV_CTL_SIZE(nb));
     l->out_tab = l->in_tab + round64(nb * c->nin * sizeof(rk_dev_lane));
     l->route_tab = l->out_tab + round64(nb * sizeof(rk_dev_lane));
-    l->lanes = l->route_tab
+    l->topics = l->route_tab
         + round64((c->nroutes ? nb * c->nroutes : 1) * sizeof(rk_dev_lane));
+    /* The blocks' topic counts (rk_dev_ctl_topics), for a kernel that may
+     * have topic lanes (routes) only. */
+    l->lanes = l->topics + (c->nroutes ? nb * sizeof(rk_dev_ctl_topics) : 0);
     l->size = l->lanes + nlanes * lane_bytes(c);
 }
 
@@ -228,6 +231,9 @@ rk__dh_place(rk__dh *d, const rk__dh_cfg *cfg, void *base, uint64_t dev_base,
     d->in_tab = (rk_dev_lane *)(void *)(d->base + l.in_tab);
     d->out_tab = (rk_dev_lane *)(void *)(d->base + l.out_tab);
     d->route_tab = (rk_dev_lane *)(void *)(d->base + l.route_tab);
+    d->topics = cfg->nroutes != 0
+        ? (rk_dev_ctl_topics *)(void *)(d->base + l.topics)
+        : NULL;
     atomic_init(&d->ctl->host.cmd, RK_DEV_CMD_HOLD);
     d->ctl->host.nblocks = nb;
 
@@ -243,6 +249,7 @@ rk__dh_place(rk__dh *d, const rk__dh_cfg *cfg, void *base, uint64_t dev_base,
     d->kargs.in = dev_addr(d, d->in_tab);
     d->kargs.out = dev_addr(d, d->out_tab);
     d->kargs.routes = dev_addr(d, d->route_tab);
+    d->kargs.topics = d->topics != NULL ? dev_addr(d, d->topics) : NULL;
     d->kargs.nin = cfg->nin;
     d->kargs.nroutes = cfg->nroutes;
     d->kargs.kernel_id = cfg->kernel_id;
@@ -392,6 +399,17 @@ rk__dh_status_get(rk__dh *d, rk__dh_status *st)
     }
     if (st->faulted != 0 && st->ack == RK_DEV_ACK_EXITED)
         st->ack = RK_DEV_ACK_FAULTED; /* every live block is faulted */
+}
+
+uint64_t
+rk__dh_topic_count(rk__dh *d, uint32_t j)
+{
+    uint64_t n = 0;
+
+    for (uint32_t b = 0; d->topics != NULL && b < d->cfg.nblocks; b++)
+        n += atomic_load_explicit(
+            &d->topics[b].carried[j], memory_order_relaxed);
+    return n;
 }
 
 void

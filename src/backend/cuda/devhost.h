@@ -70,6 +70,7 @@ typedef struct rk__dh {
     rk_dev_lane *in_tab;      /* host addresses of the tables the kernel */
     rk_dev_lane *out_tab;     /* reads (their entries hold device */
     rk_dev_lane *route_tab;   /* addresses) */
+    rk_dev_ctl_topics *topics; /* [nblocks] topic counts, or NULL */
     rk__dh_host_lane *in;     /* [nblocks * nin]: host's producer sides */
     rk__dh_host_lane *out;    /* [nblocks]: host's consumer sides */
     pthread_mutex_t *in_lock; /* [nblocks] for lane 0 of each block */
@@ -129,6 +130,10 @@ typedef struct rk__dh_status {
 } rk__dh_status;
 
 void rk__dh_status_get(rk__dh *d, rk__dh_status *st);
+/* The publishes carried wholly on the device on the lanes of carried-mask
+ * bit j (below RK_DEV_CTL_TOPICS), summed over the blocks (relaxed: a
+ * statistic, each block's count only grows). */
+uint64_t rk__dh_topic_count(rk__dh *d, uint32_t j);
 
 /* Posts a verdict for a faulted block (RK_DEV_VERDICT(b, n) or
  * RK_DEV_GIVE_UP), with release: the host copied the failed message

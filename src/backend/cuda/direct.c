@@ -91,8 +91,8 @@ publish_one(const rk__backend_io *io, rk_msg_header *h, const void *payload,
  * with the refusal's code and counted in the kernel's errors, so none is
  * lost uncounted. */
 static int
-out_one(rk__cuda_lanes *l, const unsigned char *f, size_t len,
-    int64_t timeout_ns, struct rk_call_reply *reply, const rk_uuid *call_id)
+out_one(rk__cuda_lanes *l, unsigned char *f, size_t len, int64_t timeout_ns,
+    struct rk_call_reply *reply, const rk_uuid *call_id)
 {
     const rk__backend_io *io = l->io;
     size_t plen = len > RK_MSG_HEADER_SIZE ? len - RK_MSG_HEADER_SIZE : 0;
@@ -100,20 +100,51 @@ out_one(rk__cuda_lanes *l, const unsigned char *f, size_t len,
     int rc;
 
     memcpy(&h, f, sizeof(h));
-    rc = (h.flags & RK_DEV_MSG_F_TOPIC) != 0
-        ? publish_one(io, &h, f + RK_MSG_HEADER_SIZE, plen)
-        : reply != NULL
-        ? io->emit_call(
-            io->rt, reply, call_id, &h, f + RK_MSG_HEADER_SIZE, plen)
-        : io->emit_wait(io->rt, &h, f + RK_MSG_HEADER_SIZE, plen, timeout_ns);
-    if (rc == RK_EFULL || rc == RK_ETIMEDOUT)
-        return 0;
+    if ((h.flags & RK_DEV_MSG_F_TOPIC) != 0) {
+        /* The masks are the relay's alone: a refused publish is
+         * dead-lettered with reserved 0 (the topic flag and index kept:
+         * which topic it was), and never held to be retried (the fan-out
+         * has delivered it to the others). */
+        memset(f + offsetof(rk_msg_header, reserved), 0, sizeof(h.reserved));
+        rc = publish_one(io, &h, f + RK_MSG_HEADER_SIZE, plen);
+    } else {
+        rc = reply != NULL
+            ? io->emit_call(
+                io->rt, reply, call_id, &h, f + RK_MSG_HEADER_SIZE, plen)
+            : io->emit_wait(
+                io->rt, &h, f + RK_MSG_HEADER_SIZE, plen, timeout_ns);
+        if (rc == RK_EFULL || rc == RK_ETIMEDOUT)
+            return 0;
+    }
     if (rc != RK_OK) {
         atomic_fetch_add_explicit(&l->out_errors, 1, memory_order_relaxed);
         io->dead_letter(io->rt, RK_DEAD_FAILED, rc, f,
             len <= io->slot_size ? len : RK_MSG_HEADER_SIZE);
     }
     return 1;
+}
+
+_Static_assert(RK__TOPIC_OUT_MAX <= RK_DEV_CTL_TOPICS,
+    "a topic_out bit has a count in the blocks' topic lines");
+
+void
+rk__lanes_topics(rk__cuda_lanes *l)
+{
+    const rk_dev_kargs *a = &l->d->kargs;
+
+    for (uint32_t r = 0; l->d->topics != NULL && r < a->nroutes; r++) {
+        uint32_t j = a->topic_bit[r];
+        uint64_t n;
+        if (a->topic_of[r] == 0 || j >= RK_DEV_CTL_TOPICS
+            || l->io->topic_device == NULL
+            || (n = rk__dh_topic_count(l->d, j)) == l->tfolded[j])
+            continue;
+        /* A block's count only grows within a launch; one that starts
+         * again from 0 (a region laid out anew) counts from there. */
+        l->io->topic_device(
+            l->io->rt, j, n > l->tfolded[j] ? n - l->tfolded[j] : n);
+        l->tfolded[j] = n;
+    }
 }
 
 size_t

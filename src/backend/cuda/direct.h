@@ -54,7 +54,15 @@ typedef struct rk__cuda_lanes {
     bool off;                /* RK_CUDA_DIRECT=0 at launch: relay only */
     _Atomic uint64_t out_errors; /* device output the runtime refused */
     _Atomic uint64_t relayed;    /* relay hand-offs (frames it moved) */
+    /* The device's topic counts per carried-mask bit (rk__dh_topic_count)
+     * already handed to the runtime: the relay's alone. */
+    uint64_t tfolded[RK_DEV_CTL_TOPICS];
 } rk__cuda_lanes;
+
+/* The relay (its pass, its exit): hands the runtime the publishes the
+ * device carried wholly on its topic lanes since the last call
+ * (io->topic_device, per carried-mask bit). */
+void rk__lanes_topics(rk__cuda_lanes *l);
 
 /* Takes the lanes for who (RK__LANES_RELAY or _CALLER) if nobody holds
  * them: true when taken. */

@@ -67,6 +67,14 @@ on_device(const rk__k2k *k, const rk__backend_peer *p)
         && rk__cu_peer_linked(k->ordinal, rk__cu_ordinal(p->config));
 }
 
+/* Topic lanes join kernels on this device only (docs/cuda-k2k.md); a
+ * subscriber on another device is served by the relay. */
+static int
+on_this_device(const rk__k2k *k, const rk__backend_peer *p)
+{
+    return on_device(k, p) && rk__cu_ordinal(p->config) == k->ordinal;
+}
+
 /* Adds p (tag) to k's links in, needing `per` lanes per block. */
 static void
 plan_in(rk__k2k *k, const rk__backend_peer *p, uint32_t tag, uint32_t per)
@@ -106,7 +114,7 @@ rk__k2k_plan(rk__k2k *k, int ordinal, const rk__backend_launch *spec,
     for (uint32_t i = 0; i < spec->ntopic_in; i++) {
         const rk__backend_topic *t = &spec->topic_in[i];
         uint32_t per = (grid_of(t->peer.config) + grid - 1) / grid;
-        if (on_device(k, &t->peer) && 1 + lanes + per <= RK_DEV_MAX_IN) {
+        if (on_this_device(k, &t->peer) && 1 + lanes + per <= RK_DEV_MAX_IN) {
             plan_in(k, &t->peer, t->index + 1, per);
             lanes += per;
         }
@@ -114,7 +122,7 @@ rk__k2k_plan(rk__k2k *k, int ordinal, const rk__backend_launch *spec,
     dc->nin = 1 + lanes;
     nr = k->tfirst = on_device(k, &spec->route_to) ? 1 : 0;
     for (uint32_t j = 0; j < spec->ntopic_out && nr < RK_DEV_MAX_ROUTES; j++)
-        if (on_device(k, &spec->topic_out[j].peer)) {
+        if (on_this_device(k, &spec->topic_out[j].peer)) {
             k->tout_j[k->ntout++] = j;
             nr++;
         }
