@@ -191,16 +191,18 @@ if has_stage python; then
         # its own (under 300 s each, the tests' own limit).
         # shellcheck disable=SC2086 # $real is empty or one word
         out=$(env $real timeout "${RK_GPU_TIMEOUT_PY:-300}" \
-            "$py" -m pytest -q -rs -p no:cacheprovider -W ignore::pytest.PytestConfigWarning \
+            "$py" -m pytest -q -rfs -p no:cacheprovider -W ignore::pytest.PytestConfigWarning \
             python/tests/test_cuda_python.py python/tests/test_cuda_devices_python.py 2>&1)
         rc=$?
-        printf '%s\n' "$out" >&2
+        # The whole pytest output also beside the JSON file (a lent
+        # machine returns files, and only the tail of its output).
+        printf '%s\n' "$out" | tee "${J%.jsonl}-python.log" >&2
         summary=$(printf '%s' "$out" | tail -1)
         if [ $rc -eq 0 ]; then
             emit test_cuda_python pass "$summary; $(printf '%s' "$out" | grep -E '^SKIPPED' | head -4 | tr '\n' ' ')"
         else
             [ $rc -eq 124 ] && summary="timed out after ${RK_GPU_TIMEOUT_PY:-300} s"
-            emit test_cuda_python fail "$summary; $(printf '%s' "$out" | grep -E '^FAILED|^E ' | head -6 | tr '\n' ' ')"
+            emit test_cuda_python fail "$summary; $(printf '%s' "$out" | grep -E '^FAILED' | head -6 | cut -c1-160 | tr '\n' ' ')"
             fail=1
         fi
     elif [ $pyrc -eq 2 ]; then

@@ -28,7 +28,9 @@
 #   c        the C tests on the real driver      (201 s here; 1.5-3 min)
 #   python   builds the Python package with the machine's python3, offline,
 #            and runs python/tests/test_cuda_python.py and
-#            test_cuda_devices_python.py on the real driver (60 s; ~1 min)
+#            test_cuda_devices_python.py on the real driver, pytest's
+#            whole output in $RK_GPU_JSON less .jsonl, plus -python.log
+#            (60 s here; ~1 min)
 #   bench    bench_cuda (3 runs), bench_cuda_compile, bench_cuda_numba
 #                                                (2-4 min)
 #   pagerank `ringkernel bench pagerank --backend cuda`, 5 runs (1-2 min)
