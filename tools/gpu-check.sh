@@ -107,6 +107,13 @@ if [ "$stand_in" = 1 ]; then
     # No GPU: the benchmarks once, short; PageRank and anomaly have their
     # own stand-in ctest entries (cli_*_cuda_sim).
     stages=${stages:-c,python,bench}
+    case ",$stages," in
+    *,pagerank,* | *,anomaly,*)
+        echo "gpu-check: --stand-in runs the stages c, python and bench" \
+            "(ctest's cli_*_cuda_sim entries run PageRank and anomaly)" >&2
+        exit 2
+        ;;
+    esac
 else
     B=${B:-build-gpu}
     stages=${stages:-$all_stages}
