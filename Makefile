@@ -13,7 +13,7 @@ SOAK_SECONDS ?= 600
 # runs them.
 CTEST_SKIP ?= -LE pending
 
-.PHONY: all deps build demo test test-pending soak pytest pycompat mypy pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format docs
+.PHONY: all deps build demo test test-pending soak pytest gpucheck-selftest pycompat mypy pybench pyasan asan tsan fuzz fuzz-build fuzz-long bench install clean format docs
 
 all: build
 
@@ -46,6 +46,14 @@ pytest: deps
 	tools/pyvenv.sh $(BUILD)
 	RK_TEST_FAKE_CUDA=$(abspath $(BUILD))/tests/libfake_cuda.so RK_REQUIRE_JUPYTER=1 \
 	  $(BUILD)/pyvenv/bin/python -m pytest -q -p no:cacheprovider python/tests
+
+# tools/gpu-check.sh's own flow with no GPU (docs/cuda-robustness.md,
+# "What ran on a GPU"): it builds a subset in build-gpu-sim, the Python
+# package offline with the build venv's python, and runs them against the
+# stand-in driver; every row it prints says "stand_in":true.
+gpucheck-selftest: deps
+	test -x $(BUILD)/pyvenv/bin/python || tools/pyvenv.sh $(BUILD)
+	PYTHON=$(BUILD)/pyvenv/bin/python JOBS=$(JOBS) tools/gpu-check.sh --stand-in >/dev/null
 
 # Type checks (docs/python.md, "Notebooks and typing"): mypy --strict over
 # the package, the typed example and the example notebooks' code cells
@@ -135,4 +143,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cpp')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build-bench build-pyasan build-docs
+	rm -rf build build-asan build-tsan build-fuzz build-bench build-pyasan build-docs build-gpu build-gpu-sim
