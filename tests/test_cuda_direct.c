@@ -77,18 +77,21 @@ warm_up(rk_runtime *rt, rk_kernel k, const char *id)
 }
 
 /* A new runtime in *rtp with kernel id (entry of test_kernels.cu, one
- * block, lanes of 8) launched and activated, skipping the test without
- * NVRTC; with warm, warmed up (warm_up, *warm requests) and its
- * processed count caught up in the stats (which the relay mirrors). */
+ * block, lanes of 8, an output queue of out_cap frames, 0: the default)
+ * launched and activated, skipping the test without NVRTC; with warm,
+ * warmed up (warm_up, *warm requests) and its processed count caught up
+ * in the stats (which the relay mirrors). */
 static rk_kernel
-start(rk_runtime **rtp, const char *id, const char *entry, uint32_t *warm)
+start_out(rk_runtime **rtp, const char *id, const char *entry,
+    uint32_t out_cap, uint32_t *warm)
 {
     cuda_kdef kd = { .id = id,
         .src = kernels_src,
         .src_name = "test_kernels.cu",
         .entry = entry,
         .grid = 1,
-        .max_payload = 64 };
+        .max_payload = 64,
+        .output_capacity = out_cap };
     rk_kernel k;
 
     if (!cuda_have_nvrtc())
@@ -101,6 +104,12 @@ start(rk_runtime **rtp, const char *id, const char *entry, uint32_t *warm)
         assert_int_equal(rt_wait_processed(*rtp, id, *warm), *warm);
     }
     return k;
+}
+
+static rk_kernel
+start(rk_runtime **rtp, const char *id, const char *entry, uint32_t *warm)
+{
+    return start_out(rtp, id, entry, 0, warm);
 }
 
 /* A started, warmed-up kernel and its stats after the warm-up. */
@@ -283,7 +292,12 @@ test_faults_back_to_back(void **state)
 
 /* ------------------------------------------------ racing a terminate */
 
-enum { RACERS = 3 };
+/* Nothing receives the kernel's output (1024 frames by default): the
+ * calls and sends whose answers go there stop at RACE_OUT_ROOM, so it
+ * never fills, however late the terminate comes (a full output is
+ * test_direct_call_output_full's); requests, answered to their caller,
+ * go on until the kernel refuses. */
+enum { RACERS = 3, RACE_OUT_ROOM = 512 };
 
 typedef struct race {
     rk_runtime *rt;
@@ -291,6 +305,7 @@ typedef struct race {
     _Atomic uint32_t calls; /* calls that returned, all threads */
     _Atomic uint32_t ended; /* racers that saw the kernel refuse */
     _Atomic uint64_t accepted_calls;
+    _Atomic uint32_t out_taken; /* calls and sends tried: RACE_OUT_ROOM */
     int bad; /* a result that is neither an answer nor a clear error */
     char why[256];
     pthread_mutex_t lock;
@@ -336,7 +351,8 @@ racer(void *arg)
         size_t len = 0;
         int rc;
 
-        if (i % 2 == 0) {
+        if (i % 2 == 0
+            || atomic_fetch_add(&r->out_taken, 1) >= RACE_OUT_ROOM) {
             rc = rk_request(r->rt, r->k, 7, req, sizeof(req), &h, rep,
                 sizeof(rep), &len, T_LONG);
             if (rc == RK_OK
@@ -437,6 +453,66 @@ test_direct_call_racing_terminate(void **state)
     }
 }
 
+/* ------------------------------------------------- a full output */
+
+enum { OUT_CAP = 2, OUT_N = 6 };
+
+/* Nothing receives and the output queue holds OUT_CAP: the first answers
+ * fill it, the next ones find it full. Neither a caller on the lanes nor
+ * the relay waits there for a receiver (it keeps the frame and tries it
+ * again, cuda-robustness.md): each call returns, the device takes the
+ * rest, a terminate ends the kernel, and the answers that never found
+ * room are dead-lettered with RK_ETIMEDOUT, in order. (A caller that
+ * waited for room while it held the lanes kept the relay from posting
+ * STOP: the terminate hung.) */
+static void
+test_direct_call_output_full(void **state)
+{
+    rk_runtime *rt;
+    rk_kernel k;
+    rk_dead_letter dl;
+    uint32_t nwarm, got[2];
+    uint64_t direct;
+    size_t len = 0;
+
+    (void)state;
+    k = start_out(&rt, "full", "rk_echo", OUT_CAP, &nwarm);
+    direct = stats(rt, "full").direct_calls;
+    for (uint32_t i = 0; i < OUT_N; i++) {
+        uint32_t req[2] = { 5, i };
+        rk_msg_header h;
+        int rc;
+
+        rk_msg_header_init(&h, 7, RK_MSG_PRIORITY_DEFAULT);
+        rc = rk_kernel_call(rt, k, &h, req, sizeof(req));
+        if (rc == RK_EBUSY) /* a frame kept for the output: the relay's */
+            rc = rk_send(rt, k, 7, req, sizeof(req), 128, T_LONG);
+        assert_int_equal(rc, RK_OK);
+    }
+    /* Warmed up: the first call went direct (warm_up). */
+    assert_true(stats(rt, "full").direct_calls > direct);
+    assert_int_equal(
+        rt_wait_processed(rt, "full", nwarm + OUT_N), nwarm + OUT_N);
+    assert_int_equal(rk_kernel_terminate(rt, "full", T_LONG), RK_OK);
+    assert_int_equal(rk_kernel_lookup(rt, "full", &k), RK_OK);
+    for (uint32_t i = 0; i < OUT_CAP; i++) {
+        assert_int_equal(
+            rk_recv(rt, k, NULL, got, sizeof(got), &len, RK_NO_WAIT), RK_OK);
+        assert_int_equal(len, sizeof(got));
+        assert_int_equal(got[1], i);
+    }
+    for (uint32_t i = OUT_CAP; i < OUT_N; i++) {
+        assert_int_equal(
+            rk_dead_letter_recv(rt, &dl, got, sizeof(got), RK_NO_WAIT), RK_OK);
+        assert_int_equal(dl.reason, RK_DEAD_FAILED);
+        assert_int_equal(dl.error, RK_ETIMEDOUT);
+        assert_int_equal(got[1], i);
+    }
+    assert_int_equal(rk_dead_letter_recv(rt, &dl, got, sizeof(got), RK_NO_WAIT),
+        RK_ETIMEDOUT);
+    rk_runtime_destroy(rt);
+}
+
 int
 main(void)
 {
@@ -446,6 +522,7 @@ main(void)
         cmocka_unit_test(test_send_batch_direct),
         cmocka_unit_test(test_faults_back_to_back),
         cmocka_unit_test(test_direct_call_racing_terminate),
+        cmocka_unit_test(test_direct_call_output_full),
     };
 
     int real_gpu;

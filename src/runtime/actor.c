@@ -51,9 +51,12 @@ capture(rk_call_reply *r, const rk_uuid *id, const rk_msg_header *h,
  * actor's context's capture, or a device caller's, io_emit_call), or
  * NULL. count: what went out is counted in the instance's sent (the
  * actor's thread is the instance; a device counts its own sends).
- * timeout_ns bounds the wait on a route's target under BLOCK:
- * RK_WAIT_FOREVER for an actor, as rk_ctx_send promises; a relay that
- * keeps the message and retries passes less (io_emit_wait). */
+ * timeout_ns bounds the wait on a route's target under BLOCK, and on
+ * the output queue (RK_EFULL, RK_ETIMEDOUT when it has no room):
+ * RK_WAIT_FOREVER for an actor, as rk_ctx_send promises; a relay or a
+ * caller on a device's lanes, which keeps the message and retries, passes
+ * less (io_emit_wait, io_emit_call), so it never waits on a receiver
+ * while it holds the lanes. */
 static int
 route(rk__inst *inst, rk_call_reply *reply, const rk_uuid *id, bool count,
     const rk_msg_header *h, const void *payload, size_t len,
@@ -81,7 +84,8 @@ route(rk__inst *inst, rk_call_reply *reply, const rk_uuid *id, bool count,
         if (reply != NULL && capture(reply, id, h, payload, len))
             rc = RK_OK;
         else
-            rc = rk__outq_send(&inst->out, h, sizeof(*h), payload, len);
+            rc = rk__outq_send_until(
+                &inst->out, h, sizeof(*h), payload, len, timeout_ns);
     }
     if (rc == RK_OK && count)
         rk_ctl_count(&inst->ctl->sent, 1);

@@ -256,7 +256,15 @@ int
 rk__outq_send(
     rk__outq *q, const void *hdr, size_t hlen, const void *payload, size_t len)
 {
+    return rk__outq_send_until(q, hdr, hlen, payload, len, RK_WAIT_FOREVER);
+}
+
+int
+rk__outq_send_until(rk__outq *q, const void *hdr, size_t hlen,
+    const void *payload, size_t len, int64_t timeout_ns)
+{
     unsigned char *slot;
+    uint64_t deadline = 0;
 
     RK_ASSERT(hlen + len <= q->slot_size);
     for (;;) {
@@ -265,11 +273,17 @@ rk__outq_send(
             return RK_ECLOSED;
         if ((slot = out_reserve(q)) != NULL)
             break;
+        if (timeout_ns == RK_NO_WAIT)
+            return RK_EFULL;
+        if (deadline == 0)
+            deadline = rk__deadline(timeout_ns);
+        else if (rk_now_ns() >= deadline)
+            return RK_ETIMEDOUT;
         /* Spin first: the host usually frees a slot within microseconds
          * (common/spin.h). */
-        if (rk__spin_wait(&q->prod_spin, room_or_closed, q, 0, UINT64_MAX))
+        if (rk__spin_wait(&q->prod_spin, room_or_closed, q, 0, deadline))
             continue;
-        (void)park(q, &q->prod_ec, has_room, UINT64_MAX);
+        (void)park(q, &q->prod_ec, has_room, deadline);
     }
     /* The frame and its ready flag (queue/slotflag.h), then tail. */
     RK_ASSERT(hlen == RK_MSG_HEADER_SIZE);

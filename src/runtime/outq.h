@@ -75,6 +75,14 @@ void rk__outq_fini(rk__outq *q);
 int rk__outq_send(rk__outq *q, const void *hdr, size_t hlen,
     const void *payload, size_t len);
 
+/* rk__outq_send waiting at most timeout_ns for room (RK_WAIT_FOREVER:
+ * as rk__outq_send): RK_EFULL without waiting for RK_NO_WAIT,
+ * RK_ETIMEDOUT once the time is up. For a producer that must not stop
+ * while it holds something else (a device relay, a caller on a device's
+ * lanes): it keeps the frame and tries again. */
+int rk__outq_send_until(rk__outq *q, const void *hdr, size_t hlen,
+    const void *payload, size_t len, int64_t timeout_ns);
+
 /* Consumer: waits until a frame can be peeked. Spins first for an
  * adaptive budget of at most spin_ns (0: not at all; see outq.c), then
  * parks until the absolute deadline (UINT64_MAX: none). RK_OK,

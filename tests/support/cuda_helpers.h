@@ -319,6 +319,7 @@ typedef struct cuda_kdef {
     const char *barrier;
     uint32_t parties;
     rk_supervision supervision;
+    uint32_t output_capacity; /* 0: the default */
 } cuda_kdef;
 
 static inline void
@@ -336,6 +337,7 @@ cuda_register(rk_runtime *rt, const cuda_kdef *k)
     def.config.device_barrier = k->barrier;
     def.config.device_barrier_parties = k->parties;
     def.config.supervision = k->supervision;
+    def.config.output_capacity = k->output_capacity;
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
 }
 

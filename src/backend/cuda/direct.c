@@ -84,8 +84,9 @@ publish_one(const rk__backend_io *io, rk_msg_header *h, const void *payload,
 }
 
 /* One output frame to the runtime. Returns 0 when a route's target had
- * no room in timeout_ns under BLOCK: the caller keeps the frame and tries
- * again. An output the runtime refuses otherwise (over max_payload, a
+ * no room in timeout_ns under BLOCK, or the output queue had none (it
+ * never waits longer for a receiver while the lanes are held): the caller
+ * keeps the frame and tries again. An output the runtime refuses otherwise (over max_payload, a
  * target that is gone or whose REJECT or DROP_NEW policy refused it)
  * cannot be handed back to the block that sent it: it is dead-lettered
  * with the refusal's code and counted in the kernel's errors, so none is
