@@ -125,8 +125,9 @@ typedef struct rk__backend_io {
     int (*emit)(
         rk__io *rt, const rk_msg_header *h, const void *payload, size_t len);
     /* emit_wait: emit, for an instance that keeps the message and tries
-     * again when a route's target has no room: under the target's BLOCK
-     * policy it waits at most timeout_ns (RK_NO_WAIT: not at all) and
+     * again when a route's target (or the instance's own output queue)
+     * has no room: under the target's BLOCK policy, and on a full output
+     * queue, it waits at most timeout_ns (RK_NO_WAIT: not at all) and
      * then returns RK_EFULL or RK_ETIMEDOUT, nothing queued and nothing
      * counted as rejected; the target's other policies (DROP_*, REJECT)
      * apply as for emit. A device relay uses it, so that it never waits

@@ -80,8 +80,8 @@ void rk__lanes_relax(uint32_t *spins);
 
 /* The holder: device output lanes -> the runtime, at most max frames.
  * With reply, the output answering call_id goes there (io->emit_call);
- * else io->emit_wait with timeout_ns. A frame a route's target has no
- * room for is held and retried first next time, and nothing more is
+ * else io->emit_wait with timeout_ns. A frame a route's target or the
+ * output queue has no room for is held and retried first next time, and nothing more is
  * taken meanwhile; one the runtime refuses otherwise is dead-lettered
  * and counted in out_errors. Returns frames handed over. */
 size_t rk__lanes_out(rk__cuda_lanes *l, int64_t timeout_ns, size_t max,
