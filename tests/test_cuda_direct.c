@@ -35,14 +35,6 @@
 
 static char *kernels_src;
 
-static rk_kernel_stats
-stats(rk_runtime *rt, const char *id)
-{
-    rk_kernel_stats s;
-    assert_int_equal(rk_kernel_stats_get(rt, id, &s), RK_OK);
-    return s;
-}
-
 /* One request of 4 bytes (tag, i) to the echo kernel, checked. */
 static void
 request_ok(rk_runtime *rt, rk_kernel k, uint32_t tag, uint32_t i)
@@ -66,13 +58,13 @@ request_ok(rk_runtime *rt, rk_kernel k, uint32_t tag, uint32_t i)
 static uint32_t
 warm_up(rk_runtime *rt, rk_kernel k, const char *id)
 {
-    uint64_t d = stats(rt, id).direct_calls;
+    uint64_t d = rt_stats(rt, id).direct_calls;
     uint32_t n = 0;
 
     do {
         assert_true(n < 10000);
         request_ok(rt, k, 0, n++);
-    } while (stats(rt, id).direct_calls == d);
+    } while (rt_stats(rt, id).direct_calls == d);
     return n;
 }
 
@@ -124,7 +116,7 @@ static void
 start_warm(warm *w, const char *id, const char *entry)
 {
     w->k = start(&w->rt, id, entry, &w->n);
-    w->s0 = stats(w->rt, id);
+    w->s0 = rt_stats(w->rt, id);
 }
 
 /* One direct call to the echo kernel, checked: with a reply buffer
@@ -171,7 +163,7 @@ test_direct_round_trip(void **state)
     for (uint32_t i = 0; i < 20; i++)
         call_ok(w.rt, w.k, i, i % 2 == 0);
     assert_int_equal(rt_wait_processed(w.rt, "echo", w.n + 60), w.n + 60);
-    s1 = stats(w.rt, "echo");
+    s1 = rt_stats(w.rt, "echo");
     assert_int_equal(s1.direct_calls - w.s0.direct_calls, 60);
     assert_int_equal(s1.relay_handoffs, w.s0.relay_handoffs);
     /* The counters reach telemetry (and so /metrics). */
@@ -189,7 +181,7 @@ test_direct_round_trip(void **state)
         assert_true(v >= s1.direct_calls);
     }
     assert_int_equal(rk_kernel_terminate(w.rt, "echo", T_LONG), RK_OK);
-    s1 = stats(w.rt, "echo");
+    s1 = rt_stats(w.rt, "echo");
     assert_int_equal(s1.pending, 0);
     assert_int_equal(s1.offered, s1.processed);
     rk_runtime_destroy(w.rt);
@@ -223,7 +215,7 @@ test_order_with_relay_busy(void **state)
         assert_int_equal(rep[1], i); /* in send order */
     }
     assert_int_equal(rt_wait_processed(w.rt, "spin", w.n + N), w.n + N);
-    s1 = stats(w.rt, "spin");
+    s1 = rt_stats(w.rt, "spin");
     /* Both paths ran: message 0 (at least) went direct, and what
      * queued behind the full lane went through the relay. */
     assert_true(s1.direct_calls - w.s0.direct_calls >= 1);
@@ -247,12 +239,12 @@ test_send_batch_direct(void **state)
     w.k = start(&w.rt, "echo", "rk_echo", &w.n);
     for (uint32_t i = 0; i < N; i++)
         batch[i] = 1000 + i;
-    w.s0 = stats(w.rt, "echo");
+    w.s0 = rt_stats(w.rt, "echo");
     assert_int_equal(rk_send_batch(w.rt, w.k, 5, batch, sizeof(batch[0]), 6,
                          128, T_LONG, &sent),
         RK_OK);
     assert_int_equal(sent, 6);
-    s1 = stats(w.rt, "echo");
+    s1 = rt_stats(w.rt, "echo");
     assert_int_equal(s1.direct_calls - w.s0.direct_calls, 6); /* lanes: 8 */
     assert_int_equal(rk_send_batch(w.rt, w.k, 5, batch + 6, sizeof(batch[0]),
                          N - 6, 128, T_LONG, &sent),
@@ -420,7 +412,7 @@ test_direct_call_racing_terminate(void **state)
         assert_int_equal(atomic_load(&r.ended), RACERS);
         /* Nothing hangs or leaks: every message accepted was processed
          * or dead-lettered, none is pending. */
-        s = stats(r.rt, "race");
+        s = rt_stats(r.rt, "race");
         assert_int_equal(s.state, RK_KERNEL_TERMINATED);
         assert_int_equal(s.pending, 0);
         assert_int_equal(
@@ -477,7 +469,7 @@ test_direct_call_output_full(void **state)
 
     (void)state;
     k = start_out(&rt, "full", "rk_echo", OUT_CAP, &nwarm);
-    direct = stats(rt, "full").direct_calls;
+    direct = rt_stats(rt, "full").direct_calls;
     for (uint32_t i = 0; i < OUT_N; i++) {
         uint32_t req[2] = { 5, i };
         rk_msg_header h;
@@ -490,7 +482,7 @@ test_direct_call_output_full(void **state)
         assert_int_equal(rc, RK_OK);
     }
     /* Warmed up: the first call went direct (warm_up). */
-    assert_true(stats(rt, "full").direct_calls > direct);
+    assert_true(rt_stats(rt, "full").direct_calls > direct);
     assert_int_equal(
         rt_wait_processed(rt, "full", nwarm + OUT_N), nwarm + OUT_N);
     assert_int_equal(rk_kernel_terminate(rt, "full", T_LONG), RK_OK);

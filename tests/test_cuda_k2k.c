@@ -80,20 +80,12 @@ running(const char *ea, uint32_t ga, const char *eb, uint32_t gb, int back,
     return rt;
 }
 
-static rk_kernel_stats
-stats(rk_runtime *rt, const char *id)
-{
-    rk_kernel_stats s;
-    assert_int_equal(rk_kernel_stats_get(rt, id, &s), RK_OK);
-    return s;
-}
-
 /* Waits (deadline, no timing) until kernel id processed n. */
 static void
 wait_processed(rk_runtime *rt, const char *id, uint64_t n)
 {
     uint64_t dl = rk_now_ns() + (uint64_t)T_LONG;
-    while (stats(rt, id).processed < n) {
+    while (rt_stats(rt, id).processed < n) {
         assert_true(rk_now_ns() < dl);
         sched_yield();
     }
@@ -128,10 +120,10 @@ test_a_b_host(void **state)
     /* Counters are final once the kernels exited. */
     assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
     assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
-    assert_int_equal(stats(rt, "a").processed, 40);
-    assert_int_equal(stats(rt, "a").sent, 40);
-    assert_int_equal(stats(rt, "b").processed, 40);
-    assert_int_equal(stats(rt, "b").offered, 0); /* no relay hop */
+    assert_int_equal(rt_stats(rt, "a").processed, 40);
+    assert_int_equal(rt_stats(rt, "a").sent, 40);
+    assert_int_equal(rt_stats(rt, "b").processed, 40);
+    assert_int_equal(rt_stats(rt, "b").offered, 0); /* no relay hop */
     rk_runtime_destroy(rt);
 }
 
@@ -168,10 +160,10 @@ test_a_b_a(void **state)
     }
     assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
     assert_int_equal(rk_kernel_terminate(rt, "b", T_LONG), RK_OK);
-    assert_int_equal(stats(rt, "a").offered, 4);
-    assert_int_equal(stats(rt, "a").processed, 4 * 51);
-    assert_int_equal(stats(rt, "b").offered, 0);
-    assert_int_equal(stats(rt, "b").processed, 4 * 50);
+    assert_int_equal(rt_stats(rt, "a").offered, 4);
+    assert_int_equal(rt_stats(rt, "a").processed, 4 * 51);
+    assert_int_equal(rt_stats(rt, "b").offered, 0);
+    assert_int_equal(rt_stats(rt, "b").processed, 4 * 50);
     rk_runtime_destroy(rt);
 }
 
@@ -226,8 +218,8 @@ test_send_to_terminated_target(void **state)
         assert_int_equal(rk_send(rt, a, 5, p, 20, 128, T_LONG), RK_OK);
     wait_processed(rt, "a", 20);
     assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
-    assert_int_equal(stats(rt, "a").sent, 16);
-    assert_int_equal(stats(rt, "a").errors, 4);
+    assert_int_equal(rt_stats(rt, "a").sent, 16);
+    assert_int_equal(rt_stats(rt, "a").errors, 4);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(
             rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), T_LONG), RK_OK);
@@ -259,7 +251,7 @@ test_k2k_failed_dead_lettered(void **state)
     assert_int_equal(rk_send(rt, a, 5, bad, 3, 128, T_LONG), RK_OK);
     assert_int_equal(rk_kernel_wait(rt, "b", T_LONG), RK_OK);
     rt_expect_dead(rt, "b", RK_DEAD_FAILED, RK_EINVAL, bad, 3);
-    assert_int_equal(stats(rt, "b").dead_lettered, 1);
+    assert_int_equal(rt_stats(rt, "b").dead_lettered, 1);
     assert_int_equal(rk_kernel_terminate(rt, "a", T_LONG), RK_OK);
     assert_int_equal(
         rk_dead_letter_recv(rt, &dl, buf, sizeof(buf), 0), RK_ETIMEDOUT);

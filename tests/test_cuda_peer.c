@@ -100,14 +100,6 @@ fake_peer(int a, int b, unsigned *calls, unsigned *again)
     return fn(a, b, calls, again);
 }
 
-static rk_kernel_stats
-stats(rk_runtime *rt, const char *id)
-{
-    rk_kernel_stats s;
-    assert_int_equal(rk_kernel_stats_get(rt, id, &s), RK_OK);
-    return s;
-}
-
 /* a (rk_echo, device 0) -> b (rk_echo, device dev_b); both registered,
  * nothing launched. */
 static rk_runtime *
@@ -147,8 +139,8 @@ cross(rk__cu_peer_counts *before, rk_kernel_stats *sa, rk_kernel_stats *sb)
     /* Counters are final once the kernels exited. */
     assert_int_equal(rk_kernel_terminate(rt, "a", RT_LONG), RK_OK);
     assert_int_equal(rk_kernel_terminate(rt, "b", RT_LONG), RK_OK);
-    *sa = stats(rt, "a");
-    *sb = stats(rt, "b");
+    *sa = rt_stats(rt, "a");
+    *sb = rt_stats(rt, "b");
     rk_runtime_destroy(rt);
     unsetenv("RK_CUDA_DIRECT");
 }

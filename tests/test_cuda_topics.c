@@ -75,20 +75,12 @@ reg(rk_runtime *rt, const char *id, const char *entry,
     assert_int_equal(rk_runtime_register(rt, &def), RK_OK);
 }
 
-static rk_kernel_stats
-stats(rk_runtime *rt, const char *id)
-{
-    rk_kernel_stats s;
-    assert_int_equal(rk_kernel_stats_get(rt, id, &s), RK_OK);
-    return s;
-}
-
 /* Frames the publisher's host side moved: through its relay, or into its
  * lane by the caller's own path. */
 static uint64_t
 moved(rk_runtime *rt, const char *id)
 {
-    rk_kernel_stats s = stats(rt, id);
+    rk_kernel_stats s = rt_stats(rt, id);
     return s.relay_handoffs + s.direct_calls;
 }
 
@@ -180,8 +172,8 @@ test_fan_out(void **state)
     expect(rt, s1, 0, 0, N);
     expect(rt, s2, 0, 0, N);
     assert_int_equal(moved(rt, "pub") - before, N);
-    assert_int_equal(stats(rt, "s1").offered, 0);
-    assert_int_equal(stats(rt, "s2").offered, 0);
+    assert_int_equal(rt_stats(rt, "s1").offered, 0);
+    assert_int_equal(rt_stats(rt, "s2").offered, 0);
 
     /* "m": s1 on its lane, c through the relay: one hand-off each. */
     before = moved(rt, "pub");
@@ -189,7 +181,7 @@ test_fan_out(void **state)
     expect(rt, s1, 1, 0, M);
     expect(rt, c, 1, 0, M);
     assert_int_equal(moved(rt, "pub") - before, 2 * M);
-    assert_int_equal(stats(rt, "s1").offered, 0);
+    assert_int_equal(rt_stats(rt, "s1").offered, 0);
     assert_int_equal(rk_topic_stats_get(rt, "m", &ts), RK_OK);
     assert_int_equal(ts.published, M);
     assert_int_equal(ts.delivered, 2 * M); /* s1's counted as carried */
@@ -202,8 +194,8 @@ test_fan_out(void **state)
     expect(rt, s1, 1, M, M);
     expect(rt, c, 1, M, M);
     expect(rt, s2, 1, M, M);
-    assert_int_equal(stats(rt, "s2").offered, M);
-    assert_int_equal(stats(rt, "s1").offered, 0);
+    assert_int_equal(rt_stats(rt, "s2").offered, M);
+    assert_int_equal(rt_stats(rt, "s1").offered, 0);
 
     /* c subscribes to "d", whose subscribers were all carried on the
      * device at the publisher's launch: no relay frame, so c gets the
@@ -214,22 +206,22 @@ test_fan_out(void **state)
     expect(rt, s1, 0, N, K);
     expect(rt, s2, 0, N, K);
     assert_int_equal(moved(rt, "pub") - before, K);
-    assert_int_equal(stats(rt, "c").processed, 2 * M);
+    assert_int_equal(rt_stats(rt, "c").processed, 2 * M);
     assert_int_equal(rk_kernel_terminate(rt, "pub", T_LONG), RK_OK);
     p = cuda_start(rt, "pub");
     publish(rt, p, 0, N + K, K);
     expect(rt, s1, 0, N + K, K);
     expect(rt, s2, 0, N + K, K);
     expect(rt, c, 0, N + K, K);
-    assert_int_equal(stats(rt, "s1").offered, 0);
+    assert_int_equal(rt_stats(rt, "s1").offered, 0);
 
     /* Exactly once: the final counts, every instance ended. */
     end_all(rt, (const char *const[]) { "pub", "s1", "s2", "c", NULL });
-    assert_int_equal(stats(rt, "pub").processed, K); /* this launch's */
-    assert_int_equal(stats(rt, "s1").processed, N + 2 * M + 2 * K);
-    assert_int_equal(stats(rt, "s2").processed, N + M + 2 * K);
-    assert_int_equal(stats(rt, "c").processed, 2 * M + K);
-    assert_int_equal(stats(rt, "s1").dead_lettered, 0);
+    assert_int_equal(rt_stats(rt, "pub").processed, K); /* this launch's */
+    assert_int_equal(rt_stats(rt, "s1").processed, N + 2 * M + 2 * K);
+    assert_int_equal(rt_stats(rt, "s2").processed, N + M + 2 * K);
+    assert_int_equal(rt_stats(rt, "c").processed, 2 * M + K);
+    assert_int_equal(rt_stats(rt, "s1").dead_lettered, 0);
     /* The topic's statistics count the publishes carried wholly on the
      * device too (the relay folds the blocks' counts): "d" had N + K of
      * them on two lanes, then K on two lanes and the relay for c. */
@@ -364,11 +356,11 @@ test_unsubscribe(void **state)
     expect(rt, s1, 0, N + K, K);
 
     end_all(rt, (const char *const[]) { "pub", "s1", "s2", "c", NULL });
-    assert_int_equal(stats(rt, "s1").processed, N + 2 * K);
-    assert_int_equal(stats(rt, "s2").processed, N + K);
-    assert_int_equal(stats(rt, "c").processed, N);
-    assert_int_equal(stats(rt, "s2").offered, 0);
-    assert_int_equal(stats(rt, "s2").dead_lettered, 0);
+    assert_int_equal(rt_stats(rt, "s1").processed, N + 2 * K);
+    assert_int_equal(rt_stats(rt, "s2").processed, N + K);
+    assert_int_equal(rt_stats(rt, "c").processed, N);
+    assert_int_equal(rt_stats(rt, "s2").offered, 0);
+    assert_int_equal(rt_stats(rt, "s2").dead_lettered, 0);
     /* N with a relay part (c), K still relayed (c's bit was set at
      * launch) with s1 and s2 carried, K wholly on s1's lane. */
     assert_int_equal(rk_topic_stats_get(rt, "d", &ts), RK_OK);
@@ -404,10 +396,10 @@ policy_case(rk_backpressure bp)
     do {
         assert_true(rk_now_ns() < until);
         sched_yield();
-        st = stats(rt, "s");
+        st = rt_stats(rt, "s");
     } while (st.processed + st.dropped < N);
     end_all(rt, (const char *const[]) { "pub", "s", NULL });
-    st = stats(rt, "s");
+    st = rt_stats(rt, "s");
     assert_int_equal(rk_topic_stats_get(rt, "slow", &ts), RK_OK);
     rk_runtime_destroy(rt);
     /* The topic counts every publish: carried (delivered) or dropped on

@@ -128,6 +128,15 @@ rt_state(rk_runtime *rt, const char *id)
 }
 
 #ifdef assert_int_equal
+/* Kernel id's stats, which must be readable. */
+static inline rk_kernel_stats
+rt_stats(rk_runtime *rt, const char *id)
+{
+    rk_kernel_stats s;
+    assert_int_equal(rk_kernel_stats_get(rt, id, &s), RK_OK);
+    return s;
+}
+
 /* Waits (bounded by RT_LONG, yielding) until kernel id has processed at
  * least n messages; returns its processed count then. */
 static inline uint64_t
